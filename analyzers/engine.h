@@ -1,0 +1,82 @@
+/* The rule engine: one entry point the proxy calls for every request.
+ *
+ * engine_analyze() reads a command view, runs every rule that applies to the
+ * request's namespace and client application, reports findings through the
+ * sink (deduplicated: the first occurrence of a rule+shape at once, repeats
+ * counted and reported by engine_flush_summaries()), and returns what the
+ * proxy must do with the request. It is safe to call from many worker
+ * threads at once; shared state (the dedupe table, hot-path counters) is
+ * behind the engine's own locks, taken only when a rule fires or an
+ * aggregation joins. */
+#ifndef MG_ANALYZERS_ENGINE_H
+#define MG_ANALYZERS_ENGINE_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyzers/rule_config.h"
+#include "protocol/cmdview.h"
+
+typedef struct index_cache index_cache;
+typedef struct engine engine;
+
+/* One finding, as the sink receives it. Strings are valid only during the
+ * sink call. */
+typedef struct finding {
+	rule_id rule;
+	rule_action action; /* after scoping; explain never reports block */
+	const char *ns;	    /* "db.collection" */
+	const char *command;
+	uint64_t shape_hash;
+	const char *shape;	/* JSON text, literals replaced unless redaction is off */
+	const char *suggestion; /* how to fix it, runnable where possible */
+	const char *detail;	/* what exactly matched, e.g. "name: $regex with $options 'i'" */
+	const char *app_name;	/* "" when the client sent none */
+	const char *client;	/* "host:port" */
+	uint64_t repeats; /* 0 for a first occurrence; N for a summary of N repeats */
+} finding;
+
+typedef void (*engine_sink_fn)(void *arg, const finding *f);
+
+/* What the proxy does with the request. */
+typedef enum {
+	VERDICT_FORWARD,       /* send it on unchanged */
+	VERDICT_BLOCK,	       /* do not forward; answer with the block error */
+	VERDICT_WAIT_INDEXES,  /* index list not known yet: hold the request and call
+				  engine_analyze() again once index_cache says it
+				  changed, or with no_wait set when the wait ends */
+} verdict;
+
+/* Who sent the request. */
+typedef struct request_ctx {
+	const char *app_name; /* from the handshake, "" if none */
+	const char *client;   /* "host:port" */
+	int64_t now_ms;	      /* monotonic milliseconds */
+	bool no_wait; /* true: an unknown index list means "no verdict", never WAIT */
+} request_ctx;
+
+/* Filled when the verdict is VERDICT_BLOCK: what the client is told. */
+typedef struct block_info {
+	rule_id rule;
+	char errmsg[1024];
+} block_info;
+
+/* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */
+engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink,
+		   void *sink_arg);
+void engine_free(engine *e);
+
+verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block);
+
+/* Tells the engine a command that changes indexes or collections has
+ * completed, so the index cache drops what it knew about ns ("db.coll", or
+ * "db" for a whole database). Called by the proxy when the reply passes. */
+void engine_note_ddl(engine *e, const cmdview *v);
+
+/* Reports, through the sink, every rule+shape repeated since the last flush
+ * (finding.repeats = count), and forgets the counts. */
+void engine_flush_summaries(engine *e);
+
+#endif

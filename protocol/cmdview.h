@@ -1,0 +1,62 @@
+/* The command view: what analyzers read instead of frames.
+ *
+ * A request is decoded into its database, command name, body document and
+ * its kind-1 document sequences. Every field points into the caller's message
+ * buffer (bson_t values are static views made with bson_init_static), so a
+ * view costs no allocation and lives exactly as long as that buffer. */
+#ifndef MG_PROTOCOL_CMDVIEW_H
+#define MG_PROTOCOL_CMDVIEW_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+
+#include "protocol/opmsg.h"
+#include "protocol/opquery.h"
+#include "protocol/wire_error.h"
+
+typedef enum {
+	CMDVIEW_FROM_OPMSG,
+	CMDVIEW_FROM_OPQUERY,
+} cmdview_origin;
+
+typedef struct cmdview {
+	cmdview_origin origin;
+	const char *db;	  /* $db (OP_MSG) or the part before ".$cmd" (OP_QUERY) */
+	const char *name; /* first key of the body, as sent ("find", "isMaster") */
+	bson_t body;	  /* static view of the command document */
+	const opmsg_sequence *seqs; /* OP_MSG kind-1 sections; NULL for OP_QUERY */
+	size_t nseqs;
+	uint32_t flags; /* OP_MSG flagBits, 0 for OP_QUERY */
+	char db_buf[128]; /* backing store for an OP_QUERY database name */
+} cmdview;
+
+/* From a parsed OP_MSG. Fails when the body has no first key or no $db. */
+bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
+	__attribute__((warn_unused_result));
+
+/* From a parsed OP_QUERY on "<db>.$cmd"; unwraps {$query: {...}} if present. */
+bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
+	__attribute__((warn_unused_result));
+
+/* True when the command name is one of the handshake spellings
+ * (hello, isMaster, ismaster). */
+bool cmdview_is_hello(const cmdview *v);
+
+/* Iterates the documents of an "array of documents" argument, wherever the
+ * driver put it: a kind-1 sequence named `field`, or an array `field` in the
+ * body ("updates", "deletes", "documents", "ops", "nsInfo"). */
+typedef struct cmdview_docs {
+	bool in_seq;
+	const uint8_t *p, *end; /* remaining sequence bytes */
+	bson_iter_t it;		/* body array iterator */
+	bool iter_ok;
+	bool corrupt; /* set when a document could not be read */
+} cmdview_docs;
+
+void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field);
+
+/* Next document as a static view in *doc; false at the end or on corrupt
+ * input (check d->corrupt to tell them apart). */
+bool cmdview_docs_next(cmdview_docs *d, bson_t *doc);
+
+#endif
