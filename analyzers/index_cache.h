@@ -25,4 +25,23 @@ bool index_cache_start(index_cache *ic, char *err, size_t errlen);
 /* Stops the thread and frees everything. */
 void index_cache_free(index_cache *ic);
 
+
+
+/* ---- used by the engine ---- */
+#include "analyzers/index_set.h"
+
+typedef enum {
+	INDEXES_KNOWN,	     /* *out holds a retained set: release it */
+	INDEXES_PENDING,     /* a fetch is scheduled or running */
+	INDEXES_UNAVAILABLE, /* the last fetch failed recently; no verdict possible */
+} index_lookup;
+
+index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
+
+/* Forgets what is known about db.coll (coll NULL: every collection of db)
+ * and refetches on next use. Safe from any thread. */
+void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
+
+/* For tests: installs a known set for db.coll without any connection. */
+void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s);
 #endif
