@@ -3,7 +3,12 @@
  * A request is decoded into its database, command name, body document and
  * its kind-1 document sequences. Every field points into the caller's message
  * buffer (bson_t values are static views made with bson_init_static), so a
- * view costs no allocation and lives exactly as long as that buffer. */
+ * view costs no allocation and lives exactly as long as that buffer.
+ *
+ * seqs points into the opmsg the view was made from, so that opmsg must live
+ * as long as the view too. Do not copy a cmdview by value: a static bson_t
+ * points at itself and db may point at db_buf, so a copy would still refer to
+ * the original. Build a second view from the message instead. */
 #ifndef MG_PROTOCOL_CMDVIEW_H
 #define MG_PROTOCOL_CMDVIEW_H
 
@@ -21,22 +26,22 @@ typedef enum {
 
 typedef struct cmdview {
 	cmdview_origin origin;
-	const char *db;	  /* $db (OP_MSG) or the part before ".$cmd" (OP_QUERY) */
-	const char *name; /* first key of the body, as sent ("find", "isMaster") */
-	bson_t body;	  /* static view of the command document */
+	const char *db;             /* $db (OP_MSG) or the part before ".$cmd" (OP_QUERY) */
+	const char *name;           /* first key of the body, as sent ("find", "isMaster") */
+	bson_t body;                /* static view of the command document */
 	const opmsg_sequence *seqs; /* OP_MSG kind-1 sections; NULL for OP_QUERY */
 	size_t nseqs;
-	uint32_t flags; /* OP_MSG flagBits, 0 for OP_QUERY */
+	uint32_t flags;   /* OP_MSG flagBits, 0 for OP_QUERY */
 	char db_buf[128]; /* backing store for an OP_QUERY database name */
 } cmdview;
 
 /* From a parsed OP_MSG. Fails when the body has no first key or no $db. */
 bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* From a parsed OP_QUERY on "<db>.$cmd"; unwraps {$query: {...}} if present. */
 bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* True when the command name is one of the handshake spellings
  * (hello, isMaster, ismaster). */
@@ -48,7 +53,7 @@ bool cmdview_is_hello(const cmdview *v);
 typedef struct cmdview_docs {
 	bool in_seq;
 	const uint8_t *p, *end; /* remaining sequence bytes */
-	bson_iter_t it;		/* body array iterator */
+	bson_iter_t it;         /* body array iterator */
 	bool iter_ok;
 	bool corrupt; /* set when a document could not be read */
 } cmdview_docs;

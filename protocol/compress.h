@@ -31,12 +31,12 @@ typedef struct compressed_msg {
 } compressed_msg;
 
 bool compress_parse(const uint8_t *msg, size_t len, compressed_msg *out, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Returns a malloc'd whole message (16-byte header + original body) in
  * *out/*out_len. The caller frees it. */
-bool compress_inflate(const compressed_msg *c, uint8_t **out, size_t *out_len,
-		      wire_error *err) __attribute__((warn_unused_result));
+bool compress_inflate(const compressed_msg *c, uint8_t **out, size_t *out_len, wire_error *err)
+    __attribute__((warn_unused_result));
 
 /* Name for logs: "snappy", "zlib", "zstd", "noop", or "unknown". */
 const char *compress_name(uint8_t compressor_id);

@@ -46,8 +46,8 @@ typedef enum {
 
 /* Reads a header from the first n bytes of p. FRAME_NEED_MORE when n < 16;
  * FRAME_INVALID (with err set) when the length is outside the limits. */
-frame_status frame_header_parse(const uint8_t *p, size_t n, frame_header *out,
-				wire_error *err) __attribute__((warn_unused_result));
+frame_status frame_header_parse(const uint8_t *p, size_t n, frame_header *out, wire_error *err)
+    __attribute__((warn_unused_result));
 
 /* Writes a header in wire order (little-endian) into out[0..15]. */
 void frame_header_write(uint8_t *out, const frame_header *h);
@@ -59,7 +59,7 @@ const char *frame_opcode_name(int32_t opcode);
 static inline int32_t wire_read_i32(const uint8_t *p)
 {
 	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-			 (uint32_t)p[3] << 24);
+	                 (uint32_t)p[3] << 24);
 }
 
 static inline uint32_t wire_read_u32(const uint8_t *p)

@@ -24,6 +24,6 @@ bool handshake_app_name(const cmdview *v, char *buf, size_t size);
  * malloc'd copy of the whole message without that field (an OP_MSG loses its
  * checksum flag and checksum, since its bytes changed), else NULL. */
 uint8_t *handshake_strip_compression(const uint8_t *msg, size_t len, const cmdview *v,
-				     size_t *out_len);
+                                     size_t *out_len);
 
 #endif

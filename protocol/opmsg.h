@@ -12,10 +12,10 @@
 #include "protocol/wire_error.h"
 
 #define OPMSG_CHECKSUM_PRESENT (1u << 0)
-#define OPMSG_MORE_TO_COME (1u << 1)
-#define OPMSG_EXHAUST_ALLOWED (1u << 16)
+#define OPMSG_MORE_TO_COME     (1u << 1)
+#define OPMSG_EXHAUST_ALLOWED  (1u << 16)
 /* The low 16 bits are required: a set bit we do not know is an error. */
-#define OPMSG_REQUIRED_MASK 0xffffu
+#define OPMSG_REQUIRED_MASK  0xffffu
 #define OPMSG_KNOWN_REQUIRED (OPMSG_CHECKSUM_PRESENT | OPMSG_MORE_TO_COME)
 
 /* Drivers send at most two sequences (bulkWrite: ops + nsInfo); a message
@@ -42,7 +42,7 @@ typedef struct opmsg {
  * section, each document's framing, the body's BSON, and the checksum when
  * present. On failure returns false and says why in err. */
 bool opmsg_parse(const uint8_t *msg, size_t len, opmsg *out, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* Reads only the flag bits of a complete-enough OP_MSG (>= 20 bytes). */
 uint32_t opmsg_peek_flags(const uint8_t *msg);
@@ -52,7 +52,7 @@ uint32_t opmsg_crc32c(const uint8_t *p, size_t n);
 
 /* Builds a whole OP_MSG holding one kind-0 body and no checksum.
  * Returns a malloc'd buffer (caller frees) and its length in *len. */
-uint8_t *opmsg_build(int32_t request_id, int32_t response_to, uint32_t flags,
-		     const uint8_t *body, size_t body_len, size_t *len);
+uint8_t *opmsg_build(int32_t request_id, int32_t response_to, uint32_t flags, const uint8_t *body,
+                     size_t body_len, size_t *len);
 
 #endif

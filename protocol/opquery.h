@@ -34,20 +34,20 @@ typedef struct opreply {
 #define OPREPLY_QUERY_FAILURE (1 << 1)
 
 bool opquery_parse(const uint8_t *msg, size_t len, opquery *out, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 bool opreply_parse(const uint8_t *msg, size_t len, opreply *out, wire_error *err)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 /* True when full_collection names a command namespace ("<db>.$cmd"). */
 bool opquery_is_command(const opquery *q);
 
 /* Builds a whole OP_REPLY with one document, cursor 0. Caller frees. */
-uint8_t *opreply_build(int32_t request_id, int32_t response_to, int32_t flags,
-		       const uint8_t *doc, size_t doc_len, size_t *len);
+uint8_t *opreply_build(int32_t request_id, int32_t response_to, int32_t flags, const uint8_t *doc,
+                       size_t doc_len, size_t *len);
 
 /* Builds a whole OP_QUERY (used to rewrite a handshake). Caller frees. */
-uint8_t *opquery_build(int32_t request_id, const opquery *q, const uint8_t *query,
-		       size_t query_len, size_t *len);
+uint8_t *opquery_build(int32_t request_id, const opquery *q, const uint8_t *query, size_t query_len,
+                       size_t *len);
 
 #endif

@@ -17,6 +17,6 @@ typedef enum {
 /* Builds {ok: 0, errmsg, code, codeName} plus the fields of `extra` (may be
  * NULL), framed as `form`. Returns a malloc'd whole message; caller frees. */
 uint8_t *reply_error(reply_form form, int32_t request_id, int32_t response_to, int code,
-		     const char *code_name, const char *errmsg, const bson_t *extra, size_t *len);
+                     const char *code_name, const char *errmsg, const bson_t *extra, size_t *len);
 
 #endif

@@ -8,10 +8,10 @@
 #include <stdio.h>
 
 enum {
-	WIRE_ERR_PROTOCOL = 17,	    /* ProtocolError */
-	WIRE_ERR_INVALID_BSON = 22, /* InvalidBSON */
-	WIRE_ERR_BAD_VALUE = 2,	    /* BadValue */
-	WIRE_ERR_CHECKSUM = 40422,  /* mongod's code for a bad OP_MSG checksum */
+	WIRE_ERR_PROTOCOL = 17,             /* ProtocolError */
+	WIRE_ERR_INVALID_BSON = 22,         /* InvalidBSON */
+	WIRE_ERR_BAD_VALUE = 2,             /* BadValue */
+	WIRE_ERR_CHECKSUM = 40422,          /* mongod's code for a bad OP_MSG checksum */
 	WIRE_ERR_UNSUPPORTED_OPQUERY = 352, /* UnsupportedOpQueryCommand */
 };
 

@@ -1,0 +1,166 @@
+/* The command view. Everything here points into the caller's message; no
+ * function in this file allocates. */
+#include "protocol/cmdview.h"
+
+#include <string.h>
+
+#include "protocol/frame.h"
+
+#define CMD_SUFFIX ".$cmd"
+
+/* Sets v->name from the first key of v->body. */
+static bool take_name(cmdview *v, const char *form, wire_error *err)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it)) {
+		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
+		               "%s command document is empty; its first key names the command",
+		               form);
+		return false;
+	}
+	v->name = bson_iter_key(&it);
+	return true;
+}
+
+bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
+{
+	memset(v, 0, sizeof(*v));
+	v->origin = CMDVIEW_FROM_OPMSG;
+	v->seqs = m->seqs;
+	v->nseqs = m->nseqs;
+	v->flags = m->flags;
+	if (!bson_init_static(&v->body, m->body, m->body_len)) {
+		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
+		               "OP_MSG body of %zu bytes is not a BSON document", m->body_len);
+		return false;
+	}
+	if (!take_name(v, "OP_MSG", err))
+		return false;
+
+	bson_iter_t it;
+	if (!bson_iter_init_find(&it, &v->body, "$db")) {
+		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
+		               "OP_MSG command '%s' has no $db field", v->name);
+		return false;
+	}
+	uint32_t db_len = 0;
+	if (!BSON_ITER_HOLDS_UTF8(&it) || (v->db = bson_iter_utf8(&it, &db_len), db_len == 0) ||
+	    strlen(v->db) != db_len) {
+		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
+		               "OP_MSG command '%s' has a $db that is not a non-empty string",
+		               v->name);
+		v->db = NULL;
+		return false;
+	}
+	return true;
+}
+
+bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
+{
+	memset(v, 0, sizeof(*v));
+	v->origin = CMDVIEW_FROM_OPQUERY;
+	if (!opquery_is_command(q)) {
+		wire_error_set(err, WIRE_ERR_UNSUPPORTED_OPQUERY, "UnsupportedOpQueryCommand",
+		               "OP_QUERY on '%s' is not a command; only <db>" CMD_SUFFIX
+		               " is supported",
+		               q->full_collection);
+		return false;
+	}
+	size_t db_len = strlen(q->full_collection) - strlen(CMD_SUFFIX);
+	if (db_len >= sizeof(v->db_buf)) {
+		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
+		               "OP_QUERY database name of %zu bytes is longer than %zu", db_len,
+		               sizeof(v->db_buf) - 1);
+		return false;
+	}
+	memcpy(v->db_buf, q->full_collection, db_len);
+	v->db_buf[db_len] = '\0';
+	v->db = v->db_buf;
+
+	if (!bson_init_static(&v->body, q->query, q->query_len)) {
+		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
+		               "OP_QUERY query of %zu bytes is not a BSON document", q->query_len);
+		return false;
+	}
+	/* Old drivers wrap the command as {$query: {...}, $readPreference: ...}
+	 * (or {query: ...}); the command is the wrapped document. */
+	bson_iter_t it;
+	if (bson_iter_init(&it, &v->body) && bson_iter_next(&it) &&
+	    (strcmp(bson_iter_key(&it), "$query") == 0 ||
+	     strcmp(bson_iter_key(&it), "query") == 0) &&
+	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		uint32_t len;
+		const uint8_t *data;
+		bson_iter_document(&it, &len, &data);
+		if (!bson_init_static(&v->body, data, len)) {
+			wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
+			               "OP_QUERY %s document is not BSON", bson_iter_key(&it));
+			return false;
+		}
+	}
+	return take_name(v, "OP_QUERY", err);
+}
+
+bool cmdview_is_hello(const cmdview *v)
+{
+	return v->name && (strcmp(v->name, "hello") == 0 || strcmp(v->name, "isMaster") == 0 ||
+	                   strcmp(v->name, "ismaster") == 0);
+}
+
+void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field)
+{
+	memset(d, 0, sizeof(*d));
+	for (size_t i = 0; i < v->nseqs; i++)
+		if (strcmp(v->seqs[i].id, field) == 0) {
+			d->in_seq = true;
+			d->p = v->seqs[i].docs;
+			d->end = d->p + v->seqs[i].docs_len;
+			return;
+		}
+	bson_iter_t it;
+	if (!bson_iter_init_find(&it, &v->body, field))
+		return; /* absent: nothing to iterate, nothing wrong */
+	if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &d->it)) {
+		d->corrupt = true; /* present but not an array of documents */
+		return;
+	}
+	d->iter_ok = true;
+}
+
+bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
+{
+	if (d->corrupt)
+		return false;
+	if (d->in_seq) {
+		if (d->p >= d->end)
+			return false;
+		size_t left = (size_t)(d->end - d->p);
+		int32_t len = left >= 4 ? wire_read_i32(d->p) : 0;
+		if (len < 5 || (size_t)len > left || !bson_init_static(doc, d->p, (size_t)len)) {
+			d->corrupt = true;
+			return false;
+		}
+		d->p += len;
+		return true;
+	}
+	if (!d->iter_ok)
+		return false;
+	if (!bson_iter_next(&d->it)) {
+		/* The iterator stops early (err_off set) on corrupt bytes. */
+		d->corrupt = d->it.err_off != 0;
+		d->iter_ok = false;
+		return false;
+	}
+	uint32_t len;
+	const uint8_t *data;
+	if (!BSON_ITER_HOLDS_DOCUMENT(&d->it)) {
+		d->corrupt = true;
+		return false;
+	}
+	bson_iter_document(&d->it, &len, &data);
+	if (!bson_init_static(doc, data, len)) {
+		d->corrupt = true;
+		return false;
+	}
+	return true;
+}
