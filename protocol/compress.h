@@ -34,7 +34,7 @@ bool compress_parse(const uint8_t *msg, size_t len, compressed_msg *out, wire_er
     __attribute__((warn_unused_result));
 
 /* Returns a malloc'd whole message (16-byte header + original body) in
- * *out/*out_len. The caller frees it. */
+ * *out and *out_len. The caller frees it. */
 bool compress_inflate(const compressed_msg *c, uint8_t **out, size_t *out_len, wire_error *err)
     __attribute__((warn_unused_result));
 

@@ -20,9 +20,14 @@
  * size). Returns false, leaving buf empty, when the hello has none. */
 bool handshake_app_name(const cmdview *v, char *buf, size_t size);
 
+/* True when the hello's body has a top-level `compression` field. */
+bool handshake_has_compression(const cmdview *v);
+
 /* When the hello in msg (described by v) carries `compression`, returns a
  * malloc'd copy of the whole message without that field (an OP_MSG loses its
- * checksum flag and checksum, since its bytes changed), else NULL. */
+ * checksum flag and checksum, since its bytes changed), else NULL. NULL also
+ * comes back when msg cannot be rebuilt (it does not parse, or memory ran
+ * out); handshake_has_compression() tells the two apart. */
 uint8_t *handshake_strip_compression(const uint8_t *msg, size_t len, const cmdview *v,
                                      size_t *out_len);
 
