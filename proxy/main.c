@@ -1,6 +1,165 @@
+/* mongoguard: command line, configuration, start-up. */
+#include <errno.h>
+#include <getopt.h>
+#include <mongoc/mongoc.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/config.h"
+#include "proxy/log.h"
+#include "proxy/server_run.h"
+
+#ifndef MG_VERSION
+#define MG_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *out)
 {
-	fputs("mongoguard: not built yet\n", stderr);
-	return 1;
+	fputs("Usage: mongoguard [OPTIONS]\n"
+	      "\n"
+	      "A MongoDB wire-protocol proxy that analyses every request for query and\n"
+	      "schema anti-patterns, logging them or blocking them before they reach the\n"
+	      "database.\n"
+	      "\n"
+	      "Options (flags override the configuration file):\n"
+	      "  -c, --config FILE      YAML configuration file (see configs/ and README.md)\n"
+	      "  -l, --listen HOST:PORT address to accept clients on (default 127.0.0.1:27018)\n"
+	      "  -u, --upstream URI     the real server, any mongodb:// URI\n"
+	      "                         (default mongodb://127.0.0.1:27017/)\n"
+	      "  -L, --log PATH         JSON-lines log file, '-' for stdout (default -)\n"
+	      "  -w, --workers N        worker threads, 0 = one per core (default 0)\n"
+	      "  -v, --verbose          debug logging (log.verbosity: 1)\n"
+	      "      --check-config     validate the configuration and exit\n"
+	      "  -h, --help             this help\n"
+	      "  -V, --version          print the version\n"
+	      "\n"
+	      "Rules: case-insensitive-regex, unbounded-push, hot-path-lookup,\n"
+	      "index-mismatched-sort; actions: off, log, block (set them under `rules:`).\n"
+	      "Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
+	      "(shutdownGraceMS), then exit 0.\n",
+	      out);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"listen", required_argument, NULL, 'l'},
+		{"upstream", required_argument, NULL, 'u'},
+		{"log", required_argument, NULL, 'L'},
+		{"workers", required_argument, NULL, 'w'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"check-config", no_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *config_path = NULL, *listen = NULL, *upstream = NULL, *logp = NULL;
+	long workers = -1;
+	bool verbose = false, check_only = false;
+	int c;
+	while ((c = getopt_long(argc, argv, "c:l:u:L:w:vhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'l':
+			listen = optarg;
+			break;
+		case 'u':
+			upstream = optarg;
+			break;
+		case 'L':
+			logp = optarg;
+			break;
+		case 'w': {
+			char *end;
+			workers = strtol(optarg, &end, 10);
+			if (*end || workers < 0 || workers > 256) {
+				fprintf(stderr, "mongoguard: --workers takes a number from 0 to 256\n");
+				return 2;
+			}
+			break;
+		}
+		case 'v':
+			verbose = true;
+			break;
+		case 'C':
+			check_only = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("mongoguard %s\n", MG_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "mongoguard: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+
+	static server srv; /* large (config holds rule tables): keep it off the stack */
+	char err[1024];
+	config_defaults(&srv.cfg);
+	if (config_path && !config_load_file(&srv.cfg, config_path, err, sizeof(err))) {
+		fprintf(stderr, "mongoguard: %s\n", err);
+		return 2;
+	}
+#define SET(field, value) snprintf(srv.cfg.field, sizeof(srv.cfg.field), "%s", value)
+	if (listen)
+		SET(listen, listen);
+	if (upstream)
+		SET(upstream_uri, upstream);
+	if (logp)
+		SET(log_path, logp);
+#undef SET
+	if (workers >= 0)
+		srv.cfg.workers = (uint32_t)workers;
+	if (verbose)
+		srv.cfg.log_verbosity = 1;
+
+	mongoc_init();
+	if (!upstream_resolve(srv.cfg.upstream_uri, &srv.up, err, sizeof(err))) {
+		fprintf(stderr, "mongoguard: %s\n", err);
+		return 2;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	if (!server_parse_listen(srv.cfg.listen, &ss, &sslen, err, sizeof(err))) {
+		fprintf(stderr, "mongoguard: %s\n", err);
+		return 2;
+	}
+	if (check_only) {
+		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", srv.cfg.listen,
+		       srv.up.name);
+		return 0;
+	}
+	if (!log_open(srv.cfg.log_path, srv.cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {
+		fprintf(stderr, "mongoguard: cannot open log %s: %s\n", srv.cfg.log_path,
+			strerror(errno));
+		return 2;
+	}
+	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_STARTUP, NULL, "mongoguard starting");
+	log_attr_str(l, "version", MG_VERSION);
+	log_attr_str(l, "config", config_path ? config_path : "");
+	for (int r = 0; r < RULE_COUNT; r++)
+		log_attr_str(l, rule_name((rule_id)r),
+			     rule_action_name(srv.cfg.engine.rules[r].action));
+	log_attr_bool(l, "redactLiterals", srv.cfg.engine.redact_literals);
+	log_end(l);
+
+	bool ok = server_run(&srv, err, sizeof(err));
+	if (!ok) {
+		log_reason(LOG_ERROR, "CONTROL", LOGID_FATAL, NULL, "Cannot start: %s", err);
+		fprintf(stderr, "mongoguard: %s\n", err);
+	}
+	mongoc_cleanup();
+	log_close();
+	return ok ? 0 : 1;
 }

@@ -1,0 +1,333 @@
+#include "proxy/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+void config_defaults(mg_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->listen, sizeof(c->listen), "127.0.0.1:27018");
+	c->max_connections = 20000;
+	c->max_frame_wait_ms = 60000;
+	snprintf(c->upstream_uri, sizeof(c->upstream_uri), "mongodb://127.0.0.1:27017/");
+	c->connect_timeout_ms = 5000;
+	c->workers = 0;
+	c->shutdown_grace_ms = 10000;
+	snprintf(c->log_path, sizeof(c->log_path), "-");
+	c->log_verbosity = 0;
+	c->analysis_enabled = true;
+	c->index_refresh_secs = 60;
+	c->summary_interval_secs = 60;
+	rule_config_defaults(&c->engine);
+}
+
+/* ---- a small typed walk over libyaml's document tree ---- */
+
+typedef struct cfg_ctx {
+	yaml_document_t *doc;
+	char *err;
+	size_t errlen;
+} cfg_ctx;
+
+__attribute__((format(printf, 3, 4))) static bool fail(cfg_ctx *x, yaml_node_t *n,
+						       const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n)
+		snprintf(x->err, x->errlen, "line %lu: %s", (unsigned long)n->start_mark.line + 1,
+			 msg);
+	else
+		snprintf(x->err, x->errlen, "%s", msg);
+	return false;
+}
+
+static const char *scalar(yaml_node_t *n)
+{
+	return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static bool get_string(cfg_ctx *x, yaml_node_t *n, const char *key, char *out, size_t size)
+{
+	const char *s = scalar(n);
+	if (!s)
+		return fail(x, n, "%s must be a string", key);
+	if (strlen(s) >= size)
+		return fail(x, n, "%s is longer than %zu characters", key, size - 1);
+	snprintf(out, size, "%s", s);
+	return true;
+}
+
+static bool get_u32(cfg_ctx *x, yaml_node_t *n, const char *key, uint32_t min, uint32_t max,
+		    uint32_t *out)
+{
+	const char *s = scalar(n);
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+	if (!s || !*s || *end || errno || s[0] == '-' || v < min || v > max)
+		return fail(x, n, "%s must be a whole number from %u to %u", key, min, max);
+	*out = (uint32_t)v;
+	return true;
+}
+
+static bool get_bool(cfg_ctx *x, yaml_node_t *n, const char *key, bool *out)
+{
+	const char *s = scalar(n);
+	if (s && (!strcmp(s, "true") || !strcmp(s, "yes") || !strcmp(s, "on"))) {
+		*out = true;
+		return true;
+	}
+	if (s && (!strcmp(s, "false") || !strcmp(s, "no") || !strcmp(s, "off"))) {
+		*out = false;
+		return true;
+	}
+	return fail(x, n, "%s must be true or false", key);
+}
+
+typedef bool (*section_fn)(cfg_ctx *x, const char *key, yaml_node_t *val, void *arg);
+
+/* Calls fn for every key of a mapping node. */
+static bool walk_map(cfg_ctx *x, yaml_node_t *map, const char *what, section_fn fn, void *arg)
+{
+	if (!map || map->type != YAML_MAPPING_NODE)
+		return fail(x, map, "%s must be a mapping", what);
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = yaml_document_get_node(x->doc, p->key);
+		yaml_node_t *v = yaml_document_get_node(x->doc, p->value);
+		const char *key = scalar(k);
+		if (!key)
+			return fail(x, k, "keys in %s must be strings", what);
+		if (!fn(x, key, v, arg))
+			return false;
+	}
+	return true;
+}
+
+static bool unknown(cfg_ctx *x, yaml_node_t *v, const char *section, const char *key)
+{
+	return fail(x, v, "unknown key '%s' in %s (see README.md, \"Configuration\")", key,
+		    section);
+}
+
+static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "listen"))
+		return get_string(x, v, "net.listen", c->listen, sizeof(c->listen));
+	if (!strcmp(key, "maxConnections"))
+		return get_u32(x, v, "net.maxConnections", 1, 1000000, &c->max_connections);
+	if (!strcmp(key, "maxFrameWaitMS"))
+		return get_u32(x, v, "net.maxFrameWaitMS", 100, 86400000, &c->max_frame_wait_ms);
+	return unknown(x, v, "net", key);
+}
+
+static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "uri"))
+		return get_string(x, v, "upstream.uri", c->upstream_uri, sizeof(c->upstream_uri));
+	if (!strcmp(key, "connectTimeoutMS"))
+		return get_u32(x, v, "upstream.connectTimeoutMS", 1, 600000,
+			       &c->connect_timeout_ms);
+	return unknown(x, v, "upstream", key);
+}
+
+static bool log_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "path"))
+		return get_string(x, v, "log.path", c->log_path, sizeof(c->log_path));
+	if (!strcmp(key, "verbosity")) {
+		uint32_t vb;
+		if (!get_u32(x, v, "log.verbosity", 0, 1, &vb))
+			return false;
+		c->log_verbosity = (int)vb;
+		return true;
+	}
+	return unknown(x, v, "log", key);
+}
+
+static bool analysis_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "enabled"))
+		return get_bool(x, v, "analysis.enabled", &c->analysis_enabled);
+	if (!strcmp(key, "redactLiterals"))
+		return get_bool(x, v, "analysis.redactLiterals", &c->engine.redact_literals);
+	if (!strcmp(key, "indexRefreshSecs"))
+		return get_u32(x, v, "analysis.indexRefreshSecs", 1, 86400,
+			       &c->index_refresh_secs);
+	if (!strcmp(key, "indexWaitMS"))
+		return get_u32(x, v, "analysis.indexWaitMS", 0, 60000, &c->engine.index_wait_ms);
+	if (!strcmp(key, "summaryIntervalSecs"))
+		return get_u32(x, v, "analysis.summaryIntervalSecs", 1, 86400,
+			       &c->summary_interval_secs);
+	return unknown(x, v, "analysis", key);
+}
+
+static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action *out)
+{
+	const char *s = scalar(v);
+	int a = s ? rule_action_from_name(s) : -1;
+	if (a < 0)
+		return fail(x, v, "%s must be one of off, log, block", what);
+	*out = (rule_action)a;
+	return true;
+}
+
+/* A list of glob patterns, or a single pattern. */
+static bool get_patterns(cfg_ctx *x, yaml_node_t *v, const char *what,
+			 char (*out)[RULE_PATTERN_LEN], size_t *n)
+{
+	*n = 0;
+	if (v && v->type == YAML_SCALAR_NODE)
+		return get_string(x, v, what, out[(*n)++], RULE_PATTERN_LEN);
+	if (!v || v->type != YAML_SEQUENCE_NODE)
+		return fail(x, v, "%s must be a pattern or a list of patterns", what);
+	for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top;
+	     i++) {
+		if (*n == RULE_MAX_PATTERNS)
+			return fail(x, v, "%s has more than %d patterns", what, RULE_MAX_PATTERNS);
+		if (!get_string(x, yaml_document_get_node(x->doc, *i), what, out[*n],
+				RULE_PATTERN_LEN))
+			return false;
+		(*n)++;
+	}
+	return true;
+}
+
+static bool scope_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	rule_scope *s = arg;
+	if (!strcmp(key, "namespaces"))
+		return get_patterns(x, v, "scope namespaces", s->namespaces, &s->nnamespaces);
+	if (!strcmp(key, "apps"))
+		return get_patterns(x, v, "scope apps", s->apps, &s->napps);
+	if (!strcmp(key, "action"))
+		return get_action(x, v, "scope action", &s->action);
+	return unknown(x, v, "a rule scope", key);
+}
+
+typedef struct rule_arg {
+	rule_id id;
+	rule_config *rc;
+} rule_arg;
+
+static bool rule_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	rule_arg *ra = arg;
+	rule_config *rc = ra->rc;
+	if (!strcmp(key, "action"))
+		return get_action(x, v, "rule action", &rc->action);
+	if (!strcmp(key, "scopes")) {
+		if (!v || v->type != YAML_SEQUENCE_NODE)
+			return fail(x, v, "scopes must be a list");
+		rc->nscopes = 0;
+		for (yaml_node_item_t *i = v->data.sequence.items.start;
+		     i < v->data.sequence.items.top; i++) {
+			if (rc->nscopes == RULE_MAX_SCOPES)
+				return fail(x, v, "more than %d scopes", RULE_MAX_SCOPES);
+			rule_scope *s = &rc->scopes[rc->nscopes];
+			memset(s, 0, sizeof(*s));
+			s->action = rc->action;
+			yaml_node_t *sn = yaml_document_get_node(x->doc, *i);
+			if (!walk_map(x, sn, "a rule scope", scope_key, s))
+				return false;
+			bool has_action = false;
+			for (yaml_node_pair_t *p = sn->data.mapping.pairs.start;
+			     p < sn->data.mapping.pairs.top; p++)
+				has_action |= !strcmp(
+					scalar(yaml_document_get_node(x->doc, p->key)), "action");
+			if (!has_action)
+				return fail(x, sn, "a rule scope needs an action");
+			rc->nscopes++;
+		}
+		return true;
+	}
+	if (ra->id == RULE_HOT_PATH_LOOKUP && !strcmp(key, "threshold"))
+		return get_u32(x, v, "hot-path-lookup threshold", 1, 1000000, &rc->threshold);
+	if (ra->id == RULE_HOT_PATH_LOOKUP && !strcmp(key, "windowSeconds"))
+		return get_u32(x, v, "hot-path-lookup windowSeconds", 1, 86400,
+			       &rc->window_seconds);
+	char section[96];
+	snprintf(section, sizeof(section), "rule %s", rule_name(ra->id));
+	return unknown(x, v, section, key);
+}
+
+static bool rules_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	int id = rule_from_name(key);
+	if (id < 0)
+		return fail(x, v,
+			    "unknown rule '%s' (rules: case-insensitive-regex, unbounded-push, "
+			    "hot-path-lookup, index-mismatched-sort)",
+			    key);
+	rule_config *rc = &c->engine.rules[id];
+	if (v && v->type == YAML_SCALAR_NODE)
+		return get_action(x, v, key, &rc->action);
+	rule_arg ra = {(rule_id)id, rc};
+	return walk_map(x, v, key, rule_key, &ra);
+}
+
+static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "net"))
+		return walk_map(x, v, "net", net_key, c);
+	if (!strcmp(key, "upstream"))
+		return walk_map(x, v, "upstream", upstream_key, c);
+	if (!strcmp(key, "log"))
+		return walk_map(x, v, "log", log_key, c);
+	if (!strcmp(key, "analysis"))
+		return walk_map(x, v, "analysis", analysis_key, c);
+	if (!strcmp(key, "rules"))
+		return walk_map(x, v, "rules", rules_key, c);
+	if (!strcmp(key, "workers"))
+		return get_u32(x, v, "workers", 0, 256, &c->workers);
+	if (!strcmp(key, "shutdownGraceMS"))
+		return get_u32(x, v, "shutdownGraceMS", 0, 3600000, &c->shutdown_grace_ms);
+	return unknown(x, v, "the top level", key);
+}
+
+bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return false;
+	}
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	bool ok = yaml_parser_load(&parser, &doc);
+	if (!ok) {
+		snprintf(err, errlen, "%s: line %lu: %s", path,
+			 (unsigned long)parser.problem_mark.line + 1,
+			 parser.problem ? parser.problem : "invalid YAML");
+		yaml_parser_delete(&parser);
+		fclose(f);
+		return false;
+	}
+	char inner[900] = "";
+	cfg_ctx x = {&doc, inner, sizeof(inner)};
+	yaml_node_t *root = yaml_document_get_root_node(&doc);
+	if (root) /* an empty file is a valid, empty configuration */
+		ok = walk_map(&x, root, "the file", top_key, c);
+	if (!ok)
+		snprintf(err, errlen, "%s: %s", path, inner);
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+	fclose(f);
+	return ok;
+}

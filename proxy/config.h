@@ -1,0 +1,41 @@
+/* mongoguard's configuration: defaults, the YAML file, then command-line
+ * flags, in that order of precedence (last wins). Keys are camelCase like
+ * mongod.conf; every key is documented in README.md ("Configuration"). */
+#ifndef MG_PROXY_CONFIG_H
+#define MG_PROXY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyzers/rule_config.h"
+
+typedef struct mg_config {
+	/* net */
+	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
+	uint32_t max_connections;
+	uint32_t max_frame_wait_ms; /* a started request must complete within this */
+	/* upstream */
+	char upstream_uri[2048];
+	uint32_t connect_timeout_ms;
+	/* process */
+	uint32_t workers; /* 0: one per core */
+	uint32_t shutdown_grace_ms;
+	/* log */
+	char log_path[1024]; /* "-" = stdout */
+	int log_verbosity;   /* 0 info, 1 debug */
+	/* analysis */
+	bool analysis_enabled;
+	uint32_t index_refresh_secs;
+	uint32_t summary_interval_secs;
+	engine_config engine;
+} mg_config;
+
+void config_defaults(mg_config *c);
+
+/* Reads a YAML file over c. Unknown keys and wrong types are errors, with
+ * the file's line number in err. */
+bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+#endif
