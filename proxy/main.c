@@ -107,6 +107,7 @@ int main(int argc, char **argv)
 	static server srv; /* large (config holds rule tables): keep it off the stack */
 	char err[1024];
 	config_defaults(&srv.cfg);
+	atomic_store(&srv.next_conn_id, 1);
 	if (config_path && !config_load_file(&srv.cfg, config_path, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Installs whatever is missing and builds. Idempotent: a second run only
+# rebuilds what changed. Used by scripts/run.sh and scripts/test.sh.
+#
+#   scripts/setup.sh            system packages, FerretDB, build/mongoguard
+#   scripts/setup.sh --tests    also the test clients (Python venv, npm) and
+#                               the sanitizer build in build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+FERRETDB_VERSION=v1.24.2
+with_tests=0
+[ "${1:-}" = "--tests" ] && with_tests=1
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# ---- Debian packages --------------------------------------------------------
+pkgs=(build-essential cmake ninja-build pkg-config clang-format
+      libevent-dev libbson-dev libmongoc-dev libssl-dev libyaml-dev libcmocka-dev
+      zlib1g-dev libsnappy-dev libzstd-dev ca-certificates)
+command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
+if [ $with_tests = 1 ]; then
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+  pkgs+=(python3-venv)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "Installing Debian packages: ${missing[*]}"
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- FerretDB (the embedded default upstream) ------------------------------
+# From the Go module proxy. The module's zip lacks build/version/version.txt,
+# which FerretDB's own release task generates, and without it the binary that
+# `go install github.com/FerretDB/FerretDB/cmd/ferretdb@v1.24.2` produces
+# panics at start. So: download that same module version through the proxy,
+# add the version file, and build it.
+FERRETDB="$ROOT/build/tools/ferretdb"
+if ! "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; then
+  say "Installing FerretDB $FERRETDB_VERSION from the Go module proxy"
+  export GOFLAGS=-mod=mod
+  moddir=$(cd /tmp && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" |
+           sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$moddir" ] || { echo "setup: go mod download gave no module directory" >&2; exit 1; }
+  src="$ROOT/build/tools/ferretdb-src"
+  rm -rf "$src" && mkdir -p "$ROOT/build/tools" && cp -r "$moddir" "$src" && chmod -R u+w "$src"
+  echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
+  (cd "$src" && go build -o "$FERRETDB" ./cmd/ferretdb)
+  "$FERRETDB" --version | grep -q "version: $FERRETDB_VERSION"
+fi
+
+# ---- mongoguard -------------------------------------------------------------
+say "Building build/mongoguard"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build
+
+if [ $with_tests = 1 ]; then
+  say "Building the sanitizer build in build-asan/"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMG_SANITIZE=ON >/dev/null
+  cmake --build build-asan
+
+  # ---- test clients, pinned ------------------------------------------------
+  if [ ! -x build/venv/bin/python ] ||
+     ! cmp -s tests/integration/requirements.txt build/venv/.requirements; then
+    say "Installing Python test clients (tests/integration/requirements.txt)"
+    python3 -m venv build/venv
+    build/venv/bin/pip install -q --disable-pip-version-check -r tests/integration/requirements.txt
+    cp tests/integration/requirements.txt build/venv/.requirements
+  fi
+  if [ ! -d tests/integration/node/node_modules ] ||
+     ! cmp -s tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg; then
+    say "Installing Node.js test clients (tests/integration/node/package-lock.json)"
+    (cd tests/integration/node && npm ci --no-audit --no-fund --loglevel=error)
+    cp tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg
+  fi
+fi
