@@ -1,0 +1,93 @@
+/* Rule ids, actions and scopes: the names the YAML config and the log use,
+ * and the one function that decides a rule's action for a request. */
+#include "analyzers/rule_config.h"
+
+#include <fnmatch.h>
+#include <string.h>
+
+/* Indexed by rule_id; these strings are contracts (DESIGN.md, "Rule ids"). */
+static const char *const rule_names[RULE_COUNT] = {
+    [RULE_CASE_INSENSITIVE_REGEX] = "case-insensitive-regex",
+    [RULE_UNBOUNDED_PUSH] = "unbounded-push",
+    [RULE_HOT_PATH_LOOKUP] = "hot-path-lookup",
+    [RULE_INDEX_MISMATCHED_SORT] = "index-mismatched-sort",
+};
+
+static const char *const action_names[] = {
+    [RULE_OFF] = "off",
+    [RULE_LOG] = "log",
+    [RULE_BLOCK] = "block",
+};
+
+void rule_config_defaults(engine_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (int i = 0; i < RULE_COUNT; i++) {
+		cfg->rules[i].action = RULE_LOG;
+		cfg->rules[i].threshold = 60;
+		cfg->rules[i].window_seconds = 60;
+	}
+	cfg->redact_literals = true;
+	cfg->index_wait_ms = 1000;
+}
+
+const char *rule_name(rule_id id)
+{
+	if ((int)id < 0 || id >= RULE_COUNT)
+		return "unknown-rule";
+	return rule_names[id];
+}
+
+int rule_from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < RULE_COUNT; i++)
+		if (strcmp(name, rule_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *rule_action_name(rule_action a)
+{
+	if ((int)a < 0 || a > RULE_BLOCK)
+		return "unknown-action";
+	return action_names[a];
+}
+
+int rule_action_from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = RULE_OFF; i <= RULE_BLOCK; i++)
+		if (strcmp(name, action_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* An empty list matches anything; otherwise one glob must match. fnmatch
+ * without FNM_PERIOD or FNM_PATHNAME: "*" crosses the dot in "db.coll", so
+ * "shop.*" and "*.orders" both do what a reader expects. */
+static bool any_glob(const char (*patterns)[RULE_PATTERN_LEN], size_t n, const char *s)
+{
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n && i < RULE_MAX_PATTERNS; i++)
+		if (fnmatch(patterns[i], s, 0) == 0)
+			return true;
+	return false;
+}
+
+rule_action rule_effective_action(const rule_config *rc, const char *ns, const char *app)
+{
+	if (!ns)
+		ns = "";
+	if (!app)
+		app = "";
+	for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++) {
+		const rule_scope *s = &rc->scopes[i];
+		if (any_glob(s->namespaces, s->nnamespaces, ns) && any_glob(s->apps, s->napps, app))
+			return s->action;
+	}
+	return rc->action;
+}
