@@ -1,0 +1,233 @@
+/* hot-path-lookup: finding joins in pipelines, and counting executions per
+ * shape in a sliding window.
+ *
+ * The tracker is a chained hash of fixed-size entries plus an LRU list.
+ * Each entry holds a ring of the last `threshold` execution times. When the
+ * table is full the least recently executed shape gives up its entry, which
+ * is reused in place, so after warm-up recording never allocates. */
+#include "analyzers/rule_lookup.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 100
+
+static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
+                 int depth);
+
+static bool sub_pipeline(const bson_iter_t *doc, const char **stage, char *from, size_t from_len,
+                         int depth)
+{
+	bson_iter_t c;
+	return BSON_ITER_HOLDS_DOCUMENT(doc) && bson_iter_recurse(doc, &c) &&
+	       bson_iter_find(&c, "pipeline") && walk(&c, stage, from, from_len, depth + 1);
+}
+
+static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
+                 int depth)
+{
+	bson_iter_t s, c;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_ARRAY(pipeline) ||
+	    !bson_iter_recurse(pipeline, &s))
+		return false;
+	while (bson_iter_next(&s)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&s) || !bson_iter_recurse(&s, &c))
+			continue;
+		while (bson_iter_next(&c)) {
+			const char *k = bson_iter_key(&c);
+			if (strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0) {
+				*stage = strcmp(k, "$lookup") == 0 ? "$lookup" : "$graphLookup";
+				if (from && from_len) {
+					bson_iter_t f;
+					from[0] = '\0';
+					if (BSON_ITER_HOLDS_DOCUMENT(&c) &&
+					    bson_iter_recurse(&c, &f) &&
+					    bson_iter_find(&f, "from") &&
+					    BSON_ITER_HOLDS_UTF8(&f)) {
+						size_t n = strlen(bson_iter_utf8(&f, NULL));
+						if (n >= from_len)
+							n = from_len - 1;
+						memcpy(from, bson_iter_utf8(&f, NULL), n);
+						from[n] = '\0';
+					}
+				}
+				return true;
+			}
+			if (strcmp(k, "$unionWith") == 0 &&
+			    sub_pipeline(&c, stage, from, from_len, depth))
+				return true;
+			if (strcmp(k, "$facet") == 0 && BSON_ITER_HOLDS_DOCUMENT(&c)) {
+				bson_iter_t b;
+				if (bson_iter_recurse(&c, &b))
+					while (bson_iter_next(&b))
+						if (walk(&b, stage, from, from_len, depth + 1))
+							return true;
+			}
+		}
+	}
+	return false;
+}
+
+bool rule_lookup_find(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len)
+{
+	const char *st = NULL;
+	bool found = walk(pipeline, &st, from, from_len, 0);
+	if (stage)
+		*stage = st;
+	return found;
+}
+
+typedef struct entry {
+	uint64_t shape;
+	struct entry *next;     /* hash chain */
+	struct entry *lru_prev; /* towards most recent */
+	struct entry *lru_next; /* towards least recent */
+	uint32_t count;         /* filled slots of ring, <= threshold */
+	uint32_t head;          /* next slot to write */
+	int64_t ring[];         /* threshold slots */
+} entry;
+
+struct lookup_tracker {
+	pthread_mutex_t lock;
+	uint32_t threshold;
+	int64_t window_ms;
+	size_t max_shapes, nshapes;
+	size_t nbuckets; /* power of two */
+	entry **buckets;
+	entry *lru_head, *lru_tail; /* most and least recently executed */
+};
+
+lookup_tracker *lookup_tracker_new(uint32_t threshold, uint32_t window_seconds, size_t max_shapes)
+{
+	lookup_tracker *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->threshold = threshold ? threshold : 1;
+	t->window_ms = (int64_t)window_seconds * 1000;
+	t->max_shapes = max_shapes ? max_shapes : 1;
+	t->nbuckets = 1;
+	while (t->nbuckets < t->max_shapes)
+		t->nbuckets <<= 1;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	return t;
+}
+
+void lookup_tracker_free(lookup_tracker *t)
+{
+	if (!t)
+		return;
+	for (entry *e = t->lru_head, *n; e; e = n) {
+		n = e->lru_next;
+		free(e);
+	}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+static void lru_unlink(lookup_tracker *t, entry *e)
+{
+	if (e->lru_prev)
+		e->lru_prev->lru_next = e->lru_next;
+	else
+		t->lru_head = e->lru_next;
+	if (e->lru_next)
+		e->lru_next->lru_prev = e->lru_prev;
+	else
+		t->lru_tail = e->lru_prev;
+	e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push_front(lookup_tracker *t, entry *e)
+{
+	e->lru_prev = NULL;
+	e->lru_next = t->lru_head;
+	if (t->lru_head)
+		t->lru_head->lru_prev = e;
+	t->lru_head = e;
+	if (!t->lru_tail)
+		t->lru_tail = e;
+}
+
+static entry **bucket_of(lookup_tracker *t, uint64_t shape)
+{
+	/* shape is already an FNV hash; fold the high bits in anyway */
+	return &t->buckets[(shape ^ (shape >> 32)) & (t->nbuckets - 1)];
+}
+
+static void chain_remove(lookup_tracker *t, entry *e)
+{
+	for (entry **pp = bucket_of(t, e->shape); *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			return;
+		}
+}
+
+static entry *find_or_add(lookup_tracker *t, uint64_t shape)
+{
+	entry **b = bucket_of(t, shape);
+	for (entry *e = *b; e; e = e->next)
+		if (e->shape == shape)
+			return e;
+	entry *e;
+	if (t->nshapes >= t->max_shapes && t->lru_tail) {
+		e = t->lru_tail; /* least recently executed: reuse its memory */
+		lru_unlink(t, e);
+		chain_remove(t, e);
+	} else {
+		e = malloc(sizeof(*e) + sizeof(int64_t) * t->threshold);
+		if (!e)
+			return NULL;
+		t->nshapes++;
+	}
+	e->shape = shape;
+	e->count = 0;
+	e->head = 0;
+	e->next = *b;
+	*b = e;
+	lru_push_front(t, e);
+	return e;
+}
+
+bool lookup_tracker_record(lookup_tracker *t, uint64_t shape, int64_t now_ms, uint32_t *runs)
+{
+	pthread_mutex_lock(&t->lock);
+	entry *e = find_or_add(t, shape);
+	if (!e) {
+		pthread_mutex_unlock(&t->lock);
+		if (runs)
+			*runs = 0;
+		return false;
+	}
+	if (t->lru_head != e) {
+		lru_unlink(t, e);
+		lru_push_front(t, e);
+	}
+	e->ring[e->head] = now_ms;
+	e->head = (e->head + 1) % t->threshold;
+	if (e->count < t->threshold)
+		e->count++;
+	/* Full ring: slot head holds the oldest of the last `threshold`
+	 * executions; all of them lie in the window iff it does. */
+	bool hot = e->count == t->threshold && now_ms - e->ring[e->head] < t->window_ms;
+	uint32_t count = e->count;
+	pthread_mutex_unlock(&t->lock);
+	if (runs)
+		*runs = hot ? t->threshold : count;
+	return hot;
+}
+
+size_t lookup_tracker_size(lookup_tracker *t)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->nshapes;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

@@ -1,0 +1,180 @@
+/* unbounded-push: checks update documents and update pipelines. */
+#include "analyzers/rule_push.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_DEPTH 100
+
+static void add_field(push_hit *hit, const char *field)
+{
+	size_t len = strlen(hit->fields);
+	if (len + 1 >= sizeof(hit->fields))
+		return;
+	snprintf(hit->fields + len, sizeof(hit->fields) - len, "%s\"%s\"", len ? ", " : "", field);
+}
+
+/* One member of $push: {field: value}. NULL when bounded. */
+static const char *push_value_form(const bson_iter_t *v)
+{
+	bson_iter_t c;
+	bool each = false, slice = false;
+	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c))
+		return "has no $each + $slice";
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (strcmp(k, "$each") == 0)
+			each = true;
+		else if (strcmp(k, "$slice") == 0)
+			slice = true;
+	}
+	if (each && slice)
+		return NULL;
+	if (each)
+		return "has $each but no $slice";
+	if (slice)
+		return "has $slice without $each (the document itself is pushed)";
+	return "has no $each + $slice";
+}
+
+static bool check_push(const bson_iter_t *push, push_hit *hit)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_DOCUMENT(push) || !bson_iter_recurse(push, &c))
+		return false;
+	bool found = false;
+	while (bson_iter_next(&c)) {
+		const char *form = push_value_form(&c);
+		if (!form)
+			continue;
+		if (!found)
+			hit->form = form;
+		add_field(hit, bson_iter_key(&c));
+		found = true;
+	}
+	return found;
+}
+
+/* Does expr reference path (the "$field" string) outside any $slice? */
+static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH)
+		return false;
+	if (BSON_ITER_HOLDS_UTF8(it))
+		return strcmp(bson_iter_utf8(it, NULL), path) == 0;
+	if (!(BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) ||
+	    !bson_iter_recurse(it, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+			const char *k = bson_iter_key(&c);
+			if (strcmp(k, "$slice") == 0 || strcmp(k, "$literal") == 0)
+				continue;
+		}
+		if (refs_path_unbounded(&c, path, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+/* Is there a $concatArrays, not under $slice, with an operand that reads
+ * the assigned field unbounded? */
+static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH || !(BSON_ITER_HOLDS_DOCUMENT(expr) || BSON_ITER_HOLDS_ARRAY(expr)) ||
+	    !bson_iter_recurse(expr, &c))
+		return false;
+	bool doc = BSON_ITER_HOLDS_DOCUMENT(expr);
+	while (bson_iter_next(&c)) {
+		const char *k = doc ? bson_iter_key(&c) : "";
+		if (strcmp(k, "$slice") == 0 || strcmp(k, "$literal") == 0)
+			continue; /* bounded, or not an expression */
+		if (strcmp(k, "$concatArrays") == 0) {
+			bson_iter_t op;
+			if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &op))
+				while (bson_iter_next(&op))
+					if (refs_path_unbounded(&op, path, depth + 1))
+						return true;
+		}
+		if (concat_appends(&c, path, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+/* $set / $addFields: {field: expr}; an object literal {a: {b: expr}}
+ * assigns a.b, so the walk extends the path through it. */
+static bool check_assignments(const bson_iter_t *fields, const char *prefix, push_hit *hit,
+                              int depth)
+{
+	bson_iter_t c;
+	bool found = false;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(fields) ||
+	    !bson_iter_recurse(fields, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		char field[200], path[208];
+		if (prefix[0])
+			snprintf(field, sizeof(field), "%s.%s", prefix, k);
+		else
+			snprintf(field, sizeof(field), "%s", k);
+		bson_iter_t first;
+		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
+		    bson_iter_next(&first) && bson_iter_key(&first)[0] != '$') {
+			if (check_assignments(&c, field, hit, depth + 1))
+				found = true;
+			continue;
+		}
+		snprintf(path, sizeof(path), "$%s", field);
+		if (concat_appends(&c, path, depth + 1)) {
+			add_field(hit, field);
+			found = true;
+		}
+	}
+	return found;
+}
+
+static bool check_pipeline(const bson_iter_t *pipeline, push_hit *hit)
+{
+	bson_iter_t stage, c;
+	bool found = false;
+	if (!bson_iter_recurse(pipeline, &stage))
+		return false;
+	while (bson_iter_next(&stage)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&stage) || !bson_iter_recurse(&stage, &c))
+			continue;
+		while (bson_iter_next(&c)) {
+			const char *k = bson_iter_key(&c);
+			if ((strcmp(k, "$set") == 0 || strcmp(k, "$addFields") == 0) &&
+			    check_assignments(&c, "", hit, 0))
+				found = true;
+		}
+	}
+	if (found) {
+		hit->pipeline = true;
+		hit->form = "is appended to with $concatArrays and no $slice";
+	}
+	return found;
+}
+
+bool rule_push_update(const bson_iter_t *u, push_hit *hit)
+{
+	bson_iter_t c;
+	memset(hit, 0, sizeof(*hit));
+	if (BSON_ITER_HOLDS_ARRAY(u))
+		return check_pipeline(u, hit);
+	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &c))
+		return false;
+	/* Only a top-level $push is an operator; a replacement document's
+	 * fields are data, whatever they are called. */
+	if (!bson_iter_next(&c) || bson_iter_key(&c)[0] != '$')
+		return false;
+	do {
+		if (strcmp(bson_iter_key(&c), "$push") == 0)
+			return check_push(&c, hit);
+	} while (bson_iter_next(&c));
+	return false;
+}

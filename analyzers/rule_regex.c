@@ -1,0 +1,349 @@
+/* case-insensitive-regex: walks filters the way the server parses them.
+ * Each walker returns at the first hit; a filter yields one finding. */
+#include "analyzers/rule_regex.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Query nesting is bounded by the server (100); deeper input is not ours to
+ * judge and is simply not walked further. */
+#define MAX_DEPTH 100
+
+bool rule_regex_options_insensitive(const char *options)
+{
+	return options && strchr(options, 'i') != NULL;
+}
+
+bool rule_regex_pattern_insensitive(const char *p)
+{
+	if (!p)
+		return false;
+	if (p[0] == '^')
+		p++;
+	if (p[0] != '(' || p[1] != '?')
+		return false;
+	/* (?flags) or (?flags:...) or (?flags-flags); i after '-' turns it off */
+	bool on = false;
+	for (p += 2; *p && *p != ')' && *p != ':'; p++) {
+		if (*p == '-')
+			return on;
+		if (*p == 'i')
+			on = true;
+		else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+			return false; /* (?<name>...), (?=...), (?#...): not flags */
+	}
+	return on && *p != '\0';
+}
+
+static void set_hit(regex_hit *hit, const char *field, const char *fmt, const char *arg)
+{
+	snprintf(hit->field, sizeof(hit->field), "%s", field ? field : "");
+	snprintf(hit->how, sizeof(hit->how), fmt, arg ? arg : "");
+}
+
+/* A BSON regex value standing where a pattern matches ({f: /x/i}, an $in
+ * element, $not's operand). */
+static bool check_regex_value(const bson_iter_t *it, const char *field, const char *where,
+                              regex_hit *hit)
+{
+	const char *opts = NULL;
+	const char *pat = bson_iter_regex(it, &opts);
+	if (rule_regex_options_insensitive(opts)) {
+		set_hit(hit, field, "a /.../%s regex", opts);
+	} else if (rule_regex_pattern_insensitive(pat)) {
+		set_hit(hit, field, "a regex with an inline (?i) flag%s", "");
+	} else {
+		return false;
+	}
+	if (where) {
+		char how[sizeof(hit->how)];
+		snprintf(how, sizeof(how), "%s in %s", hit->how, where);
+		memcpy(hit->how, how, sizeof(how));
+	}
+	return true;
+}
+
+static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *hit, int depth);
+static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth);
+
+/* Arrays of $in, $nin, $all: their regex elements match as patterns. */
+static bool walk_list(const bson_iter_t *arr, const char *field, const char *op, regex_hit *hit,
+                      int depth);
+
+static bool is_filter_level(const char *k)
+{
+	return strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0 ||
+	       strcmp(k, "$expr") == 0 || strcmp(k, "$where") == 0 || strcmp(k, "$text") == 0 ||
+	       strcmp(k, "$comment") == 0 || strcmp(k, "$jsonSchema") == 0;
+}
+
+static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, int depth);
+
+/* $elemMatch: {$regex: ...} applies to each element (value form);
+ * {sub: /x/i} is a filter on element documents (document form). */
+static bool walk_elem_match(const bson_iter_t *v, const char *field, regex_hit *hit, int depth)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c))
+		return false;
+	const char *k = bson_iter_key(&c);
+	if (k[0] == '$' && !is_filter_level(k))
+		return walk_ops(v, field, hit, depth + 1);
+	return walk_filter(v, field, hit, depth + 1);
+}
+
+static bool walk_list(const bson_iter_t *arr, const char *field, const char *op, regex_hit *hit,
+                      int depth)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_ARRAY(arr) || !bson_iter_recurse(arr, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		if (BSON_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, op, hit))
+			return true;
+		/* {$all: [{$elemMatch: {...}}, ...]} */
+		bson_iter_t em;
+		if (strcmp(op, "$all") == 0 && BSON_ITER_HOLDS_DOCUMENT(&c) &&
+		    bson_iter_recurse(&c, &em) && bson_iter_find(&em, "$elemMatch") &&
+		    walk_elem_match(&em, field, hit, depth))
+			return true;
+	}
+	return false;
+}
+
+/* A field's operator document: {$regex: ..., $options: ..., $in: [...] ...}. */
+static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, int depth)
+{
+	bson_iter_t c, re;
+	bool has_regex = false;
+	const char *options = NULL;
+	if (depth > MAX_DEPTH || !bson_iter_recurse(ops, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (k[0] != '$')
+			continue;
+		if (strcmp(k, "$regex") == 0) {
+			re = c;
+			has_regex = true;
+		} else if (strcmp(k, "$options") == 0) {
+			if (BSON_ITER_HOLDS_UTF8(&c))
+				options = bson_iter_utf8(&c, NULL);
+		} else if (strcmp(k, "$in") == 0 || strcmp(k, "$nin") == 0 ||
+		           strcmp(k, "$all") == 0) {
+			if (walk_list(&c, field, k, hit, depth))
+				return true;
+		} else if (strcmp(k, "$not") == 0) {
+			if (BSON_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
+				return true;
+			if (BSON_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
+				char how[sizeof(hit->how)];
+				snprintf(how, sizeof(how), "%s under $not", hit->how);
+				memcpy(hit->how, how, sizeof(how));
+				return true;
+			}
+		} else if (strcmp(k, "$elemMatch") == 0) {
+			if (walk_elem_match(&c, field, hit, depth))
+				return true;
+		}
+	}
+	if (!has_regex)
+		return false;
+	/* The server takes flags from the BSON regex or from $options (not
+	 * both non-empty), and PCRE honours an inline group either way. */
+	const char *pattern = NULL, *flags = NULL;
+	if (BSON_ITER_HOLDS_REGEX(&re))
+		pattern = bson_iter_regex(&re, &flags);
+	else if (BSON_ITER_HOLDS_UTF8(&re))
+		pattern = bson_iter_utf8(&re, NULL);
+	else
+		return false;
+	if (rule_regex_options_insensitive(options))
+		set_hit(hit, field, "$regex with $options \"%s\"", options);
+	else if (rule_regex_options_insensitive(flags))
+		set_hit(hit, field, "$regex: /.../%s", flags);
+	else if (rule_regex_pattern_insensitive(pattern))
+		set_hit(hit, field, "$regex with an inline (?i) flag%s", "");
+	else
+		return false;
+	return true;
+}
+
+static void join_path(char *out, size_t cap, const char *prefix, const char *key)
+{
+	if (prefix && *prefix)
+		snprintf(out, cap, "%s.%s", prefix, key);
+	else
+		snprintf(out, cap, "%s", key);
+}
+
+/* A filter document; prefix is the enclosing field for $elemMatch's
+ * document form, so the hit names the full path. */
+static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *hit, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (k[0] == '$') {
+			if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 ||
+			    strcmp(k, "$nor") == 0) {
+				bson_iter_t e;
+				if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &e))
+					while (bson_iter_next(&e))
+						if (walk_filter(&e, prefix, hit, depth + 1))
+							return true;
+			} else if (strcmp(k, "$expr") == 0) {
+				if (walk_expr(&c, hit, depth + 1))
+					return true;
+			}
+			/* $text, $where, $comment, $jsonSchema, unknown: no
+			 * regex match the server would run through an index. */
+			continue;
+		}
+		char path[sizeof(hit->field)];
+		join_path(path, sizeof(path), prefix, k);
+		if (BSON_ITER_HOLDS_REGEX(&c)) {
+			if (check_regex_value(&c, path, NULL, hit))
+				return true;
+			continue;
+		}
+		/* {f: {$op: ...}} is an operator document; {f: {a: 1}} is an
+		 * equality on an embedded document and matches nothing by
+		 * pattern, whatever its fields are called ("$options" or "i"
+		 * included). */
+		bson_iter_t first;
+		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
+		    bson_iter_next(&first) && bson_iter_key(&first)[0] == '$' &&
+		    walk_ops(&c, path, hit, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+/* {$regexMatch: {input, regex, options}} */
+static bool check_regex_expr(const bson_iter_t *args, const char *op, regex_hit *hit)
+{
+	bson_iter_t c;
+	const char *field = "", *options = NULL, *pattern = NULL, *flags = NULL;
+	if (!BSON_ITER_HOLDS_DOCUMENT(args) || !bson_iter_recurse(args, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (strcmp(k, "input") == 0 && BSON_ITER_HOLDS_UTF8(&c)) {
+			const char *in = bson_iter_utf8(&c, NULL);
+			if (in[0] == '$' && in[1] != '$')
+				field = in + 1;
+		} else if (strcmp(k, "regex") == 0) {
+			if (BSON_ITER_HOLDS_REGEX(&c))
+				pattern = bson_iter_regex(&c, &flags);
+			else if (BSON_ITER_HOLDS_UTF8(&c))
+				pattern = bson_iter_utf8(&c, NULL);
+		} else if (strcmp(k, "options") == 0 && BSON_ITER_HOLDS_UTF8(&c)) {
+			options = bson_iter_utf8(&c, NULL);
+		}
+	}
+	char how[sizeof(hit->how)];
+	if (rule_regex_options_insensitive(options))
+		snprintf(how, sizeof(how), "%s with options \"%s\" in $expr", op, options);
+	else if (rule_regex_options_insensitive(flags))
+		snprintf(how, sizeof(how), "%s with a /.../%s regex in $expr", op, flags);
+	else if (rule_regex_pattern_insensitive(pattern))
+		snprintf(how, sizeof(how), "%s with an inline (?i) flag in $expr", op);
+	else
+		return false;
+	set_hit(hit, field, "%s", how);
+	return true;
+}
+
+/* An aggregation expression: any operator may nest a regex expression. */
+static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH)
+		return false;
+	if (BSON_ITER_HOLDS_ARRAY(it)) {
+		if (bson_iter_recurse(it, &c))
+			while (bson_iter_next(&c))
+				if (walk_expr(&c, hit, depth + 1))
+					return true;
+		return false;
+	}
+	if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (strcmp(k, "$literal") == 0)
+			continue;
+		if (strcmp(k, "$regexMatch") == 0 || strcmp(k, "$regexFind") == 0 ||
+		    strcmp(k, "$regexFindAll") == 0) {
+			if (check_regex_expr(&c, k, hit))
+				return true;
+		}
+		if ((BSON_ITER_HOLDS_DOCUMENT(&c) || BSON_ITER_HOLDS_ARRAY(&c)) &&
+		    walk_expr(&c, hit, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
+{
+	return walk_filter(filter, NULL, hit, 0);
+}
+
+static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth);
+
+static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
+{
+	return BSON_ITER_HOLDS_DOCUMENT(doc) && bson_iter_recurse(doc, out) &&
+	       bson_iter_find(out, key);
+}
+
+static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
+{
+	bson_iter_t c, sub;
+	if (!BSON_ITER_HOLDS_DOCUMENT(stage) || !bson_iter_recurse(stage, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (strcmp(k, "$match") == 0) {
+			if (walk_filter(&c, NULL, hit, depth + 1))
+				return true;
+		} else if (strcmp(k, "$lookup") == 0 || strcmp(k, "$unionWith") == 0) {
+			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
+				return true;
+		} else if (strcmp(k, "$facet") == 0) {
+			if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &sub))
+				while (bson_iter_next(&sub))
+					if (walk_pipeline(&sub, hit, depth + 1))
+						return true;
+		} else if (strcmp(k, "$graphLookup") == 0) {
+			if (find_sub(&c, "restrictSearchWithMatch", &sub) &&
+			    walk_filter(&sub, NULL, hit, depth + 1))
+				return true;
+		} else if (strcmp(k, "$geoNear") == 0) {
+			if (find_sub(&c, "query", &sub) && walk_filter(&sub, NULL, hit, depth + 1))
+				return true;
+		}
+	}
+	return false;
+}
+
+static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_ARRAY(pipeline) ||
+	    !bson_iter_recurse(pipeline, &c))
+		return false;
+	while (bson_iter_next(&c))
+		if (walk_stage(&c, hit, depth + 1))
+			return true;
+	return false;
+}
+
+bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
+{
+	return walk_pipeline(pipeline, hit, 0);
+}

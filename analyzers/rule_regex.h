@@ -1,0 +1,48 @@
+/* case-insensitive-regex: a regular expression with the i flag used to match
+ * documents. Such a regex has no fixed prefix, so an index cannot bound the
+ * scan: mongod reads every key of the index, or every document.
+ *
+ * Caught, at any depth of a filter: {f: /x/i}; {f: {$regex: /x/i}};
+ * {f: {$regex: "x", $options: "i"}} (options may hold other letters);
+ * {f: {$regex: /x/, $options: "i"}}; a pattern opening with an inline flag
+ * group that turns on i ("(?i)", "(?im)", "(?i:...)", also after a leading
+ * "^"); regexes in $in, $nin and $all; under $not; under $elemMatch in both
+ * its forms; under $and, $or and $nor; and $regexMatch / $regexFind /
+ * $regexFindAll with i (in options, or a /x/i regex) inside $expr. Pipelines:
+ * $match stages, $graphLookup.restrictSearchWithMatch and $geoNear.query, in
+ * the pipeline and every nested one ($lookup, $unionWith, $facet).
+ *
+ * Deliberately not caught: {f: {$eq: /x/i}} and regexes inside array or
+ * document literals (they compare as values, not patterns); strings that
+ * merely look like a regex ("/x/i"); $text with $caseSensitive: false (a
+ * text index serves it); regexes in $project and other non-filter stages,
+ * and in update pipelines (they compute values, not select documents);
+ * arrayFilters (they pick array elements of documents already selected by q,
+ * so they never decide an index scan); an inline (?i) that is not at the
+ * start of the pattern (it makes only part of it insensitive). */
+#ifndef MG_ANALYZERS_RULE_REGEX_H
+#define MG_ANALYZERS_RULE_REGEX_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+
+/* What matched, for the finding's detail and the suggestion. */
+typedef struct regex_hit {
+	char field[128]; /* dotted field path; "" when the input is computed */
+	char how[96];    /* the form: "$regex with $options \"i\"", ... */
+} regex_hit;
+
+/* filter: an iterator positioned on a filter document. */
+bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit);
+
+/* pipeline: an iterator positioned on an array of stages. */
+bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit);
+
+/* True when the option letters contain i. */
+bool rule_regex_options_insensitive(const char *options);
+
+/* True when the pattern opens (after an optional "^") with an inline flag
+ * group that turns i on: "(?i)", "(?mi)", "(?i:...)", but not "(?-i)". */
+bool rule_regex_pattern_insensitive(const char *pattern);
+
+#endif
