@@ -1,0 +1,930 @@
+/* The rule engine: from a command view to findings and a verdict.
+ *
+ * engine_analyze() names the command first and returns at once for the
+ * commands that carry no filter, update, sort or pipeline (insert, hello,
+ * getMore, ...). For the others it finds each filter / update / sort /
+ * pipeline in the body (or in a kind-1 sequence), and runs the rules whose
+ * action for the request's namespace and application is not `off`.
+ *
+ * Order matters for re-entry. index-mismatched-sort may need an index list
+ * the cache does not have yet; then the engine answers VERDICT_WAIT_INDEXES
+ * and the proxy calls again later. So the sort is evaluated first, and
+ * nothing is reported, and no hot-path execution counted, before the engine
+ * knows it will not answer WAIT.
+ *
+ * Cost: the common case (no rule fires, no join) walks static BSON views
+ * and allocates nothing. Shapes are rendered into stack buffers only when a
+ * rule fires or a join must be counted; locks are taken only then too. */
+#include "analyzers/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "analyzers/findings.h"
+#include "analyzers/index_cache.h"
+#include "analyzers/rule_lookup.h"
+#include "analyzers/rule_push.h"
+#include "analyzers/rule_regex.h"
+#include "analyzers/rule_sort.h"
+#include "analyzers/shape.h"
+
+/* A batch with many bad ops reports this many findings, then only decides
+ * the verdict: a 100,000-op batch must not render 100,000 shapes. */
+#define MAX_REPORTS_PER_REQUEST 32
+
+struct engine {
+	engine_config cfg;
+	index_cache *ic;
+	engine_sink_fn sink;
+	void *sink_arg;
+	findings_table *findings;
+	lookup_tracker *lookups;
+};
+
+typedef enum {
+	CMD_NONE,
+	CMD_FIND,
+	CMD_AGGREGATE,
+	CMD_COUNT,
+	CMD_DISTINCT,
+	CMD_UPDATE,
+	CMD_DELETE,
+	CMD_FIND_AND_MODIFY,
+	CMD_BULK_WRITE,
+	CMD_EXPLAIN,
+} cmd_kind;
+
+/* Names as the server looks them up: case-sensitive, findAndModify also
+ * under its old all-lowercase alias. */
+static cmd_kind classify(const char *name)
+{
+	if (!name)
+		return CMD_NONE;
+	switch (name[0]) {
+	case 'f':
+		if (strcmp(name, "find") == 0)
+			return CMD_FIND;
+		if (strcmp(name, "findAndModify") == 0 || strcmp(name, "findandmodify") == 0)
+			return CMD_FIND_AND_MODIFY;
+		return CMD_NONE;
+	case 'a':
+		return strcmp(name, "aggregate") == 0 ? CMD_AGGREGATE : CMD_NONE;
+	case 'c':
+		return strcmp(name, "count") == 0 ? CMD_COUNT : CMD_NONE;
+	case 'd':
+		if (strcmp(name, "delete") == 0)
+			return CMD_DELETE;
+		return strcmp(name, "distinct") == 0 ? CMD_DISTINCT : CMD_NONE;
+	case 'u':
+		return strcmp(name, "update") == 0 ? CMD_UPDATE : CMD_NONE;
+	case 'b':
+		return strcmp(name, "bulkWrite") == 0 ? CMD_BULK_WRITE : CMD_NONE;
+	case 'e':
+		return strcmp(name, "explain") == 0 ? CMD_EXPLAIN : CMD_NONE;
+	default:
+		return CMD_NONE;
+	}
+}
+
+static const char *canonical_name(cmd_kind k)
+{
+	switch (k) {
+	case CMD_FIND:
+		return "find";
+	case CMD_AGGREGATE:
+		return "aggregate";
+	case CMD_COUNT:
+		return "count";
+	case CMD_DISTINCT:
+		return "distinct";
+	case CMD_UPDATE:
+		return "update";
+	case CMD_DELETE:
+		return "delete";
+	case CMD_FIND_AND_MODIFY:
+		return "findAndModify";
+	case CMD_BULK_WRITE:
+		return "bulkWrite";
+	case CMD_EXPLAIN:
+		return "explain";
+	default:
+		return "";
+	}
+}
+
+engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink, void *sink_arg)
+{
+	engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	if (cfg)
+		e->cfg = *cfg;
+	else
+		rule_config_defaults(&e->cfg);
+	e->ic = ic;
+	e->sink = sink;
+	e->sink_arg = sink_arg;
+	const rule_config *hot = &e->cfg.rules[RULE_HOT_PATH_LOOKUP];
+	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
+	e->lookups = lookup_tracker_new(hot->threshold, hot->window_seconds, LOOKUP_MAX_SHAPES);
+	if (!e->findings || !e->lookups) {
+		engine_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void engine_free(engine *e)
+{
+	if (!e)
+		return;
+	findings_table_free(e->findings);
+	lookup_tracker_free(e->lookups);
+	free(e);
+}
+
+/* ---- per-request state ---- */
+
+typedef struct actx {
+	engine *e;
+	const request_ctx *rc;
+	block_info *block;
+	const char *db;
+	cmd_kind kind;      /* the analysed command (inside explain, the inner one) */
+	bool explain;       /* never blocked, never counted as an execution */
+	verdict verdict;    /* FORWARD or BLOCK */
+	unsigned nreported; /* findings sent this request */
+} actx;
+
+/* Where a finding is: its namespace, and each rule's action there. */
+typedef struct target {
+	const char *coll; /* NULL for a collection-less aggregate */
+	char ns[256];
+	rule_action act[RULE_COUNT];
+} target;
+
+static bool target_init(actx *ax, target *t, const char *db, const char *coll)
+{
+	t->coll = coll;
+	if (coll)
+		snprintf(t->ns, sizeof(t->ns), "%s.%s", db, coll);
+	else
+		snprintf(t->ns, sizeof(t->ns), "%s.$cmd.aggregate", db);
+	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
+	bool any = false;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		rule_action a = rule_effective_action(&ax->e->cfg.rules[r], t->ns, app);
+		if (ax->explain && a > RULE_LOG)
+			a = RULE_LOG; /* explain runs nothing: log, never block */
+		t->act[r] = a;
+		any |= a != RULE_OFF;
+	}
+	return any;
+}
+
+/* What a rule says about a match: detail (what matched, one sentence), fix
+ * (short, for the error message) and suggestion (for the log, runnable
+ * where possible). */
+typedef struct words {
+	const char *detail;
+	const char *fix;
+	const char *suggestion;
+} words;
+
+static void fill_block(actx *ax, rule_id rule, const words *w)
+{
+	if (!ax->block)
+		return;
+	ax->block->rule = rule;
+	snprintf(ax->block->errmsg, sizeof(ax->block->errmsg),
+	         "mongoguard blocked this %s: rule %s: %s. Fix: %s.", canonical_name(ax->kind),
+	         rule_name(rule), w->detail, w->fix);
+}
+
+/* The shape's hash covers the redacted text, so dedupe and hot-path counts
+ * ignore literal values even when the log shows them. */
+static uint64_t redacted_shape(const actx *ax, const target *t, const shape_spec *spec, char *buf)
+{
+	shape_render(spec, true, buf, SHAPE_BUF_LEN);
+	return shape_hash(t->ns, ax->explain ? "explain" : canonical_name(ax->kind), buf);
+}
+
+/* Applies the action and reports. shape/hash may come precomputed (the
+ * hot-path rule needs them to count); otherwise they are rendered here. */
+static __attribute__((noinline)) void report(actx *ax, const target *t, rule_id rule,
+                                             const shape_spec *spec, const char *pre_shape,
+                                             uint64_t pre_hash, const words *w)
+{
+	rule_action action = t->act[rule];
+	if (action == RULE_OFF)
+		return;
+	if (action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK) {
+		ax->verdict = VERDICT_BLOCK;
+		fill_block(ax, rule, w);
+	}
+	if (ax->nreported >= MAX_REPORTS_PER_REQUEST || !ax->e->sink)
+		return;
+	ax->nreported++;
+
+	char redacted[SHAPE_BUF_LEN];
+	const char *shape = pre_shape;
+	uint64_t hash = pre_hash;
+	if (!shape) {
+		hash = redacted_shape(ax, t, spec, redacted);
+		shape = redacted;
+	}
+	char shown[SHAPE_BUF_LEN];
+	if (!ax->e->cfg.redact_literals) {
+		shape_render(spec, false, shown, sizeof(shown));
+		shape = shown;
+	}
+	finding f = {
+	    .rule = rule,
+	    .action = action,
+	    .ns = t->ns,
+	    .command = ax->explain ? "explain" : canonical_name(ax->kind),
+	    .shape_hash = hash,
+	    .shape = shape,
+	    .suggestion = w->suggestion,
+	    .detail = w->detail,
+	    .app_name = ax->rc && ax->rc->app_name ? ax->rc->app_name : "",
+	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
+	    .repeats = 0,
+	};
+	findings_table_report(ax->e->findings, &f, ax->e->sink, ax->e->sink_arg);
+}
+
+/* Writes s as the inside of a JavaScript / JSON string literal. */
+static void js_quote(char *out, size_t cap, const char *s)
+{
+	size_t n = 0;
+	for (; *s && n + 2 < cap; s++) {
+		if (*s == '"' || *s == '\\')
+			out[n++] = '\\';
+		out[n++] = *s;
+	}
+	out[n] = '\0';
+}
+
+/* ---- rules on one filter / update ---- */
+
+static void check_regex(actx *ax, const target *t, const shape_spec *spec,
+                        const bson_iter_t *filter, bool pipeline)
+{
+	regex_hit hit;
+	if (t->act[RULE_CASE_INSENSITIVE_REGEX] == RULE_OFF)
+		return;
+	if (!(pipeline ? rule_regex_pipeline(filter, &hit) : rule_regex_filter(filter, &hit)))
+		return;
+	char detail[384], suggestion[1024], db[128], coll[256], field[160];
+	js_quote(db, sizeof(db), ax->db);
+	js_quote(coll, sizeof(coll), t->coll ? t->coll : "");
+	js_quote(field, sizeof(field), hit.field);
+	if (hit.field[0])
+		snprintf(detail, sizeof(detail),
+		         "\"%s\" is matched with a case-insensitive regex (%s), which no index "
+		         "can bound, so every key is scanned",
+		         field, hit.how);
+	else
+		snprintf(detail, sizeof(detail),
+		         "a case-insensitive regex (%s) matches documents; no index can bound "
+		         "it, so every key is scanned",
+		         hit.how);
+	if (hit.field[0] && t->coll)
+		snprintf(suggestion, sizeof(suggestion),
+		         "db.getSiblingDB(\"%s\").getCollection(\"%s\").createIndex({\"%s\": 1}, "
+		         "{collation: {locale: \"en\", strength: 2}}) and query by equality with "
+		         "the same collation: .find({\"%s\": <value>}).collation({locale: \"en\", "
+		         "strength: 2}); or store a lower-cased copy of \"%s\", index it and "
+		         "match it by equality",
+		         db, coll, field, field, field);
+	else
+		snprintf(suggestion, sizeof(suggestion),
+		         "create an index with {collation: {locale: \"en\", strength: 2}} on the "
+		         "field and query it by equality with the same collation, or store a "
+		         "lower-cased copy of the field, index it and match it by equality");
+	words w = {detail,
+	           "query by equality with a case-insensitive collation ({locale: \"en\", "
+	           "strength: 2}) backed by an index with that collation, or match a stored "
+	           "lower-cased field",
+	           suggestion};
+	report(ax, t, RULE_CASE_INSENSITIVE_REGEX, spec, NULL, 0, &w);
+}
+
+static void check_push(actx *ax, const target *t, const shape_spec *spec, const bson_iter_t *u)
+{
+	push_hit hit;
+	if (t->act[RULE_UNBOUNDED_PUSH] == RULE_OFF || !rule_push_update(u, &hit))
+		return;
+	char detail[384], suggestion[768];
+	if (hit.pipeline) {
+		snprintf(detail, sizeof(detail), "%s %s, so the array grows without bound",
+		         hit.fields, hit.form);
+		snprintf(suggestion, sizeof(suggestion),
+		         "bound the result: {$slice: [{$concatArrays: [...]}, -N]} keeps the "
+		         "newest N; or bucket the items into documents of bounded size, or move "
+		         "them to a child collection that references this document (%s)",
+		         hit.fields);
+	} else {
+		snprintf(detail, sizeof(detail), "$push to %s %s, so the array grows without bound",
+		         hit.fields, hit.form);
+		snprintf(suggestion, sizeof(suggestion),
+		         "push with {$each: [<items>], $slice: -N} to keep the newest N (subset "
+		         "pattern) for %s; or bucket the items into documents of bounded size, or "
+		         "move them to a child collection that references this document",
+		         hit.fields);
+	}
+	words w = {detail,
+	           hit.pipeline
+	               ? "wrap the $concatArrays in {$slice: [..., -N]} (subset "
+	                 "pattern), bucket the array, or move the items to a child "
+	                 "collection"
+	               : "push with {$each: [...], $slice: -N} (subset pattern), bucket the "
+	                 "array, or move the items to a child collection",
+	           suggestion};
+	report(ax, t, RULE_UNBOUNDED_PUSH, spec, NULL, 0, &w);
+}
+
+/* ---- index-mismatched-sort: evaluated before anything is reported ---- */
+
+typedef enum { SORT_NONE, SORT_FOUND, SORT_WAIT } sort_outcome;
+
+typedef struct sort_result {
+	char suggestion[512];
+	char detail[256];
+} sort_result;
+
+static bool nonempty_doc(const bson_t *d)
+{
+	return d && !bson_empty(d);
+}
+
+static sort_outcome eval_sort(actx *ax, const target *t, const sort_query *q, sort_result *out)
+{
+	if (!ax->e->ic || !t->coll || t->act[RULE_INDEX_MISMATCHED_SORT] == RULE_OFF ||
+	    !nonempty_doc(q->sort))
+		return SORT_NONE;
+	index_set *set = NULL;
+	switch (index_cache_get(ax->e->ic, ax->db, t->coll, &set)) {
+	case INDEXES_KNOWN:
+		break;
+	case INDEXES_PENDING:
+		return ax->rc && ax->rc->no_wait ? SORT_NONE : SORT_WAIT;
+	default: /* INDEXES_UNAVAILABLE: no verdict possible */
+		return SORT_NONE;
+	}
+	out->suggestion[0] = out->detail[0] = '\0';
+	sort_verdict sv = sort_check(set, q, out->suggestion, sizeof(out->suggestion), out->detail,
+	                             sizeof(out->detail));
+	index_set_release(set);
+	return sv == SORT_BLOCKING ? SORT_FOUND : SORT_NONE;
+}
+
+static void report_sort(actx *ax, const target *t, const shape_spec *spec, sort_result *sr)
+{
+	char detail[384], fix[640];
+	snprintf(detail, sizeof(detail),
+	         "no index provides this sort, so mongod sorts in memory%s%s",
+	         sr->detail[0] ? ": " : "", sr->detail);
+	if (sr->suggestion[0])
+		snprintf(fix, sizeof(fix), "create the index %s", sr->suggestion);
+	else
+		snprintf(fix, sizeof(fix),
+		         "create an index with the equality fields first, then the sort fields "
+		         "in the sort's directions, then the range fields (ESR)");
+	words w = {detail, fix, sr->suggestion[0] ? sr->suggestion : fix};
+	report(ax, t, RULE_INDEX_MISMATCHED_SORT, spec, NULL, 0, &w);
+}
+
+/* ---- command extraction ---- */
+
+static const char *coll_of(const bson_t *body)
+{
+	bson_iter_t it;
+	if (bson_iter_init(&it, body) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
+		return bson_iter_utf8(&it, NULL);
+	return NULL;
+}
+
+/* A static view of the document under it (false when it is not one). */
+static bool doc_view(const bson_iter_t *it, bson_t *out)
+{
+	uint32_t len;
+	const uint8_t *data;
+	if (!BSON_ITER_HOLDS_DOCUMENT(it))
+		return false;
+	bson_iter_document(it, &len, &data);
+	return bson_init_static(out, data, len);
+}
+
+/* hint: a key pattern document or an index name. */
+static void take_hint(const bson_iter_t *it, bson_t *doc, sort_query *q)
+{
+	if (BSON_ITER_HOLDS_UTF8(it))
+		q->hint_name = bson_iter_utf8(it, NULL);
+	else if (doc_view(it, doc))
+		q->hint_doc = doc;
+}
+
+static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode mode,
+                     const bson_iter_t *it)
+{
+	parts[*n].key = key;
+	parts[*n].mode = mode;
+	parts[*n].str = NULL;
+	parts[*n].value = *it;
+	(*n)++;
+}
+
+static verdict analyze_find(actx *ax, const cmdview *v)
+{
+	target t;
+	const char *coll = coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	bson_iter_t it, filter;
+	bool has_filter = false;
+	bson_t sort, collation, hint;
+	sort_query q = {.db = ax->db, .coll = coll};
+	shape_part parts[4];
+	size_t n = 0;
+	if (!bson_iter_init(&it, &v->body))
+		return VERDICT_FORWARD;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, "filter") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			filter = it;
+			has_filter = true;
+			add_part(parts, &n, "filter", SHAPE_FILTER, &it);
+		} else if (strcmp(k, "sort") == 0 && doc_view(&it, &sort)) {
+			q.sort = &sort;
+			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+			q.collation = &collation;
+			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "hint") == 0) {
+			take_hint(&it, &hint, &q);
+			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
+		}
+	}
+	bson_t filter_doc;
+	if (has_filter && doc_view(&filter, &filter_doc))
+		q.filter = &filter_doc;
+	shape_spec spec = {"find", coll, ax->explain, parts, n};
+
+	sort_result sr;
+	sort_outcome so = eval_sort(ax, &t, &q, &sr);
+	if (so == SORT_WAIT)
+		return VERDICT_WAIT_INDEXES;
+	if (so == SORT_FOUND)
+		report_sort(ax, &t, &spec, &sr);
+	if (has_filter)
+		check_regex(ax, &t, &spec, &filter, false);
+	return ax->verdict;
+}
+
+static verdict analyze_count_distinct(actx *ax, const cmdview *v)
+{
+	target t;
+	const char *coll = coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	bson_iter_t it, query;
+	bool has_query = false;
+	shape_part parts[2];
+	size_t n = 0;
+	if (!bson_iter_init(&it, &v->body))
+		return VERDICT_FORWARD;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, "key") == 0 && ax->kind == CMD_DISTINCT) {
+			add_part(parts, &n, "key", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "query") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			query = it;
+			has_query = true;
+			add_part(parts, &n, "query", SHAPE_FILTER, &it);
+		}
+		if (n == 2)
+			break;
+	}
+	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, parts, n};
+	if (has_query)
+		check_regex(ax, &t, &spec, &query, false);
+	return ax->verdict;
+}
+
+/* The filter of an aggregation's leading $match stages, and the $sort right
+ * after them: only a sort at the start of the pipeline can use an index.
+ * Several leading $match stages are merged (the server coalesces them);
+ * only then is anything allocated. bson_t values are never copied by value
+ * (a view points into its own struct), hence the two slots. */
+typedef struct leading {
+	bson_t first;  /* view of the first $match */
+	bson_t merged; /* owned when several $match stages lead */
+	bool owned;
+	const bson_t *filter; /* NULL, &first or &merged */
+	bson_t sort;
+} leading;
+
+static bool leading_sort(const bson_iter_t *pipeline, leading *l)
+{
+	bson_iter_t s, c;
+	l->owned = false;
+	l->filter = NULL;
+	if (!bson_iter_recurse(pipeline, &s))
+		return false;
+	while (bson_iter_next(&s)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&s) || !bson_iter_recurse(&s, &c) ||
+		    !bson_iter_next(&c))
+			return false;
+		const char *k = bson_iter_key(&c);
+		if (strcmp(k, "$sort") == 0)
+			return doc_view(&c, &l->sort);
+		if (strcmp(k, "$match") != 0)
+			return false;
+		if (!l->filter) {
+			if (!doc_view(&c, &l->first))
+				return false;
+			l->filter = &l->first;
+			continue;
+		}
+		bson_t m;
+		if (!doc_view(&c, &m))
+			return false;
+		if (!l->owned) {
+			bson_init(&l->merged);
+			bson_concat(&l->merged, &l->first);
+			l->owned = true;
+			l->filter = &l->merged;
+		}
+		bson_concat(&l->merged, &m);
+	}
+	return false;
+}
+
+static void check_lookup(actx *ax, const target *t, const shape_spec *spec,
+                         const bson_iter_t *pipeline)
+{
+	const char *stage;
+	char from[128];
+	if (ax->explain || t->act[RULE_HOT_PATH_LOOKUP] == RULE_OFF ||
+	    !rule_lookup_find(pipeline, &stage, from, sizeof(from)))
+		return;
+	char shape[SHAPE_BUF_LEN];
+	uint64_t hash = redacted_shape(ax, t, spec, shape);
+	uint32_t runs = 0;
+	int64_t now = ax->rc ? ax->rc->now_ms : 0;
+	if (!lookup_tracker_record(ax->e->lookups, hash, now, &runs))
+		return;
+	const rule_config *rc = &ax->e->cfg.rules[RULE_HOT_PATH_LOOKUP];
+	char detail[384], suggestion[640], qfrom[160];
+	js_quote(qfrom, sizeof(qfrom), from);
+	snprintf(detail, sizeof(detail),
+	         "this aggregation joins with %s%s%s%s and its shape ran %u times within %u s",
+	         stage, from[0] ? " from \"" : "", qfrom, from[0] ? "\"" : "", runs,
+	         rc->window_seconds);
+	snprintf(suggestion, sizeof(suggestion),
+	         "embed the joined data%s%s%s in the documents this query reads, or keep an "
+	         "extended reference (copy the few fields the query needs next to the "
+	         "reference), so this hot query needs no join",
+	         from[0] ? " from \"" : "", qfrom, from[0] ? "\"" : "");
+	words w = {detail,
+	           "embed the joined data, or keep an extended reference (the fields the query "
+	           "needs copied next to the reference), so the hot path needs no join",
+	           suggestion};
+	report(ax, t, RULE_HOT_PATH_LOOKUP, spec, shape, hash, &w);
+}
+
+static verdict analyze_aggregate(actx *ax, const cmdview *v)
+{
+	target t;
+	const char *coll = coll_of(&v->body); /* NULL for {aggregate: 1} */
+	bson_iter_t it, pipeline;
+	bool has_pipeline = false;
+	bson_t collation, hint;
+	sort_query q = {.db = ax->db, .coll = coll};
+	shape_part parts[3];
+	size_t n = 0;
+	if (!bson_iter_init(&it, &v->body))
+		return VERDICT_FORWARD;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, "pipeline") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+			pipeline = it;
+			has_pipeline = true;
+			add_part(parts, &n, "pipeline", SHAPE_PIPELINE, &it);
+		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+			q.collation = &collation;
+			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "hint") == 0) {
+			take_hint(&it, &hint, &q);
+			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "explain") == 0 && bson_iter_as_bool(&it)) {
+			ax->explain = true; /* {aggregate, explain: true} runs nothing */
+		}
+	}
+	if (!has_pipeline || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	shape_spec spec = {"aggregate", coll, ax->explain, parts, n};
+
+	sort_result sr;
+	sort_outcome so = SORT_NONE;
+	if (coll && t.act[RULE_INDEX_MISMATCHED_SORT] != RULE_OFF && ax->e->ic) {
+		leading l;
+		if (leading_sort(&pipeline, &l)) {
+			q.filter = l.filter;
+			q.sort = &l.sort;
+			so = eval_sort(ax, &t, &q, &sr);
+		}
+		if (l.owned)
+			bson_destroy(&l.merged);
+	}
+	if (so == SORT_WAIT)
+		return VERDICT_WAIT_INDEXES;
+	if (so == SORT_FOUND)
+		report_sort(ax, &t, &spec, &sr);
+	check_regex(ax, &t, &spec, &pipeline, true);
+	check_lookup(ax, &t, &spec, &pipeline);
+	return ax->verdict;
+}
+
+static verdict analyze_find_and_modify(actx *ax, const cmdview *v)
+{
+	target t;
+	const char *coll = coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	bson_iter_t it, query, update;
+	bool has_query = false, has_update = false;
+	bson_t sort, collation, hint, query_doc;
+	sort_query q = {.db = ax->db, .coll = coll};
+	shape_part parts[6];
+	size_t n = 0;
+	if (!bson_iter_init(&it, &v->body))
+		return VERDICT_FORWARD;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, "query") == 0 && doc_view(&it, &query_doc)) {
+			query = it;
+			has_query = true;
+			q.filter = &query_doc;
+			add_part(parts, &n, "query", SHAPE_FILTER, &it);
+		} else if (strcmp(k, "sort") == 0 && doc_view(&it, &sort)) {
+			q.sort = &sort;
+			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "update") == 0) {
+			update = it;
+			has_update = true;
+			add_part(parts, &n, "update", SHAPE_UPDATE, &it);
+		} else if (strcmp(k, "upsert") == 0) {
+			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+			q.collation = &collation;
+			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
+		} else if (strcmp(k, "hint") == 0) {
+			take_hint(&it, &hint, &q);
+			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
+		}
+	}
+	shape_spec spec = {"findAndModify", coll, ax->explain, parts, n};
+
+	sort_result sr;
+	sort_outcome so = eval_sort(ax, &t, &q, &sr);
+	if (so == SORT_WAIT)
+		return VERDICT_WAIT_INDEXES;
+	if (so == SORT_FOUND)
+		report_sort(ax, &t, &spec, &sr);
+	if (has_query)
+		check_regex(ax, &t, &spec, &query, false);
+	if (has_update)
+		check_push(ax, &t, &spec, &update);
+	return ax->verdict;
+}
+
+/* One statement of update / delete / bulkWrite: its filter and update.
+ * arrayFilters are shown in the shape but never checked for regexes: they
+ * pick elements inside documents the filter already selected, so they never
+ * decide an index scan. */
+typedef struct stmt_keys {
+	const char *filter; /* "q" or "filter" */
+	const char *update; /* "u" or "updateMods"; NULL for deletes */
+} stmt_keys;
+
+static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, const stmt_keys *keys,
+                         const char *command, const char *shape_target, const char *op)
+{
+	bson_iter_t it, filter, update;
+	bool has_filter = false, has_update = false;
+	shape_part parts[5];
+	size_t n = 0;
+	if (op) {
+		parts[n].key = "op";
+		parts[n].str = op;
+		parts[n].mode = SHAPE_VERBATIM;
+		n++;
+	}
+	if (!bson_iter_init(&it, doc))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, keys->filter) == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			filter = it;
+			has_filter = true;
+			add_part(parts, &n, keys->filter, SHAPE_FILTER, &it);
+		} else if (keys->update && strcmp(k, keys->update) == 0) {
+			update = it;
+			has_update = true;
+			add_part(parts, &n, keys->update, SHAPE_UPDATE, &it);
+		} else if (keys->update && strcmp(k, "upsert") == 0) {
+			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
+		} else if (keys->update && strcmp(k, "arrayFilters") == 0) {
+			add_part(parts, &n, "arrayFilters", SHAPE_FILTER_LIST, &it);
+		}
+		if (n == sizeof(parts) / sizeof(parts[0]))
+			break;
+	}
+	shape_spec spec = {command, shape_target, ax->explain, parts, n};
+	if (has_filter)
+		check_regex(ax, t, &spec, &filter, false);
+	if (has_update)
+		check_push(ax, t, &spec, &update);
+}
+
+static verdict analyze_update_delete(actx *ax, const cmdview *v)
+{
+	target t;
+	const char *coll = coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	bool update = ax->kind == CMD_UPDATE;
+	if (!update && t.act[RULE_CASE_INSENSITIVE_REGEX] == RULE_OFF)
+		return VERDICT_FORWARD;
+	stmt_keys keys = {"q", update ? "u" : NULL};
+	cmdview_docs d;
+	bson_t doc;
+	cmdview_docs_init(&d, v, update ? "updates" : "deletes");
+	while (cmdview_docs_next(&d, &doc))
+		analyze_stmt(ax, &t, &doc, &keys, canonical_name(ax->kind), coll, NULL);
+	return ax->verdict;
+}
+
+/* bulkWrite (admin): ops name their namespace by index into nsInfo. */
+static bool bulk_ns(const cmdview *v, int64_t idx, char *ns, size_t cap)
+{
+	cmdview_docs d;
+	bson_t doc;
+	bson_iter_t it;
+	cmdview_docs_init(&d, v, "nsInfo");
+	for (int64_t i = 0; cmdview_docs_next(&d, &doc); i++) {
+		if (i != idx)
+			continue;
+		if (!bson_iter_init_find(&it, &doc, "ns") || !BSON_ITER_HOLDS_UTF8(&it))
+			return false;
+		snprintf(ns, cap, "%s", bson_iter_utf8(&it, NULL));
+		return true;
+	}
+	return false;
+}
+
+static verdict analyze_bulk_write(actx *ax, const cmdview *v)
+{
+	static const stmt_keys update_keys = {"filter", "updateMods"};
+	static const stmt_keys delete_keys = {"filter", NULL};
+	cmdview_docs d;
+	bson_t op;
+	cmdview_docs_init(&d, v, "ops");
+	while (cmdview_docs_next(&d, &op)) {
+		bson_iter_t it;
+		if (!bson_iter_init(&it, &op) || !bson_iter_next(&it))
+			continue;
+		const char *kind = bson_iter_key(&it);
+		bool is_update = strcmp(kind, "update") == 0;
+		if (!is_update && strcmp(kind, "delete") != 0)
+			continue; /* inserts carry no filter or update */
+		if (!BSON_ITER_HOLDS_INT(&it))
+			continue;
+		/* The shape names the namespace: bulkWrite spans several. */
+		char ns[256], db[128];
+		if (!bulk_ns(v, bson_iter_as_int64(&it), ns, sizeof(ns)))
+			continue;
+		const char *dot = strchr(ns, '.');
+		if (!dot || (size_t)(dot - ns) >= sizeof(db))
+			continue;
+		memcpy(db, ns, (size_t)(dot - ns));
+		db[dot - ns] = '\0';
+		target t;
+		if (!target_init(ax, &t, db, dot + 1))
+			continue;
+		ax->db = db;
+		analyze_stmt(ax, &t, &op, is_update ? &update_keys : &delete_keys, "bulkWrite",
+		             t.ns, kind);
+		ax->db = v->db;
+	}
+	return ax->verdict;
+}
+
+static verdict dispatch(actx *ax, const cmdview *v)
+{
+	switch (ax->kind) {
+	case CMD_FIND:
+		return analyze_find(ax, v);
+	case CMD_AGGREGATE:
+		return analyze_aggregate(ax, v);
+	case CMD_COUNT:
+	case CMD_DISTINCT:
+		return analyze_count_distinct(ax, v);
+	case CMD_UPDATE:
+	case CMD_DELETE:
+		return analyze_update_delete(ax, v);
+	case CMD_FIND_AND_MODIFY:
+		return analyze_find_and_modify(ax, v);
+	case CMD_BULK_WRITE:
+		return analyze_bulk_write(ax, v);
+	default:
+		return VERDICT_FORWARD;
+	}
+}
+
+verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
+{
+	cmd_kind kind = classify(v->name);
+	if (kind == CMD_NONE || !v->db)
+		return VERDICT_FORWARD; /* insert, hello, getMore, ...: nothing to check */
+	actx ax = {.e = e, .rc = rc, .block = block, .db = v->db, .kind = kind};
+	if (kind != CMD_EXPLAIN)
+		return dispatch(&ax, v);
+
+	/* {explain: {find: ...}, verbosity: ...}: analyse the inner command,
+	 * in a view of its own (a cmdview is never copied). */
+	bson_iter_t it;
+	cmdview inner;
+	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+		return VERDICT_FORWARD;
+	memset(&inner, 0, sizeof(inner));
+	inner.origin = v->origin;
+	inner.db = v->db;
+	if (!doc_view(&it, &inner.body) || !bson_iter_init(&it, &inner.body) ||
+	    !bson_iter_next(&it))
+		return VERDICT_FORWARD;
+	inner.name = bson_iter_key(&it);
+	ax.kind = classify(inner.name);
+	ax.explain = true;
+	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN)
+		return VERDICT_FORWARD;
+	verdict vd = dispatch(&ax, &inner);
+	return vd == VERDICT_BLOCK ? VERDICT_FORWARD : vd; /* belt and braces */
+}
+
+/* ---- DDL ---- */
+
+static void invalidate_dotted(index_cache *ic, const char *dotted)
+{
+	const char *dot = strchr(dotted, '.');
+	char db[128];
+	if (!dot || (size_t)(dot - dotted) >= sizeof(db))
+		return;
+	memcpy(db, dotted, (size_t)(dot - dotted));
+	db[dot - dotted] = '\0';
+	index_cache_invalidate(ic, db, dot + 1);
+}
+
+void engine_note_ddl(engine *e, const cmdview *v)
+{
+	/* Spellings compared without case: invalidating too often costs a
+	 * listIndexes; missing one leaves a wrong index list in the cache. */
+	static const char *const per_coll[] = {
+	    "createIndexes", "dropIndexes", "deleteIndexes",   "drop",
+	    "collMod",       "create",      "convertToCapped", NULL,
+	};
+	if (!e->ic || !v->name || !v->db)
+		return;
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+		return;
+	const char *arg = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
+	for (const char *const *n = per_coll; *n; n++)
+		if (strcasecmp(v->name, *n) == 0) {
+			if (arg)
+				index_cache_invalidate(e->ic, v->db, arg);
+			return;
+		}
+	if (strcasecmp(v->name, "dropDatabase") == 0) {
+		index_cache_invalidate(e->ic, v->db, NULL);
+	} else if (strcasecmp(v->name, "renameCollection") == 0) {
+		if (arg)
+			invalidate_dotted(e->ic, arg);
+		if (bson_iter_init_find(&it, &v->body, "to") && BSON_ITER_HOLDS_UTF8(&it))
+			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL));
+	} else if (strcasecmp(v->name, "cloneCollectionAsCapped") == 0) {
+		if (bson_iter_init_find(&it, &v->body, "toCollection") && BSON_ITER_HOLDS_UTF8(&it))
+			index_cache_invalidate(e->ic, v->db, bson_iter_utf8(&it, NULL));
+	}
+}
+
+void engine_flush_summaries(engine *e)
+{
+	if (e->sink)
+		findings_table_flush(e->findings, e->sink, e->sink_arg);
+}
