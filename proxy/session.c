@@ -122,6 +122,7 @@ struct session {
 
 	uint64_t nrequests, nblocked;
 	char end_reason[256];
+	log_severity end_severity; /* of the "Connection ended" line */
 };
 
 static void process_client(session *s);
@@ -766,7 +767,8 @@ static void session_free(session *s)
 	w->nsessions--;
 	atomic_fetch_sub(&w->srv->nconns, 1);
 
-	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
+	log_line *l = log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx,
+				"Connection ended");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_str(l, "appName", s->app);
 	log_attr_str(l, "reason", s->end_reason[0] ? s->end_reason : "closed");
@@ -842,7 +844,7 @@ static void session_finish(session *s, log_severity sev, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(s->end_reason, sizeof(s->end_reason), fmt, ap);
 	va_end(ap);
-	(void)sev;
+	s->end_severity = sev;
 	s->state = SESSION_FLUSHING;
 	evtimer_del(s->frame_timer);
 	if (s->upstream) {
@@ -1002,6 +1004,7 @@ void session_start(worker *w, int fd, const struct sockaddr *addr, socklen_t add
 		return;
 	}
 	s->w = w;
+	s->end_severity = LOG_INFO;
 	s->id = atomic_fetch_add(&srv->next_conn_id, 1);
 	snprintf(s->ctx, sizeof(s->ctx), "conn%llu", (unsigned long long)s->id);
 	format_addr(addr, s->peer, sizeof(s->peer));
