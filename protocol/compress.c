@@ -1,6 +1,8 @@
 /* OP_COMPRESSED. The claimed size is a length from the wire like any other:
  * checked against the message limit before a byte is allocated for it, and
- * against what the data really inflates to afterwards. */
+ * against what the data really inflates to afterwards. Where the format
+ * tells the inflated size up front (noop, snappy, a zstd frame header) or
+ * bounds it (deflate's ~1032:1), that is checked before allocating too. */
 #include "protocol/compress.h"
 
 #include <snappy-c.h>
@@ -82,75 +84,112 @@ bool compress_parse(const uint8_t *msg, size_t len, compressed_msg *out, wire_er
 	return check_claims(out, err);
 }
 
-/* Each inflater writes exactly `want` bytes into dst or fails; "more" and
- * "fewer" than claimed are both lies. */
-static bool inflate_into(const compressed_msg *c, uint8_t *dst, size_t want, wire_error *err)
+/* What can be learnt about the inflated size without inflating, so that a
+ * 30-byte message claiming 47 MB is refused before 47 MB are allocated. */
+static bool precheck(const compressed_msg *c, size_t want, wire_error *err)
 {
 	const char *name = compress_name(c->compressor_id);
-	size_t got = 0;
+	size_t known = 0;
 	switch (c->compressor_id) {
 	case COMPRESSOR_NOOP:
-		got = c->data_len;
-		if (got == want)
-			memcpy(dst, c->data, want);
+		known = c->data_len;
 		break;
-	case COMPRESSOR_SNAPPY: {
-		size_t claimed;
-		if (snappy_uncompressed_length((const char *)c->data, c->data_len, &claimed) !=
+	case COMPRESSOR_SNAPPY:
+		if (snappy_uncompressed_length((const char *)c->data, c->data_len, &known) !=
 		    SNAPPY_OK) {
 			PROTOCOL_ERROR(err, "OP_COMPRESSED snappy data is corrupt");
 			return false;
 		}
-		got = claimed;
-		if (got == want) {
-			size_t n = want;
-			if (snappy_uncompress((const char *)c->data, c->data_len, (char *)dst,
-			                      &n) != SNAPPY_OK ||
-			    n != want) {
-				PROTOCOL_ERROR(err, "OP_COMPRESSED snappy data is corrupt");
-				return false;
-			}
-		}
 		break;
-	}
-	case COMPRESSOR_ZLIB: {
-		uLongf n = (uLongf)want;
-		int rc = uncompress(dst, &n, c->data, (uLong)c->data_len);
-		if (rc == Z_BUF_ERROR && n == want) {
+	case COMPRESSOR_ZLIB:
+		/* deflate never does better than about 1032:1 */
+		if (want / 1032 > c->data_len) {
 			PROTOCOL_ERROR(err,
-			               "OP_COMPRESSED zlib data inflates to more than the claimed "
-			               "%zu bytes (or is truncated)",
-			               want);
+			               "OP_COMPRESSED zlib data of %zu bytes cannot inflate to the "
+			               "claimed uncompressedSize %zu",
+			               c->data_len, want);
 			return false;
 		}
-		if (rc != Z_OK) {
-			PROTOCOL_ERROR(err, "OP_COMPRESSED zlib data is corrupt (zlib error %d)",
-			               rc);
-			return false;
-		}
-		got = (size_t)n;
-		break;
-	}
+		return true;
 	case COMPRESSOR_ZSTD: {
-		size_t n = ZSTD_decompress(dst, want, c->data, c->data_len);
-		if (ZSTD_isError(n)) {
-			PROTOCOL_ERROR(err,
-			               "OP_COMPRESSED zstd data does not inflate to %zu bytes: %s",
-			               want, ZSTD_getErrorName(n));
+		unsigned long long n = ZSTD_getFrameContentSize(c->data, c->data_len);
+		if (n == ZSTD_CONTENTSIZE_ERROR) {
+			PROTOCOL_ERROR(err, "OP_COMPRESSED zstd data is not a zstd frame");
 			return false;
 		}
-		got = n;
+		/* Several frames may add up to the claim; one frame alone may not
+		 * exceed it. */
+		if (n == ZSTD_CONTENTSIZE_UNKNOWN || n <= want)
+			return true;
+		known = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 		break;
 	}
 	default:
 		PROTOCOL_ERROR(err, "OP_COMPRESSED compressorId %u is unknown", c->compressor_id);
 		return false;
 	}
+	if (known != want) {
+		PROTOCOL_ERROR(err,
+		               "OP_COMPRESSED %s data inflates to %zu bytes, not the claimed "
+		               "uncompressedSize %zu",
+		               name, known, want);
+		return false;
+	}
+	return true;
+}
+
+/* Writes exactly `want` bytes into dst or fails: more and fewer than
+ * claimed are both lies. */
+static bool inflate_into(const compressed_msg *c, uint8_t *dst, size_t want, wire_error *err)
+{
+	size_t got = 0;
+	switch (c->compressor_id) {
+	case COMPRESSOR_NOOP:
+		memcpy(dst, c->data, want); /* precheck: data_len == want */
+		return true;
+	case COMPRESSOR_SNAPPY:
+		got = want;
+		if (snappy_uncompress((const char *)c->data, c->data_len, (char *)dst, &got) !=
+		    SNAPPY_OK) {
+			PROTOCOL_ERROR(err, "OP_COMPRESSED snappy data is corrupt");
+			return false;
+		}
+		break;
+	case COMPRESSOR_ZLIB: {
+		uLongf n = (uLongf)want;
+		int rc = uncompress(dst, &n, c->data, (uLong)c->data_len);
+		if (rc == Z_BUF_ERROR) {
+			/* zlib says this only when the output is full and the stream
+			 * has not ended */
+			PROTOCOL_ERROR(err,
+			               "OP_COMPRESSED zlib stream does not end within the claimed "
+			               "uncompressedSize %zu",
+			               want);
+			return false;
+		}
+		if (rc != Z_OK) {
+			PROTOCOL_ERROR(err, "OP_COMPRESSED zlib data is corrupt or truncated (%s)",
+			               rc == Z_DATA_ERROR ? "Z_DATA_ERROR" : "zlib error");
+			return false;
+		}
+		got = (size_t)n;
+		break;
+	}
+	case COMPRESSOR_ZSTD:
+		got = ZSTD_decompress(dst, want, c->data, c->data_len);
+		if (ZSTD_isError(got)) {
+			PROTOCOL_ERROR(err,
+			               "OP_COMPRESSED zstd data does not inflate to %zu bytes: %s",
+			               want, ZSTD_getErrorName(got));
+			return false;
+		}
+		break;
+	}
 	if (got != want) {
 		PROTOCOL_ERROR(err,
 		               "OP_COMPRESSED %s data inflates to %zu bytes, not the claimed "
 		               "uncompressedSize %zu",
-		               name, got, want);
+		               compress_name(c->compressor_id), got, want);
 		return false;
 	}
 	return true;
@@ -163,6 +202,8 @@ bool compress_inflate(const compressed_msg *c, uint8_t **out, size_t *out_len, w
 	if (!check_claims(c, err))
 		return false;
 	size_t want = (size_t)c->uncompressed_size;
+	if (!precheck(c, want, err))
+		return false;
 	uint8_t *buf = malloc(WIRE_HEADER_LEN + want);
 	if (!buf) {
 		PROTOCOL_ERROR(err, "cannot allocate %zu bytes to inflate OP_COMPRESSED",
