@@ -280,19 +280,24 @@ static void check_regex(actx *ax, const target *t, const shape_spec *spec,
 		return;
 	char detail[384], suggestion[1024], db[128], coll[256], field[160];
 	js_quote(db, sizeof(db), ax->db);
-	js_quote(coll, sizeof(coll), t->coll ? t->coll : "");
+	/* Inside a join the field belongs to the joined collection. */
+	const char *where = hit.coll[0] ? hit.coll : t->coll;
+	js_quote(coll, sizeof(coll), where ? where : "");
 	js_quote(field, sizeof(field), hit.field);
+	char in_join[160] = "";
+	if (hit.coll[0])
+		snprintf(in_join, sizeof(in_join), " (in joined collection \"%s\")", coll);
 	if (hit.field[0])
 		snprintf(detail, sizeof(detail),
-		         "\"%s\" is matched with a case-insensitive regex (%s), which no index "
+		         "\"%s\"%s is matched with a case-insensitive regex (%s), which no index "
 		         "can bound, so every key is scanned",
-		         field, hit.how);
+		         field, in_join, hit.how);
 	else
 		snprintf(detail, sizeof(detail),
 		         "a case-insensitive regex (%s) matches documents; no index can bound "
 		         "it, so every key is scanned",
 		         hit.how);
-	if (hit.field[0] && t->coll)
+	if (hit.field[0] && where)
 		snprintf(suggestion, sizeof(suggestion),
 		         "db.getSiblingDB(\"%s\").getCollection(\"%s\").createIndex({\"%s\": 1}, "
 		         "{collation: {locale: \"en\", strength: 2}}) and query by equality with "

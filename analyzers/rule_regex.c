@@ -290,6 +290,7 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 {
+	hit->coll[0] = '\0';
 	return walk_filter(filter, NULL, hit, 0);
 }
 
@@ -299,6 +300,20 @@ static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
 {
 	return BSON_ITER_HOLDS_DOCUMENT(doc) && bson_iter_recurse(doc, out) &&
 	       bson_iter_find(out, key);
+}
+
+/* Names the collection a sub-pipeline reads, unless an inner one already
+ * did (the innermost join is where the index belongs). */
+static bool joined(const bson_iter_t *stage_arg, const char *key, regex_hit *hit)
+{
+	bson_iter_t c;
+	if (hit->coll[0])
+		return true;
+	if (BSON_ITER_HOLDS_UTF8(stage_arg)) /* {$unionWith: "coll"} */
+		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(stage_arg, NULL));
+	else if (find_sub(stage_arg, key, &c) && BSON_ITER_HOLDS_UTF8(&c))
+		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(&c, NULL));
+	return true;
 }
 
 static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
@@ -313,7 +328,7 @@ static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 				return true;
 		} else if (strcmp(k, "$lookup") == 0 || strcmp(k, "$unionWith") == 0) {
 			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
-				return true;
+				return joined(&c, k[1] == 'l' ? "from" : "coll", hit);
 		} else if (strcmp(k, "$facet") == 0) {
 			if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &sub))
 				while (bson_iter_next(&sub))
@@ -322,7 +337,7 @@ static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 		} else if (strcmp(k, "$graphLookup") == 0) {
 			if (find_sub(&c, "restrictSearchWithMatch", &sub) &&
 			    walk_filter(&sub, NULL, hit, depth + 1))
-				return true;
+				return joined(&c, "from", hit);
 		} else if (strcmp(k, "$geoNear") == 0) {
 			if (find_sub(&c, "query", &sub) && walk_filter(&sub, NULL, hit, depth + 1))
 				return true;
@@ -345,5 +360,6 @@ static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth
 
 bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
+	hit->coll[0] = '\0';
 	return walk_pipeline(pipeline, hit, 0);
 }

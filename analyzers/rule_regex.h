@@ -30,6 +30,8 @@
 typedef struct regex_hit {
 	char field[128]; /* dotted field path; "" when the input is computed */
 	char how[96];    /* the form: "$regex with $options \"i\"", ... */
+	char coll[128];  /* the joined collection when the match is inside a
+	                    $lookup / $unionWith / $graphLookup; "" otherwise */
 } regex_hit;
 
 /* filter: an iterator positioned on a filter document. */

@@ -1,0 +1,342 @@
+/* case-insensitive-regex: a table of requests that must fire and of
+ * near-misses that must not, each run through the whole engine (real OP_MSG,
+ * command view, rules, sink) in log mode and again in block mode. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "analyzers/rule_regex.h"
+#include "fixtures/analyzer_fixture.h"
+
+/* Every pattern is SECRET: the shape must never show it. */
+#define RE(opts)       "{'$regularExpression':{'pattern':'SECRET','options':'" opts "'}}"
+#define REP(pat, opts) "{'$regularExpression':{'pattern':'" pat "','options':'" opts "'}}"
+
+typedef struct rcase {
+	const char *name;
+	const char *json;
+	fx_seq seq; /* id NULL: none */
+	bool hit;
+	const char *ns;      /* expected on a hit */
+	const char *command; /* expected on a hit */
+	const char *detail;  /* substring of the detail on a hit */
+} rcase;
+
+#define HIT(n, j, ns, cmd, d)                                                                      \
+	{                                                                                          \
+		n, j, {NULL, {NULL}}, true, ns, cmd, d                                             \
+	}
+#define MISS(n, j)                                                                                 \
+	{                                                                                          \
+		n, j, {NULL, {NULL}}, false, NULL, NULL, NULL                                      \
+	}
+
+static const rcase cases[] = {
+    /* ---- hits ---- */
+    HIT("bson regex i", "{'find':'users','filter':{'name':" RE("i") "}}", "test.users", "find",
+        "\"name\""),
+    HIT("$regex with bson regex i", "{'find':'users','filter':{'name':{'%regex':" RE("i") "}}}",
+        "test.users", "find", "$regex: /.../i"),
+    HIT("$regex string + $options i",
+        "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'i'}}}", "test.users",
+        "find", "$options \"i\""),
+    HIT("$options mi", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'mi'}}}",
+        "test.users", "find", "$options \"mi\""),
+    HIT("bson regex without flags + $options i",
+        "{'find':'users','filter':{'name':{'%options':'i','%regex':" RE("") "}}}", "test.users",
+        "find", "$options \"i\""),
+    HIT("inline (?i)", "{'find':'users','filter':{'name':{'%regex':'(?i)SECRET'}}}", "test.users",
+        "find", "inline (?i)"),
+    HIT("inline (?im) after ^", "{'find':'users','filter':{'name':{'%regex':'^(?im)SECRET'}}}",
+        "test.users", "find", "inline (?i)"),
+    HIT("inline (?i) in a bson regex",
+        "{'find':'users','filter':{'name':" REP("(?i)SECRET", "") "}}", "test.users", "find",
+        "inline (?i)"),
+    HIT("$in element", "{'find':'users','filter':{'name':{'$in':['a'," RE("i") "]}}}", "test.users",
+        "find", "in $in"),
+    HIT("$nin element", "{'find':'users','filter':{'name':{'$nin':[" RE("i") "]}}}", "test.users",
+        "find", "in $nin"),
+    HIT("$all element", "{'find':'users','filter':{'tags':{'$all':[" RE("si") "]}}}", "test.users",
+        "find", "\"tags\""),
+    HIT("$not regex", "{'find':'users','filter':{'name':{'$not':" RE("i") "}}}", "test.users",
+        "find", "in $not"),
+    HIT("$not $regex doc",
+        "{'find':'users','filter':{'name':{'$not':{'%regex':'SECRET','%options':'i'}}}}",
+        "test.users", "find", "under $not"),
+    HIT("$elemMatch value form",
+        "{'find':'users','filter':{'tags':{'$elemMatch':{'%regex':'SECRET','%options':'i'}}}}",
+        "test.users", "find", "\"tags\""),
+    HIT("$elemMatch document form",
+        "{'find':'orders','filter':{'items':{'$elemMatch':{'qty':1,'sku':" RE("i") "}}}}",
+        "test.orders", "find", "\"items.sku\""),
+    HIT("$and / $or nesting",
+        "{'find':'users','filter':{'$and':[{'a':1},{'$or':[{'b':2},{'c':" RE("i") "}]}]}}",
+        "test.users", "find", "\"c\""),
+    HIT("$nor with $options si",
+        "{'find':'users','filter':{'$nor':[{'b':{'%regex':'SECRET','%options':'si'}}]}}",
+        "test.users", "find", "\"b\""),
+    HIT("dotted field", "{'find':'users','filter':{'address.city':" RE("i") "}}", "test.users",
+        "find", "\"address.city\""),
+    HIT("$expr $regexMatch options i",
+        "{'find':'users','filter':{'$expr':{'$regexMatch':{'input':'$name','regex':'SECRET',"
+        "'options':'i'}}}}",
+        "test.users", "find", "$regexMatch"),
+    HIT("$expr nested $regexFind with /x/i",
+        "{'find':'users','filter':{'$expr':{'$and':[{'$gt':['$n',1]},{'$regexFind':{'input':"
+        "'$name','regex':" RE("i") "}}]}}}",
+        "test.users", "find", "$regexFind"),
+    HIT("aggregate $match",
+        "{'aggregate':'users','pipeline':[{'$match':{'name':" RE(
+            "i") "}},{'$limit':5}],'cursor':{}}",
+        "test.users", "aggregate", "\"name\""),
+    HIT("aggregate $match $expr $regexFindAll ix",
+        "{'aggregate':'users','pipeline':[{'$match':{'$expr':{'$regexFindAll':{'input':'$n',"
+        "'regex':'SECRET','options':'ix'}}}}],'cursor':{}}",
+        "test.users", "aggregate", "$regexFindAll"),
+    HIT("$lookup sub-pipeline",
+        "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'users','as':'u','pipeline':[{"
+        "'$match':{'name':" RE("i") "}}]}}],'cursor':{}}",
+        "test.orders", "aggregate", "\"name\" (in joined collection \"users\")"),
+    HIT("$facet branch",
+        "{'aggregate':'users','pipeline':[{'$facet':{'a':[{'$count':'n'}],'b':[{'$match':{'n':{"
+        "'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
+    HIT("$unionWith sub-pipeline",
+        "{'aggregate':'a','pipeline':[{'$unionWith':{'coll':'b','pipeline':[{'$match':{'n':" RE(
+            "i") "}}]}}],'cursor':{}}",
+        "test.a", "aggregate", "joined collection \"b\""),
+    HIT("$graphLookup restrictSearchWithMatch",
+        "{'aggregate':'emp','pipeline':[{'$graphLookup':{'from':'emp','startWith':'$boss',"
+        "'connectFromField':'boss','connectToField':'name','as':'chain',"
+        "'restrictSearchWithMatch':{'dept':" RE("i") "}}}],'cursor':{}}",
+        "test.emp", "aggregate", "\"dept\""),
+    HIT("$geoNear query",
+        "{'aggregate':'places','pipeline':[{'$geoNear':{'near':{'type':'Point','coordinates':[0,"
+        "0]},'distanceField':'d','query':{'name':" RE("i") "}}}],'cursor':{}}",
+        "test.places", "aggregate", "\"name\""),
+    HIT("count query", "{'count':'users','query':{'name':" RE("i") "}}", "test.users", "count",
+        "\"name\""),
+    HIT("distinct query", "{'distinct':'users','key':'city','query':{'name':" RE("i") "}}",
+        "test.users", "distinct", "\"name\""),
+    HIT("delete body array", "{'delete':'users','deletes':[{'q':{'name':" RE("i") "},'limit':0}]}",
+        "test.users", "delete", "\"name\""),
+    {"delete kind-1 sequence",
+     "{'delete':'users'}",
+     {"deletes", {"{'q':{'a':1},'limit':1}", "{'q':{'name':" RE("i") "},'limit':0}"}},
+     true,
+     "test.users",
+     "delete",
+     "\"name\""},
+    {"update kind-1 sequence",
+     "{'update':'users'}",
+     {"updates", {"{'q':{'name':" RE("i") "},'u':{'$set':{'x':1}},'multi':true}"}},
+     true,
+     "test.users",
+     "update",
+     "\"name\""},
+    HIT("findAndModify query",
+        "{'findAndModify':'users','query':{'name':" RE("i") "},'update':{'$set':{'x':1}}}",
+        "test.users", "findAndModify", "\"name\""),
+    HIT("findandmodify (lowercase alias)",
+        "{'findandmodify':'users','query':{'name':" RE("i") "},'remove':true}", "test.users",
+        "findAndModify", "\"name\""),
+    HIT("bulkWrite update filter",
+        "{'bulkWrite':1,'ops':[{'insert':0,'document':{'a':1}},{'update':1,'filter':{'name':" RE(
+            "i") "},'updateMods':{'$set':{'x':1}}}],'nsInfo':[{'ns':'shop.a'},{'ns':'shop.users'}"
+                 "]}",
+        "shop.users", "bulkWrite", "\"name\""),
+    HIT("explain find (logged)",
+        "{'explain':{'find':'users','filter':{'name':" RE("i") "}},'verbosity':'queryPlanner'}",
+        "test.users", "explain", "\"name\""),
+
+    /* ---- near-misses ---- */
+    MISS("no flags", "{'find':'users','filter':{'name':" RE("") "}}"),
+    MISS("$options m", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'m'}}}"),
+    MISS("$options s", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'s'}}}"),
+    MISS("$options x", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'x'}}}"),
+    MISS("bson regex flags msx", "{'find':'users','filter':{'name':" RE("msx") "}}"),
+    MISS("string that looks like a regex", "{'find':'users','filter':{'name':'/SECRET/i'}}"),
+    MISS("field named i", "{'find':'users','filter':{'i':" RE("") ",'x':'i'}}"),
+    MISS("$options as an embedded field",
+         "{'find':'users','filter':{'name':{'first':'a','%options':'i'}}}"),
+    MISS("$options at the top of the filter", "{'find':'users','filter':{'%options':'i'}}"),
+    MISS("$options without $regex", "{'find':'users','filter':{'name':{'%options':'i'}}}"),
+    MISS("insert document", "{'insert':'users','documents':[{'name':" RE("i") "}]}"),
+    MISS("$text caseSensitive false",
+         "{'find':'users','filter':{'$text':{'$search':'SECRET','$caseSensitive':false}}}"),
+    MISS("equality with collation (the fix)",
+         "{'find':'users','filter':{'name':'SECRET'},'collation':{'locale':'en','strength':2}}"),
+    MISS("$project $regexMatch",
+         "{'aggregate':'users','pipeline':[{'$project':{'m':{'$regexMatch':{'input':'$name',"
+         "'regex':'SECRET','options':'i'}}}}],'cursor':{}}"),
+    MISS("$addFields $regexFind",
+         "{'aggregate':'users','pipeline':[{'$addFields':{'m':{'$regexFind':{'input':'$name',"
+         "'regex':" RE("i") "}}}}],'cursor':{}}"),
+    MISS("$group key $regexFind",
+         "{'aggregate':'users','pipeline':[{'$group':{'_id':{'$regexFind':{'input':'$n',"
+         "'regex':'SECRET','options':'i'}}}}],'cursor':{}}"),
+    MISS("arrayFilters regex",
+         "{'update':'users','updates':[{'q':{'_id':1},'u':{'$set':{'a.$[e].x':1}},"
+         "'arrayFilters':[{'e.n':" RE("i") "}]}]}"),
+    MISS("regex value in $set", "{'update':'users','updates':[{'q':{'_id':1},'u':{'$set':{"
+                                "'pattern':" RE("i") "}}}]}"),
+    MISS("$eq with regex operand (value comparison)",
+         "{'find':'users','filter':{'name':{'$eq':" RE("i") "}}}"),
+    MISS("inline (?-i)", "{'find':'users','filter':{'name':{'%regex':'(?-i)SECRET'}}}"),
+    MISS("inline group not at start", "{'find':'users','filter':{'name':{'%regex':'ab(?i)c'}}}"),
+    MISS("named group is not a flag group",
+         "{'find':'users','filter':{'name':{'%regex':'(?<i>SECRET)'}}}"),
+    MISS("regex inside an array literal", "{'find':'users','filter':{'tags':[" RE("i") "]}}"),
+    MISS("regex inside an embedded document literal",
+         "{'find':'users','filter':{'a':{'b':" RE("i") "}}}"),
+    MISS("$comment string", "{'find':'users','filter':{'$comment':'/x/i','a':1}}"),
+    MISS("$lookup sub-pipeline $project regex",
+         "{'aggregate':'o','pipeline':[{'$lookup':{'from':'u','as':'j','pipeline':[{'$project':"
+         "{'m':{'$regexMatch':{'input':'$n','regex':'SECRET','options':'i'}}}}]}}],"
+         "'cursor':{}}"),
+    MISS("$regexMatch without i in $expr",
+         "{'find':'users','filter':{'$expr':{'$regexMatch':{'input':'$name','regex':'SECRET',"
+         "'options':'m'}}}}"),
+    MISS("$literal hides an expression",
+         "{'find':'users','filter':{'$expr':{'$eq':['$a',{'$literal':{'$regexMatch':{"
+         "'input':'$n','regex':'x','options':'i'}}}]}}}"),
+    MISS("findAndModify update value", "{'findAndModify':'users','query':{'_id':1},'update':{"
+                                       "'$set':{'r':" RE("i") "}}}"),
+    MISS("bulkWrite insert document",
+         "{'bulkWrite':1,'ops':[{'insert':0,'document':{'name':" RE("i") "}}],'nsInfo':[{'ns':"
+                                                                         "'shop.users'}]}"),
+    MISS("FIND is not find", "{'FIND':'users','filter':{'name':" RE("i") "}}"),
+    MISS("getMore", "{'getMore':{'$numberLong':'12'},'collection':'users'}"),
+    MISS("$where string", "{'find':'users','filter':{'$where':'/SECRET/i.test(this.name)'}}"),
+    MISS("$jsonSchema pattern",
+         "{'find':'users','filter':{'$jsonSchema':{'properties':{'n':{'pattern':'(?i)x'}}}}}"),
+    MISS("find projection $elemMatch", "{'find':'users','filter':{'a':1},'projection':{'tags':{"
+                                       "'$elemMatch':{'n':" RE("i") "}}}}"),
+    MISS("update pipeline $set $regexMatch",
+         "{'update':'users','updates':[{'q':{'_id':1},'u':[{'$set':{'m':{'$regexMatch':{"
+         "'input':'$n','regex':'SECRET','options':'i'}}}}]}]}"),
+    MISS("aggregate $match /x/m",
+         "{'aggregate':'users','pipeline':[{'$match':{'n':" RE("m") "}}],'cursor':{}}"),
+    MISS("distinct key that looks like a regex", "{'distinct':'users','key':'/SECRET/i'}"),
+    MISS("delete with $options m", "{'delete':'users','deletes':[{'q':{'n':{'%regex':'SECRET',"
+                                   "'%options':'m'}},'limit':0}]}"),
+    MISS("$in of strings", "{'find':'users','filter':{'name':{'$in':['/SECRET/i','(?i)x']}}}"),
+    MISS("$elemMatch document form without i",
+         "{'find':'o','filter':{'items':{'$elemMatch':{'sku':" RE("m") "}}}}"),
+    MISS("$not with m", "{'find':'users','filter':{'name':{'$not':" RE("m") "}}}"),
+    MISS("explain of insert", "{'explain':{'insert':'users','documents':[{'n':" RE(
+                                  "i") "}]},'verbosity':'queryPlanner'}"),
+};
+
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static void run_case(const rcase *c, rule_action action)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = action;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_non_null(e);
+	block_info block = {0};
+	verdict v = fx_analyze(e, "test", c->json, c->seq.id ? &c->seq : NULL, c->seq.id ? 1 : 0,
+	                       NULL, &block);
+	size_t n = fx_sink_count(&sink, RULE_CASE_INSENSITIVE_REGEX);
+	if (n != (c->hit ? 1u : 0u))
+		fail_msg("case \"%s\": %zu findings, expected %d", c->name, n, c->hit ? 1 : 0);
+	bool explain = c->command && strcmp(c->command, "explain") == 0;
+	verdict want = c->hit && action == RULE_BLOCK && !explain ? VERDICT_BLOCK : VERDICT_FORWARD;
+	if (v != want)
+		fail_msg("case \"%s\": verdict %d, expected %d", c->name, v, want);
+	if (c->hit) {
+		const fx_finding *f = fx_sink_first(&sink, RULE_CASE_INSENSITIVE_REGEX);
+		if (getenv("FX_VERBOSE") && action == RULE_BLOCK)
+			printf("%-40s %s\n  %s\n  %s\n  %s\n", c->name, f->detail, f->shape,
+			       f->suggestion, block.errmsg);
+		rule_action want_action = explain ? RULE_LOG : action;
+		if (f->action != want_action || strcmp(f->ns, c->ns) != 0 ||
+		    strcmp(f->command, c->command) != 0 || !strstr(f->detail, c->detail) ||
+		    f->shape[0] != '{' || strstr(f->shape, "SECRET") || !f->suggestion[0] ||
+		    f->repeats != 0)
+			fail_msg("case \"%s\": action %s ns %s command %s detail [%s] shape %s",
+			         c->name, rule_action_name(f->action), f->ns, f->command, f->detail,
+			         f->shape);
+		if (want == VERDICT_BLOCK &&
+		    (block.rule != RULE_CASE_INSENSITIVE_REGEX ||
+		     !strstr(block.errmsg, "rule case-insensitive-regex") ||
+		     !strstr(block.errmsg, "Fix:") || strstr(block.errmsg, "SECRET")))
+			fail_msg("case \"%s\": errmsg %s", c->name, block.errmsg);
+	}
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+static void test_table_log(void **state)
+{
+	for (size_t i = 0; i < NCASES; i++)
+		run_case(&cases[i], RULE_LOG);
+}
+
+static void test_table_block(void **state)
+{
+	for (size_t i = 0; i < NCASES; i++)
+		run_case(&cases[i], RULE_BLOCK);
+}
+
+static void test_table_is_balanced(void **state)
+{
+	size_t hits = 0, misses = 0;
+	for (size_t i = 0; i < NCASES; i++)
+		hits += cases[i].hit, misses += !cases[i].hit;
+	assert_true(hits >= 20);
+	assert_true(misses >= hits);
+}
+
+static void test_rule_off_reports_nothing(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_OFF;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_int_equal(fx_analyze(e, "test", cases[0].json, NULL, 0, NULL, NULL),
+	                 VERDICT_FORWARD);
+	assert_int_equal(sink.n, 0);
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+static void test_inline_flag_parser(void **state)
+{
+	assert_true(rule_regex_pattern_insensitive("(?i)a"));
+	assert_true(rule_regex_pattern_insensitive("(?mi)a"));
+	assert_true(rule_regex_pattern_insensitive("(?i:a)b"));
+	assert_true(rule_regex_pattern_insensitive("^(?i)a"));
+	assert_true(rule_regex_pattern_insensitive("(?i-m)a"));
+	assert_false(rule_regex_pattern_insensitive("(?-i)a"));
+	assert_false(rule_regex_pattern_insensitive("(?m-i)a"));
+	assert_false(rule_regex_pattern_insensitive("(?=i)a"));
+	assert_false(rule_regex_pattern_insensitive("(?i"));
+	assert_false(rule_regex_pattern_insensitive("a(?i)"));
+	assert_false(rule_regex_pattern_insensitive(""));
+	assert_false(rule_regex_pattern_insensitive(NULL));
+	assert_true(rule_regex_options_insensitive("smi"));
+	assert_false(rule_regex_options_insensitive("smx"));
+	assert_false(rule_regex_options_insensitive(NULL));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table_is_balanced),
+	    cmocka_unit_test(test_table_log),
+	    cmocka_unit_test(test_table_block),
+	    cmocka_unit_test(test_rule_off_reports_nothing),
+	    cmocka_unit_test(test_inline_flag_parser),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
