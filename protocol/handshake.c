@@ -32,105 +32,99 @@ bool handshake_has_compression(const cmdview *v)
 	return bson_iter_init_find(&it, &v->body, "compression");
 }
 
-/* Copies `from` into `to`, leaving out the top-level `compression`. */
-static bool copy_without_compression(const bson_t *from, bson_t *to)
+/* The byte range of each top-level `compression` element in the body, as
+ * offsets from the body's start; returns how many bytes they take. */
+static size_t compression_bytes(const bson_t *body)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, from))
-		return false;
+	size_t n = 0;
+	if (!bson_iter_init(&it, body))
+		return 0;
 	while (bson_iter_next(&it))
-		if (strcmp(bson_iter_key(&it), "compression") != 0 &&
-		    !bson_append_iter(to, NULL, 0, &it))
+		if (strcmp(bson_iter_key(&it), "compression") == 0)
+			n += it.next_off - it.type;
+	return n;
+}
+
+/* Where the body sits in msg, after checking msg is the message v was made
+ * from: the body must be the OP_MSG's kind-0 document, or lie inside the
+ * OP_QUERY's query document (itself, or the document a $query wraps).
+ * *end is where the bytes to keep end (before an OP_MSG checksum);
+ * *outer_off is the offset of an enclosing wrapper document, or 0. */
+static bool locate_body(const uint8_t *msg, size_t len, const cmdview *v, size_t *body_off,
+                        size_t *end, size_t *outer_off)
+{
+	wire_error err;
+	uintptr_t body = (uintptr_t)bson_get_data(&v->body);
+	*end = len;
+	*outer_off = 0;
+	if (v->origin == CMDVIEW_FROM_OPMSG) {
+		opmsg m;
+		if (!opmsg_parse(msg, len, &m, &err) || (uintptr_t)m.body != body)
 			return false;
+		if (m.flags & OPMSG_CHECKSUM_PRESENT)
+			*end = len - 4;
+	} else {
+		opquery q;
+		if (!opquery_parse(msg, len, &q, &err))
+			return false;
+		uintptr_t query = (uintptr_t)q.query;
+		if (body < query || body + v->body.len > query + q.query_len)
+			return false;
+		if (body != query)
+			*outer_off = (size_t)(query - (uintptr_t)msg);
+	}
+	*body_off = (size_t)(body - (uintptr_t)msg);
 	return true;
 }
 
-/* OP_MSG: the sections keep their order; the body is replaced, kind-1
- * sections are copied byte for byte, and the checksum goes (bit 0 cleared,
- * trailing 4 bytes dropped) because the bytes it covered changed. */
-static uint8_t *rebuild_opmsg(const uint8_t *msg, size_t len, const bson_t *body, size_t *out_len)
-{
-	opmsg m;
-	wire_error err;
-	if (!opmsg_parse(msg, len, &m, &err))
-		return NULL;
-	size_t end = (m.flags & OPMSG_CHECKSUM_PRESENT) ? len - 4 : len;
-	size_t total = end - m.body_len + body->len;
-	if (total > WIRE_MAX_MESSAGE_LEN)
-		return NULL;
-	uint8_t *out = malloc(total);
-	if (!out)
-		return NULL;
-
-	frame_header h = {(int32_t)total, wire_read_i32(msg + 4), wire_read_i32(msg + 8), OP_MSG};
-	frame_header_write(out, &h);
-	wire_write_i32(out + WIRE_HEADER_LEN, (int32_t)(m.flags & ~OPMSG_CHECKSUM_PRESENT));
-	size_t w = WIRE_HEADER_LEN + 4;
-	/* opmsg_parse accepted these sections, so their sizes can be trusted. */
-	for (size_t off = WIRE_HEADER_LEN + 4; off < end;) {
-		if (msg[off] == 0) {
-			out[w++] = 0;
-			memcpy(out + w, bson_get_data(body), body->len);
-			w += body->len;
-			off += 1 + m.body_len;
-		} else {
-			size_t n = 1 + (size_t)wire_read_i32(msg + off + 1);
-			memcpy(out + w, msg + off, n);
-			w += n;
-			off += n;
-		}
-	}
-	*out_len = total;
-	return out;
-}
-
-/* OP_QUERY: a {$query: {...}, ...} wrapper stays a wrapper around the
- * stripped command. */
-static uint8_t *rebuild_opquery(const uint8_t *msg, size_t len, const bson_t *body, size_t *out_len)
-{
-	opquery q;
-	wire_error err;
-	if (!opquery_parse(msg, len, &q, &err))
-		return NULL;
-	bson_t query, wrapper;
-	bson_iter_t it;
-	if (!bson_init_static(&query, q.query, q.query_len) || !bson_iter_init(&it, &query) ||
-	    !bson_iter_next(&it))
-		return NULL;
-	const char *first = bson_iter_key(&it);
-	bool wrapped = BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	               (strcmp(first, "$query") == 0 || strcmp(first, "query") == 0);
-	uint8_t *out = NULL;
-	if (!wrapped) {
-		out = opquery_build(wire_read_i32(msg + 4), &q, bson_get_data(body), body->len,
-		                    out_len);
-	} else {
-		bson_init(&wrapper);
-		bool ok = bson_append_document(&wrapper, first, -1, body);
-		while (ok && bson_iter_next(&it))
-			ok = bson_append_iter(&wrapper, NULL, 0, &it);
-		if (ok)
-			out = opquery_build(wire_read_i32(msg + 4), &q, bson_get_data(&wrapper),
-			                    wrapper.len, out_len);
-		bson_destroy(&wrapper);
-	}
-	/* opquery_build addresses a fresh request; keep the original's responseTo. */
-	if (out)
-		wire_write_i32(out + 8, wire_read_i32(msg + 8));
-	return out;
-}
-
+/* The new message is the old one with the `compression` element's bytes cut
+ * out and the lengths that enclosed them shortened: everything else,
+ * requestID, flags, other sections, a $query wrapper and field order
+ * included, stays byte for byte. An OP_MSG checksum cannot stay (the bytes
+ * it covered changed), so bit 0 is cleared and its 4 bytes dropped. */
 uint8_t *handshake_strip_compression(const uint8_t *msg, size_t len, const cmdview *v,
                                      size_t *out_len)
 {
 	if (!handshake_has_compression(v))
 		return NULL;
-	bson_t body;
-	bson_init(&body);
-	uint8_t *out = NULL;
-	if (copy_without_compression(&v->body, &body))
-		out = v->origin == CMDVIEW_FROM_OPMSG ? rebuild_opmsg(msg, len, &body, out_len)
-		                                      : rebuild_opquery(msg, len, &body, out_len);
-	bson_destroy(&body);
+	size_t body_off, end, outer_off;
+	if (!locate_body(msg, len, v, &body_off, &end, &outer_off))
+		return NULL;
+	const uint8_t *body = msg + body_off;
+	size_t body_len = v->body.len, removed = compression_bytes(&v->body);
+	size_t total = end - removed;
+	uint8_t *out = malloc(total);
+	if (!out)
+		return NULL;
+
+	/* Header, everything before the body, and the body's length prefix. */
+	size_t w = body_off + 4;
+	memcpy(out, msg, w);
+	bson_iter_t it;
+	bool ok = bson_iter_init(&it, &v->body);
+	while (ok && bson_iter_next(&it)) {
+		if (strcmp(bson_iter_key(&it), "compression") == 0)
+			continue;
+		memcpy(out + w, body + it.type, it.next_off - it.type);
+		w += it.next_off - it.type;
+	}
+	/* The body's terminator and everything after it, up to the checksum. */
+	size_t tail = body_off + body_len - 1;
+	memcpy(out + w, msg + tail, end - tail);
+	w += end - tail;
+	if (!ok || w != total) {
+		free(out);
+		return NULL;
+	}
+
+	wire_write_i32(out, (int32_t)total);
+	wire_write_i32(out + body_off, (int32_t)(body_len - removed));
+	if (outer_off)
+		wire_write_i32(out + outer_off, wire_read_i32(msg + outer_off) - (int32_t)removed);
+	if (v->origin == CMDVIEW_FROM_OPMSG)
+		wire_write_i32(out + WIRE_HEADER_LEN,
+		               (int32_t)(opmsg_peek_flags(msg) & ~OPMSG_CHECKSUM_PRESENT));
+	*out_len = total;
 	return out;
 }

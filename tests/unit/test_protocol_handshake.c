@@ -177,6 +177,33 @@ static void test_strip_opmsg(void **state)
 	bson_destroy(doc);
 }
 
+/* Every top-level `compression` goes, nested ones stay, order is kept. */
+static void test_strip_every_top_level_copy(void **state)
+{
+	bson_t *body =
+	    BCON_NEW("hello", BCON_INT32(1), "compression", "[", "zlib", "]", "client", "{",
+	             "compression", BCON_INT32(1), "}", "compression", "[", "]", "$db", "admin");
+	wb b;
+	wb_header(&b, 1, 0, OP_MSG);
+	wb_i32(&b, 0);
+	wb_u8(&b, 0);
+	wb_doc(&b, body);
+	wb_finish(&b);
+	opmsg m;
+	cmdview v;
+	view_msg(b.buf, b.n, &m, &v);
+	size_t len;
+	uint8_t *out = handshake_strip_compression(b.buf, b.n, &v, &len);
+	assert_non_null(out);
+	view_msg(out, len, &m, &v);
+	char *json = bson_as_relaxed_extended_json(&v.body, NULL);
+	assert_string_equal(json, "{ \"hello\" : 1, \"client\" : { \"compression\" : 1 }, "
+	                          "\"$db\" : \"admin\" }");
+	bson_free(json);
+	free(out);
+	bson_destroy(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +211,7 @@ int main(void)
 	    cmocka_unit_test(test_strip_real_opquery),
 	    cmocka_unit_test(test_strip_wrapped_opquery),
 	    cmocka_unit_test(test_strip_opmsg),
+	    cmocka_unit_test(test_strip_every_top_level_copy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
