@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #define INDEX_FIELD_LEN 256
-#define INDEX_NAME_LEN 128
+#define INDEX_NAME_LEN  128
 
 typedef struct index_key {
 	char field[INDEX_FIELD_LEN];
@@ -21,20 +21,37 @@ typedef struct index_def {
 	index_key *keys;
 	size_t nkeys;
 	bson_t *collation; /* NULL for the simple collation */
-	bool hidden;	   /* a hidden index is never used by the planner */
+	bool hidden;       /* a hidden index is never used by the planner */
 	bool sparse;
 	bool partial;  /* has partialFilterExpression */
 	bool wildcard; /* a "$**" key */
+	bool odd;      /* a spec this code does not fully understand (an unknown key
+	                  type, a name or field too long to store): never assumed
+	                  unable to serve a sort, so it turns a finding into no verdict */
 } index_def;
 
 typedef struct index_set index_set;
 
 /* Builds a set from listIndexes result documents. Never fails on odd specs:
- * an index it cannot understand is recorded as unusable for sorts. */
+ * an index it cannot understand is recorded with odd set, and the sort rule
+ * then declines to judge rather than risk a false finding. Returns NULL only
+ * when memory runs out. */
 index_set *index_set_from_specs(const bson_t *const *specs, size_t n);
 size_t index_set_count(const index_set *s);
 const index_def *index_set_get(const index_set *s, size_t i);
 index_set *index_set_retain(index_set *s);
 void index_set_release(index_set *s);
+
+/* A set that stands for "nothing to reason about": the collection does not
+ * exist (listIndexes answers NamespaceNotFound, or nothing at all) or it is a
+ * view. sort_check gives SORT_NO_VERDICT for it. reason is copied (short). */
+index_set *index_set_new_opaque(const char *reason);
+/* True for a set made by index_set_new_opaque; *reason (may be NULL) gets why. */
+bool index_set_is_opaque(const index_set *s, const char **reason);
+
+/* Builds a set from a JSON array of listIndexes documents (extended JSON), e.g.
+ *   [{"v": 2, "key": {"_id": 1}, "name": "_id_"}, {"key": {"a": 1}, "name": "a_1"}]
+ * For tests and tools. NULL with err set when the text is not such an array. */
+index_set *index_set_from_json(const char *json, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,48 @@
+/* ESR: the compound index that serves a query with a sort, written as a
+ * runnable mongosh command (PROTOCOL.md, "ESR: recommending a compound
+ * index"): Equality fields first in filter order, then the Sort fields in the
+ * query's direction, then Range fields, each field once. For example
+ *   find({manufacturer: 'Ford', cost: {$gt: 10000}}).sort({model: 1}) on shop.cars
+ * gives
+ *   db.getSiblingDB("shop").getCollection("cars").createIndex(
+ *       {"manufacturer": 1, "model": 1, "cost": 1})
+ * (on one line), plus `, {"collation": {...}}` when the query has a collation
+ * other than simple. Also home of the small text writer the sort rule uses
+ * for its one-line details. */
+#ifndef MG_ANALYZERS_ESR_H
+#define MG_ANALYZERS_ESR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "analyzers/query_preds.h"
+#include "analyzers/rule_sort.h"
+
+/* Appends to a fixed buffer, always NUL-terminated; remembers overflow
+ * instead of failing, so writers stay linear. */
+typedef struct esr_buf {
+	char *p;
+	size_t cap;
+	size_t len;
+	bool overflow;
+} esr_buf;
+
+void esr_buf_init(esr_buf *b, char *p, size_t cap);
+void esr_buf_str(esr_buf *b, const char *s);
+/* s as a JSON string literal, quotes included. */
+void esr_buf_json_string(esr_buf *b, const char *s);
+/* {"a": 1, "b": -1} */
+void esr_buf_sort(esr_buf *b, const sort_key *keys, size_t n);
+/* A small document as single-line JSON: {"locale": "fr", "strength": 2}. */
+void esr_buf_doc(esr_buf *b, const bson_t *doc);
+
+/* The suggestion for an already-parsed query. Returns false (and writes
+ * nothing useful) when the result does not fit in len. */
+bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *preds,
+                        const sort_spec *sort, const bson_t *collation, char *out, size_t len);
+
+/* The suggestion for q, parsing its filter and sort. False when q's sort is
+ * not an index question or the text does not fit. */
+bool esr_suggest(const sort_query *q, char *out, size_t len);
+
+#endif

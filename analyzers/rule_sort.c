@@ -1,0 +1,538 @@
+/* index-mismatched-sort: would mongod sort this query in memory?
+ *
+ * The model follows the planner (query_planner.cpp, planner_analysis.cpp,
+ * query_solution.cpp's computeSortsForScan) rather than the manual's summary,
+ * because the planner is what decides. An index can provide a sort three ways:
+ *
+ *  1. Bounded scan. When the index's leading field has a predicate, the
+ *     planner scans it with bounds. Index fields pinned to one value (point
+ *     bounds) are dropped from the key pattern and from the requested sort;
+ *     what remains of the sort must be a prefix of what remains of the key
+ *     pattern, directions all equal or all inverted. So index {a:1,b:1,c:1}
+ *     serves find({a:5}).sort({b:1}) and find({a:{$gt:1}, b:5}).sort({a:1, c:1}).
+ *  2. Explode for sort. A leading run of point and $in fields (at most 200
+ *     point scans in all) is split into one scan per combination and merged,
+ *     so the fields after the run can provide the sort.
+ *  3. Whole-index scan. With no usable predicate, a non-sparse index whose key
+ *     pattern starts with the sort (or its reverse) is scanned whole.
+ *
+ * An equality on a sort field drops it from the sort only when the field is
+ * in the index being scanned: find({c: 5}).sort({c: 1}) with only index
+ * {a:1,b:1,c:1,d:1} is a collection scan followed by a blocking sort.
+ *
+ * The rule must be trusted for its silence and its alarms alike, and where
+ * the two pull apart it keeps quiet (SORT_NO_VERDICT) rather than risk a false
+ * finding:
+ *  - Multikey: listIndexes does not say whether an index is multikey, and a
+ *    multikey field can only provide a sort when its bounds are unrestricted.
+ *    We assume no index is multikey: this can miss a finding, never invent one.
+ *  - Sparse and partial indexes are eligible only when the filter guarantees
+ *    the documents are in the index, which we do not evaluate. If such an
+ *    index would provide the sort, the answer is "no verdict", not "blocking".
+ *    (A sparse index is never scanned whole unless hinted: that case is
+ *    certain and is judged.)
+ *  - Any wildcard index (they can provide sorts on some paths), $text and
+ *    $near queries, an unknown or ambiguous hint, an index spec we could not
+ *    read, too many predicates: no verdict.
+ *  - $or: a query whose conjunctive part gets no sort from any index may
+ *    still get one by merging sorted index scans of each branch; each branch
+ *    is judged with the enclosing predicates added (generous: the planner
+ *    only sometimes pushes them down).
+ *  - Collation: an index whose collation differs from the query's orders
+ *    strings wrongly for it. Such an index provides a sort only on fields
+ *    whose bounds keep out strings, objects and arrays, and an equality with
+ *    such a value is not a point for it.
+ *  - Special keys (text, hashed, 2d, 2dsphere) end the part of the key pattern
+ *    that can provide a sort, unless pinned by an equality (hashed), as in
+ *    computeSortsForScan. */
+#include "analyzers/rule_sort.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "analyzers/esr.h"
+#include "analyzers/query_preds.h"
+
+#define KEYS_MAX QUERY_SORT_MAX /* longer key patterns cannot matter to a sort */
+
+enum { PATH_BOUNDED = 1, PATH_EXPLODE = 2, PATH_WHOLE = 4 };
+
+typedef enum {
+	EVAL_NO,
+	EVAL_MAYBE, /* only an index we do not judge might provide it */
+	EVAL_YES,
+} eval_result;
+
+typedef struct eval_out {
+	const index_def *by;        /* EVAL_YES: the index that provides it */
+	const index_def *maybe;     /* EVAL_MAYBE: the index that might */
+	const char *maybe_why;      /* ... and why we cannot tell */
+	const index_def *collation; /* would provide it if collations matched */
+} eval_out;
+
+static bool usable_point(const query_pred *q, bool mismatch)
+{
+	return q != NULL && q->point && (!mismatch || q->point_nc);
+}
+
+static uint32_t usable_points(const query_pred *q, bool mismatch)
+{
+	if (q == NULL || q->points == 0 || (mismatch && !q->points_nc))
+		return 0;
+	return q->points;
+}
+
+static bool has_key(const index_def *d, const char *field)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		if (strcmp(d->keys[i].field, field) == 0)
+			return true;
+	return false;
+}
+
+/* want must be a prefix of have with every direction equal or every
+ * direction inverted (the scan runs backwards). */
+static bool prefix_match(const sort_key *want, size_t nwant, const sort_key *have, size_t nhave)
+{
+	if (nwant == 0)
+		return true;
+	if (nwant > nhave)
+		return false;
+	int flip = want[0].direction == have[0].direction ? 1 : -1;
+	for (size_t i = 0; i < nwant; i++) {
+		if (strcmp(want[i].field, have[i].field) != 0 ||
+		    want[i].direction != have[i].direction * flip)
+			return false;
+	}
+	return true;
+}
+
+/* The sort with the fields this index pins to one value removed. */
+static size_t wanted_sort(const index_def *d, const query_preds *p, const sort_spec *s,
+                          bool mismatch, sort_key *want)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const char *f = s->keys[i].field;
+		if (has_key(d, f) && usable_point(query_preds_find(p, f), mismatch))
+			continue;
+		want[n++] = s->keys[i];
+	}
+	return n;
+}
+
+/* Appends the key pattern from index position `from` on, as the order the
+ * scan delivers: point fields skipped, cut at a special key or (collation
+ * mismatch) at a field whose bounds may hold strings. */
+static size_t scan_order(const index_def *d, size_t from, const query_preds *p, bool mismatch,
+                         sort_key *have)
+{
+	size_t n = 0;
+	for (size_t i = from; i < d->nkeys && n < KEYS_MAX; i++) {
+		const query_pred *q = query_preds_find(p, d->keys[i].field);
+		if (usable_point(q, mismatch))
+			continue;
+		if (d->keys[i].direction == 0)
+			break;
+		if (mismatch && (q == NULL || !q->bounded_nc))
+			break;
+		have[n].field = d->keys[i].field;
+		have[n].direction = d->keys[i].direction;
+		n++;
+	}
+	return n;
+}
+
+/* Which ways (PATH_*) index d can deliver the sort for predicates p. */
+static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
+                    const bson_t *qcoll, bool ignore_collation)
+{
+	sort_key want[KEYS_MAX], have[KEYS_MAX];
+	size_t nwant, nhave;
+	int paths = 0;
+	bool mismatch = !ignore_collation && !query_collation_equal(d->collation, qcoll);
+
+	if (d->nkeys == 0)
+		return 0;
+	const query_pred *lead = query_preds_find(p, d->keys[0].field);
+
+	/* 1. bounded scan: the leading field must carry a predicate. */
+	if (lead != NULL && lead->any) {
+		nwant = wanted_sort(d, p, s, mismatch, want);
+		nhave = scan_order(d, 0, p, mismatch, have);
+		if (prefix_match(want, nwant, have, nhave))
+			paths |= PATH_BOUNDED;
+
+		/* 2. explode: a leading run of points and point sets. */
+		size_t run = 0;
+		uint64_t scans = 1;
+		bool multi = false;
+		for (; run < d->nkeys; run++) {
+			const query_pred *q = query_preds_find(p, d->keys[run].field);
+			if (usable_point(q, mismatch))
+				continue;
+			uint32_t n = usable_points(q, mismatch);
+			if (n == 0)
+				break;
+			scans *= n;
+			multi = true;
+		}
+		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
+			nhave = scan_order(d, run, p, mismatch, have);
+			if (prefix_match(want, nwant, have, nhave))
+				paths |= PATH_EXPLODE;
+		}
+	}
+
+	/* 3. whole-index scan, in key pattern order; strings would come out in
+	 * the index's collation order, so the collations must match. */
+	if (!mismatch) {
+		nhave = 0;
+		for (size_t i = 0; i < d->nkeys && nhave < KEYS_MAX; i++) {
+			if (d->keys[i].direction == 0)
+				break;
+			have[nhave].field = d->keys[i].field;
+			have[nhave].direction = d->keys[i].direction;
+			nhave++;
+		}
+		if (prefix_match(s->keys, s->n, have, nhave))
+			paths |= PATH_WHOLE;
+	}
+	return paths;
+}
+
+/* Judges the indexes (only `hinted` when non-NULL) for one set of predicates. */
+static eval_result eval_indexes(const index_set *set, const index_def *hinted, const query_preds *p,
+                                const sort_spec *s, const bson_t *qcoll, eval_out *out)
+{
+	eval_result r = EVAL_NO;
+	size_t n = hinted != NULL ? 1 : index_set_count(set);
+
+	for (size_t i = 0; i < n; i++) {
+		const index_def *d = hinted != NULL ? hinted : index_set_get(set, i);
+		if (d->hidden)
+			continue;
+		if (d->odd) {
+			if (r == EVAL_NO) {
+				r = EVAL_MAYBE;
+				out->maybe = d;
+				out->maybe_why = "has a key pattern this rule cannot read";
+			}
+			continue;
+		}
+		int paths = provides(d, p, s, qcoll, false);
+		if (hinted == NULL && (d->sparse || d->partial)) {
+			/* Never scanned whole when sparse; eligible for a bounded scan
+			 * only if the filter guarantees its documents are indexed. */
+			if (d->sparse)
+				paths &= ~PATH_WHOLE;
+			if (paths != 0 && r == EVAL_NO) {
+				r = EVAL_MAYBE;
+				out->maybe = d;
+				out->maybe_why = d->sparse ? "is sparse" : "is partial";
+			}
+			continue;
+		}
+		if (paths != 0) {
+			out->by = d;
+			return EVAL_YES;
+		}
+		if (out->collation == NULL && provides(d, p, s, qcoll, true) != 0)
+			out->collation = d;
+	}
+	return r;
+}
+
+/* The conjunctive predicates gave no sort: try merging sorted scans of each
+ * branch of an $or. */
+static eval_result eval_ors(const index_set *set, const index_def *hinted, const query_preds *p,
+                            const sort_spec *s, const bson_t *qcoll, eval_out *out)
+{
+	eval_result best = p->ors_overflow ? EVAL_MAYBE : EVAL_NO;
+
+	for (size_t o = 0; o < p->nors; o++) {
+		bson_t arr;
+		bson_iter_t it;
+		bool all = true, unsure = false;
+
+		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
+		    !bson_iter_init(&it, &arr))
+			continue;
+		while (bson_iter_next(&it) && all) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t branch;
+			query_preds bp = *p;
+			eval_out bo = {0};
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+				all = false;
+				break;
+			}
+			bson_iter_document(&it, &len, &data);
+			if (!bson_init_static(&branch, data, len)) {
+				all = false;
+				break;
+			}
+			bp.nors = 0;
+			bp.ors_overflow = false;
+			query_preds_collect(&bp, &branch);
+			eval_result r = EVAL_NO;
+			if (!bp.overflow && !bp.text_or_near)
+				r = eval_indexes(set, hinted, &bp, s, qcoll, &bo);
+			if (r == EVAL_YES)
+				continue;
+			if (r == EVAL_MAYBE || bp.overflow || bp.text_or_near || bp.nors > 0 ||
+			    bp.ors_overflow) {
+				/* Nested $or or something we do not judge. */
+				unsure = true;
+				continue;
+			}
+			all = false;
+		}
+		if (all && !unsure) {
+			out->by = NULL;
+			return EVAL_YES;
+		}
+		if (all && unsure)
+			best = EVAL_MAYBE;
+	}
+	if (best == EVAL_MAYBE && out->maybe_why == NULL)
+		out->maybe_why = "an $or branch cannot be judged";
+	return best;
+}
+
+static bool hint_matches(const index_def *d, const bson_t *hint)
+{
+	bson_iter_t it;
+	size_t i = 0;
+
+	if (!bson_iter_init(&it, hint))
+		return false;
+	while (bson_iter_next(&it)) {
+		if (i == d->nkeys || strcmp(bson_iter_key(&it), d->keys[i].field) != 0)
+			return false;
+		if (BSON_ITER_HOLDS_NUMBER(&it)) {
+			double v = bson_iter_as_double(&it);
+			if (d->keys[i].direction != (v >= 0 ? 1 : -1))
+				return false;
+		} else if (d->keys[i].direction != 0) {
+			return false;
+		}
+		i++;
+	}
+	return i == d->nkeys;
+}
+
+typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
+
+static hint_kind resolve_hint(const index_set *set, const sort_query *q, const index_def **out,
+                              const char **why)
+{
+	size_t matches = 0;
+	bson_iter_t it;
+
+	*out = NULL;
+	if (q->hint_name != NULL) {
+		for (size_t i = 0; i < index_set_count(set); i++) {
+			const index_def *d = index_set_get(set, i);
+			if (strcmp(d->name, q->hint_name) == 0) {
+				*out = d;
+				matches++;
+			}
+		}
+	} else if (q->hint_doc != NULL) {
+		if (!bson_iter_init(&it, q->hint_doc) || !bson_iter_next(&it))
+			return HINT_NONE;
+		if (strcmp(bson_iter_key(&it), "$natural") == 0)
+			return HINT_NATURAL;
+		for (size_t i = 0; i < index_set_count(set); i++) {
+			const index_def *d = index_set_get(set, i);
+			if (hint_matches(d, q->hint_doc)) {
+				*out = d;
+				matches++;
+			}
+		}
+	} else {
+		return HINT_NONE;
+	}
+	if (matches != 1) {
+		*why =
+		    matches == 0 ? "the hint names no index" : "the hint matches several indexes";
+		return HINT_UNUSABLE;
+	}
+	if ((*out)->hidden) {
+		*why = "the hint names a hidden index (the server rejects it)";
+		return HINT_UNUSABLE;
+	}
+	if ((*out)->wildcard || (*out)->odd) {
+		*why = "the hinted index is a wildcard or unreadable index";
+		return HINT_UNUSABLE;
+	}
+	return HINT_INDEX;
+}
+
+static void index_names(esr_buf *b, const index_set *set)
+{
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (i > 0)
+			esr_buf_str(b, ", ");
+		if (b->len + strlen(d->name) + 16 > b->cap) {
+			esr_buf_str(b, "...");
+			return;
+		}
+		esr_buf_str(b, d->name);
+		if (d->hidden)
+			esr_buf_str(b, " (hidden)");
+	}
+}
+
+/* Writes "sort {..} on db.coll: <what>" into detail. */
+static void say(char *detail, size_t detail_len, const sort_query *q, const sort_spec *s,
+                const char *what, const char *name, const char *tail)
+{
+	char line[640];
+	esr_buf b;
+
+	if (detail == NULL || detail_len == 0)
+		return;
+	esr_buf_init(&b, line, sizeof line - 1);
+	esr_buf_str(&b, "sort ");
+	if (s != NULL && s->n > 0) {
+		esr_buf_sort(&b, s->keys, s->n);
+		esr_buf_str(&b, " ");
+	}
+	esr_buf_str(&b, "on ");
+	esr_buf_str(&b, q->db != NULL ? q->db : "");
+	esr_buf_str(&b, ".");
+	esr_buf_str(&b, q->coll != NULL ? q->coll : "");
+	esr_buf_str(&b, ": ");
+	esr_buf_str(&b, what);
+	if (name != NULL)
+		esr_buf_str(&b, name);
+	if (tail != NULL)
+		esr_buf_str(&b, tail);
+	snprintf(detail, detail_len, "%s", line);
+}
+
+static sort_verdict blocking(const index_set *set, const sort_query *q, const query_preds *p,
+                             const sort_spec *s, const char *why, const index_def *hinted,
+                             const index_def *coll_near, char *suggestion, size_t suggestion_len,
+                             char *detail, size_t detail_len)
+{
+	if (suggestion != NULL && suggestion_len > 0)
+		esr_suggest_parsed(q->db, q->coll, p, s, q->collation, suggestion, suggestion_len);
+	if (why != NULL) {
+		say(detail, detail_len, q, s, why, NULL, NULL);
+	} else if (hinted != NULL) {
+		say(detail, detail_len, q, s, "hinted index ", hinted->name, " cannot provide it");
+	} else {
+		char tail[512];
+		esr_buf b;
+		esr_buf_init(&b, tail, sizeof tail);
+		esr_buf_str(&b, coll_near != NULL ? " with the query's collation (indexes: "
+		                                  : " (indexes: ");
+		index_names(&b, set);
+		esr_buf_str(&b, ")");
+		say(detail, detail_len, q, s, "no index provides it", NULL, tail);
+	}
+	return SORT_BLOCKING;
+}
+
+sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestion,
+                        size_t suggestion_len, char *detail, size_t detail_len)
+{
+	sort_spec sort;
+	query_preds preds;
+	const index_def *hinted = NULL;
+	const char *why = NULL;
+	eval_out out = {0};
+
+	if (suggestion != NULL && suggestion_len > 0)
+		suggestion[0] = '\0';
+	if (detail != NULL && detail_len > 0)
+		detail[0] = '\0';
+
+	switch (query_sort_parse(q->sort, &sort)) {
+	case SORT_SPEC_NONE:
+		say(detail, detail_len, q, NULL, "not an index question (empty, $natural or $meta)",
+		    NULL, NULL);
+		return SORT_PROVIDED;
+	case SORT_SPEC_INVALID:
+		say(detail, detail_len, q, NULL, "no verdict: a sort the server rejects", NULL,
+		    NULL);
+		return SORT_NO_VERDICT;
+	case SORT_SPEC_KEYS:
+		break;
+	}
+	if (s == NULL || index_set_is_opaque(s, &why)) {
+		say(detail, detail_len, q, &sort,
+		    "no verdict: ", why != NULL ? why : "index list unknown", NULL);
+		return SORT_NO_VERDICT;
+	}
+
+	query_preds_init(&preds);
+	query_preds_collect(&preds, q->filter);
+	if (preds.overflow || preds.text_or_near) {
+		say(detail, detail_len, q, &sort, "no verdict: ",
+		    preds.overflow ? "too many predicates" : "$text or $near chooses the plan",
+		    NULL);
+		return SORT_NO_VERDICT;
+	}
+
+	switch (resolve_hint(s, q, &hinted, &why)) {
+	case HINT_NATURAL:
+		return blocking(s, q, &preds, &sort, "hint {$natural} forces a collection scan",
+		                NULL, NULL, suggestion, suggestion_len, detail, detail_len);
+	case HINT_UNUSABLE:
+		say(detail, detail_len, q, &sort, "no verdict: ", why, NULL);
+		return SORT_NO_VERDICT;
+	case HINT_NONE:
+		for (size_t i = 0; i < index_set_count(s); i++) {
+			const index_def *d = index_set_get(s, i);
+			if (d->wildcard && !d->hidden) {
+				say(detail, detail_len, q, &sort, "no verdict: wildcard index ",
+				    d->name, " may provide it");
+				return SORT_NO_VERDICT;
+			}
+		}
+		break;
+	case HINT_INDEX:
+		break;
+	}
+
+	eval_result r = eval_indexes(s, hinted, &preds, &sort, q->collation, &out);
+	if (r == EVAL_YES) {
+		say(detail, detail_len, q, &sort, "provided by index ", out.by->name, NULL);
+		return SORT_PROVIDED;
+	}
+	if (preds.nors > 0 || preds.ors_overflow) {
+		eval_out oo = {0};
+		eval_result orr = eval_ors(s, hinted, &preds, &sort, q->collation, &oo);
+		if (orr == EVAL_YES) {
+			say(detail, detail_len, q, &sort,
+			    "provided by merging sorted index scans of each $or branch", NULL,
+			    NULL);
+			return SORT_PROVIDED;
+		}
+		if (orr == EVAL_MAYBE && r == EVAL_NO) {
+			r = EVAL_MAYBE;
+			out.maybe = NULL;
+			out.maybe_why = oo.maybe_why;
+		}
+	}
+	if (r == EVAL_MAYBE) {
+		if (out.maybe != NULL) {
+			char tail[160];
+			snprintf(tail, sizeof tail, " %s and may provide it", out.maybe_why);
+			say(detail, detail_len, q, &sort, "no verdict: index ", out.maybe->name,
+			    tail);
+		} else {
+			say(detail, detail_len, q, &sort, "no verdict: ", out.maybe_why, NULL);
+		}
+		return SORT_NO_VERDICT;
+	}
+	return blocking(s, q, &preds, &sort, NULL, hinted, out.collation, suggestion,
+	                suggestion_len, detail, detail_len);
+}

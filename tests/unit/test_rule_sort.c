@@ -1,0 +1,527 @@
+/* index-mismatched-sort: can some index provide the sort? A table of
+ * queries against index lists, with as many near-misses (sorts an index does
+ * provide, often in a non-obvious way) as hits (blocking sorts), and the
+ * cases where the rule must decline to judge.
+ *
+ * JSON here uses single quotes, turned into double quotes before parsing.
+ * Every index list gets the _id_ index first, as every collection has it;
+ * specs without a name get the server's default name (a_1_b_-1). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/index_set.h"
+#include "analyzers/rule_sort.h"
+
+#define P  SORT_PROVIDED
+#define B  SORT_BLOCKING
+#define NV SORT_NO_VERDICT
+
+typedef struct sort_case {
+	const char *name;
+	const char *indexes; /* JSON array of index specs; _id_ is added */
+	const char *filter;  /* NULL: none */
+	const char *sort;
+	const char *collation;
+	const char *hint_doc;
+	const char *hint_name;
+	sort_verdict want;
+} sort_case;
+
+#define ABCD     "[{'key':{'a':1,'b':1,'c':1,'d':1}}]"
+#define AB_MIXED "[{'key':{'a':1,'b':-1}}]"
+#define FR       "{'locale':'fr'}"
+/* Two $in lists of 15 values: 225 point scans, over the planner's 200. */
+#define IN15 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]"
+
+static const sort_case cases[] = {
+    /* ---- PROTOCOL.md: directions all equal or all inverted ---- */
+    {"{a:1,b:-1} serves {a:1,b:-1}", AB_MIXED, NULL, "{'a':1,'b':-1}", NULL, NULL, NULL, P},
+    {"{a:1,b:-1} serves {a:-1,b:1}", AB_MIXED, NULL, "{'a':-1,'b':1}", NULL, NULL, NULL, P},
+    {"{a:1,b:-1} never serves {a:1,b:1}", AB_MIXED, NULL, "{'a':1,'b':1}", NULL, NULL, NULL, B},
+    {"{a:1,b:-1} never serves {a:-1,b:-1}", AB_MIXED, NULL, "{'a':-1,'b':-1}", NULL, NULL, NULL, B},
+
+    /* ---- PROTOCOL.md: prefixes of {a:1,b:1,c:1,d:1} ---- */
+    {"prefix {a:1}", ABCD, NULL, "{'a':1}", NULL, NULL, NULL, P},
+    {"prefix {a:-1}", ABCD, NULL, "{'a':-1}", NULL, NULL, NULL, P},
+    {"prefix {a:1,b:1}", ABCD, NULL, "{'a':1,'b':1}", NULL, NULL, NULL, P},
+    {"prefix {a:-1,b:-1}", ABCD, NULL, "{'a':-1,'b':-1}", NULL, NULL, NULL, P},
+    {"prefix {a:1,b:1,c:1}", ABCD, NULL, "{'a':1,'b':1,'c':1}", NULL, NULL, NULL, P},
+    {"range on a, sort {a,b}", ABCD, "{'a':{'$gt':4}}", "{'a':1,'b':1}", NULL, NULL, NULL, P},
+    {"not a prefix: {b:1}", ABCD, NULL, "{'b':1}", NULL, NULL, NULL, B},
+    {"gap: {a:1,c:1}", ABCD, NULL, "{'a':1,'c':1}", NULL, NULL, NULL, B},
+    {"mixed directions {a:1,b:-1}", ABCD, NULL, "{'a':1,'b':-1}", NULL, NULL, NULL, B},
+
+    /* ---- PROTOCOL.md: equality on the fields before the sort ---- */
+    {"find({a:5}).sort({b,c})", ABCD, "{'a':5}", "{'b':1,'c':1}", NULL, NULL, NULL, P},
+    {"find({b:3,a:4}).sort({c})", ABCD, "{'b':3,'a':4}", "{'c':1}", NULL, NULL, NULL, P},
+    {"find({a:5,b:{$lt:3}}).sort({b})", ABCD, "{'a':5,'b':{'$lt':3}}", "{'b':1}", NULL, NULL, NULL,
+     P},
+    {"find({a:{$gt:2}}).sort({c})", ABCD, "{'a':{'$gt':2}}", "{'c':1}", NULL, NULL, NULL, B},
+    /* PROTOCOL.md says "not served", and so does the planner: {c:5} is not
+     * on the index's leading field, so the index is never scanned with
+     * bounds, and c's equality only drops it from the sort for an index
+     * scan that pins c. The plan is a collection scan plus a blocking sort,
+     * even though every result has the same c. With an index on c the sort
+     * becomes empty and needs nothing (next case). */
+    {"find({c:5}).sort({c}) with {a,b,c,d}", ABCD, "{'c':5}", "{'c':1}", NULL, NULL, NULL, B},
+    {"find({c:5}).sort({c}) with {c:1}", "[{'key':{'c':1}}]", "{'c':5}", "{'c':1}", NULL, NULL,
+     NULL, P},
+    {"equality on a sort field outside the index", "[{'key':{'a':1}}]", "{'a':5,'c':3}", "{'c':1}",
+     NULL, NULL, NULL, B},
+    {"equality dropped wherever it sits: sort {b,a} with a:5", ABCD, "{'a':5}", "{'b':1,'a':-1}",
+     NULL, NULL, NULL, P},
+    {"non-leading equality dropped from the index", "[{'key':{'a':1,'b':1,'c':1}}]",
+     "{'a':{'$gt':1},'b':5}", "{'a':1,'c':1}", NULL, NULL, NULL, P},
+
+    /* ---- forms of equality ---- */
+    {"$eq", ABCD, "{'a':{'$eq':5}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"null equality", ABCD, "{'a':null}", "{'b':1}", NULL, NULL, NULL, P},
+    {"whole-document equality", ABCD, "{'a':{'x':1,'y':2}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"equality inside $and", ABCD, "{'$and':[{'a':5},{'b':6}]}", "{'c':1}", NULL, NULL, NULL, P},
+    {"equality inside nested $and", ABCD, "{'$and':[{'$and':[{'a':5}]},{'b':6}]}", "{'c':1}", NULL,
+     NULL, NULL, P},
+    {"$in of one value", ABCD, "{'a':{'$in':[5]}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"$gte and $lte on one value", ABCD, "{'a':{'$gte':5,'$lte':5}}", "{'b':1}", NULL, NULL, NULL,
+     P},
+    {"$or of one branch is flattened", ABCD, "{'$or':[{'a':5}]}", "{'b':1}", NULL, NULL, NULL, P},
+    {"regex value is a range", ABCD, "{'a':{'$regularExpression':{'pattern':'^x','options':''}}}",
+     "{'b':1}", NULL, NULL, NULL, B},
+    {"$ne is not equality", ABCD, "{'a':{'$ne':5}}", "{'b':1}", NULL, NULL, NULL, B},
+    {"$not is not equality", ABCD, "{'a':{'$not':{'$eq':5}}}", "{'b':1}", NULL, NULL, NULL, B},
+    {"$nor is not equality", ABCD, "{'$nor':[{'a':5}]}", "{'b':1}", NULL, NULL, NULL, B},
+    {"$elemMatch is not equality", ABCD, "{'a':{'$elemMatch':{'$eq':5}}}", "{'b':1}", NULL, NULL,
+     NULL, B},
+    {"$expr is not equality", ABCD, "{'$expr':{'$eq':['$a',5]}}", "{'b':1}", NULL, NULL, NULL, B},
+    {"equality under a 2-branch $or is not equality", ABCD, "{'$or':[{'a':5},{'z':1}]}", "{'b':1}",
+     NULL, NULL, NULL, B},
+
+    /* ---- $in: points that can precede the sort (explode for sort) ---- */
+    {"$in of three then sort", ABCD, "{'a':{'$in':[1,2,3]}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"array equality is two points", ABCD, "{'a':[1,2]}", "{'b':1}", NULL, NULL, NULL, P},
+    {"$in and equality then sort", ABCD, "{'a':{'$in':[1,2]},'b':7}", "{'c':-1}", NULL, NULL, NULL,
+     P},
+    {"$in is not dropped from the sort", "[{'key':{'a':1,'b':1}}]", "{'a':{'$in':[1,2]}}",
+     "{'b':1,'a':1}", NULL, NULL, NULL, B},
+    {"$in then a gap", ABCD, "{'a':{'$in':[1,2]}}", "{'c':1}", NULL, NULL, NULL, B},
+    {"225 point scans exceed 200", ABCD, "{'a':{'$in':" IN15 "},'b':{'$in':" IN15 "}}", "{'c':1}",
+     NULL, NULL, NULL, B},
+    {"$in with a regex is a range", ABCD,
+     "{'a':{'$in':[1,{'$regularExpression':{'pattern':'x','options':''}}]}}", "{'b':1}", NULL, NULL,
+     NULL, B},
+
+    /* ---- $or: merged sorted scans of each branch ---- */
+    {"$or, every branch indexed with the sort", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':1},{'b':2}]}", "{'c':1}", NULL, NULL, NULL, P},
+    {"$or, one branch unindexed", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':1},{'x':2}]}", "{'c':1}", NULL, NULL, NULL, B},
+
+    /* ---- _id, $natural, $meta, empty ---- */
+    {"_id alone", "[]", NULL, "{'_id':1}", NULL, NULL, NULL, P},
+    {"_id descending with a filter", "[]", "{'x':{'$gt':1}}", "{'_id':-1}", NULL, NULL, NULL, P},
+    {"_id then another field", "[]", NULL, "{'_id':1,'x':1}", NULL, NULL, NULL, B},
+    {"$natural sort", "[]", NULL, "{'$natural':-1}", NULL, NULL, NULL, P},
+    {"$meta sort", "[]", "{'$text':{'$search':'x'}}", "{'score':{'$meta':'textScore'}}", NULL, NULL,
+     NULL, P},
+    {"empty sort", "[]", NULL, "{}", NULL, NULL, NULL, P},
+
+    /* ---- unusable and undecidable indexes ---- */
+    {"hidden index is not used", "[{'key':{'a':1},'hidden':true}]", NULL, "{'a':1}", NULL, NULL,
+     NULL, B},
+    {"sparse index that would serve a bounded scan", "[{'key':{'a':1},'sparse':true}]",
+     "{'a':{'$gt':5}}", "{'a':1}", NULL, NULL, NULL, NV},
+    /* The planner never scans a sparse index whole (it would miss
+     * documents), so with no predicate there is nothing to be unsure of. */
+    {"sparse index is never scanned whole", "[{'key':{'a':1},'sparse':true}]", NULL, "{'a':1}",
+     NULL, NULL, NULL, B},
+    {"partial index that would serve",
+     "[{'key':{'a':1},'partialFilterExpression':{'a':{'$gt':1}}}]", NULL, "{'a':1}", NULL, NULL,
+     NULL, NV},
+    {"partial index that would not serve anyway",
+     "[{'key':{'a':1},'partialFilterExpression':{'a':{'$gt':1}}}]", NULL, "{'b':1}", NULL, NULL,
+     NULL, B},
+    {"wildcard index: no verdict", "[{'key':{'$**':1}}]", NULL, "{'a':1}", NULL, NULL, NULL, NV},
+    {"path wildcard index: no verdict", "[{'key':{'x.$**':1}}]", NULL, "{'a':1}", NULL, NULL, NULL,
+     NV},
+    {"hidden wildcard index is ignored", "[{'key':{'$**':1},'hidden':true}]", NULL, "{'a':1}", NULL,
+     NULL, NULL, B},
+    {"unreadable key value: no verdict", "[{'key':{'a':true}}]", NULL, "{'a':1}", NULL, NULL, NULL,
+     NV},
+    {"$text query: no verdict", ABCD, "{'$text':{'$search':'x'}}", "{'b':1}", NULL, NULL, NULL, NV},
+    {"$near query: no verdict", "[{'key':{'loc':'2dsphere'}}]",
+     "{'loc':{'$near':{'$geometry':{'type':'Point','coordinates':[0,0]}}}}", "{'b':1}", NULL, NULL,
+     NULL, NV},
+
+    /* ---- special keys end the usable key pattern ---- */
+    {"hashed prefix pinned by equality", "[{'key':{'a':'hashed','b':1}}]", "{'a':5}", "{'b':1}",
+     NULL, NULL, NULL, P},
+    {"hashed prefix without equality", "[{'key':{'a':'hashed','b':1}}]", NULL, "{'b':1}", NULL,
+     NULL, NULL, B},
+    {"fields after 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]", "{'a':5}", "{'b':1}",
+     NULL, NULL, NULL, B},
+    {"fields before 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]", NULL, "{'a':-1}", NULL,
+     NULL, NULL, P},
+
+    /* ---- hints ---- */
+    {"hint by name that serves", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL, "{'a':1}", NULL, NULL,
+     "a_1", P},
+    {"hint by name that does not serve", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL, "{'a':1}", NULL,
+     NULL, "b_1", B},
+    {"hint by key pattern", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL, "{'b':-1}", NULL, "{'b':1}",
+     NULL, P},
+    {"hint by key pattern that does not serve", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL,
+     "{'a':1}", NULL, "{'b':1}", NULL, B},
+    {"hint names no index", "[{'key':{'a':1}}]", NULL, "{'a':1}", NULL, NULL, "nope_1", NV},
+    {"hint names a hidden index", "[{'key':{'a':1},'hidden':true}]", NULL, "{'a':1}", NULL, NULL,
+     "a_1", NV},
+    {"hinted sparse index is used whole", "[{'key':{'a':1},'sparse':true}]", NULL, "{'a':1}", NULL,
+     NULL, "a_1", P},
+    {"hint $natural forces a collection scan", "[{'key':{'a':1}}]", NULL, "{'a':1}", NULL,
+     "{'$natural':1}", NULL, B},
+    {"hinted index other than a wildcard", "[{'key':{'$**':1}},{'key':{'a':1}}]", NULL, "{'a':1}",
+     NULL, NULL, "a_1", P},
+
+    /* ---- collation ---- */
+    {"index collation fr, query simple", "[{'key':{'name':1},'collation':" FR "}]", NULL,
+     "{'name':1}", NULL, NULL, NULL, B},
+    {"index collation fr, query fr", "[{'key':{'name':1},'collation':" FR "}]", NULL, "{'name':1}",
+     FR, NULL, NULL, P},
+    {"strength defaults to 3", "[{'key':{'name':1},'collation':{'locale':'fr','strength':3}}]",
+     NULL, "{'name':1}", FR, NULL, NULL, P},
+    {"strength 2 index, strength 3 query",
+     "[{'key':{'name':1},'collation':{'locale':'fr','strength':2}}]", NULL, "{'name':1}", FR, NULL,
+     NULL, B},
+    {"simple index, query with collation", "[{'key':{'name':1}}]", NULL, "{'name':1}", FR, NULL,
+     NULL, B},
+    {"locale simple is the simple collation", "[{'key':{'name':1}}]", NULL, "{'name':1}",
+     "{'locale':'simple'}", NULL, NULL, P},
+    {"collation mismatch, numeric bounds on the sort field", "[{'key':{'n':1},'collation':" FR "}]",
+     "{'n':{'$gt':5}}", "{'n':1}", NULL, NULL, NULL, P},
+    {"collation mismatch, numeric equality prefix and date range",
+     "[{'key':{'status':1,'created':1},'collation':" FR "}]",
+     "{'status':3,'created':{'$gt':{'$date':'2024-01-01T00:00:00Z'}}}", "{'created':1}", NULL, NULL,
+     NULL, P},
+    {"collation mismatch, string equality is no point",
+     "[{'key':{'status':1,'created':1},'collation':" FR "}]",
+     "{'status':'A','created':{'$gt':{'$date':'2024-01-01T00:00:00Z'}}}", "{'created':1}", NULL,
+     NULL, NULL, B},
+    {"collation mismatch, sort field unbounded",
+     "[{'key':{'status':1,'created':1},'collation':" FR "}]", "{'status':3}", "{'created':1}", NULL,
+     NULL, NULL, B},
+
+    /* ---- ESR's own example, before the index exists ---- */
+    {"ESR example without its index", "[{'key':{'manufacturer':1}}]",
+     "{'manufacturer':'Ford','cost':{'$gt':10000}}", "{'model':1}", NULL, NULL, NULL, B},
+    {"ESR example with its index", "[{'key':{'manufacturer':1,'model':1,'cost':1}}]",
+     "{'manufacturer':'Ford','cost':{'$gt':10000}}", "{'model':1}", NULL, NULL, NULL, P},
+};
+
+/* ---- helpers ---- */
+
+static char *dequote(const char *s)
+{
+	char *d = strdup(s);
+	for (char *p = d; *p != '\0'; p++)
+		if (*p == '\'')
+			*p = '"';
+	return d;
+}
+
+static bson_t *doc(const char *json)
+{
+	bson_error_t err;
+	if (json == NULL)
+		return NULL;
+	char *j = dequote(json);
+	bson_t *b = bson_new_from_json((const uint8_t *)j, -1, &err);
+	if (b == NULL)
+		fail_msg("bad JSON %s: %s", j, err.message);
+	free(j);
+	return b;
+}
+
+/* The server's default index name: a_1_b_-1, loc_2dsphere. */
+static void default_name(const bson_t *key, char *out, size_t len)
+{
+	bson_iter_t it;
+	size_t n = 0;
+	out[0] = '\0';
+	bson_iter_init(&it, key);
+	while (bson_iter_next(&it)) {
+		char part[300];
+		if (BSON_ITER_HOLDS_UTF8(&it))
+			snprintf(part, sizeof part, "%s%s_%s", n ? "_" : "", bson_iter_key(&it),
+			         bson_iter_utf8(&it, NULL));
+		else
+			snprintf(part, sizeof part, "%s%s_%d", n ? "_" : "", bson_iter_key(&it),
+			         (int)bson_iter_as_int64(&it));
+		strncat(out, part, len - strlen(out) - 1);
+		n++;
+	}
+}
+
+/* _id_ first, then the case's specs, named by default when unnamed. */
+static index_set *make_set(const char *json)
+{
+	bson_t *arr = doc(json);
+	bson_t *specs[40];
+	size_t n = 0;
+	bson_iter_t it;
+
+	specs[n++] = doc("{'v':2,'key':{'_id':1},'name':'_id_'}");
+	bson_iter_init(&it, arr);
+	while (bson_iter_next(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+		bson_t spec, key;
+		bson_iter_t kit;
+		bson_iter_document(&it, &len, &data);
+		bson_init_static(&spec, data, len);
+		bson_t *copy = bson_copy(&spec);
+		if (!bson_has_field(&spec, "name") && bson_iter_init_find(&kit, &spec, "key")) {
+			char name[256];
+			bson_iter_document(&kit, &len, &data);
+			bson_init_static(&key, data, len);
+			default_name(&key, name, sizeof name);
+			BSON_APPEND_UTF8(copy, "name", name);
+		}
+		specs[n++] = copy;
+	}
+	index_set *s = index_set_from_specs((const bson_t *const *)specs, n);
+	for (size_t i = 0; i < n; i++)
+		bson_destroy(specs[i]);
+	bson_destroy(arr);
+	return s;
+}
+
+static const char *verdict_name(sort_verdict v)
+{
+	return v == P ? "PROVIDED" : v == B ? "BLOCKING" : "NO_VERDICT";
+}
+
+static sort_verdict run(const sort_case *c, char *sugg, size_t slen, char *detail, size_t dlen)
+{
+	index_set *s = make_set(c->indexes);
+	bson_t *filter = doc(c->filter), *sort = doc(c->sort), *coll = doc(c->collation),
+	       *hint = doc(c->hint_doc);
+	sort_query q = {
+	    .db = "shop",
+	    .coll = "orders",
+	    .filter = filter,
+	    .sort = sort,
+	    .collation = coll,
+	    .hint_doc = hint,
+	    .hint_name = c->hint_name,
+	};
+	sort_verdict v = sort_check(s, &q, sugg, slen, detail, dlen);
+	if (filter)
+		bson_destroy(filter);
+	bson_destroy(sort);
+	if (coll)
+		bson_destroy(coll);
+	if (hint)
+		bson_destroy(hint);
+	index_set_release(s);
+	return v;
+}
+
+/* ---- tests ---- */
+
+static void test_table(void **state)
+{
+	size_t n = sizeof cases / sizeof cases[0], failed = 0, provided = 0, blocking = 0;
+	for (size_t i = 0; i < n; i++) {
+		char sugg[512], detail[512];
+		sort_verdict v = run(&cases[i], sugg, sizeof sugg, detail, sizeof detail);
+		if (v != cases[i].want) {
+			print_error("case \"%s\": want %s, got %s (%s)\n", cases[i].name,
+			            verdict_name(cases[i].want), verdict_name(v), detail);
+			failed++;
+		}
+		/* A finding always carries a suggestion; nothing else does. */
+		if (v == B && strncmp(sugg, "db.getSiblingDB(\"shop\")", 23) != 0) {
+			print_error("case \"%s\": blocking without a suggestion\n", cases[i].name);
+			failed++;
+		}
+		if (v != B && sugg[0] != '\0') {
+			print_error("case \"%s\": suggestion without a finding\n", cases[i].name);
+			failed++;
+		}
+		if (detail[0] == '\0') {
+			print_error("case \"%s\": no detail\n", cases[i].name);
+			failed++;
+		}
+		provided += cases[i].want == P;
+		blocking += cases[i].want == B;
+	}
+	assert_int_equal(failed, 0);
+	assert_true(n >= 30);
+	/* The table must test silence at least as hard as alarms. */
+	assert_true(provided >= blocking);
+}
+
+static void test_detail_lists_indexes(void **state)
+{
+	const sort_case c = {"detail",
+	                     "[{'key':{'status':1}}]",
+	                     "{'status':'A'}",
+	                     "{'created':-1}",
+	                     NULL,
+	                     NULL,
+	                     NULL,
+	                     B};
+	char sugg[512], detail[512];
+	assert_int_equal(run(&c, sugg, sizeof sugg, detail, sizeof detail), B);
+	assert_string_equal(detail,
+	                    "sort {\"created\": -1} on shop.orders: no index provides it (indexes: "
+	                    "_id_, status_1)");
+	assert_string_equal(
+	    sugg, "db.getSiblingDB(\"shop\").getCollection(\"orders\").createIndex({\"status\": 1, "
+	          "\"created\": -1})");
+}
+
+static void test_detail_never_shows_values(void **state)
+{
+	const sort_case c = {"values",
+	                     "[]",
+	                     "{'secret':'TOPSECRET','n':{'$gt':424242}}",
+	                     "{'created':-1}",
+	                     NULL,
+	                     NULL,
+	                     NULL,
+	                     B};
+	char sugg[512], detail[512];
+	assert_int_equal(run(&c, sugg, sizeof sugg, detail, sizeof detail), B);
+	assert_null(strstr(detail, "TOPSECRET"));
+	assert_null(strstr(detail, "424242"));
+	assert_null(strstr(sugg, "TOPSECRET"));
+	assert_null(strstr(sugg, "424242"));
+}
+
+static void test_detail_names_the_cause(void **state)
+{
+	char sugg[512], detail[512];
+	const sort_case coll = {
+	    "c", "[{'key':{'name':1},'collation':" FR "}]", NULL, "{'name':1}", NULL, NULL, NULL,
+	    B};
+	assert_int_equal(run(&coll, sugg, sizeof sugg, detail, sizeof detail), B);
+	assert_non_null(strstr(detail, "with the query's collation"));
+
+	const sort_case hint = {
+	    "h", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL, "{'a':1}", NULL, NULL, "b_1", B};
+	assert_int_equal(run(&hint, sugg, sizeof sugg, detail, sizeof detail), B);
+	assert_non_null(strstr(detail, "hinted index b_1"));
+
+	const sort_case nat = {"n", "[]", NULL, "{'a':1}", NULL, "{'$natural':1}", NULL, B};
+	assert_int_equal(run(&nat, sugg, sizeof sugg, detail, sizeof detail), B);
+	assert_non_null(strstr(detail, "$natural"));
+
+	const sort_case sparse = {
+	    "s", "[{'key':{'a':1},'sparse':true}]", "{'a':{'$gt':1}}", "{'a':1}", NULL, NULL, NULL,
+	    NV};
+	assert_int_equal(run(&sparse, sugg, sizeof sugg, detail, sizeof detail), NV);
+	assert_non_null(strstr(detail, "a_1 is sparse"));
+
+	const sort_case by = {"p", ABCD, "{'a':5}", "{'b':1}", NULL, NULL, NULL, P};
+	assert_int_equal(run(&by, sugg, sizeof sugg, detail, sizeof detail), P);
+	assert_string_equal(detail,
+	                    "sort {\"b\": 1} on shop.orders: provided by index a_1_b_1_c_1_d_1");
+}
+
+static void test_opaque_set_gives_no_verdict(void **state)
+{
+	index_set *s = index_set_new_opaque("the namespace is a view");
+	bson_t *sort = doc("{'a':1}");
+	sort_query q = {.db = "shop", .coll = "v", .sort = sort};
+	char detail[256];
+	assert_int_equal(sort_check(s, &q, NULL, 0, detail, sizeof detail), NV);
+	assert_non_null(strstr(detail, "view"));
+	/* No index list at all: no verdict either. */
+	assert_int_equal(sort_check(NULL, &q, NULL, 0, NULL, 0), NV);
+	bson_destroy(sort);
+	index_set_release(s);
+}
+
+static void test_invalid_sort_gives_no_verdict(void **state)
+{
+	const sort_case c = {"bad", "[]", NULL, "{'a':'up'}", NULL, NULL, NULL, NV};
+	char sugg[64], detail[256];
+	assert_int_equal(run(&c, sugg, sizeof sugg, detail, sizeof detail), NV);
+}
+
+static void test_too_many_predicates_gives_no_verdict(void **state)
+{
+	bson_t *filter = bson_new();
+	for (int i = 0; i < 70; i++) {
+		char k[16];
+		snprintf(k, sizeof k, "f%d", i);
+		BSON_APPEND_INT32(filter, k, i);
+	}
+	bson_t *sort = doc("{'zz':1}");
+	index_set *s = make_set("[]");
+	sort_query q = {.db = "d", .coll = "c", .filter = filter, .sort = sort};
+	assert_int_equal(sort_check(s, &q, NULL, 0, NULL, 0), NV);
+	index_set_release(s);
+	bson_destroy(sort);
+	bson_destroy(filter);
+}
+
+static void test_index_set_reads_specs(void **state)
+{
+	char err[128];
+	index_set *s = index_set_from_json(
+	    "[{\"v\":2,\"key\":{\"_id\":1},\"name\":\"_id_\"},"
+	    "{\"key\":{\"a\":1,\"b\":-1.0,\"t\":\"text\",\"n\":{\"$numberLong\":\"-1\"}},\"name\":"
+	    "\"x\","
+	    "\"sparse\":true,\"hidden\":true,\"collation\":{\"locale\":\"fr\"}},"
+	    "{\"key\":{\"s.$**\":1},\"name\":\"w\",\"partialFilterExpression\":{\"a\":1}},"
+	    "{\"key\":{\"c\":1},\"name\":\"c\",\"collation\":{\"locale\":\"simple\"}}]",
+	    err, sizeof err);
+	assert_non_null(s);
+	assert_int_equal(index_set_count(s), 4);
+	const index_def *x = index_set_get(s, 1);
+	assert_string_equal(x->name, "x");
+	assert_int_equal(x->nkeys, 4);
+	assert_int_equal(x->keys[0].direction, 1);
+	assert_int_equal(x->keys[1].direction, -1);
+	assert_int_equal(x->keys[2].direction, 0);
+	assert_int_equal(x->keys[3].direction, -1);
+	assert_true(x->sparse && x->hidden && !x->partial && !x->wildcard && !x->odd);
+	assert_non_null(x->collation);
+	const index_def *w = index_set_get(s, 2);
+	assert_true(w->wildcard && w->partial);
+	assert_null(index_set_get(s, 3)->collation); /* simple */
+	assert_null(index_set_get(s, 4));
+	assert_false(index_set_is_opaque(s, NULL));
+
+	/* Shared by reference: the last release frees. */
+	index_set *again = index_set_retain(s);
+	assert_ptr_equal(again, s);
+	index_set_release(s);
+	assert_int_equal(index_set_count(again), 4);
+	index_set_release(again);
+
+	assert_null(index_set_from_json("{\"not\": ", err, sizeof err));
+	assert_null(index_set_from_json("[1, 2]", err, sizeof err));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table),
+	    cmocka_unit_test(test_detail_lists_indexes),
+	    cmocka_unit_test(test_detail_never_shows_values),
+	    cmocka_unit_test(test_detail_names_the_cause),
+	    cmocka_unit_test(test_opaque_set_gives_no_verdict),
+	    cmocka_unit_test(test_invalid_sort_gives_no_verdict),
+	    cmocka_unit_test(test_too_many_predicates_gives_no_verdict),
+	    cmocka_unit_test(test_index_set_reads_specs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
