@@ -466,9 +466,11 @@ static void render_elements(jw *w, const char *key, const bson_iter_t *it, shape
 	w_close(w);
 }
 
+/* Members of an operator document among literals ({$each, $slice, $sort}
+ * of $push, {$geometry} ...): a sort specification is structure. */
 static shape_mode pick_data(const char *k, const bson_iter_t *v)
 {
-	return SHAPE_DATA;
+	return strcmp(k, "$sort") == 0 ? SHAPE_VERBATIM : SHAPE_DATA;
 }
 
 /* A literal. Documents led by an operator keep their keys ($each, $slice,

@@ -1,0 +1,250 @@
+/* unbounded-push: requests that must fire and near-misses that must not,
+ * through the whole engine, in log mode and in block mode. Updates come both
+ * as a body array and as a kind-1 sequence. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fixtures/analyzer_fixture.h"
+
+typedef struct pcase {
+	const char *name;
+	const char *json;
+	fx_seq seqs[2]; /* id NULL: none */
+	bool hit;
+	const char *ns;
+	const char *command;
+	const char *detail; /* substring of the detail on a hit */
+} pcase;
+
+#define HIT(n, j, ns, cmd, d)                                                                      \
+	{                                                                                          \
+		n, j, {{NULL, {NULL}}, {NULL, {NULL}}}, true, ns, cmd, d                           \
+	}
+#define MISS(n, j)                                                                                 \
+	{                                                                                          \
+		n, j, {{NULL, {NULL}}, {NULL, {NULL}}}, false, NULL, NULL, NULL                    \
+	}
+#define UPD(u) "{'update':'posts','updates':[{'q':{'_id':7},'u':" u "}]}"
+
+static const pcase cases[] = {
+    /* ---- hits ---- */
+    HIT("plain $push, body array", UPD("{'$push':{'comments':'SECRET'}}"), "test.posts", "update",
+        "$push to \"comments\" has no $each + $slice"),
+    {"plain $push, kind-1 sequence",
+     "{'update':'posts','ordered':true}",
+     {{"updates", {"{'q':{'_id':7},'u':{'$push':{'comments':{'by':'SECRET','t':1}}}}"}}},
+     true,
+     "test.posts",
+     "update",
+     "\"comments\""},
+    HIT("$each without $slice", UPD("{'$push':{'tags':{'$each':['SECRET','b']}}}"), "test.posts",
+        "update", "has $each but no $slice"),
+    HIT("$slice without $each", UPD("{'$push':{'tags':{'$slice':3}}}"), "test.posts", "update",
+        "has $slice without $each"),
+    HIT("document value", UPD("{'$push':{'log':{'a':1,'b':'SECRET'}}}"), "test.posts", "update",
+        "\"log\""),
+    HIT("$each + $sort, no $slice", UPD("{'$push':{'s':{'$each':[1],'$sort':{'v':-1}}}}"),
+        "test.posts", "update", "has $each but no $slice"),
+    HIT("$each + $position, no $slice", UPD("{'$push':{'s':{'$each':[1],'$position':0}}}"),
+        "test.posts", "update", "has $each but no $slice"),
+    HIT("two fields, one bounded", UPD("{'$push':{'a':1,'b':{'$each':[1],'$slice':-5}}}"),
+        "test.posts", "update", "$push to \"a\" has"),
+    HIT("two unbounded fields named", UPD("{'$push':{'a':1,'b':2}}"), "test.posts", "update",
+        "\"a\", \"b\""),
+    HIT("dotted field", UPD("{'$push':{'stats.hits':{'$date':'2024-01-01T00:00:00Z'}}}"),
+        "test.posts", "update", "\"stats.hits\""),
+    HIT("with $set and $inc", UPD("{'$set':{'x':1},'$inc':{'n':1},'$push':{'h':'SECRET'}}"),
+        "test.posts", "update", "\"h\""),
+    HIT("upsert",
+        "{'update':'posts','updates':[{'q':{'k':'SECRET'},'u':{'$push':{'h':1}},'upsert':true}]}",
+        "test.posts", "update", "\"h\""),
+    HIT("second op of a batch",
+        "{'update':'posts','updates':[{'q':{'_id':1},'u':{'$set':{'a':1}}},{'q':{'_id':2},'u':{"
+        "'$push':{'h':1}}}]}",
+        "test.posts", "update", "\"h\""),
+    HIT("findAndModify", "{'findAndModify':'posts','query':{'_id':1},'update':{'$push':{'h':1}}}",
+        "test.posts", "findAndModify", "\"h\""),
+    HIT("findandmodify upsert $each",
+        "{'findandmodify':'posts','query':{'_id':1},'update':{'$push':{'h':{'$each':[1,2]}}},"
+        "'upsert':true,'new':true}",
+        "test.posts", "findAndModify", "has $each but no $slice"),
+    HIT("bulkWrite body arrays",
+        "{'bulkWrite':1,'ops':[{'update':0,'filter':{'_id':1},'updateMods':{'$push':{'h':1}},"
+        "'multi':false}],'nsInfo':[{'ns':'blog.posts'}]}",
+        "blog.posts", "bulkWrite", "\"h\""),
+    {"bulkWrite kind-1 sequences",
+     "{'bulkWrite':1,'errorsOnly':true}",
+     {{"ops",
+       {"{'insert':0,'document':{'a':1}}",
+        "{'update':1,'filter':{'_id':1},'updateMods':{'$push':{'h':1}},'upsert':true}"}},
+      {"nsInfo", {"{'ns':'blog.a'}", "{'ns':'blog.posts'}"}}},
+     true,
+     "blog.posts",
+     "bulkWrite",
+     "\"h\""},
+    HIT("pipeline $set $concatArrays",
+        UPD("[{'$set':{'log':{'$concatArrays':['$log',['SECRET']]}}}]"), "test.posts", "update",
+        "\"log\" is appended to with $concatArrays"),
+    HIT("pipeline $addFields $concatArrays over $ifNull",
+        UPD("[{'$addFields':{'log':{'$concatArrays':[{'$ifNull':['$log',[]]},['x']]}}}]"),
+        "test.posts", "update", "\"log\""),
+    HIT("pipeline nested object path",
+        UPD("[{'$set':{'doc':{'list':{'$concatArrays':['$doc.list',[1]]}}}}]"), "test.posts",
+        "update", "\"doc.list\""),
+    HIT("findAndModify pipeline",
+        "{'findAndModify':'posts','query':{'_id':1},'update':[{'$set':{'h':{'$concatArrays':["
+        "[0],'$h']}}}]}",
+        "test.posts", "findAndModify", "\"h\""),
+    HIT("explain of update (logged)",
+        "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
+        "'verbosity':'queryPlanner'}",
+        "test.posts", "explain", "\"a\""),
+
+    /* ---- near-misses ---- */
+    MISS("$each + negative $slice", UPD("{'$push':{'c':{'$each':['SECRET'],'$slice':-50}}}")),
+    MISS("$each + $slice 0", UPD("{'$push':{'c':{'$each':[1],'$slice':0}}}")),
+    MISS("$each + positive $slice", UPD("{'$push':{'c':{'$each':[1],'$slice':10}}}")),
+    MISS("$each + $slice + $sort + $position",
+         UPD("{'$push':{'c':{'$each':[1],'$position':0,'$sort':{'t':-1},'$slice':-5}}}")),
+    MISS("$addToSet", UPD("{'$addToSet':{'tags':'SECRET'}}")),
+    MISS("$addToSet $each", UPD("{'$addToSet':{'tags':{'$each':['a','b']}}}")),
+    MISS("$pull", UPD("{'$pull':{'tags':'SECRET'}}")),
+    MISS("$pop", UPD("{'$pop':{'tags':1}}")),
+    MISS("$set of an array", UPD("{'$set':{'tags':['a','b','c']}}")),
+    MISS("$set of a field called $push-like name", UPD("{'$set':{'push':[1]}}")),
+    MISS("replacement document", UPD("{'name':'SECRET','list':[1,2]}")),
+    MISS("replacement with an embedded $push key", UPD("{'name':'x','meta':{'$push':{'a':1}}}")),
+    MISS("insert with a $push field", "{'insert':'posts','documents':[{'$push':{'a':1}}]}"),
+    MISS("aggregate $group $push",
+         "{'aggregate':'posts','pipeline':[{'$group':{'_id':'$a','all':{'$push':'$b'}}}],"
+         "'cursor':{}}"),
+    MISS("aggregate $setWindowFields $push",
+         "{'aggregate':'posts','pipeline':[{'$setWindowFields':{'sortBy':{'t':1},'output':{"
+         "'w':{'$push':'$v','window':{'documents':[-2,0]}}}}}],'cursor':{}}"),
+    MISS("pipeline $concatArrays under $slice",
+         UPD("[{'$set':{'log':{'$slice':[{'$concatArrays':['$log',['x']]},-10]}}}]")),
+    MISS("pipeline field sliced before concatenation",
+         UPD("[{'$set':{'log':{'$concatArrays':[{'$slice':['$log',-9]},['x']]}}}]")),
+    MISS("pipeline concatenates other fields",
+         UPD("[{'$set':{'all':{'$concatArrays':['$a','$b']}}}]")),
+    MISS("pipeline $project with $concatArrays",
+         UPD("[{'$project':{'log':{'$concatArrays':['$log',['x']]}}}]")),
+    MISS("pipeline $literal",
+         UPD("[{'$set':{'log':{'$literal':{'$concatArrays':['$log',[1]]}}}}]")),
+    MISS("pipeline path prefix is not the field",
+         UPD("[{'$set':{'log':{'$concatArrays':['$logs',[1]]}}}]")),
+    MISS("findAndModify remove", "{'findAndModify':'posts','query':{'_id':1},'remove':true}"),
+    MISS("delete", "{'delete':'posts','deletes':[{'q':{'$push':1},'limit':1}]}"),
+    MISS("$push in the filter position", "{'update':'posts','updates':[{'q':{'h':{'$size':3}},"
+                                         "'u':{'$inc':{'n':1}}}]}"),
+    MISS("bulkWrite insert document",
+         "{'bulkWrite':1,'ops':[{'insert':0,'document':{'$push':{'a':1}}}],'nsInfo':[{'ns':"
+         "'blog.posts'}]}"),
+    MISS("bulkWrite bounded update",
+         "{'bulkWrite':1,'ops':[{'update':0,'filter':{},'updateMods':{'$push':{'h':{'$each':[1],"
+         "'$slice':-3}}}}],'nsInfo':[{'ns':'blog.posts'}]}"),
+    MISS("update command name case", "{'Update':'posts','updates':[{'q':{},'u':{'$push':{'a':1"
+                                     "}}}]}"),
+};
+
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static size_t nseqs_of(const pcase *c)
+{
+	return c->seqs[1].id ? 2 : c->seqs[0].id ? 1 : 0;
+}
+
+static void run_case(const pcase *c, rule_action action)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_UNBOUNDED_PUSH].action = action;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_non_null(e);
+	block_info block = {0};
+	verdict v = fx_analyze(e, "test", c->json, c->seqs, nseqs_of(c), NULL, &block);
+	size_t n = fx_sink_count(&sink, RULE_UNBOUNDED_PUSH);
+	if (n != (c->hit ? 1u : 0u))
+		fail_msg("case \"%s\": %zu findings, expected %d", c->name, n, c->hit ? 1 : 0);
+	bool explain = c->command && strcmp(c->command, "explain") == 0;
+	verdict want = c->hit && action == RULE_BLOCK && !explain ? VERDICT_BLOCK : VERDICT_FORWARD;
+	if (v != want)
+		fail_msg("case \"%s\": verdict %d, expected %d", c->name, v, want);
+	if (c->hit) {
+		const fx_finding *f = fx_sink_first(&sink, RULE_UNBOUNDED_PUSH);
+		if (getenv("FX_VERBOSE") && action == RULE_BLOCK)
+			printf("%-40s %s\n  %s\n  %s\n  %s\n", c->name, f->detail, f->shape,
+			       f->suggestion, block.errmsg);
+		rule_action want_action = explain ? RULE_LOG : action;
+		if (f->action != want_action || strcmp(f->ns, c->ns) != 0 ||
+		    strcmp(f->command, c->command) != 0 || !strstr(f->detail, c->detail) ||
+		    f->shape[0] != '{' || strstr(f->shape, "SECRET") ||
+		    !strstr(f->suggestion, "$slice"))
+			fail_msg("case \"%s\": action %s ns %s command %s detail [%s] shape %s",
+			         c->name, rule_action_name(f->action), f->ns, f->command, f->detail,
+			         f->shape);
+		if (want == VERDICT_BLOCK &&
+		    (block.rule != RULE_UNBOUNDED_PUSH ||
+		     !strstr(block.errmsg, "rule unbounded-push") ||
+		     !strstr(block.errmsg, "Fix:") || strstr(block.errmsg, "SECRET")))
+			fail_msg("case \"%s\": errmsg %s", c->name, block.errmsg);
+	}
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+static void test_table_log(void **state)
+{
+	for (size_t i = 0; i < NCASES; i++)
+		run_case(&cases[i], RULE_LOG);
+}
+
+static void test_table_block(void **state)
+{
+	for (size_t i = 0; i < NCASES; i++)
+		run_case(&cases[i], RULE_BLOCK);
+}
+
+static void test_table_is_balanced(void **state)
+{
+	size_t hits = 0, misses = 0;
+	for (size_t i = 0; i < NCASES; i++)
+		hits += cases[i].hit, misses += !cases[i].hit;
+	assert_true(hits >= 20);
+	assert_true(misses >= hits);
+}
+
+/* The error message the brief quotes, word for word where it matters. */
+static void test_block_message(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_UNBOUNDED_PUSH].action = RULE_BLOCK;
+	engine *e = engine_new(&cfg, NULL, NULL, NULL);
+	block_info block = {0};
+	assert_int_equal(
+	    fx_analyze(e, "test", UPD("{'$push':{'comments':'x'}}"), NULL, 0, NULL, &block),
+	    VERDICT_BLOCK);
+	assert_string_equal(block.errmsg,
+	                    "mongoguard blocked this update: rule unbounded-push: $push to "
+	                    "\"comments\" has no $each + $slice, so the array grows without "
+	                    "bound. Fix: push with {$each: [...], $slice: -N} (subset pattern), "
+	                    "bucket the array, or move the items to a child collection.");
+	engine_free(e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table_is_balanced),
+	    cmocka_unit_test(test_table_log),
+	    cmocka_unit_test(test_table_block),
+	    cmocka_unit_test(test_block_message),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
