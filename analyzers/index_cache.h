@@ -20,18 +20,16 @@ typedef void (*index_cache_notify_fn)(void *arg);
 /* uri: any mongodb:// URI libmongoc accepts. Returns NULL with err set when
  * the URI is invalid. The thread starts with index_cache_start(). */
 index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache_notify_fn notify,
-			     void *notify_arg, char *err, size_t errlen);
+                             void *notify_arg, char *err, size_t errlen);
 bool index_cache_start(index_cache *ic, char *err, size_t errlen);
 /* Stops the thread and frees everything. */
 void index_cache_free(index_cache *ic);
-
-
 
 /* ---- used by the engine ---- */
 #include "analyzers/index_set.h"
 
 typedef enum {
-	INDEXES_KNOWN,	     /* *out holds a retained set: release it */
+	INDEXES_KNOWN,       /* *out holds a retained set: release it */
 	INDEXES_PENDING,     /* a fetch is scheduled or running */
 	INDEXES_UNAVAILABLE, /* the last fetch failed recently; no verdict possible */
 } index_lookup;
@@ -42,6 +40,36 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
  * and refetches on next use. Safe from any thread. */
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
 
-/* For tests: installs a known set for db.coll without any connection. */
+/* For tests: installs a known set for db.coll without any connection. The
+ * cache takes its own reference (index_set_retain): the caller still owns
+ * and releases the one it passed. A fetch in flight for db.coll is
+ * discarded when it lands. s NULL forgets db.coll. */
 void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s);
+
+/* ---- additions: testing hooks and the metadata thread's own steps ----
+ *
+ * index_cache_new accepts uri NULL: a cache that never connects (tests;
+ * index_cache_start then fails). The thread runs one listIndexes at a time
+ * as the two halves below, which tests call directly to drive the
+ * generation logic without a server. */
+
+/* Takes the next namespace waiting for a fetch ("db.coll" into ns) and the
+ * generation the answer must match. False when nothing waits. */
+bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *gen);
+/* Lands a fetch: set is the new list (the cache takes the caller's
+ * reference; an opaque set for a missing collection or a view) or NULL when
+ * listIndexes failed. Returns false when db.coll was invalidated or
+ * replaced since fetch_begin: the answer is stale and is dropped, and the
+ * entry, if asked for again, is fetched anew. */
+bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set);
+
+/* Milliseconds on a monotonic clock; the default reads CLOCK_MONOTONIC.
+ * Tests replace it to step over the failure back-off (5 s) and refresh. */
+typedef int64_t (*index_cache_clock_fn)(void *arg);
+void index_cache_set_clock(index_cache *ic, index_cache_clock_fn now_ms, void *arg);
+
+/* Namespaces remembered at most; the least recently used idle entry goes. */
+#define INDEX_CACHE_MAX_ENTRIES 10000
+/* After a failed fetch, lookups answer INDEXES_UNAVAILABLE for this long. */
+#define INDEX_CACHE_RETRY_MS 5000
 #endif

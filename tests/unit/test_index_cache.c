@@ -1,0 +1,460 @@
+/* The index cache: lookups, fetch generations, back-off, invalidation and the
+ * bound on namespaces, driven through the same two steps the metadata thread
+ * uses (fetch_begin/fetch_end) so no server is needed; then the thread itself,
+ * once against a port where nothing listens and once against a real server
+ * (MG_TEST_UPSTREAM_URI, e.g. mongodb://127.0.0.1:27017; skipped without). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <mongoc/mongoc.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyzers/index_cache.h"
+#include "analyzers/rule_sort.h"
+
+static index_set *set_of(const char *json)
+{
+	char err[128];
+	index_set *s = index_set_from_json(json, err, sizeof err);
+	if (s == NULL)
+		fail_msg("%s", err);
+	return s;
+}
+
+#define ID_ONLY "[{\"v\":2,\"key\":{\"_id\":1},\"name\":\"_id_\"}]"
+#define ID_AND_A                                                                                   \
+	"[{\"v\":2,\"key\":{\"_id\":1},\"name\":\"_id_\"},{\"v\":2,\"key\":{\"a\":1},\"name\":"    \
+	"\"a_1\"}]"
+
+static index_cache *new_cache(void)
+{
+	char err[128];
+	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, err, sizeof err);
+	assert_non_null(ic);
+	return ic;
+}
+
+static int64_t fake_now;
+static int64_t fake_clock(void *arg)
+{
+	return *(int64_t *)arg;
+}
+
+static void test_construction(void **state)
+{
+	char err[128] = "";
+	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, err, sizeof err);
+	assert_non_null(ic);
+	assert_false(index_cache_start(ic, err, sizeof err));
+	assert_non_null(strstr(err, "URI"));
+	index_cache_free(ic);
+
+	assert_null(index_cache_new("http://nope", 60, NULL, NULL, err, sizeof err));
+	assert_non_null(strstr(err, "invalid upstream URI"));
+
+	/* A valid URI that is never started: lookups stay pending. */
+	ic = index_cache_new("mongodb://127.0.0.1:1", 60, NULL, NULL, err, sizeof err);
+	assert_non_null(ic);
+	index_set *s = NULL;
+	assert_int_equal(index_cache_get(ic, "d", "c", &s), INDEXES_PENDING);
+	assert_null(s);
+	index_cache_free(ic);
+	index_cache_free(NULL);
+}
+
+static void test_put_then_get(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *put = set_of(ID_AND_A), *got = NULL;
+
+	index_cache_put(ic, "shop", "orders", put);
+	index_set_release(put); /* the cache keeps its own reference */
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_KNOWN);
+	assert_ptr_equal(got, put);
+	assert_int_equal(index_set_count(got), 2);
+	index_set_release(got);
+
+	/* Namespaces are exact: "shop.order" and "shopo.rders" are others. */
+	assert_int_equal(index_cache_get(ic, "shop", "order", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "shopo", "rders", &got), INDEXES_PENDING);
+	assert_null(got);
+
+	/* Nonsense in, no verdict out. */
+	assert_int_equal(index_cache_get(ic, "shop", NULL, &got), INDEXES_UNAVAILABLE);
+	assert_int_equal(index_cache_get(ic, "", "x", &got), INDEXES_UNAVAILABLE);
+	char longname[600];
+	memset(longname, 'x', sizeof longname - 1);
+	longname[sizeof longname - 1] = '\0';
+	assert_int_equal(index_cache_get(ic, "d", longname, &got), INDEXES_UNAVAILABLE);
+	assert_int_equal(index_cache_get(NULL, "d", "c", &got), INDEXES_UNAVAILABLE);
+
+	/* put NULL forgets. */
+	index_cache_put(ic, "shop", "orders", NULL);
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	index_cache_free(ic);
+}
+
+static void test_miss_queues_one_fetch(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen;
+
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, "shop.orders");
+	/* Asked twice, fetched once; still pending while on the wire. */
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_AND_A)));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_KNOWN);
+	assert_string_equal(index_set_get(got, 1)->name, "a_1");
+	index_set_release(got);
+	index_cache_free(ic);
+}
+
+/* The race the generations exist for: listIndexes starts, a createIndexes
+ * passes through the proxy and invalidates, the old answer comes back. */
+static void test_invalidation_during_fetch_discards_the_answer(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen1, gen2;
+
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen1));
+	index_cache_invalidate(ic, "shop", "orders");
+	/* Asked again meanwhile: a new entry, a new generation, queued. */
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_false(index_cache_fetch_end(ic, ns, gen1, set_of(ID_ONLY)));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen2));
+	assert_true(gen2 != gen1);
+	assert_true(index_cache_fetch_end(ic, ns, gen2, set_of(ID_AND_A)));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_KNOWN);
+	assert_int_equal(index_set_count(got), 2);
+	index_set_release(got);
+	index_cache_free(ic);
+}
+
+static void test_invalidation_without_a_new_lookup(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen;
+
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	index_cache_invalidate(ic, "shop", "orders");
+	assert_false(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	/* Nothing was resurrected; the next lookup starts over. */
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	index_cache_free(ic);
+}
+
+static void test_put_during_fetch_wins(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL, *put = set_of(ID_AND_A);
+	char ns[512];
+	uint64_t gen;
+
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	index_cache_put(ic, "d", "c", put);
+	assert_false(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_KNOWN);
+	assert_ptr_equal(got, put);
+	index_set_release(got);
+	index_set_release(put);
+	index_cache_free(ic);
+}
+
+static void test_failure_backs_off_five_seconds(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen;
+
+	fake_now = 1000000;
+	index_cache_set_clock(ic, fake_clock, &fake_now);
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_true(index_cache_fetch_end(ic, ns, gen, NULL));
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_UNAVAILABLE);
+	fake_now += INDEX_CACHE_RETRY_MS - 1;
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_UNAVAILABLE);
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	fake_now += 1;
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	index_cache_free(ic);
+}
+
+static void test_invalidate_whole_database(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *s = set_of(ID_ONLY), *got = NULL;
+	const char *nss[][2] = {{"a", "x"}, {"a", "y.z"}, {"ab", "x"}, {"b", "a"}};
+
+	for (size_t i = 0; i < 4; i++)
+		index_cache_put(ic, nss[i][0], nss[i][1], s);
+	index_set_release(s);
+	index_cache_invalidate(ic, "a", NULL);
+	assert_int_equal(index_cache_get(ic, "a", "x", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "a", "y.z", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "ab", "x", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	assert_int_equal(index_cache_get(ic, "b", "a", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	/* Unknown namespaces and NULLs are harmless. */
+	index_cache_invalidate(ic, "zz", "q");
+	index_cache_invalidate(ic, NULL, NULL);
+	index_cache_invalidate(NULL, "a", NULL);
+	index_cache_free(ic);
+}
+
+static void test_namespaces_are_bounded(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *s = set_of(ID_ONLY), *got = NULL;
+	char coll[32];
+
+	for (int i = 0; i < INDEX_CACHE_MAX_ENTRIES; i++) {
+		snprintf(coll, sizeof coll, "c%d", i);
+		index_cache_put(ic, "db", coll, s);
+	}
+	/* c0 is used again, so c1 is now the least recently used. */
+	assert_int_equal(index_cache_get(ic, "db", "c0", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	index_cache_put(ic, "db", "one-too-many", s);
+	assert_int_equal(index_cache_get(ic, "db", "one-too-many", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	assert_int_equal(index_cache_get(ic, "db", "c0", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	assert_int_equal(index_cache_get(ic, "db", "c2", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	/* That lookup evicted another entry to make room for c1 again. */
+	assert_int_equal(index_cache_get(ic, "db", "c1", &got), INDEXES_PENDING);
+	index_set_release(s);
+	index_cache_free(ic);
+}
+
+static void test_missing_collection_gives_no_verdict(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen;
+
+	assert_int_equal(index_cache_get(ic, "d", "v", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_true(
+	    index_cache_fetch_end(ic, ns, gen, index_set_new_opaque("the namespace is a view")));
+	assert_int_equal(index_cache_get(ic, "d", "v", &got), INDEXES_KNOWN);
+	assert_true(index_set_is_opaque(got, NULL));
+	bson_t *sort = BCON_NEW("a", BCON_INT32(1));
+	sort_query q = {.db = "d", .coll = "v", .sort = sort};
+	assert_int_equal(sort_check(got, &q, NULL, 0, NULL, 0), SORT_NO_VERDICT);
+	bson_destroy(sort);
+	index_set_release(got);
+	index_cache_free(ic);
+}
+
+/* ---- the thread ---- */
+
+static atomic_int notified;
+static void count_notify(void *arg)
+{
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Polls until the lookup answers `want` (or time runs out). */
+static index_lookup wait_for(index_cache *ic, const char *db, const char *coll, index_lookup want,
+                             index_set **out, int timeout_ms)
+{
+	index_lookup r = INDEXES_PENDING;
+	for (int waited = 0; waited <= timeout_ms; waited += 20) {
+		r = index_cache_get(ic, db, coll, out);
+		if (r == want)
+			return r;
+		if (*out != NULL) {
+			index_set_release(*out);
+			*out = NULL;
+		}
+		sleep_ms(20);
+	}
+	return r;
+}
+
+static void test_thread_reports_an_unreachable_server(void **state)
+{
+	char err[256];
+	index_set *got = NULL;
+	atomic_store(&notified, 0);
+	index_cache *ic = index_cache_new(
+	    "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300&connectTimeoutMS=300", 60,
+	    count_notify, &notified, err, sizeof err);
+	assert_non_null(ic);
+	assert_true(index_cache_start(ic, err, sizeof err));
+	assert_false(index_cache_start(ic, err, sizeof err));
+	assert_int_equal(index_cache_get(ic, "d", "c", &got), INDEXES_PENDING);
+	assert_int_equal(wait_for(ic, "d", "c", INDEXES_UNAVAILABLE, &got, 10000),
+	                 INDEXES_UNAVAILABLE);
+	assert_true(atomic_load(&notified) >= 1);
+	index_cache_free(ic);
+}
+
+static bool has_index(const index_set *s, const char *name)
+{
+	for (size_t i = 0; i < index_set_count(s); i++)
+		if (strcmp(index_set_get(s, i)->name, name) == 0)
+			return true;
+	return false;
+}
+
+static void run_command(mongoc_client_t *c, const char *db, bson_t *cmd)
+{
+	bson_error_t error;
+	bool ok = mongoc_client_command_simple(c, db, cmd, NULL, NULL, &error);
+	bson_destroy(cmd);
+	if (!ok)
+		fail_msg("setup command failed: %s", error.message);
+}
+
+static void create_index(mongoc_client_t *c, const char *field)
+{
+	char name[64];
+	snprintf(name, sizeof name, "%s_-1", field);
+	run_command(c, "mg_index_cache_test",
+	            BCON_NEW("createIndexes", "orders", "indexes", "[", "{", "key", "{", field,
+	                     BCON_INT32(-1), "}", "name", BCON_UTF8(name), "}", "]"));
+}
+
+static void test_thread_against_a_real_server(void **state)
+{
+	const char *uri = getenv("MG_TEST_UPSTREAM_URI");
+	if (uri == NULL || uri[0] == '\0')
+		skip();
+
+	char err[256];
+	index_set *got = NULL;
+	mongoc_init();
+	mongoc_client_t *admin = mongoc_client_new(uri);
+	assert_non_null(admin);
+	mongoc_client_set_appname(admin, "mongoguard-test");
+	bson_error_t error;
+	mongoc_database_t *db = mongoc_client_get_database(admin, "mg_index_cache_test");
+	mongoc_database_drop(db, &error); /* a leftover from an earlier run */
+	mongoc_database_destroy(db);
+	run_command(admin, "mg_index_cache_test",
+	            BCON_NEW("insert", "orders", "documents", "[", "{", "status", "A", "}", "]"));
+	create_index(admin, "status");
+
+	atomic_store(&notified, 0);
+	index_cache *ic = index_cache_new(uri, 1, count_notify, &notified, err, sizeof err);
+	assert_non_null(ic);
+	assert_true(index_cache_start(ic, err, sizeof err));
+
+	/* First lookup schedules; the list arrives in the background. */
+	assert_int_equal(index_cache_get(ic, "mg_index_cache_test", "orders", &got),
+	                 INDEXES_PENDING);
+	assert_int_equal(wait_for(ic, "mg_index_cache_test", "orders", INDEXES_KNOWN, &got, 10000),
+	                 INDEXES_KNOWN);
+	assert_true(atomic_load(&notified) >= 1);
+	assert_true(has_index(got, "_id_"));
+	assert_true(has_index(got, "status_-1"));
+	for (size_t i = 0; i < index_set_count(got); i++) {
+		const index_def *d = index_set_get(got, i);
+		if (strcmp(d->name, "status_-1") == 0) {
+			assert_int_equal(d->nkeys, 1);
+			assert_string_equal(d->keys[0].field, "status");
+			assert_int_equal(d->keys[0].direction, -1);
+		}
+	}
+	index_set_release(got);
+
+	/* A createIndexes the proxy saw: invalidate, and the next list has it. */
+	create_index(admin, "created");
+	index_cache_invalidate(ic, "mg_index_cache_test", "orders");
+	assert_int_equal(index_cache_get(ic, "mg_index_cache_test", "orders", &got),
+	                 INDEXES_PENDING);
+	assert_int_equal(wait_for(ic, "mg_index_cache_test", "orders", INDEXES_KNOWN, &got, 10000),
+	                 INDEXES_KNOWN);
+	assert_true(has_index(got, "created_-1"));
+	index_set_release(got);
+
+	/* One the proxy did not see: the refresh (every second here) finds it,
+	 * and the old list stays in use meanwhile. */
+	create_index(admin, "price");
+	bool seen = false;
+	for (int waited = 0; waited < 10000 && !seen; waited += 50) {
+		assert_int_equal(index_cache_get(ic, "mg_index_cache_test", "orders", &got),
+		                 INDEXES_KNOWN);
+		seen = has_index(got, "price_-1");
+		index_set_release(got);
+		got = NULL;
+		sleep_ms(50);
+	}
+	assert_true(seen);
+
+	/* A collection that does not exist: known, and nothing to judge. */
+	assert_int_equal(
+	    wait_for(ic, "mg_index_cache_test", "no_such_coll", INDEXES_KNOWN, &got, 10000),
+	    INDEXES_KNOWN);
+	assert_true(index_set_is_opaque(got, NULL));
+	index_set_release(got);
+
+	index_cache_free(ic);
+	db = mongoc_client_get_database(admin, "mg_index_cache_test");
+	mongoc_database_drop(db, &error);
+	mongoc_database_destroy(db);
+	mongoc_client_destroy(admin);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_construction),
+	    cmocka_unit_test(test_put_then_get),
+	    cmocka_unit_test(test_miss_queues_one_fetch),
+	    cmocka_unit_test(test_invalidation_during_fetch_discards_the_answer),
+	    cmocka_unit_test(test_invalidation_without_a_new_lookup),
+	    cmocka_unit_test(test_put_during_fetch_wins),
+	    cmocka_unit_test(test_failure_backs_off_five_seconds),
+	    cmocka_unit_test(test_invalidate_whole_database),
+	    cmocka_unit_test(test_namespaces_are_bounded),
+	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
+	    cmocka_unit_test(test_thread_reports_an_unreachable_server),
+	    cmocka_unit_test(test_thread_against_a_real_server),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
