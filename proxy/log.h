@@ -44,6 +44,7 @@ enum {
 	LOGID_FINDING_SUMMARY = 4001,
 	LOGID_BLOCKED = 4002,
 	LOGID_INDEX_WAIT = 4003,
+	LOGID_METADATA_CLIENT = 4004,
 };
 
 typedef struct log_line log_line;

@@ -14,6 +14,22 @@
 #define MG_VERSION "0.0.0"
 #endif
 
+/* libmongoc (the index cache's side connection) logs to stderr by default;
+ * its lines join ours instead, at a level that keeps its chatter (e.g. a
+ * server without endSessions) out of the info log. */
+static void mongoc_log_cb(mongoc_log_level_t level, const char *domain, const char *message,
+			  void *arg)
+{
+	log_severity s = level <= MONGOC_LOG_LEVEL_ERROR ? LOG_WARNING : LOG_DEBUG;
+	if (level > MONGOC_LOG_LEVEL_MESSAGE || !log_enabled(s))
+		return;
+	log_line *l = log_begin(s, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+				"Index metadata client");
+	log_attr_str(l, "domain", domain);
+	log_attr_str(l, "message", message);
+	log_end(l);
+}
+
 static void usage(FILE *out)
 {
 	fputs("Usage: mongoguard [OPTIONS]\n"
@@ -126,6 +142,7 @@ int main(int argc, char **argv)
 		srv.cfg.log_verbosity = 1;
 
 	mongoc_init();
+	mongoc_log_set_handler(mongoc_log_cb, NULL);
 	if (!upstream_resolve(srv.cfg.upstream_uri, &srv.up, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;

@@ -20,7 +20,7 @@ if [[ " $* " != *" --upstream "* && " $* " != *" -u "* ]]; then
   mkdir -p "$data"
   build/tools/ferretdb --handler=sqlite --sqlite-url="file:$PWD/$data/" \
     --listen-addr="127.0.0.1:$port" --telemetry=disable --debug-addr=- \
-    --log-level=warn >build/ferretdb.log 2>&1 &
+    --state-dir="$PWD/$data" --log-level=warn >build/ferretdb.log 2>&1 &
   ferret=$!
   trap 'kill $ferret 2>/dev/null; wait $ferret 2>/dev/null' EXIT
   for _ in $(seq 100); do
