@@ -469,6 +469,17 @@ static void schedule_refreshes_locked(index_cache *ic, int64_t now)
 			enqueue_locked(ic, e);
 }
 
+static bool has_id_index(const index_set *s)
+{
+	for (size_t i = 0; i < index_set_count(s); i++) {
+		const index_def *d = index_set_get(s, i);
+		if (d->nkeys == 1 && strcmp(d->keys[0].field, "_id") == 0 &&
+		    d->keys[0].direction != 0)
+			return true;
+	}
+	return false;
+}
+
 /* listIndexes for "db.coll". NULL when the fetch failed. A missing
  * collection or a view gives an opaque set: nothing to judge there. */
 static index_set *fetch_indexes(mongoc_client_t *client, const char *ns)
@@ -516,6 +527,13 @@ static index_set *fetch_indexes(mongoc_client_t *client, const char *ns)
 		set = index_set_new_opaque("the collection does not exist");
 	} else if (!oom) {
 		set = index_set_from_specs((const bson_t *const *)docs, n);
+		if (set != NULL && !has_id_index(set)) {
+			/* Time-series collections (whose sorts run over buckets) and
+			 * system collections like the oplog: not what the rule models. */
+			index_set_release(set);
+			set =
+			    index_set_new_opaque("the collection has no _id index (time-series?)");
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		bson_destroy(docs[i]);

@@ -137,6 +137,9 @@ static bool build_def(index_def *d, const bson_t *spec)
 				copy_bounded(key->field, sizeof key->field, bson_iter_key(&kit),
 				             &odd);
 				key->direction = key_direction(&kit, &odd);
+				if (BSON_ITER_HOLDS_UTF8(&kit) &&
+				    strcmp(bson_iter_utf8(&kit, NULL), "hashed") != 0)
+					d->plugin = true;
 				if (is_wildcard_field(key->field))
 					d->wildcard = true;
 			}

@@ -25,6 +25,9 @@ typedef struct index_def {
 	bool sparse;
 	bool partial;  /* has partialFilterExpression */
 	bool wildcard; /* a "$**" key */
+	bool plugin;   /* a text, 2d, 2dsphere or geoHaystack key: such an index
+	                  serves only its own operators and is never scanned
+	                  whole for a sort (hashed is not a plugin here) */
 	bool odd;      /* a spec this code does not fully understand (an unknown key
 	                  type, a name or field too long to store): never assumed
 	                  unable to serve a sort, so it turns a finding into no verdict */

@@ -44,7 +44,8 @@
  *    such a value is not a point for it.
  *  - Special keys (text, hashed, 2d, 2dsphere) end the part of the key pattern
  *    that can provide a sort, unless pinned by an equality (hashed), as in
- *    computeSortsForScan. */
+ *    computeSortsForScan. Text and geo indexes are used only when the filter
+ *    names their special field, and never scanned whole. */
 #include "analyzers/rule_sort.h"
 
 #include <stdio.h>
@@ -156,8 +157,21 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 		return 0;
 	const query_pred *lead = query_preds_find(p, d->keys[0].field);
 
+	/* A geo or text index is chosen only for a predicate on its special
+	 * field ($text and $near never get this far), and then even without one
+	 * on its leading field. */
+	bool special_pred = false;
+	if (d->plugin) {
+		for (size_t i = 0; i < d->nkeys; i++)
+			if (d->keys[i].direction == 0 &&
+			    query_preds_find(p, d->keys[i].field) != NULL)
+				special_pred = true;
+		if (!special_pred)
+			return 0;
+	}
+
 	/* 1. bounded scan: the leading field must carry a predicate. */
-	if (lead != NULL && lead->any) {
+	if ((lead != NULL && lead->any) || special_pred) {
 		nwant = wanted_sort(d, p, s, mismatch, want);
 		nhave = scan_order(d, 0, p, mismatch, have);
 		if (prefix_match(want, nwant, have, nhave))
@@ -184,9 +198,10 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 		}
 	}
 
-	/* 3. whole-index scan, in key pattern order; strings would come out in
-	 * the index's collation order, so the collations must match. */
-	if (!mismatch) {
+	/* 3. whole-index scan, in key pattern order, of a btree or hashed index;
+	 * strings would come out in the index's collation order, so the
+	 * collations must match. */
+	if (!mismatch && !d->plugin) {
 		nhave = 0;
 		for (size_t i = 0; i < d->nkeys && nhave < KEYS_MAX; i++) {
 			if (d->keys[i].direction == 0)

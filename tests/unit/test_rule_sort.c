@@ -163,10 +163,20 @@ static const sort_case cases[] = {
      NULL, NULL, NULL, P},
     {"hashed prefix without equality", "[{'key':{'a':'hashed','b':1}}]", NULL, "{'b':1}", NULL,
      NULL, NULL, B},
-    {"fields after 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]", "{'a':5}", "{'b':1}",
+    {"fields after 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]",
+     "{'a':5,'loc':{'$geoWithin':{'$centerSphere':[[0,0],1]}}}", "{'b':1}", NULL, NULL, NULL, B},
+    {"fields before 2dsphere, with a geo predicate", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]",
+     "{'loc':{'$geoWithin':{'$centerSphere':[[0,0],1]}}}", "{'a':-1}", NULL, NULL, NULL, P},
+    {"equality before 2dsphere, with a geo predicate", "[{'key':{'a':1,'loc':'2dsphere'}}]",
+     "{'a':5,'loc':{'$geoWithin':{'$centerSphere':[[0,0],1]}}}", "{'a':1}", NULL, NULL, NULL, P},
+    /* Geo and text indexes are geo-/text-sparse: the planner never scans
+     * one whole to provide a sort, nor uses it without its own operator. */
+    {"2dsphere index without a geo predicate", "[{'key':{'a':1,'loc':'2dsphere'}}]", "{'a':5}",
+     "{'a':1}", NULL, NULL, NULL, B},
+    {"2dsphere index is not scanned whole", "[{'key':{'a':1,'loc':'2dsphere'}}]", NULL, "{'a':1}",
      NULL, NULL, NULL, B},
-    {"fields before 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]", NULL, "{'a':-1}", NULL,
-     NULL, NULL, P},
+    {"hashed index is scanned whole for its prefix", "[{'key':{'a':1,'h':'hashed'}}]", NULL,
+     "{'a':-1}", NULL, NULL, NULL, P},
 
     /* ---- hints ---- */
     {"hint by name that serves", "[{'key':{'a':1}},{'key':{'b':1}}]", NULL, "{'a':1}", NULL, NULL,
@@ -492,7 +502,7 @@ static void test_index_set_reads_specs(void **state)
 	assert_int_equal(x->keys[1].direction, -1);
 	assert_int_equal(x->keys[2].direction, 0);
 	assert_int_equal(x->keys[3].direction, -1);
-	assert_true(x->sparse && x->hidden && !x->partial && !x->wildcard && !x->odd);
+	assert_true(x->sparse && x->hidden && !x->partial && !x->wildcard && !x->odd && x->plugin);
 	assert_non_null(x->collation);
 	const index_def *w = index_set_get(s, 2);
 	assert_true(w->wildcard && w->partial);
