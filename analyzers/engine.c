@@ -390,9 +390,11 @@ static sort_outcome eval_sort(actx *ax, const target *t, const sort_query *q, so
 static void report_sort(actx *ax, const target *t, const shape_spec *spec, sort_result *sr)
 {
 	char detail[384], fix[640];
-	snprintf(detail, sizeof(detail),
-	         "no index provides this sort, so mongod sorts in memory%s%s",
-	         sr->detail[0] ? ": " : "", sr->detail);
+	if (sr->detail[0])
+		snprintf(detail, sizeof(detail), "%s, so mongod sorts in memory", sr->detail);
+	else
+		snprintf(detail, sizeof(detail),
+		         "no index provides this sort, so mongod sorts in memory");
 	if (sr->suggestion[0])
 		snprintf(fix, sizeof(fix), "create the index %s", sr->suggestion);
 	else
