@@ -18,7 +18,10 @@ typedef struct index_cache index_cache;
 typedef void (*index_cache_notify_fn)(void *arg);
 
 /* uri: any mongodb:// URI libmongoc accepts. Returns NULL with err set when
- * the URI is invalid. The thread starts with index_cache_start(). */
+ * the URI is invalid. The thread starts with index_cache_start(). The side
+ * connection uses appname "mongoguard-metadata" and, unless the URI says
+ * otherwise, 3 s server selection and connect timeouts and a 10 s socket
+ * timeout. refresh_secs 0: known lists are never refreshed in the background. */
 index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache_notify_fn notify,
                              void *notify_arg, char *err, size_t errlen);
 bool index_cache_start(index_cache *ic, char *err, size_t errlen);
