@@ -12,7 +12,22 @@ echo "==> Formatting (clang-format --dry-run)"
 git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
 
 echo "==> Unit tests (cmocka, ASan+UBSan)"
-(cd build-asan && ctest --output-on-failure)
+# The index cache's server-bound unit test needs a real server: the one in
+# MONGOGUARD_TEST_UPSTREAM, else a FerretDB started here for the unit run.
+if [ -n "${MONGOGUARD_TEST_UPSTREAM:-}" ]; then
+  unit_uri=$MONGOGUARD_TEST_UPSTREAM
+else
+  port=$(build/venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  data=$(mktemp -d "$PWD/build/unit-ferretdb.XXXXXX")
+  build/tools/ferretdb --handler=sqlite --sqlite-url="file:$data/" --state-dir="$data" \
+    --listen-addr="127.0.0.1:$port" --telemetry=disable --debug-addr=- --log-level=warn \
+    >"$data/ferretdb.log" 2>&1 &
+  ferret=$!
+  trap 'kill $ferret 2>/dev/null || true; rm -rf "$data"' EXIT
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+  unit_uri="mongodb://127.0.0.1:$port/"
+fi
+(cd build-asan && MG_TEST_UPSTREAM_URI=$unit_uri ctest --output-on-failure)
 
 echo "==> Integration tests"
 MONGOGUARD_BIN=${MONGOGUARD_BIN:-$PWD/build/mongoguard} \
