@@ -24,6 +24,7 @@
 
 #include "analyzers/findings.h"
 #include "analyzers/index_cache.h"
+#include "analyzers/keys.h"
 #include "analyzers/rule_lookup.h"
 #include "analyzers/rule_push.h"
 #include "analyzers/rule_regex.h"
@@ -64,25 +65,25 @@ static cmd_kind classify(const char *name)
 		return CMD_NONE;
 	switch (name[0]) {
 	case 'f':
-		if (strcmp(name, "find") == 0)
+		if (key_eq(name, "find"))
 			return CMD_FIND;
-		if (strcmp(name, "findAndModify") == 0 || strcmp(name, "findandmodify") == 0)
+		if (key_eq(name, "findAndModify") || key_eq(name, "findandmodify"))
 			return CMD_FIND_AND_MODIFY;
 		return CMD_NONE;
 	case 'a':
-		return strcmp(name, "aggregate") == 0 ? CMD_AGGREGATE : CMD_NONE;
+		return key_eq(name, "aggregate") ? CMD_AGGREGATE : CMD_NONE;
 	case 'c':
-		return strcmp(name, "count") == 0 ? CMD_COUNT : CMD_NONE;
+		return key_eq(name, "count") ? CMD_COUNT : CMD_NONE;
 	case 'd':
-		if (strcmp(name, "delete") == 0)
+		if (key_eq(name, "delete"))
 			return CMD_DELETE;
-		return strcmp(name, "distinct") == 0 ? CMD_DISTINCT : CMD_NONE;
+		return key_eq(name, "distinct") ? CMD_DISTINCT : CMD_NONE;
 	case 'u':
-		return strcmp(name, "update") == 0 ? CMD_UPDATE : CMD_NONE;
+		return key_eq(name, "update") ? CMD_UPDATE : CMD_NONE;
 	case 'b':
-		return strcmp(name, "bulkWrite") == 0 ? CMD_BULK_WRITE : CMD_NONE;
+		return key_eq(name, "bulkWrite") ? CMD_BULK_WRITE : CMD_NONE;
 	case 'e':
-		return strcmp(name, "explain") == 0 ? CMD_EXPLAIN : CMD_NONE;
+		return key_eq(name, "explain") ? CMD_EXPLAIN : CMD_NONE;
 	default:
 		return CMD_NONE;
 	}
@@ -165,13 +166,24 @@ typedef struct target {
 	rule_action act[RULE_COUNT];
 } target;
 
+/* "db.coll", truncated to fit; on every request, so no snprintf. */
+static void ns_join(char *out, size_t cap, const char *db, const char *coll)
+{
+	size_t a = strlen(db), b = strlen(coll);
+	if (a > cap - 2)
+		a = cap - 2;
+	if (b > cap - 2 - a)
+		b = cap - 2 - a;
+	memcpy(out, db, a);
+	out[a] = '.';
+	memcpy(out + a + 1, coll, b);
+	out[a + 1 + b] = '\0';
+}
+
 static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 {
 	t->coll = coll;
-	if (coll)
-		snprintf(t->ns, sizeof(t->ns), "%s.%s", db, coll);
-	else
-		snprintf(t->ns, sizeof(t->ns), "%s.$cmd.aggregate", db);
+	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	bool any = false;
 	for (int r = 0; r < RULE_COUNT; r++) {
@@ -461,17 +473,17 @@ static verdict analyze_find(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
-		if (strcmp(k, "filter") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		if (key_eq(k, "filter") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
 			filter = it;
 			has_filter = true;
 			add_part(parts, &n, "filter", SHAPE_FILTER, &it);
-		} else if (strcmp(k, "sort") == 0 && doc_view(&it, &sort)) {
+		} else if (key_eq(k, "sort") && doc_view(&it, &sort)) {
 			q.sort = &sort;
 			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
 			q.collation = &collation;
 			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "hint") == 0) {
+		} else if (key_eq(k, "hint")) {
 			take_hint(&it, &hint, &q);
 			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
 		}
@@ -506,9 +518,9 @@ static verdict analyze_count_distinct(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
-		if (strcmp(k, "key") == 0 && ax->kind == CMD_DISTINCT) {
+		if (key_eq(k, "key") && ax->kind == CMD_DISTINCT) {
 			add_part(parts, &n, "key", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "query") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		} else if (key_eq(k, "query") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
 			query = it;
 			has_query = true;
 			add_part(parts, &n, "query", SHAPE_FILTER, &it);
@@ -547,9 +559,9 @@ static bool leading_sort(const bson_iter_t *pipeline, leading *l)
 		    !bson_iter_next(&c))
 			return false;
 		const char *k = bson_iter_key(&c);
-		if (strcmp(k, "$sort") == 0)
+		if (key_eq(k, "$sort"))
 			return doc_view(&c, &l->sort);
-		if (strcmp(k, "$match") != 0)
+		if (!key_eq(k, "$match"))
 			return false;
 		if (!l->filter) {
 			if (!doc_view(&c, &l->first))
@@ -618,17 +630,17 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
-		if (strcmp(k, "pipeline") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+		if (key_eq(k, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it)) {
 			pipeline = it;
 			has_pipeline = true;
 			add_part(parts, &n, "pipeline", SHAPE_PIPELINE, &it);
-		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
 			q.collation = &collation;
 			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "hint") == 0) {
+		} else if (key_eq(k, "hint")) {
 			take_hint(&it, &hint, &q);
 			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "explain") == 0 && bson_iter_as_bool(&it)) {
+		} else if (key_eq(k, "explain") && bson_iter_as_bool(&it)) {
 			ax->explain = true; /* {aggregate, explain: true} runs nothing */
 		}
 	}
@@ -673,24 +685,24 @@ static verdict analyze_find_and_modify(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
-		if (strcmp(k, "query") == 0 && doc_view(&it, &query_doc)) {
+		if (key_eq(k, "query") && doc_view(&it, &query_doc)) {
 			query = it;
 			has_query = true;
 			q.filter = &query_doc;
 			add_part(parts, &n, "query", SHAPE_FILTER, &it);
-		} else if (strcmp(k, "sort") == 0 && doc_view(&it, &sort)) {
+		} else if (key_eq(k, "sort") && doc_view(&it, &sort)) {
 			q.sort = &sort;
 			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "update") == 0) {
+		} else if (key_eq(k, "update")) {
 			update = it;
 			has_update = true;
 			add_part(parts, &n, "update", SHAPE_UPDATE, &it);
-		} else if (strcmp(k, "upsert") == 0) {
+		} else if (key_eq(k, "upsert")) {
 			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "collation") == 0 && doc_view(&it, &collation)) {
+		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
 			q.collation = &collation;
 			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (strcmp(k, "hint") == 0) {
+		} else if (key_eq(k, "hint")) {
 			take_hint(&it, &hint, &q);
 			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
 		}
@@ -744,9 +756,9 @@ static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, const stm
 			update = it;
 			has_update = true;
 			add_part(parts, &n, keys->update, SHAPE_UPDATE, &it);
-		} else if (keys->update && strcmp(k, "upsert") == 0) {
+		} else if (keys->update && key_eq(k, "upsert")) {
 			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
-		} else if (keys->update && strcmp(k, "arrayFilters") == 0) {
+		} else if (keys->update && key_eq(k, "arrayFilters")) {
 			add_part(parts, &n, "arrayFilters", SHAPE_FILTER_LIST, &it);
 		}
 		if (n == sizeof(parts) / sizeof(parts[0]))
@@ -807,8 +819,8 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		if (!bson_iter_init(&it, &op) || !bson_iter_next(&it))
 			continue;
 		const char *kind = bson_iter_key(&it);
-		bool is_update = strcmp(kind, "update") == 0;
-		if (!is_update && strcmp(kind, "delete") != 0)
+		bool is_update = key_eq(kind, "update");
+		if (!is_update && !key_eq(kind, "delete"))
 			continue; /* inserts carry no filter or update */
 		if (!BSON_ITER_HOLDS_INT(&it))
 			continue;

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/keys.h"
+
 #define MAX_DEPTH 100
 
 static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
@@ -36,8 +38,8 @@ static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, si
 			continue;
 		while (bson_iter_next(&c)) {
 			const char *k = bson_iter_key(&c);
-			if (strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0) {
-				*stage = strcmp(k, "$lookup") == 0 ? "$lookup" : "$graphLookup";
+			if (key_eq(k, "$lookup") || key_eq(k, "$graphLookup")) {
+				*stage = key_eq(k, "$lookup") ? "$lookup" : "$graphLookup";
 				if (from && from_len) {
 					bson_iter_t f;
 					from[0] = '\0';
@@ -54,10 +56,10 @@ static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, si
 				}
 				return true;
 			}
-			if (strcmp(k, "$unionWith") == 0 &&
+			if (key_eq(k, "$unionWith") &&
 			    sub_pipeline(&c, stage, from, from_len, depth))
 				return true;
-			if (strcmp(k, "$facet") == 0 && BSON_ITER_HOLDS_DOCUMENT(&c)) {
+			if (key_eq(k, "$facet") && BSON_ITER_HOLDS_DOCUMENT(&c)) {
 				bson_iter_t b;
 				if (bson_iter_recurse(&c, &b))
 					while (bson_iter_next(&b))

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyzers/keys.h"
+
 #define MAX_DEPTH 100
 
 static void add_field(push_hit *hit, const char *field)
@@ -23,9 +25,9 @@ static const char *push_value_form(const bson_iter_t *v)
 		return "has no $each + $slice";
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
-		if (strcmp(k, "$each") == 0)
+		if (key_eq(k, "$each"))
 			each = true;
-		else if (strcmp(k, "$slice") == 0)
+		else if (key_eq(k, "$slice"))
 			slice = true;
 	}
 	if (each && slice)
@@ -69,7 +71,7 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 	while (bson_iter_next(&c)) {
 		if (BSON_ITER_HOLDS_DOCUMENT(it)) {
 			const char *k = bson_iter_key(&c);
-			if (strcmp(k, "$slice") == 0 || strcmp(k, "$literal") == 0)
+			if (key_eq(k, "$slice") || key_eq(k, "$literal"))
 				continue;
 		}
 		if (refs_path_unbounded(&c, path, depth + 1))
@@ -88,10 +90,10 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 		return false;
 	bool doc = BSON_ITER_HOLDS_DOCUMENT(expr);
 	while (bson_iter_next(&c)) {
-		const char *k = doc ? bson_iter_key(&c) : "";
-		if (strcmp(k, "$slice") == 0 || strcmp(k, "$literal") == 0)
+		const char *k = doc ? bson_iter_key(&c) : NULL; /* NULL: array element */
+		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
 			continue; /* bounded, or not an expression */
-		if (strcmp(k, "$concatArrays") == 0) {
+		if (k && key_eq(k, "$concatArrays")) {
 			bson_iter_t op;
 			if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &op))
 				while (bson_iter_next(&op))
@@ -148,7 +150,7 @@ static bool check_pipeline(const bson_iter_t *pipeline, push_hit *hit)
 			continue;
 		while (bson_iter_next(&c)) {
 			const char *k = bson_iter_key(&c);
-			if ((strcmp(k, "$set") == 0 || strcmp(k, "$addFields") == 0) &&
+			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
 			    check_assignments(&c, "", hit, 0))
 				found = true;
 		}
@@ -173,7 +175,7 @@ bool rule_push_update(const bson_iter_t *u, push_hit *hit)
 	if (!bson_iter_next(&c) || bson_iter_key(&c)[0] != '$')
 		return false;
 	do {
-		if (strcmp(bson_iter_key(&c), "$push") == 0)
+		if (key_eq(bson_iter_key(&c), "$push"))
 			return check_push(&c, hit);
 	} while (bson_iter_next(&c));
 	return false;

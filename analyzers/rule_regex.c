@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyzers/keys.h"
+
 /* Query nesting is bounded by the server (100); deeper input is not ours to
  * judge and is simply not walked further. */
 #define MAX_DEPTH 100
@@ -72,9 +74,9 @@ static bool walk_list(const bson_iter_t *arr, const char *field, const char *op,
 
 static bool is_filter_level(const char *k)
 {
-	return strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0 ||
-	       strcmp(k, "$expr") == 0 || strcmp(k, "$where") == 0 || strcmp(k, "$text") == 0 ||
-	       strcmp(k, "$comment") == 0 || strcmp(k, "$jsonSchema") == 0;
+	return key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor") || key_eq(k, "$expr") ||
+	       key_eq(k, "$where") || key_eq(k, "$text") || key_eq(k, "$comment") ||
+	       key_eq(k, "$jsonSchema");
 }
 
 static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, int depth);
@@ -103,7 +105,7 @@ static bool walk_list(const bson_iter_t *arr, const char *field, const char *op,
 			return true;
 		/* {$all: [{$elemMatch: {...}}, ...]} */
 		bson_iter_t em;
-		if (strcmp(op, "$all") == 0 && BSON_ITER_HOLDS_DOCUMENT(&c) &&
+		if (key_eq(op, "$all") && BSON_ITER_HOLDS_DOCUMENT(&c) &&
 		    bson_iter_recurse(&c, &em) && bson_iter_find(&em, "$elemMatch") &&
 		    walk_elem_match(&em, field, hit, depth))
 			return true;
@@ -123,17 +125,16 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 		const char *k = bson_iter_key(&c);
 		if (k[0] != '$')
 			continue;
-		if (strcmp(k, "$regex") == 0) {
+		if (key_eq(k, "$regex")) {
 			re = c;
 			has_regex = true;
-		} else if (strcmp(k, "$options") == 0) {
+		} else if (key_eq(k, "$options")) {
 			if (BSON_ITER_HOLDS_UTF8(&c))
 				options = bson_iter_utf8(&c, NULL);
-		} else if (strcmp(k, "$in") == 0 || strcmp(k, "$nin") == 0 ||
-		           strcmp(k, "$all") == 0) {
+		} else if (key_eq(k, "$in") || key_eq(k, "$nin") || key_eq(k, "$all")) {
 			if (walk_list(&c, field, k, hit, depth))
 				return true;
-		} else if (strcmp(k, "$not") == 0) {
+		} else if (key_eq(k, "$not")) {
 			if (BSON_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
 				return true;
 			if (BSON_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
@@ -142,7 +143,7 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 				memcpy(hit->how, how, sizeof(how));
 				return true;
 			}
-		} else if (strcmp(k, "$elemMatch") == 0) {
+		} else if (key_eq(k, "$elemMatch")) {
 			if (walk_elem_match(&c, field, hit, depth))
 				return true;
 		}
@@ -169,12 +170,23 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 	return true;
 }
 
+/* prefix.key, truncated to fit; on the request path, so no snprintf. */
 static void join_path(char *out, size_t cap, const char *prefix, const char *key)
 {
-	if (prefix && *prefix)
-		snprintf(out, cap, "%s.%s", prefix, key);
-	else
-		snprintf(out, cap, "%s", key);
+	size_t n = 0;
+	if (prefix && *prefix) {
+		size_t a = strlen(prefix);
+		if (a > cap - 2)
+			a = cap - 2;
+		memcpy(out, prefix, a);
+		out[a] = '.';
+		n = a + 1;
+	}
+	size_t b = strlen(key);
+	if (b > cap - 1 - n)
+		b = cap - 1 - n;
+	memcpy(out + n, key, b);
+	out[n + b] = '\0';
 }
 
 /* A filter document; prefix is the enclosing field for $elemMatch's
@@ -187,14 +199,13 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
 		if (k[0] == '$') {
-			if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 ||
-			    strcmp(k, "$nor") == 0) {
+			if (key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor")) {
 				bson_iter_t e;
 				if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &e))
 					while (bson_iter_next(&e))
 						if (walk_filter(&e, prefix, hit, depth + 1))
 							return true;
-			} else if (strcmp(k, "$expr") == 0) {
+			} else if (key_eq(k, "$expr")) {
 				if (walk_expr(&c, hit, depth + 1))
 					return true;
 			}
@@ -202,6 +213,9 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 			 * regex match the server would run through an index. */
 			continue;
 		}
+		/* Scalars other than regexes match nothing by pattern. */
+		if (!BSON_ITER_HOLDS_REGEX(&c) && !BSON_ITER_HOLDS_DOCUMENT(&c))
+			continue;
 		char path[sizeof(hit->field)];
 		join_path(path, sizeof(path), prefix, k);
 		if (BSON_ITER_HOLDS_REGEX(&c)) {
@@ -231,16 +245,16 @@ static bool check_regex_expr(const bson_iter_t *args, const char *op, regex_hit 
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
-		if (strcmp(k, "input") == 0 && BSON_ITER_HOLDS_UTF8(&c)) {
+		if (key_eq(k, "input") && BSON_ITER_HOLDS_UTF8(&c)) {
 			const char *in = bson_iter_utf8(&c, NULL);
 			if (in[0] == '$' && in[1] != '$')
 				field = in + 1;
-		} else if (strcmp(k, "regex") == 0) {
+		} else if (key_eq(k, "regex")) {
 			if (BSON_ITER_HOLDS_REGEX(&c))
 				pattern = bson_iter_regex(&c, &flags);
 			else if (BSON_ITER_HOLDS_UTF8(&c))
 				pattern = bson_iter_utf8(&c, NULL);
-		} else if (strcmp(k, "options") == 0 && BSON_ITER_HOLDS_UTF8(&c)) {
+		} else if (key_eq(k, "options") && BSON_ITER_HOLDS_UTF8(&c)) {
 			options = bson_iter_utf8(&c, NULL);
 		}
 	}
@@ -274,10 +288,10 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
-		if (strcmp(k, "$literal") == 0)
+		if (key_eq(k, "$literal"))
 			continue;
-		if (strcmp(k, "$regexMatch") == 0 || strcmp(k, "$regexFind") == 0 ||
-		    strcmp(k, "$regexFindAll") == 0) {
+		if (key_eq(k, "$regexMatch") || key_eq(k, "$regexFind") ||
+		    key_eq(k, "$regexFindAll")) {
 			if (check_regex_expr(&c, k, hit))
 				return true;
 		}
@@ -323,22 +337,22 @@ static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
-		if (strcmp(k, "$match") == 0) {
+		if (key_eq(k, "$match")) {
 			if (walk_filter(&c, NULL, hit, depth + 1))
 				return true;
-		} else if (strcmp(k, "$lookup") == 0 || strcmp(k, "$unionWith") == 0) {
+		} else if (key_eq(k, "$lookup") || key_eq(k, "$unionWith")) {
 			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
 				return joined(&c, k[1] == 'l' ? "from" : "coll", hit);
-		} else if (strcmp(k, "$facet") == 0) {
+		} else if (key_eq(k, "$facet")) {
 			if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &sub))
 				while (bson_iter_next(&sub))
 					if (walk_pipeline(&sub, hit, depth + 1))
 						return true;
-		} else if (strcmp(k, "$graphLookup") == 0) {
+		} else if (key_eq(k, "$graphLookup")) {
 			if (find_sub(&c, "restrictSearchWithMatch", &sub) &&
 			    walk_filter(&sub, NULL, hit, depth + 1))
 				return joined(&c, "from", hit);
-		} else if (strcmp(k, "$geoNear") == 0) {
+		} else if (key_eq(k, "$geoNear")) {
 			if (find_sub(&c, "query", &sub) && walk_filter(&sub, NULL, hit, depth + 1))
 				return true;
 		}

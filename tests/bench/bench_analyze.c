@@ -1,0 +1,156 @@
+/* What analysis costs per request, for a typical mix of commands.
+ *
+ * Each command is a real OP_MSG parsed into a command view once; the loop
+ * times engine_analyze() alone. Timings are taken over batches of BATCH
+ * calls (a clock read per call would cost as much as the call), and the
+ * median of the batch means is reported: per command, and for the mix run
+ * interleaved. The index cache knows the collection's indexes, so the sort
+ * rule does its full check. No pass/fail: the figures go into reports.
+ *
+ *   bench_analyze [iterations-per-command]   (default 200000) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "analyzers/engine.h"
+#include "analyzers/index_cache.h"
+#include "analyzers/index_set.h"
+#include "tests/unit/fixtures/analyzer_fixture.h"
+
+#define BATCH 1000
+
+typedef struct bench_cmd {
+	const char *name;
+	const char *json;
+	fx_seq seq;
+} bench_cmd;
+
+static const bench_cmd cmds[] = {
+    {"find by _id",
+     "{'find':'orders','filter':{'_id':{'$oid':'0123456789abcdef01234567'}},"
+     "'limit':1,'singleBatch':true,'lsid':{'id':{'$binary':{'base64':"
+     "'AAAAAAAAAAAAAAAAAAAAAA==','subType':'04'}}}}",
+     {NULL, {NULL}}},
+    {"find filter+sort",
+     "{'find':'orders','filter':{'status':'A','qty':{'$gt':5}},'sort':{"
+     "'created':-1},'limit':20}",
+     {NULL, {NULL}}},
+    {"insert",
+     "{'insert':'orders','ordered':true}",
+     {"documents", {"{'_id':1,'status':'A','qty':3,'items':[{'sku':'x','n':1}]}"}}},
+    {"update $set",
+     "{'update':'orders','ordered':true}",
+     {"updates",
+      {"{'q':{'_id':1},'u':{'$set':{'status':'B','updated':{'$date':"
+       "'2024-01-01T00:00:00Z'}},'$inc':{'v':1}}}"}}},
+    {"aggregate $match/$group",
+     "{'aggregate':'orders','pipeline':[{'$match':{'status':'A','created':{'$gte':{'$date':"
+     "'2024-01-01T00:00:00Z'}}}},{'$group':{'_id':'$customer','total':{'$sum':'$amount'}}},"
+     "{'$sort':{'total':-1}},{'$limit':10}],'cursor':{}}",
+     {NULL, {NULL}}},
+    {"find regex /i (finding)",
+     "{'find':'users','filter':{'email':{'$regularExpression':{'pattern':'^ann','options':"
+     "'i'}}}}",
+     {NULL, {NULL}}},
+    {"update $push (finding)",
+     "{'update':'posts','ordered':true}",
+     {"updates", {"{'q':{'_id':7},'u':{'$push':{'comments':{'by':'x','t':1}}}}"}}},
+};
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+static uint64_t findings;
+
+static void count_sink(void *arg, const finding *f)
+{
+	findings++;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+	long iters = argc > 1 ? atol(argv[1]) : 200000;
+	if (iters < BATCH)
+		iters = BATCH;
+	size_t nbatches = (size_t)iters / BATCH;
+
+	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
+	bson_t *specs[2] = {fx_json("{'v':2,'key':{'_id':1},'name':'_id_'}"),
+	                    fx_json("{'v':2,'key':{'status':1,'created':-1},'name':'s_c'}")};
+	index_set *set = index_set_from_specs((const bson_t *const *)specs, 2);
+	index_cache_put(ic, "shop", "orders", set);
+	index_set_release(set);
+	bson_destroy(specs[0]);
+	bson_destroy(specs[1]);
+
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	engine *e = engine_new(&cfg, ic, count_sink, NULL);
+	static fx_req reqs[NCMDS];
+	for (size_t c = 0; c < NCMDS; c++)
+		if (!fx_req_build(&reqs[c], "shop", cmds[c].json,
+		                  cmds[c].seq.id ? &cmds[c].seq : NULL, cmds[c].seq.id ? 1 : 0))
+			return 1;
+	request_ctx rc = {.app_name = "bench", .client = "127.0.0.1:1", .now_ms = 1};
+	block_info block;
+	double *means = calloc(nbatches, sizeof(double));
+	double per_cmd[NCMDS];
+
+	/* warm-up: first occurrences, cache lines, branch predictors */
+	for (size_t c = 0; c < NCMDS; c++)
+		for (int i = 0; i < 1000; i++)
+			engine_analyze(e, &reqs[c].v, &rc, &block);
+
+	printf("engine_analyze, %ld iterations per command, median of %zu batch means of %d "
+	       "calls\n\n",
+	       (long)nbatches * BATCH, nbatches, BATCH);
+	for (size_t c = 0; c < NCMDS; c++) {
+		for (size_t b = 0; b < nbatches; b++) {
+			int64_t t0 = now_ns();
+			for (int i = 0; i < BATCH; i++)
+				engine_analyze(e, &reqs[c].v, &rc, &block);
+			means[b] = (double)(now_ns() - t0) / BATCH;
+		}
+		per_cmd[c] = median(means, nbatches);
+		printf("  %-28s %8.1f ns\n", cmds[c].name, per_cmd[c]);
+	}
+
+	/* the mix, interleaved: one call of each command per step */
+	for (size_t b = 0; b < nbatches; b++) {
+		int64_t t0 = now_ns();
+		for (int i = 0; i < BATCH; i++)
+			engine_analyze(e, &reqs[i % NCMDS].v, &rc, &block);
+		means[b] = (double)(now_ns() - t0) / BATCH;
+	}
+	double mix = median(means, nbatches);
+	double cmd_median = median(per_cmd, NCMDS);
+	printf("\n  %-28s %8.1f ns\n", "mix, interleaved", mix);
+	printf("  %-28s %8.1f ns\n", "median of command medians", cmd_median);
+	engine_flush_summaries(e);
+	printf("\n  findings sent to the sink: %llu (first occurrences and summaries)\n",
+	       (unsigned long long)findings);
+
+	free(means);
+	for (size_t c = 0; c < NCMDS; c++)
+		fx_req_free(&reqs[c]);
+	engine_free(e);
+	index_cache_free(ic);
+	return 0;
+}
