@@ -392,9 +392,13 @@ static sort_outcome eval_sort(actx *ax, const target *t, const sort_query *q, so
 	default: /* INDEXES_UNAVAILABLE: no verdict possible */
 		return SORT_NONE;
 	}
+	/* The verdict alone first: the words cost more than the check, and
+	 * are wanted only for a finding. */
 	out->suggestion[0] = out->detail[0] = '\0';
-	sort_verdict sv = sort_check(set, q, out->suggestion, sizeof(out->suggestion), out->detail,
-	                             sizeof(out->detail));
+	sort_verdict sv = sort_check(set, q, NULL, 0, NULL, 0);
+	if (sv == SORT_BLOCKING)
+		sv = sort_check(set, q, out->suggestion, sizeof(out->suggestion), out->detail,
+		                sizeof(out->detail));
 	index_set_release(set);
 	return sv == SORT_BLOCKING ? SORT_FOUND : SORT_NONE;
 }
