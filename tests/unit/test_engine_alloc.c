@@ -1,0 +1,149 @@
+/* The engine's promise: no heap allocation per request in the common case.
+ * Every malloc of the process is counted (AddressSanitizer's allocation
+ * hooks) around engine_analyze() calls on requests that fire no new finding:
+ * clean commands, and repeats of findings and joins already known. Without
+ * the sanitizer (no hooks to count with) the test skips. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "analyzers/index_cache.h"
+#include "analyzers/index_set.h"
+#include "fixtures/analyzer_fixture.h"
+
+/* From <sanitizer/allocator_interface.h>; weak so the test links without
+ * the sanitizer runtime. */
+extern int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *,
+                                                                         size_t),
+                                                     void (*free_hook)(const volatile void *))
+    __attribute__((weak));
+
+static volatile size_t allocations;
+static volatile bool counting;
+
+static void on_malloc(const volatile void *p, size_t n)
+{
+	if (counting)
+		allocations++;
+}
+
+static void on_free(const volatile void *p)
+{
+}
+
+typedef struct acase {
+	const char *name;
+	const char *json;
+	fx_seq seqs[2];
+} acase;
+
+#define C(n, j)                                                                                    \
+	{                                                                                          \
+		n, j,                                                                              \
+		{                                                                                  \
+			{NULL, {NULL}},                                                            \
+			{                                                                          \
+				NULL,                                                              \
+				{                                                                  \
+					NULL                                                       \
+				}                                                                  \
+			}                                                                          \
+		}                                                                                  \
+	}
+
+static const acase cases[] = {
+    C("find by _id", "{'find':'orders','filter':{'_id':{'$oid':'0123456789abcdef01234567'}}}"),
+    C("find filter+sort (index known)",
+      "{'find':'orders','filter':{'status':'A','qty':{'$gt':5}},'sort':{'created':-1}}"),
+    C("insert", "{'insert':'orders','documents':[{'a':1}]}"),
+    {"update $set (kind-1)",
+     "{'update':'orders'}",
+     {{"updates", {"{'q':{'_id':1},'u':{'$set':{'a':1}}}", "{'q':{'_id':2},'u':{'$inc':{'n':1}}}"}},
+      {NULL, {NULL}}}},
+    C("aggregate $match/$group",
+      "{'aggregate':'orders','pipeline':[{'$match':{'status':'A'}},{'$group':{'_id':'$c','t':{"
+      "'$sum':'$a'}}},{'$sort':{'t':-1}}],'cursor':{}}"),
+    C("aggregate $match/$sort (index known)",
+      "{'aggregate':'orders','pipeline':[{'$match':{'status':'A'}},{'$sort':{'created':-1}}],"
+      "'cursor':{}}"),
+    C("count", "{'count':'orders','query':{'status':'A'}}"),
+    C("distinct", "{'distinct':'orders','key':'status','query':{'qty':{'$in':[1,2,3]}}}"),
+    C("delete", "{'delete':'orders','deletes':[{'q':{'status':'Z'},'limit':0}]}"),
+    C("findAndModify $set",
+      "{'findAndModify':'orders','query':{'_id':1},'update':{'$set':{'a':1}},'new':true}"),
+    {"bulkWrite (kind-1)",
+     "{'bulkWrite':1}",
+     {{"ops",
+       {"{'insert':0,'document':{'a':1}}", "{'update':0,'filter':{'_id':1},'updateMods':{"
+                                           "'$set':{'a':2}}}"}},
+      {"nsInfo", {"{'ns':'shop.orders'}"}}}},
+    C("explain find", "{'explain':{'find':'orders','filter':{'a':1}}}"),
+    C("repeat of a known regex finding", "{'find':'users','filter':{'name':{'$regularExpression':"
+                                         "{'pattern':'x','options':'i'}}}}"),
+    C("repeat of a known push finding",
+      "{'update':'posts','updates':[{'q':{'_id':1},'u':{'$push':{'h':1}}}]}"),
+    C("repeat of a known hot join",
+      "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'u','localField':'a','foreignField':"
+      "'b','as':'j'}}],'cursor':{}}"),
+};
+
+static void test_no_allocation(void **state)
+{
+	if (!__sanitizer_install_malloc_and_free_hooks)
+		skip();
+	__sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+	/* guard the guard: the hook sees allocations */
+	allocations = 0;
+	counting = true;
+	void *volatile p = malloc(16);
+	counting = false;
+	free(p);
+	assert_true(allocations > 0);
+
+	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
+	bson_t *specs[2] = {fx_json("{'v':2,'key':{'_id':1},'name':'_id_'}"),
+	                    fx_json("{'v':2,'key':{'status':1,'created':-1},'name':'s_c'}")};
+	index_set *set = index_set_from_specs((const bson_t *const *)specs, 2);
+	index_cache_put(ic, "shop", "orders", set);
+	index_set_release(set);
+	bson_destroy(specs[0]);
+	bson_destroy(specs[1]);
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 1;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	request_ctx rc = {.app_name = "app", .client = "c:1", .now_ms = 1};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const acase *c = &cases[i];
+		fx_req r;
+		size_t n = c->seqs[1].id ? 2 : c->seqs[0].id ? 1 : 0;
+		assert_true(fx_req_build(&r, "shop", c->json, c->seqs, n));
+		block_info b;
+		engine_analyze(e, &r.v, &rc, &b); /* first: may report, may allocate */
+		allocations = 0;
+		counting = true;
+		for (int k = 0; k < 100; k++)
+			engine_analyze(e, &r.v, &rc, &b);
+		counting = false;
+		if (allocations)
+			fail_msg("%s: %zu allocations in 100 calls", c->name, (size_t)allocations);
+		fx_req_free(&r);
+	}
+	__sanitizer_install_malloc_and_free_hooks(NULL, NULL);
+	engine_free(e);
+	index_cache_free(ic);
+	fx_sink_free(&sink);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_no_allocation),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
