@@ -121,6 +121,23 @@ const scenarios = {
     return { allOk: res.every(Boolean), count: await c.countDocuments({}) };
   },
 
+  // Analyzer traffic: a case-insensitive regex find and an unbounded $push.
+  // Errors (a mongoguard block) are reported, not thrown.
+  async antipatterns(client, db) {
+    const c = db.collection('users');
+    await c.insertMany([{ _id: 1, email: 'BOB@x', items: [] }, { _id: 2, email: 'al@x', items: [] }]);
+    const out = {};
+    try {
+      out.find = await c.find({ email: { $regex: '^bob', $options: 'i' } }).toArray();
+    } catch (e) { out.find = { ...errInfo(e), rule: e.errorResponse?.mongoguardRule ?? null, blocked: /mongoguard blocked/.test(e.message) }; }
+    try {
+      const r = await c.updateOne({ _id: 1 }, { $push: { items: 'x' } });
+      out.push = r.modifiedCount;
+    } catch (e) { out.push = { ...errInfo(e), rule: e.errorResponse?.mongoguardRule ?? null, blocked: /mongoguard blocked/.test(e.message) }; }
+    out.after = await c.find({}).sort({ _id: 1 }).toArray();
+    return out;
+  },
+
   async errors(client, db) {
     const c = db.collection('e');
     const out = [];

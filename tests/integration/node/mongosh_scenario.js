@@ -35,6 +35,25 @@ const scenarios = {
     out.final = c.find({}).sort({ _id: 1 }).toArray();
     return out;
   },
+  antipatterns() {
+    const c = d.users;
+    c.insertMany([{ _id: 1, email: 'BOB@x', items: [] }, { _id: 2, email: 'al@x', items: [] }]);
+    const out = {};
+    try {
+      out.find = c.find({ email: { $regex: '^bob', $options: 'i' } }).toArray();
+    } catch (e) {
+      out.find = { code: e.code, codeName: e.codeName || null, blocked: /mongoguard blocked/.test(e.message),
+        rule: /case-insensitive-regex/.test(e.message) ? 'case-insensitive-regex' : null };
+    }
+    try {
+      out.push = c.updateOne({ _id: 1 }, { $push: { items: 'x' } }).modifiedCount;
+    } catch (e) {
+      out.push = { code: e.code, codeName: e.codeName || null, blocked: /mongoguard blocked/.test(e.message),
+        rule: /unbounded-push/.test(e.message) ? 'unbounded-push' : null };
+    }
+    out.after = c.find({}).sort({ _id: 1 }).toArray();
+    return out;
+  },
   hello() {
     const h = d.hello();
     return { ok: h.ok, isWritablePrimary: h.isWritablePrimary, maxBsonObjectSize: h.maxBsonObjectSize };
