@@ -913,36 +913,64 @@ static void invalidate_dotted(index_cache *ic, const char *dotted)
 	index_cache_invalidate(ic, db, dot + 1);
 }
 
-void engine_note_ddl(engine *e, const cmdview *v)
+typedef enum { DDL_NONE, DDL_COLL, DDL_DATABASE, DDL_RENAME, DDL_CLONE } ddl_kind;
+
+/* Spellings compared without case: invalidating too often costs a
+ * listIndexes; missing one leaves a wrong index list in the cache. */
+static ddl_kind ddl_of(const cmdview *v)
 {
-	/* Spellings compared without case: invalidating too often costs a
-	 * listIndexes; missing one leaves a wrong index list in the cache. */
 	static const char *const per_coll[] = {
 	    "createIndexes", "dropIndexes", "deleteIndexes",   "drop",
 	    "collMod",       "create",      "convertToCapped", NULL,
 	};
-	if (!e->ic || !v->name || !v->db)
+	if (!v->name)
+		return DDL_NONE;
+	for (const char *const *n = per_coll; *n; n++)
+		if (strcasecmp(v->name, *n) == 0)
+			return DDL_COLL;
+	if (strcasecmp(v->name, "dropDatabase") == 0)
+		return DDL_DATABASE;
+	if (strcasecmp(v->name, "renameCollection") == 0)
+		return DDL_RENAME;
+	if (strcasecmp(v->name, "cloneCollectionAsCapped") == 0)
+		return DDL_CLONE;
+	return DDL_NONE;
+}
+
+bool engine_is_ddl(const cmdview *v)
+{
+	return ddl_of(v) != DDL_NONE;
+}
+
+void engine_note_ddl(engine *e, const cmdview *v)
+{
+	ddl_kind kind = ddl_of(v);
+	if (!e->ic || !v->db || kind == DDL_NONE)
 		return;
 	bson_iter_t it;
 	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
 		return;
 	const char *arg = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
-	for (const char *const *n = per_coll; *n; n++)
-		if (strcasecmp(v->name, *n) == 0) {
-			if (arg)
-				index_cache_invalidate(e->ic, v->db, arg);
-			return;
-		}
-	if (strcasecmp(v->name, "dropDatabase") == 0) {
+	switch (kind) {
+	case DDL_COLL:
+		if (arg)
+			index_cache_invalidate(e->ic, v->db, arg);
+		break;
+	case DDL_DATABASE:
 		index_cache_invalidate(e->ic, v->db, NULL);
-	} else if (strcasecmp(v->name, "renameCollection") == 0) {
+		break;
+	case DDL_RENAME: /* on admin: "db.coll" to "db.coll" */
 		if (arg)
 			invalidate_dotted(e->ic, arg);
 		if (bson_iter_init_find(&it, &v->body, "to") && BSON_ITER_HOLDS_UTF8(&it))
 			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL));
-	} else if (strcasecmp(v->name, "cloneCollectionAsCapped") == 0) {
+		break;
+	case DDL_CLONE:
 		if (bson_iter_init_find(&it, &v->body, "toCollection") && BSON_ITER_HOLDS_UTF8(&it))
 			index_cache_invalidate(e->ic, v->db, bson_iter_utf8(&it, NULL));
+		break;
+	default:
+		break;
 	}
 }
 

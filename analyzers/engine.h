@@ -75,6 +75,12 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
  * "db" for a whole database). Called by the proxy when the reply passes. */
 void engine_note_ddl(engine *e, const cmdview *v);
 
+/* True for the commands engine_note_ddl() acts on (createIndexes,
+ * dropIndexes / deleteIndexes, drop, collMod, create, convertToCapped,
+ * cloneCollectionAsCapped, dropDatabase, renameCollection; names compared
+ * without case), so the proxy can tell which replies to report. */
+bool engine_is_ddl(const cmdview *v);
+
 /* Reports, through the sink, every rule+shape repeated since the last flush
  * (finding.repeats = count), and forgets the counts. */
 void engine_flush_summaries(engine *e);

@@ -636,6 +636,24 @@ static void test_ddl_invalidates(void **state)
 	assert_int_equal(lookup(ic, "hr", "teams"), INDEXES_PENDING);
 	assert_int_equal(lookup(ic, "shop", "new"), INDEXES_KNOWN);
 
+	/* the proxy asks which replies to report */
+	fx_req r;
+	assert_true(fx_req_build(&r, "shop", "{'deleteIndexes':'orders','index':'x_1'}", NULL, 0));
+	assert_true(engine_is_ddl(&r.v));
+	fx_req_free(&r);
+	assert_true(fx_req_build(&r, "shop", "{'find':'orders'}", NULL, 0));
+	assert_false(engine_is_ddl(&r.v));
+	fx_req_free(&r);
+	assert_true(fx_req_build(&r, "admin", "{'renameCollection':'a.b','to':'a.c'}", NULL, 0));
+	assert_true(engine_is_ddl(&r.v));
+	fx_req_free(&r);
+
+	/* cloneCollectionAsCapped: the new collection */
+	put_all(ic);
+	note(e, "shop", "{'cloneCollectionAsCapped':'orders','toCollection':'new','size':1000}");
+	assert_int_equal(lookup(ic, "shop", "new"), INDEXES_PENDING);
+	assert_int_equal(lookup(ic, "shop", "orders"), INDEXES_KNOWN);
+
 	/* commands that change no index leave the cache alone */
 	put_all(ic);
 	note(e, "shop", "{'find':'orders','filter':{}}");
