@@ -88,8 +88,9 @@ static void test_filter_shapes(void **state)
 {
 	assert_string_equal(render("{'a':1,'b':{'$gt':5,'$lt':'z'}}", SHAPE_FILTER, true),
 	                    "{\"a\":\"?number\",\"b\":{\"$gt\":\"?number\",\"$lt\":\"?string\"}}");
-	assert_string_equal(render("{'$or':[{'a':1},{'b':{'$in':[1,2]}}]}", SHAPE_FILTER, true),
-	                    "{\"$or\":[{\"a\":\"?number\"},{\"b\":{\"$in\":\"?array<?number>\"}}]}");
+	assert_string_equal(
+	    render("{'$or':[{'a':1},{'b':{'$in':[1,2]}}]}", SHAPE_FILTER, true),
+	    "{\"$or\":[{\"a\":\"?number\"},{\"b\":{\"$in\":\"?array<?number>\"}}]}");
 	assert_string_equal(render("{'n':{'%regex':'sec.*','%options':'i'}}", SHAPE_FILTER, true),
 	                    "{\"n\":{\"$regex\":\"?string\",\"$options\":\"i\"}}");
 	assert_string_equal(render("{'n':{'$exists':true,'$type':'string'}}", SHAPE_FILTER, true),
@@ -97,8 +98,9 @@ static void test_filter_shapes(void **state)
 	assert_string_equal(
 	    render("{'items':{'$elemMatch':{'sku':'x','qty':{'$gt':1}}}}", SHAPE_FILTER, true),
 	    "{\"items\":{\"$elemMatch\":{\"sku\":\"?string\",\"qty\":{\"$gt\":\"?number\"}}}}");
-	assert_string_equal(render("{'$expr':{'$eq':['$a',{'$add':['$b',1]}]}}", SHAPE_FILTER, true),
-	                    "{\"$expr\":{\"$eq\":[\"$a\",{\"$add\":[\"$b\",\"?number\"]}]}}");
+	assert_string_equal(
+	    render("{'$expr':{'$eq':['$a',{'$add':['$b',1]}]}}", SHAPE_FILTER, true),
+	    "{\"$expr\":{\"$eq\":[\"$a\",{\"$add\":[\"$b\",\"?number\"]}]}}");
 	assert_string_equal(render("{'$expr':{'$in':['$a',['x','y','z']]}}", SHAPE_FILTER, true),
 	                    "{\"$expr\":{\"$in\":[\"$a\",\"?array<?string>\"]}}");
 	/* embedded document equality is one literal */
@@ -135,9 +137,9 @@ static void test_update_shapes(void **state)
 	    "\"$slice\":\"?number\",\"$sort\":{\"t\":1}}}}");
 	assert_string_equal(render("{'name':'x','tags':['a']}", SHAPE_UPDATE, true),
 	                    "{\"name\":\"?string\",\"tags\":\"?array<?string>\"}");
-	assert_string_equal(render("[{'$set':{'l':{'$concatArrays':['$l',['x']]}}}]", SHAPE_UPDATE,
-	                           true),
-	                    "[{\"$set\":{\"l\":{\"$concatArrays\":[\"$l\",\"?array<?string>\"]}}}]");
+	assert_string_equal(
+	    render("[{'$set':{'l':{'$concatArrays':['$l',['x']]}}}]", SHAPE_UPDATE, true),
+	    "[{\"$set\":{\"l\":{\"$concatArrays\":[\"$l\",\"?array<?string>\"]}}}]");
 }
 
 static void test_same_shape_for_different_literals(void **state)
@@ -185,15 +187,16 @@ static void test_redaction_off_shows_literals(void **state)
 	            "'d':{'$oid':'0123456789abcdef01234567'}},'sort':{'n':1}}",
 	            false, a, sizeof(a));
 	assert_string_equal(
-	    a, "{\"find\":\"users\",\"filter\":{\"name\":\"ann\",\"n\":{\"$in\":[1,2]},\"r\":{"
-	       "\"$regex\":\"^a\",\"$options\":\"i\"},\"d\":{\"$oid\":\"0123456789abcdef01234567\"}},"
-	       "\"sort\":{\"n\":1}}");
+	    a,
+	    "{\"find\":\"users\",\"filter\":{\"name\":\"ann\",\"n\":{\"$in\":[1,2]},\"r\":{"
+	    "\"$regex\":\"^a\",\"$options\":\"i\"},\"d\":{\"$oid\":\"0123456789abcdef01234567\"}},"
+	    "\"sort\":{\"n\":1}}");
 	assert_valid_json(a);
-	assert_string_equal(render("[1.5,2.0,'a\\\\c',{'$date':'2024-01-01T00:00:00Z'}]",
-	                           SHAPE_DATA, false),
-	                    "[1.5,2.0,\"a\\\\c\",{\"$date\":1704067200000}]");
-	assert_valid_json(render("{'b':{'$binary':{'base64':'AAECAw==','subType':'04'}}}",
-	                         SHAPE_DATA, false));
+	assert_string_equal(
+	    render("[1.5,2.0,'a\\\\c',{'$date':'2024-01-01T00:00:00Z'}]", SHAPE_DATA, false),
+	    "[1.5,2.0,\"a\\\\c\",{\"$date\":1704067200000}]");
+	assert_valid_json(
+	    render("{'b':{'$binary':{'base64':'AAECAw==','subType':'04'}}}", SHAPE_DATA, false));
 }
 
 static void test_escaping(void **state)
@@ -263,16 +266,16 @@ static void test_deep_nesting(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_placeholders),
-		cmocka_unit_test(test_filter_shapes),
-		cmocka_unit_test(test_pipeline_shapes),
-		cmocka_unit_test(test_update_shapes),
-		cmocka_unit_test(test_same_shape_for_different_literals),
-		cmocka_unit_test(test_hash_is_stable),
-		cmocka_unit_test(test_redaction_off_shows_literals),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_truncation_stays_valid_json),
-		cmocka_unit_test(test_deep_nesting),
+	    cmocka_unit_test(test_placeholders),
+	    cmocka_unit_test(test_filter_shapes),
+	    cmocka_unit_test(test_pipeline_shapes),
+	    cmocka_unit_test(test_update_shapes),
+	    cmocka_unit_test(test_same_shape_for_different_literals),
+	    cmocka_unit_test(test_hash_is_stable),
+	    cmocka_unit_test(test_redaction_off_shows_literals),
+	    cmocka_unit_test(test_escaping),
+	    cmocka_unit_test(test_truncation_stays_valid_json),
+	    cmocka_unit_test(test_deep_nesting),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
