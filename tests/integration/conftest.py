@@ -318,7 +318,30 @@ class ProxyFactory:
                 how = "had already exited" if crashed else "exited on SIGTERM"
                 problems.append(f"{p.describe()} {how} with status {rc}; output tail:\n"
                                 f"{p.out_path.read_text(errors='replace')[-2000:]}")
+            problems += log_shape_problems(p)
         return problems
+
+
+def log_shape_problems(p: Proxy) -> list[str]:
+    """Every line of the log is a JSON object in mongod's structured shape."""
+    bad = []
+    for i, ln in enumerate(p.log.lines()):
+        why = None
+        if "_unparsed" in ln:
+            why = "not JSON"
+        elif not (isinstance(ln.get("t"), dict) and isinstance(ln["t"].get("$date"), str)):
+            why = "t.$date missing"
+        elif ln.get("s") not in ("F", "E", "W", "I", "D") and not str(ln.get("s", "")).startswith("D"):
+            why = "bad s"
+        elif not isinstance(ln.get("c"), str) or not isinstance(ln.get("id"), int):
+            why = "c/id missing"
+        elif not isinstance(ln.get("ctx"), str) or not isinstance(ln.get("msg"), str):
+            why = "ctx/msg missing"
+        elif "attr" in ln and not isinstance(ln["attr"], dict):
+            why = "attr not an object"
+        if why:
+            bad.append(f"{p.log.path} line {i + 1}: {why}: {str(ln)[:300]}")
+    return bad[:5]
 
 
 @pytest.fixture

@@ -104,6 +104,11 @@ class FakeServer:
             self._server.close()
             for c in list(self.conns):
                 await c.close()
+            me = asyncio.current_task()
+            pending = [t for t in asyncio.all_tasks() if t is not me]
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         try:
             asyncio.run_coroutine_threadsafe(_stop(), self._loop).result(10)
         finally:
