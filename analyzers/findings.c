@@ -86,10 +86,27 @@ void findings_table_free(findings_table *t)
 	free(t);
 }
 
-static fentry **bucket_of(findings_table *t, rule_id rule, uint64_t h)
+/* The key: rule, shape, and who saw it how. The same shape blocked for one
+ * application and logged for another (scopes) is two lines, or the logged
+ * one would hide inside the other's summary. */
+static uint64_t key_hash(const finding *f)
 {
-	h ^= (uint64_t)rule * 0x9e3779b97f4a7c15ull;
-	return &t->buckets[(h ^ (h >> 29)) & (t->nbuckets - 1)];
+	uint64_t h = f->shape_hash ^ ((uint64_t)f->rule * 0x9e3779b97f4a7c15ull) ^
+	             ((uint64_t)f->action << 61);
+	for (const char *p = nz(f->app_name); *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h ^ (h >> 29);
+}
+
+static bool same_key(const finding *a, const finding *b)
+{
+	return a->rule == b->rule && a->shape_hash == b->shape_hash && a->action == b->action &&
+	       strcmp(nz(a->app_name), nz(b->app_name)) == 0;
+}
+
+static fentry **bucket_of(findings_table *t, const finding *f)
+{
+	return &t->buckets[key_hash(f) & (t->nbuckets - 1)];
 }
 
 static void lru_unlink(findings_table *t, fentry *e)
@@ -127,9 +144,9 @@ void findings_table_report(findings_table *t, const finding *f, engine_sink_fn s
 {
 	fentry *victim = NULL;
 	pthread_mutex_lock(&t->lock);
-	fentry **b = bucket_of(t, f->rule, f->shape_hash);
+	fentry **b = bucket_of(t, f);
 	for (fentry *e = *b; e; e = e->next)
-		if (e->f.rule == f->rule && e->f.shape_hash == f->shape_hash) {
+		if (same_key(&e->f, f)) {
 			e->count++;
 			if (t->lru_head != e) {
 				lru_unlink(t, e);
@@ -143,8 +160,7 @@ void findings_table_report(findings_table *t, const finding *f, engine_sink_fn s
 		if (t->nkeys >= t->max_keys && t->lru_tail) {
 			victim = t->lru_tail;
 			lru_unlink(t, victim);
-			for (fentry **pp = bucket_of(t, victim->f.rule, victim->f.shape_hash); *pp;
-			     pp = &(*pp)->next)
+			for (fentry **pp = bucket_of(t, &victim->f); *pp; pp = &(*pp)->next)
 				if (*pp == victim) {
 					*pp = victim->next;
 					break;

@@ -1,7 +1,11 @@
 /* The dedupe table between the rules and the sink: same rule, same query
  * shape, reported once at once, then counted.
  *
- * findings_table_report() sends the first occurrence of (rule, shapeHash)
+ * The key is (rule, shapeHash, action, application name): scopes make the
+ * same shape blocked for one service and logged for another, and each of
+ * those must show in the log, not hide in the other's counts.
+ *
+ * findings_table_report() sends the first occurrence of a key
  * to the sink immediately (repeats = 0) and only counts later ones;
  * findings_table_flush() sends one finding per key counted since the last
  * flush (repeats = that count) and zeroes the counts. The table keeps at

@@ -119,14 +119,23 @@ static void test_scoped_engine(void **state)
 	                 VERDICT_FORWARD);
 	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, &web, &b),
 	                 VERDICT_FORWARD);
-	/* billing/users: first line is block; items: log (different shape);
-	 * reports: off; web/users: same shape as billing's, counted only. */
-	assert_int_equal(sink.n, 2);
+	/* billing/users: block; items: log (another shape); reports: off;
+	 * web/users: the same shape as billing's but logged for another
+	 * application, so a line of its own (dedupe keys on rule, shape,
+	 * action and application). */
+	assert_int_equal(sink.n, 3);
 	assert_int_equal(sink.f[0].action, RULE_BLOCK);
 	assert_string_equal(sink.f[0].app_name, "billing");
 	assert_string_equal(sink.f[0].client, "c:1");
 	assert_int_equal(sink.f[1].action, RULE_LOG);
 	assert_string_equal(sink.f[1].ns, "test.items");
+	assert_int_equal(sink.f[2].action, RULE_LOG);
+	assert_string_equal(sink.f[2].app_name, "web");
+	assert_int_equal(sink.f[2].shape_hash, sink.f[0].shape_hash);
+	/* web again: counted, not logged */
+	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, &web, &b),
+	                 VERDICT_FORWARD);
+	assert_int_equal(sink.n, 3);
 	engine_free(e);
 	fx_sink_free(&sink);
 }
