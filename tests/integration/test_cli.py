@@ -137,3 +137,11 @@ def test_sigterm_with_streaming_hello_open(start_proxy):
             s.close()
     finally:
         srv.stop()
+
+
+def test_sigint_exits_zero(upstream, start_proxy):
+    p = start_proxy(upstream.uri)
+    with p.client() as c:
+        c.admin.command("ping")
+    p.proc.send_signal(signal.SIGINT)
+    assert p.proc.wait(15) == 0

@@ -517,3 +517,59 @@ def test_upstream_lost_mid_session(fake, start_proxy):
         s.close()
     with client_for(p.port) as c:
         assert c.admin.command("ping")["ok"] == 1
+
+
+# --- backpressure ------------------------------------------------------------------
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_slow_reader_backpressure(fake, start_proxy):
+    """A client that stops reading an exhaust stream makes mongoguard stop
+    reading the server: the server's writes stall and mongoguard's memory
+    stays bounded; when the client reads again, every byte arrives intact."""
+    srv = fake()
+    replies, size = 200, 1 << 20
+    progress = {"sent": 0}
+
+    async def on_get_more(conn, msg):
+        prev = msg.request_id
+        blob = b"\x00" * size
+        for i in range(replies):
+            last = i == replies - 1
+            prev = await conn.reply(msg, {"cursor": {"id": Int64(0 if last else 9), "ns": "t.c",
+                                                     "nextBatch": [{"_id": i, "b": blob}]},
+                                          "ok": 1.0},
+                                    flags=0 if last else w.MORE_TO_COME, response_to=prev)
+            progress["sent"] = i + 1
+
+    srv.handlers["getMore"] = on_get_more
+    p = start_proxy(srv.uri)
+    rss0 = _rss_kib(p.proc.pid)
+    s = w.connect(p.port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    try:
+        s.sendall(w.op_msg({"getMore": Int64(9), "collection": "c", "$db": "t"},
+                           flags=w.EXHAUST_ALLOWED))
+        time.sleep(2.0)  # the client reads nothing
+        stalled_at = progress["sent"]
+        print(f"server stalled after {stalled_at} MiB")
+        grown = _rss_kib(p.proc.pid) - rss0
+        assert stalled_at < replies // 2, \
+            f"the server wrote {stalled_at} MiB to a client that reads nothing"
+        assert grown < 64 * 1024, f"mongoguard grew by {grown} KiB for one slow reader"
+        n = 0
+        while True:
+            r = w.recv_message(s, 30)
+            assert r.body["cursor"]["nextBatch"][0]["_id"] == n
+            n += 1
+            if not r.more_to_come:
+                break
+        assert n == replies
+    finally:
+        s.close()

@@ -303,3 +303,14 @@ def test_error_replies_relayed(clients, proxy, dbname):
         return out
 
     assert errs(clients.via(proxy), dbname + "_p") == errs(clients.direct(), dbname + "_d")
+
+
+def test_driver_stays_on_proxy(clients, proxy):
+    """Drop-in: a driver given only mongoguard's address keeps dialling
+    mongoguard. (Against a replica-set upstream this needs the hello rewrite:
+    forwarding a member's hello unchanged sends the driver to the real hosts.)"""
+    c = clients.via(proxy)
+    c.admin.command("ping")
+    c[("mg_stay")]["x"].find_one({})
+    assert c.address == ("127.0.0.1", proxy.port)
+    assert set(c.topology_description.server_descriptions()) == {("127.0.0.1", proxy.port)}
