@@ -313,18 +313,6 @@ static void fail_inflight(session *s, const char *why)
 
 /* ---- requests ---- */
 
-static bool is_ddl(const cmdview *v)
-{
-	static const char *const names[] = {
-		"createIndexes", "dropIndexes", "deleteIndexes", "drop",   "dropDatabase",
-		"collMod",	 "renameCollection", "create",	   NULL,
-	};
-	for (int i = 0; names[i]; i++)
-		if (!strcmp(v->name, names[i]))
-			return true;
-	return false;
-}
-
 static bool is_awaitable_hello(const cmdview *v)
 {
 	return cmdview_is_hello(v) && bson_has_field(&v->body, "maxAwaitTimeMS");
@@ -424,7 +412,9 @@ static req_outcome analyse(session *s, request *r, const cmdview *v, const uint8
 			return REQ_DROP;
 		}
 	}
-	req_kind kind = is_ddl(v) ? REQ_DDL : is_awaitable_hello(v) ? REQ_AWAIT : REQ_PLAIN;
+	req_kind kind = srv->engine && engine_is_ddl(v) ? REQ_DDL
+			: is_awaitable_hello(v)		? REQ_AWAIT
+							: REQ_PLAIN;
 	if (!r->more_to_come &&
 	    !enqueue(s, r->h->request_id, kind, r->form, NULL, plain, plain_len)) {
 		free(r->replacement);
