@@ -116,6 +116,10 @@ def upstream():
         yield up
         return
     binary = ferretdb_binary()
+    v = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    if v.returncode != 0:
+        pytest.fail(f"FerretDB at {binary} does not run (--version exited {v.returncode}):\n"
+                    f"{(v.stdout + v.stderr)[-1500:]}", pytrace=False)
     data = BUILD / "test-data" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
