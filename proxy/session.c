@@ -114,8 +114,12 @@ struct session {
 	bool wait_expired;
 
 	/* Reply framing. */
-	size_t reply_left; /* bytes of the current reply still to stream */
-	bool reply_more;   /* current reply has moreToCome */
+	size_t reply_left;   /* bytes of the current reply still to stream */
+	bool reply_more;     /* current reply has moreToCome */
+	bool reply_discard;  /* current reply answers nothing in flight: drop it */
+	bool streaming;	     /* the last relayed reply had moreToCome ... */
+	int32_t stream_from; /* ... and this requestID: the next one answers it */
+	uint64_t ndiscarded;
 
 	inflight ring[INFLIGHT_MAX];
 	unsigned head, count;
@@ -675,11 +679,16 @@ static void process_upstream(session *s)
 			if (avail == 0)
 				return;
 			size_t n = avail < s->reply_left ? avail : s->reply_left;
-			evbuffer_remove_buffer(in, out, n);
+			if (s->reply_discard)
+				evbuffer_drain(in, n);
+			else
+				evbuffer_remove_buffer(in, out, n);
 			s->reply_left -= n;
 			if (s->reply_left == 0) {
 				set_read_need(s->upstream, READ_CHUNK);
-				if (!s->reply_more)
+				if (s->reply_discard)
+					s->reply_discard = false;
+				else if (!s->reply_more)
 					complete_head(s);
 			}
 			continue;
@@ -740,6 +749,29 @@ static void process_upstream(session *s)
 		}
 		s->reply_left = (size_t)h.length;
 		s->reply_more = more;
+		/* A reply answers the oldest request in flight, or continues an
+		 * exhaust stream. Anything else answers a request that allowed no
+		 * reply (some servers answer moreToCome writes anyway); relaying it
+		 * would hand the client's next request a stale answer. */
+		const inflight *head = s->count > 0 ? ring_at(s, 0) : NULL;
+		bool wanted = head && !head->answer &&
+			      (h.response_to == head->request_id ||
+			       (s->streaming && h.response_to == s->stream_from));
+		if (!wanted) {
+			s->reply_discard = true;
+			s->ndiscarded++;
+			log_line *l = log_begin(s->ndiscarded == 1 ? LOG_WARNING : LOG_DEBUG,
+						"NETWORK", LOGID_BAD_REPLY, s->ctx,
+						"Dropped a reply that answers no request in flight");
+			log_attr_int(l, "responseTo", h.response_to);
+			log_attr_int(l, "expected", head ? head->request_id : -1);
+			log_attr_str(l, "why", "the upstream answered a request that allowed no "
+					       "reply (moreToCome), or an unknown one");
+			log_end(l);
+			continue;
+		}
+		s->streaming = more;
+		s->stream_from = h.request_id;
 	}
 }
 
@@ -764,6 +796,8 @@ static void session_free(session *s)
 	log_attr_str(l, "reason", s->end_reason[0] ? s->end_reason : "closed");
 	log_attr_int(l, "requests", (int64_t)s->nrequests);
 	log_attr_int(l, "blocked", (int64_t)s->nblocked);
+	if (s->ndiscarded)
+		log_attr_int(l, "unexpectedRepliesDropped", (int64_t)s->ndiscarded);
 	log_end(l);
 
 	for (unsigned i = 0; i < s->count; i++)
