@@ -27,34 +27,34 @@ typedef struct engine engine;
 typedef struct finding {
 	rule_id rule;
 	rule_action action; /* after scoping; explain never reports block */
-	const char *ns;	    /* "db.collection" */
+	const char *ns;     /* "db.collection" */
 	const char *command;
 	uint64_t shape_hash;
-	const char *shape;	/* JSON text, literals replaced unless redaction is off */
+	const char *shape;      /* JSON text, literals replaced unless redaction is off */
 	const char *suggestion; /* how to fix it, runnable where possible */
-	const char *detail;	/* what exactly matched, e.g. "name: $regex with $options 'i'" */
-	const char *app_name;	/* "" when the client sent none */
-	const char *client;	/* "host:port" */
-	uint64_t repeats; /* 0 for a first occurrence; N for a summary of N repeats */
+	const char *detail;     /* what exactly matched, e.g. "name: $regex with $options 'i'" */
+	const char *app_name;   /* "" when the client sent none */
+	const char *client;     /* "host:port" */
+	uint64_t repeats;       /* 0 for a first occurrence; N for a summary of N repeats */
 } finding;
 
 typedef void (*engine_sink_fn)(void *arg, const finding *f);
 
 /* What the proxy does with the request. */
 typedef enum {
-	VERDICT_FORWARD,       /* send it on unchanged */
-	VERDICT_BLOCK,	       /* do not forward; answer with the block error */
-	VERDICT_WAIT_INDEXES,  /* index list not known yet: hold the request and call
-				  engine_analyze() again once index_cache says it
-				  changed, or with no_wait set when the wait ends */
+	VERDICT_FORWARD,      /* send it on unchanged */
+	VERDICT_BLOCK,        /* do not forward; answer with the block error */
+	VERDICT_WAIT_INDEXES, /* index list not known yet: hold the request and call
+	                         engine_analyze() again once index_cache says it
+	                         changed, or with no_wait set when the wait ends */
 } verdict;
 
 /* Who sent the request. */
 typedef struct request_ctx {
 	const char *app_name; /* from the handshake, "" if none */
 	const char *client;   /* "host:port" */
-	int64_t now_ms;	      /* monotonic milliseconds */
-	bool no_wait; /* true: an unknown index list means "no verdict", never WAIT */
+	int64_t now_ms;       /* monotonic milliseconds */
+	bool no_wait;         /* true: an unknown index list means "no verdict", never WAIT */
 } request_ctx;
 
 /* Filled when the verdict is VERDICT_BLOCK: what the client is told. */
@@ -64,8 +64,7 @@ typedef struct block_info {
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */
-engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink,
-		   void *sink_arg);
+engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink, void *sink_arg);
 void engine_free(engine *e);
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block);

@@ -21,9 +21,9 @@ typedef enum {
 	RULE_BLOCK,
 } rule_action;
 
-#define RULE_MAX_SCOPES 16
+#define RULE_MAX_SCOPES   16
 #define RULE_MAX_PATTERNS 16
-#define RULE_PATTERN_LEN 128
+#define RULE_PATTERN_LEN  128
 
 /* A scope overrides a rule's action for matching requests. A request matches
  * when its namespace matches one of `namespaces` (fnmatch-style globs on
@@ -42,13 +42,13 @@ typedef struct rule_config {
 	rule_scope scopes[RULE_MAX_SCOPES];
 	size_t nscopes;
 	/* hot-path-lookup */
-	uint32_t threshold;	 /* executions ... */
+	uint32_t threshold;      /* executions ... */
 	uint32_t window_seconds; /* ... within this window */
 } rule_config;
 
 typedef struct engine_config {
 	rule_config rules[RULE_COUNT];
-	bool redact_literals; /* default true: no application value reaches a log */
+	bool redact_literals;   /* default true: no application value reaches a log */
 	uint32_t index_wait_ms; /* longest a request waits for an index list */
 } engine_config;
 

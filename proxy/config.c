@@ -33,8 +33,8 @@ typedef struct cfg_ctx {
 	size_t errlen;
 } cfg_ctx;
 
-__attribute__((format(printf, 3, 4))) static bool fail(cfg_ctx *x, yaml_node_t *n,
-						       const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static bool fail(cfg_ctx *x, yaml_node_t *n, const char *fmt,
+                                                       ...)
 {
 	char msg[512];
 	va_list ap;
@@ -43,7 +43,7 @@ __attribute__((format(printf, 3, 4))) static bool fail(cfg_ctx *x, yaml_node_t *
 	va_end(ap);
 	if (n)
 		snprintf(x->err, x->errlen, "line %lu: %s", (unsigned long)n->start_mark.line + 1,
-			 msg);
+		         msg);
 	else
 		snprintf(x->err, x->errlen, "%s", msg);
 	return false;
@@ -66,7 +66,7 @@ static bool get_string(cfg_ctx *x, yaml_node_t *n, const char *key, char *out, s
 }
 
 static bool get_u32(cfg_ctx *x, yaml_node_t *n, const char *key, uint32_t min, uint32_t max,
-		    uint32_t *out)
+                    uint32_t *out)
 {
 	const char *s = scalar(n);
 	char *end = NULL;
@@ -115,7 +115,7 @@ static bool walk_map(cfg_ctx *x, yaml_node_t *map, const char *what, section_fn 
 static bool unknown(cfg_ctx *x, yaml_node_t *v, const char *section, const char *key)
 {
 	return fail(x, v, "unknown key '%s' in %s (see README.md, \"Configuration\")", key,
-		    section);
+	            section);
 }
 
 static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
@@ -137,7 +137,7 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_string(x, v, "upstream.uri", c->upstream_uri, sizeof(c->upstream_uri));
 	if (!strcmp(key, "connectTimeoutMS"))
 		return get_u32(x, v, "upstream.connectTimeoutMS", 1, 600000,
-			       &c->connect_timeout_ms);
+		               &c->connect_timeout_ms);
 	return unknown(x, v, "upstream", key);
 }
 
@@ -164,13 +164,12 @@ static bool analysis_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "redactLiterals"))
 		return get_bool(x, v, "analysis.redactLiterals", &c->engine.redact_literals);
 	if (!strcmp(key, "indexRefreshSecs"))
-		return get_u32(x, v, "analysis.indexRefreshSecs", 1, 86400,
-			       &c->index_refresh_secs);
+		return get_u32(x, v, "analysis.indexRefreshSecs", 1, 86400, &c->index_refresh_secs);
 	if (!strcmp(key, "indexWaitMS"))
 		return get_u32(x, v, "analysis.indexWaitMS", 0, 60000, &c->engine.index_wait_ms);
 	if (!strcmp(key, "summaryIntervalSecs"))
 		return get_u32(x, v, "analysis.summaryIntervalSecs", 1, 86400,
-			       &c->summary_interval_secs);
+		               &c->summary_interval_secs);
 	return unknown(x, v, "analysis", key);
 }
 
@@ -186,7 +185,7 @@ static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action
 
 /* A list of glob patterns, or a single pattern. */
 static bool get_patterns(cfg_ctx *x, yaml_node_t *v, const char *what,
-			 char (*out)[RULE_PATTERN_LEN], size_t *n)
+                         char (*out)[RULE_PATTERN_LEN], size_t *n)
 {
 	*n = 0;
 	if (v && v->type == YAML_SCALAR_NODE)
@@ -198,7 +197,7 @@ static bool get_patterns(cfg_ctx *x, yaml_node_t *v, const char *what,
 		if (*n == RULE_MAX_PATTERNS)
 			return fail(x, v, "%s has more than %d patterns", what, RULE_MAX_PATTERNS);
 		if (!get_string(x, yaml_document_get_node(x->doc, *i), what, out[*n],
-				RULE_PATTERN_LEN))
+		                RULE_PATTERN_LEN))
 			return false;
 		(*n)++;
 	}
@@ -246,7 +245,7 @@ static bool rule_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 			for (yaml_node_pair_t *p = sn->data.mapping.pairs.start;
 			     p < sn->data.mapping.pairs.top; p++)
 				has_action |= !strcmp(
-					scalar(yaml_document_get_node(x->doc, p->key)), "action");
+				    scalar(yaml_document_get_node(x->doc, p->key)), "action");
 			if (!has_action)
 				return fail(x, sn, "a rule scope needs an action");
 			rc->nscopes++;
@@ -257,7 +256,7 @@ static bool rule_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_u32(x, v, "hot-path-lookup threshold", 1, 1000000, &rc->threshold);
 	if (ra->id == RULE_HOT_PATH_LOOKUP && !strcmp(key, "windowSeconds"))
 		return get_u32(x, v, "hot-path-lookup windowSeconds", 1, 86400,
-			       &rc->window_seconds);
+		               &rc->window_seconds);
 	char section[96];
 	snprintf(section, sizeof(section), "rule %s", rule_name(ra->id));
 	return unknown(x, v, section, key);
@@ -269,9 +268,9 @@ static bool rules_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	int id = rule_from_name(key);
 	if (id < 0)
 		return fail(x, v,
-			    "unknown rule '%s' (rules: case-insensitive-regex, unbounded-push, "
-			    "hot-path-lookup, index-mismatched-sort)",
-			    key);
+		            "unknown rule '%s' (rules: case-insensitive-regex, unbounded-push, "
+		            "hot-path-lookup, index-mismatched-sort)",
+		            key);
 	rule_config *rc = &c->engine.rules[id];
 	if (v && v->type == YAML_SCALAR_NODE)
 		return get_action(x, v, key, &rc->action);
@@ -313,8 +312,8 @@ bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
 	bool ok = yaml_parser_load(&parser, &doc);
 	if (!ok) {
 		snprintf(err, errlen, "%s: line %lu: %s", path,
-			 (unsigned long)parser.problem_mark.line + 1,
-			 parser.problem ? parser.problem : "invalid YAML");
+		         (unsigned long)parser.problem_mark.line + 1,
+		         parser.problem ? parser.problem : "invalid YAML");
 		yaml_parser_delete(&parser);
 		fclose(f);
 		return false;

@@ -36,6 +36,6 @@ void config_defaults(mg_config *c);
 /* Reads a YAML file over c. Unknown keys and wrong types are errors, with
  * the file's line number in err. */
 bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+    __attribute__((warn_unused_result));
 
 #endif

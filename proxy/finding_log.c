@@ -8,9 +8,9 @@
 void server_log_finding(void *arg, const finding *f)
 {
 	bool summary = f->repeats > 0;
-	log_line *l = log_begin(LOG_WARNING, "ANALYZER", summary ? LOGID_FINDING_SUMMARY : LOGID_FINDING,
-				NULL,
-				summary ? "Query anti-pattern repeated" : "Query anti-pattern");
+	log_line *l =
+	    log_begin(LOG_WARNING, "ANALYZER", summary ? LOGID_FINDING_SUMMARY : LOGID_FINDING,
+	              NULL, summary ? "Query anti-pattern repeated" : "Query anti-pattern");
 	char hash[17];
 	snprintf(hash, sizeof(hash), "%016" PRIx64, f->shape_hash);
 	log_attr_str(l, "rule", rule_name(f->rule));

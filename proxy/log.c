@@ -99,8 +99,7 @@ static void put_json_string(log_line *l, const char *s)
 	put_raw(l, "\"", 1);
 }
 
-log_line *log_begin(log_severity s, const char *component, int id, const char *ctx,
-		    const char *msg)
+log_line *log_begin(log_severity s, const char *component, int id, const char *ctx, const char *msg)
 {
 	static const char sev[] = {'E', 'W', 'I', 'D'};
 	if (!log_enabled(s) || log_fd < 0)
@@ -119,8 +118,7 @@ log_line *log_begin(log_severity s, const char *component, int id, const char *c
 	snprintf(ts + n, sizeof(ts) - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 
 	char head[128];
-	snprintf(head, sizeof(head), "{\"t\":{\"$date\":\"%s\"},\"s\":\"%c\",\"c\":", ts,
-		 sev[s]);
+	snprintf(head, sizeof(head), "{\"t\":{\"$date\":\"%s\"},\"s\":\"%c\",\"c\":", ts, sev[s]);
 	put_str(l, head);
 	put_json_string(l, component);
 	snprintf(head, sizeof(head), ",\"id\":%d,\"ctx\":", id);
@@ -215,7 +213,7 @@ void log_end(log_line *l)
 }
 
 void log_reason(log_severity s, const char *component, int id, const char *ctx, const char *fmt,
-		...)
+                ...)
 {
 	if (!log_enabled(s))
 		return;

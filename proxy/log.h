@@ -6,9 +6,8 @@
  * before anything is formatted and returns NULL when the line is not wanted;
  * every log_attr_*() accepts that NULL, so call sites stay flat:
  *
- *	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, ctx, "Connection accepted");
- *	log_attr_str(l, "remote", addr);
- *	log_end(l);
+ *	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, ctx, "Connection
+ *accepted"); log_attr_str(l, "remote", addr); log_end(l);
  */
 #ifndef MG_PROXY_LOG_H
 #define MG_PROXY_LOG_H
@@ -55,18 +54,18 @@ void log_close(void);
 bool log_enabled(log_severity s);
 
 log_line *log_begin(log_severity s, const char *component, int id, const char *ctx,
-		    const char *msg);
+                    const char *msg);
 void log_attr_str(log_line *l, const char *key, const char *value);
 void log_attr_int(log_line *l, const char *key, int64_t value);
 void log_attr_bool(log_line *l, const char *key, bool value);
 /* value is already JSON (an object, array, number...): copied verbatim. */
 void log_attr_raw(log_line *l, const char *key, const char *json);
 __attribute__((format(printf, 3, 4))) void log_attr_fmt(log_line *l, const char *key,
-							 const char *fmt, ...);
+                                                        const char *fmt, ...);
 void log_end(log_line *l);
 
 /* Shorthand for a line whose message is formatted and has no attributes. */
-__attribute__((format(printf, 5, 6))) void log_reason(log_severity s, const char *component,
-						       int id, const char *ctx, const char *fmt, ...);
+__attribute__((format(printf, 5, 6))) void log_reason(log_severity s, const char *component, int id,
+                                                      const char *ctx, const char *fmt, ...);
 
 #endif

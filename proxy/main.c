@@ -18,13 +18,13 @@
  * its lines join ours instead, at a level that keeps its chatter (e.g. a
  * server without endSessions) out of the info log. */
 static void mongoc_log_cb(mongoc_log_level_t level, const char *domain, const char *message,
-			  void *arg)
+                          void *arg)
 {
 	log_severity s = level <= MONGOC_LOG_LEVEL_ERROR ? LOG_WARNING : LOG_DEBUG;
 	if (level > MONGOC_LOG_LEVEL_MESSAGE || !log_enabled(s))
 		return;
-	log_line *l = log_begin(s, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
-				"Index metadata client");
+	log_line *l =
+	    log_begin(s, "ANALYZER", LOGID_METADATA_CLIENT, NULL, "Index metadata client");
 	log_attr_str(l, "domain", domain);
 	log_attr_str(l, "message", message);
 	log_end(l);
@@ -60,16 +60,11 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"listen", required_argument, NULL, 'l'},
-		{"upstream", required_argument, NULL, 'u'},
-		{"log", required_argument, NULL, 'L'},
-		{"workers", required_argument, NULL, 'w'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"check-config", no_argument, NULL, 'C'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, 'l'},
+	    {"upstream", required_argument, NULL, 'u'}, {"log", required_argument, NULL, 'L'},
+	    {"workers", required_argument, NULL, 'w'},  {"verbose", no_argument, NULL, 'v'},
+	    {"check-config", no_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
 	};
 	const char *config_path = NULL, *listen = NULL, *upstream = NULL, *logp = NULL;
 	long workers = -1;
@@ -93,7 +88,8 @@ int main(int argc, char **argv)
 			char *end;
 			workers = strtol(optarg, &end, 10);
 			if (*end || workers < 0 || workers > 256) {
-				fprintf(stderr, "mongoguard: --workers takes a number from 0 to 256\n");
+				fprintf(stderr,
+				        "mongoguard: --workers takes a number from 0 to 256\n");
 				return 2;
 			}
 			break;
@@ -116,7 +112,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "mongoguard: unexpected argument '%s' (see --help)\n", argv[optind]);
+		fprintf(stderr, "mongoguard: unexpected argument '%s' (see --help)\n",
+		        argv[optind]);
 		return 2;
 	}
 
@@ -160,7 +157,7 @@ int main(int argc, char **argv)
 	}
 	if (!log_open(srv.cfg.log_path, srv.cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {
 		fprintf(stderr, "mongoguard: cannot open log %s: %s\n", srv.cfg.log_path,
-			strerror(errno));
+		        strerror(errno));
 		return 2;
 	}
 	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_STARTUP, NULL, "mongoguard starting");
@@ -168,7 +165,7 @@ int main(int argc, char **argv)
 	log_attr_str(l, "config", config_path ? config_path : "");
 	for (int r = 0; r < RULE_COUNT; r++)
 		log_attr_str(l, rule_name((rule_id)r),
-			     rule_action_name(srv.cfg.engine.rules[r].action));
+		             rule_action_name(srv.cfg.engine.rules[r].action));
 	log_attr_bool(l, "redactLiterals", srv.cfg.engine.redact_literals);
 	log_end(l);
 

@@ -50,8 +50,7 @@ static void worker_wakeup_cb(evutil_socket_t fd, short what, void *arg)
 			atomic_fetch_sub(&w->srv->nconns, 1);
 			continue;
 		}
-		session_start(w, batch[i].fd, (struct sockaddr *)&batch[i].addr,
-			      batch[i].addrlen);
+		session_start(w, batch[i].fd, (struct sockaddr *)&batch[i].addr, batch[i].addrlen);
 	}
 	free(batch);
 
@@ -87,14 +86,14 @@ static void *worker_main(void *arg)
 /* ---- accepting ---- */
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
-		      int addrlen, void *arg)
+                      int addrlen, void *arg)
 {
 	server *srv = arg;
 	if (atomic_load(&srv->nconns) >= srv->cfg.max_connections) {
 		close(fd);
 		log_reason(LOG_WARNING, "NETWORK", LOGID_CONN_REFUSED, NULL,
-			   "Connection refused: net.maxConnections (%u) reached",
-			   srv->cfg.max_connections);
+		           "Connection refused: net.maxConnections (%u) reached",
+		           srv->cfg.max_connections);
 		return;
 	}
 	atomic_fetch_add(&srv->nconns, 1);
@@ -108,7 +107,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 			close(fd);
 			atomic_fetch_sub(&srv->nconns, 1);
 			log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
-				   "Connection refused: out of memory");
+			           "Connection refused: out of memory");
 			return;
 		}
 		w->inbox = grown;
@@ -128,13 +127,13 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
 	/* EMFILE and friends: say so and keep listening; the listener retries
 	 * on the next readiness event. */
 	log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL, "accept() failed: %s",
-		   evutil_socket_error_to_string(err));
+	           evutil_socket_error_to_string(err));
 }
 
 /* ---- addresses ---- */
 
-bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
-			 char *err, size_t errlen)
+bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,
+                         size_t errlen)
 {
 	char host[256];
 	const char *port;
@@ -142,7 +141,7 @@ bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_
 		const char *close_br = strchr(spec, ']');
 		if (!close_br || close_br[1] != ':') {
 			snprintf(err, errlen, "listen address '%s' must look like [::1]:27018",
-				 spec);
+			         spec);
 			return false;
 		}
 		snprintf(host, sizeof(host), "%.*s", (int)(close_br - spec - 1), spec + 1);
@@ -150,20 +149,20 @@ bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_
 	} else {
 		const char *colon = strrchr(spec, ':');
 		if (!colon) {
-			snprintf(err, errlen, "listen address '%s' must look like HOST:PORT",
-				 spec);
+			snprintf(err, errlen, "listen address '%s' must look like HOST:PORT", spec);
 			return false;
 		}
 		snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
 		port = colon + 1;
 	}
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+	                         .ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
 	int rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot resolve listen address '%s': %s", spec,
-			 gai_strerror(rc));
+		         gai_strerror(rc));
 		return false;
 	}
 	memcpy(ss, res->ai_addr, res->ai_addrlen);
@@ -189,8 +188,8 @@ static void grace_cb(evutil_socket_t fd, short what, void *arg)
 {
 	server *srv = arg;
 	log_reason(LOG_WARNING, "CONTROL", LOGID_SHUTDOWN_BEGIN, NULL,
-		   "Shutdown grace period (%u ms) over: closing remaining connections",
-		   srv->cfg.shutdown_grace_ms);
+	           "Shutdown grace period (%u ms) over: closing remaining connections",
+	           srv->cfg.shutdown_grace_ms);
 	set_all(srv, true, true);
 	event_base_loopexit(srv->base, NULL);
 }
@@ -200,14 +199,14 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	server *srv = arg;
 	if (srv->shutting_down) {
 		log_reason(LOG_WARNING, "CONTROL", LOGID_SHUTDOWN_BEGIN, NULL,
-			   "Second signal: closing every connection now");
+		           "Second signal: closing every connection now");
 		set_all(srv, true, true);
 		event_base_loopexit(srv->base, NULL);
 		return;
 	}
 	srv->shutting_down = true;
 	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_SHUTDOWN_BEGIN, NULL,
-				"Shutting down: no new connections, finishing in-flight requests");
+	                        "Shutting down: no new connections, finishing in-flight requests");
 	log_attr_str(l, "signal", strsignal((int)sig));
 	log_attr_int(l, "gracePeriodMS", srv->cfg.shutdown_grace_ms);
 	log_attr_int(l, "connections", (int64_t)atomic_load(&srv->nconns));
@@ -215,7 +214,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	evconnlistener_disable(srv->listener);
 	set_all(srv, true, false);
 	struct timeval tv = {srv->cfg.shutdown_grace_ms / 1000,
-			     (srv->cfg.shutdown_grace_ms % 1000) * 1000};
+	                     (srv->cfg.shutdown_grace_ms % 1000) * 1000};
 	struct event *grace = evtimer_new(srv->base, grace_cb, srv);
 	evtimer_add(grace, &tv);
 	srv->grace_timer = grace;
@@ -262,7 +261,7 @@ bool server_run(server *srv, char *err, size_t errlen)
 
 	if (srv->cfg.analysis_enabled) {
 		srv->ic = index_cache_new(srv->cfg.upstream_uri, srv->cfg.index_refresh_secs,
-					  index_changed, srv, err, errlen);
+		                          index_changed, srv, err, errlen);
 		if (!srv->ic)
 			return false;
 		srv->engine = engine_new(&srv->cfg.engine, srv->ic, server_log_finding, srv);
@@ -276,13 +275,12 @@ bool server_run(server *srv, char *err, size_t errlen)
 	socklen_t sslen;
 	if (!server_parse_listen(srv->cfg.listen, &ss, &sslen, err, errlen))
 		return false;
-	srv->listener = evconnlistener_new_bind(
-		srv->base, accept_cb, srv,
-		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
-		(struct sockaddr *)&ss, (int)sslen);
+	srv->listener = evconnlistener_new_bind(srv->base, accept_cb, srv,
+	                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+	                                            LEV_OPT_CLOSE_ON_EXEC,
+	                                        1024, (struct sockaddr *)&ss, (int)sslen);
 	if (!srv->listener) {
-		snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg.listen,
-			 strerror(errno));
+		snprintf(err, errlen, "cannot listen on %s: %s", srv->cfg.listen, strerror(errno));
 		return false;
 	}
 	evconnlistener_set_error_cb(srv->listener, accept_error_cb);
@@ -317,8 +315,8 @@ bool server_run(server *srv, char *err, size_t errlen)
 	struct timeval sum_tv = {srv->cfg.summary_interval_secs, 0};
 	evtimer_add(summary, &sum_tv);
 
-	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
-				"Waiting for connections");
+	log_line *l =
+	    log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL, "Waiting for connections");
 	log_attr_str(l, "listen", srv->cfg.listen);
 	log_attr_str(l, "upstream", srv->up.name);
 	log_attr_int(l, "workers", (int64_t)srv->nworkers);

@@ -47,8 +47,8 @@ typedef struct worker {
 	size_t ninbox, capinbox;
 
 	atomic_bool index_changed; /* the index cache learned something */
-	atomic_bool draining;	   /* shutdown: close idle sessions, finish the rest */
-	atomic_bool stop;	   /* grace period over: close everything and exit */
+	atomic_bool draining;      /* shutdown: close idle sessions, finish the rest */
+	atomic_bool stop;          /* grace period over: close everything and exit */
 
 	session *sessions; /* every live session of this worker (intrusive list) */
 	size_t nsessions;
@@ -57,7 +57,7 @@ typedef struct worker {
 struct server {
 	mg_config cfg;
 	upstream_addr up;
-	engine *engine;	 /* NULL when analysis is disabled */
+	engine *engine;  /* NULL when analysis is disabled */
 	index_cache *ic; /* NULL when analysis is disabled */
 	struct event_base *base;
 	struct evconnlistener *listener;

@@ -12,8 +12,8 @@
 bool server_run(server *srv, char *err, size_t errlen);
 
 /* "HOST:PORT" or "[v6]:PORT" to a socket address. */
-bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len,
-			 char *err, size_t errlen);
+bool server_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,
+                         size_t errlen);
 
 /* Resolves the first host of a mongodb:// URI into srv->up. Refuses what
  * the proxy cannot honour yet (TLS to the upstream) rather than ignoring it. */

@@ -64,15 +64,15 @@ enum {
 	FLUSH_TIMEOUT_MS = 5000,
 	/* Error codes for replies mongoguard writes itself. */
 	CODE_HOST_UNREACHABLE = 6,
-	CODE_BLOCKED = 96, /* OperationFailed: never retried by drivers */
+	CODE_BLOCKED = 96,        /* OperationFailed: never retried by drivers */
 	CODE_LEGACY_OP = 5739101, /* mongod's code for removed legacy opcodes */
 };
 
 typedef enum {
-	SESSION_ACTIVE,	 /* relaying */
-	SESSION_WAITING, /* holding a request until the index cache answers */
+	SESSION_ACTIVE,   /* relaying */
+	SESSION_WAITING,  /* holding a request until the index cache answers */
 	SESSION_FLUSHING, /* closing: only writing what is left to the client */
-	SESSION_CLOSED,	  /* freed at the next loop turn (close_ev) */
+	SESSION_CLOSED,   /* freed at the next loop turn (close_ev) */
 } session_state;
 
 typedef enum {
@@ -86,7 +86,7 @@ typedef struct inflight {
 	req_kind kind;
 	reply_form form;
 	struct evbuffer *answer; /* our own reply, or NULL: upstream answers */
-	uint8_t *ddl_copy;	 /* REQ_DDL: the request, re-read when it completes */
+	uint8_t *ddl_copy;       /* REQ_DDL: the request, re-read when it completes */
 	size_t ddl_len;
 } inflight;
 
@@ -95,9 +95,9 @@ struct session {
 	session *prev, *next;
 	session_state state;
 	uint64_t id;
-	char ctx[32];	  /* "conn42" */
-	char peer[80];	  /* the client's address, "127.0.0.1:51234" */
-	char app[128];	  /* client.application.name from the handshake */
+	char ctx[32];  /* "conn42" */
+	char peer[80]; /* the client's address, "127.0.0.1:51234" */
+	char app[128]; /* client.application.name from the handshake */
 	bool seen_hello;
 
 	struct bufferevent *client;
@@ -117,7 +117,7 @@ struct session {
 	size_t reply_left;   /* bytes of the current reply still to stream */
 	bool reply_more;     /* current reply has moreToCome */
 	bool reply_discard;  /* current reply answers nothing in flight: drop it */
-	bool streaming;	     /* the last relayed reply had moreToCome ... */
+	bool streaming;      /* the last relayed reply had moreToCome ... */
 	int32_t stream_from; /* ... and this requestID: the next one answers it */
 	uint64_t ndiscarded;
 
@@ -133,7 +133,7 @@ static void process_client(session *s);
 static void process_upstream(session *s);
 static void session_close(session *s);
 static void session_finish(session *s, log_severity sev, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 session *session_next(session *s)
 {
@@ -180,11 +180,11 @@ static int32_t next_request_id(session *s)
 
 /* Builds our own error reply to request `request_id` into a new evbuffer. */
 static struct evbuffer *make_error(session *s, reply_form form, int32_t request_id, int code,
-				   const char *code_name, const char *errmsg)
+                                   const char *code_name, const char *errmsg)
 {
 	size_t len = 0;
-	uint8_t *msg = reply_error(form, next_request_id(s), request_id, code, code_name, errmsg,
-				   NULL, &len);
+	uint8_t *msg =
+	    reply_error(form, next_request_id(s), request_id, code, code_name, errmsg, NULL, &len);
 	struct evbuffer *b = evbuffer_new();
 	if (msg && b)
 		evbuffer_add(b, msg, len);
@@ -213,8 +213,7 @@ static bool session_idle(session *s)
 	for (unsigned i = 0; i < s->count; i++)
 		if (ring_at(s, i)->kind != REQ_AWAIT)
 			return false;
-	return s->reply_left == 0 &&
-	       evbuffer_get_length(bufferevent_get_input(s->client)) == 0;
+	return s->reply_left == 0 && evbuffer_get_length(bufferevent_get_input(s->client)) == 0;
 }
 
 /* Writes every answer of ours that has reached the head of the queue, at a
@@ -248,7 +247,7 @@ static void complete_head(session *s)
 {
 	if (s->count == 0) {
 		log_reason(LOG_DEBUG, "NETWORK", LOGID_BAD_REPLY, s->ctx,
-			   "Reply from upstream with no request in flight; forwarded as is");
+		           "Reply from upstream with no request in flight; forwarded as is");
 		return;
 	}
 	inflight *f = ring_at(s, 0);
@@ -266,7 +265,7 @@ static void complete_head(session *s)
 }
 
 static bool enqueue(session *s, int32_t request_id, req_kind kind, reply_form form,
-		    struct evbuffer *answer, const uint8_t *msg, size_t len)
+                    struct evbuffer *answer, const uint8_t *msg, size_t len)
 {
 	if (s->count == INFLIGHT_MAX) {
 		if (answer)
@@ -292,8 +291,8 @@ static bool enqueue(session *s, int32_t request_id, req_kind kind, reply_form fo
 }
 
 /* Our own answer to a request, delivered in order. */
-static void answer(session *s, reply_form form, int32_t request_id, int code,
-		   const char *code_name, const char *errmsg)
+static void answer(session *s, reply_form form, int32_t request_id, int code, const char *code_name,
+                   const char *errmsg)
 {
 	struct evbuffer *b = make_error(s, form, request_id, code, code_name, errmsg);
 	if (b)
@@ -310,7 +309,7 @@ static void fail_inflight(session *s, const char *why)
 		inflight *f = ring_at(s, i);
 		if (!f->answer)
 			f->answer = make_error(s, f->form, f->request_id, CODE_HOST_UNREACHABLE,
-					       "HostUnreachable", why);
+			                       "HostUnreachable", why);
 	}
 	flush_answers(s);
 }
@@ -326,9 +325,8 @@ static bool is_awaitable_hello(const cmdview *v)
 static bool opquery_allowed(const cmdview *v)
 {
 	static const char *const names[] = {
-		"hello",	"isMaster",	"ismaster",	 "saslStart", "saslContinue",
-		"getnonce", "authenticate", "buildinfo", "buildInfo", "ping",
-		NULL,
+	    "hello",        "isMaster",  "ismaster",  "saslStart", "saslContinue", "getnonce",
+	    "authenticate", "buildinfo", "buildInfo", "ping",      NULL,
 	};
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(v->name, names[i]))
@@ -356,33 +354,32 @@ typedef struct request {
 } request;
 
 static req_outcome analyse(session *s, request *r, const cmdview *v, const uint8_t *plain,
-			   size_t plain_len)
+                           size_t plain_len)
 {
 	server *srv = s->w->srv;
 	if (cmdview_is_hello(v)) {
 		if (!s->seen_hello && handshake_app_name(v, s->app, sizeof(s->app))) {
 			log_line *l = log_begin(LOG_DEBUG, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx,
-						"Client metadata");
+			                        "Client metadata");
 			log_attr_str(l, "appName", s->app);
 			log_end(l);
 		}
 		s->seen_hello = true;
 		if (plain == r->msg) { /* never rewrite bytes we did not decode ourselves */
-			r->replacement = handshake_strip_compression(plain, plain_len, v,
-								     &r->replacement_len);
+			r->replacement =
+			    handshake_strip_compression(plain, plain_len, v, &r->replacement_len);
 			if (r->replacement)
-				log_reason(LOG_DEBUG, "NETWORK", LOGID_COMPRESSION_STRIPPED,
-					   s->ctx,
-					   "Removed compression from the handshake so requests "
-					   "stay readable");
+				log_reason(LOG_DEBUG, "NETWORK", LOGID_COMPRESSION_STRIPPED, s->ctx,
+				           "Removed compression from the handshake so requests "
+				           "stay readable");
 		}
 	}
 	if (srv->engine) {
 		request_ctx rc = {
-			.app_name = s->app,
-			.client = s->peer,
-			.now_ms = mg_now_ms(),
-			.no_wait = s->wait_expired,
+		    .app_name = s->app,
+		    .client = s->peer,
+		    .now_ms = mg_now_ms(),
+		    .no_wait = s->wait_expired,
 		};
 		block_info block;
 		switch (engine_analyze(srv->engine, v, &rc, &block)) {
@@ -401,24 +398,23 @@ static req_outcome analyse(session *s, request *r, const cmdview *v, const uint8
 				size_t len = 0;
 				bson_t extra = BSON_INITIALIZER;
 				BSON_APPEND_UTF8(&extra, "mongoguardRule", rule_name(block.rule));
-				uint8_t *m = reply_error(r->form, next_request_id(s),
-							 r->h->request_id, CODE_BLOCKED,
-							 "OperationFailed", block.errmsg, &extra,
-							 &len);
+				uint8_t *m = reply_error(
+				    r->form, next_request_id(s), r->h->request_id, CODE_BLOCKED,
+				    "OperationFailed", block.errmsg, &extra, &len);
 				bson_destroy(&extra);
 				if (b && m)
 					evbuffer_add(b, m, len);
 				free(m);
 				if (b)
 					enqueue(s, r->h->request_id, REQ_PLAIN, r->form, b, NULL,
-						0);
+					        0);
 			}
 			return REQ_DROP;
 		}
 	}
 	req_kind kind = srv->engine && engine_is_ddl(v) ? REQ_DDL
-			: is_awaitable_hello(v)		? REQ_AWAIT
-							: REQ_PLAIN;
+	                : is_awaitable_hello(v)         ? REQ_AWAIT
+	                                                : REQ_PLAIN;
 	if (!r->more_to_come &&
 	    !enqueue(s, r->h->request_id, kind, r->form, NULL, plain, plain_len)) {
 		free(r->replacement);
@@ -429,10 +425,10 @@ static req_outcome analyse(session *s, request *r, const cmdview *v, const uint8
 }
 
 static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
-			    const char *action)
+                            const char *action)
 {
-	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx,
-				"Malformed request");
+	log_line *l =
+	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
 	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
 	log_attr_int(l, "requestID", h->request_id);
 	log_attr_int(l, "code", err->code);
@@ -479,11 +475,11 @@ static req_outcome handle_opquery(session *s, request *r, const uint8_t *msg, si
 	if (!opquery_is_command(&q) || !cmdview_from_opquery(&q, &v, &err) ||
 	    !opquery_allowed(&v)) {
 		wire_error_set(&err, WIRE_ERR_UNSUPPORTED_OPQUERY, "UnsupportedOpQueryCommand",
-			       "Unsupported OP_QUERY command: %s. The client driver may require "
-			       "an upgrade. For more details see "
-			       "https://dochub.mongodb.org/core/legacy-opcode-removal",
-			       opquery_is_command(&q) && err.code == 0 ? v.name
-								       : q.full_collection);
+		               "Unsupported OP_QUERY command: %s. The client driver may require "
+		               "an upgrade. For more details see "
+		               "https://dochub.mongodb.org/core/legacy-opcode-removal",
+		               opquery_is_command(&q) && err.code == 0 ? v.name
+		                                                       : q.full_collection);
 		return reject(s, r, &err);
 	}
 	return analyse(s, r, &v, msg, len);
@@ -505,8 +501,8 @@ static req_outcome handle_compressed(session *s, request *r)
 		out = handle_opquery(s, r, plain, plain_len);
 	} else {
 		wire_error_set(&err, WIRE_ERR_PROTOCOL, "ProtocolError",
-			       "OP_COMPRESSED wraps opcode %d, which mongoguard does not accept",
-			       c.original_opcode);
+		               "OP_COMPRESSED wraps opcode %d, which mongoguard does not accept",
+		               c.original_opcode);
 		out = reject(s, r, &err);
 	}
 	free(plain);
@@ -527,10 +523,10 @@ static req_outcome handle_request(session *s, request *r)
 	case OP_GET_MORE:
 		r->form = REPLY_FORM_OPREPLY;
 		wire_error_set(&err, CODE_LEGACY_OP, "Location5739101",
-			       "OP_GET_MORE is no longer supported (removed in MongoDB 5.1); "
-			       "use the getMore command");
+		               "OP_GET_MORE is no longer supported (removed in MongoDB 5.1); "
+		               "use the getMore command");
 		log_reason(LOG_WARNING, "NETWORK", LOGID_LEGACY_OPCODE, s->ctx,
-			   "Legacy OP_GET_MORE refused with an error reply");
+		           "Legacy OP_GET_MORE refused with an error reply");
 		return reject(s, r, &err);
 	case OP_INSERT:
 	case OP_UPDATE:
@@ -538,9 +534,9 @@ static req_outcome handle_request(session *s, request *r)
 	case OP_KILL_CURSORS:
 		/* These never get a reply, so the only clear answer is closing. */
 		session_finish(s, LOG_WARNING,
-			       "legacy opcode %s is not supported (removed in MongoDB 5.1); "
-			       "it allows no reply, so the connection is closed",
-			       frame_opcode_name(h->opcode));
+		               "legacy opcode %s is not supported (removed in MongoDB 5.1); "
+		               "it allows no reply, so the connection is closed",
+		               frame_opcode_name(h->opcode));
 		return REQ_CLOSE;
 	default:
 		session_finish(s, LOG_WARNING, "unknown opcode %d from client", h->opcode);
@@ -570,8 +566,8 @@ static void process_client(session *s)
 		if (avail < WIRE_HEADER_LEN) {
 			if (!evtimer_pending(s->frame_timer, NULL)) {
 				struct timeval tv = {s->w->srv->cfg.max_frame_wait_ms / 1000,
-						     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
-							     1000};
+				                     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
+				                         1000};
 				evtimer_add(s->frame_timer, &tv);
 			}
 			break;
@@ -585,23 +581,23 @@ static void process_client(session *s)
 			log_bad_request(s, &h, &err, "error reply and close");
 			if (h.opcode == OP_MSG || h.opcode == OP_QUERY) {
 				struct evbuffer *b = make_error(
-					s, h.opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY,
-					h.request_id, err.code, err.code_name, err.msg);
+				    s, h.opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY,
+				    h.request_id, err.code, err.code_name, err.msg);
 				if (b && s->count == 0 && s->reply_left == 0)
 					evbuffer_add_buffer(client_out(s), b);
 				if (b)
 					evbuffer_free(b);
 			}
 			session_finish(s, LOG_WARNING, "bad message length from client: %s",
-				       err.msg);
+			               err.msg);
 			return;
 		}
 		if (avail < (size_t)h.length) {
 			set_read_need(s->client, (size_t)h.length);
 			if (!evtimer_pending(s->frame_timer, NULL)) {
 				struct timeval tv = {s->w->srv->cfg.max_frame_wait_ms / 1000,
-						     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
-							     1000};
+				                     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
+				                         1000};
 				evtimer_add(s->frame_timer, &tv);
 			}
 			break;
@@ -610,14 +606,14 @@ static void process_client(session *s)
 		set_read_need(s->client, READ_CHUNK);
 
 		request r = {
-			.h = &h,
-			.len = (size_t)h.length,
-			.form = REPLY_FORM_OPMSG,
+		    .h = &h,
+		    .len = (size_t)h.length,
+		    .form = REPLY_FORM_OPMSG,
 		};
 		r.msg = evbuffer_pullup(in, (ev_ssize_t)h.length);
 		if (!r.msg) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %d-byte request",
-				       h.length);
+			               h.length);
 			return;
 		}
 		req_outcome out = handle_request(s, &r);
@@ -630,19 +626,19 @@ static void process_client(session *s)
 				struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 				evtimer_add(s->wait_timer, &tv);
 				log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-					   "Holding a request until the index list arrives");
+				           "Holding a request until the index list arrives");
 			}
 			return;
 		case REQ_CLOSE:
 			return; /* session_finish already ran */
 		case REQ_FORWARD:
 			evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream),
-					       (size_t)h.length);
+			                       (size_t)h.length);
 			break;
 		case REQ_REPLACE:
 			evbuffer_drain(in, (size_t)h.length);
 			evbuffer_add(bufferevent_get_output(s->upstream), r.replacement,
-				     r.replacement_len);
+			             r.replacement_len);
 			free(r.replacement);
 			break;
 		case REQ_DROP:
@@ -701,11 +697,11 @@ static void process_upstream(session *s)
 		wire_error err = {0};
 		if (frame_header_parse(hdr, WIRE_HEADER_LEN, &h, &err) != FRAME_OK) {
 			log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REPLY, s->ctx,
-						"Malformed reply from upstream");
+			                        "Malformed reply from upstream");
 			log_attr_str(l, "reason", err.msg);
 			log_end(l);
 			session_finish(s, LOG_WARNING, "upstream sent a malformed reply: %s",
-				       err.msg);
+			               err.msg);
 			return;
 		}
 		bool more = false;
@@ -713,9 +709,9 @@ static void process_upstream(session *s)
 			if (avail < WIRE_HEADER_LEN + 4 || h.length < WIRE_HEADER_LEN + 4) {
 				if (h.length < WIRE_HEADER_LEN + 4) {
 					session_finish(s, LOG_WARNING,
-						       "upstream sent a %d-byte OP_MSG, too short "
-						       "for its flag bits",
-						       h.length);
+					               "upstream sent a %d-byte OP_MSG, too short "
+					               "for its flag bits",
+					               h.length);
 				}
 				return;
 			}
@@ -734,9 +730,9 @@ static void process_upstream(session *s)
 			const uint8_t *msg = evbuffer_pullup(in, h.length);
 			if (!msg || !compress_parse(msg, (size_t)h.length, &c, &err) ||
 			    !compress_inflate(&c, &plain, &plain_len, &err)) {
-				session_finish(s, LOG_WARNING,
-					       "upstream sent an unreadable OP_COMPRESSED reply: %s",
-					       err.msg);
+				session_finish(
+				    s, LOG_WARNING,
+				    "upstream sent an unreadable OP_COMPRESSED reply: %s", err.msg);
 				return;
 			}
 			if (c.original_opcode == OP_MSG && plain_len >= WIRE_HEADER_LEN + 4)
@@ -744,7 +740,7 @@ static void process_upstream(session *s)
 			free(plain);
 		} else if (h.opcode != OP_REPLY) {
 			session_finish(s, LOG_WARNING, "upstream sent opcode %d, not a reply",
-				       h.opcode);
+			               h.opcode);
 			return;
 		}
 		s->reply_left = (size_t)h.length;
@@ -755,18 +751,20 @@ static void process_upstream(session *s)
 		 * would hand the client's next request a stale answer. */
 		const inflight *head = s->count > 0 ? ring_at(s, 0) : NULL;
 		bool wanted = head && !head->answer &&
-			      (h.response_to == head->request_id ||
-			       (s->streaming && h.response_to == s->stream_from));
+		              (h.response_to == head->request_id ||
+		               (s->streaming && h.response_to == s->stream_from));
 		if (!wanted) {
 			s->reply_discard = true;
 			s->ndiscarded++;
-			log_line *l = log_begin(s->ndiscarded == 1 ? LOG_WARNING : LOG_DEBUG,
-						"NETWORK", LOGID_BAD_REPLY, s->ctx,
-						"Dropped a reply that answers no request in flight");
+			log_line *l =
+			    log_begin(s->ndiscarded == 1 ? LOG_WARNING : LOG_DEBUG, "NETWORK",
+			              LOGID_BAD_REPLY, s->ctx,
+			              "Dropped a reply that answers no request in flight");
 			log_attr_int(l, "responseTo", h.response_to);
 			log_attr_int(l, "expected", head ? head->request_id : -1);
-			log_attr_str(l, "why", "the upstream answered a request that allowed no "
-					       "reply (moreToCome), or an unknown one");
+			log_attr_str(l, "why",
+			             "the upstream answered a request that allowed no "
+			             "reply (moreToCome), or an unknown one");
 			log_end(l);
 			continue;
 		}
@@ -789,8 +787,8 @@ static void session_free(session *s)
 	w->nsessions--;
 	atomic_fetch_sub(&w->srv->nconns, 1);
 
-	log_line *l = log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx,
-				"Connection ended");
+	log_line *l =
+	    log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_str(l, "appName", s->app);
 	log_attr_str(l, "reason", s->end_reason[0] ? s->end_reason : "closed");
@@ -852,8 +850,8 @@ static void flush_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
 	snprintf(s->end_reason + strlen(s->end_reason),
-		 sizeof(s->end_reason) - strlen(s->end_reason),
-		 " (client did not read the last %zu bytes)", evbuffer_get_length(client_out(s)));
+	         sizeof(s->end_reason) - strlen(s->end_reason),
+	         " (client did not read the last %zu bytes)", evbuffer_get_length(client_out(s)));
 	session_close(s);
 }
 
@@ -914,7 +912,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(s->end_reason, sizeof(s->end_reason), "client closed the connection");
 	} else {
 		snprintf(s->end_reason, sizeof(s->end_reason), "client connection error: %s",
-			 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		         evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
 	session_close(s);
 }
@@ -948,27 +946,27 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		int one = 1;
 		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx,
-			   "Connected to upstream");
+		           "Connected to upstream");
 		return;
 	}
 	char why[512];
 	if (!s->upstream_connected) {
 		const char *e = (what & BEV_EVENT_TIMEOUT)
-					? "connect timed out"
-					: evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		                    ? "connect timed out"
+		                    : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
 		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
-			 e);
+		         e);
 		log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_FAILED, s->ctx,
-					"Upstream unreachable");
+		                        "Upstream unreachable");
 		log_attr_str(l, "upstream", up);
 		log_attr_str(l, "reason", e);
 		log_end(l);
 	} else {
 		process_upstream(s); /* deliver whatever complete replies arrived */
 		snprintf(why, sizeof(why), "mongoguard lost its connection to upstream %s: %s", up,
-			 (what & BEV_EVENT_EOF)
-				 ? "closed by the server"
-				 : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		         (what & BEV_EVENT_EOF)
+		             ? "closed by the server"
+		             : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
 	if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
 		return;
@@ -980,9 +978,10 @@ static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
 	size_t have = evbuffer_get_length(bufferevent_get_input(s->client));
-	session_finish(s, LOG_WARNING,
-		       "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)",
-		       have, s->w->srv->cfg.max_frame_wait_ms);
+	session_finish(
+	    s, LOG_WARNING,
+	    "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)", have,
+	    s->w->srv->cfg.max_frame_wait_ms);
 }
 
 static void wait_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -991,7 +990,7 @@ static void wait_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (s->state != SESSION_WAITING)
 		return;
 	log_reason(LOG_INFO, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-		   "Index list did not arrive in time; request forwarded without a sort verdict");
+	           "Index list did not arrive in time; request forwarded without a sort verdict");
 	s->wait_expired = true;
 	process_client(s);
 }
@@ -1023,7 +1022,7 @@ void session_start(worker *w, int fd, const struct sockaddr *addr, socklen_t add
 	if (!s) {
 		close(fd);
 		log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
-			   "Out of memory accepting a connection");
+		           "Out of memory accepting a connection");
 		atomic_fetch_sub(&srv->nconns, 1);
 		return;
 	}
@@ -1059,8 +1058,8 @@ void session_start(worker *w, int fd, const struct sockaddr *addr, socklen_t add
 	set_read_need(s->client, READ_CHUNK);
 	set_read_need(s->upstream, READ_CHUNK);
 
-	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx,
-				"Connection accepted");
+	log_line *l =
+	    log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Connection accepted");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_int(l, "connectionCount", (int64_t)atomic_load(&srv->nconns));
 	log_end(l);
@@ -1069,11 +1068,11 @@ void session_start(worker *w, int fd, const struct sockaddr *addr, socklen_t add
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	bufferevent_set_timeouts(s->upstream, NULL, &tv);
 	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&srv->up.ss,
-				       (int)srv->up.len) < 0) {
+	                               (int)srv->up.len) < 0) {
 		/* A refused connect is reported later through upstream_event_cb;
 		 * only a socket that could not even be created lands here. */
 		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
-			       srv->up.name, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		               srv->up.name, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		return;
 	}
 	bufferevent_enable(s->client, EV_READ);

@@ -21,21 +21,22 @@ bool upstream_resolve(const char *uri_str, upstream_addr *up, char *err, size_t 
 	const mongoc_host_list_t *hosts = mongoc_uri_get_hosts(uri);
 	if (!hosts) {
 		snprintf(err, errlen,
-			 "upstream URI '%s' names no host (mongodb+srv:// is not supported yet)",
-			 uri_str);
+		         "upstream URI '%s' names no host (mongodb+srv:// is not supported yet)",
+		         uri_str);
 		goto done;
 	}
 	if (mongoc_uri_get_tls(uri)) {
-		snprintf(err, errlen,
-			 "upstream URI asks for TLS, which mongoguard does not speak to the upstream "
-			 "yet; refusing to connect in plain text instead");
+		snprintf(
+		    err, errlen,
+		    "upstream URI asks for TLS, which mongoguard does not speak to the upstream "
+		    "yet; refusing to connect in plain text instead");
 		goto done;
 	}
 	if (hosts->next)
 		log_reason(LOG_WARNING, "NETWORK", LOGID_CONFIG, NULL,
-			   "Upstream URI lists several hosts; every client is paired with the "
-			   "first, %s",
-			   hosts->host_and_port);
+		           "Upstream URI lists several hosts; every client is paired with the "
+		           "first, %s",
+		           hosts->host_and_port);
 	snprintf(up->name, sizeof(up->name), "%s", hosts->host_and_port);
 	if (hosts->family == AF_UNIX) {
 		struct sockaddr_un *un = (struct sockaddr_un *)&up->ss;
@@ -57,7 +58,7 @@ bool upstream_resolve(const char *uri_str, upstream_addr *up, char *err, size_t 
 	int rc = getaddrinfo(hosts->host, port, &hints, &res);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot resolve upstream host %s: %s", hosts->host,
-			 gai_strerror(rc));
+		         gai_strerror(rc));
 		goto done;
 	}
 	memcpy(&up->ss, res->ai_addr, res->ai_addrlen);
