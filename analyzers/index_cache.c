@@ -72,6 +72,8 @@ struct index_cache {
 	void *notify_arg;
 	index_cache_clock_fn clock;
 	void *clock_arg;
+	index_cache_error_fn on_error;
+	void *error_arg;
 };
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
@@ -482,7 +484,7 @@ static bool has_id_index(const index_set *s)
 
 /* listIndexes for "db.coll". NULL when the fetch failed. A missing
  * collection or a view gives an opaque set: nothing to judge there. */
-static index_set *fetch_indexes(mongoc_client_t *client, const char *ns)
+static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const char *ns)
 {
 	char db[IC_NS_MAX];
 	const char *dot = strchr(ns, '.');
@@ -521,6 +523,8 @@ static index_set *fetch_indexes(mongoc_client_t *client, const char *ns)
 			set = index_set_new_opaque("the collection does not exist");
 		else if (error.domain == MONGOC_ERROR_SERVER && error.code == IC_CODE_NOT_ON_VIEW)
 			set = index_set_new_opaque("the namespace is a view");
+		else if (ic->on_error)
+			ic->on_error(ic->error_arg, ns, error.message);
 	} else if (!oom && n == 0) {
 		/* Every collection has an _id index; no index at all means no
 		 * collection (time-series collections list their own). */
@@ -577,7 +581,7 @@ static void *metadata_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&ic->mu);
-		index_set *set = fetch_indexes(ic->client, ns);
+		index_set *set = fetch_indexes(ic, ic->client, ns);
 		index_cache_fetch_end(ic, ns, gen, set);
 		if (ic->notify != NULL)
 			ic->notify(ic->notify_arg);
@@ -634,4 +638,10 @@ void index_cache_free(index_cache *ic)
 	pthread_cond_destroy(&ic->cv);
 	pthread_mutex_destroy(&ic->mu);
 	free(ic);
+}
+
+void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg)
+{
+	ic->on_error = fn;
+	ic->error_arg = arg;
 }

@@ -25,6 +25,13 @@ typedef void (*index_cache_notify_fn)(void *arg);
 index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache_notify_fn notify,
                              void *notify_arg, char *err, size_t errlen);
 bool index_cache_start(index_cache *ic, char *err, size_t errlen);
+/* Called from the metadata thread when listIndexes fails for a reason
+ * other than "no such collection" or "a view" (auth, network, ...); the
+ * namespace then has no sort verdict until a retry succeeds. Set before
+ * index_cache_start(). */
+typedef void (*index_cache_error_fn)(void *arg, const char *ns, const char *message);
+void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg);
+
 /* Stops the thread and frees everything. */
 void index_cache_free(index_cache *ic);
 

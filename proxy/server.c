@@ -244,6 +244,17 @@ static void index_changed(void *arg)
 	}
 }
 
+static void index_fetch_failed(void *arg, const char *ns, const char *message)
+{
+	log_line *l =
+	    log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+	              "Cannot list indexes; index-mismatched-sort has no verdict for this "
+	              "collection until a retry succeeds");
+	log_attr_str(l, "ns", ns);
+	log_attr_str(l, "error", message);
+	log_end(l);
+}
+
 /* ---- the whole run ---- */
 
 bool server_run(server *srv, char *err, size_t errlen)
@@ -264,6 +275,7 @@ bool server_run(server *srv, char *err, size_t errlen)
 		                          index_changed, srv, err, errlen);
 		if (!srv->ic)
 			return false;
+		index_cache_set_error_hook(srv->ic, index_fetch_failed, srv);
 		srv->engine = engine_new(&srv->cfg.engine, srv->ic, server_log_finding, srv);
 		if (!srv->engine) {
 			snprintf(err, errlen, "cannot create the rule engine");
