@@ -126,7 +126,7 @@ def upstream():
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     errlog = open(LOG_DIR / "ferretdb.log", "wb")
     proc = subprocess.Popen(
-        [binary, "--handler=sqlite", f"--sqlite-url=file:{data}/",
+        [binary, "--handler=sqlite", f"--sqlite-url=file:{data}/", f"--state-dir={data}",
          f"--listen-addr=127.0.0.1:{port}", "--telemetry=disable", "--debug-addr=-",
          "--log-level=warn"],
         stdout=errlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
