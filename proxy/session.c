@@ -544,6 +544,20 @@ static req_outcome handle_request(session *s, request *r)
 	}
 }
 
+static void add_timer_ms(struct event *ev, uint32_t ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	evtimer_add(ev, &tv);
+}
+
+/* A request has started arriving: it must be complete within
+ * net.maxFrameWaitMS, counted from its first bytes. */
+static void arm_frame_timer(session *s)
+{
+	if (!evtimer_pending(s->frame_timer, NULL))
+		add_timer_ms(s->frame_timer, s->w->srv->cfg.max_frame_wait_ms);
+}
+
 /* Called when the client side may have work: new bytes, room upstream, the
  * index cache answering, or a wait timing out. */
 static void process_client(session *s)
@@ -564,12 +578,7 @@ static void process_client(session *s)
 		frame_header h;
 		wire_error err = {0};
 		if (avail < WIRE_HEADER_LEN) {
-			if (!evtimer_pending(s->frame_timer, NULL)) {
-				struct timeval tv = {s->w->srv->cfg.max_frame_wait_ms / 1000,
-				                     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
-				                         1000};
-				evtimer_add(s->frame_timer, &tv);
-			}
+			arm_frame_timer(s);
 			break;
 		}
 		evbuffer_copyout(in, hdr, sizeof(hdr));
@@ -594,12 +603,7 @@ static void process_client(session *s)
 		}
 		if (avail < (size_t)h.length) {
 			set_read_need(s->client, (size_t)h.length);
-			if (!evtimer_pending(s->frame_timer, NULL)) {
-				struct timeval tv = {s->w->srv->cfg.max_frame_wait_ms / 1000,
-				                     (s->w->srv->cfg.max_frame_wait_ms % 1000) *
-				                         1000};
-				evtimer_add(s->frame_timer, &tv);
-			}
+			arm_frame_timer(s);
 			break;
 		}
 		evtimer_del(s->frame_timer);
@@ -622,9 +626,7 @@ static void process_client(session *s)
 			if (s->state != SESSION_WAITING) {
 				s->state = SESSION_WAITING;
 				bufferevent_disable(s->client, EV_READ);
-				uint32_t ms = s->w->srv->cfg.engine.index_wait_ms;
-				struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-				evtimer_add(s->wait_timer, &tv);
+				add_timer_ms(s->wait_timer, s->w->srv->cfg.engine.index_wait_ms);
 				log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
 				           "Holding a request until the index list arrives");
 			}
@@ -885,8 +887,7 @@ static void session_finish(session *s, log_severity sev, const char *fmt, ...)
 	bufferevent_setcb(s->client, NULL, flushed_cb, flush_event_cb, s);
 	evtimer_del(s->wait_timer);
 	event_assign(s->wait_timer, s->w->base, -1, 0, flush_timeout_cb, s);
-	struct timeval tv = {FLUSH_TIMEOUT_MS / 1000, 0};
-	evtimer_add(s->wait_timer, &tv);
+	add_timer_ms(s->wait_timer, FLUSH_TIMEOUT_MS);
 }
 
 static void client_read_cb(struct bufferevent *bev, void *arg)
