@@ -1,5 +1,5 @@
-/* The dedupe table: a chained hash keyed by (rule, shapeHash), with an LRU
- * list for eviction. An entry owns a copy of its first finding's strings,
+/* The dedupe table: an lru_map keyed by (rule, shapeHash, action,
+ * application name). An entry owns a copy of its first finding's strings,
  * which summaries repeat; that copy is the only allocation, made once per
  * new key (a first occurrence, never the common case). */
 #include "analyzers/findings.h"
@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/lru_map.h"
+
 typedef struct fentry {
-	struct fentry *next;     /* hash chain */
-	struct fentry *lru_prev; /* towards most recent */
-	struct fentry *lru_next; /* towards least recent */
+	lru_map_node node;
+	struct fentry *due_next; /* flush's list of copies; never in the map */
 	uint64_t count;          /* repeats since the last flush */
 	finding f;               /* strings point into text */
 	char text[];
@@ -19,10 +20,13 @@ typedef struct fentry {
 
 struct findings_table {
 	pthread_mutex_t lock;
-	size_t max_keys, nkeys, nbuckets; /* nbuckets: power of two */
-	fentry **buckets;
-	fentry *lru_head, *lru_tail;
+	lru_map map; /* least recently reported evicted first */
 };
+
+static fentry *fentry_of(lru_map_node *n)
+{
+	return LRU_MAP_ENTRY(n, fentry, node);
+}
 
 static const char *nz(const char *s)
 {
@@ -60,12 +64,7 @@ findings_table *findings_table_new(size_t max_keys)
 	findings_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->max_keys = max_keys ? max_keys : 1;
-	t->nbuckets = 1;
-	while (t->nbuckets < t->max_keys)
-		t->nbuckets <<= 1;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets) {
+	if (!lru_map_init(&t->map, max_keys)) {
 		free(t);
 		return NULL;
 	}
@@ -77,11 +76,11 @@ void findings_table_free(findings_table *t)
 {
 	if (!t)
 		return;
-	for (fentry *e = t->lru_head, *n; e; e = n) {
-		n = e->lru_next;
-		free(e);
+	for (lru_map_node *n = lru_map_newest(&t->map), *next; n; n = next) {
+		next = lru_map_older(n);
+		free(fentry_of(n));
 	}
-	free(t->buckets);
+	lru_map_destroy(&t->map);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -104,33 +103,9 @@ static bool same_key(const finding *a, const finding *b)
 	       strcmp(nz(a->app_name), nz(b->app_name)) == 0;
 }
 
-static fentry **bucket_of(findings_table *t, const finding *f)
+static bool node_is(const lru_map_node *n, const void *f)
 {
-	return &t->buckets[key_hash(f) & (t->nbuckets - 1)];
-}
-
-static void lru_unlink(findings_table *t, fentry *e)
-{
-	if (e->lru_prev)
-		e->lru_prev->lru_next = e->lru_next;
-	else
-		t->lru_head = e->lru_next;
-	if (e->lru_next)
-		e->lru_next->lru_prev = e->lru_prev;
-	else
-		t->lru_tail = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(findings_table *t, fentry *e)
-{
-	e->lru_prev = NULL;
-	e->lru_next = t->lru_head;
-	if (t->lru_head)
-		t->lru_head->lru_prev = e;
-	t->lru_head = e;
-	if (!t->lru_tail)
-		t->lru_tail = e;
+	return same_key(&LRU_MAP_ENTRY(n, const fentry, node)->f, f);
 }
 
 static void emit_summary(const fentry *e, uint64_t repeats, engine_sink_fn sink, void *arg)
@@ -143,34 +118,24 @@ static void emit_summary(const fentry *e, uint64_t repeats, engine_sink_fn sink,
 void findings_table_report(findings_table *t, const finding *f, engine_sink_fn sink, void *arg)
 {
 	fentry *victim = NULL;
+	uint64_t hash = key_hash(f);
 	pthread_mutex_lock(&t->lock);
-	fentry **b = bucket_of(t, f);
-	for (fentry *e = *b; e; e = e->next)
-		if (same_key(&e->f, f)) {
-			e->count++;
-			if (t->lru_head != e) {
-				lru_unlink(t, e);
-				lru_push_front(t, e);
-			}
-			pthread_mutex_unlock(&t->lock);
-			return;
-		}
+	lru_map_node *n = lru_map_find(&t->map, hash, node_is, f);
+	if (n) {
+		fentry_of(n)->count++;
+		lru_map_touch(&t->map, n);
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	/* Allocate before evicting: out of memory, the table keeps what it
+	 * has and this finding is still sent. */
 	fentry *e = fentry_new(f);
 	if (e) {
-		if (t->nkeys >= t->max_keys && t->lru_tail) {
-			victim = t->lru_tail;
-			lru_unlink(t, victim);
-			for (fentry **pp = bucket_of(t, &victim->f); *pp; pp = &(*pp)->next)
-				if (*pp == victim) {
-					*pp = victim->next;
-					break;
-				}
-			t->nkeys--;
+		if (lru_map_full(&t->map)) {
+			victim = fentry_of(lru_map_oldest(&t->map));
+			lru_map_remove(&t->map, &victim->node);
 		}
-		e->next = *b;
-		*b = e;
-		lru_push_front(t, e);
-		t->nkeys++;
+		lru_map_insert(&t->map, &e->node, hash);
 	}
 	pthread_mutex_unlock(&t->lock);
 
@@ -187,33 +152,36 @@ void findings_table_report(findings_table *t, const finding *f, engine_sink_fn s
 void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg)
 {
 	/* Copy what is due under the lock, report it after: a slow sink
-	 * must not hold up worker threads that fire rules meanwhile. */
+	 * must not hold up worker threads that fire rules meanwhile. The
+	 * walk goes newest first and prepends, so summaries go out oldest
+	 * first. */
 	fentry *due = NULL;
 	pthread_mutex_lock(&t->lock);
-	for (fentry *e = t->lru_head; e; e = e->lru_next) {
+	for (lru_map_node *n = lru_map_newest(&t->map); n; n = lru_map_older(n)) {
+		fentry *e = fentry_of(n);
 		if (e->count == 0)
 			continue;
 		fentry *c = fentry_new(&e->f);
 		if (!c)
 			continue; /* keep the count for the next flush */
 		c->count = e->count;
-		c->next = due;
+		c->due_next = due;
 		due = c;
 		e->count = 0;
 	}
 	pthread_mutex_unlock(&t->lock);
 	while (due) {
-		fentry *n = due->next;
+		fentry *next = due->due_next;
 		emit_summary(due, due->count, sink, arg);
 		free(due);
-		due = n;
+		due = next;
 	}
 }
 
 size_t findings_table_size(findings_table *t)
 {
 	pthread_mutex_lock(&t->lock);
-	size_t n = t->nkeys;
+	size_t n = lru_map_count(&t->map);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
