@@ -1,7 +1,7 @@
 /* hot-path-lookup: finding joins in pipelines, and counting executions per
  * shape in a sliding window.
  *
- * The tracker is a chained hash of fixed-size entries plus an LRU list.
+ * The tracker is an lru_map of fixed-size entries keyed by the shape hash.
  * Each entry holds a ring of the last `threshold` execution times. When the
  * table is full the least recently executed shape gives up its entry, which
  * is reused in place, so after warm-up recording never allocates. */
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "analyzers/keys.h"
+#include "analyzers/lru_map.h"
 
 #define MAX_DEPTH 100
 
@@ -81,24 +82,23 @@ bool rule_lookup_find(const bson_iter_t *pipeline, const char **stage, char *fro
 }
 
 typedef struct entry {
-	uint64_t shape;
-	struct entry *next;     /* hash chain */
-	struct entry *lru_prev; /* towards most recent */
-	struct entry *lru_next; /* towards least recent */
-	uint32_t count;         /* filled slots of ring, <= threshold */
-	uint32_t head;          /* next slot to write */
-	int64_t ring[];         /* threshold slots */
+	lru_map_node node; /* its hash is the shape */
+	uint32_t count;    /* filled slots of ring, <= threshold */
+	uint32_t head;     /* next slot to write */
+	int64_t ring[];    /* threshold slots */
 } entry;
 
 struct lookup_tracker {
 	pthread_mutex_t lock;
 	uint32_t threshold;
 	int64_t window_ms;
-	size_t max_shapes, nshapes;
-	size_t nbuckets; /* power of two */
-	entry **buckets;
-	entry *lru_head, *lru_tail; /* most and least recently executed */
+	lru_map map; /* least recently executed evicted first */
 };
+
+static entry *entry_of(lru_map_node *n)
+{
+	return LRU_MAP_ENTRY(n, entry, node);
+}
 
 lookup_tracker *lookup_tracker_new(uint32_t threshold, uint32_t window_seconds, size_t max_shapes)
 {
@@ -107,12 +107,7 @@ lookup_tracker *lookup_tracker_new(uint32_t threshold, uint32_t window_seconds, 
 		return NULL;
 	t->threshold = threshold ? threshold : 1;
 	t->window_ms = (int64_t)window_seconds * 1000;
-	t->max_shapes = max_shapes ? max_shapes : 1;
-	t->nbuckets = 1;
-	while (t->nbuckets < t->max_shapes)
-		t->nbuckets <<= 1;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets) {
+	if (!lru_map_init(&t->map, max_shapes)) {
 		free(t);
 		return NULL;
 	}
@@ -124,77 +119,35 @@ void lookup_tracker_free(lookup_tracker *t)
 {
 	if (!t)
 		return;
-	for (entry *e = t->lru_head, *n; e; e = n) {
-		n = e->lru_next;
-		free(e);
+	for (lru_map_node *n = lru_map_newest(&t->map), *next; n; n = next) {
+		next = lru_map_older(n);
+		free(entry_of(n));
 	}
-	free(t->buckets);
+	lru_map_destroy(&t->map);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
-static void lru_unlink(lookup_tracker *t, entry *e)
-{
-	if (e->lru_prev)
-		e->lru_prev->lru_next = e->lru_next;
-	else
-		t->lru_head = e->lru_next;
-	if (e->lru_next)
-		e->lru_next->lru_prev = e->lru_prev;
-	else
-		t->lru_tail = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(lookup_tracker *t, entry *e)
-{
-	e->lru_prev = NULL;
-	e->lru_next = t->lru_head;
-	if (t->lru_head)
-		t->lru_head->lru_prev = e;
-	t->lru_head = e;
-	if (!t->lru_tail)
-		t->lru_tail = e;
-}
-
-static entry **bucket_of(lookup_tracker *t, uint64_t shape)
-{
-	/* shape is already an FNV hash; fold the high bits in anyway */
-	return &t->buckets[(shape ^ (shape >> 32)) & (t->nbuckets - 1)];
-}
-
-static void chain_remove(lookup_tracker *t, entry *e)
-{
-	for (entry **pp = bucket_of(t, e->shape); *pp; pp = &(*pp)->next)
-		if (*pp == e) {
-			*pp = e->next;
-			return;
-		}
-}
-
+/* The shape is already an FNV hash, so it serves as the map's hash and, with
+ * no comparison callback, as the key. */
 static entry *find_or_add(lookup_tracker *t, uint64_t shape)
 {
-	entry **b = bucket_of(t, shape);
-	for (entry *e = *b; e; e = e->next)
-		if (e->shape == shape)
-			return e;
+	lru_map_node *n = lru_map_find(&t->map, shape, NULL, NULL);
+	if (n)
+		return entry_of(n);
 	entry *e;
-	if (t->nshapes >= t->max_shapes && t->lru_tail) {
-		e = t->lru_tail; /* least recently executed: reuse its memory */
-		lru_unlink(t, e);
-		chain_remove(t, e);
+	if (lru_map_full(&t->map)) {
+		/* least recently executed: reuse its memory */
+		e = entry_of(lru_map_oldest(&t->map));
+		lru_map_remove(&t->map, &e->node);
 	} else {
 		e = malloc(sizeof(*e) + sizeof(int64_t) * t->threshold);
 		if (!e)
 			return NULL;
-		t->nshapes++;
 	}
-	e->shape = shape;
 	e->count = 0;
 	e->head = 0;
-	e->next = *b;
-	*b = e;
-	lru_push_front(t, e);
+	lru_map_insert(&t->map, &e->node, shape);
 	return e;
 }
 
@@ -208,10 +161,7 @@ bool lookup_tracker_record(lookup_tracker *t, uint64_t shape, int64_t now_ms, ui
 			*runs = 0;
 		return false;
 	}
-	if (t->lru_head != e) {
-		lru_unlink(t, e);
-		lru_push_front(t, e);
-	}
+	lru_map_touch(&t->map, &e->node);
 	e->ring[e->head] = now_ms;
 	e->head = (e->head + 1) % t->threshold;
 	if (e->count < t->threshold)
@@ -229,7 +179,7 @@ bool lookup_tracker_record(lookup_tracker *t, uint64_t shape, int64_t now_ms, ui
 size_t lookup_tracker_size(lookup_tracker *t)
 {
 	pthread_mutex_lock(&t->lock);
-	size_t n = t->nshapes;
+	size_t n = lru_map_count(&t->map);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
