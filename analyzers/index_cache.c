@@ -1,7 +1,7 @@
 /* The index cache: namespace -> index_set, filled by one metadata thread.
  *
- * Entries live in a chained hash map and on an LRU list; an entry waiting
- * for a fetch is also on the fetch queue. Everything is guarded by one mutex
+ * Entries live in an lru_map (hash plus use order); an entry waiting for a
+ * fetch is also on the fetch queue, a FIFO of its own. Everything is guarded by one mutex
  * (mu), held only for map work, never across network I/O: the thread copies
  * the namespace out, unlocks, runs listIndexes, and relocks to land the
  * answer. The condition variable (cv) wakes the thread for queued work, for
@@ -27,10 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-#define IC_BUCKETS                  16384 /* power of two, > INDEX_CACHE_MAX_ENTRIES */
-#define IC_NS_MAX                   512   /* "db.coll"; the server allows 255 */
-#define IC_SCAN_MS                  1000  /* how often due refreshes are looked for */
-#define IC_TIMEOUT_MS               3000  /* server selection and connect, side channel */
+#include "analyzers/lru_map.h"
+
+#define IC_NS_MAX                   512  /* "db.coll"; the server allows 255 */
+#define IC_SCAN_MS                  1000 /* how often due refreshes are looked for */
+#define IC_TIMEOUT_MS               3000 /* server selection and connect, side channel */
 #define IC_SOCKET_TIMEOUT_MS        10000
 #define IC_CODE_NAMESPACE_NOT_FOUND 26
 #define IC_CODE_NOT_ON_VIEW         166
@@ -38,8 +39,7 @@
 typedef enum { ENTRY_PENDING, ENTRY_KNOWN, ENTRY_FAILED } entry_state;
 
 typedef struct ic_entry {
-	struct ic_entry *hnext;
-	struct ic_entry *lru_prev, *lru_next; /* head = most recently used */
+	lru_map_node node; /* hash: fnv1a of ns */
 	struct ic_entry *q_prev, *q_next;
 	bool queued;
 	bool fetching; /* a fetch started at generation fetch_gen is out */
@@ -49,16 +49,13 @@ typedef struct ic_entry {
 	int64_t fetched_at; /* when the last fetch landed (FAILED: when it failed) */
 	int64_t due_at;     /* KNOWN: when to refresh in the background */
 	uint64_t generation;
-	uint32_t hash;
 	char ns[];
 } ic_entry;
 
 struct index_cache {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	ic_entry **buckets;
-	size_t count;
-	ic_entry *lru_head, *lru_tail;
+	lru_map map; /* at most INDEX_CACHE_MAX_ENTRIES */
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
 	int64_t refresh_ms; /* 0: never */
@@ -125,36 +122,19 @@ static bool make_ns(char *ns, const char *db, const char *coll)
 
 /* ---- map, LRU and queue; all with mu held ---- */
 
+static ic_entry *entry_of(lru_map_node *n)
+{
+	return n != NULL ? LRU_MAP_ENTRY(n, ic_entry, node) : NULL;
+}
+
+static bool ns_is(const lru_map_node *n, const void *ns)
+{
+	return strcmp(LRU_MAP_ENTRY(n, const ic_entry, node)->ns, ns) == 0;
+}
+
 static ic_entry *find_locked(index_cache *ic, const char *ns, uint32_t hash)
 {
-	for (ic_entry *e = ic->buckets[hash & (IC_BUCKETS - 1)]; e != NULL; e = e->hnext)
-		if (e->hash == hash && strcmp(e->ns, ns) == 0)
-			return e;
-	return NULL;
-}
-
-static void lru_unlink(index_cache *ic, ic_entry *e)
-{
-	if (e->lru_prev != NULL)
-		e->lru_prev->lru_next = e->lru_next;
-	else
-		ic->lru_head = e->lru_next;
-	if (e->lru_next != NULL)
-		e->lru_next->lru_prev = e->lru_prev;
-	else
-		ic->lru_tail = e->lru_prev;
-	e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(index_cache *ic, ic_entry *e)
-{
-	e->lru_prev = NULL;
-	e->lru_next = ic->lru_head;
-	if (ic->lru_head != NULL)
-		ic->lru_head->lru_prev = e;
-	ic->lru_head = e;
-	if (ic->lru_tail == NULL)
-		ic->lru_tail = e;
+	return entry_of(lru_map_find(&ic->map, hash, ns_is, ns));
 }
 
 static void enqueue_locked(index_cache *ic, ic_entry *e)
@@ -192,39 +172,32 @@ static void dequeue_locked(index_cache *ic, ic_entry *e)
  * copy of the namespace and the generation, so nothing dangles. */
 static void remove_locked(index_cache *ic, ic_entry *e)
 {
-	ic_entry **pp = &ic->buckets[e->hash & (IC_BUCKETS - 1)];
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	lru_unlink(ic, e);
+	lru_map_remove(&ic->map, &e->node);
 	dequeue_locked(ic, e);
 	index_set_release(e->set);
-	ic->count--;
 	free(e);
 }
 
 static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
 {
-	if (ic->count >= INDEX_CACHE_MAX_ENTRIES) {
-		ic_entry *victim = ic->lru_tail;
-		while (victim != NULL && victim->fetching)
-			victim = victim->lru_prev;
+	if (lru_map_full(&ic->map)) {
+		/* The least recently used entry that no fetch is out for: the
+		 * fetch would land on nothing, and be asked for again. */
+		lru_map_node *victim = lru_map_oldest(&ic->map);
+		while (victim != NULL && entry_of(victim)->fetching)
+			victim = lru_map_newer(victim);
 		if (victim == NULL)
 			return NULL;
-		remove_locked(ic, victim);
+		remove_locked(ic, entry_of(victim));
 	}
 	size_t len = strlen(ns);
 	ic_entry *e = calloc(1, sizeof *e + len + 1);
 	if (e == NULL)
 		return NULL;
 	memcpy(e->ns, ns, len + 1);
-	e->hash = hash;
 	e->state = ENTRY_PENDING;
 	e->generation = ++ic->next_generation;
-	e->hnext = ic->buckets[hash & (IC_BUCKETS - 1)];
-	ic->buckets[hash & (IC_BUCKETS - 1)] = e;
-	lru_push_front(ic, e);
-	ic->count++;
+	lru_map_insert(&ic->map, &e->node, hash);
 	return e;
 }
 
@@ -241,8 +214,7 @@ index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache
 		set_err(err, errlen, "out of memory", NULL);
 		return NULL;
 	}
-	ic->buckets = calloc(IC_BUCKETS, sizeof *ic->buckets);
-	if (ic->buckets == NULL) {
+	if (!lru_map_init(&ic->map, INDEX_CACHE_MAX_ENTRIES)) {
 		free(ic);
 		set_err(err, errlen, "out of memory", NULL);
 		return NULL;
@@ -252,7 +224,7 @@ index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache
 		ic->uri = mongoc_uri_new_with_error(uri, &error);
 		if (ic->uri == NULL) {
 			set_err(err, errlen, "invalid upstream URI", error.message);
-			free(ic->buckets);
+			lru_map_destroy(&ic->map);
 			free(ic);
 			return NULL;
 		}
@@ -314,10 +286,7 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 		pthread_mutex_unlock(&ic->mu);
 		return INDEXES_PENDING;
 	}
-	if (e != ic->lru_head) {
-		lru_unlink(ic, e);
-		lru_push_front(ic, e);
-	}
+	lru_map_touch(&ic->map, &e->node);
 	switch (e->state) {
 	case ENTRY_KNOWN:
 		*out = index_set_retain(e->set);
@@ -356,12 +325,13 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 		}
 	} else {
 		size_t dblen = strlen(db);
-		ic_entry *e = ic->lru_head;
-		while (e != NULL) {
-			ic_entry *next = e->lru_next;
+		lru_map_node *n = lru_map_newest(&ic->map);
+		while (n != NULL) {
+			lru_map_node *next = lru_map_older(n);
+			ic_entry *e = entry_of(n);
 			if (strncmp(e->ns, db, dblen) == 0 && e->ns[dblen] == '.')
 				remove_locked(ic, e);
-			e = next;
+			n = next;
 		}
 	}
 	pthread_mutex_unlock(&ic->mu);
@@ -466,9 +436,11 @@ static void schedule_refreshes_locked(index_cache *ic, int64_t now)
 {
 	if (ic->refresh_ms <= 0)
 		return;
-	for (ic_entry *e = ic->lru_head; e != NULL; e = e->lru_next)
+	for (lru_map_node *n = lru_map_newest(&ic->map); n != NULL; n = lru_map_older(n)) {
+		ic_entry *e = entry_of(n);
 		if (e->state == ENTRY_KNOWN && e->due_at <= now)
 			enqueue_locked(ic, e);
+	}
 }
 
 static bool has_id_index(const index_set *s)
@@ -632,9 +604,9 @@ void index_cache_free(index_cache *ic)
 		mongoc_client_destroy(ic->client);
 	if (ic->uri != NULL)
 		mongoc_uri_destroy(ic->uri);
-	while (ic->lru_head != NULL)
-		remove_locked(ic, ic->lru_head);
-	free(ic->buckets);
+	while (lru_map_newest(&ic->map) != NULL)
+		remove_locked(ic, entry_of(lru_map_newest(&ic->map)));
+	lru_map_destroy(&ic->map);
 	pthread_cond_destroy(&ic->cv);
 	pthread_mutex_destroy(&ic->mu);
 	free(ic);
