@@ -28,6 +28,11 @@ static fentry *fentry_of(lru_map_node *n)
 	return LRU_MAP_ENTRY(n, fentry, node);
 }
 
+static void fentry_free(lru_map_node *n)
+{
+	free(fentry_of(n));
+}
+
 static const char *nz(const char *s)
 {
 	return s ? s : "";
@@ -76,11 +81,7 @@ void findings_table_free(findings_table *t)
 {
 	if (!t)
 		return;
-	for (lru_map_node *n = lru_map_newest(&t->map), *next; n; n = next) {
-		next = lru_map_older(n);
-		free(fentry_of(n));
-	}
-	lru_map_destroy(&t->map);
+	lru_map_destroy(&t->map, fentry_free);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

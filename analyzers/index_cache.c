@@ -178,6 +178,14 @@ static void remove_locked(index_cache *ic, ic_entry *e)
 	free(e);
 }
 
+/* For index_cache_free: the queue goes with the cache. */
+static void entry_free(lru_map_node *n)
+{
+	ic_entry *e = entry_of(n);
+	index_set_release(e->set);
+	free(e);
+}
+
 static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
 {
 	if (lru_map_full(&ic->map)) {
@@ -224,7 +232,7 @@ index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache
 		ic->uri = mongoc_uri_new_with_error(uri, &error);
 		if (ic->uri == NULL) {
 			set_err(err, errlen, "invalid upstream URI", error.message);
-			lru_map_destroy(&ic->map);
+			lru_map_destroy(&ic->map, NULL);
 			free(ic);
 			return NULL;
 		}
@@ -604,9 +612,7 @@ void index_cache_free(index_cache *ic)
 		mongoc_client_destroy(ic->client);
 	if (ic->uri != NULL)
 		mongoc_uri_destroy(ic->uri);
-	while (lru_map_newest(&ic->map) != NULL)
-		remove_locked(ic, entry_of(lru_map_newest(&ic->map)));
-	lru_map_destroy(&ic->map);
+	lru_map_destroy(&ic->map, entry_free);
 	pthread_cond_destroy(&ic->cv);
 	pthread_mutex_destroy(&ic->mu);
 	free(ic);

@@ -21,8 +21,12 @@ bool lru_map_init(lru_map *m, size_t max_entries)
 	return true;
 }
 
-void lru_map_destroy(lru_map *m)
+void lru_map_destroy(lru_map *m, lru_map_free_fn free_entry)
 {
+	for (lru_map_node *n = m->newest, *older; n && free_entry; n = older) {
+		older = n->older;
+		free_entry(n);
+	}
 	free(m->buckets);
 	m->buckets = NULL;
 	m->count = 0;

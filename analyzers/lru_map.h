@@ -42,9 +42,10 @@ typedef bool (*lru_map_eq_fn)(const lru_map_node *node, const void *key);
 
 /* max_entries 0 is taken as 1. False when out of memory. */
 bool lru_map_init(lru_map *m, size_t max_entries) __attribute__((warn_unused_result));
-/* Frees the buckets, not the entries: walk them first (oldest/newer) to
- * free them. */
-void lru_map_destroy(lru_map *m);
+/* Hands every entry to free_entry (NULL: the caller frees them otherwise),
+ * then frees the buckets. */
+typedef void (*lru_map_free_fn)(lru_map_node *node);
+void lru_map_destroy(lru_map *m, lru_map_free_fn free_entry);
 
 /* The node with this hash for which eq(node, key) holds (eq NULL: the hash
  * alone), or NULL. Does not count as a use: see lru_map_touch. */

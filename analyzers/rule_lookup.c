@@ -100,6 +100,11 @@ static entry *entry_of(lru_map_node *n)
 	return LRU_MAP_ENTRY(n, entry, node);
 }
 
+static void entry_free(lru_map_node *n)
+{
+	free(entry_of(n));
+}
+
 lookup_tracker *lookup_tracker_new(uint32_t threshold, uint32_t window_seconds, size_t max_shapes)
 {
 	lookup_tracker *t = calloc(1, sizeof(*t));
@@ -119,11 +124,7 @@ void lookup_tracker_free(lookup_tracker *t)
 {
 	if (!t)
 		return;
-	for (lru_map_node *n = lru_map_newest(&t->map), *next; n; n = next) {
-		next = lru_map_older(n);
-		free(entry_of(n));
-	}
-	lru_map_destroy(&t->map);
+	lru_map_destroy(&t->map, entry_free);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -61,7 +62,7 @@ static void test_zero_means_one(void **state)
 	assert_int_equal(lru_map_count(&m), 0);
 	assert_null(lru_map_newest(&m));
 	assert_null(lru_map_oldest(&m));
-	lru_map_destroy(&m);
+	lru_map_destroy(&m, NULL);
 }
 
 /* eq NULL: the hash is the key (the tracker's u64 shapes). */
@@ -76,7 +77,7 @@ static void test_hash_is_the_key(void **state)
 	assert_ptr_equal(lru_map_find(&m, 1, NULL, NULL), &b.node);
 	assert_null(lru_map_find(&m, 2, NULL, NULL));
 	assert_int_equal(a.node.hash, 0x100000000ull);
-	lru_map_destroy(&m);
+	lru_map_destroy(&m, NULL);
 }
 
 /* Same hash, different keys: eq decides, and removing one leaves the
@@ -100,7 +101,7 @@ static void test_colliding_hashes(void **state)
 	assert_ptr_equal(lru_map_find(&m, 7, key_is, "c"), &c.node);
 	lru_map_remove(&m, &c.node); /* head of the chain */
 	assert_ptr_equal(lru_map_find(&m, 7, key_is, "a"), &a.node);
-	lru_map_destroy(&m);
+	lru_map_destroy(&m, NULL);
 }
 
 static void test_use_order(void **state)
@@ -144,7 +145,35 @@ static void test_use_order(void **state)
 	lru_map_remove(&m, &it[3].node); /* the oldest */
 	order(&m, s, sizeof(s));
 	assert_string_equal(s, "e a");
-	lru_map_destroy(&m);
+	lru_map_destroy(&m, NULL);
+}
+
+/* Destroy hands every entry over once (LeakSanitizer checks they are all
+ * freed). */
+static int freed;
+
+static void free_item(lru_map_node *n)
+{
+	freed++;
+	free(item_of(n));
+}
+
+static void test_destroy_frees_entries(void **state)
+{
+	lru_map m;
+	assert_true(lru_map_init(&m, 8));
+	for (uint64_t i = 0; i < 5; i++) {
+		item *x = calloc(1, sizeof(*x));
+		assert_non_null(x);
+		lru_map_insert(&m, &x->node, i % 2);
+	}
+	item *gone = item_of(lru_map_oldest(&m)); /* removed: the caller's to free */
+	lru_map_remove(&m, &gone->node);
+	free(gone);
+	freed = 0;
+	lru_map_destroy(&m, free_item);
+	assert_int_equal(freed, 4);
+	assert_null(m.buckets);
 }
 
 /* A random run against a model: an array of keys in use order. Small key
@@ -229,15 +258,15 @@ static void test_against_a_model(void **state)
 				assert_ptr_equal(x, &pool[model[--i]].node);
 		}
 	}
-	lru_map_destroy(&m);
+	lru_map_destroy(&m, NULL);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_zero_means_one),   cmocka_unit_test(test_hash_is_the_key),
-	    cmocka_unit_test(test_colliding_hashes), cmocka_unit_test(test_use_order),
-	    cmocka_unit_test(test_against_a_model),
+	    cmocka_unit_test(test_zero_means_one),        cmocka_unit_test(test_hash_is_the_key),
+	    cmocka_unit_test(test_colliding_hashes),      cmocka_unit_test(test_use_order),
+	    cmocka_unit_test(test_destroy_frees_entries), cmocka_unit_test(test_against_a_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
