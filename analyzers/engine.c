@@ -421,7 +421,20 @@ static void report_sort(actx *ax, const target *t, const shape_spec *spec, sort_
 	report(ax, t, RULE_INDEX_MISMATCHED_SORT, spec, NULL, 0, &w);
 }
 
-/* ---- command extraction ---- */
+/* The sort rule, first: it alone may have to wait for an index list, and
+ * nothing may be reported before the engine knows it will not wait. False
+ * when the request waits. */
+static __attribute__((warn_unused_result)) bool
+check_sort(actx *ax, const target *t, const shape_spec *spec, const sort_query *q)
+{
+	sort_result sr;
+	sort_outcome so = eval_sort(ax, t, q, &sr);
+	if (so == SORT_FOUND)
+		report_sort(ax, t, spec, &sr);
+	return so != SORT_WAIT;
+}
+
+/* ---- reading a command body ---- */
 
 static const char *coll_of(const bson_t *body)
 {
@@ -461,80 +474,198 @@ static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode m
 	(*n)++;
 }
 
-static verdict analyze_find(actx *ax, const cmdview *v)
-{
-	target t;
-	const char *coll = coll_of(&v->body);
-	if (!coll || !target_init(ax, &t, ax->db, coll))
-		return VERDICT_FORWARD;
-	bson_iter_t it, filter;
-	bool has_filter = false;
-	bson_t sort, collation, hint;
-	sort_query q = {.db = ax->db, .coll = coll};
-	shape_part parts[4];
-	size_t n = 0;
-	if (!bson_iter_init(&it, &v->body))
-		return VERDICT_FORWARD;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (key_eq(k, "filter") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-			filter = it;
-			has_filter = true;
-			add_part(parts, &n, "filter", SHAPE_FILTER, &it);
-		} else if (key_eq(k, "sort") && doc_view(&it, &sort)) {
-			q.sort = &sort;
-			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
-			q.collation = &collation;
-			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "hint")) {
-			take_hint(&it, &hint, &q);
-			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
-		}
-	}
-	bson_t filter_doc;
-	if (has_filter && doc_view(&filter, &filter_doc))
-		q.filter = &filter_doc;
-	shape_spec spec = {"find", coll, ax->explain, parts, n};
+/* The keys of a command body, or of one update / delete statement, that the
+ * rules read. Each name means the same wherever it appears, so one switch
+ * names a key once and each command says, as a set, which keys it reads. */
+typedef enum {
+	BK_NONE,
+	BK_FILTER,      /* find, bulkWrite ops */
+	BK_QUERY,       /* findAndModify, count, distinct */
+	BK_Q,           /* update and delete statements */
+	BK_UPDATE,      /* findAndModify */
+	BK_U,           /* update statements */
+	BK_UPDATE_MODS, /* bulkWrite update ops */
+	BK_PIPELINE,
+	BK_SORT,
+	BK_COLLATION,
+	BK_HINT,
+	BK_UPSERT,
+	BK_KEY, /* distinct */
+	BK_ARRAY_FILTERS,
+	BK_EXPLAIN, /* {aggregate, explain: true} */
+} body_key;
 
-	sort_result sr;
-	sort_outcome so = eval_sort(ax, &t, &q, &sr);
-	if (so == SORT_WAIT)
-		return VERDICT_WAIT_INDEXES;
-	if (so == SORT_FOUND)
-		report_sort(ax, &t, &spec, &sr);
-	if (has_filter)
-		check_regex(ax, &t, &spec, &filter, false);
-	return ax->verdict;
+#define BK(k) (1u << BK_##k)
+
+static body_key key_of(const char *k)
+{
+	switch (k[0]) {
+	case 'a':
+		return key_eq(k, "arrayFilters") ? BK_ARRAY_FILTERS : BK_NONE;
+	case 'c':
+		return key_eq(k, "collation") ? BK_COLLATION : BK_NONE;
+	case 'e':
+		return key_eq(k, "explain") ? BK_EXPLAIN : BK_NONE;
+	case 'f':
+		return key_eq(k, "filter") ? BK_FILTER : BK_NONE;
+	case 'h':
+		return key_eq(k, "hint") ? BK_HINT : BK_NONE;
+	case 'k':
+		return key_eq(k, "key") ? BK_KEY : BK_NONE;
+	case 'p':
+		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
+	case 'q':
+		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
+	case 's':
+		return key_eq(k, "sort") ? BK_SORT : BK_NONE;
+	case 'u':
+		if (key_eq(k, "u"))
+			return BK_U;
+		if (key_eq(k, "update"))
+			return BK_UPDATE;
+		if (key_eq(k, "updateMods"))
+			return BK_UPDATE_MODS;
+		return key_eq(k, "upsert") ? BK_UPSERT : BK_NONE;
+	default:
+		return BK_NONE;
+	}
 }
 
-static verdict analyze_count_distinct(actx *ax, const cmdview *v)
+/* The most parts a command shows (findAndModify). More means repeated keys,
+ * which the server refuses; the rules still see every key, the shape shows
+ * the first ones. */
+#define BODY_MAX_PARTS 6
+
+/* What the walk found. Views point into the body; the bson_t slots live
+ * here because a view is never copied by value. */
+typedef struct body {
+	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
+	bool has_filter, has_update, has_pipeline;
+	bool explain;
+	sort_query q; /* sort, collation and hint point into the slots; the
+	               * filter too once body_sort_query has run */
+	bson_t filter_doc, sort, collation, hint;
+	shape_part parts[BODY_MAX_PARTS]; /* the shape, in the body's order */
+	size_t n;
+} body;
+
+/* Leaves the bson_t slots alone: on the request path, and only written
+ * when their key is met. */
+static void body_init(body *b, const char *db, const char *coll)
+{
+	b->has_filter = b->has_update = b->has_pipeline = b->explain = false;
+	memset(&b->q, 0, sizeof(b->q));
+	b->q.db = db;
+	b->q.coll = coll;
+	b->n = 0;
+}
+
+/* One pass over doc, taking the keys in the set `wanted` (BK bits). A
+ * filter, pipeline, sort or collation of the wrong type is passed over; a
+ * repeated key counts as its last occurrence. False when doc cannot be
+ * read. */
+static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, doc))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it); /* shown as is; lives as the body */
+		body_key key = key_of(k);
+		if (!(wanted & (1u << key)))
+			continue; /* BK_NONE is never wanted */
+		bool taken = true;
+		shape_mode mode = SHAPE_VERBATIM;
+		switch (key) {
+		case BK_FILTER:
+		case BK_QUERY:
+		case BK_Q:
+			if ((taken = BSON_ITER_HOLDS_DOCUMENT(&it))) {
+				b->filter = it;
+				b->has_filter = true;
+				mode = SHAPE_FILTER;
+			}
+			break;
+		case BK_UPDATE:
+		case BK_U:
+		case BK_UPDATE_MODS:
+			b->update = it;
+			b->has_update = true;
+			mode = SHAPE_UPDATE;
+			break;
+		case BK_PIPELINE:
+			if ((taken = BSON_ITER_HOLDS_ARRAY(&it))) {
+				b->pipeline = it;
+				b->has_pipeline = true;
+				mode = SHAPE_PIPELINE;
+			}
+			break;
+		case BK_SORT:
+			if ((taken = doc_view(&it, &b->sort)))
+				b->q.sort = &b->sort;
+			break;
+		case BK_COLLATION:
+			if ((taken = doc_view(&it, &b->collation)))
+				b->q.collation = &b->collation;
+			break;
+		case BK_HINT:
+			take_hint(&it, &b->hint, &b->q);
+			break;
+		case BK_ARRAY_FILTERS:
+			mode = SHAPE_FILTER_LIST;
+			break;
+		case BK_EXPLAIN:
+			b->explain |= bson_iter_as_bool(&it);
+			taken = false; /* not part of the shape */
+			break;
+		case BK_UPSERT:
+		case BK_KEY:
+		case BK_NONE:
+			break;
+		}
+		if (taken && b->n < BODY_MAX_PARTS)
+			add_part(b->parts, &b->n, k, mode, &it);
+	}
+	return true;
+}
+
+/* The sort rule's question. The filter's view is made only here: only
+ * the sort rule reads it as a document, and only when there is a sort. */
+static const sort_query *body_sort_query(body *b)
+{
+	if (b->has_filter && b->q.sort && doc_view(&b->filter, &b->filter_doc))
+		b->q.filter = &b->filter_doc;
+	return &b->q;
+}
+
+/* The rules on a filter and an update, after the sort rule. */
+static void check_filter_update(actx *ax, const target *t, const shape_spec *spec, const body *b)
+{
+	if (b->has_filter)
+		check_regex(ax, t, spec, &b->filter, false);
+	if (b->has_update)
+		check_push(ax, t, spec, &b->update);
+}
+
+/* ---- commands ---- */
+
+/* find, findAndModify, count and distinct: one collection, one filter, and
+ * for some a sort and an update. The sort rule finds no sort in count or
+ * distinct and says nothing. */
+static verdict analyze_query(actx *ax, const cmdview *v, unsigned keys)
 {
 	target t;
+	body b;
 	const char *coll = coll_of(&v->body);
 	if (!coll || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
-	bson_iter_t it, query;
-	bool has_query = false;
-	shape_part parts[2];
-	size_t n = 0;
-	if (!bson_iter_init(&it, &v->body))
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, keys))
 		return VERDICT_FORWARD;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (key_eq(k, "key") && ax->kind == CMD_DISTINCT) {
-			add_part(parts, &n, "key", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "query") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-			query = it;
-			has_query = true;
-			add_part(parts, &n, "query", SHAPE_FILTER, &it);
-		}
-		if (n == 2)
-			break;
-	}
-	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, parts, n};
-	if (has_query)
-		check_regex(ax, &t, &spec, &query, false);
+	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, b.parts, b.n};
+	if (!check_sort(ax, &t, &spec, body_sort_query(&b)))
+		return VERDICT_WAIT_INDEXES;
+	check_filter_update(ax, &t, &spec, &b);
 	return ax->verdict;
 }
 
@@ -623,156 +754,58 @@ static void check_lookup(actx *ax, const target *t, const shape_spec *spec,
 static verdict analyze_aggregate(actx *ax, const cmdview *v)
 {
 	target t;
+	body b;
 	const char *coll = coll_of(&v->body); /* NULL for {aggregate: 1} */
-	bson_iter_t it, pipeline;
-	bool has_pipeline = false;
-	bson_t collation, hint;
-	sort_query q = {.db = ax->db, .coll = coll};
-	shape_part parts[3];
-	size_t n = 0;
-	if (!bson_iter_init(&it, &v->body))
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, BK(PIPELINE) | BK(COLLATION) | BK(HINT) | BK(EXPLAIN)))
 		return VERDICT_FORWARD;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (key_eq(k, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it)) {
-			pipeline = it;
-			has_pipeline = true;
-			add_part(parts, &n, "pipeline", SHAPE_PIPELINE, &it);
-		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
-			q.collation = &collation;
-			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "hint")) {
-			take_hint(&it, &hint, &q);
-			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "explain") && bson_iter_as_bool(&it)) {
-			ax->explain = true; /* {aggregate, explain: true} runs nothing */
-		}
-	}
-	if (!has_pipeline || !target_init(ax, &t, ax->db, coll))
+	if (b.explain)
+		ax->explain = true; /* {aggregate, explain: true} runs nothing */
+	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
-	shape_spec spec = {"aggregate", coll, ax->explain, parts, n};
+	shape_spec spec = {"aggregate", coll, ax->explain, b.parts, b.n};
 
-	sort_result sr;
-	sort_outcome so = SORT_NONE;
+	bool ready = true;
 	if (coll && t.act[RULE_INDEX_MISMATCHED_SORT] != RULE_OFF && ax->e->ic) {
 		leading l;
-		if (leading_sort(&pipeline, &l)) {
-			q.filter = l.filter;
-			q.sort = &l.sort;
-			so = eval_sort(ax, &t, &q, &sr);
+		if (leading_sort(&b.pipeline, &l)) {
+			b.q.filter = l.filter;
+			b.q.sort = &l.sort;
+			ready = check_sort(ax, &t, &spec, &b.q);
 		}
 		if (l.owned)
 			bson_destroy(&l.merged);
 	}
-	if (so == SORT_WAIT)
+	if (!ready)
 		return VERDICT_WAIT_INDEXES;
-	if (so == SORT_FOUND)
-		report_sort(ax, &t, &spec, &sr);
-	check_regex(ax, &t, &spec, &pipeline, true);
-	check_lookup(ax, &t, &spec, &pipeline);
+	check_regex(ax, &t, &spec, &b.pipeline, true);
+	check_lookup(ax, &t, &spec, &b.pipeline);
 	return ax->verdict;
 }
 
-static verdict analyze_find_and_modify(actx *ax, const cmdview *v)
-{
-	target t;
-	const char *coll = coll_of(&v->body);
-	if (!coll || !target_init(ax, &t, ax->db, coll))
-		return VERDICT_FORWARD;
-	bson_iter_t it, query, update;
-	bool has_query = false, has_update = false;
-	bson_t sort, collation, hint, query_doc;
-	sort_query q = {.db = ax->db, .coll = coll};
-	shape_part parts[6];
-	size_t n = 0;
-	if (!bson_iter_init(&it, &v->body))
-		return VERDICT_FORWARD;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (key_eq(k, "query") && doc_view(&it, &query_doc)) {
-			query = it;
-			has_query = true;
-			q.filter = &query_doc;
-			add_part(parts, &n, "query", SHAPE_FILTER, &it);
-		} else if (key_eq(k, "sort") && doc_view(&it, &sort)) {
-			q.sort = &sort;
-			add_part(parts, &n, "sort", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "update")) {
-			update = it;
-			has_update = true;
-			add_part(parts, &n, "update", SHAPE_UPDATE, &it);
-		} else if (key_eq(k, "upsert")) {
-			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "collation") && doc_view(&it, &collation)) {
-			q.collation = &collation;
-			add_part(parts, &n, "collation", SHAPE_VERBATIM, &it);
-		} else if (key_eq(k, "hint")) {
-			take_hint(&it, &hint, &q);
-			add_part(parts, &n, "hint", SHAPE_VERBATIM, &it);
-		}
-	}
-	shape_spec spec = {"findAndModify", coll, ax->explain, parts, n};
+/* The statements of update / delete / bulkWrite. arrayFilters are shown in
+ * the shape but never checked for regexes: they pick elements inside
+ * documents the filter already selected, so they never decide an index
+ * scan. */
+#define UPDATE_STMT_KEYS (BK(Q) | BK(U) | BK(UPSERT) | BK(ARRAY_FILTERS))
+#define BULK_UPDATE_KEYS (BK(FILTER) | BK(UPDATE_MODS) | BK(UPSERT) | BK(ARRAY_FILTERS))
 
-	sort_result sr;
-	sort_outcome so = eval_sort(ax, &t, &q, &sr);
-	if (so == SORT_WAIT)
-		return VERDICT_WAIT_INDEXES;
-	if (so == SORT_FOUND)
-		report_sort(ax, &t, &spec, &sr);
-	if (has_query)
-		check_regex(ax, &t, &spec, &query, false);
-	if (has_update)
-		check_push(ax, &t, &spec, &update);
-	return ax->verdict;
-}
-
-/* One statement of update / delete / bulkWrite: its filter and update.
- * arrayFilters are shown in the shape but never checked for regexes: they
- * pick elements inside documents the filter already selected, so they never
- * decide an index scan. */
-typedef struct stmt_keys {
-	const char *filter; /* "q" or "filter" */
-	const char *update; /* "u" or "updateMods"; NULL for deletes */
-} stmt_keys;
-
-static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, const stmt_keys *keys,
+/* op: bulkWrite's "update" / "delete", shown first in the shape, or NULL. */
+static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned keys,
                          const char *command, const char *shape_target, const char *op)
 {
-	bson_iter_t it, filter, update;
-	bool has_filter = false, has_update = false;
-	shape_part parts[5];
-	size_t n = 0;
+	body b;
+	body_init(&b, NULL, NULL);
 	if (op) {
-		parts[n].key = "op";
-		parts[n].str = op;
-		parts[n].mode = SHAPE_VERBATIM;
-		n++;
+		b.parts[0].key = "op";
+		b.parts[0].str = op;
+		b.parts[0].mode = SHAPE_VERBATIM;
+		b.n = 1;
 	}
-	if (!bson_iter_init(&it, doc))
+	if (!body_walk(&b, doc, keys))
 		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (strcmp(k, keys->filter) == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-			filter = it;
-			has_filter = true;
-			add_part(parts, &n, keys->filter, SHAPE_FILTER, &it);
-		} else if (keys->update && strcmp(k, keys->update) == 0) {
-			update = it;
-			has_update = true;
-			add_part(parts, &n, keys->update, SHAPE_UPDATE, &it);
-		} else if (keys->update && key_eq(k, "upsert")) {
-			add_part(parts, &n, "upsert", SHAPE_VERBATIM, &it);
-		} else if (keys->update && key_eq(k, "arrayFilters")) {
-			add_part(parts, &n, "arrayFilters", SHAPE_FILTER_LIST, &it);
-		}
-		if (n == sizeof(parts) / sizeof(parts[0]))
-			break;
-	}
-	shape_spec spec = {command, shape_target, ax->explain, parts, n};
-	if (has_filter)
-		check_regex(ax, t, &spec, &filter, false);
-	if (has_update)
-		check_push(ax, t, &spec, &update);
+	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
+	check_filter_update(ax, t, &spec, &b);
 }
 
 static verdict analyze_update_delete(actx *ax, const cmdview *v)
@@ -784,13 +817,26 @@ static verdict analyze_update_delete(actx *ax, const cmdview *v)
 	bool update = ax->kind == CMD_UPDATE;
 	if (!update && t.act[RULE_CASE_INSENSITIVE_REGEX] == RULE_OFF)
 		return VERDICT_FORWARD;
-	stmt_keys keys = {"q", update ? "u" : NULL};
 	cmdview_docs d;
 	bson_t doc;
 	cmdview_docs_init(&d, v, update ? "updates" : "deletes");
 	while (cmdview_docs_next(&d, &doc))
-		analyze_stmt(ax, &t, &doc, &keys, canonical_name(ax->kind), coll, NULL);
+		analyze_stmt(ax, &t, &doc, update ? UPDATE_STMT_KEYS : BK(Q),
+		             canonical_name(ax->kind), coll, NULL);
 	return ax->verdict;
+}
+
+/* "db.coll" into db (cap bytes) and the collection after the first dot.
+ * False when there is no dot or the database name does not fit. */
+static bool split_ns(const char *ns, char *db, size_t cap, const char **coll)
+{
+	const char *dot = strchr(ns, '.');
+	if (!dot || (size_t)(dot - ns) >= cap)
+		return false;
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+	*coll = dot + 1;
+	return true;
 }
 
 /* bulkWrite (admin): ops name their namespace by index into nsInfo. */
@@ -813,8 +859,6 @@ static bool bulk_ns(const cmdview *v, int64_t idx, char *ns, size_t cap)
 
 static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 {
-	static const stmt_keys update_keys = {"filter", "updateMods"};
-	static const stmt_keys delete_keys = {"filter", NULL};
 	cmdview_docs d;
 	bson_t op;
 	cmdview_docs_init(&d, v, "ops");
@@ -830,18 +874,15 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 			continue;
 		/* The shape names the namespace: bulkWrite spans several. */
 		char ns[256], db[128];
-		if (!bulk_ns(v, bson_iter_as_int64(&it), ns, sizeof(ns)))
+		const char *coll;
+		if (!bulk_ns(v, bson_iter_as_int64(&it), ns, sizeof(ns)) ||
+		    !split_ns(ns, db, sizeof(db), &coll))
 			continue;
-		const char *dot = strchr(ns, '.');
-		if (!dot || (size_t)(dot - ns) >= sizeof(db))
-			continue;
-		memcpy(db, ns, (size_t)(dot - ns));
-		db[dot - ns] = '\0';
 		target t;
-		if (!target_init(ax, &t, db, dot + 1))
+		if (!target_init(ax, &t, db, coll))
 			continue;
 		ax->db = db;
-		analyze_stmt(ax, &t, &op, is_update ? &update_keys : &delete_keys, "bulkWrite",
+		analyze_stmt(ax, &t, &op, is_update ? BULK_UPDATE_KEYS : BK(FILTER), "bulkWrite",
 		             t.ns, kind);
 		ax->db = v->db;
 	}
@@ -852,17 +893,20 @@ static verdict dispatch(actx *ax, const cmdview *v)
 {
 	switch (ax->kind) {
 	case CMD_FIND:
-		return analyze_find(ax, v);
+		return analyze_query(ax, v, BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT));
+	case CMD_FIND_AND_MODIFY:
+		return analyze_query(ax, v,
+		                     BK(QUERY) | BK(SORT) | BK(UPDATE) | BK(UPSERT) |
+		                         BK(COLLATION) | BK(HINT));
+	case CMD_COUNT:
+		return analyze_query(ax, v, BK(QUERY));
+	case CMD_DISTINCT:
+		return analyze_query(ax, v, BK(KEY) | BK(QUERY));
 	case CMD_AGGREGATE:
 		return analyze_aggregate(ax, v);
-	case CMD_COUNT:
-	case CMD_DISTINCT:
-		return analyze_count_distinct(ax, v);
 	case CMD_UPDATE:
 	case CMD_DELETE:
 		return analyze_update_delete(ax, v);
-	case CMD_FIND_AND_MODIFY:
-		return analyze_find_and_modify(ax, v);
 	case CMD_BULK_WRITE:
 		return analyze_bulk_write(ax, v);
 	default:
@@ -904,13 +948,10 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 
 static void invalidate_dotted(index_cache *ic, const char *dotted)
 {
-	const char *dot = strchr(dotted, '.');
 	char db[128];
-	if (!dot || (size_t)(dot - dotted) >= sizeof(db))
-		return;
-	memcpy(db, dotted, (size_t)(dot - dotted));
-	db[dot - dotted] = '\0';
-	index_cache_invalidate(ic, db, dot + 1);
+	const char *coll;
+	if (split_ns(dotted, db, sizeof(db), &coll))
+		index_cache_invalidate(ic, db, coll);
 }
 
 typedef enum { DDL_NONE, DDL_COLL, DDL_DATABASE, DDL_RENAME, DDL_CLONE } ddl_kind;
