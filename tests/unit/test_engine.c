@@ -701,6 +701,32 @@ static void *worker(void *p)
 	return NULL;
 }
 
+/* A body may repeat a key (BSON allows it; mongod rejects the command, but
+ * mongoguard sees it first). Every repeat is still read by the rules, and
+ * the shape, which keeps a bounded number of parts, must not overflow. */
+static void test_repeated_keys(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	block_info b = {0};
+	const char *find = "{'find':'c','filter':{'a':1},'filter':{'a':2},'sort':{'a':1},"
+	                   "'filter':{'a':3},'sort':{'b':1},'filter':{'a':4},'hint':'x',"
+	                   "'filter':{'a':5},'collation':{'locale':'en'},'filter':{'a':6},"
+	                   "'hint':'y','filter':{'a':7},'filter':{'name':" RE_I "}}";
+	assert_int_equal(fx_analyze(e, "test", find, NULL, 0, NULL, &b), VERDICT_BLOCK);
+	const char *agg = "{'aggregate':'c','pipeline':[],'pipeline':[],'collation':{},"
+	                  "'pipeline':[],'hint':'x','pipeline':[],'hint':'y','pipeline':[],"
+	                  "'pipeline':[],'pipeline':[{'%match':{'name':" RE_I "}}],'cursor':{}}";
+	assert_int_equal(fx_analyze(e, "test", agg, NULL, 0, NULL, &b), VERDICT_BLOCK);
+	assert_int_equal(fx_sink_count(&sink, RULE_CASE_INSENSITIVE_REGEX), 2);
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
 static void test_threads(void **state)
 {
 	engine_config cfg;
@@ -753,6 +779,7 @@ int main(void)
 	    cmocka_unit_test(test_wait_does_not_count_joins),
 	    cmocka_unit_test(test_unavailable_and_no_cache),
 	    cmocka_unit_test(test_ddl_invalidates),
+	    cmocka_unit_test(test_repeated_keys),
 	    cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
