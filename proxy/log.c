@@ -9,14 +9,17 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One line is at most this long; a longer attribute is cut and the line
- * says so ("truncated": true) rather than growing without bound. */
+/* One line is at most this long. A string that does not fit is cut at a
+ * character boundary; any other attribute that does not fit is left out;
+ * either way the line stays valid JSON and says "truncated": true. The last
+ * LOG_RESERVE bytes are kept for the closing quotes and braces. */
 #define LOG_LINE_MAX (64 * 1024)
+#define LOG_RESERVE  64
 
 struct log_line {
 	char buf[LOG_LINE_MAX];
 	size_t len;
-	bool truncated;
+	bool truncated; /* something was cut or left out; nothing more is added */
 	bool has_attr;
 };
 
@@ -50,14 +53,30 @@ bool log_enabled(log_severity s)
 	return s <= log_max;
 }
 
+static bool room(const log_line *l, size_t n)
+{
+	return !l->truncated && l->len + n <= LOG_LINE_MAX - LOG_RESERVE;
+}
+
+/* Appends all of s or, when it does not fit, nothing (and marks the line). */
 static void put_raw(log_line *l, const char *s, size_t n)
 {
-	if (l->len + n > LOG_LINE_MAX - 64) { /* keep room for the closing */
-		n = LOG_LINE_MAX - 64 > l->len ? LOG_LINE_MAX - 64 - l->len : 0;
+	if (!room(l, n)) {
 		l->truncated = true;
+		return;
 	}
 	memcpy(l->buf + l->len, s, n);
 	l->len += n;
+}
+
+/* Appends into the reserve: only for the closing of what is already open. */
+static void put_closing(log_line *l, const char *s)
+{
+	size_t n = strlen(s);
+	if (l->len + n <= LOG_LINE_MAX) {
+		memcpy(l->buf + l->len, s, n);
+		l->len += n;
+	}
 }
 
 static void put_str(log_line *l, const char *s)
@@ -65,38 +84,71 @@ static void put_str(log_line *l, const char *s)
 	put_raw(l, s, strlen(s));
 }
 
-/* Writes s as a JSON string, escaping what JSON requires. */
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 when the bytes there
+ * are not one. Client data (field names, app names) is not guaranteed to be
+ * UTF-8, and a log line must stay valid JSON. */
+static size_t utf8_seq_len(const unsigned char *p)
+{
+	if (p[0] < 0x80)
+		return 1;
+	size_t n = (p[0] & 0xe0) == 0xc0   ? 2
+	           : (p[0] & 0xf0) == 0xe0 ? 3
+	           : (p[0] & 0xf8) == 0xf0 ? 4
+	                                   : 0;
+	if (n == 0 || (n == 2 && p[0] < 0xc2) || (n == 4 && p[0] > 0xf4))
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0; /* also stops at the terminating NUL */
+	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+		return 0; /* overlong, surrogate, or beyond U+10FFFF */
+	return n;
+}
+
+static bool utf8_valid(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = utf8_seq_len(p);
+		if (n == 0)
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+/* Writes s as a JSON string, escaping what JSON requires; a byte that is
+ * not part of valid UTF-8 becomes U+FFFD. When the line runs out of room the
+ * string is cut between two characters and still closed. */
 static void put_json_string(log_line *l, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
-	put_raw(l, "\"", 1);
-	const char *run = s;
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		put_raw(l, run, (size_t)(s - run));
-		char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-		switch (c) {
-		case '"':
-			put_raw(l, "\\\"", 2);
-			break;
-		case '\\':
-			put_raw(l, "\\\\", 2);
-			break;
-		case '\n':
-			put_raw(l, "\\n", 2);
-			break;
-		case '\t':
-			put_raw(l, "\\t", 2);
-			break;
-		default:
-			put_raw(l, esc, 6);
-		}
-		run = s + 1;
+	if (!room(l, 2)) {
+		l->truncated = true;
+		return;
 	}
-	put_raw(l, run, (size_t)(s - run));
 	put_raw(l, "\"", 1);
+	while (*s && !l->truncated) {
+		unsigned char c = (unsigned char)*s;
+		size_t n = utf8_seq_len((const unsigned char *)s);
+		char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+		if (n > 1 || (n == 1 && c >= 0x20 && c != '"' && c != '\\'))
+			put_raw(l, s, n);
+		else if (n == 0)
+			put_raw(l, "\\ufffd", 6);
+		else if (c == '"')
+			put_raw(l, "\\\"", 2);
+		else if (c == '\\')
+			put_raw(l, "\\\\", 2);
+		else if (c == '\n')
+			put_raw(l, "\\n", 2);
+		else if (c == '\t')
+			put_raw(l, "\\t", 2);
+		else
+			put_raw(l, esc, 6);
+		s += n ? n : 1;
+	}
+	put_closing(l, "\"");
 }
 
 log_line *log_begin(log_severity s, const char *component, int id, const char *ctx, const char *msg)
@@ -129,51 +181,77 @@ log_line *log_begin(log_severity s, const char *component, int id, const char *c
 	return l;
 }
 
-static void put_key(log_line *l, const char *key)
+/* Where an attribute started, to take it back whole if it does not fit. */
+typedef struct mark {
+	size_t len;
+	bool has_attr;
+} mark;
+
+static mark put_key(log_line *l, const char *key)
 {
-	put_str(l, l->has_attr ? "," : ",\"attr\":{");
+	mark m = {l->len, l->has_attr};
+	put_raw(l, l->has_attr ? "," : ",\"attr\":{", l->has_attr ? 1 : 9);
 	l->has_attr = true;
 	put_json_string(l, key);
 	put_raw(l, ":", 1);
+	return m;
+}
+
+/* Takes an attribute back if it did not fit whole. */
+static void settle(log_line *l, mark m)
+{
+	if (l->truncated) {
+		l->len = m.len;
+		l->has_attr = m.has_attr;
+	}
 }
 
 void log_attr_str(log_line *l, const char *key, const char *value)
 {
-	if (!l)
+	if (!l || l->truncated)
 		return;
-	put_key(l, key);
-	put_json_string(l, value ? value : "");
+	mark m = put_key(l, key);
+	if (l->truncated) {
+		settle(l, m);
+		return;
+	}
+	put_json_string(l, value ? value : ""); /* cut, but closed, if too long */
+}
+
+static void put_value(log_line *l, const char *key, const char *json)
+{
+	if (!l || l->truncated)
+		return;
+	mark m = put_key(l, key);
+	put_raw(l, json, strlen(json));
+	settle(l, m);
 }
 
 void log_attr_int(log_line *l, const char *key, int64_t value)
 {
-	if (!l)
-		return;
 	char num[32];
 	snprintf(num, sizeof(num), "%lld", (long long)value);
-	put_key(l, key);
-	put_str(l, num);
+	put_value(l, key, num);
 }
 
 void log_attr_bool(log_line *l, const char *key, bool value)
 {
-	if (!l)
-		return;
-	put_key(l, key);
-	put_str(l, value ? "true" : "false");
+	put_value(l, key, value ? "true" : "false");
 }
 
 void log_attr_raw(log_line *l, const char *key, const char *json)
 {
-	if (!l)
+	if (!l || l->truncated)
 		return;
-	size_t before = l->len;
-	put_key(l, key);
-	put_str(l, json);
+	if (!utf8_valid(json)) { /* not valid JSON text: log it as a string */
+		log_attr_str(l, key, json);
+		return;
+	}
+	put_value(l, key, json);
 	if (l->truncated) { /* a cut JSON value would break the line: say so instead */
-		l->len = before;
-		put_key(l, key);
-		put_str(l, "\"<too long to log>\"");
+		l->truncated = false;
+		put_value(l, key, "\"<too long to log>\"");
+		l->truncated = true;
 	}
 }
 
@@ -193,12 +271,11 @@ void log_end(log_line *l)
 {
 	if (!l)
 		return;
-	if (l->truncated) {
-		l->truncated = false;
-		put_key(l, "truncated");
-		put_str(l, "true");
-	}
-	put_str(l, l->has_attr ? "}}\n" : "}\n");
+	if (l->truncated)
+		put_closing(l, l->has_attr ? ",\"truncated\":true}}\n"
+		                           : ",\"attr\":{\"truncated\":true}}\n");
+	else
+		put_closing(l, l->has_attr ? "}}\n" : "}\n");
 	const char *p = l->buf;
 	size_t left = l->len;
 	while (left > 0) {

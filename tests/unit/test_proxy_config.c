@@ -1,0 +1,172 @@
+/* The YAML configuration: every documented key, the shipped examples, and
+ * errors that name the line. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy/config.h"
+
+#ifndef MG_SOURCE_DIR
+#define MG_SOURCE_DIR "."
+#endif
+
+/* Loads text as a config file over the defaults. */
+static bool load(const char *text, mg_config *c, char *err, size_t errlen)
+{
+	char path[] = "/tmp/mg-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	config_defaults(c);
+	err[0] = 0;
+	bool ok = config_load_file(c, path, err, errlen);
+	unlink(path);
+	return ok;
+}
+
+static void test_every_key(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("net:\n"
+	                 "  listen: \"[::1]:28000\"\n"
+	                 "  maxConnections: 50\n"
+	                 "  maxFrameWaitMS: 2500\n"
+	                 "upstream:\n"
+	                 "  uri: mongodb://db.example:27019/?directConnection=true\n"
+	                 "  connectTimeoutMS: 700\n"
+	                 "workers: 3\n"
+	                 "shutdownGraceMS: 1234\n"
+	                 "log: {path: /tmp/x.log, verbosity: 1}\n"
+	                 "analysis:\n"
+	                 "  enabled: false\n"
+	                 "  redactLiterals: false\n"
+	                 "  indexRefreshSecs: 9\n"
+	                 "  indexWaitMS: 250\n"
+	                 "  summaryIntervalSecs: 7\n",
+	                 &c, err, sizeof(err)));
+	assert_string_equal(c.listen, "[::1]:28000");
+	assert_int_equal(c.max_connections, 50);
+	assert_int_equal(c.max_frame_wait_ms, 2500);
+	assert_string_equal(c.upstream_uri, "mongodb://db.example:27019/?directConnection=true");
+	assert_int_equal(c.connect_timeout_ms, 700);
+	assert_int_equal(c.workers, 3);
+	assert_int_equal(c.shutdown_grace_ms, 1234);
+	assert_string_equal(c.log_path, "/tmp/x.log");
+	assert_int_equal(c.log_verbosity, 1);
+	assert_false(c.analysis_enabled);
+	assert_false(c.engine.redact_literals);
+	assert_int_equal(c.index_refresh_secs, 9);
+	assert_int_equal(c.engine.index_wait_ms, 250);
+	assert_int_equal(c.summary_interval_secs, 7);
+}
+
+static void test_rules_only_file_and_scopes(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("rules:\n"
+	                 "  unbounded-push: block\n"
+	                 "  index-mismatched-sort: off\n"
+	                 "  case-insensitive-regex:\n"
+	                 "    action: log\n"
+	                 "    scopes:\n"
+	                 "      - namespaces: [\"shop.*\", \"crm.users\"]\n"
+	                 "        apps: checkout*\n"
+	                 "        action: block\n"
+	                 "      - apps: [reporting]\n"
+	                 "        action: off\n"
+	                 "  hot-path-lookup: {action: block, threshold: 5, windowSeconds: 10}\n",
+	                 &c, err, sizeof(err)));
+	const rule_config *r = c.engine.rules;
+	assert_int_equal(r[RULE_UNBOUNDED_PUSH].action, RULE_BLOCK);
+	assert_int_equal(r[RULE_INDEX_MISMATCHED_SORT].action, RULE_OFF);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].action, RULE_LOG);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].nscopes, 2);
+	const rule_scope *s = &r[RULE_CASE_INSENSITIVE_REGEX].scopes[0];
+	assert_int_equal(s->nnamespaces, 2);
+	assert_string_equal(s->namespaces[1], "crm.users");
+	assert_int_equal(s->napps, 1);
+	assert_string_equal(s->apps[0], "checkout*");
+	assert_int_equal(s->action, RULE_BLOCK);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].scopes[1].action, RULE_OFF);
+	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].action, RULE_BLOCK);
+	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].threshold, 5);
+	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].window_seconds, 10);
+	/* everything not in the file keeps its default */
+	assert_string_equal(c.listen, "127.0.0.1:27018");
+	assert_true(c.engine.redact_literals);
+}
+
+static void test_empty_file_is_valid(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("", &c, err, sizeof(err)));
+	assert_true(load("# only a comment\n", &c, err, sizeof(err)));
+}
+
+static void test_errors_name_the_line(void **state)
+{
+	static const struct {
+		const char *yaml;
+		const char *expect; /* substring of the error */
+	} cases[] = {
+	    {"net:\n  lisen: x\n", "line 2: unknown key 'lisen' in net"},
+	    {"rules:\n  unbounded-pus: log\n", "unknown rule 'unbounded-pus'"},
+	    {"rules:\n  unbounded-push: warn\n", "must be one of off, log, block"},
+	    {"workers: many\n", "workers must be a whole number"},
+	    {"workers: -1\n", "workers must be a whole number"},
+	    {"net:\n  maxConnections: 0\n", "net.maxConnections must be a whole number from 1"},
+	    {"analysis:\n  redactLiterals: maybe\n", "must be true or false"},
+	    {"rules:\n  case-insensitive-regex:\n    scopes:\n      - apps: [a]\n",
+	     "a rule scope needs an action"},
+	    {"rules:\n  unbounded-push: {threshold: 3}\n",
+	     "unknown key 'threshold' in rule unbounded-push"},
+	    {"net: [1, 2]\n", "net must be a mapping"},
+	    {"net:\n  listen: [a\n", "line"},
+	    {"- a\n- b\n", "the file must be a mapping"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		static mg_config c;
+		char err[1024];
+		if (load(cases[i].yaml, &c, err, sizeof(err)))
+			fail_msg("accepted: %s", cases[i].yaml);
+		if (!strstr(err, cases[i].expect))
+			fail_msg("error for %s is '%s', expected '%s'", cases[i].yaml, err,
+			         cases[i].expect);
+	}
+}
+
+static void test_shipped_configs_load(void **state)
+{
+	static const char *files[] = {"configs/staging.yaml", "configs/production.yaml"};
+	for (size_t i = 0; i < 2; i++) {
+		static mg_config c;
+		char path[1024], err[1024];
+		snprintf(path, sizeof(path), "%s/%s", MG_SOURCE_DIR, files[i]);
+		config_defaults(&c);
+		if (!config_load_file(&c, path, err, sizeof(err)))
+			fail_msg("%s: %s", path, err);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_key),
+	    cmocka_unit_test(test_rules_only_file_and_scopes),
+	    cmocka_unit_test(test_empty_file_is_valid),
+	    cmocka_unit_test(test_errors_name_the_line),
+	    cmocka_unit_test(test_shipped_configs_load),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
