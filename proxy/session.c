@@ -666,7 +666,10 @@ static void process_upstream(session *s)
 		return;
 	struct evbuffer *in = bufferevent_get_input(s->upstream);
 	struct evbuffer *out = client_out(s);
-	while (s->state != SESSION_FLUSHING || s->reply_left > 0) {
+	/* complete_head() may resume the client side, which may end the
+	 * session: look again before every step. */
+	while (s->upstream && s->state != SESSION_CLOSED &&
+	       (s->state != SESSION_FLUSHING || s->reply_left > 0)) {
 		if (evbuffer_get_length(out) >= OUT_HIGH) {
 			s->upstream_paused = true;
 			bufferevent_disable(s->upstream, EV_READ);
