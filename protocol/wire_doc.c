@@ -34,11 +34,55 @@ bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error 
 	return false;
 }
 
+/* libbson's bson_validate() recurses once per nesting level with no limit,
+ * so a body nested a few hundred thousand deep (a few MB on the wire)
+ * overflows the stack, and so would every analyzer that walks it. mongod
+ * refuses nesting beyond 200 (BSONDepth::kDefaultMaxAllowableDepth); this
+ * walk refuses beyond WIRE_MAX_BSON_DEPTH, which is looser so nothing mongod
+ * accepts is refused, and itself uses an explicit stack. It visits what
+ * bson_validate visits (arrays, documents, code-with-scope scopes) in the
+ * same order, and leaves corrupt elements to bson_validate to report. */
+#define WIRE_MAX_BSON_DEPTH 256
+
+static bool depth_ok(const uint8_t *p, size_t len)
+{
+	bson_iter_t stack[WIRE_MAX_BSON_DEPTH + 1];
+	int top = 0;
+	if (!bson_iter_init_from_data(&stack[0], p, len))
+		return true;
+	for (;;) {
+		bson_iter_t *it = &stack[top];
+		if (!bson_iter_next(it)) {
+			if (top == 0)
+				return true;
+			top--;
+			continue;
+		}
+		bson_type_t t = bson_iter_type(it);
+		if (t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_CODEWSCOPE)
+			continue;
+		if (top == WIRE_MAX_BSON_DEPTH)
+			return false;
+		bool entered;
+		if (t == BSON_TYPE_CODEWSCOPE) {
+			uint32_t code_len, scope_len;
+			const uint8_t *scope;
+			bson_iter_codewscope(it, &code_len, &scope_len, &scope);
+			entered = bson_iter_init_from_data(&stack[top + 1], scope, scope_len);
+		} else {
+			entered = bson_iter_recurse(it, &stack[top + 1]);
+		}
+		if (entered)
+			top++;
+	}
+}
+
 bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char *what, ...)
 {
 	bson_t b;
 	size_t offset = 0;
-	if (bson_init_static(&b, p, len) && bson_validate(&b, BSON_VALIDATE_NONE, &offset))
+	bool deep = !depth_ok(p, len);
+	if (!deep && bson_init_static(&b, p, len) && bson_validate(&b, BSON_VALIDATE_NONE, &offset))
 		return true;
 
 	char name[96];
@@ -46,8 +90,12 @@ bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char
 	va_start(ap, what);
 	vsnprintf(name, sizeof(name), what, ap);
 	va_end(ap);
-	wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
-	               "%s is not valid BSON: corrupt element at byte %zu of %zu", name, offset,
-	               len);
+	if (deep)
+		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
+		               "%s is nested deeper than %d levels", name, WIRE_MAX_BSON_DEPTH);
+	else
+		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
+		               "%s is not valid BSON: corrupt element at byte %zu of %zu", name,
+		               offset, len);
 	return false;
 }
