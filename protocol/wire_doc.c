@@ -44,14 +44,19 @@ bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error 
  * same order, and leaves corrupt elements to bson_validate to report. */
 #define WIRE_MAX_BSON_DEPTH 256
 
+/* bson_iter_t is over-aligned, so an array of them needs a wrapper. */
+typedef struct level {
+	bson_iter_t it;
+} level;
+
 static bool depth_ok(const uint8_t *p, size_t len)
 {
-	bson_iter_t stack[WIRE_MAX_BSON_DEPTH + 1];
+	level stack[WIRE_MAX_BSON_DEPTH + 1];
 	int top = 0;
-	if (!bson_iter_init_from_data(&stack[0], p, len))
+	if (!bson_iter_init_from_data(&stack[0].it, p, len))
 		return true;
 	for (;;) {
-		bson_iter_t *it = &stack[top];
+		bson_iter_t *it = &stack[top].it;
 		if (!bson_iter_next(it)) {
 			if (top == 0)
 				return true;
@@ -68,9 +73,9 @@ static bool depth_ok(const uint8_t *p, size_t len)
 			uint32_t code_len, scope_len;
 			const uint8_t *scope;
 			bson_iter_codewscope(it, &code_len, &scope_len, &scope);
-			entered = bson_iter_init_from_data(&stack[top + 1], scope, scope_len);
+			entered = bson_iter_init_from_data(&stack[top + 1].it, scope, scope_len);
 		} else {
-			entered = bson_iter_recurse(it, &stack[top + 1]);
+			entered = bson_iter_recurse(it, &stack[top + 1].it);
 		}
 		if (entered)
 			top++;

@@ -121,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case OP_REPLY: {
 		opreply r;
-		(void)opreply_parse(msg, len, &r, &err);
+		if (opreply_parse(msg, len, &r, &err) && r.docs_len > len)
+			abort();
 		break;
 	}
 	default:
