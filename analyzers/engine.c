@@ -839,28 +839,65 @@ static bool split_ns(const char *ns, char *db, size_t cap, const char **coll)
 	return true;
 }
 
-/* bulkWrite (admin): ops name their namespace by index into nsInfo. */
-static bool bulk_ns(const cmdview *v, int64_t idx, char *ns, size_t cap)
+/* bulkWrite (admin): ops name their namespace by index into nsInfo.
+ * nsInfo is read once per request into a table of its "ns" strings
+ * (pointers into the message; NULL for an entry without one). Scanning
+ * nsInfo again for every op was quadratic: 20,000 ops naming the last of
+ * 20,000 entries (a 1.7 MB message, 300 bytes as zstd OP_COMPRESSED) held
+ * a worker for 50 s under ASan. The table lives on the stack for the
+ * namespaces a real bulkWrite names; only a larger nsInfo allocates. */
+#define BULK_NS_INLINE 64
+
+typedef struct bulk_nsinfo {
+	const char *inline_ns[BULK_NS_INLINE];
+	const char **ns; /* inline_ns, or malloc'd when nsInfo is larger */
+	size_t n;
+} bulk_nsinfo;
+
+/* False only when memory runs out; the ops then go unanalyzed. */
+static bool bulk_nsinfo_init(bulk_nsinfo *b, const cmdview *v)
 {
 	cmdview_docs d;
 	bson_t doc;
-	bson_iter_t it;
+	size_t count = 0;
 	cmdview_docs_init(&d, v, "nsInfo");
-	for (int64_t i = 0; cmdview_docs_next(&d, &doc); i++) {
-		if (i != idx)
-			continue;
-		if (!bson_iter_init_find(&it, &doc, "ns") || !BSON_ITER_HOLDS_UTF8(&it))
-			return false;
-		snprintf(ns, cap, "%s", bson_iter_utf8(&it, NULL));
-		return true;
+	while (cmdview_docs_next(&d, &doc))
+		count++;
+	b->n = 0;
+	b->ns = count <= BULK_NS_INLINE ? b->inline_ns : malloc(count * sizeof(*b->ns));
+	if (!b->ns)
+		return false;
+	cmdview_docs_init(&d, v, "nsInfo");
+	while (b->n < count && cmdview_docs_next(&d, &doc)) {
+		bson_iter_t it;
+		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && BSON_ITER_HOLDS_UTF8(&it)
+		                    ? bson_iter_utf8(&it, NULL)
+		                    : NULL;
 	}
-	return false;
+	return true;
+}
+
+static void bulk_nsinfo_free(bulk_nsinfo *b)
+{
+	if (b->ns != b->inline_ns)
+		free(b->ns);
+}
+
+static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
+{
+	if (idx < 0 || (uint64_t)idx >= b->n || !b->ns[idx])
+		return false;
+	snprintf(ns, cap, "%s", b->ns[idx]);
+	return true;
 }
 
 static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 {
 	cmdview_docs d;
 	bson_t op;
+	bulk_nsinfo nsinfo;
+	if (!bulk_nsinfo_init(&nsinfo, v))
+		return ax->verdict;
 	cmdview_docs_init(&d, v, "ops");
 	while (cmdview_docs_next(&d, &op)) {
 		bson_iter_t it;
@@ -875,7 +912,7 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		/* The shape names the namespace: bulkWrite spans several. */
 		char ns[256], db[128];
 		const char *coll;
-		if (!bulk_ns(v, bson_iter_as_int64(&it), ns, sizeof(ns)) ||
+		if (!bulk_ns(&nsinfo, bson_iter_as_int64(&it), ns, sizeof(ns)) ||
 		    !split_ns(ns, db, sizeof(db), &coll))
 			continue;
 		target t;
@@ -886,6 +923,7 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		             t.ns, kind);
 		ax->db = v->db;
 	}
+	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;
 }
 
