@@ -93,12 +93,19 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 		const char *k = doc ? bson_iter_key(&c) : NULL; /* NULL: array element */
 		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
 			continue; /* bounded, or not an expression */
-		if (k && key_eq(k, "$concatArrays")) {
+		if (k && key_eq(k, "$concatArrays") && BSON_ITER_HOLDS_ARRAY(&c)) {
 			bson_iter_t op;
-			if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &op))
+			if (bson_iter_recurse(&c, &op))
 				while (bson_iter_next(&op))
 					if (refs_path_unbounded(&op, path, depth + 1))
 						return true;
+			/* Every $concatArrays nested in these operands (outside
+			 * $slice and $literal, which refs_path_unbounded skips
+			 * too) reads only what was just walked, so descending
+			 * would find nothing new, and re-walking each nested
+			 * operand made the cost depth x size: 30 nested levels
+			 * over a 38 MB array held a worker for seconds. */
+			continue;
 		}
 		if (concat_appends(&c, path, depth + 1))
 			return true;
