@@ -689,8 +689,8 @@ static void *worker(void *p)
 	    FIND_RE("users"),
 	    "{'update':'posts','updates':[" PUSH_UPD "]}",
 	    "{'insert':'posts','documents':[{'a':1}]}",
-	    "{'aggregate':'o','pipeline':[{'$lookup':{'from':'u','localField':'a','foreignField':"
-	    "'b','as':'j'}}],'cursor':{}}",
+	    ("{'aggregate':'o','pipeline':[{'$lookup':{'from':'u','localField':'a','foreignField':"
+	     "'b','as':'j'}}],'cursor':{}}"), /* one string, split for width */
 	};
 	for (int i = 0; i < w->iterations; i++) {
 		request_ctx rc = {.app_name = "t", .client = "c", .now_ms = 1000 + i};
