@@ -234,44 +234,9 @@ static const rcase cases[] = {
 
 static void run_case(const rcase *c, rule_action action)
 {
-	engine_config cfg;
-	rule_config_defaults(&cfg);
-	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = action;
-	fx_sink sink;
-	fx_sink_init(&sink);
-	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
-	assert_non_null(e);
-	block_info block = {0};
-	verdict v = fx_analyze(e, "test", c->json, c->seq.id ? &c->seq : NULL, c->seq.id ? 1 : 0,
-	                       NULL, &block);
-	size_t n = fx_sink_count(&sink, RULE_CASE_INSENSITIVE_REGEX);
-	if (n != (c->hit ? 1u : 0u))
-		fail_msg("case \"%s\": %zu findings, expected %d", c->name, n, c->hit ? 1 : 0);
-	bool explain = c->command && strcmp(c->command, "explain") == 0;
-	verdict want = c->hit && action == RULE_BLOCK && !explain ? VERDICT_BLOCK : VERDICT_FORWARD;
-	if (v != want)
-		fail_msg("case \"%s\": verdict %d, expected %d", c->name, v, want);
-	if (c->hit) {
-		const fx_finding *f = fx_sink_first(&sink, RULE_CASE_INSENSITIVE_REGEX);
-		if (getenv("FX_VERBOSE") && action == RULE_BLOCK)
-			printf("%-40s %s\n  %s\n  %s\n  %s\n", c->name, f->detail, f->shape,
-			       f->suggestion, block.errmsg);
-		rule_action want_action = explain ? RULE_LOG : action;
-		if (f->action != want_action || strcmp(f->ns, c->ns) != 0 ||
-		    strcmp(f->command, c->command) != 0 || !strstr(f->detail, c->detail) ||
-		    f->shape[0] != '{' || strstr(f->shape, "SECRET") || !f->suggestion[0] ||
-		    f->repeats != 0)
-			fail_msg("case \"%s\": action %s ns %s command %s detail [%s] shape %s",
-			         c->name, rule_action_name(f->action), f->ns, f->command, f->detail,
-			         f->shape);
-		if (want == VERDICT_BLOCK &&
-		    (block.rule != RULE_CASE_INSENSITIVE_REGEX ||
-		     !strstr(block.errmsg, "rule case-insensitive-regex") ||
-		     !strstr(block.errmsg, "Fix:") || strstr(block.errmsg, "SECRET")))
-			fail_msg("case \"%s\": errmsg %s", c->name, block.errmsg);
-	}
-	engine_free(e);
-	fx_sink_free(&sink);
+	fx_expect x = {c->name, c->hit, c->ns, c->command, c->detail, NULL};
+	fx_run_rule_case(RULE_CASE_INSENSITIVE_REGEX, action, c->json, c->seq.id ? &c->seq : NULL,
+	                 c->seq.id ? 1 : 0, &x);
 }
 
 static void test_table_log(void **state)
