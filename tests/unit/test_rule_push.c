@@ -163,26 +163,8 @@ static void run_case(const pcase *c, rule_action action)
 	fx_run_rule_case(RULE_UNBOUNDED_PUSH, action, c->json, c->seqs, nseqs_of(c), &x);
 }
 
-static void test_table_log(void **state)
-{
-	for (size_t i = 0; i < NCASES; i++)
-		run_case(&cases[i], RULE_LOG);
-}
-
-static void test_table_block(void **state)
-{
-	for (size_t i = 0; i < NCASES; i++)
-		run_case(&cases[i], RULE_BLOCK);
-}
-
-static void test_table_is_balanced(void **state)
-{
-	size_t hits = 0, misses = 0;
-	for (size_t i = 0; i < NCASES; i++)
-		hits += cases[i].hit, misses += !cases[i].hit;
-	assert_true(hits >= 20);
-	assert_true(misses >= hits);
-}
+/* test_table_log, test_table_block, test_table_is_balanced */
+FX_TABLE_TESTS(cases, NCASES, run_case)
 
 /* The error message the brief quotes, word for word where it matters. */
 static void test_block_message(void **state)

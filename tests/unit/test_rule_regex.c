@@ -239,26 +239,8 @@ static void run_case(const rcase *c, rule_action action)
 	                 c->seq.id ? 1 : 0, &x);
 }
 
-static void test_table_log(void **state)
-{
-	for (size_t i = 0; i < NCASES; i++)
-		run_case(&cases[i], RULE_LOG);
-}
-
-static void test_table_block(void **state)
-{
-	for (size_t i = 0; i < NCASES; i++)
-		run_case(&cases[i], RULE_BLOCK);
-}
-
-static void test_table_is_balanced(void **state)
-{
-	size_t hits = 0, misses = 0;
-	for (size_t i = 0; i < NCASES; i++)
-		hits += cases[i].hit, misses += !cases[i].hit;
-	assert_true(hits >= 20);
-	assert_true(misses >= hits);
-}
+/* test_table_log, test_table_block, test_table_is_balanced */
+FX_TABLE_TESTS(cases, NCASES, run_case)
 
 static void test_rule_off_reports_nothing(void **state)
 {
