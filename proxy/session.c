@@ -472,14 +472,20 @@ static req_outcome handle_opquery(session *s, request *r, const uint8_t *msg, si
 	r->form = REPLY_FORM_OPREPLY;
 	if (!opquery_parse(msg, len, &q, &err))
 		return reject(s, r, &err);
-	if (!opquery_is_command(&q) || !cmdview_from_opquery(&q, &v, &err) ||
-	    !opquery_allowed(&v)) {
+	/* A 5.1+ server takes OP_QUERY only for a few commands on <db>.$cmd. */
+	const char *refused = !opquery_is_command(&q) ? q.full_collection : NULL;
+	if (!refused) {
+		if (!cmdview_from_opquery(&q, &v, &err))
+			return reject(s, r, &err); /* e.g. invalid BSON: say exactly that */
+		if (!opquery_allowed(&v))
+			refused = v.name;
+	}
+	if (refused) {
 		wire_error_set(&err, WIRE_ERR_UNSUPPORTED_OPQUERY, "UnsupportedOpQueryCommand",
 		               "Unsupported OP_QUERY command: %s. The client driver may require "
 		               "an upgrade. For more details see "
 		               "https://dochub.mongodb.org/core/legacy-opcode-removal",
-		               opquery_is_command(&q) && err.code == 0 ? v.name
-		                                                       : q.full_collection);
+		               refused);
 		return reject(s, r, &err);
 	}
 	return analyse(s, r, &v, msg, len);

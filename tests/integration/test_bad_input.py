@@ -131,6 +131,10 @@ CASES = {
                               r"OP_QUERY|support"),
     "op-query-collection": (lambda: w.op_query("test.c", {"a": 1}), REPLY,
                             r"OP_QUERY|support"),
+    # A handshake namespace with nothing in it: the reply says what is wrong
+    # with it, not merely that OP_QUERY is unsupported.
+    "op-query-empty-command": (lambda: w.op_query("admin.$cmd", {}), REPLY,
+                               r"empty.*first key"),
     "compressed-claims-48000001": (_compressed_claims_too_much, EITHER,
                                    r"compress|size|length|48"),
     "compressed-size-lies": (_compressed_size_lies, EITHER, r"compress|size|length|inflat"),
