@@ -406,17 +406,6 @@ static void test_redaction_off(void **state)
 
 /* ---- index-mismatched-sort: the engine's side ---- */
 
-static index_set *make_set(const char *const *specs_json, size_t n)
-{
-	bson_t *docs[8];
-	for (size_t i = 0; i < n; i++)
-		docs[i] = fx_json(specs_json[i]);
-	index_set *s = index_set_from_specs((const bson_t *const *)docs, n);
-	for (size_t i = 0; i < n; i++)
-		bson_destroy(docs[i]);
-	return s;
-}
-
 static const char *const ab_specs[] = {
     "{'v':2,'key':{'_id':1},'name':'_id_'}",
     "{'v':2,'key':{'a':1,'b':1},'name':'a_1_b_1'}",
@@ -451,7 +440,7 @@ static void test_sort_waits_then_decides(void **state)
 	assert_int_equal(sink.f[0].rule, RULE_CASE_INSENSITIVE_REGEX);
 
 	/* the list arrives: {a:1,b:1} cannot give sort {d:1} for filter {c:5} */
-	index_set *set = make_set(ab_specs, 2);
+	index_set *set = fx_index_set(ab_specs, 2);
 	index_cache_put(ic, "shop", "orders", set);
 	index_set_release(set);
 	fx_sink_clear(&sink);
@@ -541,7 +530,7 @@ static void test_wait_does_not_count_joins(void **state)
 	assert_true(fx_req_build(&r, "shop", q, NULL, 0));
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(engine_analyze(e, &r.v, &rc, NULL), VERDICT_WAIT_INDEXES);
-	index_set *set = make_set(ab_specs, 1);
+	index_set *set = fx_index_set(ab_specs, 1);
 	index_cache_put(ic, "shop", "orders", set);
 	index_set_release(set);
 	/* first real execution: not hot (threshold 2) */
@@ -596,7 +585,7 @@ static index_lookup lookup(index_cache *ic, const char *db, const char *coll)
 
 static void put_all(index_cache *ic)
 {
-	index_set *set = make_set(ab_specs, 2);
+	index_set *set = fx_index_set(ab_specs, 2);
 	const char *colls[][2] = {{"shop", "orders"}, {"shop", "users"}, {"shop", "old"},
 	                          {"shop", "new"},    {"hr", "people"},  {"hr", "teams"}};
 	for (size_t i = 0; i < 6; i++)

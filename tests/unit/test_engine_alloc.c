@@ -102,14 +102,7 @@ static void test_no_allocation(void **state)
 	free(p);
 	assert_true(allocations > 0);
 
-	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
-	bson_t *specs[2] = {fx_json("{'v':2,'key':{'_id':1},'name':'_id_'}"),
-	                    fx_json("{'v':2,'key':{'status':1,'created':-1},'name':'s_c'}")};
-	index_set *set = index_set_from_specs((const bson_t *const *)specs, 2);
-	index_cache_put(ic, "shop", "orders", set);
-	index_set_release(set);
-	bson_destroy(specs[0]);
-	bson_destroy(specs[1]);
+	index_cache *ic = fx_orders_cache();
 	engine_config cfg;
 	rule_config_defaults(&cfg);
 	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 1;

@@ -12,6 +12,7 @@
 
 #include "analyzers/esr.h"
 #include "analyzers/index_set.h"
+#include "fixtures/analyzer_fixture.h"
 #include "analyzers/rule_sort.h"
 
 typedef struct esr_case {
@@ -61,28 +62,6 @@ static const esr_case cases[] = {
      CMD("d", "c") "{'name': 1})"},
 };
 
-static char *dequote(const char *s)
-{
-	char *d = strdup(s);
-	for (char *p = d; *p != '\0'; p++)
-		if (*p == '\'')
-			*p = '"';
-	return d;
-}
-
-static bson_t *doc(const char *json)
-{
-	bson_error_t err;
-	if (json == NULL)
-		return NULL;
-	char *j = dequote(json);
-	bson_t *b = bson_new_from_json((const uint8_t *)j, -1, &err);
-	if (b == NULL)
-		fail_msg("bad JSON %s: %s", j, err.message);
-	free(j);
-	return b;
-}
-
 /* Turns the suggestion back into a listIndexes spec: the key document
  * between "createIndex(" and the first "}", and the collation option. */
 static bson_t *spec_from_suggestion(const char *sugg)
@@ -117,14 +96,15 @@ static void test_exact_strings(void **state)
 	size_t failed = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		const esr_case *c = &cases[i];
-		bson_t *filter = doc(c->filter), *sort = doc(c->sort), *coll = doc(c->collation);
+		bson_t *filter = fx_doc(c->filter), *sort = fx_doc(c->sort),
+		       *coll = fx_doc(c->collation);
 		sort_query q = {.db = c->db,
 		                .coll = c->coll,
 		                .filter = filter,
 		                .sort = sort,
 		                .collation = coll};
 		char out[512];
-		char *want = dequote(c->want);
+		char *want = fx_dequote(c->want);
 		assert_true(esr_suggest(&q, out, sizeof out));
 		if (strcmp(out, want) != 0) {
 			print_error("case \"%s\":\n want %s\n got  %s\n", c->name, want, out);
@@ -146,8 +126,9 @@ static void test_suggestion_fixes_the_finding(void **state)
 {
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		const esr_case *c = &cases[i];
-		bson_t *filter = doc(c->filter), *sort = doc(c->sort), *coll = doc(c->collation);
-		bson_t *id = doc("{'v':2,'key':{'_id':1},'name':'_id_'}");
+		bson_t *filter = fx_doc(c->filter), *sort = fx_doc(c->sort),
+		       *coll = fx_doc(c->collation);
+		bson_t *id = fx_doc("{'v':2,'key':{'_id':1},'name':'_id_'}");
 		const bson_t *specs[2] = {id, NULL};
 		sort_query q = {.db = c->db,
 		                .coll = c->coll,
@@ -195,7 +176,7 @@ static void test_names_are_escaped(void **state)
 
 static void test_too_small_a_buffer_gives_nothing(void **state)
 {
-	bson_t *sort = doc("{'created':-1}");
+	bson_t *sort = fx_doc("{'created':-1}");
 	sort_query q = {.db = "shop", .coll = "orders", .sort = sort};
 	char out[40];
 	memset(out, 'x', sizeof out);
@@ -206,7 +187,7 @@ static void test_too_small_a_buffer_gives_nothing(void **state)
 
 static void test_no_index_question_no_suggestion(void **state)
 {
-	bson_t *sort = doc("{'$natural':1}");
+	bson_t *sort = fx_doc("{'$natural':1}");
 	sort_query q = {.db = "shop", .coll = "orders", .sort = sort};
 	char out[128] = "junk";
 	assert_false(esr_suggest(&q, out, sizeof out));
@@ -223,7 +204,7 @@ static void test_at_most_32_fields(void **state)
 		snprintf(k, sizeof k, "f%02d", i);
 		BSON_APPEND_INT32(filter, k, i);
 	}
-	bson_t *sort = doc("{'zz':1}");
+	bson_t *sort = fx_doc("{'zz':1}");
 	sort_query q = {.db = "d", .coll = "c", .filter = filter, .sort = sort};
 	char out[1024];
 	assert_true(esr_suggest(&q, out, sizeof out));

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "analyzers/index_set.h"
+#include "fixtures/analyzer_fixture.h"
 #include "analyzers/rule_sort.h"
 
 #define P  SORT_PROVIDED
@@ -234,28 +235,6 @@ static const sort_case cases[] = {
 
 /* ---- helpers ---- */
 
-static char *dequote(const char *s)
-{
-	char *d = strdup(s);
-	for (char *p = d; *p != '\0'; p++)
-		if (*p == '\'')
-			*p = '"';
-	return d;
-}
-
-static bson_t *doc(const char *json)
-{
-	bson_error_t err;
-	if (json == NULL)
-		return NULL;
-	char *j = dequote(json);
-	bson_t *b = bson_new_from_json((const uint8_t *)j, -1, &err);
-	if (b == NULL)
-		fail_msg("bad JSON %s: %s", j, err.message);
-	free(j);
-	return b;
-}
-
 /* The server's default index name: a_1_b_-1, loc_2dsphere. */
 static void default_name(const bson_t *key, char *out, size_t len)
 {
@@ -279,12 +258,12 @@ static void default_name(const bson_t *key, char *out, size_t len)
 /* _id_ first, then the case's specs, named by default when unnamed. */
 static index_set *make_set(const char *json)
 {
-	bson_t *arr = doc(json);
+	bson_t *arr = fx_doc(json);
 	bson_t *specs[40];
 	size_t n = 0;
 	bson_iter_t it;
 
-	specs[n++] = doc("{'v':2,'key':{'_id':1},'name':'_id_'}");
+	specs[n++] = fx_doc("{'v':2,'key':{'_id':1},'name':'_id_'}");
 	bson_iter_init(&it, arr);
 	while (bson_iter_next(&it)) {
 		const uint8_t *data;
@@ -318,8 +297,8 @@ static const char *verdict_name(sort_verdict v)
 static sort_verdict run(const sort_case *c, char *sugg, size_t slen, char *detail, size_t dlen)
 {
 	index_set *s = make_set(c->indexes);
-	bson_t *filter = doc(c->filter), *sort = doc(c->sort), *coll = doc(c->collation),
-	       *hint = doc(c->hint_doc);
+	bson_t *filter = fx_doc(c->filter), *sort = fx_doc(c->sort), *coll = fx_doc(c->collation),
+	       *hint = fx_doc(c->hint_doc);
 	sort_query q = {
 	    .db = "shop",
 	    .coll = "orders",
@@ -447,7 +426,7 @@ static void test_detail_names_the_cause(void **state)
 static void test_opaque_set_gives_no_verdict(void **state)
 {
 	index_set *s = index_set_new_opaque("the namespace is a view");
-	bson_t *sort = doc("{'a':1}");
+	bson_t *sort = fx_doc("{'a':1}");
 	sort_query q = {.db = "shop", .coll = "v", .sort = sort};
 	char detail[256];
 	assert_int_equal(sort_check(s, &q, NULL, 0, detail, sizeof detail), NV);
@@ -473,7 +452,7 @@ static void test_too_many_predicates_gives_no_verdict(void **state)
 		snprintf(k, sizeof k, "f%d", i);
 		BSON_APPEND_INT32(filter, k, i);
 	}
-	bson_t *sort = doc("{'zz':1}");
+	bson_t *sort = fx_doc("{'zz':1}");
 	index_set *s = make_set("[]");
 	sort_query q = {.db = "d", .coll = "c", .filter = filter, .sort = sort};
 	assert_int_equal(sort_check(s, &q, NULL, 0, NULL, 0), NV);
