@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "proxy/log.h"
-#include "proxy/server_run.h"
+#include "proxy/finding_log.h"
 
 void server_log_finding(void *arg, const finding *f)
 {

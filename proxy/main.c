@@ -8,7 +8,7 @@
 
 #include "proxy/config.h"
 #include "proxy/log.h"
-#include "proxy/server_run.h"
+#include "proxy/runtime/server.h"
 
 #ifndef MG_VERSION
 #define MG_VERSION "0.0.0"
@@ -117,15 +117,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	static server srv; /* large (config holds rule tables): keep it off the stack */
+	static mg_config cfg; /* large (it holds rule tables): keep it off the stack */
 	char err[1024];
-	config_defaults(&srv.cfg);
-	atomic_store(&srv.next_conn_id, 1);
-	if (config_path && !config_load_file(&srv.cfg, config_path, err, sizeof(err))) {
+	config_defaults(&cfg);
+	if (config_path && !config_load_file(&cfg, config_path, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;
 	}
-#define SET(field, value) snprintf(srv.cfg.field, sizeof(srv.cfg.field), "%s", value)
+#define SET(field, value) snprintf(cfg.field, sizeof(cfg.field), "%s", value)
 	if (listen)
 		SET(listen, listen);
 	if (upstream)
@@ -134,29 +133,24 @@ int main(int argc, char **argv)
 		SET(log_path, logp);
 #undef SET
 	if (workers >= 0)
-		srv.cfg.workers = (uint32_t)workers;
+		cfg.workers = (uint32_t)workers;
 	if (verbose)
-		srv.cfg.log_verbosity = 1;
+		cfg.log_verbosity = 1;
 
 	mongoc_init();
 	mongoc_log_set_handler(mongoc_log_cb, NULL);
-	if (!upstream_resolve(srv.cfg.upstream_uri, &srv.up, err, sizeof(err))) {
-		fprintf(stderr, "mongoguard: %s\n", err);
-		return 2;
-	}
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	if (!server_parse_listen(srv.cfg.listen, &ss, &sslen, err, sizeof(err))) {
+	static server_plan plan;
+	if (!server_plan_make(&plan, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;
 	}
 	if (check_only) {
-		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", srv.cfg.listen,
-		       srv.up.name);
+		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", cfg.listen,
+		       plan.up.name);
 		return 0;
 	}
-	if (!log_open(srv.cfg.log_path, srv.cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {
-		fprintf(stderr, "mongoguard: cannot open log %s: %s\n", srv.cfg.log_path,
+	if (!log_open(cfg.log_path, cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {
+		fprintf(stderr, "mongoguard: cannot open log %s: %s\n", cfg.log_path,
 		        strerror(errno));
 		return 2;
 	}
@@ -165,11 +159,11 @@ int main(int argc, char **argv)
 	log_attr_str(l, "config", config_path ? config_path : "");
 	for (int r = 0; r < RULE_COUNT; r++)
 		log_attr_str(l, rule_name((rule_id)r),
-		             rule_action_name(srv.cfg.engine.rules[r].action));
-	log_attr_bool(l, "redactLiterals", srv.cfg.engine.redact_literals);
+		             rule_action_name(cfg.engine.rules[r].action));
+	log_attr_bool(l, "redactLiterals", cfg.engine.redact_literals);
 	log_end(l);
 
-	bool ok = server_run(&srv, err, sizeof(err));
+	bool ok = server_run(&plan, err, sizeof(err));
 	if (!ok) {
 		log_reason(LOG_ERROR, "CONTROL", LOGID_FATAL, NULL, "Cannot start: %s", err);
 		fprintf(stderr, "mongoguard: %s\n", err);

@@ -1,5 +1,6 @@
-/* The upstream address, taken from a mongodb:// URI with libmongoc's own
- * parser so every URI a driver accepts is accepted here too. */
+/* The upstream target (see upstream.h). */
+#include "proxy/net/upstream.h"
+
 #include <mongoc/mongoc.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -7,9 +8,8 @@
 #include <sys/un.h>
 
 #include "proxy/log.h"
-#include "proxy/server_run.h"
 
-bool upstream_resolve(const char *uri_str, upstream_addr *up, char *err, size_t errlen)
+bool upstream_resolve(const char *uri_str, upstream_target *up, char *err, size_t errlen)
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);

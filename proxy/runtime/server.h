@@ -1,0 +1,30 @@
+/* The running proxy: the listener, signals and timers on the main thread,
+ * the workers, and what they share (the configuration snapshot, the index
+ * cache, the upstream target, id counters). */
+#ifndef MG_PROXY_RUNTIME_SERVER_H
+#define MG_PROXY_RUNTIME_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proxy/config.h"
+#include "proxy/net/address.h"
+#include "proxy/net/upstream.h"
+
+/* Everything resolved before anything starts, once: `--check-config`
+ * stops after making it, `server_run` starts from it. */
+typedef struct server_plan {
+	const mg_config *cfg;
+	net_addr listen;
+	upstream_target up;
+} server_plan;
+
+/* Resolves cfg's listen address and upstream. False with err set. */
+bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Runs until SIGTERM/SIGINT and a graceful drain. False with err set when
+ * start-up fails. */
+bool server_run(const server_plan *p, char *err, size_t errlen) __attribute__((warn_unused_result));
+
+#endif

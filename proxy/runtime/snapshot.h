@@ -1,0 +1,50 @@
+/* The configuration in force, as one immutable object: the settings and
+ * the rule engine built from them. Workers read it through one pointer
+ * (worker.snap), so a reload can publish a new snapshot whole while
+ * connections keep running: each worker moves to it between events, and
+ * the old one is freed when the last worker lets go of it.
+ *
+ * Counted references: the server holds one for the snapshot it publishes,
+ * each worker one for the snapshot it uses. */
+#ifndef MG_PROXY_RUNTIME_SNAPSHOT_H
+#define MG_PROXY_RUNTIME_SNAPSHOT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "analyzers/engine.h"
+#include "proxy/config.h"
+
+typedef struct snapshot {
+	mg_config cfg;
+	engine *engine; /* NULL when analysis is disabled */
+	atomic_uint refs;
+	unsigned generation; /* 1 for the first, +1 per publication */
+} snapshot;
+
+/* Copies cfg and takes ownership of e (may be NULL). One reference, the
+ * caller's. NULL when memory runs out (e is then freed). */
+snapshot *snapshot_new(const mg_config *cfg, engine *e, unsigned generation);
+
+snapshot *snapshot_ref(snapshot *s);
+
+/* Drops a reference; the last one frees the snapshot and its engine. */
+void snapshot_unref(snapshot *s);
+
+/* Where the snapshot in force is published. Taking it is rare (a worker
+ * does it once at start and once per publication), so a mutex is enough. */
+typedef struct snapshot_slot {
+	pthread_mutex_t lock;
+	snapshot *current; /* the slot's reference */
+} snapshot_slot;
+
+void snapshot_slot_init(snapshot_slot *slot, snapshot *first);
+void snapshot_slot_destroy(snapshot_slot *slot);
+
+/* A new reference to the snapshot in force. */
+snapshot *snapshot_slot_get(snapshot_slot *slot);
+
+/* Makes s (whose reference the slot takes over) the snapshot in force. */
+void snapshot_slot_publish(snapshot_slot *slot, snapshot *s);
+
+#endif

@@ -1,0 +1,195 @@
+/* Worker threads (see worker.h). */
+#include "proxy/runtime/worker.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proxy/log.h"
+
+/* A session ended: off the list, and one connection fewer. */
+static void session_closed(void *owner, void *token)
+{
+	worker *w = owner;
+	session_node *n = token;
+	if (n->prev)
+		n->prev->next = n->next;
+	else
+		w->sessions = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
+	w->nsessions--;
+	free(n);
+	atomic_fetch_sub(w->shared->nconns, 1);
+	if (atomic_load(&w->draining) && w->nsessions == 0)
+		event_base_loopexit(w->base, NULL);
+}
+
+static void start_session(worker *w, const accepted_conn *c)
+{
+	session_node *n = calloc(1, sizeof(*n));
+	if (!n) {
+		close(c->fd);
+		atomic_fetch_sub(w->shared->nconns, 1);
+		log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
+		           "Out of memory accepting a connection");
+		return;
+	}
+	/* On the list before the session starts: a session that fails at
+	 * once calls session_closed, which unlinks it. */
+	n->next = w->sessions;
+	if (w->sessions)
+		w->sessions->prev = n;
+	w->sessions = n;
+	w->nsessions++;
+	n->s = session_start(&w->env, c->fd, (const struct sockaddr *)&c->addr, c->addrlen, n);
+}
+
+static void take_inbox(worker *w)
+{
+	pthread_mutex_lock(&w->lock);
+	accepted_conn *batch = w->inbox;
+	size_t n = w->ninbox;
+	w->inbox = NULL;
+	w->ninbox = w->capinbox = 0;
+	pthread_mutex_unlock(&w->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (atomic_load(&w->draining)) {
+			close(batch[i].fd);
+			atomic_fetch_sub(w->shared->nconns, 1);
+			continue;
+		}
+		start_session(w, &batch[i]);
+	}
+	free(batch);
+}
+
+/* Calls fn on every session; fn may end (and unlink) the one it is given. */
+static void each_session(worker *w, void (*fn)(session *s, const char *arg), const char *arg)
+{
+	for (session_node *n = w->sessions, *next; n; n = next) {
+		next = n->next;
+		fn(n->s, arg);
+	}
+}
+
+static void index_changed(session *s, const char *arg)
+{
+	session_index_changed(s);
+}
+
+static void drain(session *s, const char *arg)
+{
+	session_drain(s);
+}
+
+static void take_config(worker *w)
+{
+	snapshot *old = w->snap;
+	w->snap = snapshot_slot_get(w->shared->config);
+	snapshot_unref(old);
+}
+
+static void wakeup_cb(evutil_socket_t fd, short what, void *arg)
+{
+	worker *w = arg;
+	unsigned flags = atomic_exchange(&w->pending, 0);
+	if (flags & WORKER_CONFIG_CHANGED)
+		take_config(w);
+	if (flags & (WORKER_DRAIN | WORKER_STOP))
+		atomic_store(&w->draining, true);
+	take_inbox(w);
+	if (flags & WORKER_INDEX_CHANGED)
+		each_session(w, index_changed, NULL);
+	if (flags & WORKER_STOP)
+		each_session(w, session_abort, "shutdown grace period over");
+	else if (atomic_load(&w->draining))
+		each_session(w, drain, NULL);
+	if (atomic_load(&w->draining) && w->nsessions == 0)
+		event_base_loopexit(w->base, NULL);
+}
+
+static void *worker_main(void *arg)
+{
+	worker *w = arg;
+	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+bool worker_init(worker *w, int index, const worker_shared *shared, char *err, size_t errlen)
+{
+	memset(w, 0, sizeof(*w));
+	w->index = index;
+	w->shared = shared;
+	pthread_mutex_init(&w->lock, NULL);
+	w->base = event_base_new();
+	w->wakeup = w->base ? event_new(w->base, -1, EV_PERSIST, wakeup_cb, w) : NULL;
+	if (!w->wakeup) {
+		snprintf(err, errlen, "cannot create the event loop of worker %d", index);
+		return false;
+	}
+	w->snap = snapshot_slot_get(shared->config);
+	w->env = (session_env){
+	    .base = w->base,
+	    .snap = &w->snap,
+	    .up = shared->up,
+	    .ids = shared->ids,
+	    .draining = &w->draining,
+	    .nconns = shared->nconns,
+	    .on_closed = session_closed,
+	    .owner = w,
+	};
+	return true;
+}
+
+bool worker_start(worker *w, char *err, size_t errlen)
+{
+	if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+		snprintf(err, errlen, "cannot start worker thread %d", w->index);
+		return false;
+	}
+	return true;
+}
+
+bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+	pthread_mutex_lock(&w->lock);
+	if (w->ninbox == w->capinbox) {
+		size_t cap = w->capinbox ? w->capinbox * 2 : 16;
+		accepted_conn *grown = realloc(w->inbox, cap * sizeof(*grown));
+		if (!grown) {
+			pthread_mutex_unlock(&w->lock);
+			close(fd);
+			log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
+			           "Connection refused: out of memory");
+			return false;
+		}
+		w->inbox = grown;
+		w->capinbox = cap;
+	}
+	accepted_conn *c = &w->inbox[w->ninbox++];
+	c->fd = fd;
+	memcpy(&c->addr, addr, (size_t)addrlen);
+	c->addrlen = addrlen;
+	pthread_mutex_unlock(&w->lock);
+	event_active(w->wakeup, EV_READ, 0);
+	return true;
+}
+
+void worker_notify(worker *w, worker_flag flags)
+{
+	atomic_fetch_or(&w->pending, (unsigned)flags);
+	event_active(w->wakeup, EV_READ, 0);
+}
+
+void worker_join(worker *w)
+{
+	pthread_join(w->thread, NULL);
+	event_free(w->wakeup);
+	event_base_free(w->base);
+	free(w->inbox);
+	pthread_mutex_destroy(&w->lock);
+	snapshot_unref(w->snap);
+}

@@ -1,0 +1,86 @@
+/* Worker threads: each runs its own event base and owns its sessions for
+ * their whole life, so a session is only ever touched by one thread. Other
+ * threads reach a worker only through worker_hand() (a locked inbox of
+ * accepted sockets) and worker_notify() (atomic flags), both of which wake
+ * its loop. */
+#ifndef MG_PROXY_RUNTIME_WORKER_H
+#define MG_PROXY_RUNTIME_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "proxy/runtime/snapshot.h"
+#include "proxy/session/session.h"
+
+struct event_base;
+struct event;
+
+/* A connection accepted on the main thread, waiting for its worker. */
+typedef struct accepted_conn {
+	int fd;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+} accepted_conn;
+
+/* The worker's list entry for one of its sessions. */
+typedef struct session_node {
+	session *s;
+	struct session_node *prev, *next;
+} session_node;
+
+/* What every worker shares with the server; outlives the workers. */
+typedef struct worker_shared {
+	const upstream_target *up;
+	session_ids *ids;
+	atomic_uint *nconns; /* open connections: the listener counts them in */
+	snapshot_slot *config;
+} worker_shared;
+
+typedef enum {
+	WORKER_INDEX_CHANGED = 1 << 0,  /* re-run requests held for an index list */
+	WORKER_CONFIG_CHANGED = 1 << 1, /* take the newly published snapshot */
+	WORKER_DRAIN = 1 << 2,          /* shutdown: close idle sessions, finish the rest */
+	WORKER_STOP = 1 << 3,           /* grace period over: close everything and exit */
+} worker_flag;
+
+typedef struct worker {
+	int index;
+	const worker_shared *shared;
+	pthread_t thread;
+	struct event_base *base;
+	struct event *wakeup; /* activated from other threads */
+
+	pthread_mutex_t lock; /* guards the inbox only */
+	accepted_conn *inbox;
+	size_t ninbox, capinbox;
+
+	atomic_uint pending;  /* worker_flag bits not yet acted on */
+	atomic_bool draining; /* sessions read it: end when idle */
+
+	/* Owned by the worker thread alone. */
+	snapshot *snap;  /* the snapshot its sessions read (their env.snap) */
+	session_env env; /* handed to every session it starts */
+	session_node *sessions;
+	size_t nsessions;
+} worker;
+
+/* Sets up w (not yet running). False with err set when it cannot. */
+bool worker_init(worker *w, int index, const worker_shared *shared, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+bool worker_start(worker *w, char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* From the accepting thread: w takes fd over. False (fd closed, logged)
+ * when out of memory. */
+bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen);
+
+/* From any thread: raise flags and wake w. */
+void worker_notify(worker *w, worker_flag flags);
+
+/* Waits for w's thread to end, then frees what worker_init made. */
+void worker_join(worker *w);
+
+#endif

@@ -1,0 +1,67 @@
+/* The in-flight ring (see inflight.h). */
+#include "proxy/session/inflight.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void inflight_init(inflight_ring *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+static void entry_free(inflight *f)
+{
+	free(f->answer);
+	free(f->ddl_copy);
+	memset(f, 0, sizeof(*f));
+}
+
+void inflight_clear(inflight_ring *r)
+{
+	while (r->count > 0)
+		inflight_pop(r);
+	r->head = 0;
+}
+
+inflight *inflight_at(inflight_ring *r, unsigned i)
+{
+	return &r->slot[(r->head + i) % INFLIGHT_MAX];
+}
+
+inflight *inflight_head(inflight_ring *r)
+{
+	return r->count ? &r->slot[r->head] : NULL;
+}
+
+inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind, reply_form form)
+{
+	if (r->count == INFLIGHT_MAX)
+		return NULL;
+	inflight *f = inflight_at(r, r->count);
+	f->request_id = request_id;
+	f->kind = kind;
+	f->form = form;
+	r->count++;
+	return f;
+}
+
+void inflight_pop(inflight_ring *r)
+{
+	entry_free(&r->slot[r->head]);
+	r->head = (r->head + 1) % INFLIGHT_MAX;
+	r->count--;
+}
+
+const int32_t *inflight_expect(const inflight_ring *r)
+{
+	const inflight *f = &r->slot[r->head];
+	return r->count && !f->answer ? &f->request_id : NULL;
+}
+
+bool inflight_only_awaiting(const inflight_ring *r)
+{
+	for (unsigned i = 0; i < r->count; i++)
+		if (r->slot[(r->head + i) % INFLIGHT_MAX].kind != INFLIGHT_AWAIT)
+			return false;
+	return true;
+}

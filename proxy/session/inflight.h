@@ -1,0 +1,78 @@
+/* The in-flight queue of one session: an entry per request that will get a
+ * reply, in request order, so replies (the server's and mongoguard's own)
+ * reach the client in the order it asked.
+ *
+ * An entry either waits for the upstream (answer == NULL) or carries an
+ * answer mongoguard wrote itself (a block, an error), which the session
+ * writes when the entry reaches the head at a reply boundary. Requests with
+ * moreToCome get no entry: nothing will answer them. A full queue stops the
+ * session reading from its client. Pure: no I/O, no libevent. */
+#ifndef MG_PROXY_SESSION_INFLIGHT_H
+#define MG_PROXY_SESSION_INFLIGHT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/reply.h"
+
+enum { INFLIGHT_MAX = 64 }; /* a client pipelining more waits for replies */
+
+typedef enum {
+	INFLIGHT_PLAIN,
+	INFLIGHT_DDL,   /* changes indexes/collections: tell the index cache on reply */
+	INFLIGHT_AWAIT, /* awaitable hello: the reply may take seconds; not "work" */
+} inflight_kind;
+
+typedef struct inflight {
+	int32_t request_id;
+	inflight_kind kind;
+	reply_form form;
+	uint8_t *answer; /* owned: mongoguard's own reply, or NULL: upstream answers */
+	size_t answer_len;
+	uint8_t *ddl_copy; /* owned: INFLIGHT_DDL's request, re-read on completion */
+	size_t ddl_len;
+} inflight;
+
+/* Invariant: count <= INFLIGHT_MAX; entries head .. head+count-1 (mod
+ * INFLIGHT_MAX) are live, every other slot is zeroed. */
+typedef struct inflight_ring {
+	inflight slot[INFLIGHT_MAX];
+	unsigned head, count;
+} inflight_ring;
+
+void inflight_init(inflight_ring *r);
+
+/* Frees every entry's buffers. */
+void inflight_clear(inflight_ring *r);
+
+static inline unsigned inflight_count(const inflight_ring *r)
+{
+	return r->count;
+}
+
+static inline bool inflight_full(const inflight_ring *r)
+{
+	return r->count == INFLIGHT_MAX;
+}
+
+/* The i-th oldest entry, i < count. */
+inflight *inflight_at(inflight_ring *r, unsigned i);
+
+/* The oldest entry, or NULL when none. */
+inflight *inflight_head(inflight_ring *r);
+
+/* A new entry at the tail, zeroed but for its fields; NULL when full. */
+inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind, reply_form form);
+
+/* Removes the head (which must exist), freeing its buffers. */
+void inflight_pop(inflight_ring *r);
+
+/* The request id the upstream's next reply must answer: the head's, when
+ * the head waits for the upstream; NULL when no request does. */
+const int32_t *inflight_expect(const inflight_ring *r);
+
+/* True when nothing but awaitable hellos is in flight. */
+bool inflight_only_awaiting(const inflight_ring *r);
+
+#endif

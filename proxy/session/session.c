@@ -1,0 +1,951 @@
+/* Sessions: one client connection, one upstream connection, and the
+ * requests in flight between them.
+ *
+ * Client -> upstream. Bytes wait in the client bufferevent's input buffer
+ * until a whole frame is there (the header's length is checked against the
+ * protocol limits first, and the read high-watermark is raised to exactly
+ * that frame, so a connection never buffers more than one request beyond a
+ * read chunk). The frame is then made contiguous and decoded by the request
+ * path (protocol/request.h) into a command view, analysed, and one of four
+ * things happens to it:
+ *   forward  - the original bytes move to the upstream output buffer
+ *              (evbuffer_remove_buffer: chains move, nothing is copied);
+ *   replace  - the handshake with `compression` removed goes instead;
+ *   answer   - mongoguard replies itself (block, malformed request, legacy
+ *              opcode) and the request is dropped;
+ *   wait     - the index list the sort rule needs is being fetched: the
+ *              frame stays in the input buffer, reading stops, and the
+ *              request is analysed again when the cache changes or the wait
+ *              times out (SESSION_WAITING).
+ *
+ * Upstream -> client. The reply framer (reply_framer.h) reads each reply's
+ * header and flag bits and then says forward, drop or gather N bytes; the
+ * body streams through in whatever chunks arrive. Only an OP_COMPRESSED
+ * reply is gathered whole, to read its flag bits.
+ *
+ * The in-flight queue (inflight.h) holds one entry per request that will
+ * get a reply, in request order. A reply without moreToCome completes the
+ * head entry; with moreToCome (exhaust cursors, streaming hello) the head
+ * stays, since more replies will follow unasked. A request mongoguard
+ * answers itself is queued too, with its answer attached: the answer is
+ * written when it reaches the head at a reply boundary, so even a pipelining
+ * client gets its replies in order and never half a server reply spliced
+ * with ours. Requests with moreToCome get no entry: nothing will answer them.
+ *
+ * Backpressure: a side's output buffer above OUT_HIGH stops reading from the
+ * other side until it drains below OUT_LOW. Per connection, memory is bounded
+ * by one request (<= 48,000,000 bytes, the protocol maximum) plus about
+ * 2 x (OUT_HIGH + READ_CHUNK) of streaming buffers.
+ *
+ * States (session_enter() is the only place one changes):
+ *   ACTIVE -> WAITING -> ACTIVE   a request held for an index list;
+ *   ACTIVE | WAITING -> FLUSHING  ending: the upstream goes at once, what is
+ *                                 queued for the client is written first
+ *                                 (bounded by FLUSH_TIMEOUT_MS);
+ *   any -> CLOSED                 freed at the next loop turn, so no caller
+ *                                 up the stack ever touches a freed session.
+ */
+#include "proxy/session/session.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "protocol/handshake.h"
+#include "protocol/request.h"
+#include "proxy/log.h"
+#include "proxy/runtime/clock.h"
+#include "proxy/session/inflight.h"
+#include "proxy/session/reply_framer.h"
+
+enum {
+	OUT_HIGH = 1024 * 1024,
+	OUT_LOW = 256 * 1024,
+	READ_CHUNK = 256 * 1024,
+	FLUSH_TIMEOUT_MS = 5000,
+	/* Error codes for replies mongoguard writes itself. */
+	CODE_HOST_UNREACHABLE = 6,
+	CODE_BLOCKED = 96, /* OperationFailed: never retried by drivers */
+};
+
+typedef enum {
+	SESSION_ACTIVE,   /* relaying */
+	SESSION_WAITING,  /* holding a request until the index cache answers */
+	SESSION_FLUSHING, /* ending: only writing what is left to the client */
+	SESSION_CLOSED,   /* freed at the next loop turn (close_ev) */
+} session_state;
+
+static const char *const state_names[] = {"active", "waiting", "flushing", "closed"};
+
+struct session {
+	session_env env;
+	void *token; /* the owner's, handed back by on_closed */
+	session_state state;
+	uint64_t id;
+	char ctx[32];  /* "conn42" */
+	char peer[80]; /* the client's address, "127.0.0.1:51234" */
+	char app[128]; /* client.application.name from the handshake */
+	bool seen_hello;
+
+	struct bufferevent *client;
+	struct bufferevent *upstream; /* NULL from FLUSHING on */
+	bool upstream_connected;
+	bool client_paused;   /* reading from the client stopped by backpressure */
+	bool upstream_paused; /* reading from upstream stopped by backpressure */
+
+	struct event *frame_timer; /* a started request must finish arriving */
+	struct event *wait_timer;  /* SESSION_WAITING deadline */
+	struct event *flush_timer; /* SESSION_FLUSHING deadline */
+	struct event *close_ev;    /* SESSION_CLOSED: frees at the next loop turn */
+	bool wait_expired;         /* the held request goes on without a sort verdict */
+
+	reply_framer framer;
+	inflight_ring inflight;
+
+	uint64_t nrequests, nblocked, ndiscarded;
+	char end_reason[256];
+	log_severity end_severity; /* of the "Connection ended" line */
+};
+
+static void process_client(session *s);
+static void process_upstream(session *s);
+static bool session_enter(session *s, session_state to);
+static void session_finish(session *s, log_severity sev, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- small helpers ---- */
+
+static const snapshot *snap(const session *s)
+{
+	return *s->env.snap;
+}
+
+static struct evbuffer *client_out(session *s)
+{
+	return bufferevent_get_output(s->client);
+}
+
+static size_t upstream_out_len(session *s)
+{
+	return s->upstream ? evbuffer_get_length(bufferevent_get_output(s->upstream)) : 0;
+}
+
+static void set_read_need(struct bufferevent *bev, size_t need)
+{
+	bufferevent_setwatermark(bev, EV_READ, 0, need > READ_CHUNK ? need : READ_CHUNK);
+}
+
+static void add_timer_ms(struct event *ev, uint32_t ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	evtimer_add(ev, &tv);
+}
+
+static void pause_client(session *s)
+{
+	s->client_paused = true;
+	bufferevent_disable(s->client, EV_READ);
+}
+
+/* Reading from the client resumes once there is room upstream and in the
+ * queue, unless a held request or the end of the session keeps it off. */
+static void resume_client(session *s)
+{
+	if (!s->client_paused || inflight_full(&s->inflight) || s->state != SESSION_ACTIVE)
+		return;
+	s->client_paused = false;
+	bufferevent_enable(s->client, EV_READ);
+	process_client(s);
+}
+
+static int32_t next_request_id(session *s)
+{
+	return (int32_t)(atomic_fetch_add(&s->env.ids->next_request, 1) & 0x7fffffff);
+}
+
+/* True when nothing but an awaitable hello is in flight. */
+static bool session_idle(session *s)
+{
+	return inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
+	       evbuffer_get_length(bufferevent_get_input(s->client)) == 0;
+}
+
+/* ---- answers in order ---- */
+
+/* Writes every answer of ours that has reached the head of the queue, at a
+ * reply boundary. */
+static void flush_answers(session *s)
+{
+	inflight *f;
+	while (!reply_framer_mid_reply(&s->framer) && (f = inflight_head(&s->inflight)) &&
+	       f->answer) {
+		evbuffer_add(client_out(s), f->answer, f->answer_len);
+		inflight_pop(&s->inflight);
+	}
+}
+
+/* Queues our own reply (a malloc'd message, owned from here on) behind the
+ * requests already in flight. */
+static void queue_answer(session *s, int32_t request_id, reply_form form, uint8_t *msg, size_t len)
+{
+	inflight *f = msg ? inflight_push(&s->inflight, request_id, INFLIGHT_PLAIN, form) : NULL;
+	if (!f) {
+		free(msg); /* cannot happen: process_client checks room first */
+		return;
+	}
+	f->answer = msg;
+	f->answer_len = len;
+	flush_answers(s);
+}
+
+static uint8_t *make_error(session *s, reply_form form, int32_t request_id, int code,
+                           const char *code_name, const char *errmsg, size_t *len)
+{
+	return reply_error(form, next_request_id(s), request_id, code, code_name, errmsg, NULL,
+	                   len);
+}
+
+static void answer_error(session *s, reply_form form, int32_t request_id, int code,
+                         const char *code_name, const char *errmsg)
+{
+	size_t len = 0;
+	uint8_t *msg = make_error(s, form, request_id, code, code_name, errmsg, &len);
+	queue_answer(s, request_id, form, msg, len);
+}
+
+/* A DDL command's reply passed: the index cache forgets what it changed. */
+static void note_ddl_done(session *s, const inflight *f)
+{
+	engine *e = snap(s)->engine;
+	request r;
+	wire_error err = {0};
+	if (!e || !f->ddl_copy)
+		return;
+	if (request_decode(&r, f->ddl_copy, f->ddl_len, &err) == REQUEST_COMMAND)
+		engine_note_ddl(e, &r.view);
+	request_release(&r);
+}
+
+/* A reply without moreToCome was relayed: its request is complete. */
+static void complete_head(session *s)
+{
+	inflight *f = inflight_head(&s->inflight);
+	if (!f)
+		return; /* the framer relays only replies to a queued request */
+	if (f->kind == INFLIGHT_DDL)
+		note_ddl_done(s, f);
+	inflight_pop(&s->inflight);
+	flush_answers(s);
+	resume_client(s);
+}
+
+/* The upstream is gone: every request still waiting for it gets an error,
+ * as far as the reply stream allows (not in the middle of a reply). */
+static void fail_inflight(session *s, const char *why)
+{
+	if (reply_framer_mid_reply(&s->framer))
+		return;
+	for (unsigned i = 0; i < inflight_count(&s->inflight); i++) {
+		inflight *f = inflight_at(&s->inflight, i);
+		if (!f->answer)
+			f->answer = make_error(s, f->form, f->request_id, CODE_HOST_UNREACHABLE,
+			                       "HostUnreachable", why, &f->answer_len);
+	}
+	flush_answers(s);
+}
+
+/* ---- requests ---- */
+
+typedef enum {
+	REQ_FORWARD,
+	REQ_REPLACE, /* forward the replacement instead */
+	REQ_DROP,    /* answered (or dropped) by us */
+	REQ_WAIT,
+	REQ_CLOSE,
+} req_outcome;
+
+/* What handling a request produced for the bytes to send upstream. */
+typedef struct handled {
+	req_outcome outcome;
+	uint8_t *replacement; /* REQ_REPLACE: owned */
+	size_t replacement_len;
+} handled;
+
+static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
+                            const char *action)
+{
+	log_line *l =
+	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
+	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
+	log_attr_int(l, "requestID", h->request_id);
+	log_attr_int(l, "code", err->code);
+	log_attr_str(l, "reason", err->msg);
+	log_attr_str(l, "action", action);
+	log_end(l);
+}
+
+/* A request we do not forward: answer it with the error when a reply is
+ * allowed, else close the connection. */
+static req_outcome reject(session *s, const request *r, const wire_error *err)
+{
+	if (r->legacy_opcode)
+		log_reason(LOG_WARNING, "NETWORK", LOGID_LEGACY_OPCODE, s->ctx,
+		           "Legacy %s refused with an error reply", frame_opcode_name(r->h.opcode));
+	if (r->more_to_come) {
+		log_bad_request(s, &r->h, err, "connection closed (no reply allowed)");
+		session_finish(s, LOG_WARNING, "malformed request with moreToCome: %s", err->msg);
+		return REQ_CLOSE;
+	}
+	log_bad_request(s, &r->h, err, "error reply");
+	answer_error(s, r->form, r->h.request_id, err->code,
+	             err->code_name ? err->code_name : "ProtocolError", err->msg);
+	return REQ_DROP;
+}
+
+/* The handshake: remember the client's app name, and strip compression so
+ * every later message stays readable. */
+static void note_hello(session *s, const request *r, handled *out)
+{
+	if (!s->seen_hello && handshake_app_name(&r->view, s->app, sizeof(s->app))) {
+		log_line *l =
+		    log_begin(LOG_DEBUG, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Client metadata");
+		log_attr_str(l, "appName", s->app);
+		log_end(l);
+	}
+	s->seen_hello = true;
+	out->replacement = request_strip_compression(r, &out->replacement_len);
+	if (out->replacement)
+		log_reason(LOG_DEBUG, "NETWORK", LOGID_COMPRESSION_STRIPPED, s->ctx,
+		           "Removed compression from the handshake so requests stay readable");
+}
+
+static void answer_block(session *s, const request *r, const block_info *block)
+{
+	s->nblocked++;
+	if (r->more_to_come)
+		return; /* nothing may answer it: dropped, and the finding says so */
+	size_t len = 0;
+	bson_t extra = BSON_INITIALIZER;
+	BSON_APPEND_UTF8(&extra, "mongoguardRule", rule_name(block->rule));
+	uint8_t *msg = reply_error(r->form, next_request_id(s), r->h.request_id, CODE_BLOCKED,
+	                           "OperationFailed", block->errmsg, &extra, &len);
+	bson_destroy(&extra);
+	queue_answer(s, r->h.request_id, r->form, msg, len);
+}
+
+/* A decoded command: analyse it, then queue it for its reply. */
+static req_outcome handle_command(session *s, const request *r, handled *out)
+{
+	engine *e = snap(s)->engine;
+	if (r->hello)
+		note_hello(s, r, out);
+	if (e) {
+		request_ctx rc = {
+		    .app_name = s->app,
+		    .client = s->peer,
+		    .now_ms = mg_now_ms(),
+		    .no_wait = s->wait_expired,
+		};
+		block_info block;
+		verdict vd = engine_analyze(e, &r->view, &rc, &block);
+		if (vd != VERDICT_FORWARD) {
+			free(out->replacement);
+			out->replacement = NULL;
+		}
+		if (vd == VERDICT_WAIT_INDEXES)
+			return REQ_WAIT;
+		if (vd == VERDICT_BLOCK) {
+			answer_block(s, r, &block);
+			return REQ_DROP;
+		}
+	}
+	if (!r->more_to_come) {
+		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
+		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
+		                                                  : INFLIGHT_PLAIN;
+		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
+		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
+			memcpy(f->ddl_copy, r->plain, r->plain_len);
+			f->ddl_len = r->plain_len;
+		}
+	}
+	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
+}
+
+static void handle_request(session *s, const uint8_t *msg, size_t len, handled *out)
+{
+	request r;
+	wire_error err = {0};
+	out->replacement = NULL;
+	switch (request_decode(&r, msg, len, &err)) {
+	case REQUEST_COMMAND:
+		out->outcome = handle_command(s, &r, out);
+		break;
+	case REQUEST_REJECT:
+		out->outcome = reject(s, &r, &err);
+		break;
+	case REQUEST_CLOSE:
+		session_finish(s, LOG_WARNING, "%s", err.msg);
+		out->outcome = REQ_CLOSE;
+		break;
+	}
+	request_release(&r);
+}
+
+/* A request has started arriving: it must be complete within
+ * net.maxFrameWaitMS, counted from its first bytes. */
+static void arm_frame_timer(session *s)
+{
+	if (!evtimer_pending(s->frame_timer, NULL))
+		add_timer_ms(s->frame_timer, snap(s)->cfg.max_frame_wait_ms);
+}
+
+/* The stream cannot be resynchronised after a bad length: answer if the
+ * opcode says how, then close. */
+static void refuse_frame(session *s, const uint8_t *hdr, const wire_error *err)
+{
+	frame_header h = {.request_id = wire_read_i32(hdr + 4), .opcode = wire_read_i32(hdr + 12)};
+	log_bad_request(s, &h, err, "error reply and close");
+	if ((h.opcode == OP_MSG || h.opcode == OP_QUERY) && inflight_count(&s->inflight) == 0 &&
+	    !reply_framer_mid_reply(&s->framer)) {
+		size_t len = 0;
+		uint8_t *msg =
+		    make_error(s, h.opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY,
+		               h.request_id, err->code, err->code_name, err->msg, &len);
+		if (msg)
+			evbuffer_add(client_out(s), msg, len);
+		free(msg);
+	}
+	session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
+}
+
+/* The length of the next whole request in the client's buffer, or 0 when
+ * it has not all arrived yet (or the stream was refused). */
+static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
+{
+	uint8_t hdr[WIRE_HEADER_LEN];
+	frame_header h;
+	wire_error err = {0};
+	if (avail < WIRE_HEADER_LEN) {
+		arm_frame_timer(s);
+		return 0;
+	}
+	evbuffer_copyout(in, hdr, sizeof(hdr));
+	if (frame_header_parse(hdr, sizeof(hdr), &h, &err) != FRAME_OK) {
+		refuse_frame(s, hdr, &err);
+		return 0;
+	}
+	if (avail < (size_t)h.length) {
+		set_read_need(s->client, (size_t)h.length);
+		arm_frame_timer(s);
+		return 0;
+	}
+	evtimer_del(s->frame_timer);
+	set_read_need(s->client, READ_CHUNK);
+	return (size_t)h.length;
+}
+
+/* Does to the request's bytes what handling decided. False when the loop
+ * must stop (waiting, or the session ended). */
+static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
+{
+	switch (h->outcome) {
+	case REQ_WAIT:
+		if (s->state == SESSION_ACTIVE)
+			session_enter(s, SESSION_WAITING);
+		return false;
+	case REQ_CLOSE:
+		return false; /* session_finish already ran */
+	case REQ_FORWARD:
+		evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), len);
+		break;
+	case REQ_REPLACE:
+		evbuffer_drain(in, len);
+		evbuffer_add(bufferevent_get_output(s->upstream), h->replacement,
+		             h->replacement_len);
+		free(h->replacement);
+		break;
+	case REQ_DROP:
+		evbuffer_drain(in, len);
+		break;
+	}
+	s->nrequests++;
+	if (s->state == SESSION_WAITING) /* the held request went through */
+		session_enter(s, SESSION_ACTIVE);
+	return true;
+}
+
+/* Called when the client side may have work: new bytes, room upstream, the
+ * index cache answering, or a wait timing out. */
+static void process_client(session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->client);
+	while (s->state == SESSION_ACTIVE || s->state == SESSION_WAITING) {
+		size_t avail = evbuffer_get_length(in);
+		if (avail == 0)
+			break;
+		/* Stop while the upstream has not taken what we sent, or the
+		 * pipeline is full: the client waits, our memory does not grow. */
+		if (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight)) {
+			pause_client(s);
+			break;
+		}
+		size_t len = next_frame(s, in, avail);
+		if (len == 0)
+			break;
+		const uint8_t *msg = evbuffer_pullup(in, (ev_ssize_t)len);
+		if (!msg) {
+			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte request",
+			               len);
+			return;
+		}
+		handled h;
+		handle_request(s, msg, len, &h);
+		if (!apply(s, in, len, &h))
+			return;
+	}
+}
+
+/* ---- replies ---- */
+
+static void note_dropped_reply(session *s, const frame_header *h)
+{
+	const int32_t *expect = inflight_expect(&s->inflight);
+	s->ndiscarded++;
+	log_line *l =
+	    log_begin(s->ndiscarded == 1 ? LOG_WARNING : LOG_DEBUG, "NETWORK", LOGID_BAD_REPLY,
+	              s->ctx, "Dropped a reply that answers no request in flight");
+	log_attr_int(l, "responseTo", h->response_to);
+	log_attr_int(l, "expected", expect ? *expect : -1);
+	log_attr_str(l, "why",
+	             "the upstream answered a request that allowed no reply (moreToCome), or an "
+	             "unknown one");
+	log_end(l);
+}
+
+/* The first bytes of the upstream's buffer that the framer wants to see,
+ * contiguous: copied when they fit the stack, pulled up otherwise. */
+static const uint8_t *peek_upstream(struct evbuffer *in, size_t have, uint8_t *buf, size_t bufsize)
+{
+	if (have <= bufsize) {
+		evbuffer_copyout(in, buf, have);
+		return buf;
+	}
+	return evbuffer_pullup(in, (ev_ssize_t)have);
+}
+
+static void process_upstream(session *s)
+{
+	struct evbuffer *out = client_out(s);
+	/* complete_head() may resume the client side, which may end the
+	 * session: look again before every step. */
+	while (s->upstream &&
+	       (s->state == SESSION_ACTIVE || s->state == SESSION_WAITING ||
+	        (s->state == SESSION_FLUSHING && reply_framer_mid_reply(&s->framer)))) {
+		struct evbuffer *in = bufferevent_get_input(s->upstream);
+		if (evbuffer_get_length(out) >= OUT_HIGH) {
+			s->upstream_paused = true;
+			bufferevent_disable(s->upstream, EV_READ);
+			return;
+		}
+		size_t avail = evbuffer_get_length(in);
+		size_t want = reply_framer_want(&s->framer);
+		size_t have = avail < want ? avail : want;
+		uint8_t buf[REPLY_PEEK_LEN];
+		const uint8_t *p = peek_upstream(in, have, buf, sizeof(buf));
+		framer_step st;
+		wire_error err = {0};
+		if (!p) {
+			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
+			               have);
+			return;
+		}
+		switch (reply_framer_next(&s->framer, p, have, avail, inflight_expect(&s->inflight),
+		                          &st, &err)) {
+		case FRAMER_GATHER:
+			if (st.n > avail) {
+				set_read_need(s->upstream, st.n);
+				return;
+			}
+			continue;
+		case FRAMER_INVALID: {
+			log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REPLY, s->ctx,
+			                        "Malformed reply from upstream");
+			log_attr_str(l, "reason", err.msg);
+			log_end(l);
+			session_finish(s, LOG_WARNING, "upstream sent a malformed reply: %s",
+			               err.msg);
+			return;
+		}
+		case FRAMER_DROP:
+			if (st.starts)
+				note_dropped_reply(s, &st.peek.h);
+			evbuffer_drain(in, st.n);
+			break;
+		case FRAMER_FORWARD:
+			evbuffer_remove_buffer(in, out, st.n);
+			break;
+		}
+		if (!reply_framer_mid_reply(&s->framer))
+			set_read_need(s->upstream, READ_CHUNK);
+		if (st.completes)
+			complete_head(s);
+	}
+}
+
+/* ---- states ---- */
+
+static void enter_flushing(session *s)
+{
+	evtimer_del(s->frame_timer);
+	evtimer_del(s->wait_timer);
+	if (s->upstream) {
+		/* a reply cut short must not be followed by anything else */
+		flush_answers(s);
+		bufferevent_free(s->upstream);
+		s->upstream = NULL;
+	}
+	bufferevent_disable(s->client, EV_READ);
+	if (evbuffer_get_length(client_out(s)) == 0) {
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	bufferevent_setwatermark(s->client, EV_WRITE, 0, 0);
+	add_timer_ms(s->flush_timer, FLUSH_TIMEOUT_MS);
+}
+
+static void enter_closed(session *s)
+{
+	bufferevent_disable(s->client, EV_READ | EV_WRITE);
+	if (s->upstream)
+		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
+	evtimer_del(s->frame_timer);
+	evtimer_del(s->wait_timer);
+	evtimer_del(s->flush_timer);
+	event_active(s->close_ev, 0, 0);
+}
+
+static bool move_allowed(session_state from, session_state to)
+{
+	switch (to) {
+	case SESSION_WAITING:
+		return from == SESSION_ACTIVE;
+	case SESSION_ACTIVE:
+		return from == SESSION_WAITING;
+	case SESSION_FLUSHING:
+		return from == SESSION_ACTIVE || from == SESSION_WAITING;
+	case SESSION_CLOSED:
+		return from != SESSION_CLOSED;
+	}
+	return false;
+}
+
+/* The only place a session changes state (see the top of this file).
+ * Ending a session that is already ending is normal (both sides may go at
+ * once) and refused quietly; any other unexpected move is a bug, refused
+ * and logged. */
+static bool session_enter(session *s, session_state to)
+{
+	session_state from = s->state;
+	if (!move_allowed(from, to)) {
+		bool ending = from >= SESSION_FLUSHING && to >= SESSION_FLUSHING;
+		if (!ending)
+			log_reason(LOG_ERROR, "NETWORK", LOGID_BAD_REQUEST, s->ctx,
+			           "Internal error: refused session state change %s -> %s",
+			           state_names[from], state_names[to]);
+		return false;
+	}
+	s->state = to;
+	switch (to) {
+	case SESSION_WAITING:
+		bufferevent_disable(s->client, EV_READ);
+		add_timer_ms(s->wait_timer, snap(s)->cfg.engine.index_wait_ms);
+		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
+		           "Holding a request until the index list arrives");
+		break;
+	case SESSION_ACTIVE:
+		s->wait_expired = false;
+		evtimer_del(s->wait_timer);
+		if (!s->client_paused)
+			bufferevent_enable(s->client, EV_READ);
+		break;
+	case SESSION_FLUSHING:
+		enter_flushing(s);
+		break;
+	case SESSION_CLOSED:
+		enter_closed(s);
+		break;
+	}
+	return true;
+}
+
+/* Ends the session: the upstream goes now; what is already queued for the
+ * client is written first, then the client connection closes. */
+static void session_finish(session *s, log_severity sev, const char *fmt, ...)
+{
+	if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
+		return; /* the first reason stands */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->end_reason, sizeof(s->end_reason), fmt, ap);
+	va_end(ap);
+	s->end_severity = sev;
+	session_enter(s, SESSION_FLUSHING);
+}
+
+/* ---- lifecycle ---- */
+
+static void session_free(session *s)
+{
+	log_line *l =
+	    log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
+	log_attr_str(l, "remote", s->peer);
+	log_attr_str(l, "appName", s->app);
+	log_attr_str(l, "reason", s->end_reason[0] ? s->end_reason : "closed");
+	log_attr_int(l, "requests", (int64_t)s->nrequests);
+	log_attr_int(l, "blocked", (int64_t)s->nblocked);
+	if (s->ndiscarded)
+		log_attr_int(l, "unexpectedRepliesDropped", (int64_t)s->ndiscarded);
+	log_end(l);
+
+	inflight_clear(&s->inflight);
+	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev};
+	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+		if (evs[i])
+			event_free(evs[i]);
+	if (s->upstream)
+		bufferevent_free(s->upstream);
+	if (s->client)
+		bufferevent_free(s->client);
+	session_env env = s->env;
+	void *token = s->token;
+	free(s);
+	env.on_closed(env.owner, token);
+}
+
+static void close_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session_free(arg);
+}
+
+static void client_read_cb(struct bufferevent *bev, void *arg)
+{
+	process_client(arg);
+}
+
+/* The client drained below OUT_LOW (or, while flushing, to nothing). */
+static void client_write_cb(struct bufferevent *bev, void *arg)
+{
+	session *s = arg;
+	if (s->state == SESSION_FLUSHING) {
+		if (evbuffer_get_length(client_out(s)) == 0)
+			session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	if (s->upstream_paused && s->upstream) {
+		s->upstream_paused = false;
+		bufferevent_enable(s->upstream, EV_READ);
+		process_upstream(s);
+	}
+}
+
+static void client_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	session *s = arg;
+	if (s->state != SESSION_FLUSHING) {
+		if (what & BEV_EVENT_EOF)
+			snprintf(s->end_reason, sizeof(s->end_reason),
+			         "client closed the connection");
+		else
+			snprintf(s->end_reason, sizeof(s->end_reason),
+			         "client connection error: %s",
+			         evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	}
+	session_enter(s, SESSION_CLOSED);
+}
+
+static void upstream_read_cb(struct bufferevent *bev, void *arg)
+{
+	session *s = arg;
+	process_upstream(s);
+	session_drain(s);
+}
+
+/* The upstream drained below OUT_LOW: resume reading from the client. */
+static void upstream_write_cb(struct bufferevent *bev, void *arg)
+{
+	resume_client(arg);
+}
+
+static void upstream_connected(session *s, struct bufferevent *bev)
+{
+	s->upstream_connected = true;
+	bufferevent_set_timeouts(bev, NULL, NULL);
+	int one = 1;
+	setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx, "Connected to upstream");
+}
+
+static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	session *s = arg;
+	const char *up = s->env.up->name;
+	if (what & BEV_EVENT_CONNECTED) {
+		upstream_connected(s, bev);
+		return;
+	}
+	char why[512];
+	if (!s->upstream_connected) {
+		const char *e = (what & BEV_EVENT_TIMEOUT)
+		                    ? "connect timed out"
+		                    : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
+		         e);
+		log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_FAILED, s->ctx,
+		                        "Upstream unreachable");
+		log_attr_str(l, "upstream", up);
+		log_attr_str(l, "reason", e);
+		log_end(l);
+	} else {
+		process_upstream(s); /* deliver whatever complete replies arrived */
+		snprintf(why, sizeof(why), "mongoguard lost its connection to upstream %s: %s", up,
+		         (what & BEV_EVENT_EOF)
+		             ? "closed by the server"
+		             : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	}
+	if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
+		return;
+	fail_inflight(s, why);
+	session_finish(s, LOG_WARNING, "%s", why);
+}
+
+static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	size_t have = evbuffer_get_length(bufferevent_get_input(s->client));
+	session_finish(
+	    s, LOG_WARNING,
+	    "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)", have,
+	    snap(s)->cfg.max_frame_wait_ms);
+}
+
+static void wait_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	if (s->state != SESSION_WAITING)
+		return;
+	log_reason(LOG_INFO, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
+	           "Index list did not arrive in time; request forwarded without a sort verdict");
+	s->wait_expired = true;
+	process_client(s);
+}
+
+static void flush_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	size_t used = strlen(s->end_reason);
+	snprintf(s->end_reason + used, sizeof(s->end_reason) - used,
+	         " (client did not read the last %zu bytes)", evbuffer_get_length(client_out(s)));
+	session_enter(s, SESSION_CLOSED);
+}
+
+void session_index_changed(session *s)
+{
+	if (s->state == SESSION_WAITING)
+		process_client(s);
+}
+
+void session_drain(session *s)
+{
+	if (atomic_load(s->env.draining) && s->state == SESSION_ACTIVE && session_idle(s))
+		session_finish(s, LOG_INFO, "shutting down");
+}
+
+void session_abort(session *s, const char *reason)
+{
+	if (s->state == SESSION_CLOSED)
+		return;
+	snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+	session_enter(s, SESSION_CLOSED);
+}
+
+/* The events and buffers of a new session; false when one could not be
+ * made (what was made is freed by session_free). */
+static bool session_wire(session *s, int fd)
+{
+	struct event_base *base = s->env.base;
+	s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	s->frame_timer = evtimer_new(base, frame_timeout_cb, s);
+	s->wait_timer = evtimer_new(base, wait_timeout_cb, s);
+	s->flush_timer = evtimer_new(base, flush_timeout_cb, s);
+	s->close_ev = event_new(base, -1, 0, close_cb, s);
+	if (!s->client)
+		close(fd);
+	if (!s->client || !s->upstream || !s->frame_timer || !s->wait_timer || !s->flush_timer ||
+	    !s->close_ev)
+		return false;
+	bufferevent_setcb(s->client, client_read_cb, client_write_cb, client_event_cb, s);
+	bufferevent_setcb(s->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, s);
+	bufferevent_setwatermark(s->client, EV_WRITE, OUT_LOW, 0);
+	bufferevent_setwatermark(s->upstream, EV_WRITE, OUT_LOW, 0);
+	set_read_need(s->client, READ_CHUNK);
+	set_read_need(s->upstream, READ_CHUNK);
+	return true;
+}
+
+session *session_start(const session_env *env, int fd, const struct sockaddr *addr,
+                       socklen_t addrlen, void *token)
+{
+	session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
+		           "Out of memory accepting a connection");
+		env->on_closed(env->owner, token);
+		return NULL;
+	}
+	s->env = *env;
+	s->token = token;
+	s->end_severity = LOG_INFO;
+	s->id = atomic_fetch_add(&env->ids->next_conn, 1);
+	snprintf(s->ctx, sizeof(s->ctx), "conn%llu", (unsigned long long)s->id);
+	net_format_addr(addr, s->peer, sizeof(s->peer));
+	reply_framer_init(&s->framer);
+	inflight_init(&s->inflight);
+
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (!session_wire(s, fd)) {
+		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		session_free(s);
+		return NULL;
+	}
+	log_line *l =
+	    log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Connection accepted");
+	log_attr_str(l, "remote", s->peer);
+	log_attr_int(l, "connectionCount", (int64_t)atomic_load(env->nconns));
+	log_end(l);
+
+	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	bufferevent_set_timeouts(s->upstream, NULL, &tv);
+	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&env->up->ss,
+	                               (int)env->up->len) < 0) {
+		/* A refused connect is reported later through upstream_event_cb;
+		 * only a socket that could not even be created lands here. */
+		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
+		               env->up->name, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		return s;
+	}
+	bufferevent_enable(s->client, EV_READ);
+	bufferevent_enable(s->upstream, EV_READ);
+	return s;
+}

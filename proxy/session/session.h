@@ -1,0 +1,58 @@
+/* A session pairs one client connection with one upstream connection (see
+ * session.c for its queues). It owns only its connection: everything else
+ * it needs comes in its environment at start, and it tells its owner when
+ * it is gone through on_closed. It never reaches into the server or the
+ * worker that runs it. */
+#ifndef MG_PROXY_SESSION_SESSION_H
+#define MG_PROXY_SESSION_SESSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "proxy/net/upstream.h"
+#include "proxy/runtime/snapshot.h"
+
+struct event_base;
+typedef struct session session;
+
+/* Where ids come from: shared by every session of the process. */
+typedef struct session_ids {
+	atomic_uint_fast64_t next_conn;   /* "conn42" */
+	atomic_int_fast32_t next_request; /* requestIDs of replies mongoguard writes */
+} session_ids;
+
+/* What a session is given at start. Every pointer outlives the session. */
+typedef struct session_env {
+	struct event_base *base;
+	/* The configuration and engine in force, read anew for each request
+	 * (the worker's pointer; it changes only between events). */
+	snapshot *const *snap;
+	const upstream_target *up;
+	session_ids *ids;
+	const atomic_bool *draining; /* shutdown: end as soon as idle */
+	const atomic_uint *nconns;   /* connections open, for the log */
+	/* Called exactly once per session_start(), as the session is freed (or
+	 * fails to start), with the token given to session_start(). */
+	void (*on_closed)(void *owner, void *token);
+	void *owner;
+} session_env;
+
+/* Takes ownership of fd (accepted, non-blocking) and starts connecting
+ * upstream. NULL when it could not start (fd closed, logged, on_closed
+ * already called). */
+session *session_start(const session_env *env, int fd, const struct sockaddr *addr,
+                       socklen_t addrlen, void *token);
+
+/* The index cache changed: re-run the request a waiting session holds. */
+void session_index_changed(session *s);
+
+/* Shutdown: close the session now if it has nothing in flight, else let it
+ * finish its in-flight requests first. */
+void session_drain(session *s);
+
+/* Grace period over: close now. */
+void session_abort(session *s, const char *reason);
+
+#endif
