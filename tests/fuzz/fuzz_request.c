@@ -1,60 +1,49 @@
-/* libFuzzer target: the input is one whole client message, decoded the way
- * proxy/session.c decodes it (frame header, then by opcode), and every
- * decoded command goes through handshake handling and both fuzz engines. */
+/* libFuzzer target: the input is one whole client message, decoded by the
+ * request path the proxy uses (protocol/request.h), and every decoded
+ * command goes through handshake handling and both fuzz engines. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "protocol/compress.h"
 #include "protocol/frame.h"
 #include "protocol/handshake.h"
 #include "protocol/opmsg.h"
 #include "protocol/opquery.h"
+#include "protocol/request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A hello's rewrite must itself be a valid message of the same opcode with
- * the same command, without compression. */
-static void check_stripped(const uint8_t *msg, size_t len, const cmdview *v)
+/* A hello's rewrite must itself be a valid request of the same opcode with
+ * the same command, without compression; a compressed one is never
+ * rewritten. */
+static void check_stripped(const request *r)
 {
 	size_t out_len = 0;
-	uint8_t *out = handshake_strip_compression(msg, len, v, &out_len);
+	uint8_t *out = request_strip_compression(r, &out_len);
 	if (!out)
 		return;
-	frame_header h;
+	if (r->inflated)
+		abort();
+	request r2;
 	wire_error err = {0};
-	if (frame_header_parse(out, out_len, &h, &err) != FRAME_OK || (size_t)h.length != out_len)
+	if (request_decode(&r2, out, out_len, &err) != REQUEST_COMMAND || r2.opcode != r->opcode ||
+	    strcmp(r2.view.name, r->view.name) != 0 || handshake_has_compression(&r2.view))
 		abort();
-	cmdview v2;
-	if (h.opcode == OP_MSG) {
-		opmsg m;
-		if (!opmsg_parse(out, out_len, &m, &err) || !cmdview_from_opmsg(&m, &v2, &err))
-			abort();
-		if (strcmp(v2.name, v->name) != 0 || handshake_has_compression(&v2))
-			abort();
-	} else if (h.opcode == OP_QUERY) {
-		opquery q;
-		if (!opquery_parse(out, out_len, &q, &err) || !cmdview_from_opquery(&q, &v2, &err))
-			abort();
-		if (strcmp(v2.name, v->name) != 0 || handshake_has_compression(&v2))
-			abort();
-	} else {
-		abort();
-	}
+	request_release(&r2);
 	free(out);
 }
 
-static void analyse(const uint8_t *msg, size_t len, const cmdview *v, bool may_rewrite)
+static void analyse(const request *r)
 {
-	if (cmdview_is_hello(v)) {
+	const cmdview *v = &r->view;
+	if (r->hello) {
 		char app[128];
 		if (handshake_app_name(v, app, sizeof app) &&
 		    strnlen(app, sizeof app) == sizeof app)
 			abort();
 		(void)handshake_has_compression(v);
-		if (may_rewrite)
-			check_stripped(msg, len, v);
+		check_stripped(r);
 	}
 	/* the iterator the rules use on kind-1 sequences and body arrays */
 	static const char *const fields[] = {"documents", "updates", "deletes", "ops", "nsInfo"};
@@ -68,22 +57,13 @@ static void analyse(const uint8_t *msg, size_t len, const cmdview *v, bool may_r
 	fz_analyze(v);
 }
 
-static void decode(const uint8_t *msg, size_t len, int32_t opcode, bool may_rewrite)
+/* Inflating must rebuild a header consistent with the original opcode. */
+static bool inflated_consistent(const request *r)
 {
+	frame_header ph;
 	wire_error err = {0};
-	cmdview v;
-	if (opcode == OP_MSG) {
-		opmsg m;
-		if (len >= 20)
-			(void)opmsg_peek_flags(msg);
-		if (opmsg_parse(msg, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err))
-			analyse(msg, len, &v, may_rewrite);
-	} else if (opcode == OP_QUERY) {
-		opquery q;
-		if (opquery_parse(msg, len, &q, &err) && opquery_is_command(&q) &&
-		    cmdview_from_opquery(&q, &v, &err))
-			analyse(msg, len, &v, may_rewrite);
-	}
+	return frame_header_parse(r->plain, r->plain_len, &ph, &err) == FRAME_OK &&
+	       (size_t)ph.length == r->plain_len && ph.opcode == r->opcode;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -105,34 +85,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (h.opcode == OP_MSG && len >= 25 && (opmsg_peek_flags(msg) & OPMSG_CHECKSUM_PRESENT) &&
 	    (h.request_id & 1) == 0)
 		wire_write_i32(msg + len - 4, (int32_t)opmsg_crc32c(msg, len - 4));
-	switch (h.opcode) {
-	case OP_MSG:
-	case OP_QUERY:
-		decode(msg, len, h.opcode, true);
-		break;
-	case OP_COMPRESSED: {
-		compressed_msg c;
-		uint8_t *plain = NULL;
-		size_t plain_len = 0;
-		if (compress_parse(msg, len, &c, &err) &&
-		    compress_inflate(&c, &plain, &plain_len, &err)) {
-			frame_header ph;
-			if (frame_header_parse(plain, plain_len, &ph, &err) != FRAME_OK ||
-			    (size_t)ph.length != plain_len || ph.opcode != c.original_opcode)
-				abort(); /* inflate must rebuild a consistent header */
-			decode(plain, plain_len, c.original_opcode, false);
-			free(plain);
-		}
-		break;
-	}
-	case OP_REPLY: {
+	if (h.opcode == OP_REPLY) {
 		opreply r;
 		if (opreply_parse(msg, len, &r, &err) && r.docs_len > len)
 			abort();
-		break;
-	}
-	default:
-		break;
+	} else {
+		request r;
+		if (request_decode(&r, msg, len, &err) == REQUEST_COMMAND) {
+			if (r.inflated && !inflated_consistent(&r))
+				abort();
+			analyse(&r);
+		}
+		request_release(&r);
 	}
 	free(msg);
 	return 0;

@@ -1,0 +1,277 @@
+/* request.c and reply_peek.c: one message in, what the proxy must do out. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "fixtures/wire_builder.h"
+#include "fixtures/wire_captures.h"
+#include "protocol/compress.h"
+#include "protocol/reply_peek.h"
+#include "protocol/request.h"
+
+/* An OP_MSG with body `json` and flag bits `flags`. */
+static void opmsg_json(wb *b, int32_t request_id, uint32_t flags, const char *json)
+{
+	bson_error_t berr;
+	bson_t *doc = bson_new_from_json((const uint8_t *)json, -1, &berr);
+	assert_non_null(doc);
+	wb_header(b, request_id, 0, OP_MSG);
+	wb_i32(b, (int32_t)flags);
+	wb_u8(b, 0);
+	wb_doc(b, doc);
+	wb_finish(b);
+	bson_destroy(doc);
+}
+
+static void test_opmsg_command(void **state)
+{
+	request r;
+	wire_error err = {0};
+	assert_int_equal(
+	    request_decode(&r, fx_pymongo_find_opmsg, sizeof(fx_pymongo_find_opmsg), &err),
+	    REQUEST_COMMAND);
+	assert_int_equal(r.opcode, OP_MSG);
+	assert_int_equal(r.form, REPLY_FORM_OPMSG);
+	assert_false(r.more_to_come);
+	assert_false(r.hello);
+	assert_string_equal(r.view.name, "find");
+	assert_ptr_equal(r.plain, fx_pymongo_find_opmsg);
+	assert_int_equal(r.h.request_id, wire_read_i32(fx_pymongo_find_opmsg + 4));
+	request_release(&r);
+}
+
+static void test_flags_and_awaitable_hello(void **state)
+{
+	wb b;
+	request r;
+	wire_error err = {0};
+	opmsg_json(&b, 7, OPMSG_MORE_TO_COME, "{\"insert\": \"c\", \"$db\": \"d\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	assert_true(r.more_to_come);
+	assert_false(r.exhaust_allowed);
+
+	opmsg_json(&b, 8, OPMSG_EXHAUST_ALLOWED,
+	           "{\"hello\": 1, \"topologyVersion\": {\"counter\": 0}, "
+	           "\"maxAwaitTimeMS\": 10000, \"$db\": \"admin\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	assert_true(r.exhaust_allowed);
+	assert_true(r.hello);
+	assert_true(r.awaitable_hello);
+
+	opmsg_json(&b, 9, 0, "{\"isMaster\": 1, \"$db\": \"admin\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	assert_true(r.hello);
+	assert_false(r.awaitable_hello);
+}
+
+/* A bad OP_MSG is rejected with its reason, and moreToCome is still known
+ * so the caller can tell a reply is not allowed. */
+static void test_bad_opmsg_rejected(void **state)
+{
+	wb b;
+	request r;
+	wire_error err = {0};
+	opmsg_json(&b, 7, OPMSG_MORE_TO_COME | (1u << 5), "{\"ping\": 1, \"$db\": \"d\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+	assert_true(r.more_to_come);
+	assert_int_equal(err.code, WIRE_ERR_PROTOCOL);
+
+	opmsg_json(&b, 7, 0, "{\"ping\": 1}"); /* no $db */
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+	assert_false(r.more_to_come);
+	assert_int_equal(r.form, REPLY_FORM_OPMSG);
+}
+
+static void test_opquery_handshake_and_refusals(void **state)
+{
+	request r;
+	wire_error err = {0};
+	assert_int_equal(request_decode(&r, fx_pymongo_ismaster_opquery,
+	                                sizeof(fx_pymongo_ismaster_opquery), &err),
+	                 REQUEST_COMMAND);
+	assert_int_equal(r.form, REPLY_FORM_OPREPLY);
+	assert_true(r.hello);
+
+	/* find over OP_QUERY: refused as a 5.1+ server refuses it */
+	bson_t *q = BCON_NEW("find", "c");
+	wb b;
+	wb_header(&b, 3, 0, OP_QUERY);
+	wb_i32(&b, 0);
+	wb_cstr(&b, "d.$cmd");
+	wb_i32(&b, 0);
+	wb_i32(&b, -1);
+	wb_doc(&b, q);
+	wb_finish(&b);
+	bson_destroy(q);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+	assert_wire_error(err, WIRE_ERR_UNSUPPORTED_OPQUERY, "Unsupported OP_QUERY command: find");
+	assert_int_equal(r.form, REPLY_FORM_OPREPLY);
+}
+
+static void test_compressed_decodes_inner(void **state)
+{
+	request r;
+	wire_error err = {0};
+	assert_int_equal(request_decode(&r, fx_compressed_zlib, sizeof(fx_compressed_zlib), &err),
+	                 REQUEST_COMMAND);
+	assert_int_equal(r.h.opcode, OP_COMPRESSED);
+	assert_int_equal(r.opcode, OP_MSG);
+	assert_string_equal(r.view.name, "find");
+	assert_ptr_not_equal(r.plain, fx_compressed_zlib);
+	assert_int_equal(r.plain_len, sizeof(fx_pymongo_find_opmsg));
+	/* bytes mongoguard did not decode itself are never rewritten */
+	size_t n = 0;
+	assert_null(request_strip_compression(&r, &n));
+	request_release(&r);
+	assert_null(r.inflated);
+}
+
+static void test_legacy_and_unknown_opcodes(void **state)
+{
+	wb b;
+	request r;
+	wire_error err = {0};
+	wb_header(&b, 4, 0, OP_GET_MORE);
+	wb_i32(&b, 0);
+	wb_finish(&b);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+	assert_true(r.legacy_opcode);
+	assert_int_equal(r.form, REPLY_FORM_OPREPLY);
+	assert_wire_error(err, REQUEST_ERR_LEGACY_OPCODE, "OP_GET_MORE is no longer supported");
+
+	wb_header(&b, 5, 0, OP_INSERT);
+	wb_i32(&b, 0);
+	wb_finish(&b);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_CLOSE);
+	assert_wire_error(err, REQUEST_ERR_LEGACY_OPCODE, "legacy opcode OP_INSERT");
+
+	wb_header(&b, 6, 0, 4242);
+	wb_finish(&b);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_CLOSE);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "unknown opcode 4242");
+}
+
+static void test_length_must_match_header(void **state)
+{
+	request r;
+	wire_error err = {0};
+	assert_int_equal(
+	    request_decode(&r, fx_pymongo_find_opmsg, sizeof(fx_pymongo_find_opmsg) - 1, &err),
+	    REQUEST_CLOSE);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "were framed");
+	assert_int_equal(request_decode(&r, fx_pymongo_find_opmsg, 10, &err), REQUEST_CLOSE);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "shorter than its 16-byte header");
+}
+
+static void test_strip_compression_from_hello(void **state)
+{
+	wb b;
+	request r;
+	wire_error err = {0};
+	opmsg_json(&b, 11, 0, "{\"hello\": 1, \"compression\": [\"zstd\"], \"$db\": \"admin\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	size_t n = 0;
+	uint8_t *out = request_strip_compression(&r, &n);
+	assert_non_null(out);
+	request r2;
+	assert_int_equal(request_decode(&r2, out, n, &err), REQUEST_COMMAND);
+	assert_true(r2.hello);
+	assert_false(bson_has_field(&r2.view.body, "compression"));
+	free(out);
+}
+
+/* ---- reply peek ---- */
+
+static void test_peek_opmsg_needs_flags(void **state)
+{
+	reply_peek p;
+	size_t need = 0;
+	wire_error err = {0};
+	const uint8_t *m = fx_ferretdb_find_reply_opmsg;
+	assert_int_equal(reply_peek_parse(m, 10, &p, &need, &err), FRAME_NEED_MORE);
+	assert_int_equal(need, WIRE_HEADER_LEN);
+	assert_int_equal(reply_peek_parse(m, 16, &p, &need, &err), FRAME_NEED_MORE);
+	assert_int_equal(need, REPLY_PEEK_LEN);
+	assert_int_equal(reply_peek_parse(m, 20, &p, &need, &err), FRAME_OK);
+	assert_false(p.more_to_come);
+	assert_int_equal(p.h.length, sizeof(fx_ferretdb_find_reply_opmsg));
+
+	wb b;
+	opmsg_json(&b, 1, OPMSG_MORE_TO_COME, "{\"ok\": 1}");
+	assert_int_equal(reply_peek_parse(b.buf, 20, &p, &need, &err), FRAME_OK);
+	assert_true(p.more_to_come);
+}
+
+static void test_peek_opreply_header_only(void **state)
+{
+	reply_peek p;
+	size_t need = 0;
+	wire_error err = {0};
+	assert_int_equal(reply_peek_parse(fx_ferretdb_ismaster_opreply, 16, &p, &need, &err),
+	                 FRAME_OK);
+	assert_int_equal(p.h.opcode, OP_REPLY);
+}
+
+static void test_peek_invalid(void **state)
+{
+	reply_peek p;
+	size_t need = 0;
+	wire_error err = {0};
+	wb b;
+	wb_header(&b, 1, 0, OP_QUERY);
+	wb_i32(&b, 0);
+	wb_finish(&b);
+	assert_int_equal(reply_peek_parse(b.buf, b.n, &p, &need, &err), FRAME_INVALID);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "is not a reply");
+
+	wb_header(&b, 1, 0, OP_MSG);
+	wb_u8(&b, 0);
+	wb_finish(&b); /* 17 bytes: no room for flag bits */
+	assert_int_equal(reply_peek_parse(b.buf, b.n, &p, &need, &err), FRAME_INVALID);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "too short for its flag bits");
+
+	wire_write_i32(b.buf, 48000001);
+	assert_int_equal(reply_peek_parse(b.buf, 4, &p, &need, &err), FRAME_INVALID);
+}
+
+static void test_peek_compressed_needs_whole(void **state)
+{
+	reply_peek p;
+	size_t need = 0;
+	wire_error err = {0};
+	const uint8_t *m = fx_compressed_snappy;
+	size_t len = sizeof(fx_compressed_snappy);
+	assert_int_equal(reply_peek_parse(m, 20, &p, &need, &err), FRAME_NEED_MORE);
+	assert_int_equal(need, len);
+	assert_int_equal(reply_peek_parse(m, len, &p, &need, &err), FRAME_OK);
+	assert_true(p.compressed);
+	assert_false(p.more_to_come);
+
+	uint8_t bad[sizeof(fx_compressed_snappy)];
+	memcpy(bad, m, len);
+	bad[24] = 9; /* unknown compressor */
+	assert_int_equal(reply_peek_parse(bad, len, &p, &need, &err), FRAME_INVALID);
+	assert_wire_error(err, WIRE_ERR_PROTOCOL, "unreadable OP_COMPRESSED reply");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_opmsg_command),
+	    cmocka_unit_test(test_flags_and_awaitable_hello),
+	    cmocka_unit_test(test_bad_opmsg_rejected),
+	    cmocka_unit_test(test_opquery_handshake_and_refusals),
+	    cmocka_unit_test(test_compressed_decodes_inner),
+	    cmocka_unit_test(test_legacy_and_unknown_opcodes),
+	    cmocka_unit_test(test_length_must_match_header),
+	    cmocka_unit_test(test_strip_compression_from_hello),
+	    cmocka_unit_test(test_peek_opmsg_needs_flags),
+	    cmocka_unit_test(test_peek_opreply_header_only),
+	    cmocka_unit_test(test_peek_invalid),
+	    cmocka_unit_test(test_peek_compressed_needs_whole),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
