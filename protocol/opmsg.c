@@ -133,26 +133,9 @@ static bool check_names(const opmsg *m, wire_error *err)
 	return true;
 }
 
-bool opmsg_parse(const uint8_t *msg, size_t len, opmsg *out, wire_error *err)
+/* Flag bits and checksum; *end is where the sections end. */
+static bool check_flags(const uint8_t *msg, size_t len, opmsg *out, size_t *end, wire_error *err)
 {
-	memset(out, 0, sizeof(*out));
-	/* Header, flags and at least a kind byte plus the smallest document. */
-	if (len < OPMSG_SECTIONS_OFF + 1 + 5) {
-		PROTOCOL_ERROR(err, "OP_MSG of %zu bytes is shorter than the minimum of %d", len,
-		               OPMSG_SECTIONS_OFF + 1 + 5);
-		return false;
-	}
-	int32_t length = wire_read_i32(msg), opcode = wire_read_i32(msg + 12);
-	if (opcode != OP_MSG) {
-		PROTOCOL_ERROR(err, "expected OP_MSG (2013), got opcode %d", opcode);
-		return false;
-	}
-	if (length < 0 || (size_t)length != len) {
-		PROTOCOL_ERROR(err, "OP_MSG header claims %d bytes but the message has %zu", length,
-		               len);
-		return false;
-	}
-
 	uint32_t flags = opmsg_peek_flags(msg);
 	uint32_t unknown = flags & OPMSG_REQUIRED_MASK & ~OPMSG_KNOWN_REQUIRED;
 	if (unknown) {
@@ -161,26 +144,27 @@ bool opmsg_parse(const uint8_t *msg, size_t len, opmsg *out, wire_error *err)
 		return false;
 	}
 	out->flags = flags;
-
-	size_t end = len;
-	if (flags & OPMSG_CHECKSUM_PRESENT) {
-		if (len < OPMSG_SECTIONS_OFF + 1 + 5 + OPMSG_CHECKSUM_LEN) {
-			PROTOCOL_ERROR(err, "OP_MSG of %zu bytes is too short to hold its checksum",
-			               len);
-			return false;
-		}
-		end = len - OPMSG_CHECKSUM_LEN;
-		uint32_t want = wire_read_u32(msg + end), got = opmsg_crc32c(msg, end);
-		if (want != got) {
-			wire_error_set(
-			    err, WIRE_ERR_CHECKSUM, "ChecksumMismatch",
-			    "OP_MSG checksum 0x%08x does not match its contents (CRC-32C "
-			    "0x%08x)",
-			    want, got);
-			return false;
-		}
+	*end = len;
+	if (!(flags & OPMSG_CHECKSUM_PRESENT))
+		return true;
+	if (len < OPMSG_SECTIONS_OFF + 1 + 5 + OPMSG_CHECKSUM_LEN) {
+		PROTOCOL_ERROR(err, "OP_MSG of %zu bytes is too short to hold its checksum", len);
+		return false;
 	}
+	*end = len - OPMSG_CHECKSUM_LEN;
+	uint32_t want = wire_read_u32(msg + *end), got = opmsg_crc32c(msg, *end);
+	if (want != got) {
+		wire_error_set(
+		    err, WIRE_ERR_CHECKSUM, "ChecksumMismatch",
+		    "OP_MSG checksum 0x%08x does not match its contents (CRC-32C 0x%08x)", want,
+		    got);
+		return false;
+	}
+	return true;
+}
 
+static bool parse_sections(const uint8_t *msg, size_t end, opmsg *out, wire_error *err)
+{
 	for (size_t off = OPMSG_SECTIONS_OFF; off < end;) {
 		uint8_t kind = msg[off];
 		const uint8_t *p = msg + off + 1;
@@ -207,7 +191,31 @@ bool opmsg_parse(const uint8_t *msg, size_t len, opmsg *out, wire_error *err)
 		}
 		off += 1 + used;
 	}
+	return true;
+}
 
+bool opmsg_parse(const uint8_t *msg, size_t len, opmsg *out, wire_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	/* Header, flags and at least a kind byte plus the smallest document. */
+	if (len < OPMSG_SECTIONS_OFF + 1 + 5) {
+		PROTOCOL_ERROR(err, "OP_MSG of %zu bytes is shorter than the minimum of %d", len,
+		               OPMSG_SECTIONS_OFF + 1 + 5);
+		return false;
+	}
+	int32_t length = wire_read_i32(msg), opcode = wire_read_i32(msg + 12);
+	if (opcode != OP_MSG) {
+		PROTOCOL_ERROR(err, "expected OP_MSG (2013), got opcode %d", opcode);
+		return false;
+	}
+	if (length < 0 || (size_t)length != len) {
+		PROTOCOL_ERROR(err, "OP_MSG header claims %d bytes but the message has %zu", length,
+		               len);
+		return false;
+	}
+	size_t end;
+	if (!check_flags(msg, len, out, &end, err) || !parse_sections(msg, end, out, err))
+		return false;
 	if (!out->body) {
 		PROTOCOL_ERROR(err, "OP_MSG has no kind-0 section (the command body)");
 		return false;
