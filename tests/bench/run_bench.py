@@ -1,0 +1,567 @@
+#!/usr/bin/env python3
+"""What mongoguard costs on the request path, against HAProxy in TCP mode, in one run.
+
+Runs the same raw OP_MSG load (build/tests/mg_loadgen) against one backend
+several ways, interleaved in rounds so that machine noise hits all alike:
+
+  direct     loadgen -> backend
+  haproxy    loadgen -> HAProxy (mode tcp, decodes nothing) -> backend,
+             once per --haproxy-threads value; each row uses the better one
+  mg-off     loadgen -> mongoguard, analysis: {enabled: false} -> backend
+  mg-log     loadgen -> mongoguard, every rule at log -> backend
+  mg-block   loadgen -> mongoguard, every rule at block -> backend
+
+The backend is build/tests/mg_fastbackend (answers at once from canned data,
+so the proxy is what is measured), or the server given with --upstream for
+end-to-end figures (prepared with `mg_loadgen --setup`: database mgbench).
+It also measures resident memory per idle connection (each did a hello)
+for every target, on fresh processes before any load.
+
+Results: a table on stdout, saved with the raw figures to
+<out>/results-<timestamp>.md and .json. Exit status 0 when every cell ran
+and no reply error was counted. Standard library only:
+
+  build/venv/bin/python tests/bench/run_bench.py            # full run, a few minutes
+  build/venv/bin/python tests/bench/run_bench.py --quick    # smoke: seconds
+  build/venv/bin/python tests/bench/run_bench.py --upstream mongodb://127.0.0.1:27117/
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort"]
+
+# name -> mg_loadgen arguments. The issue's table first, then the other op kinds.
+LOADS = {
+    "find-id c1": ["--op", "find-id", "--connections", "1"],
+    "find-id c16": ["--op", "find-id", "--connections", "16"],
+    "find-id c128": ["--op", "find-id", "--connections", "128"],
+    "insert 64KiB c1": ["--op", "insert", "--size", "64k", "--connections", "1"],
+    "insert 1MiB c1": ["--op", "insert", "--size", "1m", "--connections", "1"],
+    "insert 16MB c1": ["--op", "insert", "--size", "16000000", "--connections", "1"],
+    "find-sort c16": ["--op", "find-sort", "--connections", "16"],
+    "update c16": ["--op", "update", "--connections", "16"],
+    "cursor c1": ["--op", "cursor", "--connections", "1"],
+    "ping c16 d16": ["--op", "ping", "--connections", "16", "--depth", "16"],
+}
+QUICK_LOADS = {
+    "find-id c1": ["--op", "find-id", "--connections", "1"],
+    "find-id c4": ["--op", "find-id", "--connections", "4"],
+    "find-sort c2": ["--op", "find-sort", "--connections", "2"],
+    "update c2": ["--op", "update", "--connections", "2"],
+    "insert 64KiB c1": ["--op", "insert", "--size", "64k", "--connections", "1"],
+    "cursor c1": ["--op", "cursor", "--connections", "1"],
+    "ping c2 d4": ["--op", "ping", "--connections", "2", "--depth", "4"],
+}
+ALL_TARGETS = ["direct", "haproxy", "mg-off", "mg-log", "mg-block"]
+
+
+# --- processes ---------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 15) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"run_bench: {what} exited with status {proc.returncode} at start")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"run_bench: {what} is not listening on {port} after {timeout}s")
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Target:
+    def __init__(self, name: str, port: int, proc: subprocess.Popen | None, label: str,
+                 log: Path | None = None):
+        self.name, self.port, self.proc, self.label, self.log = name, port, proc, label, log
+
+
+def start_backend(binary: Path, threads: int, logdir: Path) -> tuple[subprocess.Popen, int]:
+    err = open(logdir / "fastbackend.err", "wb")
+    p = subprocess.Popen([str(binary), "--port", "0", "--threads", str(threads)],
+                         stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    if "listening on" not in line:
+        raise SystemExit(f"run_bench: mg_fastbackend did not start: {line!r}")
+    return p, int(line.rsplit(":", 1)[1])
+
+
+def start_haproxy(threads: int, host: str, port: int, maxconn: int, tmp: Path) -> Target:
+    lp = free_port()
+    cfg = tmp / f"haproxy-{threads}t.cfg"
+    cfg.write_text(f"""global
+  maxconn {maxconn}
+  nbthread {threads}
+defaults
+  mode tcp
+  maxconn {maxconn}
+  timeout connect 5s
+  timeout client 1h
+  timeout server 1h
+listen mongo
+  bind 127.0.0.1:{lp}
+  server up {host}:{port}
+""")
+    out = open(tmp / f"haproxy-{threads}t.out", "wb")
+    p = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL)
+    wait_port(lp, p, "haproxy")
+    return Target(f"haproxy-{threads}t", lp, p, f"HAProxy nbthread {threads}")
+
+
+def mongoguard_config(kind: str) -> str:
+    if kind == "off":
+        return "analysis:\n  enabled: false\n"
+    return "rules:\n" + "".join(f"  {r}: {kind}\n" for r in RULES)
+
+
+def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: Path) -> Target:
+    lp = free_port()
+    cfg = tmp / f"mg-{kind}.yaml"
+    cfg.write_text(mongoguard_config(kind))
+    log = tmp / f"mg-{kind}.log"
+    out = open(tmp / f"mg-{kind}.out", "wb")
+    p = subprocess.Popen([binary, "--config", str(cfg), "--listen", f"127.0.0.1:{lp}",
+                          "--upstream", upstream, "--log", str(log), "--workers", str(workers)],
+                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait_port(lp, p, f"mongoguard ({kind})")
+    label = {"off": "mongoguard analysis off", "log": "mongoguard all rules log",
+             "block": "mongoguard all rules block"}[kind]
+    return Target(f"mg-{kind}", lp, p, label, log)
+
+
+def stop(proc: subprocess.Popen) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+# --- idle connections --------------------------------------------------------
+
+def hello_msg(request_id: int) -> bytes:
+    doc = b"\x10hello\x00" + struct.pack("<i", 1) + b"\x02$db\x00" + struct.pack("<i", 6) + \
+        b"admin\x00"
+    doc = struct.pack("<i", len(doc) + 5) + doc + b"\x00"
+    body = struct.pack("<I", 0) + b"\x00" + doc
+    return struct.pack("<iiii", 16 + len(body), request_id, 0, 2013) + body
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("closed")
+        buf += chunk
+    return buf
+
+
+def idle_memory(target: Target, pid: int, n: int) -> dict:
+    """RSS of pid before and after n connections to target that each did a hello."""
+    before = rss_kib(pid)
+    socks: list[socket.socket] = []
+    failed = 0
+    try:
+        for start in range(0, n, 250):
+            chunk = []
+            for i in range(start, min(n, start + 250)):
+                try:
+                    s = socket.create_connection(("127.0.0.1", target.port), timeout=10)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.sendall(hello_msg(i + 1))
+                    chunk.append((i + 1, s))
+                except OSError:
+                    failed += 1
+            for rid, s in chunk:
+                try:
+                    hdr = recv_exact(s, 16)
+                    length, _, response_to, _ = struct.unpack("<iiii", hdr)
+                    recv_exact(s, length - 16)
+                    if response_to != rid:
+                        failed += 1
+                    socks.append(s)
+                except OSError:
+                    failed += 1
+                    s.close()
+        time.sleep(0.5)
+        after = rss_kib(pid)
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(0.5)
+    ok = len(socks)
+    return {"target": target.name, "connections": ok, "failed": failed, "rss_before_kib": before,
+            "rss_after_kib": after, "kib_per_conn": (after - before) / ok if ok else None}
+
+
+def raise_fd_limit(n: int) -> int:
+    """Raises RLIMIT_NOFILE (inherited by the proxies started later) so that n
+    idle connections fit: 2 fds per connection in a proxy. As root the hard
+    limit is raised too. Returns how many idle connections fit."""
+    want = 2 * n + 2000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard >= want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+        return n
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+        return n
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    fit = max(0, (hard - 2000) // 2)
+    print(f"run_bench: RLIMIT_NOFILE hard limit {hard}: idle test limited to {fit} connections",
+          file=sys.stderr)
+    return fit
+
+
+# --- the run -----------------------------------------------------------------
+
+def run_loadgen(loadgen: Path, port: int, args: list[str], duration: float, warmup: float,
+                label: str) -> dict:
+    cmd = [str(loadgen), "--port", str(port), "--duration", str(duration), "--warmup",
+           str(warmup), "--quiet", "--label", label] + args
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 90)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if lines:
+            res = json.loads(lines[-1])
+            res["exit"] = r.returncode
+            return res
+        why = f"exit {r.returncode}: {r.stderr.strip()[-300:]}"
+    except subprocess.TimeoutExpired:
+        why = "timed out"
+    return {"label": label, "ops_per_s": 0.0, "ops": 0, "errors": 1, "first_error": why,
+            "latency_us": {"p50": 0, "p99": 0, "p999": 0}, "exit": -1}
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    hv = "not installed"
+    if shutil.which("haproxy"):
+        first = subprocess.run(["haproxy", "-v"], capture_output=True,
+                               text=True).stdout.splitlines()[0]
+        hv = "HAProxy " + first.split()[2] if first.startswith("HAProxy version") else first
+    git = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": platform.release(),
+            "haproxy": hv, "git": git, "loadavg_at_start": os.getloadavg()[0]}
+
+
+def med(xs):
+    return statistics.median(xs) if xs else 0.0
+
+
+def fmt_ops(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
+
+
+def summarise(results: dict, loads: list[str], targets: list[str], hap_names: list[str]) -> dict:
+    """Per load: each target's median ops/s and latency over the rounds; the
+    HAProxy column is the better of its thread counts."""
+    out = {}
+    for load in loads:
+        row = {}
+        for t in targets:
+            rs = results[load][t]
+            row[t] = {"ops_per_s": med([r["ops_per_s"] for r in rs]),
+                      "p50_us": med([r["latency_us"]["p50"] for r in rs]),
+                      "p99_us": med([r["latency_us"]["p99"] for r in rs]),
+                      "p999_us": med([r["latency_us"]["p999"] for r in rs]),
+                      "errors": sum(r["errors"] for r in rs),
+                      "rounds": [r["ops_per_s"] for r in rs]}
+        if hap_names:
+            best = max(hap_names, key=lambda h: row[h]["ops_per_s"])
+            row["haproxy"] = dict(row[best], best_of=best)
+        out[load] = row
+    return out
+
+
+def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_names: list[str],
+           findings: dict) -> str:
+    m = info["machine"]
+    has_hap = bool(hap_names)
+    lines = [f"# mongoguard proxy benchmark, {info['started']}", "",
+             f"- machine: {m['nproc']} cores ({m['cpu']}), Linux {m['kernel']}, "
+             f"load average {m['loadavg_at_start']:.2f} at start",
+             f"- {m['haproxy']}; {info['mongoguard_version']} (git {m['git']})",
+             f"- backend: {info['backend']}",
+             f"- {info['rounds']} rounds x {info['duration']} s per cell (after "
+             f"{info['warmup']} s warm-up), targets interleaved; medians over rounds",
+             f"- command: `{info['command']}`", ""]
+    head = ["load", "direct"] + (["HAProxy"] if has_hap else []) + mg_cols
+    ratios = []
+    if has_hap:
+        ratios += [f"{c} / HAProxy" for c in mg_cols]
+    ratios += [f"{c} / direct" for c in mg_cols]
+    if has_hap:
+        ratios = ["HAProxy / direct"] + ratios
+    lines += ["## Throughput (ops/s)", "",
+              "| " + " | ".join(head + ratios) + " |",
+              "|" + "---|" * (len(head) + len(ratios))]
+    for load, row in summary.items():
+        d = row["direct"]["ops_per_s"]
+        cells = [load, fmt_ops(d)]
+        if has_hap:
+            h = row["haproxy"]
+            cells.append(fmt_ops(h["ops_per_s"]) + f" ({h['best_of'].split('-')[1]})")
+        cells += [fmt_ops(row[c]["ops_per_s"]) for c in mg_cols]
+        rs = []
+        if has_hap:
+            rs.append(ratio(row["haproxy"]["ops_per_s"], d))
+            rs += [ratio(row[c]["ops_per_s"], row["haproxy"]["ops_per_s"]) for c in mg_cols]
+        rs += [ratio(row[c]["ops_per_s"], d) for c in mg_cols]
+        lines.append("| " + " | ".join(cells + rs) + " |")
+    if has_hap:
+        lines += ["", "HAProxy: the better of nbthread "
+                  + " and ".join(h.split("-")[1].rstrip("t") for h in hap_names)
+                  + " for each row (in brackets: 1t, 2t = threads)."]
+    lines += ["", "## Latency (µs, p50 / p99; medians over rounds)", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for load, row in summary.items():
+        cols = ["direct"] + (["haproxy"] if has_hap else []) + mg_cols
+        lines.append("| " + " | ".join([load] + [
+            f"{row[c]['p50_us']:.0f} / {row[c]['p99_us']:.0f}" for c in cols]) + " |")
+    if idle:
+        lines += ["", "## Idle connections (resident memory)", "",
+                  "| process | idle connections | RSS before (MiB) | RSS after (MiB) | "
+                  "KiB per connection |", "|---|---|---|---|---|"]
+        for i in idle:
+            per = f"{i['kib_per_conn']:.1f}" if i["kib_per_conn"] is not None else "-"
+            lines.append(f"| {i['label']} | {i['connections']:,}"
+                         f"{' (' + str(i['failed']) + ' failed)' if i['failed'] else ''} | "
+                         f"{i['rss_before_kib'] / 1024:.1f} | {i['rss_after_kib'] / 1024:.1f} | "
+                         f"{per} |")
+    errs = {t: sum(row[t]["errors"] for row in summary.values())
+            for t in next(iter(summary.values())) if t != "haproxy"}
+    lines += ["", "Reply errors counted by the load generator: " +
+              ", ".join(f"{t} {e}" for t, e in errs.items()) + "."]
+    if findings:
+        lines.append("mongoguard findings logged: " +
+                     ", ".join(f"{t} {n}" for t, n in findings.items()) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def parse_upstream(uri: str) -> tuple[str, int]:
+    if not uri.startswith("mongodb://"):
+        raise SystemExit("run_bench: --upstream must be a mongodb:// URI")
+    hostport = uri[len("mongodb://"):].split("/", 1)[0].split(",")[0].rsplit("@", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host:
+        host, port = hostport, "27017"
+    host = socket.gethostbyname(host)
+    return host, int(port)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description="mongoguard's cost on the request path, against HAProxy in TCP mode and "
+                    "direct, in one interleaved run.",
+        epilog="Load names: " + ", ".join(LOADS) + ". Targets: " + ", ".join(ALL_TARGETS) + ".")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: small loads, 1 round of 0.25 s, 200 idle connections, "
+                         "HAProxy nbthread 1 only")
+    ap.add_argument("--upstream", metavar="URI",
+                    help="benchmark against this server instead of mg_fastbackend "
+                         "(prepares database mgbench on it)")
+    ap.add_argument("--rounds", type=int, help="rounds over every load and target [3]")
+    ap.add_argument("--duration", type=float, help="measured seconds per cell [1.0]")
+    ap.add_argument("--warmup", type=float, help="unmeasured seconds per cell [0.2]")
+    ap.add_argument("--loads", help="comma-separated load names [all]")
+    ap.add_argument("--targets", help="comma-separated targets [all]")
+    ap.add_argument("--haproxy-threads", default=None,
+                    help="HAProxy nbthread values to measure; each row uses the best [1,2]")
+    ap.add_argument("--idle-conns", type=int,
+                    help="idle connections for the memory measurement, 0 to skip [9000]")
+    ap.add_argument("--mg-workers", type=int, default=0,
+                    help="mongoguard --workers (0 = one per core) [0]")
+    ap.add_argument("--backend-threads", type=int, default=1,
+                    help="mg_fastbackend threads [1]")
+    ap.add_argument("--build", default=str(ROOT / "build"),
+                    help="the CMake build directory holding tests/mg_loadgen [build/]")
+    ap.add_argument("--mongoguard", default=os.environ.get("MONGOGUARD_BIN"),
+                    help="mongoguard binary [$MONGOGUARD_BIN, else <build>/mongoguard]")
+    ap.add_argument("--out", help="where results-<timestamp>.md/.json go [<build>/bench]")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the temporary directory (configs, logs) and print its path")
+    a = ap.parse_args()
+
+    build = Path(a.build)
+    loadgen, backend = build / "tests" / "mg_loadgen", build / "tests" / "mg_fastbackend"
+    mg_bin = a.mongoguard or str(build / "mongoguard")
+    for b in (loadgen, backend, Path(mg_bin)):
+        if not os.access(b, os.X_OK):
+            raise SystemExit(f"run_bench: {b} is not built (cmake --build {build})")
+    loads_all = QUICK_LOADS if a.quick else LOADS
+    if a.loads:
+        names = [x.strip() for x in a.loads.split(",")]
+        bad = [n for n in names if n not in LOADS and n not in QUICK_LOADS]
+        if bad:
+            raise SystemExit(f"run_bench: unknown loads {bad}; known: {', '.join(LOADS)}, "
+                             f"{', '.join(QUICK_LOADS)}")
+        loads = {n: LOADS.get(n) or QUICK_LOADS[n] for n in names}
+    else:
+        loads = loads_all
+    targets = [x.strip() for x in (a.targets or ",".join(ALL_TARGETS)).split(",")]
+    if "direct" not in targets or any(t not in ALL_TARGETS for t in targets):
+        raise SystemExit(f"run_bench: --targets must include direct and be among {ALL_TARGETS}")
+    rounds = a.rounds or (1 if a.quick else 3)
+    duration = a.duration or (0.25 if a.quick else 1.0)
+    warmup = a.warmup if a.warmup is not None else (0.05 if a.quick else 0.2)
+    idle_n = a.idle_conns if a.idle_conns is not None else (200 if a.quick else 9000)
+    hap_threads = [int(x) for x in (a.haproxy_threads or ("1" if a.quick else "1,2")).split(",")]
+    if "haproxy" in targets and not shutil.which("haproxy"):
+        raise SystemExit("run_bench: haproxy is not installed (scripts/setup.sh --tests installs "
+                         "it), or leave it out with --targets")
+    if idle_n:
+        idle_n = raise_fd_limit(idle_n)
+
+    started = datetime.datetime.now()
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(a.out) if a.out else build / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="mgbench-"))
+    procs: list[subprocess.Popen] = []
+    status = 0
+    try:
+        if a.upstream:
+            up_host, up_port = parse_upstream(a.upstream)
+            backend_desc = f"{a.upstream} (prepared with mg_loadgen --setup)"
+            backend_proc = None
+        else:
+            backend_proc, up_port = start_backend(backend, a.backend_threads, tmp)
+            procs.append(backend_proc)
+            up_host = "127.0.0.1"
+            backend_desc = f"mg_fastbackend, {a.backend_threads} thread(s)"
+        upstream_uri = f"mongodb://{up_host}:{up_port}/"
+
+        def setup() -> None:
+            r = subprocess.run([str(loadgen), "--setup", "--host", up_host, "--port",
+                                str(up_port)], capture_output=True, text=True, timeout=300)
+            if r.returncode != 0:
+                raise SystemExit(f"run_bench: mg_loadgen --setup failed: {r.stdout}{r.stderr}")
+        setup()
+
+        tlist: list[Target] = [Target("direct", up_port, backend_proc, "direct")]
+        hap_names = []
+        if "haproxy" in targets:
+            for n in hap_threads:
+                t = start_haproxy(n, up_host, up_port, max(4000, idle_n + 500), tmp)
+                procs.append(t.proc)
+                tlist.append(t)
+                hap_names.append(t.name)
+        for kind in ("off", "log", "block"):
+            if f"mg-{kind}" in targets:
+                t = start_mongoguard(mg_bin, kind, upstream_uri, a.mg_workers, tmp)
+                procs.append(t.proc)
+                tlist.append(t)
+        mg_cols = [t.name for t in tlist if t.name.startswith("mg-")]
+        mg_version = subprocess.run([mg_bin, "--version"], capture_output=True,
+                                    text=True).stdout.strip()
+
+        # Idle memory first, on fresh processes (a heap that has served 16 MB
+        # messages would hide new allocations).
+        idle = []
+        for t in tlist:
+            if not idle_n or t.proc is None:
+                continue
+            r = idle_memory(t, t.proc.pid, idle_n)
+            r["label"] = "mg_fastbackend (direct)" if t.name == "direct" else t.label
+            idle.append(r)
+            print(f"idle {t.name}: {r['connections']} connections, "
+                  f"{r['kib_per_conn'] or 0:.1f} KiB each", file=sys.stderr)
+
+        results = {load: {t.name: [] for t in tlist} for load in loads}
+        for r in range(rounds):
+            order = tlist[r % len(tlist):] + tlist[:r % len(tlist)]
+            for load, largs in loads.items():
+                for t in order:
+                    if a.upstream and "insert" in load:
+                        setup()  # keeps the inserted volume bounded on a real server
+                    res = run_loadgen(loadgen, t.port, largs, duration, warmup,
+                                      f"{load} via {t.name}")
+                    results[load][t.name].append(res)
+                    flag = f"  ERRORS {res['errors']}: {res.get('first_error')}" \
+                        if res["errors"] else ""
+                    print(f"round {r + 1}/{rounds} {load:<16} {t.name:<11} "
+                          f"{res['ops_per_s']:>11,.0f} ops/s  p50 "
+                          f"{res['latency_us']['p50']:>8.0f} us{flag}", file=sys.stderr)
+                    if res["errors"] or res["ops"] == 0:
+                        status = 1
+        findings = {}
+        for t in tlist:
+            if t.log is not None and t.log.exists():
+                findings[t.name] = sum(1 for ln in t.log.read_text(errors="replace").splitlines()
+                                       if '"c":"ANALYZER"' in ln)
+        summary = summarise(results, list(loads), [t.name for t in tlist], hap_names)
+        info = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
+                "mongoguard_version": mg_version, "backend": backend_desc, "rounds": rounds,
+                "duration": duration, "warmup": warmup,
+                "command": " ".join(["tests/bench/run_bench.py"] + sys.argv[1:])}
+        text = render(summary, idle, info, mg_cols, hap_names, findings)
+        md, js = out_dir / f"results-{stamp}.md", out_dir / f"results-{stamp}.json"
+        md.write_text(text)
+        js.write_text(json.dumps({"info": info, "summary": summary, "idle": idle,
+                                  "findings": findings, "raw": results}, indent=1))
+        print(text)
+        print(f"saved {md} and {js}", file=sys.stderr)
+    finally:
+        for p in reversed(procs):
+            rc = stop(p)
+            if p.args[0] == mg_bin and rc != 0:
+                print(f"run_bench: mongoguard exited with status {rc}", file=sys.stderr)
+                status = 1
+        if a.keep:
+            print(f"run_bench: logs and configs kept in {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The benchmark tooling works: never its figures, only that it runs clean.
+
+- mg_loadgen against mg_fastbackend reports zero errors for every op kind,
+  closed-loop and pipelined;
+- mg_fastbackend is a server pymongo can use (handshake, cursors, writes);
+- run_bench.py --quick exits 0 with every cell non-empty and error-free,
+  and writes its results files.
+
+Binaries come from the CMake build (build/tests/mg_loadgen and
+build/tests/mg_fastbackend; MONGOGUARD_BENCH_BUILD overrides the build
+directory). No FerretDB is needed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pymongo import MongoClient
+
+from conftest import BUILD, ROOT, mongoguard_binary
+
+BENCH_BUILD = Path(os.environ.get("MONGOGUARD_BENCH_BUILD", BUILD))
+LOADGEN = BENCH_BUILD / "tests" / "mg_loadgen"
+BACKEND = BENCH_BUILD / "tests" / "mg_fastbackend"
+
+
+def need(binary: Path) -> str:
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"{binary} is not built (cmake --build {BENCH_BUILD})", pytrace=False)
+    return str(binary)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    p = subprocess.Popen([need(BACKEND), "--port", "0"], stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    assert "listening on" in line, line
+    yield int(line.rsplit(":", 1)[1])
+    p.terminate()
+    assert p.wait(10) == 0
+
+
+def loadgen(port: int, *args: str) -> dict:
+    r = subprocess.run([need(LOADGEN), "--port", str(port), "--quiet", *args],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"no JSON from mg_loadgen {args}: {r.stdout}{r.stderr}"
+    res = json.loads(lines[-1])
+    res["exit"] = r.returncode
+    return res
+
+
+@pytest.mark.parametrize("args", [
+    ["--op", "ping"],
+    ["--op", "find-id", "--connections", "3"],
+    ["--op", "find-sort", "--connections", "2"],
+    ["--op", "update", "--connections", "2"],
+    ["--op", "insert", "--size", "1k"],
+    ["--op", "insert", "--size", "64k"],
+    ["--op", "insert", "--size", "1m"],
+    ["--op", "insert", "--size", "16000000"],
+    ["--op", "cursor", "--connections", "2"],
+    ["--op", "ping", "--connections", "4", "--depth", "8"],
+    ["--op", "cursor", "--connections", "2", "--depth", "3"],
+    ["--op", "insert", "--size", "64k", "--connections", "2", "--depth", "4"],
+], ids=lambda a: " ".join(a[1::2]))
+def test_loadgen_against_fastbackend_counts_no_error(backend, args):
+    res = loadgen(backend, "--duration", "0.2", "--warmup", "0.02", *args)
+    assert res["errors"] == 0, res
+    assert res["ops"] > 0 and res["ops_per_s"] > 0, res
+    assert res["connections_alive"] == res["connections"], res
+    assert res["exit"] == 0, res
+    if "cursor" in args:
+        assert res["frames"] >= 10 * res["ops"]  # find + 9 getMores each
+
+
+def test_loadgen_request_count_mode(backend):
+    res = loadgen(backend, "--op", "find-id", "--requests", "500", "--connections", "2")
+    assert res["errors"] == 0 and res["exit"] == 0, res
+    assert res["ops"] == 500, res
+
+
+def test_loadgen_counts_a_dead_server_as_errors():
+    from conftest import free_port
+    res = loadgen(free_port(), "--op", "ping", "--duration", "0.1")
+    assert res["exit"] == 1 and res["errors_by_kind"]["connect"] == 1, res
+
+
+def test_fastbackend_serves_pymongo(backend):
+    with MongoClient(f"mongodb://127.0.0.1:{backend}/", serverSelectionTimeoutMS=5000) as c:
+        assert c.admin.command("ping")["ok"] == 1
+        assert c.admin.command("hello")["maxWireVersion"] == 17
+        coll = c.mgbench.items
+        assert coll.find_one({"_id": 42})["_id"] == 42
+        assert len(list(coll.find({"grp": 1}).sort("v", 1).limit(5))) == 5
+        coll.insert_one({"x": 1})
+        assert coll.update_one({"_id": 1}, {"$set": {"v": 1}}).modified_count == 1
+        assert sum(1 for _ in c.mgbench.cursor.find({}, batch_size=20)) == 200
+        names = [ix["name"] for ix in coll.list_indexes()]
+        assert names == ["_id_", "grp_1_v_1"]
+
+
+def test_run_bench_quick(tmp_path):
+    if not shutil.which("haproxy"):
+        pytest.fail("haproxy is not installed (scripts/setup.sh --tests installs it)",
+                    pytrace=False)
+    mg = mongoguard_binary()
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "run_bench.py"),
+                        "--quick", "--duration", "0.15", "--build", str(BENCH_BUILD),
+                        "--mongoguard", mg, "--out", str(tmp_path), "--idle-conns", "50"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    mds, jss = list(tmp_path.glob("results-*.md")), list(tmp_path.glob("results-*.json"))
+    assert len(mds) == 1 and len(jss) == 1
+    data = json.loads(jss[0].read_text())
+    targets = {"direct", "haproxy-1t", "mg-off", "mg-log", "mg-block"}
+    for load, cells in data["raw"].items():
+        assert set(cells) == targets, load
+        for target, runs in cells.items():
+            for run in runs:
+                assert run["errors"] == 0, (load, target, run)
+                assert run["ops"] > 0, (load, target, run)
+    assert {i["target"] for i in data["idle"]} == targets
+    assert all(i["connections"] == 50 and i["failed"] == 0 for i in data["idle"])
+    assert data["findings"] == {"mg-off": 0, "mg-log": 0, "mg-block": 0}
+    assert "| load |" in mds[0].read_text()
