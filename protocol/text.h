@@ -1,0 +1,84 @@
+/* One bounded text builder for every JSON line, shape, suggestion and
+ * message mongoguard writes.
+ *
+ * A text_buf appends into a caller's fixed buffer and never allocates. An
+ * append either fits whole or writes nothing and sets `overflow`; after an
+ * overflow nothing more is appended, so a writer stays linear and checks
+ * once at the end. The text is always NUL-terminated.
+ *
+ * Bound and reserve: appends stop at `limit`; the bytes from limit to cap
+ * are a reserve that only text_close() writes into, so a writer that opened
+ * quotes or brackets can always close them (the log line and the shape
+ * renderer rely on this to stay valid JSON when cut).
+ *
+ * Marks: text_mark() remembers the length; text_rewind() takes back what
+ * was appended since and clears the overflow, for writers that emit a
+ * token (a comma, a key and a value) all or nothing.
+ *
+ * Pure: no I/O, no globals. */
+#ifndef MG_PROTOCOL_TEXT_H
+#define MG_PROTOCOL_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct text_buf {
+	char *p;
+	size_t cap;    /* bytes at p */
+	size_t limit;  /* appends end at or before this; limit < cap */
+	size_t len;    /* p[len] is always '\0' */
+	bool overflow; /* an append did not fit; nothing more is appended */
+} text_buf;
+
+/* The whole buffer is usable (cap - 1 bytes of text). cap must be > 0. */
+void text_init(text_buf *t, char *p, size_t cap);
+/* Appends stop `reserve` bytes before the end; text_close() may use them.
+ * reserve is at least 1 (the NUL) and less than cap. */
+void text_init_reserve(text_buf *t, char *p, size_t cap, size_t reserve);
+
+void text_put(text_buf *t, const char *s, size_t n);
+void text_str(text_buf *t, const char *s);
+void text_char(text_buf *t, char c);
+__attribute__((format(printf, 2, 3))) void text_printf(text_buf *t, const char *fmt, ...);
+
+/* Appends into the reserve, ignoring `overflow`: for closing what is open.
+ * Cut (never past cap - 1) if even the reserve is too small. */
+void text_close(text_buf *t, const char *s);
+
+static inline size_t text_mark(const text_buf *t)
+{
+	return t->len;
+}
+void text_rewind(text_buf *t, size_t mark);
+
+/* How text_json_str() writes a string. */
+enum {
+	/* Wrap in double quotes. */
+	TEXT_JSON_QUOTED = 1u << 0,
+	/* Client text that must come out as valid UTF-8 whatever it holds:
+	 * invalid bytes become U+FFFD, \n and \t use their short escapes, and
+	 * when the bound is hit the string is cut between two characters and
+	 * (when quoted) still closed from the reserve; overflow is then set.
+	 * Without it, bytes other than '"', '\\' and controls pass as they
+	 * are (shapes are hashed byte for byte, so their bytes never change)
+	 * and the string is appended all or nothing. */
+	TEXT_JSON_UTF8 = 1u << 1,
+};
+void text_json_str(text_buf *t, const char *s, size_t n, unsigned flags);
+/* Quoted, bytes as they are, all or nothing: the common case. */
+static inline void text_json(text_buf *t, const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	text_json_str(t, s, n, TEXT_JSON_QUOTED);
+}
+
+/* Length (1..4) of the valid UTF-8 sequence at p, which holds at least one
+ * byte before a NUL; 0 when the bytes there are not one (a NUL inside a
+ * sequence ends it). Overlong forms, surrogates and code points past
+ * U+10FFFF are not valid. */
+size_t text_utf8_seq_len(const unsigned char *p);
+bool text_utf8_valid(const char *s);
+
+#endif
