@@ -50,9 +50,18 @@ static void usage(FILE *out)
 	      "  -h, --help             this help\n"
 	      "  -V, --version          print the version\n"
 	      "\n"
-	      "Rules: case-insensitive-regex, unbounded-push, hot-path-lookup,\n"
-	      "index-mismatched-sort; actions: off, log, block (set them under `rules:`).\n"
-	      "Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
+	      "Rules (set each under `rules:` to an action: off, log, block; or to a\n"
+	      "mapping with `action:` and the rule's parameters):\n",
+	      out);
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_def *d = rule_table[r];
+		fprintf(out, "  %-24s %s\n", d->name, d->summary);
+		for (size_t i = 0; i < d->nparams; i++)
+			fprintf(out, "    %-22s %s (default %u, %u..%u)\n", d->params[i].name,
+			        d->params[i].summary, d->params[i].def, d->params[i].min,
+			        d->params[i].max);
+	}
+	fputs("Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
 	      "(shutdownGraceMS), then exit 0.\n",
 	      out);
 }
