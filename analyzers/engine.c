@@ -52,6 +52,10 @@ struct engine {
 	findings_table *findings;
 	void *state[RULE_COUNT];    /* each rule's own, from its state_new */
 	unsigned parts[RULE_COUNT]; /* PART_*: what each rule's checks read */
+	/* The rules with a check of each part, in table order, so a request
+	 * walks only the checks that exist. */
+	rule_id sorts[RULE_COUNT], filters[RULE_COUNT], updates[RULE_COUNT], pipelines[RULE_COUNT];
+	size_t nsorts, nfilters, nupdates, npipelines;
 };
 
 typedef enum {
@@ -142,6 +146,14 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
+		if (k->sort)
+			e->sorts[e->nsorts++] = (rule_id)r;
+		if (k->filter)
+			e->filters[e->nfilters++] = (rule_id)r;
+		if (k->update)
+			e->updates[e->nupdates++] = (rule_id)r;
+		if (k->pipeline)
+			e->pipelines[e->npipelines++] = (rule_id)r;
 		if (k->state_new)
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
 	}
@@ -370,9 +382,10 @@ static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_si
 {
 	if (!ax->e->ic || !nonempty_doc(q->sort))
 		return true;
-	for (int r = 0; r < RULE_COUNT; r++) {
-		const rule_checks *k = rule_table[r]->checks;
-		if (s->act[r] != RULE_OFF && k->sort && k->sort(ax, s, q) == RULE_WAIT)
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nsorts; i++) {
+		rule_id r = e->sorts[i];
+		if (s->act[r] != RULE_OFF && rule_table[r]->checks->sort(ax, s, q) == RULE_WAIT)
 			return false;
 	}
 	return true;
@@ -381,28 +394,31 @@ static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_si
 /* Each check of a part, for the rules not off here, in table order. */
 static void run_filter(actx *ax, const rule_site *s, const bson_iter_t *filter)
 {
-	for (int r = 0; r < RULE_COUNT; r++) {
-		const rule_checks *k = rule_table[r]->checks;
-		if (s->act[r] != RULE_OFF && k->filter)
-			k->filter(ax, s, filter);
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nfilters; i++) {
+		rule_id r = e->filters[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->filter(ax, s, filter);
 	}
 }
 
 static void run_update(actx *ax, const rule_site *s, const bson_iter_t *update)
 {
-	for (int r = 0; r < RULE_COUNT; r++) {
-		const rule_checks *k = rule_table[r]->checks;
-		if (s->act[r] != RULE_OFF && k->update)
-			k->update(ax, s, update);
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nupdates; i++) {
+		rule_id r = e->updates[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->update(ax, s, update);
 	}
 }
 
 static void run_pipeline(actx *ax, const rule_site *s, const bson_iter_t *pipeline)
 {
-	for (int r = 0; r < RULE_COUNT; r++) {
-		const rule_checks *k = rule_table[r]->checks;
-		if (s->act[r] != RULE_OFF && k->pipeline)
-			k->pipeline(ax, s, pipeline);
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->npipelines; i++) {
+		rule_id r = e->pipelines[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->pipeline(ax, s, pipeline);
 	}
 }
 

@@ -21,33 +21,17 @@ void text_init(text_buf *t, char *p, size_t cap)
 	text_init_reserve(t, p, cap, 1);
 }
 
-void text_put(text_buf *t, const char *s, size_t n)
-{
-	if (t->overflow)
-		return;
-	if (n > t->limit - t->len) {
-		t->overflow = true;
-		return;
-	}
-	memcpy(t->p + t->len, s, n);
-	t->len += n;
-	t->p[t->len] = '\0';
-}
-
 void text_str(text_buf *t, const char *s)
 {
 	text_put(t, s, strlen(s));
 }
 
-void text_char(text_buf *t, char c)
-{
-	text_put(t, &c, 1);
-}
-
 void text_printf(text_buf *t, const char *fmt, ...)
 {
-	if (t->overflow)
+	if (t->overflow || t->len > t->limit) {
+		t->overflow = true;
 		return;
+	}
 	size_t room = t->limit - t->len; /* text bytes that may be added */
 	va_list ap;
 	va_start(ap, fmt);
@@ -149,7 +133,7 @@ static void json_bytes(text_buf *t, const char *s, size_t n, bool quoted)
 static void json_utf8(text_buf *t, const char *s, size_t n, bool quoted)
 {
 	if (quoted) {
-		if (t->overflow || t->limit - t->len < 2) {
+		if (t->overflow || t->len > t->limit || t->limit - t->len < 2) {
 			t->overflow = true;
 			return;
 		}

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct text_buf {
 	char *p;
@@ -36,9 +37,26 @@ void text_init(text_buf *t, char *p, size_t cap);
  * reserve is at least 1 (the NUL) and less than cap. */
 void text_init_reserve(text_buf *t, char *p, size_t cap, size_t reserve);
 
-void text_put(text_buf *t, const char *s, size_t n);
+/* Inline: shapes are rendered a few bytes at a time. */
+static inline void text_put(text_buf *t, const char *s, size_t n)
+{
+	if (t->overflow)
+		return;
+	if (t->len > t->limit || n > t->limit - t->len) { /* len > limit: after text_close */
+		t->overflow = true;
+		return;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+}
+
+static inline void text_char(text_buf *t, char c)
+{
+	text_put(t, &c, 1);
+}
+
 void text_str(text_buf *t, const char *s);
-void text_char(text_buf *t, char c);
 __attribute__((format(printf, 2, 3))) void text_printf(text_buf *t, const char *fmt, ...);
 
 /* Appends into the reserve, ignoring `overflow`: for closing what is open.
@@ -68,10 +86,7 @@ void text_json_str(text_buf *t, const char *s, size_t n, unsigned flags);
 /* Quoted, bytes as they are, all or nothing: the common case. */
 static inline void text_json(text_buf *t, const char *s)
 {
-	size_t n = 0;
-	while (s[n])
-		n++;
-	text_json_str(t, s, n, TEXT_JSON_QUOTED);
+	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED);
 }
 
 /* Length (1..4) of the valid UTF-8 sequence at p, which holds at least one
