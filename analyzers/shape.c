@@ -262,6 +262,8 @@ static void w_base64(jw *w, const uint8_t *p, uint32_t n)
 	}
 }
 
+/* Long on purpose: one case per BSON type, each its extended-JSON form. It
+ * reads as a table; split up, the table would be scattered over helpers. */
 static void render_verbatim_scalar(jw *w, const char *key, const bson_iter_t *it)
 {
 	char num[64];
