@@ -57,7 +57,7 @@ typedef struct rule_def {
 /* Indexed by rule_id; every row is set. */
 extern const rule_def *const rule_table[RULE_COUNT];
 
-/* "case-insensitive-regex" <-> RULE_CASE_INSENSITIVE_REGEX; -1 if unknown. */
+/* A rule's id string <-> its rule_id (from the table); -1 if unknown. */
 const char *rule_name(rule_id id);
 int rule_from_name(const char *name);
 
