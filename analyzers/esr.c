@@ -117,6 +117,7 @@ bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *pre
 		text_str(&b, "}");
 	}
 	text_str(&b, ")");
+	text_finish(&b);
 	if (b.overflow && len > 0)
 		out[0] = '\0';
 	return !b.overflow;

@@ -548,7 +548,7 @@ void sort_facts_detail(const sort_facts *f, char *detail, size_t len)
 		                               : " (indexes: ");
 		index_names(&b, f->set);
 		text_str(&b, ")");
-		t = tail;
+		t = text_finish(&b);
 	} else if (f->maybe_why != NULL) {
 		snprintf(tail, sizeof tail, " %s and may provide it", f->maybe_why);
 		t = tail;
@@ -569,7 +569,7 @@ void sort_facts_detail(const sort_facts *f, char *detail, size_t len)
 		text_str(&b, f->name);
 	if (t != NULL)
 		text_str(&b, t);
-	snprintf(detail, len, "%s", line);
+	snprintf(detail, len, "%s", text_finish(&b));
 }
 
 void sort_facts_suggestion(const sort_facts *f, char *suggestion, size_t len)

@@ -144,7 +144,8 @@ static size_t jw_finish(jw *w)
 {
 	while (w->depth > 0 || w->skipped > 0)
 		w_close(w);
-	return w->t.len; /* the text builder keeps it NUL-terminated */
+	text_finish(&w->t);
+	return w->t.len;
 }
 
 /* ---- placeholders ---- */

@@ -4,7 +4,9 @@
  * A text_buf appends into a caller's fixed buffer and never allocates. An
  * append either fits whole or writes nothing and sets `overflow`; after an
  * overflow nothing more is appended, so a writer stays linear and checks
- * once at the end. The text is always NUL-terminated.
+ * once at the end. text_finish() NUL-terminates the text; appends do not,
+ * because shapes are rendered a few bytes at a time and a store per append
+ * showed in bench_analyze.
  *
  * Bound and reserve: appends stop at `limit`; the bytes from limit to cap
  * are a reserve that only text_close() writes into, so a writer that opened
@@ -27,7 +29,7 @@ typedef struct text_buf {
 	char *p;
 	size_t cap;    /* bytes at p */
 	size_t limit;  /* appends end at or before this; limit < cap */
-	size_t len;    /* p[len] is always '\0' */
+	size_t len;    /* text bytes at p; p[len] is '\0' after text_finish() */
 	bool overflow; /* an append did not fit; nothing more is appended */
 } text_buf;
 
@@ -48,7 +50,6 @@ static inline void text_put(text_buf *t, const char *s, size_t n)
 	}
 	memcpy(t->p + t->len, s, n);
 	t->len += n;
-	t->p[t->len] = '\0';
 }
 
 static inline void text_char(text_buf *t, char c)
@@ -57,6 +58,14 @@ static inline void text_char(text_buf *t, char c)
 }
 
 void text_str(text_buf *t, const char *s);
+
+/* Terminates the text (there is always room: limit < cap) and returns it. */
+static inline const char *text_finish(text_buf *t)
+{
+	if (t->cap > 0)
+		t->p[t->len < t->cap ? t->len : t->cap - 1] = '\0';
+	return t->p;
+}
 __attribute__((format(printf, 2, 3))) void text_printf(text_buf *t, const char *fmt, ...);
 
 /* Appends into the reserve, ignoring `overflow`: for closing what is open.

@@ -17,12 +17,12 @@ static void test_protocol_text_appends_all_or_nothing(void **state)
 	text_init(&t, buf, sizeof buf);
 	text_str(&t, "abc");
 	text_char(&t, 'd');
-	assert_string_equal(buf, "abcd");
+	assert_string_equal(text_finish(&t), "abcd");
 	text_str(&t, "efgh"); /* 4 more do not fit in 7 */
 	assert_true(t.overflow);
-	assert_string_equal(buf, "abcd");
+	assert_string_equal(text_finish(&t), "abcd");
 	text_str(&t, "e"); /* nothing after an overflow */
-	assert_string_equal(buf, "abcd");
+	assert_string_equal(text_finish(&t), "abcd");
 	assert_int_equal(t.len, 4);
 }
 
@@ -33,7 +33,7 @@ static void test_protocol_text_exact_fit(void **state)
 	text_init(&t, buf, sizeof buf);
 	text_str(&t, "abcd");
 	assert_false(t.overflow);
-	assert_string_equal(buf, "abcd");
+	assert_string_equal(text_finish(&t), "abcd");
 }
 
 static void test_protocol_text_printf(void **state)
@@ -42,10 +42,10 @@ static void test_protocol_text_printf(void **state)
 	text_buf t;
 	text_init(&t, buf, sizeof buf);
 	text_printf(&t, "%u runs in %s", 60u, "60s");
-	assert_string_equal(buf, "60 runs in 60s");
+	assert_string_equal(text_finish(&t), "60 runs in 60s");
 	text_printf(&t, "%s", "toolong");
 	assert_true(t.overflow);
-	assert_string_equal(buf, "60 runs in 60s"); /* all or nothing */
+	assert_string_equal(text_finish(&t), "60 runs in 60s"); /* all or nothing */
 }
 
 static void test_protocol_text_reserve_and_close(void **state)
@@ -57,7 +57,7 @@ static void test_protocol_text_reserve_and_close(void **state)
 	text_str(&t, ",4");
 	assert_true(t.overflow);
 	text_close(&t, "]");
-	assert_string_equal(buf, "[1,2,3]");
+	assert_string_equal(text_finish(&t), "[1,2,3]");
 	text_close(&t, "}}}}"); /* cut at the end of the buffer, NUL kept */
 	assert_int_equal(strlen(buf), sizeof buf - 1);
 	text_str(&t, "x"); /* past the limit: refused, never written */
@@ -76,7 +76,7 @@ static void test_protocol_text_mark_rewind(void **state)
 	text_rewind(&t, m);
 	assert_false(t.overflow);
 	text_str(&t, "cd");
-	assert_string_equal(buf, "abcd");
+	assert_string_equal(text_finish(&t), "abcd");
 }
 
 static void test_protocol_text_json_bytes(void **state)
@@ -87,11 +87,11 @@ static void test_protocol_text_json_bytes(void **state)
 	const char s[] = "a\"b\\c\nd\x01\xff";
 	text_json_str(&t, s, sizeof s - 1, TEXT_JSON_QUOTED);
 	/* bytes pass as they are; controls as \u00XX */
-	assert_string_equal(buf, "\"a\\\"b\\\\c\\u000ad\\u0001\xff\"");
+	assert_string_equal(text_finish(&t), "\"a\\\"b\\\\c\\u000ad\\u0001\xff\"");
 	text_init(&t, buf, 6);
 	text_json(&t, "abcdef");
 	assert_true(t.overflow);
-	assert_string_equal(buf, ""); /* all or nothing */
+	assert_string_equal(text_finish(&t), ""); /* all or nothing */
 }
 
 static void test_protocol_text_json_utf8(void **state)
@@ -102,7 +102,8 @@ static void test_protocol_text_json_utf8(void **state)
 	const char s[] = "\xc3\xa9\n\t\xff\xc0\xaf\xed\xa0\x80x";
 	text_json_str(&t, s, sizeof s - 1, TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
 	assert_false(t.overflow);
-	assert_string_equal(buf, "\"\xc3\xa9\\n\\t\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffdx\"");
+	assert_string_equal(text_finish(&t),
+	                    "\"\xc3\xa9\\n\\t\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffdx\"");
 	assert_true(text_utf8_valid(buf));
 }
 
@@ -115,7 +116,7 @@ static void test_protocol_text_json_utf8_cut(void **state)
 	const char s[] = "ab\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac";
 	text_json_str(&t, s, sizeof s - 1, TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
 	assert_true(t.overflow);
-	assert_string_equal(buf, "\"ab\xe2\x82\xac\xe2\x82\xac\"");
+	assert_string_equal(text_finish(&t), "\"ab\xe2\x82\xac\xe2\x82\xac\"");
 	assert_true(text_utf8_valid(buf));
 }
 
