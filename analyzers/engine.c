@@ -3,12 +3,14 @@
  * engine_analyze() names the command first and returns at once for the
  * commands that carry no filter, update, sort or pipeline (insert, hello,
  * getMore, ...). For the others it finds each filter / update / sort /
- * pipeline in the body (or in a kind-1 sequence), and runs the rules whose
- * action for the request's namespace and application is not `off`.
+ * pipeline in the body (or in a kind-1 sequence), and runs the checks of
+ * the rules in rule_table (rules.h) whose action for the request's
+ * namespace and application is not `off` (rule_api.h says how a check and
+ * the engine talk). The engine knows no rule by name.
  *
  * Order matters for re-entry. index-mismatched-sort may need an index list
  * the cache does not have yet; then the engine answers VERDICT_WAIT_INDEXES
- * and the proxy calls again later. So the sort is evaluated first, and
+ * and the proxy calls again later. So sort checks are evaluated first, and
  * nothing is reported, and no hot-path execution counted, before the engine
  * knows it will not answer WAIT.
  *
@@ -25,15 +27,22 @@
 #include "analyzers/findings.h"
 #include "analyzers/index_cache.h"
 #include "analyzers/keys.h"
-#include "analyzers/rule_lookup.h"
-#include "analyzers/rule_push.h"
-#include "analyzers/rule_regex.h"
-#include "analyzers/rule_sort.h"
+#include "analyzers/rule_api.h"
+#include "analyzers/rules.h"
 #include "analyzers/shape.h"
 
 /* A batch with many bad ops reports this many findings, then only decides
  * the verdict: a 100,000-op batch must not render 100,000 shapes. */
 #define MAX_REPORTS_PER_REQUEST 32
+
+/* The parts of a request a rule's checks read (rule_checks). */
+enum { PART_SORT = 1u, PART_FILTER = 2u, PART_UPDATE = 4u, PART_PIPELINE = 8u };
+
+static unsigned parts_read(const rule_checks *k)
+{
+	return (k->sort ? PART_SORT : 0) | (k->filter ? PART_FILTER : 0) |
+	       (k->update ? PART_UPDATE : 0) | (k->pipeline ? PART_PIPELINE : 0);
+}
 
 struct engine {
 	engine_config cfg;
@@ -41,7 +50,12 @@ struct engine {
 	engine_sink_fn sink;
 	void *sink_arg;
 	findings_table *findings;
-	lookup_tracker *lookups;
+	void *state[RULE_COUNT];    /* each rule's own, from its state_new */
+	unsigned parts[RULE_COUNT]; /* PART_*: what each rule's checks read */
+	/* The rules with a check of each part, in table order, so a request
+	 * walks only the checks that exist. */
+	rule_id sorts[RULE_COUNT], filters[RULE_COUNT], updates[RULE_COUNT], pipelines[RULE_COUNT];
+	size_t nsorts, nfilters, nupdates, npipelines;
 };
 
 typedef enum {
@@ -127,10 +141,23 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->ic = ic;
 	e->sink = sink;
 	e->sink_arg = sink_arg;
-	const rule_config *hot = &e->cfg.rules[RULE_HOT_PATH_LOOKUP];
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
-	e->lookups = lookup_tracker_new(hot->threshold, hot->window_seconds, LOOKUP_MAX_SHAPES);
-	if (!e->findings || !e->lookups) {
+	bool ok = e->findings != NULL;
+	for (int r = 0; r < RULE_COUNT && ok; r++) {
+		const rule_checks *k = rule_table[r]->checks;
+		e->parts[r] = parts_read(k);
+		if (k->sort)
+			e->sorts[e->nsorts++] = (rule_id)r;
+		if (k->filter)
+			e->filters[e->nfilters++] = (rule_id)r;
+		if (k->update)
+			e->updates[e->nupdates++] = (rule_id)r;
+		if (k->pipeline)
+			e->pipelines[e->npipelines++] = (rule_id)r;
+		if (k->state_new)
+			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
+	}
+	if (!ok) {
 		engine_free(e);
 		return NULL;
 	}
@@ -142,13 +169,15 @@ void engine_free(engine *e)
 	if (!e)
 		return;
 	findings_table_free(e->findings);
-	lookup_tracker_free(e->lookups);
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (e->state[r])
+			rule_table[r]->checks->state_free(e->state[r]);
 	free(e);
 }
 
 /* ---- per-request state ---- */
 
-typedef struct actx {
+struct rule_ctx {
 	engine *e;
 	const request_ctx *rc;
 	block_info *block;
@@ -157,13 +186,17 @@ typedef struct actx {
 	bool explain;       /* never blocked, never counted as an execution */
 	verdict verdict;    /* FORWARD or BLOCK */
 	unsigned nreported; /* findings sent this request */
-} actx;
+};
+typedef rule_ctx actx;
 
-/* Where a finding is: its namespace, and each rule's action there. */
+/* Where a finding is: its namespace, each rule's action there, and which
+ * parts some rule that is not off there reads. */
 typedef struct target {
+	const char *db;
 	const char *coll; /* NULL for a collection-less aggregate */
 	char ns[256];
 	rule_action act[RULE_COUNT];
+	unsigned parts; /* PART_* */
 } target;
 
 /* "db.coll", truncated to fit; on every request, so no snprintf. */
@@ -182,30 +215,29 @@ static void ns_join(char *out, size_t cap, const char *db, const char *coll)
 
 static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 {
+	t->db = db;
 	t->coll = coll;
 	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
-	bool any = false;
+	t->parts = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
 		rule_action a = rule_effective_action(&ax->e->cfg.rules[r], t->ns, app);
 		if (ax->explain && a > RULE_LOG)
 			a = RULE_LOG; /* explain runs nothing: log, never block */
 		t->act[r] = a;
-		any |= a != RULE_OFF;
+		if (a != RULE_OFF)
+			t->parts |= ax->e->parts[r];
 	}
-	return any;
+	return t->parts != 0;
 }
 
-/* What a rule says about a match: detail (what matched, one sentence), fix
- * (short, for the error message) and suggestion (for the log, runnable
- * where possible). */
-typedef struct words {
-	const char *detail;
-	const char *fix;
-	const char *suggestion;
-} words;
+static rule_site site_of(const target *t, const shape_spec *spec)
+{
+	rule_site s = {t->db, t->coll, t->ns, t->act, spec};
+	return s;
+}
 
-static void fill_block(actx *ax, rule_id rule, const words *w)
+static void fill_block(actx *ax, rule_id rule, const rule_words *w)
 {
 	if (!ax->block)
 		return;
@@ -215,12 +247,14 @@ static void fill_block(actx *ax, rule_id rule, const words *w)
 	         rule_name(rule), w->detail, w->fix);
 }
 
+/* ---- what rules may ask (rule_api.h) ---- */
+
 /* The shape's hash covers the redacted text, so dedupe and hot-path counts
  * ignore literal values even when the log shows them. */
-static uint64_t redacted_shape(const actx *ax, const target *t, const shape_spec *spec, char *buf)
+uint64_t rule_shape_redacted(const rule_ctx *ax, const rule_site *s, char *buf)
 {
-	shape_render(spec, true, buf, SHAPE_BUF_LEN);
-	return shape_hash(t->ns, ax->explain ? "explain" : canonical_name(ax->kind), buf);
+	shape_render(s->shape, true, buf, SHAPE_BUF_LEN);
+	return shape_hash(s->ns, ax->explain ? "explain" : canonical_name(ax->kind), buf);
 }
 
 /* Whether a finding of rule here could still change anything: the verdict
@@ -228,9 +262,9 @@ static uint64_t redacted_shape(const actx *ax, const target *t, const shape_spec
  * per-statement rules ask first, so that in a batch of 900,000 statements
  * that all match, the statements after the cap are not walked and worded
  * for nothing (that tripled the time of a 40 MB update). */
-static bool report_wanted(const actx *ax, const target *t, rule_id rule)
+bool rule_wanted(const rule_ctx *ax, const rule_site *s, rule_id rule)
 {
-	rule_action action = t->act[rule];
+	rule_action action = s->act[rule];
 	if (action == RULE_OFF)
 		return false;
 	if (action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK)
@@ -238,20 +272,59 @@ static bool report_wanted(const actx *ax, const target *t, rule_id rule)
 	return ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 }
 
-/* Applies the action and reports. shape/hash may come precomputed (the
- * hot-path rule needs them to count); otherwise they are rendered here. */
-static __attribute__((noinline)) void report(actx *ax, const target *t, rule_id rule,
-                                             const shape_spec *spec, const char *pre_shape,
-                                             uint64_t pre_hash, const words *w)
+const rule_config *rule_ctx_config(const rule_ctx *ax, rule_id r)
 {
-	rule_action action = t->act[rule];
+	return &ax->e->cfg.rules[r];
+}
+
+void *rule_ctx_state(const rule_ctx *ax, rule_id r)
+{
+	return ax->e->state[r];
+}
+
+bool rule_ctx_explain(const rule_ctx *ax)
+{
+	return ax->explain;
+}
+
+int64_t rule_ctx_now_ms(const rule_ctx *ax)
+{
+	return ax->rc ? ax->rc->now_ms : 0;
+}
+
+bool rule_ctx_no_wait(const rule_ctx *ax)
+{
+	return ax->rc && ax->rc->no_wait;
+}
+
+index_cache *rule_ctx_index_cache(const rule_ctx *ax)
+{
+	return ax->e->ic;
+}
+
+/* Applies the action and reports. The rule's words are rendered here, once,
+ * and only when the finding blocks first or reaches the sink. shape/hash
+ * may come precomputed (the hot-path rule needs them to count); otherwise
+ * they are rendered here. noinline: the words and two shape buffers (20 KB
+ * of stack) stay off the path of requests where nothing fires. */
+static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_id rule,
+                                             const void *facts, const char *pre_shape,
+                                             uint64_t pre_hash)
+{
+	rule_action action = s->act[rule];
 	if (action == RULE_OFF)
 		return;
-	if (action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK) {
+	bool first_block = action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK;
+	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
+	if (!first_block && !to_sink)
+		return;
+	rule_words w;
+	rule_table[rule]->checks->words(ax, s, facts, &w);
+	if (first_block) {
 		ax->verdict = VERDICT_BLOCK;
-		fill_block(ax, rule, w);
+		fill_block(ax, rule, &w);
 	}
-	if (ax->nreported >= MAX_REPORTS_PER_REQUEST || !ax->e->sink)
+	if (!to_sink)
 		return;
 	ax->nreported++;
 
@@ -259,23 +332,23 @@ static __attribute__((noinline)) void report(actx *ax, const target *t, rule_id 
 	const char *shape = pre_shape;
 	uint64_t hash = pre_hash;
 	if (!shape) {
-		hash = redacted_shape(ax, t, spec, redacted);
+		hash = rule_shape_redacted(ax, s, redacted);
 		shape = redacted;
 	}
 	char shown[SHAPE_BUF_LEN];
 	if (!ax->e->cfg.redact_literals) {
-		shape_render(spec, false, shown, sizeof(shown));
+		shape_render(s->shape, false, shown, sizeof(shown));
 		shape = shown;
 	}
 	finding f = {
 	    .rule = rule,
 	    .action = action,
-	    .ns = t->ns,
+	    .ns = s->ns,
 	    .command = ax->explain ? "explain" : canonical_name(ax->kind),
 	    .shape_hash = hash,
 	    .shape = shape,
-	    .suggestion = w->suggestion,
-	    .detail = w->detail,
+	    .suggestion = w.suggestion,
+	    .detail = w.detail,
 	    .app_name = ax->rc && ax->rc->app_name ? ax->rc->app_name : "",
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
 	    .repeats = 0,
@@ -283,170 +356,70 @@ static __attribute__((noinline)) void report(actx *ax, const target *t, rule_id 
 	findings_table_report(ax->e->findings, &f, ax->e->sink, ax->e->sink_arg);
 }
 
-/* Writes s as the inside of a JavaScript / JSON string literal. */
-static void js_quote(char *out, size_t cap, const char *s)
+void rule_report(rule_ctx *ax, const rule_site *s, rule_id r, const void *facts)
 {
-	size_t n = 0;
-	for (; *s && n + 2 < cap; s++) {
-		if (*s == '"' || *s == '\\')
-			out[n++] = '\\';
-		out[n++] = *s;
-	}
-	out[n] = '\0';
+	report(ax, s, r, facts, NULL, 0);
 }
 
-/* ---- rules on one filter / update ---- */
-
-static void check_regex(actx *ax, const target *t, const shape_spec *spec,
-                        const bson_iter_t *filter, bool pipeline)
+void rule_report_shaped(rule_ctx *ax, const rule_site *s, rule_id r, const void *facts,
+                        const char *shape, uint64_t hash)
 {
-	regex_hit hit;
-	if (!report_wanted(ax, t, RULE_CASE_INSENSITIVE_REGEX))
-		return;
-	if (!(pipeline ? rule_regex_pipeline(filter, &hit) : rule_regex_filter(filter, &hit)))
-		return;
-	char detail[384], suggestion[1024], db[128], coll[256], field[160];
-	js_quote(db, sizeof(db), ax->db);
-	/* Inside a join the field belongs to the joined collection. */
-	const char *where = hit.coll[0] ? hit.coll : t->coll;
-	js_quote(coll, sizeof(coll), where ? where : "");
-	js_quote(field, sizeof(field), hit.field);
-	char in_join[160] = "";
-	if (hit.coll[0])
-		snprintf(in_join, sizeof(in_join), " (in joined collection \"%s\")", coll);
-	if (hit.field[0])
-		snprintf(detail, sizeof(detail),
-		         "\"%s\"%s is matched with a case-insensitive regex (%s), which no index "
-		         "can bound, so every key is scanned",
-		         field, in_join, hit.how);
-	else
-		snprintf(detail, sizeof(detail),
-		         "a case-insensitive regex (%s) matches documents; no index can bound "
-		         "it, so every key is scanned",
-		         hit.how);
-	if (hit.field[0] && where)
-		snprintf(suggestion, sizeof(suggestion),
-		         "db.getSiblingDB(\"%s\").getCollection(\"%s\").createIndex({\"%s\": 1}, "
-		         "{collation: {locale: \"en\", strength: 2}}) and query by equality with "
-		         "the same collation: .find({\"%s\": <value>}).collation({locale: \"en\", "
-		         "strength: 2}); or store a lower-cased copy of \"%s\", index it and "
-		         "match it by equality",
-		         db, coll, field, field, field);
-	else
-		snprintf(suggestion, sizeof(suggestion),
-		         "create an index with {collation: {locale: \"en\", strength: 2}} on the "
-		         "field and query it by equality with the same collation, or store a "
-		         "lower-cased copy of the field, index it and match it by equality");
-	words w = {detail,
-	           "query by equality with a case-insensitive collation ({locale: \"en\", "
-	           "strength: 2}) backed by an index with that collation, or match a stored "
-	           "lower-cased field",
-	           suggestion};
-	report(ax, t, RULE_CASE_INSENSITIVE_REGEX, spec, NULL, 0, &w);
+	report(ax, s, r, facts, shape, hash);
 }
 
-static void check_push(actx *ax, const target *t, const shape_spec *spec, const bson_iter_t *u)
-{
-	push_hit hit;
-	if (!report_wanted(ax, t, RULE_UNBOUNDED_PUSH) || !rule_push_update(u, &hit))
-		return;
-	char detail[384], suggestion[768];
-	if (hit.pipeline) {
-		snprintf(detail, sizeof(detail), "%s %s, so the array grows without bound",
-		         hit.fields, hit.form);
-		snprintf(suggestion, sizeof(suggestion),
-		         "bound the result: {$slice: [{$concatArrays: [...]}, -N]} keeps the "
-		         "newest N; or bucket the items into documents of bounded size, or move "
-		         "them to a child collection that references this document (%s)",
-		         hit.fields);
-	} else {
-		snprintf(detail, sizeof(detail), "$push to %s %s, so the array grows without bound",
-		         hit.fields, hit.form);
-		snprintf(suggestion, sizeof(suggestion),
-		         "push with {$each: [<items>], $slice: -N} to keep the newest N (subset "
-		         "pattern) for %s; or bucket the items into documents of bounded size, or "
-		         "move them to a child collection that references this document",
-		         hit.fields);
-	}
-	words w = {detail,
-	           hit.pipeline
-	               ? "wrap the $concatArrays in {$slice: [..., -N]} (subset "
-	                 "pattern), bucket the array, or move the items to a child "
-	                 "collection"
-	               : "push with {$each: [...], $slice: -N} (subset pattern), bucket the "
-	                 "array, or move the items to a child collection",
-	           suggestion};
-	report(ax, t, RULE_UNBOUNDED_PUSH, spec, NULL, 0, &w);
-}
-
-/* ---- index-mismatched-sort: evaluated before anything is reported ---- */
-
-typedef enum { SORT_NONE, SORT_FOUND, SORT_WAIT } sort_outcome;
-
-typedef struct sort_result {
-	char suggestion[512];
-	char detail[256];
-} sort_result;
+/* ---- running the rules' checks on the parts of a request ---- */
 
 static bool nonempty_doc(const bson_t *d)
 {
 	return d && !bson_empty(d);
 }
 
-static sort_outcome eval_sort(actx *ax, const target *t, const sort_query *q, sort_result *out)
+/* The sort checks, first: they alone may have to wait for an index list,
+ * and nothing may be reported before the engine knows it will not wait.
+ * False when the request waits. */
+static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_site *s,
+                                                         const sort_query *q)
 {
-	if (!ax->e->ic || !t->coll || t->act[RULE_INDEX_MISMATCHED_SORT] == RULE_OFF ||
-	    !nonempty_doc(q->sort))
-		return SORT_NONE;
-	index_set *set = NULL;
-	switch (index_cache_get(ax->e->ic, ax->db, t->coll, &set)) {
-	case INDEXES_KNOWN:
-		break;
-	case INDEXES_PENDING:
-		return ax->rc && ax->rc->no_wait ? SORT_NONE : SORT_WAIT;
-	default: /* INDEXES_UNAVAILABLE: no verdict possible */
-		return SORT_NONE;
+	if (!ax->e->ic || !nonempty_doc(q->sort))
+		return true;
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nsorts; i++) {
+		rule_id r = e->sorts[i];
+		if (s->act[r] != RULE_OFF && rule_table[r]->checks->sort(ax, s, q) == RULE_WAIT)
+			return false;
 	}
-	/* The verdict alone first: the words cost more than the check, and
-	 * are wanted only for a finding. */
-	out->suggestion[0] = out->detail[0] = '\0';
-	sort_verdict sv = sort_check(set, q, NULL, 0, NULL, 0);
-	if (sv == SORT_BLOCKING)
-		sv = sort_check(set, q, out->suggestion, sizeof(out->suggestion), out->detail,
-		                sizeof(out->detail));
-	index_set_release(set);
-	return sv == SORT_BLOCKING ? SORT_FOUND : SORT_NONE;
+	return true;
 }
 
-static void report_sort(actx *ax, const target *t, const shape_spec *spec, sort_result *sr)
+/* Each check of a part, for the rules not off here, in table order. */
+static void run_filter(actx *ax, const rule_site *s, const bson_iter_t *filter)
 {
-	char detail[384], fix[640];
-	if (sr->detail[0])
-		snprintf(detail, sizeof(detail), "%s, so mongod sorts in memory", sr->detail);
-	else
-		snprintf(detail, sizeof(detail),
-		         "no index provides this sort, so mongod sorts in memory");
-	if (sr->suggestion[0])
-		snprintf(fix, sizeof(fix), "create the index %s", sr->suggestion);
-	else
-		snprintf(fix, sizeof(fix),
-		         "create an index with the equality fields first, then the sort fields "
-		         "in the sort's directions, then the range fields (ESR)");
-	words w = {detail, fix, sr->suggestion[0] ? sr->suggestion : fix};
-	report(ax, t, RULE_INDEX_MISMATCHED_SORT, spec, NULL, 0, &w);
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nfilters; i++) {
+		rule_id r = e->filters[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->filter(ax, s, filter);
+	}
 }
 
-/* The sort rule, first: it alone may have to wait for an index list, and
- * nothing may be reported before the engine knows it will not wait. False
- * when the request waits. */
-static __attribute__((warn_unused_result)) bool
-check_sort(actx *ax, const target *t, const shape_spec *spec, const sort_query *q)
+static void run_update(actx *ax, const rule_site *s, const bson_iter_t *update)
 {
-	sort_result sr;
-	sort_outcome so = eval_sort(ax, t, q, &sr);
-	if (so == SORT_FOUND)
-		report_sort(ax, t, spec, &sr);
-	return so != SORT_WAIT;
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nupdates; i++) {
+		rule_id r = e->updates[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->update(ax, s, update);
+	}
+}
+
+static void run_pipeline(actx *ax, const rule_site *s, const bson_iter_t *pipeline)
+{
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->npipelines; i++) {
+		rule_id r = e->pipelines[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->pipeline(ax, s, pipeline);
+	}
 }
 
 /* ---- reading a command body ---- */
@@ -653,13 +626,13 @@ static const sort_query *body_sort_query(body *b)
 	return &b->q;
 }
 
-/* The rules on a filter and an update, after the sort rule. */
-static void check_filter_update(actx *ax, const target *t, const shape_spec *spec, const body *b)
+/* The checks of a filter and an update, after the sort checks. */
+static void check_filter_update(actx *ax, const rule_site *s, const body *b)
 {
 	if (b->has_filter)
-		check_regex(ax, t, spec, &b->filter, false);
+		run_filter(ax, s, &b->filter);
 	if (b->has_update)
-		check_push(ax, t, spec, &b->update);
+		run_update(ax, s, &b->update);
 }
 
 /* ---- commands ---- */
@@ -678,9 +651,10 @@ static verdict analyze_query(actx *ax, const cmdview *v, unsigned keys)
 	if (!body_walk(&b, &v->body, keys))
 		return VERDICT_FORWARD;
 	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, b.parts, b.n};
-	if (!check_sort(ax, &t, &spec, body_sort_query(&b)))
+	rule_site site = site_of(&t, &spec);
+	if (!run_sort(ax, &site, body_sort_query(&b)))
 		return VERDICT_WAIT_INDEXES;
-	check_filter_update(ax, &t, &spec, &b);
+	check_filter_update(ax, &site, &b);
 	return ax->verdict;
 }
 
@@ -733,39 +707,6 @@ static bool leading_sort(const bson_iter_t *pipeline, leading *l)
 	return false;
 }
 
-static void check_lookup(actx *ax, const target *t, const shape_spec *spec,
-                         const bson_iter_t *pipeline)
-{
-	const char *stage;
-	char from[128];
-	if (ax->explain || t->act[RULE_HOT_PATH_LOOKUP] == RULE_OFF ||
-	    !rule_lookup_find(pipeline, &stage, from, sizeof(from)))
-		return;
-	char shape[SHAPE_BUF_LEN];
-	uint64_t hash = redacted_shape(ax, t, spec, shape);
-	uint32_t runs = 0;
-	int64_t now = ax->rc ? ax->rc->now_ms : 0;
-	if (!lookup_tracker_record(ax->e->lookups, hash, now, &runs))
-		return;
-	const rule_config *rc = &ax->e->cfg.rules[RULE_HOT_PATH_LOOKUP];
-	char detail[384], suggestion[640], qfrom[160];
-	js_quote(qfrom, sizeof(qfrom), from);
-	snprintf(detail, sizeof(detail),
-	         "this aggregation joins with %s%s%s%s and its shape ran %u times within %u s",
-	         stage, from[0] ? " from \"" : "", qfrom, from[0] ? "\"" : "", runs,
-	         rc->window_seconds);
-	snprintf(suggestion, sizeof(suggestion),
-	         "embed the joined data%s%s%s in the documents this query reads, or keep an "
-	         "extended reference (copy the few fields the query needs next to the "
-	         "reference), so this hot query needs no join",
-	         from[0] ? " from \"" : "", qfrom, from[0] ? "\"" : "");
-	words w = {detail,
-	           "embed the joined data, or keep an extended reference (the fields the query "
-	           "needs copied next to the reference), so the hot path needs no join",
-	           suggestion};
-	report(ax, t, RULE_HOT_PATH_LOOKUP, spec, shape, hash, &w);
-}
-
 static verdict analyze_aggregate(actx *ax, const cmdview *v)
 {
 	target t;
@@ -779,22 +720,22 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	shape_spec spec = {"aggregate", coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
 
 	bool ready = true;
-	if (coll && t.act[RULE_INDEX_MISMATCHED_SORT] != RULE_OFF && ax->e->ic) {
+	if (coll && (t.parts & PART_SORT) && ax->e->ic) {
 		leading l;
 		if (leading_sort(&b.pipeline, &l)) {
 			b.q.filter = l.filter;
 			b.q.sort = &l.sort;
-			ready = check_sort(ax, &t, &spec, &b.q);
+			ready = run_sort(ax, &site, &b.q);
 		}
 		if (l.owned)
 			bson_destroy(&l.merged);
 	}
 	if (!ready)
 		return VERDICT_WAIT_INDEXES;
-	check_regex(ax, &t, &spec, &b.pipeline, true);
-	check_lookup(ax, &t, &spec, &b.pipeline);
+	run_pipeline(ax, &site, &b.pipeline);
 	return ax->verdict;
 }
 
@@ -820,7 +761,8 @@ static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned 
 	if (!body_walk(&b, doc, keys))
 		return;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
-	check_filter_update(ax, t, &spec, &b);
+	rule_site site = site_of(t, &spec);
+	check_filter_update(ax, &site, &b);
 }
 
 static verdict analyze_update_delete(actx *ax, const cmdview *v)
@@ -830,8 +772,8 @@ static verdict analyze_update_delete(actx *ax, const cmdview *v)
 	if (!coll || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	bool update = ax->kind == CMD_UPDATE;
-	if (!update && t.act[RULE_CASE_INSENSITIVE_REGEX] == RULE_OFF)
-		return VERDICT_FORWARD;
+	if (!update && !(t.parts & PART_FILTER))
+		return VERDICT_FORWARD; /* a delete has only filters */
 	cmdview_docs d;
 	bson_t doc;
 	cmdview_docs_init(&d, v, update ? "updates" : "deletes");
@@ -933,10 +875,8 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		target t;
 		if (!target_init(ax, &t, db, coll))
 			continue;
-		ax->db = db;
 		analyze_stmt(ax, &t, &op, is_update ? BULK_UPDATE_KEYS : BK(FILTER), "bulkWrite",
 		             t.ns, kind);
-		ax->db = v->db;
 	}
 	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;

@@ -7,8 +7,8 @@
  *   db.getSiblingDB("shop").getCollection("cars").createIndex(
  *       {"manufacturer": 1, "model": 1, "cost": 1})
  * (on one line), plus `, {"collation": {...}}` when the query has a collation
- * other than simple. Also home of the small text writer the sort rule uses
- * for its one-line details. */
+ * other than simple. Also the JSON-ish writers for a sort and a small
+ * document that the sort rule's details share. */
 #ifndef MG_ANALYZERS_ESR_H
 #define MG_ANALYZERS_ESR_H
 
@@ -16,25 +16,13 @@
 #include <stddef.h>
 
 #include "analyzers/query_preds.h"
-#include "analyzers/rule_sort.h"
+#include "analyzers/sort_query.h"
+#include "protocol/text.h"
 
-/* Appends to a fixed buffer, always NUL-terminated; remembers overflow
- * instead of failing, so writers stay linear. */
-typedef struct esr_buf {
-	char *p;
-	size_t cap;
-	size_t len;
-	bool overflow;
-} esr_buf;
-
-void esr_buf_init(esr_buf *b, char *p, size_t cap);
-void esr_buf_str(esr_buf *b, const char *s);
-/* s as a JSON string literal, quotes included. */
-void esr_buf_json_string(esr_buf *b, const char *s);
 /* {"a": 1, "b": -1} */
-void esr_buf_sort(esr_buf *b, const sort_key *keys, size_t n);
+void esr_put_sort(text_buf *t, const sort_key *keys, size_t n);
 /* A small document as single-line JSON: {"locale": "fr", "strength": 2}. */
-void esr_buf_doc(esr_buf *b, const bson_t *doc);
+void esr_put_doc(text_buf *t, const bson_t *doc);
 
 /* The suggestion for an already-parsed query. Returns false (and writes
  * nothing useful) when the result does not fit in len. */

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "analyzers/engine.h"
+#include "analyzers/finding.h"
 
 #define FINDINGS_MAX_KEYS 4096
 

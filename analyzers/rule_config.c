@@ -1,17 +1,9 @@
-/* Rule ids, actions and scopes: the names the YAML config and the log use,
- * and the one function that decides a rule's action for a request. */
+/* Rule actions and scopes: the names the YAML config and the log use, and
+ * the one function that decides a rule's action for a request. */
 #include "analyzers/rule_config.h"
 
 #include <fnmatch.h>
 #include <string.h>
-
-/* Indexed by rule_id; these strings are contracts (DESIGN.md, "Rule ids"). */
-static const char *const rule_names[RULE_COUNT] = {
-    [RULE_CASE_INSENSITIVE_REGEX] = "case-insensitive-regex",
-    [RULE_UNBOUNDED_PUSH] = "unbounded-push",
-    [RULE_HOT_PATH_LOOKUP] = "hot-path-lookup",
-    [RULE_INDEX_MISMATCHED_SORT] = "index-mismatched-sort",
-};
 
 static const char *const action_names[] = {
     [RULE_OFF] = "off",
@@ -24,28 +16,12 @@ void rule_config_defaults(engine_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	for (int i = 0; i < RULE_COUNT; i++) {
 		cfg->rules[i].action = RULE_LOG;
-		cfg->rules[i].threshold = 60;
-		cfg->rules[i].window_seconds = 60;
+		const rule_def *d = rule_table[i];
+		for (size_t p = 0; p < d->nparams; p++)
+			cfg->rules[i].params[d->params[p].slot] = d->params[p].def;
 	}
 	cfg->redact_literals = true;
 	cfg->index_wait_ms = 1000;
-}
-
-const char *rule_name(rule_id id)
-{
-	if ((int)id < 0 || id >= RULE_COUNT)
-		return "unknown-rule";
-	return rule_names[id];
-}
-
-int rule_from_name(const char *name)
-{
-	if (!name)
-		return -1;
-	for (int i = 0; i < RULE_COUNT; i++)
-		if (strcmp(name, rule_names[i]) == 0)
-			return i;
-	return -1;
 }
 
 const char *rule_action_name(rule_action a)

@@ -1,5 +1,6 @@
-/* Rule ids, actions, scopes and parameters, as the YAML config states them.
- * Plain data: the proxy's config loader fills it, the engine reads it. */
+/* Rule actions, scopes and parameters, as the YAML config states them.
+ * Plain data: the proxy's config loader fills it, the engine reads it. The
+ * rules themselves (ids, names, parameter descriptors) are in rules.h. */
 #ifndef MG_ANALYZERS_RULE_CONFIG_H
 #define MG_ANALYZERS_RULE_CONFIG_H
 
@@ -7,13 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-	RULE_CASE_INSENSITIVE_REGEX,
-	RULE_UNBOUNDED_PUSH,
-	RULE_HOT_PATH_LOOKUP,
-	RULE_INDEX_MISMATCHED_SORT,
-	RULE_COUNT,
-} rule_id;
+#include "analyzers/rules.h"
 
 typedef enum {
 	RULE_OFF,
@@ -41,9 +36,18 @@ typedef struct rule_config {
 	rule_action action; /* when no scope matches */
 	rule_scope scopes[RULE_MAX_SCOPES];
 	size_t nscopes;
-	/* hot-path-lookup */
-	uint32_t threshold;      /* executions ... */
-	uint32_t window_seconds; /* ... within this window */
+	/* The rule's parameters, by slot (rule_param.slot in the rule's table
+	 * row); rule_config_defaults() sets each to its default. */
+	union {
+		uint32_t params[RULE_MAX_PARAMS];
+		/* Old names of hot-path-lookup's two slots, kept only because the
+		 * fuzz harness (tests/fuzz/fuzz_common.h) still sets .threshold;
+		 * new code uses params[LOOKUP_PARAM_*]. Remove with that use. */
+		struct {
+			uint32_t threshold;
+			uint32_t window_seconds;
+		};
+	};
 } rule_config;
 
 typedef struct engine_config {
@@ -52,12 +56,9 @@ typedef struct engine_config {
 	uint32_t index_wait_ms; /* longest a request waits for an index list */
 } engine_config;
 
-/* Defaults: every rule `log`, hot-path-lookup 60 in 60 s, redaction on. */
+/* Defaults: every rule `log` with its parameters' defaults, redaction on. */
 void rule_config_defaults(engine_config *cfg);
 
-/* "case-insensitive-regex" <-> RULE_CASE_INSENSITIVE_REGEX; -1 if unknown. */
-const char *rule_name(rule_id id);
-int rule_from_name(const char *name);
 const char *rule_action_name(rule_action a);
 int rule_action_from_name(const char *name);
 

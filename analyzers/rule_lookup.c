@@ -13,6 +13,7 @@
 
 #include "analyzers/keys.h"
 #include "analyzers/lru_map.h"
+#include "analyzers/rule_api.h"
 
 #define MAX_DEPTH 100
 
@@ -184,3 +185,95 @@ size_t lookup_tracker_size(lookup_tracker *t)
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
+
+/* ---- the rule: parameters, check and words ---- */
+
+typedef struct lookup_facts {
+	const char *stage; /* "$lookup" or "$graphLookup" */
+	char from[128];    /* "" when not a plain name */
+	uint32_t runs;
+	uint32_t window_seconds;
+} lookup_facts;
+
+/* Explain runs nothing, so it is never an execution; every real one is
+ * counted, reported or not, which is why this check does not ask
+ * rule_wanted() first. */
+static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)
+{
+	lookup_facts f;
+	if (rule_ctx_explain(c) || !rule_lookup_find(pipeline, &f.stage, f.from, sizeof(f.from)))
+		return;
+	char shape[SHAPE_BUF_LEN];
+	uint64_t hash = rule_shape_redacted(c, s, shape);
+	if (!lookup_tracker_record(rule_ctx_state(c, RULE_HOT_PATH_LOOKUP), hash,
+	                           rule_ctx_now_ms(c), &f.runs))
+		return;
+	f.window_seconds =
+	    rule_ctx_config(c, RULE_HOT_PATH_LOOKUP)->params[LOOKUP_PARAM_WINDOW_SECONDS];
+	rule_report_shaped(c, s, RULE_HOT_PATH_LOOKUP, &f, shape, hash);
+}
+
+/* ` from "coll"`, or nothing when the join names no plain collection. */
+static void from_clause(text_buf *t, const char *from)
+{
+	if (!from[0])
+		return;
+	text_str(t, " from \"");
+	text_json_str(t, from, strlen(from), 0);
+	text_char(t, '"');
+}
+
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const lookup_facts *f = facts;
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+	size_t start = text_mark(&t);
+	text_printf(&t, "this aggregation joins with %s", f->stage);
+	from_clause(&t, f->from);
+	text_printf(&t, " and its shape ran %u times within %u s", f->runs, f->window_seconds);
+	w->detail = rule_words_piece(&t, start);
+	start = text_mark(&t);
+	text_str(&t, "embed the joined data");
+	from_clause(&t, f->from);
+	text_str(&t, " in the documents this query reads, or keep an extended reference (copy the "
+	             "few fields the query needs next to the reference), so this hot query needs "
+	             "no join");
+	w->suggestion = rule_words_piece(&t, start);
+	w->fix = "embed the joined data, or keep an extended reference (the fields the query needs "
+	         "copied next to the reference), so the hot path needs no join";
+}
+
+static void *state_new(const rule_config *rc)
+{
+	return lookup_tracker_new(rc->params[LOOKUP_PARAM_THRESHOLD],
+	                          rc->params[LOOKUP_PARAM_WINDOW_SECONDS], LOOKUP_MAX_SHAPES);
+}
+
+static void state_free(void *state)
+{
+	lookup_tracker_free(state);
+}
+
+static const rule_param params[] = {
+    {"threshold", RULE_PARAM_U32, 60, 1, 1000000, LOOKUP_PARAM_THRESHOLD,
+     "executions of one shape that make it hot"},
+    {"windowSeconds", RULE_PARAM_U32, 60, 1, 86400, LOOKUP_PARAM_WINDOW_SECONDS,
+     "the window those executions fall in"},
+};
+
+static const rule_checks checks = {
+    .pipeline = check_pipeline,
+    .words = words,
+    .state_new = state_new,
+    .state_free = state_free,
+};
+
+const rule_def rule_lookup_def = {
+    .id = RULE_HOT_PATH_LOOKUP,
+    .name = "hot-path-lookup",
+    .summary = "an aggregation with $lookup / $graphLookup runs often (threshold in window)",
+    .params = params,
+    .nparams = sizeof(params) / sizeof(params[0]),
+    .checks = &checks,
+};

@@ -20,6 +20,12 @@
 
 #define LOOKUP_MAX_SHAPES 10000
 
+/* The rule's parameters, as slots of rule_config.params. */
+enum {
+	LOOKUP_PARAM_THRESHOLD,      /* executions ... */
+	LOOKUP_PARAM_WINDOW_SECONDS, /* ... within this window */
+};
+
 /* pipeline: an iterator positioned on an array of stages. On a hit, stage
  * gets "$lookup" or "$graphLookup" and from (may be NULL) the joined
  * collection ("" when it is not a plain name). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "analyzers/keys.h"
+#include "analyzers/rule_api.h"
 
 #define MAX_DEPTH 100
 
@@ -187,3 +188,59 @@ bool rule_push_update(const bson_iter_t *u, push_hit *hit)
 	} while (bson_iter_next(&c));
 	return false;
 }
+
+/* ---- the rule: check and words ---- */
+
+static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
+{
+	push_hit hit;
+	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && rule_push_update(u, &hit))
+		rule_report(c, s, RULE_UNBOUNDED_PUSH, &hit);
+}
+
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const push_hit *hit = facts;
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+	size_t start = text_mark(&t);
+	if (hit->pipeline) {
+		text_printf(&t, "%s %s, so the array grows without bound", hit->fields, hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_printf(&t,
+		            "bound the result: {$slice: [{$concatArrays: [...]}, -N]} keeps the "
+		            "newest N; or bucket the items into documents of bounded size, or move "
+		            "them to a child collection that references this document (%s)",
+		            hit->fields);
+		w->fix =
+		    "wrap the $concatArrays in {$slice: [..., -N]} (subset pattern), bucket the "
+		    "array, or move the items to a child collection";
+	} else {
+		text_printf(&t, "$push to %s %s, so the array grows without bound", hit->fields,
+		            hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_printf(
+		    &t,
+		    "push with {$each: [<items>], $slice: -N} to keep the newest N (subset "
+		    "pattern) for %s; or bucket the items into documents of bounded size, or "
+		    "move them to a child collection that references this document",
+		    hit->fields);
+		w->fix = "push with {$each: [...], $slice: -N} (subset pattern), bucket the array, "
+		         "or move the items to a child collection";
+	}
+	w->suggestion = rule_words_piece(&t, start);
+}
+
+static const rule_checks checks = {
+    .update = check_update,
+    .words = words,
+};
+
+const rule_def rule_push_def = {
+    .id = RULE_UNBOUNDED_PUSH,
+    .name = "unbounded-push",
+    .summary = "an update appends to an array with nothing bounding its length",
+    .checks = &checks,
+};

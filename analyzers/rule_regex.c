@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyzers/keys.h"
+#include "analyzers/rule_api.h"
 
 /* Query nesting is bounded by the server (100); deeper input is not ours to
  * judge and is simply not walked further. */
@@ -377,3 +378,95 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 	hit->coll[0] = '\0';
 	return walk_pipeline(pipeline, hit, 0);
 }
+
+/* ---- the rule: check and words ---- */
+
+static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *filter)
+{
+	regex_hit hit;
+	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) && rule_regex_filter(filter, &hit))
+		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &hit);
+}
+
+static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)
+{
+	regex_hit hit;
+	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) && rule_regex_pipeline(pipeline, &hit))
+		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &hit);
+}
+
+/* The inside of a JavaScript / JSON string literal. */
+static void js(text_buf *t, const char *s)
+{
+	text_json_str(t, s, strlen(s), 0);
+}
+
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const regex_hit *hit = facts;
+	/* Inside a join the field belongs to the joined collection. */
+	const char *where = hit->coll[0] ? hit->coll : s->coll;
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+
+	size_t start = text_mark(&t);
+	if (hit->field[0]) {
+		text_char(&t, '"');
+		js(&t, hit->field);
+		text_char(&t, '"');
+		if (hit->coll[0]) {
+			text_str(&t, " (in joined collection \"");
+			js(&t, hit->coll);
+			text_str(&t, "\")");
+		}
+		text_printf(&t,
+		            " is matched with a case-insensitive regex (%s), which no index can "
+		            "bound, so every key is scanned",
+		            hit->how);
+	} else {
+		text_printf(&t,
+		            "a case-insensitive regex (%s) matches documents; no index can bound "
+		            "it, so every key is scanned",
+		            hit->how);
+	}
+	w->detail = rule_words_piece(&t, start);
+
+	start = text_mark(&t);
+	if (hit->field[0] && where) {
+		text_str(&t, "db.getSiblingDB(\"");
+		js(&t, s->db);
+		text_str(&t, "\").getCollection(\"");
+		js(&t, where);
+		text_str(&t, "\").createIndex({\"");
+		js(&t, hit->field);
+		text_str(&t, "\": 1}, {collation: {locale: \"en\", strength: 2}}) and query by "
+		             "equality with the same collation: .find({\"");
+		js(&t, hit->field);
+		text_str(&t, "\": <value>}).collation({locale: \"en\", strength: 2}); or store a "
+		             "lower-cased copy of \"");
+		js(&t, hit->field);
+		text_str(&t, "\", index it and match it by equality");
+	} else {
+		text_str(&t,
+		         "create an index with {collation: {locale: \"en\", strength: 2}} on the "
+		         "field and query it by equality with the same collation, or store a "
+		         "lower-cased copy of the field, index it and match it by equality");
+	}
+	w->suggestion = rule_words_piece(&t, start);
+	w->fix = "query by equality with a case-insensitive collation ({locale: \"en\", "
+	         "strength: 2}) backed by an index with that collation, or match a stored "
+	         "lower-cased field";
+}
+
+static const rule_checks checks = {
+    .filter = check_filter,
+    .pipeline = check_pipeline,
+    .words = words,
+};
+
+const rule_def rule_regex_def = {
+    .id = RULE_CASE_INSENSITIVE_REGEX,
+    .name = "case-insensitive-regex",
+    .summary = "a regex with the i flag selects documents: no index can bound it",
+    .checks = &checks,
+};

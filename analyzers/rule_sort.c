@@ -52,7 +52,9 @@
 #include <string.h>
 
 #include "analyzers/esr.h"
-#include "analyzers/query_preds.h"
+#include "analyzers/index_cache.h"
+#include "analyzers/rule_api.h"
+#include "protocol/text.h"
 
 #define KEYS_MAX QUERY_SORT_MAX /* longer key patterns cannot matter to a sort */
 
@@ -387,149 +389,54 @@ static hint_kind resolve_hint(const index_set *set, const sort_query *q, const i
 	return HINT_INDEX;
 }
 
-static void index_names(esr_buf *b, const index_set *set)
+/* ---- the verdict, as facts ---- */
+
+/* Records why; the words are rendered later, from these. */
+static void say(sort_facts *f, sort_verdict v, const sort_spec *shown, const char *what,
+                const char *name, const char *tail)
 {
-	for (size_t i = 0; i < index_set_count(set); i++) {
-		const index_def *d = index_set_get(set, i);
-		if (i > 0)
-			esr_buf_str(b, ", ");
-		if (b->len + strlen(d->name) + 16 > b->cap) {
-			esr_buf_str(b, "...");
-			return;
-		}
-		esr_buf_str(b, d->name);
-		if (d->hidden)
-			esr_buf_str(b, " (hidden)");
-	}
+	f->verdict = v;
+	f->show_sort = shown != NULL;
+	f->what = what;
+	f->name = name;
+	f->tail = tail;
 }
 
-/* Writes "sort {..} on db.coll: <what>" into detail. */
-static void say(char *detail, size_t detail_len, const sort_query *q, const sort_spec *s,
-                const char *what, const char *name, const char *tail)
+/* When no index provides the sort: which one it is that blocks. */
+static void blocking(sort_facts *f, const char *why, const index_def *hinted,
+                     const index_def *coll_near)
 {
-	char line[640];
-	esr_buf b;
-
-	if (detail == NULL || detail_len == 0)
-		return;
-	esr_buf_init(&b, line, sizeof line - 1);
-	esr_buf_str(&b, "sort ");
-	if (s != NULL && s->n > 0) {
-		esr_buf_sort(&b, s->keys, s->n);
-		esr_buf_str(&b, " ");
-	}
-	esr_buf_str(&b, "on ");
-	esr_buf_str(&b, q->db != NULL ? q->db : "");
-	esr_buf_str(&b, ".");
-	esr_buf_str(&b, q->coll != NULL ? q->coll : "");
-	esr_buf_str(&b, ": ");
-	esr_buf_str(&b, what);
-	if (name != NULL)
-		esr_buf_str(&b, name);
-	if (tail != NULL)
-		esr_buf_str(&b, tail);
-	snprintf(detail, detail_len, "%s", line);
-}
-
-static sort_verdict blocking(const index_set *set, const sort_query *q, const query_preds *p,
-                             const sort_spec *s, const char *why, const index_def *hinted,
-                             const index_def *coll_near, char *suggestion, size_t suggestion_len,
-                             char *detail, size_t detail_len)
-{
-	if (suggestion != NULL && suggestion_len > 0)
-		esr_suggest_parsed(q->db, q->coll, p, s, q->collation, suggestion, suggestion_len);
 	if (why != NULL) {
-		say(detail, detail_len, q, s, why, NULL, NULL);
+		say(f, SORT_BLOCKING, &f->sort, why, NULL, NULL);
 	} else if (hinted != NULL) {
-		say(detail, detail_len, q, s, "hinted index ", hinted->name, " cannot provide it");
+		say(f, SORT_BLOCKING, &f->sort, "hinted index ", hinted->name,
+		    " cannot provide it");
 	} else {
-		char tail[512];
-		esr_buf b;
-		esr_buf_init(&b, tail, sizeof tail);
-		esr_buf_str(&b, coll_near != NULL ? " with the query's collation (indexes: "
-		                                  : " (indexes: ");
-		index_names(&b, set);
-		esr_buf_str(&b, ")");
-		say(detail, detail_len, q, s, "no index provides it", NULL, tail);
+		say(f, SORT_BLOCKING, &f->sort, "no index provides it", NULL, NULL);
+		f->list_indexes = true;
+		f->collation_near = coll_near != NULL;
 	}
-	return SORT_BLOCKING;
 }
 
-sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestion,
-                        size_t suggestion_len, char *detail, size_t detail_len)
+/* The index list gave no plain answer: a hint, a wildcard index, or the
+ * indexes themselves (sort_evaluate's last step). */
+static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hinted)
 {
-	sort_spec sort;
-	query_preds preds;
-	const index_def *hinted = NULL;
-	const char *why = NULL;
 	eval_out out = {0};
-
-	if (suggestion != NULL && suggestion_len > 0)
-		suggestion[0] = '\0';
-	if (detail != NULL && detail_len > 0)
-		detail[0] = '\0';
-
-	switch (query_sort_parse(q->sort, &sort)) {
-	case SORT_SPEC_NONE:
-		say(detail, detail_len, q, NULL, "not an index question (empty, $natural or $meta)",
-		    NULL, NULL);
-		return SORT_PROVIDED;
-	case SORT_SPEC_INVALID:
-		say(detail, detail_len, q, NULL, "no verdict: a sort the server rejects", NULL,
-		    NULL);
-		return SORT_NO_VERDICT;
-	case SORT_SPEC_KEYS:
-		break;
-	}
-	if (s == NULL || index_set_is_opaque(s, &why)) {
-		say(detail, detail_len, q, &sort,
-		    "no verdict: ", why != NULL ? why : "index list unknown", NULL);
-		return SORT_NO_VERDICT;
-	}
-
-	query_preds_init(&preds);
-	query_preds_collect(&preds, q->filter);
-	if (preds.overflow || preds.text_or_near) {
-		say(detail, detail_len, q, &sort, "no verdict: ",
-		    preds.overflow ? "too many predicates" : "$text or $near chooses the plan",
-		    NULL);
-		return SORT_NO_VERDICT;
-	}
-
-	switch (resolve_hint(s, q, &hinted, &why)) {
-	case HINT_NATURAL:
-		return blocking(s, q, &preds, &sort, "hint {$natural} forces a collection scan",
-		                NULL, NULL, suggestion, suggestion_len, detail, detail_len);
-	case HINT_UNUSABLE:
-		say(detail, detail_len, q, &sort, "no verdict: ", why, NULL);
-		return SORT_NO_VERDICT;
-	case HINT_NONE:
-		for (size_t i = 0; i < index_set_count(s); i++) {
-			const index_def *d = index_set_get(s, i);
-			if (d->wildcard && !d->hidden) {
-				say(detail, detail_len, q, &sort, "no verdict: wildcard index ",
-				    d->name, " may provide it");
-				return SORT_NO_VERDICT;
-			}
-		}
-		break;
-	case HINT_INDEX:
-		break;
-	}
-
-	eval_result r = eval_indexes(s, hinted, &preds, &sort, q->collation, &out);
+	const sort_query *q = f->q;
+	eval_result r = eval_indexes(s, hinted, &f->preds, &f->sort, q->collation, &out);
 	if (r == EVAL_YES) {
-		say(detail, detail_len, q, &sort, "provided by index ", out.by->name, NULL);
-		return SORT_PROVIDED;
+		say(f, SORT_PROVIDED, &f->sort, "provided by index ", out.by->name, NULL);
+		return;
 	}
-	if (preds.nors > 0 || preds.ors_overflow) {
+	if (f->preds.nors > 0 || f->preds.ors_overflow) {
 		eval_out oo = {0};
-		eval_result orr = eval_ors(s, hinted, &preds, &sort, q->collation, &oo);
+		eval_result orr = eval_ors(s, hinted, &f->preds, &f->sort, q->collation, &oo);
 		if (orr == EVAL_YES) {
-			say(detail, detail_len, q, &sort,
+			say(f, SORT_PROVIDED, &f->sort,
 			    "provided by merging sorted index scans of each $or branch", NULL,
 			    NULL);
-			return SORT_PROVIDED;
+			return;
 		}
 		if (orr == EVAL_MAYBE && r == EVAL_NO) {
 			r = EVAL_MAYBE;
@@ -539,15 +446,216 @@ sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestio
 	}
 	if (r == EVAL_MAYBE) {
 		if (out.maybe != NULL) {
-			char tail[160];
-			snprintf(tail, sizeof tail, " %s and may provide it", out.maybe_why);
-			say(detail, detail_len, q, &sort, "no verdict: index ", out.maybe->name,
-			    tail);
+			say(f, SORT_NO_VERDICT, &f->sort, "no verdict: index ", out.maybe->name,
+			    NULL);
+			f->maybe_why = out.maybe_why;
 		} else {
-			say(detail, detail_len, q, &sort, "no verdict: ", out.maybe_why, NULL);
+			say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ", out.maybe_why, NULL);
 		}
-		return SORT_NO_VERDICT;
+		return;
 	}
-	return blocking(s, q, &preds, &sort, NULL, hinted, out.collation, suggestion,
-	                suggestion_len, detail, detail_len);
+	blocking(f, NULL, hinted, out.collation);
 }
+
+void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
+{
+	const index_def *hinted = NULL;
+	const char *why = NULL;
+
+	f->q = q;
+	f->set = s;
+	f->maybe_why = NULL;
+	f->list_indexes = f->collation_near = false;
+	f->preds.n = 0;
+	switch (query_sort_parse(q->sort, &f->sort)) {
+	case SORT_SPEC_NONE:
+		say(f, SORT_PROVIDED, NULL, "not an index question (empty, $natural or $meta)",
+		    NULL, NULL);
+		return;
+	case SORT_SPEC_INVALID:
+		say(f, SORT_NO_VERDICT, NULL, "no verdict: a sort the server rejects", NULL, NULL);
+		return;
+	case SORT_SPEC_KEYS:
+		break;
+	}
+	if (s == NULL || index_set_is_opaque(s, &why)) {
+		say(f, SORT_NO_VERDICT, &f->sort,
+		    "no verdict: ", why != NULL ? why : "index list unknown", NULL);
+		return;
+	}
+
+	query_preds_init(&f->preds);
+	query_preds_collect(&f->preds, q->filter);
+	if (f->preds.overflow || f->preds.text_or_near) {
+		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ",
+		    f->preds.overflow ? "too many predicates" : "$text or $near chooses the plan",
+		    NULL);
+		return;
+	}
+
+	switch (resolve_hint(s, q, &hinted, &why)) {
+	case HINT_NATURAL:
+		blocking(f, "hint {$natural} forces a collection scan", NULL, NULL);
+		return;
+	case HINT_UNUSABLE:
+		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ", why, NULL);
+		return;
+	case HINT_NONE:
+		for (size_t i = 0; i < index_set_count(s); i++) {
+			const index_def *d = index_set_get(s, i);
+			if (d->wildcard && !d->hidden) {
+				say(f, SORT_NO_VERDICT, &f->sort, "no verdict: wildcard index ",
+				    d->name, " may provide it");
+				return;
+			}
+		}
+		break;
+	case HINT_INDEX:
+		break;
+	}
+	judge_indexes(s, f, hinted);
+}
+
+/* ---- the words, from the facts ---- */
+
+static void index_names(text_buf *b, const index_set *set)
+{
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (i > 0)
+			text_str(b, ", ");
+		if (b->len + strlen(d->name) + 16 > b->cap) {
+			text_str(b, "...");
+			return;
+		}
+		text_str(b, d->name);
+		if (d->hidden)
+			text_str(b, " (hidden)");
+	}
+}
+
+void sort_facts_detail(const sort_facts *f, char *detail, size_t len)
+{
+	char line[639], tail[512];
+	text_buf b;
+
+	if (detail == NULL || len == 0)
+		return;
+	const char *t = f->tail;
+	if (f->list_indexes) {
+		text_init(&b, tail, sizeof tail);
+		text_str(&b, f->collation_near ? " with the query's collation (indexes: "
+		                               : " (indexes: ");
+		index_names(&b, f->set);
+		text_str(&b, ")");
+		t = text_finish(&b);
+	} else if (f->maybe_why != NULL) {
+		snprintf(tail, sizeof tail, " %s and may provide it", f->maybe_why);
+		t = tail;
+	}
+	text_init(&b, line, sizeof line);
+	text_str(&b, "sort ");
+	if (f->show_sort && f->sort.n > 0) {
+		esr_put_sort(&b, f->sort.keys, f->sort.n);
+		text_str(&b, " ");
+	}
+	text_str(&b, "on ");
+	text_str(&b, f->q->db != NULL ? f->q->db : "");
+	text_str(&b, ".");
+	text_str(&b, f->q->coll != NULL ? f->q->coll : "");
+	text_str(&b, ": ");
+	text_str(&b, f->what);
+	if (f->name != NULL)
+		text_str(&b, f->name);
+	if (t != NULL)
+		text_str(&b, t);
+	snprintf(detail, len, "%s", text_finish(&b));
+}
+
+void sort_facts_suggestion(const sort_facts *f, char *suggestion, size_t len)
+{
+	if (suggestion == NULL || len == 0)
+		return;
+	suggestion[0] = '\0';
+	if (f->verdict == SORT_BLOCKING)
+		esr_suggest_parsed(f->q->db, f->q->coll, &f->preds, &f->sort, f->q->collation,
+		                   suggestion, len);
+}
+
+sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestion,
+                        size_t suggestion_len, char *detail, size_t detail_len)
+{
+	sort_facts f;
+	sort_evaluate(s, q, &f);
+	sort_facts_suggestion(&f, suggestion, suggestion_len);
+	sort_facts_detail(&f, detail, detail_len);
+	return f.verdict;
+}
+
+/* ---- the rule: check and words ---- */
+
+static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_query *q)
+{
+	index_set *set = NULL;
+	if (!s->coll)
+		return RULE_READY;
+	switch (index_cache_get(rule_ctx_index_cache(c), s->db, s->coll, &set)) {
+	case INDEXES_KNOWN:
+		break;
+	case INDEXES_PENDING:
+		return rule_ctx_no_wait(c) ? RULE_READY : RULE_WAIT;
+	default: /* INDEXES_UNAVAILABLE: no verdict possible */
+		return RULE_READY;
+	}
+	sort_facts f;
+	sort_evaluate(set, q, &f);
+	if (f.verdict == SORT_BLOCKING)
+		rule_report(c, s, RULE_INDEX_MISMATCHED_SORT, &f);
+	index_set_release(set);
+	return RULE_READY;
+}
+
+/* The detail and suggestion keep the sizes they have always had in the log
+ * (255 and 511 bytes); the fix wraps the suggestion. */
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const sort_facts *f = facts;
+	char why[256], index[512];
+	text_buf t;
+	sort_facts_detail(f, why, sizeof why);
+	sort_facts_suggestion(f, index, sizeof index);
+	text_init(&t, w->buf, sizeof(w->buf));
+
+	size_t start = text_mark(&t);
+	if (why[0])
+		text_printf(&t, "%s, so mongod sorts in memory", why);
+	else
+		text_str(&t, "no index provides this sort, so mongod sorts in memory");
+	w->detail = rule_words_piece(&t, start);
+	start = text_mark(&t);
+	if (index[0])
+		text_printf(&t, "create the index %s", index);
+	else
+		text_str(&t, "create an index with the equality fields first, then the sort fields "
+		             "in the sort's directions, then the range fields (ESR)");
+	w->fix = rule_words_piece(&t, start);
+	if (index[0]) {
+		start = text_mark(&t);
+		text_str(&t, index);
+		w->suggestion = rule_words_piece(&t, start);
+	} else {
+		w->suggestion = w->fix;
+	}
+}
+
+static const rule_checks checks = {
+    .sort = check_sort,
+    .words = words,
+};
+
+const rule_def rule_sort_def = {
+    .id = RULE_INDEX_MISMATCHED_SORT,
+    .name = "index-mismatched-sort",
+    .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
+    .checks = &checks,
+};

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/text.h"
+
 /* Internal mode beyond the public ones: a field's operator document. */
 #define SHAPE_PREDICATE ((shape_mode)(SHAPE_FILTER_LIST + 1))
 
@@ -18,11 +20,9 @@
 #define RESERVE (SHAPE_MAX_DEPTH + 2 + sizeof(TRUNC_MARKER))
 
 typedef struct jw {
-	char *buf;
-	size_t limit; /* tokens may use buf[0..limit); the rest is reserved */
-	size_t len;
+	text_buf t;  /* appends stop at the reserve; t.overflow: the current
+	                token did not fit */
 	bool full;   /* a token did not fit: everything after it is dropped */
-	bool ovf;    /* the current token overflowed */
 	int skipped; /* containers opened (and dropped) after the writer filled */
 	int depth;
 	char closer[SHAPE_MAX_DEPTH + 2];
@@ -32,40 +32,18 @@ typedef struct jw {
 
 static void put(jw *w, const char *s, size_t n)
 {
-	if (w->ovf || w->len + n > w->limit) {
-		w->ovf = true;
-		return;
-	}
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
+	text_put(&w->t, s, n);
 }
 
 static void putc_(jw *w, char c)
 {
-	put(w, &c, 1);
+	text_char(&w->t, c);
 }
 
+/* Bytes as they are: the hash is over them, so they never change. */
 static void put_escaped(jw *w, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
-	putc_(w, '"');
-	size_t run = 0; /* bytes that need no escaping, written in one go */
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		put(w, s + run, i - run);
-		run = i + 1;
-		if (c == '"' || c == '\\') {
-			char e[2] = {'\\', (char)c};
-			put(w, e, 2);
-		} else {
-			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-			put(w, e, 6);
-		}
-	}
-	put(w, s + run, n - run);
-	putc_(w, '"');
+	text_json_str(&w->t, s, n, TEXT_JSON_QUOTED);
 }
 
 /* Starts a token: comma and key. False when the writer is already full. */
@@ -73,8 +51,8 @@ static bool tok_begin(jw *w, const char *key, size_t *save)
 {
 	if (w->full)
 		return false;
-	*save = w->len;
-	w->ovf = false;
+	*save = text_mark(&w->t);
+	w->t.overflow = false;
 	if (w->comma[w->depth])
 		putc_(w, ',');
 	if (key) {
@@ -86,8 +64,8 @@ static bool tok_begin(jw *w, const char *key, size_t *save)
 
 static bool tok_end(jw *w, size_t save)
 {
-	if (w->ovf) {
-		w->len = save;
+	if (w->t.overflow) {
+		text_rewind(&w->t, save);
 		w->full = true;
 		return false;
 	}
@@ -147,19 +125,18 @@ static void w_close(jw *w)
 		return;
 	if (w->depth == 1 && w->full && w->closer[1] == '}') {
 		if (w->comma[1])
-			w->buf[w->len++] = ',';
-		memcpy(w->buf + w->len, TRUNC_MARKER, sizeof(TRUNC_MARKER) - 1);
-		w->len += sizeof(TRUNC_MARKER) - 1;
+			text_close(&w->t, ",");
+		text_close(&w->t, TRUNC_MARKER);
 	}
-	w->buf[w->len++] = w->closer[w->depth];
+	char c[2] = {w->closer[w->depth], '\0'};
+	text_close(&w->t, c);
 	w->depth--;
 }
 
 static void jw_init(jw *w, char *buf, size_t cap, bool redact)
 {
 	memset(w, 0, sizeof(*w));
-	w->buf = buf;
-	w->limit = cap > RESERVE ? cap - RESERVE : 0;
+	text_init_reserve(&w->t, buf, cap, RESERVE);
 	w->redact = redact;
 }
 
@@ -167,8 +144,8 @@ static size_t jw_finish(jw *w)
 {
 	while (w->depth > 0 || w->skipped > 0)
 		w_close(w);
-	w->buf[w->len] = '\0';
-	return w->len;
+	text_finish(&w->t);
+	return w->t.len;
 }
 
 /* ---- placeholders ---- */
@@ -286,6 +263,8 @@ static void w_base64(jw *w, const uint8_t *p, uint32_t n)
 	}
 }
 
+/* Long on purpose: one case per BSON type, each its extended-JSON form. It
+ * reads as a table; split up, the table would be scattered over helpers. */
 static void render_verbatim_scalar(jw *w, const char *key, const bson_iter_t *it)
 {
 	char num[64];

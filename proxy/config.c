@@ -216,6 +216,19 @@ static bool scope_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "a rule scope", key);
 }
 
+/* A parameter from its descriptor in the rule's table row. */
+static bool get_param(cfg_ctx *x, yaml_node_t *v, const char *rule, const rule_param *p,
+                      rule_config *rc)
+{
+	char what[128];
+	snprintf(what, sizeof(what), "%s %s", rule, p->name);
+	switch (p->type) {
+	case RULE_PARAM_U32:
+		return get_u32(x, v, what, p->min, p->max, &rc->params[p->slot]);
+	}
+	return fail(x, v, "%s has a type this loader does not know", what);
+}
+
 typedef struct rule_arg {
 	rule_id id;
 	rule_config *rc;
@@ -252,11 +265,9 @@ static bool rule_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		}
 		return true;
 	}
-	if (ra->id == RULE_HOT_PATH_LOOKUP && !strcmp(key, "threshold"))
-		return get_u32(x, v, "hot-path-lookup threshold", 1, 1000000, &rc->threshold);
-	if (ra->id == RULE_HOT_PATH_LOOKUP && !strcmp(key, "windowSeconds"))
-		return get_u32(x, v, "hot-path-lookup windowSeconds", 1, 86400,
-		               &rc->window_seconds);
+	const rule_param *p = rule_param_find(rule_table[ra->id], key);
+	if (p)
+		return get_param(x, v, rule_name(ra->id), p, rc);
 	char section[96];
 	snprintf(section, sizeof(section), "rule %s", rule_name(ra->id));
 	return unknown(x, v, section, key);
@@ -266,11 +277,14 @@ static bool rules_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
 	int id = rule_from_name(key);
-	if (id < 0)
-		return fail(x, v,
-		            "unknown rule '%s' (rules: case-insensitive-regex, unbounded-push, "
-		            "hot-path-lookup, index-mismatched-sort)",
-		            key);
+	if (id < 0) {
+		char names[512] = "";
+		size_t n = 0;
+		for (int r = 0; r < RULE_COUNT && n < sizeof(names); r++)
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", r ? ", " : "",
+			                      rule_table[r]->name);
+		return fail(x, v, "unknown rule '%s' (rules: %s)", key, names);
+	}
 	rule_config *rc = &c->engine.rules[id];
 	if (v && v->type == YAML_SCALAR_NODE)
 		return get_action(x, v, key, &rc->action);

@@ -9,17 +9,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "protocol/text.h"
+
 /* One line is at most this long. A string that does not fit is cut at a
  * character boundary; any other attribute that does not fit is left out;
  * either way the line stays valid JSON and says "truncated": true. The last
- * LOG_RESERVE bytes are kept for the closing quotes and braces. */
+ * LOG_RESERVE bytes are the text builder's reserve, kept for the closing
+ * quotes and braces. */
 #define LOG_LINE_MAX (64 * 1024)
 #define LOG_RESERVE  64
 
 struct log_line {
 	char buf[LOG_LINE_MAX];
-	size_t len;
-	bool truncated; /* something was cut or left out; nothing more is added */
+	text_buf t; /* over buf; t.overflow: something was cut or left out,
+	               and nothing more is added */
 	bool has_attr;
 };
 
@@ -53,102 +56,12 @@ bool log_enabled(log_severity s)
 	return s <= log_max;
 }
 
-static bool room(const log_line *l, size_t n)
-{
-	return !l->truncated && l->len + n <= LOG_LINE_MAX - LOG_RESERVE;
-}
-
-/* Appends all of s or, when it does not fit, nothing (and marks the line). */
-static void put_raw(log_line *l, const char *s, size_t n)
-{
-	if (!room(l, n)) {
-		l->truncated = true;
-		return;
-	}
-	memcpy(l->buf + l->len, s, n);
-	l->len += n;
-}
-
-/* Appends into the reserve: only for the closing of what is already open. */
-static void put_closing(log_line *l, const char *s)
-{
-	size_t n = strlen(s);
-	if (l->len + n <= LOG_LINE_MAX) {
-		memcpy(l->buf + l->len, s, n);
-		l->len += n;
-	}
-}
-
-static void put_str(log_line *l, const char *s)
-{
-	put_raw(l, s, strlen(s));
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 when the bytes there
- * are not one. Client data (field names, app names) is not guaranteed to be
- * UTF-8, and a log line must stay valid JSON. */
-static size_t utf8_seq_len(const unsigned char *p)
-{
-	if (p[0] < 0x80)
-		return 1;
-	size_t n = (p[0] & 0xe0) == 0xc0   ? 2
-	           : (p[0] & 0xf0) == 0xe0 ? 3
-	           : (p[0] & 0xf8) == 0xf0 ? 4
-	                                   : 0;
-	if (n == 0 || (n == 2 && p[0] < 0xc2) || (n == 4 && p[0] > 0xf4))
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0; /* also stops at the terminating NUL */
-	if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
-	    (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
-		return 0; /* overlong, surrogate, or beyond U+10FFFF */
-	return n;
-}
-
-static bool utf8_valid(const char *s)
-{
-	for (const unsigned char *p = (const unsigned char *)s; *p;) {
-		size_t n = utf8_seq_len(p);
-		if (n == 0)
-			return false;
-		p += n;
-	}
-	return true;
-}
-
-/* Writes s as a JSON string, escaping what JSON requires; a byte that is
- * not part of valid UTF-8 becomes U+FFFD. When the line runs out of room the
- * string is cut between two characters and still closed. */
+/* Client data (field names, app names) is not guaranteed to be UTF-8, and a
+ * log line must stay valid JSON: invalid bytes become U+FFFD, and a string
+ * that runs out of room is cut between two characters and still closed. */
 static void put_json_string(log_line *l, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
-	if (!room(l, 2)) {
-		l->truncated = true;
-		return;
-	}
-	put_raw(l, "\"", 1);
-	while (*s && !l->truncated) {
-		unsigned char c = (unsigned char)*s;
-		size_t n = utf8_seq_len((const unsigned char *)s);
-		char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-		if (n > 1 || (n == 1 && c >= 0x20 && c != '"' && c != '\\'))
-			put_raw(l, s, n);
-		else if (n == 0)
-			put_raw(l, "\\ufffd", 6);
-		else if (c == '"')
-			put_raw(l, "\\\"", 2);
-		else if (c == '\\')
-			put_raw(l, "\\\\", 2);
-		else if (c == '\n')
-			put_raw(l, "\\n", 2);
-		else if (c == '\t')
-			put_raw(l, "\\t", 2);
-		else
-			put_raw(l, esc, 6);
-		s += n ? n : 1;
-	}
-	put_closing(l, "\"");
+	text_json_str(&l->t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
 }
 
 log_line *log_begin(log_severity s, const char *component, int id, const char *ctx, const char *msg)
@@ -157,8 +70,7 @@ log_line *log_begin(log_severity s, const char *component, int id, const char *c
 	if (!log_enabled(s) || log_fd < 0)
 		return NULL;
 	log_line *l = &tl_line;
-	l->len = 0;
-	l->truncated = false;
+	text_init_reserve(&l->t, l->buf, sizeof(l->buf), LOG_RESERVE);
 	l->has_attr = false;
 
 	struct timeval tv;
@@ -169,14 +81,11 @@ log_line *log_begin(log_severity s, const char *component, int id, const char *c
 	size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(ts + n, sizeof(ts) - n, ".%03dZ", (int)(tv.tv_usec / 1000));
 
-	char head[128];
-	snprintf(head, sizeof(head), "{\"t\":{\"$date\":\"%s\"},\"s\":\"%c\",\"c\":", ts, sev[s]);
-	put_str(l, head);
+	text_printf(&l->t, "{\"t\":{\"$date\":\"%s\"},\"s\":\"%c\",\"c\":", ts, sev[s]);
 	put_json_string(l, component);
-	snprintf(head, sizeof(head), ",\"id\":%d,\"ctx\":", id);
-	put_str(l, head);
+	text_printf(&l->t, ",\"id\":%d,\"ctx\":", id);
 	put_json_string(l, ctx ? ctx : "main");
-	put_str(l, ",\"msg\":");
+	text_str(&l->t, ",\"msg\":");
 	put_json_string(l, msg);
 	return l;
 }
@@ -189,29 +98,30 @@ typedef struct mark {
 
 static mark put_key(log_line *l, const char *key)
 {
-	mark m = {l->len, l->has_attr};
-	put_raw(l, l->has_attr ? "," : ",\"attr\":{", l->has_attr ? 1 : 9);
+	mark m = {text_mark(&l->t), l->has_attr};
+	text_str(&l->t, l->has_attr ? "," : ",\"attr\":{");
 	l->has_attr = true;
 	put_json_string(l, key);
-	put_raw(l, ":", 1);
+	text_char(&l->t, ':');
 	return m;
 }
 
 /* Takes an attribute back if it did not fit whole. */
 static void settle(log_line *l, mark m)
 {
-	if (l->truncated) {
-		l->len = m.len;
+	if (l->t.overflow) {
+		text_rewind(&l->t, m.len);
+		l->t.overflow = true; /* still: nothing more is added */
 		l->has_attr = m.has_attr;
 	}
 }
 
 void log_attr_str(log_line *l, const char *key, const char *value)
 {
-	if (!l || l->truncated)
+	if (!l || l->t.overflow)
 		return;
 	mark m = put_key(l, key);
-	if (l->truncated) {
+	if (l->t.overflow) {
 		settle(l, m);
 		return;
 	}
@@ -220,10 +130,10 @@ void log_attr_str(log_line *l, const char *key, const char *value)
 
 static void put_value(log_line *l, const char *key, const char *json)
 {
-	if (!l || l->truncated)
+	if (!l || l->t.overflow)
 		return;
 	mark m = put_key(l, key);
-	put_raw(l, json, strlen(json));
+	text_str(&l->t, json);
 	settle(l, m);
 }
 
@@ -241,17 +151,17 @@ void log_attr_bool(log_line *l, const char *key, bool value)
 
 void log_attr_raw(log_line *l, const char *key, const char *json)
 {
-	if (!l || l->truncated)
+	if (!l || l->t.overflow)
 		return;
-	if (!utf8_valid(json)) { /* not valid JSON text: log it as a string */
+	if (!text_utf8_valid(json)) { /* not valid JSON text: log it as a string */
 		log_attr_str(l, key, json);
 		return;
 	}
 	put_value(l, key, json);
-	if (l->truncated) { /* a cut JSON value would break the line: say so instead */
-		l->truncated = false;
+	if (l->t.overflow) { /* a cut JSON value would break the line: say so instead */
+		l->t.overflow = false;
 		put_value(l, key, "\"<too long to log>\"");
-		l->truncated = true;
+		l->t.overflow = true;
 	}
 }
 
@@ -271,13 +181,13 @@ void log_end(log_line *l)
 {
 	if (!l)
 		return;
-	if (l->truncated)
-		put_closing(l, l->has_attr ? ",\"truncated\":true}}\n"
-		                           : ",\"attr\":{\"truncated\":true}}\n");
+	if (l->t.overflow)
+		text_close(&l->t, l->has_attr ? ",\"truncated\":true}}\n"
+		                              : ",\"attr\":{\"truncated\":true}}\n");
 	else
-		put_closing(l, l->has_attr ? "}}\n" : "}\n");
+		text_close(&l->t, l->has_attr ? "}}\n" : "}\n");
 	const char *p = l->buf;
-	size_t left = l->len;
+	size_t left = l->t.len;
 	while (left > 0) {
 		ssize_t w = write(log_fd, p, left);
 		if (w < 0 && errno == EINTR)

@@ -50,14 +50,32 @@ static void usage(FILE *out)
 	      "  -h, --help             this help\n"
 	      "  -V, --version          print the version\n"
 	      "\n"
-	      "Rules: case-insensitive-regex, unbounded-push, hot-path-lookup,\n"
-	      "index-mismatched-sort; actions: off, log, block (set them under `rules:`).\n"
-	      "Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
+	      "Rules (set each under `rules:` to an action: off, log, block; or to a\n"
+	      "mapping with `action:` and the rule's parameters):\n",
+	      out);
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_def *d = rule_table[r];
+		fprintf(out, "  %-24s %s\n", d->name, d->summary);
+		for (size_t i = 0; i < d->nparams; i++)
+			fprintf(out, "    %-22s %s (default %u, %u..%u)\n", d->params[i].name,
+			        d->params[i].summary, d->params[i].def, d->params[i].min,
+			        d->params[i].max);
+	}
+	fputs("Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
 	      "(shutdownGraceMS), then exit 0.\n",
 	      out);
 }
 
-int main(int argc, char **argv)
+/* What the command line says; NULL / -1 / false where it says nothing. */
+typedef struct cli {
+	const char *config_path, *listen, *upstream, *logp;
+	long workers;
+	bool verbose, check_only;
+} cli;
+
+/* Returns -1 to go on, else the exit status (after --help, --version or a
+ * bad flag). */
+static int parse_cli(int argc, char **argv, cli *o)
 {
 	static const struct option opts[] = {
 	    {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, 'l'},
@@ -66,28 +84,26 @@ int main(int argc, char **argv)
 	    {"check-config", no_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
 	};
-	const char *config_path = NULL, *listen = NULL, *upstream = NULL, *logp = NULL;
-	long workers = -1;
-	bool verbose = false, check_only = false;
+	*o = (cli){.workers = -1};
 	int c;
 	while ((c = getopt_long(argc, argv, "c:l:u:L:w:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config_path = optarg;
+			o->config_path = optarg;
 			break;
 		case 'l':
-			listen = optarg;
+			o->listen = optarg;
 			break;
 		case 'u':
-			upstream = optarg;
+			o->upstream = optarg;
 			break;
 		case 'L':
-			logp = optarg;
+			o->logp = optarg;
 			break;
 		case 'w': {
 			char *end;
-			workers = strtol(optarg, &end, 10);
-			if (*end || workers < 0 || workers > 256) {
+			o->workers = strtol(optarg, &end, 10);
+			if (*end || o->workers < 0 || o->workers > 256) {
 				fprintf(stderr,
 				        "mongoguard: --workers takes a number from 0 to 256\n");
 				return 2;
@@ -95,10 +111,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'v':
-			verbose = true;
+			o->verbose = true;
 			break;
 		case 'C':
-			check_only = true;
+			o->check_only = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -116,6 +132,19 @@ int main(int argc, char **argv)
 		        argv[optind]);
 		return 2;
 	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	cli o;
+	int status = parse_cli(argc, argv, &o);
+	if (status >= 0)
+		return status;
+	const char *config_path = o.config_path, *listen = o.listen, *upstream = o.upstream,
+	           *logp = o.logp;
+	long workers = o.workers;
+	bool verbose = o.verbose, check_only = o.check_only;
 
 	static mg_config cfg; /* large (it holds rule tables): keep it off the stack */
 	char err[1024];

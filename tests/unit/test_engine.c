@@ -42,8 +42,8 @@ static void test_defaults_and_names(void **state)
 		assert_int_equal(cfg.rules[r].nscopes, 0);
 		assert_int_equal(rule_from_name(rule_name((rule_id)r)), r);
 	}
-	assert_int_equal(cfg.rules[RULE_HOT_PATH_LOOKUP].threshold, 60);
-	assert_int_equal(cfg.rules[RULE_HOT_PATH_LOOKUP].window_seconds, 60);
+	assert_int_equal(cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD], 60);
+	assert_int_equal(cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_WINDOW_SECONDS], 60);
 	assert_true(cfg.redact_literals);
 	assert_int_equal(cfg.index_wait_ms, 1000);
 	assert_string_equal(rule_name(RULE_CASE_INSENSITIVE_REGEX), "case-insensitive-regex");
@@ -517,7 +517,7 @@ static void test_wait_does_not_count_joins(void **state)
 	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
 	engine_config cfg;
 	rule_config_defaults(&cfg);
-	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 2;
+	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 2;
 	cfg.rules[RULE_HOT_PATH_LOOKUP].action = RULE_BLOCK;
 	fx_sink sink;
 	fx_sink_init(&sink);
@@ -720,7 +720,7 @@ static void test_threads(void **state)
 {
 	engine_config cfg;
 	rule_config_defaults(&cfg);
-	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 1;
+	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 1;
 	fx_sink sink;
 	fx_sink_init(&sink);
 	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);

@@ -105,7 +105,7 @@ static void test_no_allocation(void **state)
 	index_cache *ic = fx_orders_cache();
 	engine_config cfg;
 	rule_config_defaults(&cfg);
-	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 1;
+	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 1;
 	fx_sink sink;
 	fx_sink_init(&sink);
 	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analyzers/rule_lookup.h"
 #include "proxy/config.h"
 
 #ifndef MG_SOURCE_DIR
@@ -99,8 +100,8 @@ static void test_rules_only_file_and_scopes(void **state)
 	assert_int_equal(s->action, RULE_BLOCK);
 	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].scopes[1].action, RULE_OFF);
 	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].action, RULE_BLOCK);
-	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].threshold, 5);
-	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].window_seconds, 10);
+	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD], 5);
+	assert_int_equal(r[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_WINDOW_SECONDS], 10);
 	/* everything not in the file keeps its default */
 	assert_string_equal(c.listen, "127.0.0.1:27018");
 	assert_true(c.engine.redact_literals);

@@ -224,8 +224,8 @@ static engine_config config(rule_action action, bool scoped_off)
 	rule_config_defaults(&cfg);
 	rule_config *rc = &cfg.rules[RULE_HOT_PATH_LOOKUP];
 	rc->action = action;
-	rc->threshold = THRESHOLD;
-	rc->window_seconds = WINDOW_S;
+	rc->params[LOOKUP_PARAM_THRESHOLD] = THRESHOLD;
+	rc->params[LOOKUP_PARAM_WINDOW_SECONDS] = WINDOW_S;
 	if (scoped_off) {
 		snprintf(rc->scopes[0].namespaces[0], RULE_PATTERN_LEN, "test.ord*");
 		rc->scopes[0].nnamespaces = 1;

@@ -1,0 +1,28 @@
+/* A finding and the sink that receives it: the one type the engine, the
+ * dedupe table and the proxy's log all speak. Types only. */
+#ifndef MG_ANALYZERS_FINDING_H
+#define MG_ANALYZERS_FINDING_H
+
+#include <stdint.h>
+
+#include "analyzers/rule_config.h"
+
+/* One finding, as the sink receives it. Strings are valid only during the
+ * sink call. */
+typedef struct finding {
+	rule_id rule;
+	rule_action action; /* after scoping; explain never reports block */
+	const char *ns;     /* "db.collection" */
+	const char *command;
+	uint64_t shape_hash;
+	const char *shape;      /* JSON text, literals replaced unless redaction is off */
+	const char *suggestion; /* how to fix it, runnable where possible */
+	const char *detail;     /* what exactly matched, e.g. "name: $regex with $options 'i'" */
+	const char *app_name;   /* "" when the client sent none */
+	const char *client;     /* "host:port" */
+	uint64_t repeats;       /* 0 for a first occurrence; N for a summary of N repeats */
+} finding;
+
+typedef void (*engine_sink_fn)(void *arg, const finding *f);
+
+#endif

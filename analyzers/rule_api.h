@@ -1,0 +1,106 @@
+/* Between the engine and the rule files: what a rule's check is given, what
+ * it may ask the engine, and how it hands back a finding.
+ *
+ * The engine finds the parts of a request (filters, updates, pipelines, a
+ * sort question) and, for each part, calls the check of every rule in
+ * rule_table that reads that part and whose action there is not off, in
+ * table order. A check computes its facts once (what matched) and calls
+ * rule_report() with them; the engine decides whether the finding changes
+ * the verdict or reaches the sink, and only then asks the rule's words()
+ * to render detail, fix and suggestion from those facts. So the common
+ * case (nothing matches) formats nothing, and a match that is over the
+ * per-request report cap formats nothing either.
+ *
+ * Only the engine and the rule files include this header. */
+#ifndef MG_ANALYZERS_RULE_API_H
+#define MG_ANALYZERS_RULE_API_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analyzers/rule_config.h"
+#include "analyzers/shape.h"
+#include "analyzers/sort_query.h"
+#include "protocol/text.h"
+
+typedef struct index_cache index_cache;
+
+/* The engine's per-request state; checks reach it through the functions
+ * below only. */
+typedef struct rule_ctx rule_ctx;
+
+/* Where a check looks: one filter, update or pipeline of a request. */
+typedef struct rule_site {
+	const char *db;
+	const char *coll;       /* NULL: a collection-less aggregate */
+	const char *ns;         /* "db.coll" */
+	const rule_action *act; /* each rule's action here, after scopes */
+	const shape_spec *shape;
+} rule_site;
+
+#define RULE_WORDS_LEN 4096
+
+/* What a rule says about one finding; the three may point into buf. */
+typedef struct rule_words {
+	const char *detail;     /* what matched, one sentence (log and error) */
+	const char *fix;        /* short, for the error message */
+	const char *suggestion; /* for the log, runnable where possible */
+	char buf[RULE_WORDS_LEN];
+} rule_words;
+
+/* Whether a check may have to wait for the index cache. */
+typedef enum {
+	RULE_READY,
+	RULE_WAIT, /* the request is held and analysed again later */
+} rule_readiness;
+
+struct rule_checks {
+	/* Each NULL when the rule does not read that part. The sort check runs
+	 * before every other check of a request: it alone may answer
+	 * RULE_WAIT, and nothing may be reported before the engine knows the
+	 * request does not wait. It is given only a non-empty sort, and only
+	 * when the engine has an index cache. */
+	rule_readiness (*sort)(rule_ctx *c, const rule_site *s, const sort_query *q);
+	void (*filter)(rule_ctx *c, const rule_site *s, const bson_iter_t *filter);
+	void (*update)(rule_ctx *c, const rule_site *s, const bson_iter_t *update);
+	void (*pipeline)(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline);
+	/* Renders the words of a finding from the facts the check reported. */
+	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
+	/* State kept per engine (hot-path counters), or NULL. state_new
+	 * returns NULL when out of memory. */
+	void *(*state_new)(const rule_config *rc);
+	void (*state_free)(void *state);
+};
+
+/* Whether a finding of rule r here could still change anything (a first
+ * block, or the sink under the per-request cap). Per-statement checks ask
+ * before walking, so a batch past the cap is not walked for nothing. */
+bool rule_wanted(const rule_ctx *c, const rule_site *s, rule_id r);
+
+/* Reports a finding of r with the check's facts (valid during the call). */
+void rule_report(rule_ctx *c, const rule_site *s, rule_id r, const void *facts);
+/* The same, with the redacted shape and its hash already rendered (a rule
+ * that needs the hash to decide, like hot-path-lookup). */
+void rule_report_shaped(rule_ctx *c, const rule_site *s, rule_id r, const void *facts,
+                        const char *shape, uint64_t hash);
+
+/* The site's shape with literals replaced (buf: SHAPE_BUF_LEN), and its hash. */
+uint64_t rule_shape_redacted(const rule_ctx *c, const rule_site *s, char *buf);
+
+const rule_config *rule_ctx_config(const rule_ctx *c, rule_id r);
+void *rule_ctx_state(const rule_ctx *c, rule_id r);
+bool rule_ctx_explain(const rule_ctx *c); /* explain: nothing runs */
+int64_t rule_ctx_now_ms(const rule_ctx *c);
+bool rule_ctx_no_wait(const rule_ctx *c);
+index_cache *rule_ctx_index_cache(const rule_ctx *c);
+
+/* For words(): ends the piece of w->buf started at `start` and returns it
+ * ("" if the words did not fit). */
+static inline const char *rule_words_piece(text_buf *t, size_t start)
+{
+	text_put(t, "", 1); /* the piece's NUL; the next one starts after it */
+	return t->overflow ? "" : t->p + start;
+}
+
+#endif
