@@ -38,16 +38,7 @@ typedef struct rule_config {
 	size_t nscopes;
 	/* The rule's parameters, by slot (rule_param.slot in the rule's table
 	 * row); rule_config_defaults() sets each to its default. */
-	union {
-		uint32_t params[RULE_MAX_PARAMS];
-		/* Old names of hot-path-lookup's two slots, kept only because the
-		 * fuzz harness (tests/fuzz/fuzz_common.h) still sets .threshold;
-		 * new code uses params[LOOKUP_PARAM_*]. Remove with that use. */
-		struct {
-			uint32_t threshold;
-			uint32_t window_seconds;
-		};
-	};
+	uint32_t params[RULE_MAX_PARAMS];
 } rule_config;
 
 typedef struct engine_config {

@@ -21,6 +21,7 @@
 #include "analyzers/engine.h"
 #include "analyzers/index_cache.h"
 #include "analyzers/index_set.h"
+#include "analyzers/rule_lookup.h"
 #include "protocol/cmdview.h"
 
 static engine *fz_plain, *fz_indexed;
@@ -83,7 +84,7 @@ static void fz_setup(void)
 	rule_config_defaults(&cfg);
 	for (int i = 0; i < RULE_COUNT; i++)
 		cfg.rules[i].action = RULE_BLOCK;
-	cfg.rules[RULE_HOT_PATH_LOOKUP].threshold = 2;
+	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 2;
 	/* one scope so rule_effective_action's glob matching runs as well */
 	rule_scope *sc = &cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0];
 	snprintf(sc->namespaces[0], RULE_PATTERN_LEN, "%s", "shop.*");
