@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/config.h"
-#include "proxy/log.h"
+#include "proxy/runtime/config.h"
+#include "proxy/sinks/log.h"
 #include "proxy/runtime/server.h"
 
 #ifndef MG_VERSION

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "proxy/log.h"
+#include "proxy/sinks/log.h"
 
 bool upstream_resolve(const char *uri_str, upstream_target *up, char *err, size_t errlen)
 {

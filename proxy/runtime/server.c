@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "analyzers/index_cache.h"
-#include "proxy/finding_log.h"
-#include "proxy/log.h"
+#include "proxy/sinks/finding_log.h"
+#include "proxy/sinks/log.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "proxy/config.h"
+#include "proxy/runtime/config.h"
 #include "proxy/net/address.h"
 #include "proxy/net/upstream.h"
 

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 
 #include "analyzers/engine.h"
-#include "proxy/config.h"
+#include "proxy/runtime/config.h"
 
 typedef struct snapshot {
 	mg_config cfg;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proxy/log.h"
+#include "proxy/sinks/log.h"
 
 /* A session ended: off the list, and one connection fewer. */
 static void session_closed(void *owner, void *token)

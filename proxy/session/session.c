@@ -60,7 +60,7 @@
 
 #include "protocol/handshake.h"
 #include "protocol/request.h"
-#include "proxy/log.h"
+#include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/inflight.h"
 #include "proxy/session/reply_framer.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "analyzers/rule_lookup.h"
-#include "proxy/config.h"
+#include "proxy/runtime/config.h"
 
 #ifndef MG_SOURCE_DIR
 #define MG_SOURCE_DIR "."

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proxy/log.h"
+#include "proxy/sinks/log.h"
 
 static char path[64];
 

@@ -1,4 +1,4 @@
-#include "proxy/log.h"
+#include "proxy/sinks/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

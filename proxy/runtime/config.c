@@ -1,4 +1,4 @@
-#include "proxy/config.h"
+#include "proxy/runtime/config.h"
 
 #include <errno.h>
 #include <stdarg.h>

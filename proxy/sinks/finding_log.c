@@ -2,8 +2,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "proxy/log.h"
-#include "proxy/finding_log.h"
+#include "proxy/sinks/log.h"
+#include "proxy/sinks/finding_log.h"
 
 void server_log_finding(void *arg, const finding *f)
 {

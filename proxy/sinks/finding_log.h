@@ -1,6 +1,6 @@
 /* The engine's sink that writes findings to the log. */
-#ifndef MG_PROXY_FINDING_LOG_H
-#define MG_PROXY_FINDING_LOG_H
+#ifndef MG_PROXY_SINKS_FINDING_LOG_H
+#define MG_PROXY_SINKS_FINDING_LOG_H
 
 #include "analyzers/engine.h"
 

@@ -9,8 +9,8 @@
  *	log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, ctx, "Connection
  *accepted"); log_attr_str(l, "remote", addr); log_end(l);
  */
-#ifndef MG_PROXY_LOG_H
-#define MG_PROXY_LOG_H
+#ifndef MG_PROXY_SINKS_LOG_H
+#define MG_PROXY_SINKS_LOG_H
 
 #include <stdbool.h>
 #include <stdint.h>

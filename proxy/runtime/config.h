@@ -1,8 +1,8 @@
 /* mongoguard's configuration: defaults, the YAML file, then command-line
  * flags, in that order of precedence (last wins). Keys are camelCase like
  * mongod.conf; every key is documented in README.md ("Configuration"). */
-#ifndef MG_PROXY_CONFIG_H
-#define MG_PROXY_CONFIG_H
+#ifndef MG_PROXY_RUNTIME_CONFIG_H
+#define MG_PROXY_RUNTIME_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
