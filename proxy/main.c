@@ -168,7 +168,7 @@ int main(int argc, char **argv)
 
 	mongoc_init();
 	mongoc_log_set_handler(mongoc_log_cb, NULL);
-	static server_plan plan;
+	static server_plan plan = {.version = MG_VERSION};
 	if (!server_plan_make(&plan, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;

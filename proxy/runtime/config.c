@@ -173,6 +173,17 @@ static bool analysis_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "analysis", key);
 }
 
+static bool admin_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "listen"))
+		return get_string(x, v, "admin.listen", c->admin_listen, sizeof(c->admin_listen));
+	if (!strcmp(key, "tokenFile"))
+		return get_string(x, v, "admin.tokenFile", c->admin_token_file,
+		                  sizeof(c->admin_token_file));
+	return unknown(x, v, "admin", key);
+}
+
 static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action *out)
 {
 	const char *s = scalar(v);
@@ -303,6 +314,8 @@ static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return walk_map(x, v, "log", log_key, c);
 	if (!strcmp(key, "analysis"))
 		return walk_map(x, v, "analysis", analysis_key, c);
+	if (!strcmp(key, "admin"))
+		return walk_map(x, v, "admin", admin_key, c);
 	if (!strcmp(key, "rules"))
 		return walk_map(x, v, "rules", rules_key, c);
 	if (!strcmp(key, "workers"))

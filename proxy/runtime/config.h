@@ -29,6 +29,9 @@ typedef struct mg_config {
 	uint32_t index_refresh_secs;
 	uint32_t summary_interval_secs;
 	engine_config engine;
+	/* admin endpoint */
+	char admin_listen[256];      /* "" = off */
+	char admin_token_file[1024]; /* "" = no token required */
 } mg_config;
 
 void config_defaults(mg_config *c);

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "analyzers/index_cache.h"
+#include "proxy/admin/admin.h"
+#include "proxy/admin/config_json.h"
+#include "proxy/admin/metrics.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/snapshot.h"
@@ -29,6 +32,9 @@ typedef struct server {
 	worker_shared shared;
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
+	metrics *metrics;
+	finding_sink *findings;
+	admin *admin;
 
 	struct event_base *base;
 	struct evconnlistener *listener;
@@ -39,8 +45,13 @@ typedef struct server {
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
 {
 	p->cfg = cfg;
+	p->admin = cfg->admin_listen[0] != '\0';
+	p->admin_token[0] = '\0';
 	return upstream_resolve(cfg->upstream_uri, &p->up, err, errlen) &&
-	       net_parse_listen(cfg->listen, &p->listen, err, errlen);
+	       net_parse_listen(cfg->listen, &p->listen, err, errlen) &&
+	       (!p->admin || net_parse_listen(cfg->admin_listen, &p->admin_listen, err, errlen)) &&
+	       (!cfg->admin_token_file[0] || admin_read_token(cfg->admin_token_file, p->admin_token,
+	                                                      sizeof(p->admin_token), err, errlen));
 }
 
 static void notify_all(server *srv, worker_flag flags)
@@ -57,6 +68,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	server *srv = arg;
 	if (atomic_load(&srv->nconns) >= srv->cfg->max_connections) {
 		close(fd);
+		mx_add_shared(&srv->metrics->refused, 1);
 		log_reason(LOG_WARNING, "NETWORK", LOGID_CONN_REFUSED, NULL,
 		           "Connection refused: net.maxConnections (%u) reached",
 		           srv->cfg->max_connections);
@@ -64,8 +76,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	atomic_fetch_add(&srv->nconns, 1);
 	worker *w = &srv->workers[srv->next_worker++ % srv->nworkers];
-	if (!worker_hand(w, fd, addr, (socklen_t)addrlen))
+	if (!worker_hand(w, fd, addr, (socklen_t)addrlen)) {
 		atomic_fetch_sub(&srv->nconns, 1);
+		mx_add_shared(&srv->metrics->refused, 1);
+	}
 }
 
 static void accept_error_cb(struct evconnlistener *l, void *arg)
@@ -138,11 +152,15 @@ static void summary_cb(evutil_socket_t fd, short what, void *arg)
 
 static void index_changed(void *arg)
 {
-	notify_all(arg, WORKER_INDEX_CHANGED);
+	server *srv = arg;
+	mx_add_shared(&srv->metrics->index_lists_learned, 1);
+	notify_all(srv, WORKER_INDEX_CHANGED);
 }
 
 static void index_fetch_failed(void *arg, const char *ns, const char *message)
 {
+	server *srv = arg;
+	mx_add_shared(&srv->metrics->index_fetch_failures, 1);
 	log_line *l =
 	    log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
 	              "Cannot list indexes; index-mismatched-sort has no verdict for this "
@@ -165,7 +183,7 @@ static bool start_config(server *srv, char *err, size_t errlen)
 		if (!srv->ic)
 			return false;
 		index_cache_set_error_hook(srv->ic, index_fetch_failed, srv);
-		e = engine_new(&cfg->engine, srv->ic, server_log_finding, NULL);
+		e = engine_new(&cfg->engine, srv->ic, server_log_finding, srv->findings);
 		if (!e) {
 			snprintf(err, errlen, "cannot create the rule engine");
 			return false;
@@ -197,15 +215,16 @@ static bool start_listener(server *srv, char *err, size_t errlen)
 
 static bool start_workers(server *srv, char *err, size_t errlen)
 {
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	srv->nworkers = srv->cfg->workers ? srv->cfg->workers : (cores > 0 ? (size_t)cores : 1);
 	srv->workers = calloc(srv->nworkers, sizeof(worker));
 	if (!srv->workers) {
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	srv->shared = (worker_shared){
-	    .up = &srv->plan->up, .ids = &srv->ids, .nconns = &srv->nconns, .config = &srv->config};
+	srv->shared = (worker_shared){.up = &srv->plan->up,
+	                              .ids = &srv->ids,
+	                              .nconns = &srv->nconns,
+	                              .config = &srv->config,
+	                              .metrics = srv->metrics};
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -241,6 +260,49 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	return true;
 }
 
+/* The counters, and the findings sink that feeds some of them. */
+static bool start_metrics(server *srv, char *err, size_t errlen)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	srv->nworkers = srv->cfg->workers ? srv->cfg->workers : (cores > 0 ? (size_t)cores : 1);
+	srv->metrics = metrics_new(srv->nworkers, &srv->nconns, srv->plan->version);
+	srv->findings = srv->metrics ? finding_sink_new(srv->metrics) : NULL;
+	if (!srv->findings) {
+		snprintf(err, errlen, "out of memory");
+		return false;
+	}
+	return true;
+}
+
+static void admin_findings(void *arg, text_buf *out)
+{
+	server *srv = arg;
+	finding_sink_recent_json(srv->findings, out);
+}
+
+static void admin_config(void *arg, text_buf *out)
+{
+	server *srv = arg;
+	snapshot *s = snapshot_slot_get(&srv->config);
+	config_json(&s->cfg, out);
+	snapshot_unref(s);
+}
+
+static bool start_admin(server *srv, char *err, size_t errlen)
+{
+	const server_plan *p = srv->plan;
+	if (!p->admin)
+		return true;
+	admin_sources src = {.metrics = srv->metrics,
+	                     .upstream = &p->up,
+	                     .findings_json = admin_findings,
+	                     .config_json = admin_config,
+	                     .arg = srv};
+	srv->admin = admin_start(&p->admin_listen, p->admin_token[0] ? p->admin_token : NULL, &src,
+	                         err, errlen);
+	return srv->admin != NULL;
+}
+
 static bool start(server *srv, char *err, size_t errlen)
 {
 	if (evthread_use_pthreads() != 0) {
@@ -253,16 +315,17 @@ static bool start(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the main event base");
 		return false;
 	}
-	return start_config(srv, err, errlen) && start_listener(srv, err, errlen) &&
-	       start_workers(srv, err, errlen) &&
+	return start_metrics(srv, err, errlen) && start_config(srv, err, errlen) &&
+	       start_listener(srv, err, errlen) && start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
-	       start_events(srv, err, errlen);
+	       start_events(srv, err, errlen) && start_admin(srv, err, errlen);
 }
 
 /* ---- teardown: whatever start() got to ---- */
 
 static void stop(server *srv)
 {
+	admin_stop(srv->admin); /* it reads the snapshot and the counters */
 	notify_all(srv, WORKER_STOP);
 	for (size_t i = 0; i < srv->nstarted; i++)
 		worker_join(&srv->workers[i]);
@@ -279,6 +342,8 @@ static void stop(server *srv)
 		evconnlistener_free(srv->listener);
 	if (srv->ic)
 		index_cache_free(srv->ic);
+	finding_sink_free(srv->findings);
+	metrics_free(srv->metrics);
 	if (srv->base)
 		event_base_free(srv->base);
 }

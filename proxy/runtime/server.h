@@ -15,11 +15,16 @@
  * stops after making it, `server_run` starts from it. */
 typedef struct server_plan {
 	const mg_config *cfg;
+	const char *version; /* for logs and mongoguard_build_info */
 	net_addr listen;
 	upstream_target up;
+	bool admin; /* admin.listen is set */
+	net_addr admin_listen;
+	char admin_token[256]; /* read from admin.tokenFile; "" = none */
 } server_plan;
 
-/* Resolves cfg's listen address and upstream. False with err set. */
+/* Resolves cfg's listen addresses and upstream, reads the admin token
+ * file. False with err set. */
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "proxy/admin/metrics.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/session/session.h"
 
@@ -37,6 +38,7 @@ typedef struct worker_shared {
 	session_ids *ids;
 	atomic_uint *nconns; /* open connections: the listener counts them in */
 	snapshot_slot *config;
+	metrics *metrics; /* worker i writes shard i */
 } worker_shared;
 
 typedef enum {

@@ -32,6 +32,7 @@ typedef struct inflight {
 	size_t answer_len;
 	uint8_t *ddl_copy; /* owned: INFLIGHT_DDL's request, re-read on completion */
 	size_t ddl_len;
+	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
 } inflight;
 
 /* Invariant: count <= INFLIGHT_MAX; entries head .. head+count-1 (mod

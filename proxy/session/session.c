@@ -281,6 +281,7 @@ typedef struct handled {
 static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
                             const char *action)
 {
+	mx_add(&s->env.mx->bad_requests, 1);
 	log_line *l =
 	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
 	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
@@ -329,6 +330,8 @@ static void note_hello(session *s, const request *r, handled *out)
 static void answer_block(session *s, const request *r, const block_info *block)
 {
 	s->nblocked++;
+	if ((unsigned)block->rule < RULE_COUNT)
+		mx_add(&s->env.mx->blocked[block->rule], 1);
 	if (r->more_to_come)
 		return; /* nothing may answer it: dropped, and the finding says so */
 	size_t len = 0;
@@ -344,6 +347,7 @@ static void answer_block(session *s, const request *r, const block_info *block)
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
 	engine *e = snap(s)->engine;
+	mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
 	if (r->hello)
 		note_hello(s, r, out);
 	if (e) {
@@ -354,7 +358,9 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		    .no_wait = s->wait_expired,
 		};
 		block_info block;
+		int64_t t0 = mg_now_ns();
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
+		mx_observe(&s->env.mx->analysis, (uint64_t)(mg_now_ns() - t0));
 		if (vd != VERDICT_FORWARD) {
 			free(out->replacement);
 			out->replacement = NULL;
@@ -371,6 +377,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
 		                                                  : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
+		if (f)
+			f->sent_ns = mg_now_ns();
 		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
 			memcpy(f->ddl_copy, r->plain, r->plain_len);
 			f->ddl_len = r->plain_len;
@@ -392,6 +400,7 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 		out->outcome = reject(s, &r, &err);
 		break;
 	case REQUEST_CLOSE:
+		mx_add(&s->env.mx->bad_requests, 1);
 		session_finish(s, LOG_WARNING, "%s", err.msg);
 		out->outcome = REQ_CLOSE;
 		break;
@@ -452,6 +461,12 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 	return (size_t)h.length;
 }
 
+static void count_relayed(session *s, mx_direction d, size_t len)
+{
+	mx_add(&s->env.mx->messages[d], 1);
+	mx_add(&s->env.mx->bytes[d], len);
+}
+
 /* Does to the request's bytes what handling decided. False when the loop
  * must stop (waiting, or the session ended). */
 static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
@@ -465,11 +480,13 @@ static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
 		evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), len);
+		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
 		evbuffer_drain(in, len);
 		evbuffer_add(bufferevent_get_output(s->upstream), h->replacement,
 		             h->replacement_len);
+		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
 		free(h->replacement);
 		break;
 	case REQ_DROP:
@@ -528,6 +545,17 @@ static void note_dropped_reply(session *s, const frame_header *h)
 	             "the upstream answered a request that allowed no reply (moreToCome), or an "
 	             "unknown one");
 	log_end(l);
+}
+
+/* A relayed reply begins: count it, and time its request's first one. */
+static void note_reply_start(session *s)
+{
+	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
+	inflight *f = inflight_head(&s->inflight);
+	if (f && f->sent_ns) {
+		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
+		f->sent_ns = 0;
+	}
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,
@@ -590,7 +618,10 @@ static void process_upstream(session *s)
 			evbuffer_drain(in, st.n);
 			break;
 		case FRAMER_FORWARD:
+			if (st.starts)
+				note_reply_start(s);
 			evbuffer_remove_buffer(in, out, st.n);
+			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))
@@ -808,6 +839,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		                    : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
 		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
 		         e);
+		mx_add(&s->env.mx->upstream_connect_failures, 1);
 		log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_FAILED, s->ctx,
 		                        "Upstream unreachable");
 		log_attr_str(l, "upstream", up);
@@ -933,6 +965,7 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	log_attr_str(l, "remote", s->peer);
 	log_attr_int(l, "connectionCount", (int64_t)atomic_load(env->nconns));
 	log_end(l);
+	mx_add(&env->mx->accepted, 1);
 
 	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "proxy/admin/metrics.h"
 #include "proxy/net/upstream.h"
 #include "proxy/runtime/snapshot.h"
 
@@ -33,6 +34,7 @@ typedef struct session_env {
 	session_ids *ids;
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */
+	metrics_shard *mx;           /* this worker's counters (single writer) */
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);

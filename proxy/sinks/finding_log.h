@@ -1,10 +1,26 @@
-/* The engine's sink that writes findings to the log. */
+/* The engine's findings sink: a log line per finding, a count per rule and
+ * action for the metrics, and the most recent findings for the admin
+ * endpoint's /findings. */
 #ifndef MG_PROXY_SINKS_FINDING_LOG_H
 #define MG_PROXY_SINKS_FINDING_LOG_H
 
 #include "analyzers/engine.h"
+#include "protocol/text.h"
+#include "proxy/admin/metrics.h"
 
-/* One "c":"ANALYZER" log line per finding (DESIGN.md, "Log"). arg unused. */
+typedef struct finding_sink finding_sink;
+
+/* m may be NULL (no counting). NULL when out of memory. */
+finding_sink *finding_sink_new(metrics *m);
+void finding_sink_free(finding_sink *s);
+
+/* The engine_sink_fn: one "c":"ANALYZER" log line per finding (DESIGN.md,
+ * "Log"), counted, and kept among the recent ones. arg: a finding_sink, or
+ * NULL for the log line alone. Any thread. */
 void server_log_finding(void *arg, const finding *f);
+
+/* The recent findings, newest last, as a JSON array of objects with the
+ * log line's attributes (redacted as the log is). Any thread. */
+void finding_sink_recent_json(finding_sink *s, text_buf *out);
 
 #endif

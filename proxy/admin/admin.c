@@ -1,0 +1,269 @@
+/* The admin endpoint (see admin.h). */
+#include "proxy/admin/admin.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proxy/sinks/log.h"
+
+enum {
+	MAX_HEAD = 16 * 1024, /* request line and headers */
+	MAX_BODY = 4 * 1024,
+	TIMEOUT_SECS = 10,
+	READY_PROBE_MS = 1000,
+	TEXT_BIG = 256 * 1024, /* /findings and /config bodies */
+};
+
+struct admin {
+	admin_sources src;
+	char token[256]; /* "" = none required */
+	struct event_base *base;
+	struct evhttp *http;
+	pthread_t thread;
+	bool running;
+};
+
+bool admin_read_token(const char *path, char *out, size_t size, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "cannot read admin.tokenFile %s: %s", path, strerror(errno));
+		return false;
+	}
+	char line[512] = "";
+	bool got = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	char *s = line, *e;
+	while (*s == ' ' || *s == '\t')
+		s++;
+	for (e = s + strlen(s);
+	     e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t');)
+		*--e = '\0';
+	if (!got || !*s || strlen(s) >= size) {
+		snprintf(err, errlen, "admin.tokenFile %s %s", path,
+		         !*s ? "holds no token" : "holds a token that is too long");
+		return false;
+	}
+	snprintf(out, size, "%s", s);
+	return true;
+}
+
+/* Compares without an early exit, so timing says nothing about the token. */
+static bool token_ok(const admin *a, const char *header)
+{
+	static const char prefix[] = "Bearer ";
+	if (!a->token[0])
+		return true;
+	if (!header || strncmp(header, prefix, sizeof(prefix) - 1) != 0)
+		return false;
+	const char *got = header + sizeof(prefix) - 1;
+	size_t n = strlen(a->token), m = strlen(got);
+	unsigned char diff = (unsigned char)(n != m);
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(a->token[i] ^ (i < m ? got[i] : 0));
+	return diff == 0;
+}
+
+/* A TCP connection to the upstream within READY_PROBE_MS. */
+static bool upstream_ready(const net_addr *up)
+{
+	int fd = socket(up->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	bool ok = connect(fd, (const struct sockaddr *)&up->ss, up->len) == 0;
+	if (!ok && errno == EINPROGRESS) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int soerr = 0;
+		socklen_t len = sizeof(soerr);
+		ok = poll(&p, 1, READY_PROBE_MS) == 1 &&
+		     getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0;
+	}
+	close(fd);
+	return ok;
+}
+
+static void reply(struct evhttp_request *req, int code, const char *reason,
+                  const char *content_type, const char *body, size_t len)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	evhttp_add_header(h, "Content-Type", content_type);
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (code == 401)
+		evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"mongoguard\"");
+	if (b)
+		evbuffer_add(b, body, len);
+	evhttp_send_reply(req, code, reason, b);
+	if (b)
+		evbuffer_free(b);
+}
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason, const char *msg)
+{
+	reply(req, code, reason, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+/* Renders with fn into a heap buffer of `size` bytes and sends it. */
+static void reply_rendered(admin *a, struct evhttp_request *req, const char *content_type,
+                           size_t size, void (*fn)(admin *a, text_buf *t))
+{
+	char *buf = malloc(size);
+	if (!buf) {
+		reply_text(req, 500, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	text_buf t;
+	text_init_reserve(&t, buf, size, 16); /* room to close a cut JSON array */
+	fn(a, &t);
+	reply(req, 200, "OK", content_type, buf, t.len);
+	free(buf);
+}
+
+static void render_metrics(admin *a, text_buf *t)
+{
+	metrics_render(a->src.metrics, t);
+}
+
+static void render_findings(admin *a, text_buf *t)
+{
+	a->src.findings_json(a->src.arg, t);
+}
+
+static void render_config(admin *a, text_buf *t)
+{
+	a->src.config_json(a->src.arg, t);
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+	admin *a = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	if (!path)
+		path = "/";
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	if (!token_ok(a, evhttp_find_header(in, "Authorization"))) {
+		log_reason(LOG_WARNING, "CONTROL", LOGID_CONFIG, NULL,
+		           "Admin request without the right bearer token refused (%s)", path);
+		reply_text(req, 401, "Unauthorized", "bearer token required\n");
+		return;
+	}
+	bool get = evhttp_request_get_command(req) == EVHTTP_REQ_GET;
+	static const char *const known[] = {"/metrics",  "/healthz", "/readyz",
+	                                    "/findings", "/config",  NULL};
+	bool found = false;
+	for (int i = 0; known[i]; i++)
+		found |= !strcmp(path, known[i]);
+	if (!found) {
+		reply_text(req, 404, "Not Found",
+		           "unknown path; try /metrics, /healthz, /readyz, /findings, /config\n");
+		return;
+	}
+	if (!get) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+		reply_text(req, 405, "Method Not Allowed", "only GET is served here\n");
+		return;
+	}
+	if (!strcmp(path, "/metrics"))
+		reply_rendered(a, req, "text/plain; version=0.0.4; charset=utf-8",
+		               metrics_text_size(), render_metrics);
+	else if (!strcmp(path, "/healthz"))
+		reply_text(req, 200, "OK", "ok\n");
+	else if (!strcmp(path, "/readyz"))
+		upstream_ready(a->src.upstream)
+		    ? reply_text(req, 200, "OK", "ready\n")
+		    : reply_text(req, 503, "Service Unavailable", "upstream not reachable\n");
+	else if (!strcmp(path, "/findings"))
+		reply_rendered(a, req, "application/json", TEXT_BIG, render_findings);
+	else
+		reply_rendered(a, req, "application/json", TEXT_BIG, render_config);
+}
+
+static void *admin_main(void *arg)
+{
+	admin *a = arg;
+	event_base_loop(a->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+static bool admin_bind(admin *a, const net_addr *listen, char *err, size_t errlen)
+{
+	struct evconnlistener *l = evconnlistener_new_bind(
+	    a->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    64, (const struct sockaddr *)&listen->ss, (int)listen->len);
+	if (!l) {
+		snprintf(err, errlen, "cannot listen on admin.listen %s: %s", listen->name,
+		         strerror(errno));
+		return false;
+	}
+	if (!evhttp_bind_listener(a->http, l)) {
+		evconnlistener_free(l);
+		snprintf(err, errlen, "cannot serve HTTP on %s", listen->name);
+		return false;
+	}
+	return true;
+}
+
+admin *admin_start(const net_addr *listen, const char *token, const admin_sources *src, char *err,
+                   size_t errlen)
+{
+	admin *a = calloc(1, sizeof(*a));
+	if (!a) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	a->src = *src;
+	snprintf(a->token, sizeof(a->token), "%s", token ? token : "");
+	a->base = event_base_new();
+	a->http = a->base ? evhttp_new(a->base) : NULL;
+	if (!a->http) {
+		snprintf(err, errlen, "cannot create the admin HTTP server");
+		admin_stop(a);
+		return NULL;
+	}
+	evhttp_set_max_headers_size(a->http, MAX_HEAD);
+	evhttp_set_max_body_size(a->http, MAX_BODY);
+	evhttp_set_timeout(a->http, TIMEOUT_SECS);
+	evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+	                                        EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
+	evhttp_set_gencb(a->http, handle, a);
+	if (!admin_bind(a, listen, err, errlen)) {
+		admin_stop(a);
+		return NULL;
+	}
+	if (pthread_create(&a->thread, NULL, admin_main, a) != 0) {
+		snprintf(err, errlen, "cannot start the admin thread");
+		admin_stop(a);
+		return NULL;
+	}
+	a->running = true;
+	log_reason(LOG_INFO, "CONTROL", LOGID_LISTENING, NULL, "Admin endpoint on http://%s%s",
+	           listen->name, a->token[0] ? " (bearer token required)" : "");
+	return a;
+}
+
+void admin_stop(admin *a)
+{
+	if (!a)
+		return;
+	if (a->running) {
+		event_base_loopexit(a->base, NULL);
+		pthread_join(a->thread, NULL);
+	}
+	if (a->http)
+		evhttp_free(a->http);
+	if (a->base)
+		event_base_free(a->base);
+	free(a);
+}

@@ -1,0 +1,49 @@
+/* The admin endpoint: HTTP on its own thread and event base, off the
+ * request path (admin.listen; loopback by default, off when unset).
+ *
+ *   GET  /metrics   Prometheus text (metrics.h)
+ *   GET  /healthz   200 while the process runs
+ *   GET  /readyz    200 when the upstream accepts a TCP connection, else 503
+ *   GET  /findings  the most recent findings, JSON, redacted as the log
+ *   GET  /config    the effective configuration, secrets masked
+ *
+ * With admin.tokenFile, every request must carry
+ * `Authorization: Bearer <token>` (401 otherwise). Anything else is 404 (an
+ * unknown path) or 405 (another method); malformed HTTP is answered 400 by
+ * libevent's parser, and request heads and bodies are bounded. */
+#ifndef MG_PROXY_ADMIN_ADMIN_H
+#define MG_PROXY_ADMIN_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "protocol/text.h"
+#include "proxy/admin/metrics.h"
+#include "proxy/net/address.h"
+
+typedef struct admin admin;
+
+/* What the endpoint reads; every pointer outlives the admin. Callbacks run
+ * on the admin thread. */
+typedef struct admin_sources {
+	const metrics *metrics;
+	const net_addr *upstream; /* probed by /readyz */
+	void (*findings_json)(void *arg, text_buf *out);
+	void (*config_json)(void *arg, text_buf *out);
+	void *arg;
+} admin_sources;
+
+/* Binds listen ("HOST:PORT") and starts the thread. token: required bearer
+ * token, or NULL. NULL with err set on failure. */
+admin *admin_start(const net_addr *listen, const char *token, const admin_sources *src, char *err,
+                   size_t errlen);
+
+/* Stops the thread and frees everything. NULL-safe. */
+void admin_stop(admin *a);
+
+/* Reads a token file: the first line, surrounding white space removed.
+ * False with err set when it cannot be read or is empty. */
+bool admin_read_token(const char *path, char *out, size_t size, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,243 @@
+/* Metrics: labels, histograms and the Prometheus text exposition. */
+#include "proxy/admin/metrics.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const command_names[MX_CMD_LABELS] = {
+    [MX_CMD_FIND] = "find",
+    [MX_CMD_AGGREGATE] = "aggregate",
+    [MX_CMD_GET_MORE] = "getMore",
+    [MX_CMD_INSERT] = "insert",
+    [MX_CMD_UPDATE] = "update",
+    [MX_CMD_DELETE] = "delete",
+    [MX_CMD_FIND_AND_MODIFY] = "findAndModify",
+    [MX_CMD_BULK_WRITE] = "bulkWrite",
+    [MX_CMD_COUNT_CMD] = "count",
+    [MX_CMD_DISTINCT] = "distinct",
+    [MX_CMD_EXPLAIN] = "explain",
+    [MX_CMD_HELLO] = "hello",
+    [MX_CMD_PING] = "ping",
+    [MX_CMD_AUTH] = "auth",
+    [MX_CMD_KILL_CURSORS] = "killCursors",
+    [MX_CMD_END_SESSIONS] = "endSessions",
+    [MX_CMD_DDL] = "ddl",
+    [MX_CMD_OTHER] = "other",
+};
+
+/* Spellings that share a label. */
+static const struct {
+	const char *name;
+	mx_command label;
+} aliases[] = {
+    {"isMaster", MX_CMD_HELLO},
+    {"ismaster", MX_CMD_HELLO},
+    {"findandmodify", MX_CMD_FIND_AND_MODIFY},
+    {"saslStart", MX_CMD_AUTH},
+    {"saslContinue", MX_CMD_AUTH},
+    {"authenticate", MX_CMD_AUTH},
+    {"createIndexes", MX_CMD_DDL},
+    {"dropIndexes", MX_CMD_DDL},
+    {"drop", MX_CMD_DDL},
+    {"dropDatabase", MX_CMD_DDL},
+    {"create", MX_CMD_DDL},
+    {"renameCollection", MX_CMD_DDL},
+    {"collMod", MX_CMD_DDL},
+};
+
+mx_command mx_command_of(const char *name)
+{
+	if (!name)
+		return MX_CMD_OTHER;
+	for (int c = 0; c < MX_CMD_OTHER; c++)
+		if (c != MX_CMD_AUTH && c != MX_CMD_DDL && !strcmp(name, command_names[c]))
+			return (mx_command)c;
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (!strcmp(name, aliases[i].name))
+			return aliases[i].label;
+	return MX_CMD_OTHER;
+}
+
+const char *mx_command_name(mx_command c)
+{
+	return (unsigned)c < MX_CMD_LABELS ? command_names[c] : "other";
+}
+
+const uint64_t mx_hist_bounds_ns[MX_HIST_BUCKETS] = {
+    1000,      5000,      10000,     25000,      50000,      100000,      250000,
+    500000,    1000000,   2500000,   5000000,    10000000,   25000000,    50000000,
+    100000000, 250000000, 500000000, 1000000000, 2500000000, 10000000000,
+};
+
+void mx_observe(mx_hist *h, uint64_t ns)
+{
+	int i = 0;
+	while (i < MX_HIST_BUCKETS && ns > mx_hist_bounds_ns[i])
+		i++;
+	mx_add(&h->bucket[i], 1);
+	mx_add(&h->count, 1);
+	mx_add(&h->sum_ns, ns);
+}
+
+metrics *metrics_new(size_t nshards, const atomic_uint *connections, const char *version)
+{
+	metrics *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->shards = calloc(nshards ? nshards : 1, sizeof(*m->shards));
+	if (!m->shards) {
+		free(m);
+		return NULL;
+	}
+	m->nshards = nshards;
+	m->connections = connections;
+	m->version = version;
+	return m;
+}
+
+void metrics_free(metrics *m)
+{
+	if (!m)
+		return;
+	free(m->shards);
+	free(m);
+}
+
+size_t metrics_text_size(void)
+{
+	return 64 * 1024;
+}
+
+/* ---- exposition ---- */
+
+#define LOAD(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+/* The sum of one counter over every shard; off is its offset in a shard. */
+static uint64_t sum(const metrics *m, size_t off)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < m->nshards; i++)
+		n += LOAD(*(const mx_counter *)((const char *)&m->shards[i] + off));
+	return n;
+}
+
+#define SUM(m, field) sum((m), offsetof(metrics_shard, field))
+
+static void family(text_buf *t, const char *name, const char *type, const char *help)
+{
+	text_printf(t, "# HELP mongoguard_%s %s\n# TYPE mongoguard_%s %s\n", name, help, name,
+	            type);
+}
+
+static void sample(text_buf *t, const char *name, const char *labels, uint64_t v)
+{
+	text_printf(t, "mongoguard_%s%s %" PRIu64 "\n", name, labels, v);
+}
+
+static void render_hist(text_buf *t, const metrics *m, size_t off, const char *name,
+                        const char *help)
+{
+	family(t, name, "histogram", help);
+	uint64_t cumulative = 0;
+	char labels[64];
+	for (int b = 0; b <= MX_HIST_BUCKETS; b++) {
+		cumulative +=
+		    sum(m, off + offsetof(mx_hist, bucket) + (size_t)b * sizeof(mx_counter));
+		if (b < MX_HIST_BUCKETS)
+			snprintf(labels, sizeof(labels), "_bucket{le=\"%g\"}",
+			         (double)mx_hist_bounds_ns[b] / 1e9);
+		else
+			snprintf(labels, sizeof(labels), "_bucket{le=\"+Inf\"}");
+		sample(t, name, labels, cumulative);
+	}
+	uint64_t sum_ns = sum(m, off + offsetof(mx_hist, sum_ns));
+	text_printf(t, "mongoguard_%s_sum %.9f\n", name, (double)sum_ns / 1e9);
+	sample(t, name, "_count", sum(m, off + offsetof(mx_hist, count)));
+}
+
+static void render_connections(const metrics *m, text_buf *t)
+{
+	family(t, "connections", "gauge", "Client connections open now.");
+	sample(t, "connections", "", m->connections ? atomic_load(m->connections) : 0);
+	family(t, "connections_accepted_total", "counter", "Client connections accepted.");
+	sample(t, "connections_accepted_total", "", SUM(m, accepted));
+	family(t, "connections_refused_total", "counter",
+	       "Client connections closed at accept (net.maxConnections, out of memory).");
+	sample(t, "connections_refused_total", "", LOAD(m->refused));
+}
+
+static void render_traffic(const metrics *m, text_buf *t)
+{
+	static const char *const dir[MX_DIRS] = {"request", "reply"};
+	char labels[96];
+	family(t, "messages_total", "counter", "Wire messages relayed, by direction.");
+	for (int d = 0; d < MX_DIRS; d++) {
+		snprintf(labels, sizeof(labels), "{direction=\"%s\"}", dir[d]);
+		sample(t, "messages_total", labels,
+		       sum(m, offsetof(metrics_shard, messages) + (size_t)d * sizeof(mx_counter)));
+	}
+	family(t, "bytes_total", "counter", "Wire bytes relayed, by direction.");
+	for (int d = 0; d < MX_DIRS; d++) {
+		snprintf(labels, sizeof(labels), "{direction=\"%s\"}", dir[d]);
+		sample(t, "bytes_total", labels,
+		       sum(m, offsetof(metrics_shard, bytes) + (size_t)d * sizeof(mx_counter)));
+	}
+	family(t, "commands_total", "counter", "Commands received, by command.");
+	for (int c = 0; c < MX_CMD_LABELS; c++) {
+		snprintf(labels, sizeof(labels), "{command=\"%s\"}", command_names[c]);
+		sample(t, "commands_total", labels,
+		       sum(m, offsetof(metrics_shard, commands) + (size_t)c * sizeof(mx_counter)));
+	}
+	family(t, "bad_requests_total", "counter",
+	       "Requests refused as malformed or unsupported (error reply or close).");
+	sample(t, "bad_requests_total", "", SUM(m, bad_requests));
+	family(t, "upstream_connect_failures_total", "counter",
+	       "Upstream connections that could not be made.");
+	sample(t, "upstream_connect_failures_total", "", SUM(m, upstream_connect_failures));
+}
+
+static void render_rules(const metrics *m, text_buf *t)
+{
+	char labels[160];
+	family(t, "findings_total", "counter",
+	       "Findings, by rule and the action that applied (repeats counted when "
+	       "summarised).");
+	for (int r = 0; r < RULE_COUNT; r++)
+		for (int a = RULE_LOG; a < MX_ACTIONS; a++) {
+			snprintf(labels, sizeof(labels), "{rule=\"%s\",action=\"%s\"}",
+			         rule_name((rule_id)r), rule_action_name((rule_action)a));
+			sample(t, "findings_total", labels, LOAD(m->findings[r][a]));
+		}
+	family(t, "blocked_total", "counter", "Requests answered with a block error, by rule.");
+	for (int r = 0; r < RULE_COUNT; r++) {
+		snprintf(labels, sizeof(labels), "{rule=\"%s\"}", rule_name((rule_id)r));
+		sample(t, "blocked_total", labels,
+		       sum(m, offsetof(metrics_shard, blocked) + (size_t)r * sizeof(mx_counter)));
+	}
+}
+
+void metrics_render(const metrics *m, text_buf *out)
+{
+	char labels[128];
+	family(out, "build_info", "gauge", "Always 1; the version as a label.");
+	snprintf(labels, sizeof(labels), "{version=\"%s\"}", m->version ? m->version : "");
+	sample(out, "build_info", labels, 1);
+	render_connections(m, out);
+	render_traffic(m, out);
+	render_rules(m, out);
+	render_hist(out, m, offsetof(metrics_shard, latency), "request_latency_seconds",
+	            "Time from forwarding a request to the first byte of its reply.");
+	render_hist(out, m, offsetof(metrics_shard, analysis), "analysis_seconds",
+	            "Time spent analysing a request.");
+	family(out, "index_lists_learned_total", "counter",
+	       "Times the index cache learned or refreshed a collection's index list.");
+	sample(out, "index_lists_learned_total", "", LOAD(m->index_lists_learned));
+	family(out, "index_fetch_failures_total", "counter",
+	       "listIndexes calls of the index cache that failed.");
+	sample(out, "index_fetch_failures_total", "", LOAD(m->index_fetch_failures));
+	family(out, "config_reloads_total", "counter", "Configuration reloads, by result.");
+	sample(out, "config_reloads_total", "{result=\"ok\"}", LOAD(m->reloads_ok));
+	sample(out, "config_reloads_total", "{result=\"failed\"}", LOAD(m->reloads_failed));
+}

@@ -1,0 +1,171 @@
+"""The admin endpoint: Prometheus metrics checked by promtool and against a
+known workload, health and readiness, recent findings (redacted), the
+effective config (secrets masked), the bearer token, and clean answers to
+bad HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+from bson.regex import Regex
+from pymongo.errors import OperationFailure
+
+from conftest import free_port
+
+SECRET = "adm1n-marker-5521"
+TOKEN = "t0ken-for-tests-9d1f"
+
+
+def get(port: int, path: str, token: str | None = None, method: str = "GET"):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def samples(text: str) -> dict[str, float]:
+    """'name{labels}' -> value, for every sample line of an exposition."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def admin_config(port: int, token_file=None, **rules) -> str:
+    cfg = {"admin": {"listen": f"127.0.0.1:{port}"},
+           "rules": {"case-insensitive-regex": "block", **rules}}
+    if token_file:
+        cfg["admin"]["tokenFile"] = str(token_file)
+    return json.dumps(cfg) + "\n"
+
+
+@pytest.fixture
+def admin_proxy(start_proxy, upstream, tmp_path):
+    port = free_port()
+    tok = tmp_path / "token"
+    tok.write_text(TOKEN + "\n")
+    p = start_proxy(upstream.uri, config=admin_config(port, tok))
+    p.admin_port = port
+    return p
+
+
+def test_metrics_count_a_known_workload(admin_proxy, clients, dbname):
+    p = admin_proxy
+    c = clients.via(p)
+    coll = c[dbname].items
+    coll.insert_many([{"i": i} for i in range(5)])
+    for i in range(7):
+        assert coll.find_one({"i": i % 5}) is not None
+    for _ in range(3):
+        with pytest.raises(OperationFailure) as e:
+            coll.find_one({"name": Regex(SECRET, "i")})
+        assert "case-insensitive-regex" in str(e.value)
+
+    status, headers, text = get(p.admin_port, "/metrics", TOKEN)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    m = samples(text)
+    assert m['mongoguard_commands_total{command="find"}'] == 10  # 7 found + 3 blocked
+    assert m['mongoguard_commands_total{command="insert"}'] == 1
+    assert m['mongoguard_blocked_total{rule="case-insensitive-regex"}'] == 3
+    assert m['mongoguard_blocked_total{rule="unbounded-push"}'] == 0
+    # the first occurrence is reported at once; its repeats at the next summary
+    assert m['mongoguard_findings_total{rule="case-insensitive-regex",action="block"}'] >= 1
+    assert m["mongoguard_connections"] >= 1
+    assert m["mongoguard_connections_accepted_total"] >= 1
+    # every forwarded request got exactly one reply here (no exhaust, no w:0)
+    fwd = m['mongoguard_messages_total{direction="request"}']
+    assert fwd >= 8 and m['mongoguard_messages_total{direction="reply"}'] == fwd
+    assert m['mongoguard_request_latency_seconds_count'] == fwd
+    assert m['mongoguard_request_latency_seconds_bucket{le="+Inf"}'] == fwd
+    assert m['mongoguard_analysis_seconds_count'] >= 11
+    assert m['mongoguard_bytes_total{direction="reply"}'] > 0
+    assert re.search(r'^mongoguard_build_info\{version="[^"]+"\} 1$', text, re.M)
+    assert SECRET not in text
+
+
+def test_promtool_accepts_the_exposition(admin_proxy, clients, dbname):
+    assert shutil.which("promtool"), "promtool (Debian's prometheus) is installed by setup.sh"
+    clients.via(admin_proxy)[dbname].c.find_one({})
+    _, _, text = get(admin_proxy.admin_port, "/metrics", TOKEN)
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_health_findings_and_config(admin_proxy, clients, dbname):
+    p = admin_proxy
+    assert get(p.admin_port, "/healthz", TOKEN)[:1] == (200,)
+    assert get(p.admin_port, "/readyz", TOKEN)[:1] == (200,)
+    coll = clients.via(p)[dbname].people
+    with pytest.raises(OperationFailure):
+        coll.find_one({"name": Regex(SECRET, "i")})
+    status, headers, body = get(p.admin_port, "/findings", TOKEN)
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    found = json.loads(body)
+    mine = [f for f in found if f["ns"] == f"{dbname}.people"]
+    assert mine and mine[-1]["rule"] == "case-insensitive-regex"
+    assert mine[-1]["action"] == "block"
+    assert SECRET not in body  # redacted as the log is
+
+    status, _, body = get(p.admin_port, "/config", TOKEN)
+    cfg = json.loads(body)
+    assert cfg["rules"]["case-insensitive-regex"]["action"] == "block"
+    assert cfg["admin"]["tokenFile"].endswith("token")
+    assert TOKEN not in body
+
+
+def test_token_required_and_bad_requests(admin_proxy):
+    port = admin_proxy.admin_port
+    assert get(port, "/metrics")[0] == 401
+    assert get(port, "/metrics", "wrong-token")[0] == 401
+    assert get(port, "/nope", TOKEN)[0] == 404
+    assert get(port, "/metrics", TOKEN, method="POST")[0] == 405
+    # malformed HTTP: a clear 400 (or a close), and the endpoint keeps serving
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
+        answer = s.recv(4096)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 400")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 40000 +
+                  b"\r\n\r\n")
+        answer = s.recv(4096)
+        assert answer == b"" or answer.split(b" ")[1] in (b"400", b"413", b"431")
+    assert get(port, "/healthz", TOKEN)[0] == 200
+
+
+def test_readyz_when_upstream_is_down(start_proxy):
+    dead = free_port()  # nothing listens there
+    port = free_port()
+    p = start_proxy(f"mongodb://127.0.0.1:{dead}/", config=admin_config(port))
+    assert get(port, "/healthz")[0] == 200  # no token configured: none needed
+    assert get(port, "/readyz")[0] == 503
+    assert p.alive()
+
+
+def test_config_masks_the_upstream_password(start_proxy, upstream):
+    port = free_port()
+    uri = upstream.uri.replace("mongodb://", "mongodb://someone:pa55word-x@", 1)
+    start_proxy(uri, config=admin_config(port))
+    status, _, body = get(port, "/config")
+    assert status == 200
+    assert "pa55word-x" not in body
+    assert "someone:****@" in json.loads(body)["upstream"]["uri"]
+
+
+def test_admin_is_off_by_default(proxy):
+    # the shared proxy has no config: no admin port is opened; the log says nothing of one
+    assert not any("Admin endpoint" in ln.get("msg", "") for ln in proxy.log.lines())
