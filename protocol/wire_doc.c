@@ -75,10 +75,29 @@ static const char *const bad_words[] = {
  * only valid as a document's terminator, which the walk handles apart). */
 enum { VAR = 0xfe, BAD = 0xff };
 static const uint8_t fixed_size[256] = {
-    [0x00] = BAD, [0x01] = 8,   [0x02] = VAR, [0x03] = VAR, [0x04] = VAR, [0x05] = VAR,
-    [0x06] = 0,   [0x07] = 12,  [0x08] = VAR, [0x09] = 8,   [0x0a] = 0,   [0x0b] = VAR,
-    [0x0c] = VAR, [0x0d] = VAR, [0x0e] = VAR, [0x0f] = VAR, [0x10] = 4,   [0x11] = 8,
-    [0x12] = 8,   [0x13] = 16,  [0x14 ... 0x7e] = BAD,      [0x7f] = 0,   [0x80 ... 0xfe] = BAD,
+    [0x00] = BAD,
+    [0x01] = 8,
+    [0x02] = VAR,
+    [0x03] = VAR,
+    [0x04] = VAR,
+    [0x05] = VAR,
+    [0x06] = 0,
+    [0x07] = 12,
+    [0x08] = VAR,
+    [0x09] = 8,
+    [0x0a] = 0,
+    [0x0b] = VAR,
+    [0x0c] = VAR,
+    [0x0d] = VAR,
+    [0x0e] = VAR,
+    [0x0f] = VAR,
+    [0x10] = 4,
+    [0x11] = 8,
+    [0x12] = 8,
+    [0x13] = 16,
+    [0x14 ... 0x7e] = BAD,
+    [0x7f] = 0,
+    [0x80 ... 0xfe] = BAD,
     [0xff] = 0,
 };
 
@@ -230,7 +249,7 @@ bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char
 		               WIRE_MAX_BSON_DEPTH, at, len);
 	else
 		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
-		               "%s is not valid BSON: corrupt element at byte %zu of %zu (%s)", name,
-		               at, len, bad_words[bad]);
+		               "%s is not valid BSON: corrupt element at byte %zu of %zu (%s)",
+		               name, at, len, bad_words[bad]);
 	return false;
 }
