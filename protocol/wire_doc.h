@@ -2,11 +2,38 @@
  *
  * wire_doc_frame() is the cheap check: the length prefix is sane, the
  * document fits in what is left, and its last byte is the 0x00 terminator.
- * wire_doc_validate() walks every element (nested ones included) the way
- * libbson's iterator would, so a document that passes can be iterated
- * without surprises. `what` is a printf format naming the document in the
- * error message ("OP_MSG body", "document 3 of OP_MSG sequence 'updates'");
- * it is only formatted on failure. */
+ *
+ * wire_doc_validate() is the structural check, one pass with an explicit
+ * stack, no allocation, no recursion. A document that passes can be walked
+ * with every bson_iter_* call (bson_iter_recurse included, into documents,
+ * arrays and code-with-scope scopes) without an out-of-bounds read and
+ * without bson_iter_next stopping early on a corrupt element, which an
+ * analyzer would mistake for the end of the document. It checks exactly
+ * what libbson's bson_iter_next checks (the reader every analyzer uses),
+ * plus what libbson only checks when a bson_t is made of a nested document
+ * (length at least 5, own 0x00 terminator), plus the NUL ending a
+ * code-with-scope's code string, plus nesting: more than
+ * WIRE_MAX_BSON_DEPTH levels below the top document is refused. Every
+ * element type is known, deprecated ones included (undefined, DBPointer,
+ * symbol, code with scope, min/max key, decimal128); anything else is
+ * refused.
+ *
+ * UTF-8 is not validated, on purpose. mongod's own validateBSON checks
+ * structure only in its default mode (the one OP_MSG parsing uses, with
+ * net.wireObjectCheck on); UTF-8 is checked only by the full mode of the
+ * validate command, so a command carrying invalid UTF-8 reaches mongod's
+ * command code anyway, and refusing it here would make mongoguard stricter
+ * than the server it fronts. Nothing mongoguard does with a string needs
+ * it to be UTF-8: the analyzers compare keys and values as bytes, and the
+ * log writer escapes any byte into valid JSON (proxy/log.c). libbson's
+ * bson_validate(BSON_VALIDATE_NONE), used here before, checked the UTF-8
+ * of every key (not of string values) byte by byte, which is where an
+ * insert's time went. If something ever needs valid UTF-8, it should
+ * validate the one string it reads, not every document.
+ *
+ * `what` is a printf format naming the document in the error message
+ * ("OP_MSG body", "document 3 of OP_MSG sequence 'updates'"); it is only
+ * formatted on failure. */
 #ifndef MG_PROTOCOL_WIRE_DOC_H
 #define MG_PROTOCOL_WIRE_DOC_H
 
@@ -16,12 +43,18 @@
 
 #include "protocol/wire_error.h"
 
+/* mongod refuses nesting beyond 200 (BSONDepth::kDefaultMaxAllowableDepth);
+ * this is looser, so nothing mongod accepts is refused, and bounds the
+ * recursion of anything that walks a document that passed. */
+#define WIRE_MAX_BSON_DEPTH 256
+
 /* On success *doc_len is the document's length (<= avail). */
 bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error *err,
                     const char *what, ...) __attribute__((format(printf, 5, 6)))
 __attribute__((warn_unused_result));
 
-/* p/len must already have passed wire_doc_frame(). */
+/* p/len must already have passed wire_doc_frame(). The error names the
+ * byte offset of the offending element ("corrupt element at byte N of M"). */
 bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char *what, ...)
     __attribute__((format(printf, 4, 5))) __attribute__((warn_unused_result));
 

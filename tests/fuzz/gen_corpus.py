@@ -171,6 +171,54 @@ SEQ_BODIES = {
 }
 
 
+def raw_element(t, key, payload):
+    return bytes([t]) + cstr(key) + payload
+
+
+def raw_doc(elements):
+    body = b"".join(elements)
+    return struct.pack("<i", len(body) + 5) + body + b"\0"
+
+
+def bson_validate_seeds():
+    """fuzz_bson_validate seeds: documents covering every BSON type, the
+    deprecated ones included, plus a few bodies from BODIES."""
+    s = lambda v: struct.pack("<i", len(v) + 1) + v + b"\0"
+    scope = raw_doc([raw_element(0x10, "x", struct.pack("<i", 1))])
+    code = s(b"function() { return x; }")
+    every = raw_doc([
+        raw_element(0x01, "double", struct.pack("<d", 1.5)),
+        raw_element(0x02, "string", s(b"hello")),
+        raw_element(0x03, "doc", raw_doc([raw_element(0x12, "i", struct.pack("<q", 7))])),
+        raw_element(0x04, "array", raw_doc([raw_element(0x10, "0", struct.pack("<i", 1)),
+                                            raw_element(0x02, "1", s(b"two"))])),
+        raw_element(0x05, "bin", struct.pack("<i", 3) + b"\x00abc"),
+        raw_element(0x05, "bin_old", struct.pack("<i", 7) + b"\x02" + struct.pack("<i", 3) + b"abc"),
+        raw_element(0x06, "undefined", b""),
+        raw_element(0x07, "oid", bytes(range(12))),
+        raw_element(0x08, "bool", b"\x01"),
+        raw_element(0x09, "date", struct.pack("<q", 1700000000000)),
+        raw_element(0x0A, "null", b""),
+        raw_element(0x0B, "regex", b"^a.*\0i\0"),
+        raw_element(0x0C, "dbpointer", s(b"db.coll") + bytes(range(12))),
+        raw_element(0x0D, "code", s(b"function() {}")),
+        raw_element(0x0E, "symbol", s(b"sym")),
+        raw_element(0x0F, "cws", struct.pack("<i", 4 + len(code) + len(scope)) + code + scope),
+        raw_element(0x10, "int32", struct.pack("<i", -7)),
+        raw_element(0x11, "ts", struct.pack("<II", 1, 2)),
+        raw_element(0x12, "int64", struct.pack("<q", -1)),
+        raw_element(0x13, "dec", bytes(16)),
+        raw_element(0x7F, "max", b""),
+        raw_element(0xFF, "min", b""),
+    ])
+    yield "every-type", every
+    yield "nested", raw_doc([raw_element(0x03, "a", raw_doc([raw_element(0x04, "b", every)]))])
+    yield "empty", raw_doc([])
+    yield "utf8-key", raw_doc([bytes([0x10]) + b"k\xff\0" + struct.pack("<i", 1)])
+    for name in ("find_regex", "update_push", "bulkWrite", "aggregate"):
+        yield "body-" + name, doc(BODIES[name])
+
+
 def fixtures():
     text = open(os.path.join(HERE, "..", "unit", "fixtures", "wire_captures.h")).read()
     for name, body in re.findall(r"static const uint8_t (\w+)\[\] = \{(.*?)\};", text, re.S):
@@ -205,6 +253,8 @@ def main():
     write("fuzz_request", "compressed-zlib", compressed(find, 2))
     write("fuzz_request", "compressed-zlib-hello",
           compressed(opquery("admin.$cmd", hello), 2))
+    for name, data in bson_validate_seeds():
+        write("fuzz_bson_validate", name, data)
     for name, data in fixtures():
         write("fuzz_request", "fixture-" + name, data)
 
