@@ -62,7 +62,9 @@ static void usage(FILE *out)
 			        d->params[i].max);
 	}
 	fputs("Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
-	      "(shutdownGraceMS), then exit 0.\n",
+	      "(shutdownGraceMS), then exit 0. SIGHUP re-reads the configuration file\n"
+	      "(rules, scopes, parameters, redaction, log verbosity, timeouts); a file that\n"
+	      "does not load is refused and the running configuration stays.\n",
 	      out);
 }
 
@@ -135,45 +137,63 @@ static int parse_cli(int argc, char **argv, cli *o)
 	return -1;
 }
 
+/* Defaults, then the file, then the flags: at start and on every reload. */
+static bool load_config(void *arg, mg_config *cfg, char *err, size_t errlen)
+{
+	const cli *o = arg;
+	config_defaults(cfg);
+	if (o->config_path && !config_load_file(cfg, o->config_path, err, errlen))
+		return false;
+#define SET(field, value) snprintf(cfg->field, sizeof(cfg->field), "%s", value)
+	if (o->listen)
+		SET(listen, o->listen);
+	if (o->upstream)
+		SET(upstream_uri, o->upstream);
+	if (o->logp)
+		SET(log_path, o->logp);
+#undef SET
+	if (o->workers >= 0)
+		cfg->workers = (uint32_t)o->workers;
+	if (o->verbose)
+		cfg->log_verbosity = 1;
+	return true;
+}
+
+static void log_startup(const mg_config *cfg, const char *config_path)
+{
+	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_STARTUP, NULL, "mongoguard starting");
+	log_attr_str(l, "version", MG_VERSION);
+	log_attr_str(l, "config", config_path ? config_path : "");
+	for (int r = 0; r < RULE_COUNT; r++)
+		log_attr_str(l, rule_name((rule_id)r),
+		             rule_action_name(cfg->engine.rules[r].action));
+	log_attr_bool(l, "redactLiterals", cfg->engine.redact_literals);
+	log_end(l);
+}
+
 int main(int argc, char **argv)
 {
-	cli o;
+	static cli o;
 	int status = parse_cli(argc, argv, &o);
 	if (status >= 0)
 		return status;
-	const char *config_path = o.config_path, *listen = o.listen, *upstream = o.upstream,
-	           *logp = o.logp;
-	long workers = o.workers;
-	bool verbose = o.verbose, check_only = o.check_only;
-
 	static mg_config cfg; /* large (it holds rule tables): keep it off the stack */
 	char err[1024];
-	config_defaults(&cfg);
-	if (config_path && !config_load_file(&cfg, config_path, err, sizeof(err))) {
+	if (!load_config(&o, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;
 	}
-#define SET(field, value) snprintf(cfg.field, sizeof(cfg.field), "%s", value)
-	if (listen)
-		SET(listen, listen);
-	if (upstream)
-		SET(upstream_uri, upstream);
-	if (logp)
-		SET(log_path, logp);
-#undef SET
-	if (workers >= 0)
-		cfg.workers = (uint32_t)workers;
-	if (verbose)
-		cfg.log_verbosity = 1;
-
 	mongoc_init();
 	mongoc_log_set_handler(mongoc_log_cb, NULL);
 	static server_plan plan = {.version = MG_VERSION};
+	plan.config_path = o.config_path;
+	plan.load = load_config;
+	plan.load_arg = &o;
 	if (!server_plan_make(&plan, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;
 	}
-	if (check_only) {
+	if (o.check_only) {
 		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", cfg.listen,
 		       plan.up.name);
 		return 0;
@@ -183,15 +203,7 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		return 2;
 	}
-	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_STARTUP, NULL, "mongoguard starting");
-	log_attr_str(l, "version", MG_VERSION);
-	log_attr_str(l, "config", config_path ? config_path : "");
-	for (int r = 0; r < RULE_COUNT; r++)
-		log_attr_str(l, rule_name((rule_id)r),
-		             rule_action_name(cfg.engine.rules[r].action));
-	log_attr_bool(l, "redactLiterals", cfg.engine.redact_literals);
-	log_end(l);
-
+	log_startup(&cfg, o.config_path);
 	bool ok = server_run(&plan, err, sizeof(err));
 	if (!ok) {
 		log_reason(LOG_ERROR, "CONTROL", LOGID_FATAL, NULL, "Cannot start: %s", err);

@@ -146,6 +146,22 @@ static void render_config(admin *a, text_buf *t)
 	a->src.config_json(a->src.arg, t);
 }
 
+static void reload(admin *a, struct evhttp_request *req, enum evhttp_cmd_type method)
+{
+	char err[1024], msg[1200];
+	if (method != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+		reply_text(req, 405, "Method Not Allowed", "POST /reload re-reads the config\n");
+		return;
+	}
+	if (a->src.reload(a->src.arg, err, sizeof(err))) {
+		reply_text(req, 200, "OK", "reloaded\n");
+		return;
+	}
+	snprintf(msg, sizeof(msg), "reload refused, the running configuration stays: %s\n", err);
+	reply_text(req, 422, "Unprocessable Entity", msg);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
 	admin *a = arg;
@@ -154,12 +170,17 @@ static void handle(struct evhttp_request *req, void *arg)
 		path = "/";
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
 	if (!token_ok(a, evhttp_find_header(in, "Authorization"))) {
-		log_reason(LOG_WARNING, "CONTROL", LOGID_CONFIG, NULL,
+		log_reason(LOG_WARNING, "CONTROL", LOGID_ADMIN, NULL,
 		           "Admin request without the right bearer token refused (%s)", path);
 		reply_text(req, 401, "Unauthorized", "bearer token required\n");
 		return;
 	}
-	bool get = evhttp_request_get_command(req) == EVHTTP_REQ_GET;
+	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	if (!strcmp(path, "/reload")) {
+		reload(a, req, method);
+		return;
+	}
+	bool get = method == EVHTTP_REQ_GET;
 	static const char *const known[] = {"/metrics",  "/healthz", "/readyz",
 	                                    "/findings", "/config",  NULL};
 	bool found = false;
@@ -167,7 +188,8 @@ static void handle(struct evhttp_request *req, void *arg)
 		found |= !strcmp(path, known[i]);
 	if (!found) {
 		reply_text(req, 404, "Not Found",
-		           "unknown path; try /metrics, /healthz, /readyz, /findings, /config\n");
+		           "unknown path; try /metrics, /healthz, /readyz, /findings, /config, "
+		           "/reload\n");
 		return;
 	}
 	if (!get) {
@@ -248,7 +270,7 @@ admin *admin_start(const net_addr *listen, const char *token, const admin_source
 		return NULL;
 	}
 	a->running = true;
-	log_reason(LOG_INFO, "CONTROL", LOGID_LISTENING, NULL, "Admin endpoint on http://%s%s",
+	log_reason(LOG_INFO, "CONTROL", LOGID_ADMIN, NULL, "Admin endpoint on http://%s%s",
 	           listen->name, a->token[0] ? " (bearer token required)" : "");
 	return a;
 }

@@ -6,6 +6,7 @@
  *   GET  /readyz    200 when the upstream accepts a TCP connection, else 503
  *   GET  /findings  the most recent findings, JSON, redacted as the log
  *   GET  /config    the effective configuration, secrets masked
+ *   POST /reload    re-read the configuration file, as SIGHUP does
  *
  * With admin.tokenFile, every request must carry
  * `Authorization: Bearer <token>` (401 otherwise). Anything else is 404 (an
@@ -30,6 +31,7 @@ typedef struct admin_sources {
 	const net_addr *upstream; /* probed by /readyz */
 	void (*findings_json)(void *arg, text_buf *out);
 	void (*config_json)(void *arg, text_buf *out);
+	bool (*reload)(void *arg, char *err, size_t errlen); /* POST /reload */
 	void *arg;
 } admin_sources;
 

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,9 @@ typedef struct server {
 	metrics *metrics;
 	finding_sink *findings;
 	admin *admin;
+	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
+	unsigned generation;         /* of the snapshot in force; under reload_lock */
+	struct event *sighup;
 
 	struct event_base *base;
 	struct evconnlistener *listener;
@@ -170,6 +174,129 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 	log_end(l);
 }
 
+/* ---- reload ---- */
+
+/* Keys a reload cannot change while connections run: named in the log as
+ * needing a restart, and left as they are. */
+static void warn_restart_only(const mg_config *was, const mg_config *now)
+{
+	struct {
+		const char *key;
+		bool changed;
+	} keys[] = {
+	    {"net.listen", strcmp(was->listen, now->listen) != 0},
+	    {"net.maxConnections", was->max_connections != now->max_connections},
+	    {"upstream.uri", strcmp(was->upstream_uri, now->upstream_uri) != 0},
+	    {"workers", was->workers != now->workers},
+	    {"shutdownGraceMS", was->shutdown_grace_ms != now->shutdown_grace_ms},
+	    {"log.path", strcmp(was->log_path, now->log_path) != 0},
+	    {"analysis.enabled", was->analysis_enabled != now->analysis_enabled},
+	    {"analysis.indexRefreshSecs", was->index_refresh_secs != now->index_refresh_secs},
+	    {"analysis.summaryIntervalSecs",
+	     was->summary_interval_secs != now->summary_interval_secs},
+	    {"admin.listen", strcmp(was->admin_listen, now->admin_listen) != 0},
+	    {"admin.tokenFile", strcmp(was->admin_token_file, now->admin_token_file) != 0},
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (keys[i].changed)
+			log_reason(LOG_WARNING, "CONTROL", LOGID_RELOAD, NULL,
+			           "Reload: %s changed, but takes effect only after a restart; "
+			           "the running value stays",
+			           keys[i].key);
+}
+
+/* The restart-only keys of `next` are put back to what is running, so a
+ * snapshot never claims a setting that is not in force. */
+static void keep_restart_only(mg_config *next, const mg_config *running)
+{
+	memcpy(next->listen, running->listen, sizeof(next->listen));
+	next->max_connections = running->max_connections;
+	memcpy(next->upstream_uri, running->upstream_uri, sizeof(next->upstream_uri));
+	next->workers = running->workers;
+	next->shutdown_grace_ms = running->shutdown_grace_ms;
+	memcpy(next->log_path, running->log_path, sizeof(next->log_path));
+	next->analysis_enabled = running->analysis_enabled;
+	next->index_refresh_secs = running->index_refresh_secs;
+	next->summary_interval_secs = running->summary_interval_secs;
+	memcpy(next->admin_listen, running->admin_listen, sizeof(next->admin_listen));
+	memcpy(next->admin_token_file, running->admin_token_file, sizeof(next->admin_token_file));
+}
+
+static void log_reloaded(const mg_config *cfg, unsigned generation, const char *source)
+{
+	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_RELOAD, NULL, "Configuration reloaded");
+	log_attr_str(l, "source", source);
+	log_attr_int(l, "generation", generation);
+	for (int r = 0; r < RULE_COUNT; r++)
+		log_attr_str(l, rule_name((rule_id)r),
+		             rule_action_name(cfg->engine.rules[r].action));
+	log_attr_bool(l, "redactLiterals", cfg->engine.redact_literals);
+	log_end(l);
+}
+
+/* Re-reads the configuration and publishes it as a new snapshot; workers
+ * move to it between events, requests already analysed keep their verdict.
+ * A file that does not load changes nothing. Any thread. */
+static bool server_reload(server *srv, const char *source, char *err, size_t errlen)
+{
+	const server_plan *p = srv->plan;
+	mg_config *next = malloc(sizeof(*next));
+	snapshot *running = snapshot_slot_get(&srv->config);
+	bool ok = next && p->load && p->load(p->load_arg, next, err, errlen);
+	if (!next)
+		snprintf(err, errlen, "out of memory");
+	else if (!p->load)
+		snprintf(err, errlen, "there is no configuration file to reload");
+	if (ok) {
+		warn_restart_only(&running->cfg, next);
+		keep_restart_only(next, &running->cfg);
+		engine *e = NULL;
+		if (srv->ic &&
+		    !(e = engine_new(&next->engine, srv->ic, server_log_finding, srv->findings))) {
+			snprintf(err, errlen, "cannot create the rule engine");
+			ok = false;
+		}
+		pthread_mutex_lock(&srv->reload_lock);
+		snapshot *s = ok ? snapshot_new(next, e, srv->generation + 1) : NULL;
+		if (s) {
+			srv->generation++;
+			snapshot_slot_publish(&srv->config, s);
+			log_set_max(next->log_verbosity ? LOG_DEBUG : LOG_INFO);
+			log_reloaded(next, srv->generation, source);
+		} else if (ok) {
+			snprintf(err, errlen, "out of memory");
+			ok = false;
+		}
+		pthread_mutex_unlock(&srv->reload_lock);
+	}
+	if (ok) {
+		notify_all(srv, WORKER_CONFIG_CHANGED);
+		mx_add_shared(&srv->metrics->reloads_ok, 1);
+	} else {
+		mx_add_shared(&srv->metrics->reloads_failed, 1);
+		log_line *l = log_begin(LOG_ERROR, "CONTROL", LOGID_RELOAD_FAILED, NULL,
+		                        "Reload refused; the running configuration stays");
+		log_attr_str(l, "source", source);
+		log_attr_str(l, "file", p->config_path ? p->config_path : "");
+		log_attr_str(l, "error", err);
+		log_end(l);
+	}
+	snapshot_unref(running);
+	free(next);
+	return ok;
+}
+
+static void sighup_cb(evutil_socket_t sig, short what, void *arg)
+{
+	char err[1024];
+	(void)server_reload(arg, "SIGHUP", err, sizeof(err));
+}
+
+static bool admin_reload(void *arg, char *err, size_t errlen)
+{
+	return server_reload(arg, "POST /reload", err, errlen);
+}
+
 /* ---- start-up ---- */
 
 /* The index cache and the engine, in the first snapshot. */
@@ -189,7 +316,8 @@ static bool start_config(server *srv, char *err, size_t errlen)
 			return false;
 		}
 	}
-	snapshot *s = snapshot_new(cfg, e, 1);
+	srv->generation = 1;
+	snapshot *s = snapshot_new(cfg, e, srv->generation);
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -248,12 +376,14 @@ static bool start_events(server *srv, char *err, size_t errlen)
 {
 	srv->sigterm = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
 	srv->sigint = evsignal_new(srv->base, SIGINT, signal_cb, srv);
+	srv->sighup = evsignal_new(srv->base, SIGHUP, sighup_cb, srv);
 	srv->poll_done = add_timer(srv, poll_done_cb, EV_PERSIST, 50);
 	srv->summary =
 	    add_timer(srv, summary_cb, EV_PERSIST, srv->cfg->summary_interval_secs * 1000);
 	srv->grace = add_timer(srv, grace_cb, 0, 0);
-	if (!srv->sigterm || !srv->sigint || !srv->poll_done || !srv->summary || !srv->grace ||
-	    evsignal_add(srv->sigterm, NULL) < 0 || evsignal_add(srv->sigint, NULL) < 0) {
+	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->poll_done || !srv->summary ||
+	    !srv->grace || evsignal_add(srv->sigterm, NULL) < 0 ||
+	    evsignal_add(srv->sigint, NULL) < 0 || evsignal_add(srv->sighup, NULL) < 0) {
 		snprintf(err, errlen, "cannot set up signal handlers and timers");
 		return false;
 	}
@@ -297,6 +427,7 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	                     .upstream = &p->up,
 	                     .findings_json = admin_findings,
 	                     .config_json = admin_config,
+	                     .reload = admin_reload,
 	                     .arg = srv};
 	srv->admin = admin_start(&p->admin_listen, p->admin_token[0] ? p->admin_token : NULL, &src,
 	                         err, errlen);
@@ -357,6 +488,7 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	}
 	srv->plan = p;
 	srv->cfg = p->cfg;
+	pthread_mutex_init(&srv->reload_lock, NULL);
 	atomic_init(&srv->ids.next_conn, 1);
 	bool ok = start(srv, err, errlen);
 	if (ok) {
@@ -373,6 +505,7 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	stop(srv);
 	if (ok)
 		log_reason(LOG_INFO, "CONTROL", LOGID_SHUTDOWN_DONE, NULL, "Shutdown complete");
+	pthread_mutex_destroy(&srv->reload_lock);
 	free(srv);
 	return ok;
 }

@@ -13,8 +13,15 @@
 
 /* Everything resolved before anything starts, once: `--check-config`
  * stops after making it, `server_run` starts from it. */
+/* Loads the configuration the way start-up did (defaults, file, flags),
+ * for a reload. False with err set. */
+typedef bool (*config_loader)(void *arg, mg_config *out, char *err, size_t errlen);
+
 typedef struct server_plan {
 	const mg_config *cfg;
+	const char *config_path; /* NULL: no file, nothing to reload */
+	config_loader load;
+	void *load_arg;
 	const char *version; /* for logs and mongoguard_build_info */
 	net_addr listen;
 	upstream_target up;

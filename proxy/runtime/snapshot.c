@@ -27,6 +27,8 @@ void snapshot_unref(snapshot *s)
 {
 	if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (s->engine) /* repeats counted since the last summary are not lost */
+		engine_flush_summaries(s->engine);
 	engine_free(s->engine);
 	free(s);
 }

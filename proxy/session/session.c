@@ -688,7 +688,7 @@ static bool session_enter(session *s, session_state to)
 	if (!move_allowed(from, to)) {
 		bool ending = from >= SESSION_FLUSHING && to >= SESSION_FLUSHING;
 		if (!ending)
-			log_reason(LOG_ERROR, "NETWORK", LOGID_BAD_REQUEST, s->ctx,
+			log_reason(LOG_ERROR, "NETWORK", LOGID_INTERNAL, s->ctx,
 			           "Internal error: refused session state change %s -> %s",
 			           state_names[from], state_names[to]);
 		return false;

@@ -1,6 +1,7 @@
 #include "proxy/sinks/log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,12 +28,17 @@ struct log_line {
 };
 
 static int log_fd = -1;
-static log_severity log_max = LOG_INFO;
+static _Atomic int log_max = LOG_INFO; /* a reload may change it from any thread */
 static _Thread_local log_line tl_line;
+
+void log_set_max(log_severity max_severity)
+{
+	atomic_store_explicit(&log_max, (int)max_severity, memory_order_relaxed);
+}
 
 bool log_open(const char *path, log_severity max_severity)
 {
-	log_max = max_severity;
+	log_set_max(max_severity);
 	if (!path || strcmp(path, "-") == 0) {
 		log_fd = STDOUT_FILENO;
 		return true;
@@ -53,7 +59,7 @@ void log_close(void)
 
 bool log_enabled(log_severity s)
 {
-	return s <= log_max;
+	return (int)s <= atomic_load_explicit(&log_max, memory_order_relaxed);
 }
 
 /* Client data (field names, app names) is not guaranteed to be UTF-8, and a

@@ -30,6 +30,10 @@ enum {
 	LOGID_SHUTDOWN_BEGIN = 1003,
 	LOGID_SHUTDOWN_DONE = 1004,
 	LOGID_FATAL = 1005,
+	LOGID_RELOAD = 1006,
+	LOGID_RELOAD_FAILED = 1007,
+	LOGID_ADMIN = 1008,
+	LOGID_INTERNAL = 1009,
 	LOGID_CONN_ACCEPTED = 2000,
 	LOGID_CONN_ENDED = 2001,
 	LOGID_CONN_REFUSED = 2002,
@@ -50,6 +54,8 @@ typedef struct log_line log_line;
 /* path: a file (appended) or "-" for stdout. Returns false with errno set. */
 bool log_open(const char *path, log_severity max_severity);
 void log_close(void);
+/* Changes the level at run time (a reload); any thread. */
+void log_set_max(log_severity max_severity);
 bool log_enabled(log_severity s);
 
 log_line *log_begin(log_severity s, const char *component, int id, const char *ctx,

@@ -52,7 +52,8 @@ static void test_every_key(void **state)
 	                 "  redactLiterals: false\n"
 	                 "  indexRefreshSecs: 9\n"
 	                 "  indexWaitMS: 250\n"
-	                 "  summaryIntervalSecs: 7\n",
+	                 "  summaryIntervalSecs: 7\n"
+	                 "admin: {listen: \"127.0.0.1:9216\", tokenFile: /etc/mg/token}\n",
 	                 &c, err, sizeof(err)));
 	assert_string_equal(c.listen, "[::1]:28000");
 	assert_int_equal(c.max_connections, 50);
@@ -68,6 +69,8 @@ static void test_every_key(void **state)
 	assert_int_equal(c.index_refresh_secs, 9);
 	assert_int_equal(c.engine.index_wait_ms, 250);
 	assert_int_equal(c.summary_interval_secs, 7);
+	assert_string_equal(c.admin_listen, "127.0.0.1:9216");
+	assert_string_equal(c.admin_token_file, "/etc/mg/token");
 }
 
 static void test_rules_only_file_and_scopes(void **state)
