@@ -93,7 +93,19 @@ void config_json(const mg_config *c, text_buf *t)
 	text_str(t, "},\"admin\":{");
 	field(t, "listen", c->admin_listen, false);
 	field(t, "tokenFile", c->admin_token_file, true);
-	text_str(t, "},\"rules\":{");
+	text_str(t, "}");
+	field(t, "instanceName", c->instance_name, true);
+	const mongo_sink_config *m = &c->sink_mongodb;
+	config_mask_uri(m->uri, uri, sizeof(uri));
+	text_str(t, ",\"sinks\":{\"mongodb\":{");
+	field(t, "uri", uri, false);
+	field(t, "database", m->database, true);
+	field(t, "collection", m->collection, true);
+	number(t, "ttlDays", m->ttl_days, true);
+	number(t, "queueSize", m->queue_size, true);
+	number(t, "batchSize", m->batch_size, true);
+	number(t, "flushMS", m->flush_ms, true);
+	text_str(t, "}},\"rules\":{");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(t, "%s\"%s\":{", r ? "," : "", rule_name((rule_id)r));
 		rule_json(t, rule_table[r], &c->engine.rules[r]);

@@ -237,6 +237,12 @@ void metrics_render(const metrics *m, text_buf *out)
 	family(out, "index_fetch_failures_total", "counter",
 	       "listIndexes calls of the index cache that failed.");
 	sample(out, "index_fetch_failures_total", "", LOAD(m->index_fetch_failures));
+	family(out, "sink_records_total", "counter",
+	       "Findings records of the findings collection sink, written or dropped.");
+	sample(out, "sink_records_total", "{sink=\"mongodb\",result=\"written\"}",
+	       LOAD(m->sink_written));
+	sample(out, "sink_records_total", "{sink=\"mongodb\",result=\"dropped\"}",
+	       LOAD(m->sink_dropped));
 	family(out, "config_reloads_total", "counter", "Configuration reloads, by result.");
 	sample(out, "config_reloads_total", "{result=\"ok\"}", LOAD(m->reloads_ok));
 	sample(out, "config_reloads_total", "{result=\"failed\"}", LOAD(m->reloads_failed));

@@ -106,6 +106,7 @@ typedef struct metrics {
 	mx_counter reloads_ok, reloads_failed;
 	mx_counter index_lists_learned; /* the index cache's change notices */
 	mx_counter index_fetch_failures;
+	mx_counter sink_written, sink_dropped; /* the findings collection sink */
 	const char *version;
 } metrics;
 

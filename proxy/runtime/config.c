@@ -23,6 +23,7 @@ void config_defaults(mg_config *c)
 	c->index_refresh_secs = 60;
 	c->summary_interval_secs = 60;
 	rule_config_defaults(&c->engine);
+	mongo_sink_defaults(&c->sink_mongodb);
 }
 
 /* ---- a small typed walk over libyaml's document tree ---- */
@@ -184,6 +185,35 @@ static bool admin_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "admin", key);
 }
 
+static bool mongodb_sink_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mongo_sink_config *m = arg;
+	if (!strcmp(key, "uri"))
+		return get_string(x, v, "sinks.mongodb.uri", m->uri, sizeof(m->uri));
+	if (!strcmp(key, "database"))
+		return get_string(x, v, "sinks.mongodb.database", m->database, sizeof(m->database));
+	if (!strcmp(key, "collection"))
+		return get_string(x, v, "sinks.mongodb.collection", m->collection,
+		                  sizeof(m->collection));
+	if (!strcmp(key, "ttlDays"))
+		return get_u32(x, v, "sinks.mongodb.ttlDays", 1, 3650, &m->ttl_days);
+	if (!strcmp(key, "queueSize"))
+		return get_u32(x, v, "sinks.mongodb.queueSize", 1, 1000000, &m->queue_size);
+	if (!strcmp(key, "batchSize"))
+		return get_u32(x, v, "sinks.mongodb.batchSize", 1, 10000, &m->batch_size);
+	if (!strcmp(key, "flushMS"))
+		return get_u32(x, v, "sinks.mongodb.flushMS", 10, 600000, &m->flush_ms);
+	return unknown(x, v, "sinks.mongodb", key);
+}
+
+static bool sinks_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_config *c = arg;
+	if (!strcmp(key, "mongodb"))
+		return walk_map(x, v, "sinks.mongodb", mongodb_sink_key, &c->sink_mongodb);
+	return unknown(x, v, "sinks", key);
+}
+
 static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action *out)
 {
 	const char *s = scalar(v);
@@ -316,6 +346,10 @@ static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return walk_map(x, v, "analysis", analysis_key, c);
 	if (!strcmp(key, "admin"))
 		return walk_map(x, v, "admin", admin_key, c);
+	if (!strcmp(key, "sinks"))
+		return walk_map(x, v, "sinks", sinks_key, c);
+	if (!strcmp(key, "instanceName"))
+		return get_string(x, v, "instanceName", c->instance_name, sizeof(c->instance_name));
 	if (!strcmp(key, "rules"))
 		return walk_map(x, v, "rules", rules_key, c);
 	if (!strcmp(key, "workers"))

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "analyzers/rule_config.h"
+#include "proxy/sinks/mongo_sink.h"
 
 typedef struct mg_config {
 	/* net */
@@ -32,6 +33,9 @@ typedef struct mg_config {
 	/* admin endpoint */
 	char admin_listen[256];      /* "" = off */
 	char admin_token_file[1024]; /* "" = no token required */
+	/* sinks */
+	char instance_name[256]; /* on every sink record; "" = host:port of net.listen */
+	mongo_sink_config sink_mongodb;
 } mg_config;
 
 void config_defaults(mg_config *c);

@@ -34,6 +34,7 @@ typedef struct server {
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
 	metrics *metrics;
+	mongo_sink *fleet; /* sinks.mongodb, or NULL */
 	finding_sink *findings;
 	admin *admin;
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
@@ -196,6 +197,9 @@ static void warn_restart_only(const mg_config *was, const mg_config *now)
 	     was->summary_interval_secs != now->summary_interval_secs},
 	    {"admin.listen", strcmp(was->admin_listen, now->admin_listen) != 0},
 	    {"admin.tokenFile", strcmp(was->admin_token_file, now->admin_token_file) != 0},
+	    {"instanceName", strcmp(was->instance_name, now->instance_name) != 0},
+	    {"sinks.mongodb",
+	     memcmp(&was->sink_mongodb, &now->sink_mongodb, sizeof(now->sink_mongodb)) != 0},
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (keys[i].changed)
@@ -390,13 +394,34 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	return true;
 }
 
-/* The counters, and the findings sink that feeds some of them. */
+/* instanceName, or "host:port" of this machine and the listen port. */
+static void instance_name(const server *srv, char *out, size_t size)
+{
+	if (srv->cfg->instance_name[0]) {
+		snprintf(out, size, "%s", srv->cfg->instance_name);
+		return;
+	}
+	char host[256] = "localhost";
+	gethostname(host, sizeof(host) - 1);
+	const char *port = strrchr(srv->cfg->listen, ':');
+	snprintf(out, size, "%s%s", host, port ? port : "");
+}
+
+/* The counters, and the findings sinks that feed some of them. */
 static bool start_metrics(server *srv, char *err, size_t errlen)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	srv->nworkers = srv->cfg->workers ? srv->cfg->workers : (cores > 0 ? (size_t)cores : 1);
 	srv->metrics = metrics_new(srv->nworkers, &srv->nconns, srv->plan->version);
-	srv->findings = srv->metrics ? finding_sink_new(srv->metrics) : NULL;
+	if (srv->metrics && srv->cfg->sink_mongodb.uri[0]) {
+		char instance[300];
+		instance_name(srv, instance, sizeof(instance));
+		srv->fleet =
+		    mongo_sink_start(&srv->cfg->sink_mongodb, instance, srv->metrics, err, errlen);
+		if (!srv->fleet)
+			return false;
+	}
+	srv->findings = srv->metrics ? finding_sink_new(srv->metrics, srv->fleet) : NULL;
 	if (!srv->findings) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -465,7 +490,9 @@ static void stop(server *srv)
 		flush_summaries(srv); /* the repeats counted since the last timer */
 		snapshot_slot_destroy(&srv->config);
 	}
-	struct event *evs[] = {srv->sigterm, srv->sigint, srv->poll_done, srv->summary, srv->grace};
+	mongo_sink_stop(srv->fleet); /* after the last summaries reached it */
+	struct event *evs[] = {srv->sigterm,   srv->sigint,  srv->sighup,
+	                       srv->poll_done, srv->summary, srv->grace};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);

@@ -17,12 +17,13 @@ enum {
 
 struct finding_sink {
 	metrics *m;
+	mongo_sink *fleet;
 	pthread_mutex_t lock; /* guards the ring */
 	char (*ring)[RECENT_LEN];
 	unsigned head, count;
 };
 
-finding_sink *finding_sink_new(metrics *m)
+finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet)
 {
 	finding_sink *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -33,6 +34,7 @@ finding_sink *finding_sink_new(metrics *m)
 		return NULL;
 	}
 	s->m = m;
+	s->fleet = fleet;
 	pthread_mutex_init(&s->lock, NULL);
 	return s;
 }
@@ -133,6 +135,8 @@ void server_log_finding(void *arg, const finding *f)
 	if (s->m && (unsigned)f->rule < RULE_COUNT && (unsigned)f->action < MX_ACTIONS)
 		mx_add_shared(&s->m->findings[f->rule][f->action], f->repeats ? f->repeats : 1);
 	remember(s, f, hash);
+	if (s->fleet)
+		mongo_sink_push(s->fleet, f);
 }
 
 void finding_sink_recent_json(finding_sink *s, text_buf *out)

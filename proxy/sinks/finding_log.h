@@ -7,11 +7,13 @@
 #include "analyzers/engine.h"
 #include "protocol/text.h"
 #include "proxy/admin/metrics.h"
+#include "proxy/sinks/mongo_sink.h"
 
 typedef struct finding_sink finding_sink;
 
-/* m may be NULL (no counting). NULL when out of memory. */
-finding_sink *finding_sink_new(metrics *m);
+/* m may be NULL (no counting), fleet may be NULL (no findings collection;
+ * not owned). NULL when out of memory. */
+finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet);
 void finding_sink_free(finding_sink *s);
 
 /* The engine_sink_fn: one "c":"ANALYZER" log line per finding (DESIGN.md,

@@ -47,6 +47,7 @@ enum {
 	LOGID_FINDING_SUMMARY = 4001,
 	LOGID_INDEX_WAIT = 4003,
 	LOGID_METADATA_CLIENT = 4004,
+	LOGID_SINK = 4005,
 };
 
 typedef struct log_line log_line;

@@ -159,11 +159,15 @@ def test_readyz_when_upstream_is_down(start_proxy):
 def test_config_masks_the_upstream_password(start_proxy, upstream):
     port = free_port()
     uri = upstream.uri.replace("mongodb://", "mongodb://someone:pa55word-x@", 1)
-    start_proxy(uri, config=admin_config(port))
+    cfg = json.loads(admin_config(port))
+    cfg["sinks"] = {"mongodb": {"uri": uri.replace("pa55word-x", "s1nkpass-y")}}
+    start_proxy(uri, config=json.dumps(cfg))
     status, _, body = get(port, "/config")
     assert status == 200
-    assert "pa55word-x" not in body
-    assert "someone:****@" in json.loads(body)["upstream"]["uri"]
+    assert "pa55word-x" not in body and "s1nkpass-y" not in body
+    shown = json.loads(body)
+    assert "someone:****@" in shown["upstream"]["uri"]
+    assert "someone:****@" in shown["sinks"]["mongodb"]["uri"]
 
 
 def test_admin_is_off_by_default(proxy):

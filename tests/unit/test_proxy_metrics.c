@@ -86,7 +86,7 @@ static void test_recent_findings_ring(void **state)
 {
 	assert_true(log_open("/dev/null", LOG_INFO));
 	metrics *m = metrics_new(1, NULL, "x");
-	finding_sink *s = finding_sink_new(m);
+	finding_sink *s = finding_sink_new(m, NULL);
 	finding f = {.rule = RULE_CASE_INSENSITIVE_REGEX,
 	             .action = RULE_LOG,
 	             .ns = "d.c",
