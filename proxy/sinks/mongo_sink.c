@@ -152,9 +152,10 @@ static bool ensure_ttl_index(mongo_sink *s, mongoc_client_t *c, bson_error_t *er
 	bool ok = mongoc_client_command_simple(c, s->cfg.database, cmd, NULL, NULL, err);
 	bson_destroy(cmd);
 	if (!ok && err->code == 238) { /* NotImplemented (FerretDB, for one) */
-		log_line *l = log_begin(LOG_WARNING, "ANALYZER", LOGID_SINK, NULL,
-		                        "Findings collection sink: the deployment cannot create a TTL "
-		                        "index, so records will not expire; writing without one");
+		log_line *l =
+		    log_begin(LOG_WARNING, "ANALYZER", LOGID_SINK, NULL,
+		              "Findings collection sink: the deployment cannot create a TTL "
+		              "index, so records will not expire; writing without one");
 		log_attr_str(l, "error", err->message);
 		log_end(l);
 		return true;
