@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "analyzers/rule_config.h"
+#include "proxy/sinks/capture.h"
 
 typedef struct mg_config {
 	/* net */
@@ -29,6 +30,8 @@ typedef struct mg_config {
 	uint32_t index_refresh_secs;
 	uint32_t summary_interval_secs;
 	engine_config engine;
+	/* capture (off while capture.dir is "") */
+	capture_settings capture;
 } mg_config;
 
 void config_defaults(mg_config *c);

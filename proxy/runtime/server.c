@@ -14,16 +14,22 @@
 #include <unistd.h>
 
 #include "analyzers/index_cache.h"
+#include "proxy/sinks/capture.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
+#ifndef MG_VERSION
+#define MG_VERSION "0.0.0"
+#endif
+
 typedef struct server {
 	const server_plan *plan;
 	const mg_config *cfg; /* the start-up configuration (plan->cfg) */
 	snapshot_slot config;
-	index_cache *ic; /* NULL when analysis is disabled */
+	index_cache *ic;       /* NULL when analysis is disabled */
+	capture_sink *capture; /* NULL unless capture.dir is set */
 	session_ids ids;
 	atomic_uint nconns;
 	worker_shared shared;
@@ -180,6 +186,29 @@ static bool start_config(server *srv, char *err, size_t errlen)
 	return true;
 }
 
+/* The capture writer, when capture.dir is set: its header records the
+ * rules in force, so the report can rerun them with the same parameters. */
+static bool start_capture(server *srv, char *err, size_t errlen)
+{
+	const mg_config *cfg = srv->cfg;
+	if (!cfg->capture.dir[0])
+		return true;
+	bson_t rules = BSON_INITIALIZER;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_def *d = rule_table[r];
+		bson_t rd;
+		bson_append_document_begin(&rules, d->name, -1, &rd);
+		BSON_APPEND_UTF8(&rd, "action", rule_action_name(cfg->engine.rules[r].action));
+		for (size_t i = 0; i < d->nparams; i++)
+			BSON_APPEND_INT64(&rd, d->params[i].name,
+			                  cfg->engine.rules[r].params[d->params[i].slot]);
+		bson_append_document_end(&rules, &rd);
+	}
+	srv->capture = capture_sink_new(&cfg->capture, MG_VERSION, &rules, srv->ic, err, errlen);
+	bson_destroy(&rules);
+	return srv->capture && capture_sink_start(srv->capture, err, errlen);
+}
+
 static bool start_listener(server *srv, char *err, size_t errlen)
 {
 	const net_addr *a = &srv->plan->listen;
@@ -206,6 +235,7 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 	}
 	srv->shared = (worker_shared){
 	    .up = &srv->plan->up, .ids = &srv->ids, .nconns = &srv->nconns, .config = &srv->config};
+	srv->shared.capture = srv->capture;
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -253,8 +283,8 @@ static bool start(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the main event base");
 		return false;
 	}
-	return start_config(srv, err, errlen) && start_listener(srv, err, errlen) &&
-	       start_workers(srv, err, errlen) &&
+	return start_config(srv, err, errlen) && start_capture(srv, err, errlen) &&
+	       start_listener(srv, err, errlen) && start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
 	       start_events(srv, err, errlen);
 }
@@ -277,6 +307,7 @@ static void stop(server *srv)
 			event_free(evs[i]);
 	if (srv->listener)
 		evconnlistener_free(srv->listener);
+	capture_sink_free(srv->capture, NULL); /* after the workers: nothing enqueues now */
 	if (srv->ic)
 		index_cache_free(srv->ic);
 	if (srv->base)

@@ -138,6 +138,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .ids = shared->ids,
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
+	    .capture = shared->capture,
 	    .on_closed = session_closed,
 	    .owner = w,
 	};

@@ -37,6 +37,7 @@ typedef struct worker_shared {
 	session_ids *ids;
 	atomic_uint *nconns; /* open connections: the listener counts them in */
 	snapshot_slot *config;
+	capture_sink *capture; /* NULL: not capturing */
 } worker_shared;
 
 typedef enum {
