@@ -96,8 +96,11 @@ static void placeholder(bson_t *out, const char *key, size_t klen, const bson_it
 		bson_subtype_t st;
 		uint32_t n;
 		const uint8_t *b;
+		static const uint8_t zeros[16];
 		bson_iter_binary(it, &st, &n, &b);
-		bson_append_binary(out, key, kl, st, (const uint8_t *)"", 0);
+		/* UUID subtypes must be 16 bytes long to be valid BSON */
+		bool uuid = st == BSON_SUBTYPE_UUID || st == BSON_SUBTYPE_UUID_DEPRECATED;
+		bson_append_binary(out, key, kl, st, zeros, uuid ? 16 : 0);
 		break;
 	}
 	case BSON_TYPE_REGEX: {
