@@ -173,3 +173,37 @@ void text_json_str(text_buf *t, const char *s, size_t n, unsigned flags)
 	else
 		json_bytes(t, s, n, flags & TEXT_JSON_QUOTED);
 }
+
+void text_html_str(text_buf *t, const char *s, size_t n)
+{
+	size_t mark = text_mark(t);
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	while (p < end && !t->overflow) {
+		unsigned char c = *p;
+		if (c == '&')
+			text_put(t, "&amp;", 5);
+		else if (c == '<')
+			text_put(t, "&lt;", 4);
+		else if (c == '>')
+			text_put(t, "&gt;", 4);
+		else if (c == '"')
+			text_put(t, "&quot;", 6);
+		else if (c == '\'')
+			text_put(t, "&#39;", 5);
+		else if (c >= 0x80) {
+			size_t l = text_utf8_seq_len(p);
+			if (l == 0 || l > (size_t)(end - p)) {
+				text_put(t, "\xef\xbf\xbd", 3);
+				l = 1;
+			} else {
+				text_put(t, (const char *)p, l);
+			}
+			p += l;
+			continue;
+		} else if (c >= 0x20 || c == '\n' || c == '\t')
+			text_char(t, (char)c);
+		p++;
+	}
+	if (t->overflow)
+		text_rewind(t, mark), t->overflow = true;
+}

@@ -98,6 +98,15 @@ static inline void text_json(text_buf *t, const char *s)
 	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED);
 }
 
+/* HTML text or attribute value: &, <, >, " and ' as entities, invalid
+ * UTF-8 as U+FFFD, other controls dropped; all or nothing, like
+ * text_json_str without TEXT_JSON_UTF8 (the report's pages). */
+void text_html_str(text_buf *t, const char *s, size_t n);
+static inline void text_html(text_buf *t, const char *s)
+{
+	text_html_str(t, s, strlen(s));
+}
+
 /* Length (1..4) of the valid UTF-8 sequence at p, which holds at least one
  * byte before a NUL; 0 when the bytes there are not one (a NUL inside a
  * sequence ends it). Overlong forms, surrogates and code points past

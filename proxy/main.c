@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/report/report.h"
 #include "proxy/runtime/config.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/server.h"
@@ -33,6 +34,8 @@ static void mongoc_log_cb(mongoc_log_level_t level, const char *domain, const ch
 static void usage(FILE *out)
 {
 	fputs("Usage: mongoguard [OPTIONS]\n"
+	      "       mongoguard report CAPTURE... [--indexes-from URI] [-o report.html]\n"
+	      "                         [--json FILE] [--md FILE]   (report --help)\n"
 	      "\n"
 	      "A MongoDB wire-protocol proxy that analyses every request for query and\n"
 	      "schema anti-patterns, logging them or blocking them before they reach the\n"
@@ -45,6 +48,7 @@ static void usage(FILE *out)
 	      "                         (default mongodb://127.0.0.1:27017/)\n"
 	      "  -L, --log PATH         JSON-lines log file, '-' for stdout (default -)\n"
 	      "  -w, --workers N        worker threads, 0 = one per core (default 0)\n"
+	      "      --capture DIR      record traffic into capture files in DIR (capture.dir)\n"
 	      "  -v, --verbose          debug logging (log.verbosity: 1)\n"
 	      "      --check-config     validate the configuration and exit\n"
 	      "  -h, --help             this help\n"
@@ -70,7 +74,7 @@ static void usage(FILE *out)
 
 /* What the command line says; NULL / -1 / false where it says nothing. */
 typedef struct cli {
-	const char *config_path, *listen, *upstream, *logp;
+	const char *config_path, *listen, *upstream, *logp, *capture;
 	long workers;
 	bool verbose, check_only;
 } cli;
@@ -80,11 +84,17 @@ typedef struct cli {
 static int parse_cli(int argc, char **argv, cli *o)
 {
 	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'},   {"listen", required_argument, NULL, 'l'},
-	    {"upstream", required_argument, NULL, 'u'}, {"log", required_argument, NULL, 'L'},
-	    {"workers", required_argument, NULL, 'w'},  {"verbose", no_argument, NULL, 'v'},
-	    {"check-config", no_argument, NULL, 'C'},   {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"upstream", required_argument, NULL, 'u'},
+	    {"log", required_argument, NULL, 'L'},
+	    {"workers", required_argument, NULL, 'w'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"check-config", no_argument, NULL, 'C'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"capture", required_argument, NULL, 'K'},
+	    {NULL, 0, NULL, 0},
 	};
 	*o = (cli){.workers = -1};
 	int c;
@@ -117,6 +127,9 @@ static int parse_cli(int argc, char **argv, cli *o)
 			break;
 		case 'C':
 			o->check_only = true;
+			break;
+		case 'K':
+			o->capture = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -151,6 +164,8 @@ static bool load_config(void *arg, mg_config *cfg, char *err, size_t errlen)
 		SET(upstream_uri, o->upstream);
 	if (o->logp)
 		SET(log_path, o->logp);
+	if (o->capture)
+		SET(capture.dir, o->capture);
 #undef SET
 	if (o->workers >= 0)
 		cfg->workers = (uint32_t)o->workers;
@@ -173,7 +188,13 @@ static void log_startup(const mg_config *cfg, const char *config_path)
 
 int main(int argc, char **argv)
 {
-	static cli o;
+	if (argc > 1 && strcmp(argv[1], "report") == 0) {
+		mongoc_init(); /* --indexes-from */
+		int rs = report_main(argc - 1, argv + 1);
+		mongoc_cleanup();
+		return rs;
+	}
+	static cli o; /* the reload reads it again */
 	int status = parse_cli(argc, argv, &o);
 	if (status >= 0)
 		return status;

@@ -22,6 +22,7 @@ command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
 if [ $with_tests = 1 ]; then
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
   pkgs+=(python3-venv haproxy prometheus systemd)
+  pkgs+=(chromium) # the HTML report test (headless)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,7 @@ void config_defaults(mg_config *c)
 	c->summary_interval_secs = 60;
 	rule_config_defaults(&c->engine);
 	mongo_sink_defaults(&c->sink_mongodb);
+	capture_settings_defaults(&c->capture);
 }
 
 /* ---- a small typed walk over libyaml's document tree ---- */
@@ -214,6 +215,28 @@ static bool sinks_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "sinks", key);
 }
 
+static bool capture_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	capture_settings *c = arg;
+	if (!strcmp(key, "dir"))
+		return get_string(x, v, "capture.dir", c->dir, sizeof(c->dir));
+	if (!strcmp(key, "redactLiterals"))
+		return get_bool(x, v, "capture.redactLiterals", &c->redact_literals);
+	if (!strcmp(key, "maxFileSizeMB"))
+		return get_u32(x, v, "capture.maxFileSizeMB", 1, 65536, &c->max_file_mb);
+	if (!strcmp(key, "rotateSecs"))
+		return get_u32(x, v, "capture.rotateSecs", 0, 604800, &c->rotate_secs);
+	if (!strcmp(key, "maxTotalSizeMB"))
+		return get_u32(x, v, "capture.maxTotalSizeMB", 1, 16777216, &c->max_total_mb);
+	if (!strcmp(key, "queueSizeMB"))
+		return get_u32(x, v, "capture.queueSizeMB", 1, 4096, &c->queue_mb);
+	if (!strcmp(key, "maxReplyKB"))
+		return get_u32(x, v, "capture.maxReplyKB", 0, 49152, &c->max_reply_kb);
+	if (!strcmp(key, "replySampleRate"))
+		return get_u32(x, v, "capture.replySampleRate", 1, 1000000, &c->reply_sample);
+	return unknown(x, v, "capture", key);
+}
+
 static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action *out)
 {
 	const char *s = scalar(v);
@@ -352,6 +375,8 @@ static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_string(x, v, "instanceName", c->instance_name, sizeof(c->instance_name));
 	if (!strcmp(key, "rules"))
 		return walk_map(x, v, "rules", rules_key, c);
+	if (!strcmp(key, "capture"))
+		return walk_map(x, v, "capture", capture_key, &c->capture);
 	if (!strcmp(key, "workers"))
 		return get_u32(x, v, "workers", 0, 256, &c->workers);
 	if (!strcmp(key, "shutdownGraceMS"))

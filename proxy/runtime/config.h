@@ -10,6 +10,7 @@
 
 #include "analyzers/rule_config.h"
 #include "proxy/sinks/mongo_sink.h"
+#include "proxy/sinks/capture.h"
 
 typedef struct mg_config {
 	/* net */
@@ -36,6 +37,8 @@ typedef struct mg_config {
 	/* sinks */
 	char instance_name[256]; /* on every sink record; "" = host:port of net.listen */
 	mongo_sink_config sink_mongodb;
+	/* capture (off while capture.dir is "") */
+	capture_settings capture;
 } mg_config;
 
 void config_defaults(mg_config *c);

@@ -18,16 +18,22 @@
 #include "proxy/admin/admin.h"
 #include "proxy/admin/config_json.h"
 #include "proxy/admin/metrics.h"
+#include "proxy/sinks/capture.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
+#ifndef MG_VERSION
+#define MG_VERSION "0.0.0"
+#endif
+
 typedef struct server {
 	const server_plan *plan;
 	const mg_config *cfg; /* the start-up configuration (plan->cfg) */
 	snapshot_slot config;
-	index_cache *ic; /* NULL when analysis is disabled */
+	index_cache *ic;       /* NULL when analysis is disabled */
+	capture_sink *capture; /* NULL unless capture.dir is set */
 	session_ids ids;
 	atomic_uint nconns;
 	worker_shared shared;
@@ -200,6 +206,7 @@ static void warn_restart_only(const mg_config *was, const mg_config *now)
 	    {"instanceName", strcmp(was->instance_name, now->instance_name) != 0},
 	    {"sinks.mongodb",
 	     memcmp(&was->sink_mongodb, &now->sink_mongodb, sizeof(now->sink_mongodb)) != 0},
+	    {"capture", memcmp(&was->capture, &now->capture, sizeof(now->capture)) != 0},
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (keys[i].changed)
@@ -224,6 +231,9 @@ static void keep_restart_only(mg_config *next, const mg_config *running)
 	next->summary_interval_secs = running->summary_interval_secs;
 	memcpy(next->admin_listen, running->admin_listen, sizeof(next->admin_listen));
 	memcpy(next->admin_token_file, running->admin_token_file, sizeof(next->admin_token_file));
+	memcpy(next->instance_name, running->instance_name, sizeof(next->instance_name));
+	next->sink_mongodb = running->sink_mongodb;
+	next->capture = running->capture;
 }
 
 static void log_reloaded(const mg_config *cfg, unsigned generation, const char *source)
@@ -330,6 +340,29 @@ static bool start_config(server *srv, char *err, size_t errlen)
 	return true;
 }
 
+/* The capture writer, when capture.dir is set: its header records the
+ * rules in force, so the report can rerun them with the same parameters. */
+static bool start_capture(server *srv, char *err, size_t errlen)
+{
+	const mg_config *cfg = srv->cfg;
+	if (!cfg->capture.dir[0])
+		return true;
+	bson_t rules = BSON_INITIALIZER;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_def *d = rule_table[r];
+		bson_t rd;
+		bson_append_document_begin(&rules, d->name, -1, &rd);
+		BSON_APPEND_UTF8(&rd, "action", rule_action_name(cfg->engine.rules[r].action));
+		for (size_t i = 0; i < d->nparams; i++)
+			BSON_APPEND_INT64(&rd, d->params[i].name,
+			                  cfg->engine.rules[r].params[d->params[i].slot]);
+		bson_append_document_end(&rules, &rd);
+	}
+	srv->capture = capture_sink_new(&cfg->capture, MG_VERSION, &rules, srv->ic, err, errlen);
+	bson_destroy(&rules);
+	return srv->capture && capture_sink_start(srv->capture, err, errlen);
+}
+
 static bool start_listener(server *srv, char *err, size_t errlen)
 {
 	const net_addr *a = &srv->plan->listen;
@@ -356,7 +389,8 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 	                              .ids = &srv->ids,
 	                              .nconns = &srv->nconns,
 	                              .config = &srv->config,
-	                              .metrics = srv->metrics};
+	                              .metrics = srv->metrics,
+	                              .capture = srv->capture};
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -472,7 +506,8 @@ static bool start(server *srv, char *err, size_t errlen)
 		return false;
 	}
 	return start_metrics(srv, err, errlen) && start_config(srv, err, errlen) &&
-	       start_listener(srv, err, errlen) && start_workers(srv, err, errlen) &&
+	       start_capture(srv, err, errlen) && start_listener(srv, err, errlen) &&
+	       start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
 	       start_events(srv, err, errlen) && start_admin(srv, err, errlen);
 }
@@ -498,6 +533,7 @@ static void stop(server *srv)
 			event_free(evs[i]);
 	if (srv->listener)
 		evconnlistener_free(srv->listener);
+	capture_sink_free(srv->capture, NULL); /* after the workers: nothing enqueues now */
 	if (srv->ic)
 		index_cache_free(srv->ic);
 	finding_sink_free(srv->findings);

@@ -139,6 +139,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
+	    .capture = shared->capture,
 	    .on_closed = session_closed,
 	    .owner = w,
 	};

@@ -38,7 +38,8 @@ typedef struct worker_shared {
 	session_ids *ids;
 	atomic_uint *nconns; /* open connections: the listener counts them in */
 	snapshot_slot *config;
-	metrics *metrics; /* worker i writes shard i */
+	metrics *metrics;      /* worker i writes shard i */
+	capture_sink *capture; /* NULL: not capturing */
 } worker_shared;
 
 typedef enum {

@@ -60,6 +60,7 @@
 
 #include "protocol/handshake.h"
 #include "protocol/request.h"
+#include "proxy/sinks/capture.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/inflight.h"
@@ -108,6 +109,13 @@ struct session {
 
 	reply_framer framer;
 	inflight_ring inflight;
+
+	/* The reply being captured (env.capture set): its bytes, copied as
+	 * they are forwarded, when it is small enough to be read. */
+	bool cap_reply;
+	uint8_t *cap_buf;
+	size_t cap_len, cap_off;
+	int32_t cap_rt;
 
 	uint64_t nrequests, nblocked, ndiscarded;
 	char end_reason[256];
@@ -343,6 +351,13 @@ static void answer_block(session *s, const request *r, const block_info *block)
 	queue_answer(s, r->h.request_id, r->form, msg, len);
 }
 
+/* Capture: the request goes to the writer's queue as it arrived. */
+static void capture_request(session *s, const request *r, const char *outcome)
+{
+	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
+	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
+}
+
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
@@ -368,10 +383,14 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		if (vd == VERDICT_WAIT_INDEXES)
 			return REQ_WAIT;
 		if (vd == VERDICT_BLOCK) {
+			if (s->env.capture)
+				capture_request(s, r, "block");
 			answer_block(s, r, &block);
 			return REQ_DROP;
 		}
 	}
+	if (s->env.capture)
+		capture_request(s, r, "forward");
 	if (!r->more_to_come) {
 		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
 		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
@@ -569,6 +588,36 @@ static const uint8_t *peek_upstream(struct evbuffer *in, size_t have, uint8_t *b
 	return evbuffer_pullup(in, (ev_ssize_t)have);
 }
 
+/* Capture: a relayed reply's bytes are copied as they pass (the framer
+ * forwards a reply in as many pieces as arrive), and handed to the writer
+ * when it ends. */
+static void capture_reply_step(session *s, struct evbuffer *in, const framer_step *st)
+{
+	if (st->starts) {
+		s->cap_reply = true;
+		s->cap_len = (size_t)st->peek.h.length;
+		s->cap_off = 0;
+		s->cap_rt = st->peek.h.response_to;
+		s->cap_buf = capture_sink_reply_buffer(s->env.capture, s->cap_len);
+	}
+	if (s->cap_buf && st->n <= s->cap_len - s->cap_off) {
+		evbuffer_copyout(in, s->cap_buf + s->cap_off, st->n);
+		s->cap_off += st->n;
+	}
+}
+
+static void capture_reply_end(session *s)
+{
+	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
+	if (s->cap_buf && s->cap_off != s->cap_len) {
+		free(s->cap_buf);
+		s->cap_buf = NULL;
+	}
+	capture_sink_reply(s->env.capture, &o, s->cap_rt, s->cap_len, s->cap_buf);
+	s->cap_buf = NULL;
+	s->cap_reply = false;
+}
+
 static void process_upstream(session *s)
 {
 	struct evbuffer *out = client_out(s);
@@ -620,12 +669,16 @@ static void process_upstream(session *s)
 		case FRAMER_FORWARD:
 			if (st.starts)
 				note_reply_start(s);
+			if (s->env.capture)
+				capture_reply_step(s, in, &st);
 			evbuffer_remove_buffer(in, out, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))
 			set_read_need(s->upstream, READ_CHUNK);
+		if (s->cap_reply && !reply_framer_mid_reply(&s->framer))
+			capture_reply_end(s);
 		if (st.completes)
 			complete_head(s);
 	}
@@ -747,6 +800,7 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
+	free(s->cap_buf); /* a reply cut short by the end of the session */
 	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])

@@ -17,6 +17,7 @@
 
 struct event_base;
 typedef struct session session;
+typedef struct capture_sink capture_sink;
 
 /* Where ids come from: shared by every session of the process. */
 typedef struct session_ids {
@@ -35,6 +36,7 @@ typedef struct session_env {
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */
 	metrics_shard *mx;           /* this worker's counters (single writer) */
+	capture_sink *capture;       /* NULL: not capturing (proxy/sinks/capture.h) */
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);

@@ -1,0 +1,128 @@
+/* The capture format: what mongoguard records of real traffic for the
+ * offline report, as a stream of BSON documents (readable by bsondump and
+ * any BSON library), one record per document, each with a "k" (kind) field.
+ *
+ *   header   first in every file: format "mongoguard-capture", v (format
+ *            version), mongoguard (its version), instance (one per
+ *            process), redaction ("shapes" or "none"), start (date),
+ *            startUs, rules (actions and params).
+ *   req      one request: t (µs since the epoch), conn, client, app, rid
+ *            (requestID), op (command name), db, ns, len (bytes on the
+ *            wire), mtc (moreToCome), verdict; and either body + seqs
+ *            (redacted: every literal replaced by a placeholder of the same
+ *            BSON type, see capture_redact_command) or msg (the whole
+ *            message, redaction off).
+ *   reply    one reply: t, conn, rt (responseTo), len, and when the reply
+ *            was read: ok, code, n (documents returned), cid (cursor id);
+ *            for a sample of replies: docs {n, max, total} (document sizes)
+ *            and arrays {path: longest length seen}. Reply documents
+ *            themselves are never stored.
+ *   indexes  the index list of ns as mongoguard learned it: t, ns, and
+ *            indexes (listIndexes-style specs) or opaque (why none).
+ *   gap      records lost because the writer's queue was full: t, dropped,
+ *            from, to (µs).
+ *
+ * Pure: builds and reads documents in memory; files are the writer's and
+ * the report's business. */
+#ifndef MG_PROTOCOL_CAPTURE_H
+#define MG_PROTOCOL_CAPTURE_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/request.h"
+
+#define CAPTURE_FORMAT_NAME    "mongoguard-capture"
+#define CAPTURE_FORMAT_VERSION 1
+
+typedef enum {
+	CAPTURE_REC_HEADER,
+	CAPTURE_REC_REQUEST,
+	CAPTURE_REC_REPLY,
+	CAPTURE_REC_INDEXES,
+	CAPTURE_REC_GAP,
+	CAPTURE_REC_UNKNOWN, /* a kind a later version added: skipped */
+} capture_rec_kind;
+
+/* ---- writing ---- */
+
+/* Where a request or reply came from. */
+typedef struct capture_origin {
+	int64_t t_us; /* CLOCK_REALTIME, microseconds */
+	uint64_t conn;
+	const char *client; /* "host:port" */
+	const char *app;    /* "" when none */
+} capture_origin;
+
+/* instance: the same for every file one mongoguard process writes (pairs
+ * a request with its reply across a rotation, never across processes). */
+void capture_build_header(bson_t *out, const char *mongoguard_version, const char *instance,
+                          bool redact, int64_t start_us, const bson_t *rules);
+
+/* A request record from a decoded command (r->view valid). redact: body and
+ * kind-1 sequences with literals replaced; else the whole message. */
+void capture_build_request(bson_t *out, const capture_origin *o, const request *r, bool redact,
+                           const char *outcome);
+
+/* What the writer learned from a reply's bytes. */
+typedef struct capture_reply_facts {
+	bool read; /* the body was parsed: the fields below mean something */
+	bool ok;
+	int32_t code; /* 0 when ok */
+	int64_t n;    /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
+	int64_t cid;  /* cursor id, 0 when exhausted or none */
+	bool sampled; /* docs and arrays are filled */
+	int64_t docs_n, docs_max, docs_total;
+	bson_t arrays; /* {path: max length}, sampled only; owned */
+} capture_reply_facts;
+
+/* Reads a whole reply (OP_MSG or OP_REPLY). sample: also measure the
+ * returned documents. Call capture_reply_facts_free after. */
+void capture_reply_inspect(const uint8_t *msg, size_t len, bool sample, capture_reply_facts *f);
+void capture_reply_facts_free(capture_reply_facts *f);
+
+void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_to, size_t len,
+                         const capture_reply_facts *f);
+
+/* specs: listIndexes documents (or NULL with opaque set). */
+void capture_build_indexes(bson_t *out, int64_t t_us, const char *ns, const bson_t *const *specs,
+                           size_t n, const char *opaque);
+
+void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from_us, int64_t to_us);
+
+/* The redaction: a copy of a command body (or a kind-1 document) in which
+ * every value that can come from application data is replaced by a
+ * placeholder of the same BSON type, while the structure the analyzers read
+ * is kept (README, "Capture and design review", says exactly what). */
+void capture_redact_command(const bson_t *body, bson_t *out);
+
+/* ---- reading ---- */
+
+typedef enum {
+	CAPTURE_NEXT_OK,
+	CAPTURE_NEXT_END,       /* no bytes left */
+	CAPTURE_NEXT_TRUNCATED, /* the last record is cut short (*off: where it starts) */
+	CAPTURE_NEXT_INVALID,   /* not a BSON document at *off */
+} capture_next_status;
+
+/* The next record of buf at *off, as a static view (valid while buf is);
+ * *off moves past it on OK. */
+capture_next_status capture_next(const uint8_t *buf, size_t len, size_t *off, bson_t *rec)
+    __attribute__((warn_unused_result));
+
+capture_rec_kind capture_kind(const bson_t *rec);
+
+/* Checks a header record. False with err set when it is none, or its
+ * version is one this reader does not know. */
+bool capture_check_header(const bson_t *rec, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+/* Rebuilds the message a request record stands for: the stored one, or an
+ * OP_MSG made of the redacted body and sequences, so the report decodes it
+ * with request_decode like the live path. malloc'd; NULL when the record
+ * holds neither. */
+uint8_t *capture_request_message(const bson_t *rec, size_t *len);
+
+#endif

@@ -1,0 +1,1023 @@
+/* The report's reader loop and aggregation (report.h says what it does).
+ *
+ * Two passes over the inputs. The first collects index snapshots only, so
+ * a request captured before the writer had learned its collection's index
+ * list (the live path waited for that list; the writer asked for it after)
+ * is judged against the first list the capture holds. The second decodes
+ * every request with request_decode and runs engine_analyze, exactly as a
+ * session does, with no_wait set (a list the capture never held means "no
+ * verdict", as it does live after indexWaitMS); later snapshots replace
+ * earlier ones as they are met. Replies pair with their request by
+ * (instance, connection, requestID).
+ *
+ * The per-shape table keys shapes as the engine keys findings: the same
+ * parts of the same commands rendered by analyzers/shape.h and hashed with
+ * shape_hash, so a shape's row and its findings share a shapeHash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyzers/engine.h"
+#include "analyzers/index_cache.h"
+#include "analyzers/index_set.h"
+#include "analyzers/shape.h"
+#include "protocol/capture.h"
+#include "protocol/request.h"
+#include "proxy/report/aggregate.h"
+
+/* ---- small growable tables ---- */
+
+#define GROW(arr, n, cap)                                                                          \
+	do {                                                                                       \
+		if ((n) == (cap)) {                                                                \
+			size_t nc = (cap) ? (cap)*2 : 16;                                          \
+			void *np = realloc((arr), nc * sizeof(*(arr)));                            \
+			if (!np)                                                                   \
+				abort(); /* the report has nothing sensible to do */               \
+			(arr) = np;                                                                \
+			(cap) = nc;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+	const unsigned char *s = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 1099511628211ull;
+	return h;
+}
+#define FNV0 1469598103934665603ull
+
+/* Open addressing from a 64-bit key to an index + 1 (0 = empty). */
+typedef struct imap {
+	uint64_t *keys;
+	size_t *vals;
+	size_t cap, n;
+} imap;
+
+static size_t imap_get(const imap *m, uint64_t k)
+{
+	if (!m->cap)
+		return 0;
+	for (size_t i = k & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (!m->vals[i])
+			return 0;
+		if (m->keys[i] == k)
+			return m->vals[i];
+	}
+}
+
+static void imap_put(imap *m, uint64_t k, size_t v);
+
+static void imap_grow(imap *m)
+{
+	imap old = *m;
+	m->cap = old.cap ? old.cap * 2 : 1024;
+	m->n = 0;
+	m->keys = calloc(m->cap, sizeof *m->keys);
+	m->vals = calloc(m->cap, sizeof *m->vals);
+	if (!m->keys || !m->vals)
+		abort();
+	for (size_t i = 0; i < old.cap; i++)
+		if (old.vals[i])
+			imap_put(m, old.keys[i], old.vals[i]);
+	free(old.keys);
+	free(old.vals);
+}
+
+static void imap_put(imap *m, uint64_t k, size_t v)
+{
+	if ((m->n + 1) * 2 > m->cap)
+		imap_grow(m);
+	size_t i = k & (m->cap - 1);
+	while (m->vals[i] && m->keys[i] != k)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->vals[i])
+		m->n++;
+	m->keys[i] = k;
+	m->vals[i] = v;
+}
+
+static void imap_free(imap *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+/* ---- the reader's state ---- */
+
+typedef struct pending {
+	uint64_t key;
+	size_t shape, ns; /* + 1; 0 = none */
+	int64_t t_us;
+	struct pending *next;
+} pending;
+
+#define PENDING_BUCKETS 65536
+
+struct aggregator {
+	model *m;
+	engine *e;
+	index_cache *ic;
+	imap shapes, findings, nss, apps, dbs;
+	pending *pend[PENDING_BUCKETS];
+	uint64_t instance; /* of the file being read */
+	bool rules_set;
+	engine_config cfg;
+};
+
+static uint64_t str_key(const char *s)
+{
+	return fnv(s, strlen(s), FNV0);
+}
+
+static model_ns *ns_get(aggregator *a, const char *ns)
+{
+	model *m = a->m;
+	uint64_t k = str_key(ns);
+	size_t i = imap_get(&a->nss, k);
+	if (i)
+		return &m->nss[i - 1];
+	GROW(m->nss, m->nnss, m->capnss);
+	model_ns *n = &m->nss[m->nnss++];
+	memset(n, 0, sizeof *n);
+	snprintf(n->ns, sizeof n->ns, "%s", ns);
+	n->doc_max = -1;
+	imap_put(&a->nss, k, m->nnss);
+	/* its database, for "too many collections" */
+	char db[128];
+	const char *dot = strchr(ns, '.');
+	size_t dl = dot ? (size_t)(dot - ns) : strlen(ns);
+	if (dl >= sizeof db)
+		dl = sizeof db - 1;
+	memcpy(db, ns, dl);
+	db[dl] = '\0';
+	uint64_t dk = str_key(db);
+	size_t di = imap_get(&a->dbs, dk);
+	if (!di) {
+		size_t cap = m->ndbs; /* grows one at a time: few databases */
+		model_db *nd = realloc(m->dbs, (cap + 1) * sizeof *nd);
+		if (!nd)
+			abort();
+		m->dbs = nd;
+		memset(&m->dbs[m->ndbs], 0, sizeof *m->dbs);
+		snprintf(m->dbs[m->ndbs].db, sizeof m->dbs->db, "%s", db);
+		imap_put(&a->dbs, dk, ++m->ndbs);
+		di = m->ndbs;
+	}
+	m->dbs[di - 1].collections++;
+	return n;
+}
+
+static size_t ns_index(aggregator *a, const model_ns *n)
+{
+	return (size_t)(n - a->m->nss) + 1;
+}
+
+static model_app *app_get(aggregator *a, const char *app)
+{
+	model *m = a->m;
+	uint64_t k = str_key(app);
+	size_t i = imap_get(&a->apps, k);
+	if (i)
+		return &m->apps[i - 1];
+	GROW(m->apps, m->napps, m->capapps);
+	model_app *p = &m->apps[m->napps++];
+	memset(p, 0, sizeof *p);
+	snprintf(p->app, sizeof p->app, "%s", app);
+	imap_put(&a->apps, k, m->napps);
+	return p;
+}
+
+static void field_note(model_field **arr, size_t *n, const char *path, int64_t len)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*arr)[i].path, path) == 0) {
+			(*arr)[i].count++;
+			if (len > (*arr)[i].max_len)
+				(*arr)[i].max_len = len;
+			return;
+		}
+	if (*n >= 256)
+		return; /* enough to show; the rest would not be read */
+	model_field *na = realloc(*arr, (*n + 1) * sizeof **arr);
+	if (!na)
+		abort();
+	*arr = na;
+	snprintf(na[*n].path, sizeof na[*n].path, "%s", path);
+	na[*n].count = 1;
+	na[*n].max_len = len;
+	(*n)++;
+}
+
+/* ---- findings: the engine's sink ---- */
+
+static void on_finding(void *arg, const finding *f)
+{
+	aggregator *a = arg;
+	model *m = a->m;
+	uint64_t k = fnv(&f->rule, sizeof f->rule, f->shape_hash);
+	size_t i = imap_get(&a->findings, k);
+	model_finding *mf;
+	if (i) {
+		mf = &m->findings[i - 1];
+	} else {
+		GROW(m->findings, m->nfindings, m->capfindings);
+		mf = &m->findings[m->nfindings++];
+		memset(mf, 0, sizeof *mf);
+		mf->rule = f->rule;
+		mf->hash = f->shape_hash;
+		snprintf(mf->ns, sizeof mf->ns, "%s", f->ns);
+		snprintf(mf->command, sizeof mf->command, "%s", f->command);
+		snprintf(mf->shape, sizeof mf->shape, "%s", f->shape);
+		snprintf(mf->suggestion, sizeof mf->suggestion, "%s", f->suggestion);
+		snprintf(mf->detail, sizeof mf->detail, "%s", f->detail);
+		imap_put(&a->findings, k, m->nfindings);
+	}
+	uint64_t n = f->repeats ? f->repeats : 1;
+	mf->count += n;
+	m->rule_totals[f->rule] += n;
+	size_t j = 0;
+	while (j < mf->napps && strcmp(mf->apps[j], f->app_name) != 0)
+		j++;
+	if (j == mf->napps && j < MODEL_APPS_PER_FINDING)
+		snprintf(mf->apps[mf->napps++], sizeof mf->apps[0], "%s", f->app_name);
+	if (j < mf->napps)
+		mf->app_counts[j] += n;
+	app_get(a, f->app_name)->findings[f->rule] += n;
+	if (f->rule == RULE_CASE_INSENSITIVE_REGEX)
+		ns_get(a, f->ns)->regex_ci += n;
+}
+
+/* ---- shapes, as the engine makes them ---- */
+
+typedef struct cmd_parts {
+	const char *canonical;
+	const char *keys[7]; /* the body keys the engine shows, NULL-ended */
+	bool statements;     /* update / delete: the first statement's keys */
+} cmd_parts;
+
+static const cmd_parts commands[] = {
+    {"find", {"filter", "sort", "collation", "hint", NULL}, false},
+    {"findAndModify", {"query", "sort", "update", "upsert", "collation", "hint", NULL}, false},
+    {"count", {"query", NULL}, false},
+    {"distinct", {"key", "query", NULL}, false},
+    {"aggregate", {"pipeline", "collation", "hint", NULL}, false},
+    {"update", {"q", "u", "upsert", "arrayFilters", NULL}, true},
+    {"delete", {"q", NULL}, true},
+};
+
+static const cmd_parts *parts_of(const char *name)
+{
+	if (strcmp(name, "findandmodify") == 0)
+		name = "findAndModify";
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(commands[i].canonical, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static shape_mode mode_of(const char *k, const bson_iter_t *it, bool *take)
+{
+	*take = true;
+	if (!strcmp(k, "filter") || !strcmp(k, "query") || !strcmp(k, "q")) {
+		*take = BSON_ITER_HOLDS_DOCUMENT(it);
+		return SHAPE_FILTER;
+	}
+	if (!strcmp(k, "update") || !strcmp(k, "u"))
+		return SHAPE_UPDATE;
+	if (!strcmp(k, "pipeline")) {
+		*take = BSON_ITER_HOLDS_ARRAY(it);
+		return SHAPE_PIPELINE;
+	}
+	if (!strcmp(k, "sort") || !strcmp(k, "collation"))
+		*take = BSON_ITER_HOLDS_DOCUMENT(it);
+	if (!strcmp(k, "arrayFilters"))
+		return SHAPE_FILTER_LIST;
+	return SHAPE_VERBATIM;
+}
+
+static bool wanted(const cmd_parts *c, const char *k)
+{
+	for (const char *const *w = c->keys; *w; w++)
+		if (!strcmp(*w, k))
+			return true;
+	return false;
+}
+
+/* The shape of a command (or of the command explain wraps), its hash, and
+ * its namespace. */
+static uint64_t shape_of(const cmdview *v, char *ns, size_t nscap, char *cmd, size_t cmdcap,
+                         char *buf)
+{
+	bson_t body;
+	bson_iter_t it;
+	bool explain = false;
+	const char *name = v->name ? v->name : "";
+	bson_init_static(&body, bson_get_data(&v->body), v->body.len);
+	if (!strcmp(name, "explain") && bson_iter_init(&it, &v->body) && bson_iter_next(&it) &&
+	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		uint32_t l;
+		const uint8_t *d;
+		bson_iter_document(&it, &l, &d);
+		bson_init_static(&body, d, l);
+		explain = true;
+		if (bson_iter_init(&it, &body) && bson_iter_next(&it))
+			name = bson_iter_key(&it);
+	}
+	const char *coll = NULL;
+	if (bson_iter_init(&it, &body) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
+		coll = bson_iter_utf8(&it, NULL);
+	const cmd_parts *c = parts_of(name);
+	snprintf(ns, nscap, "%s.%s", v->db ? v->db : "",
+	         coll ? coll
+	              : (c && !strcmp(c->canonical, "aggregate") ? "$cmd.aggregate" : "$cmd"));
+	shape_part parts[8];
+	size_t n = 0;
+	bson_t stmt;
+	const bson_t *src = &body;
+	if (c && c->statements) {
+		cmdview_docs d;
+		cmdview inner_view; /* statements of the explained command are in its body */
+		const cmdview *dv = v;
+		if (explain) {
+			memset(&inner_view, 0, sizeof inner_view);
+			bson_init_static(&inner_view.body, bson_get_data(&body), body.len);
+			dv = &inner_view;
+		}
+		cmdview_docs_init(&d, dv, strcmp(c->canonical, "update") ? "deletes" : "updates");
+		src = cmdview_docs_next(&d, &stmt) ? &stmt : NULL;
+	}
+	if (c && src && bson_iter_init(&it, src))
+		while (bson_iter_next(&it) && n < 6) {
+			const char *k = bson_iter_key(&it);
+			bool take;
+			if (!wanted(c, k))
+				continue;
+			shape_mode mode = mode_of(k, &it, &take);
+			if (!take)
+				continue;
+			parts[n].key = k;
+			parts[n].mode = mode;
+			parts[n].str = NULL;
+			parts[n].value = it;
+			n++;
+		}
+	if (c && !strcmp(c->canonical, "aggregate") && !explain &&
+	    bson_iter_init_find(&it, &body, "explain") && bson_iter_as_bool(&it))
+		explain = true;
+	const char *canon = c ? c->canonical : name;
+	shape_spec spec = {canon, coll, explain, parts, n};
+	shape_render(&spec, true, buf, SHAPE_BUF_LEN);
+	snprintf(cmd, cmdcap, "%s", explain ? "explain" : canon);
+	return shape_hash(ns, cmd, buf);
+}
+
+static model_shape *shape_get(aggregator *a, uint64_t hash, const char *ns, const char *cmd,
+                              const char *text, const char *app)
+{
+	model *m = a->m;
+	size_t i = imap_get(&a->shapes, hash);
+	if (i)
+		return &m->shapes[i - 1];
+	GROW(m->shapes, m->nshapes, m->capshapes);
+	model_shape *s = &m->shapes[m->nshapes++];
+	memset(s, 0, sizeof *s);
+	s->hash = hash;
+	snprintf(s->ns, sizeof s->ns, "%s", ns);
+	snprintf(s->command, sizeof s->command, "%s", cmd);
+	snprintf(s->shape, sizeof s->shape, "%s", text);
+	snprintf(s->app, sizeof s->app, "%s", app);
+	imap_put(&a->shapes, hash, m->nshapes);
+	return s;
+}
+
+/* ---- the schema view's raw facts from a (redacted) request ---- */
+
+static void note_filter_fields(model_ns *n, const bson_iter_t *filter, int depth)
+{
+	bson_iter_t c;
+	if (depth > 8 || !bson_iter_recurse(filter, &c))
+		return;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (k[0] != '$') {
+			field_note(&n->used, &n->nused, k, -1);
+		} else if ((!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) &&
+		           BSON_ITER_HOLDS_ARRAY(&c)) {
+			bson_iter_t e;
+			if (bson_iter_recurse(&c, &e))
+				while (bson_iter_next(&e))
+					if (BSON_ITER_HOLDS_DOCUMENT(&e))
+						note_filter_fields(n, &e, depth + 1);
+		}
+	}
+}
+
+static void note_keys(model_ns *n, const bson_iter_t *doc, const char *prefix)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
+		return;
+	while (bson_iter_next(&c)) {
+		char p[160];
+		snprintf(p, sizeof p, "%s%s", prefix, bson_iter_key(&c));
+		field_note(&n->used, &n->nused, p, -1);
+	}
+}
+
+static void note_update(model_ns *n, const bson_iter_t *u)
+{
+	bson_iter_t c, f;
+	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &c))
+		return;
+	while (bson_iter_next(&c)) {
+		const char *op = bson_iter_key(&c);
+		if ((strcmp(op, "$push") && strcmp(op, "$addToSet")) || !bson_iter_recurse(&c, &f))
+			continue;
+		while (bson_iter_next(&f)) {
+			field_note(&n->push, &n->npush, bson_iter_key(&f), -1);
+			n->pushes++;
+		}
+	}
+}
+
+static void note_pipeline(aggregator *a, model_ns *n, const char *db, const bson_iter_t *pl)
+{
+	bson_iter_t st, c, l;
+	bool leading = true, joined = false;
+	if (!bson_iter_recurse(pl, &st))
+		return;
+	while (bson_iter_next(&st)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&st) || !bson_iter_recurse(&st, &c) ||
+		    !bson_iter_next(&c))
+			continue;
+		const char *k = bson_iter_key(&c);
+		if (leading && !strcmp(k, "$match"))
+			note_filter_fields(n, &c, 0);
+		else if (leading && !strcmp(k, "$sort"))
+			note_keys(n, &c, "");
+		else
+			leading = false;
+		if ((!strcmp(k, "$lookup") || !strcmp(k, "$graphLookup")) &&
+		    bson_iter_recurse(&c, &l)) {
+			const char *from = NULL, *foreign = NULL;
+			while (bson_iter_next(&l)) {
+				if (!strcmp(bson_iter_key(&l), "from") && BSON_ITER_HOLDS_UTF8(&l))
+					from = bson_iter_utf8(&l, NULL);
+				if ((!strcmp(bson_iter_key(&l), "foreignField") ||
+				     !strcmp(bson_iter_key(&l), "connectToField")) &&
+				    BSON_ITER_HOLDS_UTF8(&l))
+					foreign = bson_iter_utf8(&l, NULL);
+			}
+			joined = true;
+			if (from) {
+				char fns[MODEL_NS_LEN];
+				snprintf(fns, sizeof fns, "%s.%s", db, from);
+				size_t j = 0;
+				while (j < n->njoined && strcmp(n->joined[j], fns))
+					j++;
+				if (j == n->njoined && j < 8)
+					snprintf(n->joined[n->njoined++], MODEL_NS_LEN, "%s", fns);
+				size_t self = ns_index(a, n);
+				model_ns *fn = ns_get(a, fns); /* may move a->m->nss */
+				if (foreign)
+					field_note(&fn->used, &fn->nused, foreign, -1);
+				n = &a->m->nss[self - 1];
+			}
+		}
+	}
+	if (joined)
+		n->lookups++;
+}
+
+static void note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon)
+{
+	bson_iter_t it;
+	size_t self = ns_index(a, n);
+	if (!bson_iter_init(&it, &v->body))
+		return;
+	bool read = !strcmp(canon, "find") || !strcmp(canon, "aggregate") ||
+	            !strcmp(canon, "count") || !strcmp(canon, "distinct");
+	if (read)
+		n->reads++;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if ((!strcmp(k, "filter") || !strcmp(k, "query")) && BSON_ITER_HOLDS_DOCUMENT(&it))
+			note_filter_fields(n, &it, 0);
+		else if (!strcmp(k, "sort"))
+			note_keys(n, &it, "");
+		else if (!strcmp(k, "hint") && BSON_ITER_HOLDS_UTF8(&it)) {
+			char p[160];
+			snprintf(p, sizeof p, "hint:%s", bson_iter_utf8(&it, NULL));
+			field_note(&n->used, &n->nused, p, -1);
+		} else if (!strcmp(k, "hint"))
+			note_keys(n, &it, "");
+		else if (!strcmp(k, "key") && BSON_ITER_HOLDS_UTF8(&it))
+			field_note(&n->used, &n->nused, bson_iter_utf8(&it, NULL), -1);
+		else if (!strcmp(k, "update"))
+			note_update(n, &it);
+		else if (!strcmp(k, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it)) {
+			note_pipeline(a, n, v->db, &it);
+			n = &a->m->nss[self - 1];
+		}
+	}
+	const char *seq = !strcmp(canon, "update")   ? "updates"
+	                  : !strcmp(canon, "delete") ? "deletes"
+	                                             : NULL;
+	if (!seq)
+		return;
+	cmdview_docs d;
+	bson_t stmt;
+	cmdview_docs_init(&d, v, seq);
+	while (cmdview_docs_next(&d, &stmt)) {
+		bson_iter_t s;
+		if (bson_iter_init_find(&s, &stmt, "q") && BSON_ITER_HOLDS_DOCUMENT(&s))
+			note_filter_fields(n, &s, 0);
+		if (bson_iter_init_find(&s, &stmt, "u"))
+			note_update(n, &s);
+	}
+}
+
+/* ---- records ---- */
+
+static const char *rec_str(const bson_t *rec, const char *key)
+{
+	bson_iter_t it;
+	return bson_iter_init_find(&it, rec, key) && BSON_ITER_HOLDS_UTF8(&it)
+	           ? bson_iter_utf8(&it, NULL)
+	           : "";
+}
+
+static int64_t rec_int(const bson_t *rec, const char *key, int64_t def)
+{
+	bson_iter_t it;
+	return bson_iter_init_find(&it, rec, key) && BSON_ITER_HOLDS_NUMBER(&it)
+	           ? bson_iter_as_int64(&it)
+	           : def;
+}
+
+static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
+{
+	uint64_t k = fnv(&a->instance, sizeof a->instance, FNV0);
+	k = fnv(&conn, sizeof conn, k);
+	return fnv(&id, sizeof id, k);
+}
+
+static void note_time(model *m, int64_t t)
+{
+	if (!m->t_min || t < m->t_min)
+		m->t_min = t;
+	if (t > m->t_max)
+		m->t_max = t;
+}
+
+static void per_second(model *m, int64_t t)
+{
+	uint64_t sec = (uint64_t)(t / 1000000);
+	if (!m->per_sec_base || sec < m->per_sec_base) {
+		/* Records come in file order; an earlier second (another
+		 * instance's file) shifts the table right. */
+		uint64_t shift = m->per_sec_base ? m->per_sec_base - sec : 0;
+		if (shift > 31 * 86400)
+			return;
+		uint64_t *np = calloc(m->nsec + shift + 1, sizeof *np);
+		if (!np)
+			abort();
+		if (m->per_sec)
+			memcpy(np + shift, m->per_sec, m->nsec * sizeof *np);
+		free(m->per_sec);
+		m->per_sec = np;
+		m->nsec += shift;
+		if (!m->nsec)
+			m->nsec = 1;
+		m->per_sec_base = sec;
+	}
+	uint64_t i = sec - m->per_sec_base;
+	if (i > 31 * 86400)
+		return; /* a month is plenty for one chart */
+	if (i >= m->nsec) {
+		uint64_t *np = realloc(m->per_sec, (i + 1) * sizeof *np);
+		if (!np)
+			abort();
+		memset(np + m->nsec, 0, (i + 1 - m->nsec) * sizeof *np);
+		m->per_sec = np;
+		m->nsec = i + 1;
+	}
+	m->per_sec[i]++;
+}
+
+static void on_request(aggregator *a, const bson_t *rec)
+{
+	model *m = a->m;
+	size_t len = 0;
+	uint8_t *msg = capture_request_message(rec, &len);
+	request r;
+	wire_error err = {0};
+	int64_t t = rec_int(rec, "t", 0);
+	const char *app = rec_str(rec, "app");
+	if (!msg)
+		return;
+	if (request_decode(&r, msg, len, &err) != REQUEST_COMMAND) {
+		request_release(&r);
+		free(msg);
+		return;
+	}
+	m->requests++;
+	note_time(m, t);
+	per_second(m, t);
+	if (!strcmp(rec_str(rec, "verdict"), "block"))
+		m->blocked++;
+	char ns[MODEL_NS_LEN], cmd[64], text[SHAPE_BUF_LEN];
+	uint64_t h = shape_of(&r.view, ns, sizeof ns, cmd, sizeof cmd, text);
+	model_shape *s = shape_get(a, h, ns, cmd, text, app);
+	s->count++;
+	model_app *ap = app_get(a, app);
+	ap->ops++;
+	model_ns *n = NULL;
+	if (!strstr(ns, ".$cmd")) {
+		n = ns_get(a, ns);
+		n->ops++;
+		note_schema(a, n, &r.view, cmd);
+		n = ns_get(a, ns); /* note_schema may have moved the table */
+	}
+	if (a->e) {
+		request_ctx rc = {.app_name = app,
+		                  .client = rec_str(rec, "client"),
+		                  .now_ms = t / 1000,
+		                  .no_wait = true};
+		block_info b;
+		(void)engine_analyze(a->e, &r.view, &rc, &b);
+	}
+	bson_iter_t it;
+	if (!(bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))) {
+		uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
+		pending *p = malloc(sizeof *p);
+		if (!p)
+			abort();
+		p->key = k;
+		p->shape = (size_t)(s - m->shapes) + 1;
+		p->ns = n ? ns_index(a, n) : 0;
+		p->t_us = t;
+		p->next = a->pend[k % PENDING_BUCKETS];
+		a->pend[k % PENDING_BUCKETS] = p;
+	}
+	request_release(&r);
+	free(msg);
+}
+
+static int bloat_bucket(int64_t size)
+{
+	static const int64_t edges[] = {1024, 16384, 131072, 1 << 20, 4 << 20, 16 << 20};
+	int b = 0;
+	while (b < 6 && size >= edges[b])
+		b++;
+	return b;
+}
+
+static void on_reply(aggregator *a, const bson_t *rec)
+{
+	model *m = a->m;
+	m->replies++;
+	int64_t t = rec_int(rec, "t", 0);
+	note_time(m, t);
+	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
+	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
+	while ((p = *pp) && p->key != k)
+		pp = &p->next;
+	if (!p)
+		return; /* an exhaust stream's later reply, or its request was dropped */
+	*pp = p->next;
+	m->paired++;
+	model_shape *s = &m->shapes[p->shape - 1];
+	int64_t lat = t - p->t_us;
+	if (lat < 0)
+		lat = 0;
+	if (s->nlat == s->caplat) {
+		s->caplat = s->caplat ? s->caplat * 2 : 16;
+		int64_t *nl = realloc(s->lat_us, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_us = nl;
+	}
+	s->lat_us[s->nlat++] = lat;
+	s->total_us += lat;
+	app_get(a, s->app)->total_us += lat;
+	s->bytes += (uint64_t)rec_int(rec, "len", 0);
+	bson_iter_t it;
+	if (bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it))
+		s->errors++;
+	int64_t n = rec_int(rec, "n", 0);
+	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
+	    !strcmp(s->command, "getMore"))
+		s->docs += (uint64_t)(n > 0 ? n : 0);
+	if (p->ns) {
+		model_ns *ns = &m->nss[p->ns - 1];
+		bson_iter_t d, c;
+		if (bson_iter_init_find(&d, rec, "docs") && BSON_ITER_HOLDS_DOCUMENT(&d)) {
+			bson_t docs;
+			uint32_t l;
+			const uint8_t *data;
+			bson_iter_document(&d, &l, &data);
+			if (bson_init_static(&docs, data, l)) {
+				int64_t dn = rec_int(&docs, "n", 0), mx = rec_int(&docs, "max", 0);
+				int64_t tot = rec_int(&docs, "total", 0);
+				ns->docs += (uint64_t)dn;
+				ns->doc_bytes += (uint64_t)tot;
+				if (mx > ns->doc_max)
+					ns->doc_max = mx;
+				if (dn > 0)
+					ns->bloat[bloat_bucket(tot / dn)] += (uint64_t)dn;
+			}
+		}
+		if (bson_iter_init_find(&d, rec, "arrays") && bson_iter_recurse(&d, &c))
+			while (bson_iter_next(&c))
+				field_note(&ns->arrays, &ns->narrays, bson_iter_key(&c),
+				           bson_iter_as_int64(&c));
+	}
+	free(p);
+}
+
+/* An index list into the cache the engine reads and into the model.
+ * specs NULL: the collection has none to reason about (opaque). */
+static void put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n,
+                        const char *opaque)
+{
+	const char *dot = strchr(ns, '.');
+	char db[128];
+	if (!dot || (size_t)(dot - ns) >= sizeof db)
+		return;
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+	index_set *set = opaque ? index_set_new_opaque(opaque) : index_set_from_specs(specs, n);
+	if (!set)
+		return;
+	index_cache_put(a->ic, db, dot + 1, set);
+	model_ns *mn = ns_get(a, ns);
+	if (opaque) {
+		index_set_release(set);
+		return;
+	}
+	free(mn->indexes);
+	mn->indexes = calloc(n ? n : 1, sizeof *mn->indexes);
+	if (!mn->indexes)
+		abort();
+	mn->nindexes = n;
+	mn->have_indexes = true;
+	for (size_t i = 0; i < n; i++) {
+		model_index *mi = &mn->indexes[i];
+		const index_def *def = index_set_get(set, i);
+		snprintf(mi->name, sizeof mi->name, "%s", def->name);
+		snprintf(mi->first, sizeof mi->first, "%s", def->nkeys ? def->keys[0].field : "");
+		mi->ops = -1;
+		bson_iter_t ki;
+		uint32_t l;
+		const uint8_t *d;
+		bson_t kd;
+		if (bson_iter_init_find(&ki, specs[i], "key") && BSON_ITER_HOLDS_DOCUMENT(&ki)) {
+			bson_iter_document(&ki, &l, &d);
+			if (bson_init_static(&kd, d, l)) {
+				char *j = bson_as_relaxed_extended_json(&kd, NULL);
+				snprintf(mi->key, sizeof mi->key, "%s", j ? j : "{}");
+				bson_free(j);
+			}
+		}
+	}
+	index_set_release(set);
+}
+
+void aggregator_put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n)
+{
+	put_indexes(a, ns, specs, n, NULL);
+}
+
+/* A snapshot record; ignored when the indexes come from --indexes-from. */
+static void on_indexes(aggregator *a, const bson_t *rec)
+{
+	bson_iter_t it, e;
+	const bson_t *specs[256];
+	bson_t docs[256];
+	size_t n = 0;
+	if (a->m->indexes_live)
+		return;
+	if (bson_iter_init_find(&it, rec, "opaque")) {
+		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"));
+		return;
+	}
+	if (!bson_iter_init_find(&it, rec, "indexes") || !bson_iter_recurse(&it, &e))
+		return;
+	while (bson_iter_next(&e) && n < 256) {
+		uint32_t l;
+		const uint8_t *d;
+		if (!BSON_ITER_HOLDS_DOCUMENT(&e))
+			continue;
+		bson_iter_document(&e, &l, &d);
+		if (bson_init_static(&docs[n], d, l)) {
+			specs[n] = &docs[n];
+			n++;
+		}
+	}
+	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL);
+}
+
+void aggregator_index_ops(aggregator *a, const char *ns, const char *name, int64_t ops)
+{
+	size_t i = imap_get(&a->nss, str_key(ns));
+	if (!i)
+		return;
+	model_ns *mn = &a->m->nss[i - 1];
+	for (size_t k = 0; k < mn->nindexes; k++)
+		if (!strcmp(mn->indexes[k].name, name))
+			mn->indexes[k].ops = ops;
+}
+
+/* The rules the capture ran with (its header), every action at most
+ * `log`: the report judges, it blocks nothing. */
+static void rules_from_header(aggregator *a, const bson_t *h)
+{
+	bson_iter_t it, r, p;
+	rule_config_defaults(&a->cfg);
+	a->cfg.redact_literals = true;
+	if (bson_iter_init_find(&it, h, "rules") && bson_iter_recurse(&it, &r))
+		while (bson_iter_next(&r)) {
+			int id = rule_from_name(bson_iter_key(&r));
+			if (id < 0 || !bson_iter_recurse(&r, &p))
+				continue;
+			rule_config *rc = &a->cfg.rules[id];
+			while (bson_iter_next(&p)) {
+				const char *k = bson_iter_key(&p);
+				if (!strcmp(k, "action") && BSON_ITER_HOLDS_UTF8(&p)) {
+					int act = rule_action_from_name(bson_iter_utf8(&p, NULL));
+					if (act >= 0)
+						rc->action = act == RULE_OFF ? RULE_OFF : RULE_LOG;
+				} else {
+					const rule_param *pd = rule_param_find(rule_table[id], k);
+					if (pd && BSON_ITER_HOLDS_NUMBER(&p))
+						rc->params[pd->slot] =
+						    (uint32_t)bson_iter_as_int64(&p);
+				}
+			}
+		}
+	a->rules_set = true;
+}
+
+aggregator *aggregator_new(model *m)
+{
+	aggregator *a = calloc(1, sizeof *a);
+	if (!a)
+		return NULL;
+	a->m = m;
+	a->ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	rule_config_defaults(&a->cfg);
+	return a;
+}
+
+index_cache *aggregator_index_cache(aggregator *a)
+{
+	return a->ic;
+}
+
+/* The engine is made at the first request, once a header said which rules
+ * the capture ran with. */
+static void ensure_engine(aggregator *a)
+{
+	if (!a->e)
+		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
+}
+
+void aggregator_record(aggregator *a, int pass, const bson_t *rec)
+{
+	switch (capture_kind(rec)) {
+	case CAPTURE_REC_HEADER:
+		a->instance = str_key(rec_str(rec, "instance"));
+		if (!a->rules_set)
+			rules_from_header(a, rec);
+		break;
+	case CAPTURE_REC_INDEXES: {
+		/* pass 1: the first list of each namespace; pass 2: the later ones */
+		size_t i = imap_get(&a->nss, str_key(rec_str(rec, "ns")));
+		bool known = i && a->m->nss[i - 1].have_indexes;
+		if (pass == 2 || !known)
+			on_indexes(a, rec);
+		break;
+	}
+	case CAPTURE_REC_REQUEST:
+		if (pass == 2) {
+			ensure_engine(a);
+			on_request(a, rec);
+		}
+		break;
+	case CAPTURE_REC_REPLY:
+		if (pass == 2)
+			on_reply(a, rec);
+		break;
+	case CAPTURE_REC_GAP:
+		if (pass == 2) {
+			a->m->gaps++;
+			a->m->dropped += (uint64_t)rec_int(rec, "dropped", 0);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static double pct(const int64_t *v, size_t n, double q)
+{
+	if (!n)
+		return 0;
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+/* Whether a captured shape can use an index: its first key is a field some
+ * filter or sort on the collection names (an index is scanned from its
+ * first key, the planner's prefix rule), or a hint names it; _id_ is always
+ * kept. */
+static void mark_used(model_ns *n)
+{
+	for (size_t i = 0; i < n->nindexes; i++) {
+		model_index *mi = &n->indexes[i];
+		mi->used = !strcmp(mi->name, "_id_");
+		for (size_t f = 0; f < n->nused && !mi->used; f++) {
+			const char *p = n->used[f].path;
+			if (!strcmp(p, mi->first) ||
+			    (!strncmp(p, "hint:", 5) && !strcmp(p + 5, mi->name)))
+				mi->used = true;
+		}
+	}
+}
+
+void aggregator_finish(aggregator *a)
+{
+	model *m = a->m;
+	if (a->e)
+		engine_flush_summaries(a->e);
+	for (size_t i = 0; i < m->nfindings; i++) {
+		size_t s = imap_get(&a->shapes, m->findings[i].hash);
+		if (s)
+			m->shapes[s - 1].rules |= 1u << m->findings[i].rule;
+	}
+	for (size_t i = 0; i < m->nshapes; i++) {
+		model_shape *s = &m->shapes[i];
+		qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
+		s->p50 = pct(s->lat_us, s->nlat, 0.50);
+		s->p95 = pct(s->lat_us, s->nlat, 0.95);
+		s->p99 = pct(s->lat_us, s->nlat, 0.99);
+		app_get(a, s->app)->shapes++;
+	}
+	for (size_t i = 0; i < m->nnss; i++)
+		mark_used(&m->nss[i]);
+}
+
+void aggregator_free(aggregator *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < PENDING_BUCKETS; i++)
+		for (pending *p = a->pend[i], *n; p; p = n) {
+			n = p->next;
+			free(p);
+		}
+	if (a->e)
+		engine_free(a->e);
+	if (a->ic)
+		index_cache_free(a->ic);
+	imap_free(&a->shapes);
+	imap_free(&a->findings);
+	imap_free(&a->nss);
+	imap_free(&a->apps);
+	imap_free(&a->dbs);
+	free(a);
+}
+
+void model_free(model *m)
+{
+	for (size_t i = 0; i < m->nshapes; i++)
+		free(m->shapes[i].lat_us);
+	for (size_t i = 0; i < m->nnss; i++) {
+		free(m->nss[i].push);
+		free(m->nss[i].arrays);
+		free(m->nss[i].used);
+		free(m->nss[i].indexes);
+	}
+	free(m->shapes);
+	free(m->findings);
+	free(m->nss);
+	free(m->apps);
+	free(m->dbs);
+	free(m->inputs);
+	free(m->per_sec);
+	memset(m, 0, sizeof *m);
+}

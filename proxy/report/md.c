@@ -1,0 +1,79 @@
+/* --md: a Markdown summary for a pull request or a ticket: the overview,
+ * the ten costliest shapes, and each rule's findings with their fixes. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "proxy/report/model.h"
+#include "proxy/report/out.h"
+
+/* Inline code in a table cell: backticks and pipes would end it. */
+static void cell(text_buf *t, const char *s, size_t max)
+{
+	text_char(t, '`');
+	for (size_t i = 0; s[i] && i < max; i++)
+		text_char(t, s[i] == '`' ? '\'' : s[i] == '|' ? '/' : s[i] == '\n' ? ' ' : s[i]);
+	text_char(t, '`');
+}
+
+bool report_write_md(const model *m, FILE *f)
+{
+	static out_t o;
+	out_init(&o, f);
+	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	text_printf(&o.t,
+	            "# mongoguard design review\n\n"
+	            "- Requests: %" PRIu64 " over %.1f s (%zu query shapes, %zu apps, %zu "
+	            "collections)\n- Replies paired with their request: %" PRIu64 " of %" PRIu64
+	            "\n- Records lost to a full capture queue: %" PRIu64 "\n- Redaction: %s\n",
+	            m->requests, secs, m->nshapes, m->napps, m->nnss, m->paired, m->replies,
+	            m->dropped, m->redacted ? "shapes only" : "some inputs hold whole requests");
+	for (size_t i = 0; i < m->ninputs; i++)
+		if (m->inputs[i].refused || m->inputs[i].truncated) {
+			text_str(&o.t, "- **");
+			text_str(&o.t, m->inputs[i].refused ? "Refused" : "Truncated");
+			text_str(&o.t, "**: ");
+			cell(&o.t, m->inputs[i].path, 200);
+			text_str(&o.t, ": ");
+			text_str(&o.t, m->inputs[i].problem);
+			text_char(&o.t, '\n');
+		}
+	text_str(&o.t, "\n## Findings per rule\n\n| rule | findings | fix |\n|---|---:|---|\n");
+	for (int r = 0; r < RULE_COUNT; r++)
+		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
+		            m->rule_totals[r], model_rule_fix_kind((rule_id)r));
+	out_flush(&o);
+	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
+	               "| ns | command | count | p50 ms | p95 ms | total ms | rules | shape |\n"
+	               "|---|---|---:|---:|---:|---:|---|---|\n");
+	size_t *order = model_shapes_by_time(m);
+	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
+		const model_shape *s = &m->shapes[order[k]];
+		text_str(&o.t, "| ");
+		cell(&o.t, s->ns, 100);
+		text_printf(&o.t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
+		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (s->rules & (1u << r))
+				text_printf(&o.t, "`%s` ", rule_name((rule_id)r));
+		text_str(&o.t, "| ");
+		cell(&o.t, s->shape, 300);
+		text_str(&o.t, " |\n");
+		out_flush(&o);
+	}
+	free(order);
+	text_str(&o.t, "\n## What to change\n");
+	for (size_t i = 0; i < m->nfindings; i++) {
+		const model_finding *fd = &m->findings[i];
+		text_printf(&o.t,
+		            "\n### `%s` on `%s` (%" PRIu64 "×)\n\nShape: ", rule_name(fd->rule),
+		            fd->ns, fd->count);
+		cell(&o.t, fd->shape, 1000);
+		text_str(&o.t, "\n\n");
+		text_str(&o.t, fd->detail);
+		text_str(&o.t, "\n\n```js\n");
+		text_str(&o.t, fd->suggestion);
+		text_str(&o.t, "\n```\n");
+		out_flush(&o);
+	}
+	return out_done(&o);
+}

@@ -1,0 +1,142 @@
+/* What the report knows once every capture is read: the numbers the three
+ * writers (html.c, json.c, md.c) render. Built by aggregate.c; plain data
+ * with growable arrays, owned by the model. */
+#ifndef MG_PROXY_REPORT_MODEL_H
+#define MG_PROXY_REPORT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analyzers/rules.h"
+
+#define MODEL_SHAPE_LEN        2048
+#define MODEL_NS_LEN           256
+#define MODEL_APPS_PER_FINDING 8
+#define MODEL_BLOAT_BUCKETS    7 /* <1K, <16K, <128K, <1M, <4M, <16M, >=16M */
+
+typedef struct model_input {
+	char path[1024];
+	char mongoguard[32];
+	char redaction[16];
+	int64_t start_us;
+	uint64_t records;
+	bool refused; /* unreadable, or a version this reader does not know */
+	bool truncated;
+	uint64_t stopped_at; /* byte offset of the first unread record */
+	char problem[512];
+} model_input;
+
+typedef struct model_shape {
+	uint64_t hash;
+	char ns[MODEL_NS_LEN];
+	char command[64];
+	char shape[MODEL_SHAPE_LEN];
+	uint64_t count;
+	int64_t *lat_us; /* one per paired reply */
+	size_t nlat, caplat;
+	int64_t total_us;
+	uint64_t docs, bytes; /* returned */
+	uint64_t errors;      /* replies with ok: 0 */
+	unsigned rules;       /* bit per rule_id found on this shape */
+	char app[128];        /* the first app seen */
+	double p50, p95, p99; /* ms, after model_finish */
+} model_shape;
+
+typedef struct model_finding {
+	rule_id rule;
+	uint64_t hash;
+	char ns[MODEL_NS_LEN];
+	char command[64];
+	char shape[MODEL_SHAPE_LEN];
+	char suggestion[1024];
+	char detail[512];
+	uint64_t count;
+	char apps[MODEL_APPS_PER_FINDING][128];
+	uint64_t app_counts[MODEL_APPS_PER_FINDING];
+	size_t napps;
+} model_finding;
+
+typedef struct model_field {
+	char path[128];
+	uint64_t count;
+	int64_t max_len; /* arrays: longest seen in replies (-1: none seen) */
+} model_field;
+
+typedef struct model_index {
+	char name[128];
+	char key[512]; /* the key pattern as JSON */
+	char first[128];
+	bool used;   /* some captured shape can use it (see aggregate.c) */
+	int64_t ops; /* $indexStats accesses.ops, -1 when unknown */
+} model_index;
+
+typedef struct model_ns {
+	char ns[MODEL_NS_LEN];
+	uint64_t ops, reads, lookups, regex_ci, pushes;
+	char joined[8][MODEL_NS_LEN];
+	size_t njoined;
+	model_field *push; /* $push / $addToSet targets */
+	size_t npush;
+	model_field *arrays; /* array lengths seen in replies */
+	size_t narrays;
+	model_field *used; /* fields filters and sorts use (for index use) */
+	size_t nused;
+	uint64_t docs, doc_bytes;
+	int64_t doc_max;
+	uint64_t bloat[MODEL_BLOAT_BUCKETS];
+	model_index *indexes;
+	size_t nindexes;
+	bool have_indexes;
+} model_ns;
+
+typedef struct model_app {
+	char app[128];
+	uint64_t ops;
+	int64_t total_us;
+	uint64_t findings[RULE_COUNT];
+	uint64_t shapes;
+} model_app;
+
+typedef struct model_db {
+	char db[128];
+	uint64_t collections;
+} model_db;
+
+typedef struct model {
+	model_input *inputs;
+	size_t ninputs;
+	int64_t t_min, t_max;
+	uint64_t requests, replies, paired, blocked, gaps, dropped;
+	uint64_t per_sec_base; /* t_min / 1e6 */
+	uint64_t *per_sec;     /* operations in each second from t_min */
+	size_t nsec;
+	model_shape *shapes;
+	size_t nshapes, capshapes;
+	model_finding *findings;
+	size_t nfindings, capfindings;
+	uint64_t rule_totals[RULE_COUNT];
+	model_ns *nss;
+	size_t nnss, capnss;
+	model_app *apps;
+	size_t napps, capapps;
+	model_db *dbs;
+	size_t ndbs;
+	bool indexes_live; /* --indexes-from */
+	char indexes_from[512];
+	bool redacted; /* every input was redacted */
+} model;
+
+/* ---- the writers ---- */
+
+bool report_write_html(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_json(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result));
+
+/* Shared by the writers: the shapes sorted by total time (indexes into
+ * m->shapes, malloc'd), and the runnable fix of a rule. */
+size_t *model_shapes_by_time(const model *m);
+const char *model_rule_fix_kind(rule_id r);
+
+#endif

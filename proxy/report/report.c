@@ -1,0 +1,331 @@
+/* The report subcommand: arguments, the reader loop over files, the
+ * progress bar, the writers (report.h). */
+#include "proxy/report/report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "protocol/capture.h"
+#include "proxy/report/aggregate.h"
+#include "proxy/report/live.h"
+
+typedef struct mapped {
+	const uint8_t *p;
+	size_t len;
+	int fd;
+} mapped;
+
+static bool map_file(const char *path, mapped *mf, char *err, size_t errlen)
+{
+	struct stat sb;
+	mf->fd = open(path, O_RDONLY);
+	if (mf->fd < 0 || fstat(mf->fd, &sb) != 0) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		if (mf->fd >= 0)
+			close(mf->fd);
+		return false;
+	}
+	mf->len = (size_t)sb.st_size;
+	mf->p = NULL;
+	if (mf->len) {
+		void *p = mmap(NULL, mf->len, PROT_READ, MAP_PRIVATE, mf->fd, 0);
+		if (p == MAP_FAILED) {
+			snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
+			close(mf->fd);
+			return false;
+		}
+		mf->p = p;
+		madvise(p, mf->len, MADV_SEQUENTIAL);
+	}
+	return true;
+}
+
+static void unmap_file(mapped *mf)
+{
+	if (mf->p)
+		munmap((void *)mf->p, mf->len);
+	close(mf->fd);
+}
+
+typedef struct progress {
+	bool on;
+	uint64_t total, done;
+	int shown; /* percent */
+} progress;
+
+static void progress_show(progress *pg, uint64_t done)
+{
+	if (!pg->on)
+		return;
+	int pct = pg->total ? (int)(done * 100 / pg->total) : 100;
+	if (pct == pg->shown)
+		return;
+	pg->shown = pct;
+	char bar[41];
+	int fill = pct * 40 / 100;
+	for (int i = 0; i < 40; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[40] = '\0';
+	fprintf(stderr, "\rmongoguard report: [%s] %3d%% of %.1f MiB", bar, pct,
+	        (double)pg->total / (1 << 20));
+	if (pct == 100)
+		fputc('\n', stderr);
+}
+
+/* One file, one pass. The header must come first and be a version this
+ * reader knows; a record cut short ends the file, and where is noted. */
+static void read_file(aggregator *a, model_input *in, int pass, progress *pg, uint64_t base,
+                      live_ctx *live)
+{
+	mapped mf;
+	char err[512];
+	if (in->refused)
+		return;
+	if (!map_file(in->path, &mf, err, sizeof err)) {
+		in->refused = true;
+		snprintf(in->problem, sizeof in->problem, "%s", err);
+		return;
+	}
+	size_t off = 0;
+	bson_t rec;
+	bool first = true;
+	for (;;) {
+		size_t at = off;
+		capture_next_status st = capture_next(mf.p, mf.len, &off, &rec);
+		if (st == CAPTURE_NEXT_END)
+			break;
+		if (st != CAPTURE_NEXT_OK) {
+			in->truncated = true;
+			in->stopped_at = at;
+			snprintf(in->problem, sizeof in->problem,
+			         "%s at byte %zu of %zu: read the %llu records before it",
+			         st == CAPTURE_NEXT_TRUNCATED ? "last record cut short"
+			                                      : "not a BSON document",
+			         at, mf.len, (unsigned long long)in->records);
+			break;
+		}
+		if (first) {
+			first = false;
+			if (!capture_check_header(&rec, err, sizeof err)) {
+				in->refused = true;
+				snprintf(in->problem, sizeof in->problem, "%s", err);
+				break;
+			}
+			if (pass == 1) {
+				bson_iter_t it;
+				if (bson_iter_init_find(&it, &rec, "mongoguard") &&
+				    BSON_ITER_HOLDS_UTF8(&it))
+					snprintf(in->mongoguard, sizeof in->mongoguard, "%s",
+					         bson_iter_utf8(&it, NULL));
+				if (bson_iter_init_find(&it, &rec, "redaction") &&
+				    BSON_ITER_HOLDS_UTF8(&it))
+					snprintf(in->redaction, sizeof in->redaction, "%s",
+					         bson_iter_utf8(&it, NULL));
+				if (bson_iter_init_find(&it, &rec, "startUs"))
+					in->start_us = bson_iter_as_int64(&it);
+			}
+		}
+		if (pass == 2)
+			in->records++;
+		if (pass == 1 && live)
+			live_note_record(live, &rec);
+		aggregator_record(a, pass, &rec);
+		if (pass == 2 && (in->records & 4095) == 0)
+			progress_show(pg, base + off);
+	}
+	unmap_file(&mf);
+}
+
+static int cmp_inputs(const void *x, const void *y)
+{
+	const model_input *a = x, *b = y;
+	if (a->start_us != b->start_us)
+		return a->start_us < b->start_us ? -1 : 1;
+	return strcmp(a->path, b->path);
+}
+
+static bool write_out(const char *path, const model *m, bool (*fn)(const model *, FILE *),
+                      char *err, size_t errlen)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+	if (!f) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return false;
+	}
+	bool ok = fn(m, f);
+	if (f != stdout)
+		ok = fclose(f) == 0 && ok;
+	if (!ok)
+		snprintf(err, errlen, "writing %s failed", path);
+	return ok;
+}
+
+bool report_run(const report_options *o, unsigned long long *records, char *err, size_t errlen)
+{
+	model m;
+	memset(&m, 0, sizeof m);
+	m.inputs = calloc(o->ninputs ? o->ninputs : 1, sizeof *m.inputs);
+	aggregator *a = m.inputs ? aggregator_new(&m) : NULL;
+	if (!a) {
+		snprintf(err, errlen, "out of memory");
+		free(m.inputs);
+		return false;
+	}
+	m.ninputs = o->ninputs;
+	progress pg = {.on = o->progress, .shown = -1};
+	for (size_t i = 0; i < o->ninputs; i++) {
+		struct stat sb;
+		snprintf(m.inputs[i].path, sizeof m.inputs[i].path, "%s", o->inputs[i]);
+		if (stat(o->inputs[i], &sb) == 0)
+			pg.total += (uint64_t)sb.st_size;
+	}
+	live_ctx *live = NULL;
+	if (o->indexes_from) {
+		m.indexes_live = true;
+		snprintf(m.indexes_from, sizeof m.indexes_from, "%s", o->indexes_from);
+		live = live_new(o->indexes_from, err, errlen);
+		if (!live) {
+			aggregator_free(a);
+			model_free(&m);
+			return false;
+		}
+	}
+	for (size_t i = 0; i < m.ninputs; i++)
+		read_file(a, &m.inputs[i], 1, &pg, 0, live);
+	qsort(m.inputs, m.ninputs, sizeof *m.inputs, cmp_inputs);
+	if (live && !live_fetch(live, a, err, errlen)) {
+		live_free(live);
+		aggregator_free(a);
+		model_free(&m);
+		return false;
+	}
+	uint64_t base = 0;
+	m.redacted = true;
+	for (size_t i = 0; i < m.ninputs; i++) {
+		struct stat sb;
+		read_file(a, &m.inputs[i], 2, &pg, base, NULL);
+		if (stat(m.inputs[i].path, &sb) == 0)
+			base += (uint64_t)sb.st_size;
+		if (!m.inputs[i].refused && strcmp(m.inputs[i].redaction, "shapes") != 0)
+			m.redacted = false;
+		*records += m.inputs[i].records;
+	}
+	progress_show(&pg, pg.total);
+	aggregator_finish(a);
+	if (live)
+		live_apply(live, &m);
+	bool ok = true;
+	if (o->html)
+		ok = write_out(o->html, &m, report_write_html, err, errlen) && ok;
+	if (ok && o->json)
+		ok = write_out(o->json, &m, report_write_json, err, errlen) && ok;
+	if (ok && o->md)
+		ok = write_out(o->md, &m, report_write_md, err, errlen) && ok;
+	size_t bad = 0;
+	for (size_t i = 0; i < m.ninputs; i++) {
+		const model_input *in = &m.inputs[i];
+		if (in->refused || in->truncated)
+			fprintf(stderr, "mongoguard report: %s: %s\n", in->path, in->problem);
+		bad += in->refused;
+	}
+	if (ok && bad)
+		snprintf(err, errlen, "%zu of %zu inputs refused", bad, m.ninputs);
+	if (!o->quiet)
+		fprintf(stderr,
+		        "mongoguard report: %llu records, %llu requests, %zu query shapes, %zu "
+		        "findings\n",
+		        *records, (unsigned long long)m.requests, m.nshapes, m.nfindings);
+	live_free(live);
+	aggregator_free(a);
+	model_free(&m);
+	return ok && !bad;
+}
+
+static void report_usage(FILE *f)
+{
+	fputs("Usage: mongoguard report CAPTURE... [--indexes-from URI] [-o report.html]\n"
+	      "                         [--json FILE] [--md FILE] [--progress|--no-progress]\n"
+	      "\n"
+	      "Reads capture files (capture.dir, --capture DIR), reruns the analyzers over\n"
+	      "every captured request and writes a design-review report. With no output\n"
+	      "named, writes report.html in the current directory. '-' is stdout.\n"
+	      "  --indexes-from URI  judge against the live indexes (and $indexStats) of URI\n"
+	      "                      instead of the index lists recorded in the capture\n",
+	      f);
+}
+
+int report_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"indexes-from", required_argument, NULL, 'I'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"json", required_argument, NULL, 'j'},
+	    {"md", required_argument, NULL, 'm'},
+	    {"progress", no_argument, NULL, 'p'},
+	    {"no-progress", no_argument, NULL, 'P'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	report_options o = {0};
+	int force = -1, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'I':
+			o.indexes_from = optarg;
+			break;
+		case 'o':
+			o.html = optarg;
+			break;
+		case 'j':
+			o.json = optarg;
+			break;
+		case 'm':
+			o.md = optarg;
+			break;
+		case 'p':
+			force = 1;
+			break;
+		case 'P':
+			force = 0;
+			break;
+		case 'h':
+			report_usage(stdout);
+			return 0;
+		default:
+			report_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "mongoguard report: name at least one capture file\n");
+		report_usage(stderr);
+		return 2;
+	}
+	o.inputs = (const char *const *)argv + optind;
+	o.ninputs = (size_t)(argc - optind);
+	if (!o.html && !o.json && !o.md)
+		o.html = "report.html";
+	uint64_t total = 0;
+	for (size_t i = 0; i < o.ninputs; i++) {
+		struct stat sb;
+		if (stat(o.inputs[i], &sb) == 0)
+			total += (uint64_t)sb.st_size;
+	}
+	/* A bar is worth drawing for inputs that take a moment. */
+	o.progress = force >= 0 ? force == 1 : isatty(2) && total > (8u << 20);
+	char err[1024] = "";
+	unsigned long long records = 0;
+	if (!report_run(&o, &records, err, sizeof err)) {
+		fprintf(stderr, "mongoguard report: %s\n", err);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,665 @@
+/* The capture writer (capture.h). One mutex guards the queue and the drop
+ * counters; the request path holds it for a pointer append. Everything
+ * else (the file, the index-list table, record building) belongs to the
+ * writer thread alone. */
+#include "proxy/sinks/capture.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyzers/index_cache.h"
+#include "analyzers/index_set.h"
+#include "proxy/sinks/log.h"
+
+#define LOGID_CAPTURE    5000
+#define MAX_QUEUED_ITEMS 65536
+#define INDEX_SLOTS      8192 /* namespaces whose index lists are followed */
+#define INDEX_RECHECK_MS 1000 /* how often a namespace's list is looked at again */
+#define FILE_PREFIX      "capture-"
+#define FILE_SUFFIX      ".bson"
+
+typedef enum { ITEM_REQUEST, ITEM_REPLY } item_kind;
+
+typedef struct item {
+	struct item *next;
+	item_kind kind;
+	int64_t t_us;
+	uint64_t conn;
+	int32_t id; /* requestID, or a reply's responseTo */
+	size_t len; /* bytes on the wire */
+	uint8_t *bytes;
+	size_t nbytes; /* bytes held (0: a reply too big to read) */
+	char verdict[8];
+	char client[80];
+	char app[128];
+} item;
+
+typedef struct ns_slot {
+	char ns[256]; /* "" = free */
+	index_set *last;
+	int64_t checked_ms;
+	bool pending; /* asked, no list yet */
+} ns_slot;
+
+struct capture_sink {
+	capture_settings s;
+	uint64_t max_file, max_total, queue_budget;
+	char version[64];
+	char instance[40];
+	bson_t rules;
+	index_cache *ic;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	item *head, *tail;
+	size_t nqueued, queued_bytes;
+	bool stopping;
+	uint64_t dropped; /* since the last gap record */
+	int64_t drop_from, drop_to;
+	uint64_t dropped_total;
+	atomic_uint_fast64_t replies_seen; /* for the reply sample */
+
+	/* the writer's own */
+	pthread_t thread;
+	bool started;
+	FILE *f;
+	char path[1200];
+	uint64_t file_bytes;
+	int64_t file_opened_us;
+	unsigned seq;
+	ns_slot *slots;
+	capture_stats st;
+};
+
+int64_t capture_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void capture_settings_defaults(capture_settings *s)
+{
+	memset(s, 0, sizeof *s);
+	s->redact_literals = true;
+	s->max_file_mb = 256;
+	s->rotate_secs = 3600;
+	s->max_total_mb = 4096;
+	s->queue_mb = 64;
+	s->max_reply_kb = 1024;
+	s->reply_sample = 10;
+}
+
+/* ---- the request path ---- */
+
+/* Appends it, or drops and counts it. Called with nothing held. */
+static void enqueue(capture_sink *c, item *it)
+{
+	size_t cost = it->nbytes + sizeof(*it);
+	pthread_mutex_lock(&c->lock);
+	if (c->stopping || c->nqueued >= MAX_QUEUED_ITEMS ||
+	    c->queued_bytes + cost > c->queue_budget) {
+		if (!c->dropped)
+			c->drop_from = it->t_us;
+		c->drop_to = it->t_us;
+		c->dropped++;
+		c->dropped_total++;
+		pthread_mutex_unlock(&c->lock);
+		free(it->bytes);
+		free(it);
+		return;
+	}
+	if (c->tail)
+		c->tail->next = it;
+	else
+		c->head = it;
+	c->tail = it;
+	c->nqueued++;
+	c->queued_bytes += cost;
+	bool wake = c->nqueued == 1;
+	pthread_mutex_unlock(&c->lock);
+	if (wake)
+		pthread_cond_signal(&c->wake);
+}
+
+static item *new_item(item_kind kind, const capture_origin *o)
+{
+	item *it = malloc(sizeof *it);
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->kind = kind;
+	it->t_us = o->t_us;
+	it->conn = o->conn;
+	it->bytes = NULL;
+	it->nbytes = 0;
+	it->verdict[0] = '\0';
+	snprintf(it->client, sizeof it->client, "%s", o->client ? o->client : "");
+	snprintf(it->app, sizeof it->app, "%s", o->app ? o->app : "");
+	return it;
+}
+
+static void count_drop(capture_sink *c, int64_t t_us)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->dropped)
+		c->drop_from = t_us;
+	c->drop_to = t_us;
+	c->dropped++;
+	c->dropped_total++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_t *msg, size_t len,
+                          const char *outcome)
+{
+	item *it = new_item(ITEM_REQUEST, o);
+	if (it)
+		it->bytes = malloc(len);
+	if (!it || !it->bytes) {
+		free(it);
+		count_drop(c, o->t_us);
+		return;
+	}
+	memcpy(it->bytes, msg, len);
+	it->nbytes = it->len = len;
+	snprintf(it->verdict, sizeof it->verdict, "%s", outcome);
+	enqueue(c, it);
+}
+
+uint8_t *capture_sink_reply_buffer(capture_sink *c, size_t len)
+{
+	if (len > (size_t)c->s.max_reply_kb * 1024)
+		return NULL;
+	/* A racy look at the budget is enough: enqueue() decides for real. */
+	if (c->queued_bytes + len > c->queue_budget)
+		return NULL;
+	return malloc(len);
+}
+
+void capture_sink_reply(capture_sink *c, const capture_origin *o, int32_t response_to, size_t len,
+                        uint8_t *bytes)
+{
+	item *it = new_item(ITEM_REPLY, o);
+	if (!it) {
+		free(bytes);
+		count_drop(c, o->t_us);
+		return;
+	}
+	it->id = response_to;
+	it->len = len;
+	it->bytes = bytes;
+	it->nbytes = bytes ? len : 0;
+	enqueue(c, it);
+}
+
+/* ---- files ---- */
+
+static void log_capture(log_severity sev, const char *msg, const char *path, const char *why)
+{
+	log_line *l = log_begin(sev, "CONTROL", LOGID_CAPTURE, NULL, msg);
+	if (path)
+		log_attr_str(l, "path", path);
+	if (why)
+		log_attr_str(l, "reason", why);
+	log_end(l);
+}
+
+static void write_doc(capture_sink *c, const bson_t *b)
+{
+	if (!c->f)
+		return;
+	if (fwrite(bson_get_data(b), 1, b->len, c->f) != b->len) {
+		log_capture(LOG_ERROR, "Capture file write failed; capture stops", c->path,
+		            strerror(errno));
+		fclose(c->f);
+		c->f = NULL;
+		return;
+	}
+	c->file_bytes += b->len;
+	c->st.records++;
+}
+
+/* listIndexes-style specs from what the index set kept of them: enough for
+ * index_set_from_specs to rebuild the same definitions in the report. */
+static size_t specs_of(const index_set *s, bson_t **out)
+{
+	size_t n = index_set_count(s);
+	for (size_t i = 0; i < n; i++) {
+		const index_def *d = index_set_get(s, i);
+		bson_t *b = bson_new(), key;
+		BSON_APPEND_INT32(b, "v", 2);
+		bson_append_document_begin(b, "key", -1, &key);
+		for (size_t k = 0; k < d->nkeys; k++) {
+			const index_key *ik = &d->keys[k];
+			if (d->odd)
+				bson_append_null(&key, ik->field, -1); /* read back as odd */
+			else if (ik->direction)
+				bson_append_int32(&key, ik->field, -1, ik->direction);
+			else
+				bson_append_utf8(&key, ik->field, -1, d->plugin ? "text" : "hashed",
+				                 -1);
+		}
+		bson_append_document_end(b, &key);
+		BSON_APPEND_UTF8(b, "name", d->name);
+		if (d->collation)
+			BSON_APPEND_DOCUMENT(b, "collation", d->collation);
+		if (d->hidden)
+			BSON_APPEND_BOOL(b, "hidden", true);
+		if (d->sparse)
+			BSON_APPEND_BOOL(b, "sparse", true);
+		if (d->partial) {
+			bson_t pf = BSON_INITIALIZER;
+			BSON_APPEND_DOCUMENT(b, "partialFilterExpression", &pf);
+		}
+		out[i] = b;
+	}
+	return n;
+}
+
+static void write_snapshot(capture_sink *c, const char *ns, const index_set *s)
+{
+	const char *why = NULL;
+	bson_t rec;
+	if (index_set_is_opaque(s, &why)) {
+		capture_build_indexes(&rec, capture_now_us(), ns, NULL, 0, why ? why : "opaque");
+	} else {
+		size_t n = index_set_count(s);
+		bson_t **specs = calloc(n ? n : 1, sizeof *specs);
+		if (!specs)
+			return;
+		specs_of(s, specs);
+		capture_build_indexes(&rec, capture_now_us(), ns, (const bson_t *const *)specs, n,
+		                      NULL);
+		for (size_t i = 0; i < n; i++)
+			bson_destroy(specs[i]);
+		free(specs);
+	}
+	write_doc(c, &rec);
+	bson_destroy(&rec);
+}
+
+typedef struct cap_file {
+	char name[512];
+	time_t mtime;
+	off_t size;
+} cap_file;
+
+static int cmp_files(const void *a, const void *b)
+{
+	const cap_file *x = a, *y = b;
+	if (x->mtime != y->mtime)
+		return x->mtime < y->mtime ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static bool is_capture_name(const char *n)
+{
+	size_t l = strlen(n), sl = strlen(FILE_SUFFIX);
+	return strncmp(n, FILE_PREFIX, strlen(FILE_PREFIX)) == 0 && l > sl &&
+	       strcmp(n + l - sl, FILE_SUFFIX) == 0;
+}
+
+/* The total cap: oldest capture files first, never the one being written. */
+static void enforce_cap(capture_sink *c)
+{
+	DIR *d = opendir(c->s.dir);
+	if (!d)
+		return;
+	cap_file *files = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!is_capture_name(e->d_name))
+			continue;
+		char p[1600];
+		struct stat sb;
+		snprintf(p, sizeof p, "%s/%s", c->s.dir, e->d_name);
+		if (stat(p, &sb) != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			cap_file *nf = realloc(files, cap * sizeof *files);
+			if (!nf)
+				break;
+			files = nf;
+		}
+		snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+		files[n].mtime = sb.st_mtime;
+		files[n].size = sb.st_size;
+		total += (uint64_t)sb.st_size;
+		n++;
+	}
+	closedir(d);
+	qsort(files, n, sizeof *files, cmp_files);
+	for (size_t i = 0; i < n && total > c->max_total; i++) {
+		char p[1600];
+		snprintf(p, sizeof p, "%s/%s", c->s.dir, files[i].name);
+		if (strcmp(p, c->path) == 0)
+			continue;
+		if (unlink(p) == 0) {
+			total -= (uint64_t)files[i].size;
+			c->st.deleted++;
+			log_capture(LOG_INFO, "Capture file deleted (capture.maxTotalSizeMB)", p,
+			            NULL);
+		}
+	}
+	free(files);
+}
+
+/* A new file: the header first, then every index list known so far, so
+ * each file can be read alone. */
+static void open_file(capture_sink *c)
+{
+	if (c->f)
+		fclose(c->f);
+	int64_t now = capture_now_us();
+	time_t secs = (time_t)(now / 1000000);
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	snprintf(c->path, sizeof c->path,
+	         "%s/" FILE_PREFIX "%04d%02d%02dT%02d%02d%02d-%ld-%04u" FILE_SUFFIX, c->s.dir,
+	         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	         (long)getpid(), c->seq++);
+	c->f = fopen(c->path, "wb");
+	c->file_bytes = 0;
+	c->file_opened_us = now;
+	if (!c->f) {
+		log_capture(LOG_ERROR, "Cannot open a capture file; capture stops", c->path,
+		            strerror(errno));
+		return;
+	}
+	c->st.files++;
+	bson_t h;
+	capture_build_header(&h, c->version, c->instance, c->s.redact_literals, now, &c->rules);
+	write_doc(c, &h);
+	bson_destroy(&h);
+	for (size_t i = 0; c->slots && i < INDEX_SLOTS; i++)
+		if (c->slots[i].ns[0] && c->slots[i].last)
+			write_snapshot(c, c->slots[i].ns, c->slots[i].last);
+	enforce_cap(c);
+}
+
+static void maybe_rotate(capture_sink *c)
+{
+	if (!c->f)
+		return;
+	bool by_size = c->file_bytes >= c->max_file;
+	bool by_age = c->s.rotate_secs &&
+	              capture_now_us() - c->file_opened_us >= (int64_t)c->s.rotate_secs * 1000000;
+	if (by_size || by_age)
+		open_file(c);
+}
+
+/* ---- index lists ---- */
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* Looks at ns's list now and then; a list not seen before is written. */
+static void check_indexes(capture_sink *c, const char *db, const char *coll, bool force)
+{
+	char ns[256];
+	if (!c->ic || !c->slots || !db[0] || !coll[0] || strncmp(coll, "system.", 7) == 0 ||
+	    strcmp(db, "admin") == 0 || strcmp(db, "config") == 0 || strcmp(db, "local") == 0)
+		return;
+	snprintf(ns, sizeof ns, "%s.%s", db, coll);
+	size_t i = fnv(ns) % INDEX_SLOTS, probes = 0;
+	while (c->slots[i].ns[0] && strcmp(c->slots[i].ns, ns) != 0) {
+		if (++probes == INDEX_SLOTS)
+			return; /* full: namespaces beyond INDEX_SLOTS are not followed */
+		i = (i + 1) % INDEX_SLOTS;
+	}
+	ns_slot *sl = &c->slots[i];
+	int64_t now = mono_ms();
+	if (sl->ns[0] && !force && now - sl->checked_ms < INDEX_RECHECK_MS)
+		return;
+	if (!sl->ns[0])
+		snprintf(sl->ns, sizeof sl->ns, "%s", ns);
+	sl->checked_ms = now;
+	index_set *s = NULL;
+	index_lookup r = index_cache_get(c->ic, db, coll, &s);
+	sl->pending = r == INDEXES_PENDING;
+	if (r != INDEXES_KNOWN)
+		return;
+	if (s == sl->last) {
+		index_set_release(s);
+		return;
+	}
+	if (sl->last)
+		index_set_release(sl->last);
+	sl->last = s;
+	write_snapshot(c, ns, s);
+}
+
+/* Namespaces asked about but not answered yet get another look. */
+static void recheck_pending(capture_sink *c)
+{
+	for (size_t i = 0; c->slots && i < INDEX_SLOTS; i++) {
+		ns_slot *sl = &c->slots[i];
+		if (!sl->ns[0] ||
+		    (!sl->pending && mono_ms() - sl->checked_ms < 10 * INDEX_RECHECK_MS))
+			continue;
+		char db[128];
+		const char *dot = strchr(sl->ns, '.');
+		if (!dot || (size_t)(dot - sl->ns) >= sizeof db)
+			continue;
+		memcpy(db, sl->ns, (size_t)(dot - sl->ns));
+		db[dot - sl->ns] = '\0';
+		check_indexes(c, db, dot + 1, false);
+	}
+}
+
+/* ---- records ---- */
+
+static void write_request(capture_sink *c, const item *it)
+{
+	request r;
+	wire_error err = {0};
+	if (request_decode(&r, it->bytes, it->nbytes, &err) == REQUEST_COMMAND) {
+		capture_origin o = {it->t_us, it->conn, it->client, it->app};
+		bson_t rec;
+		capture_build_request(&rec, &o, &r, c->s.redact_literals, it->verdict);
+		write_doc(c, &rec);
+		bson_destroy(&rec);
+		bson_iter_t bi;
+		if (r.view.db && bson_iter_init(&bi, &r.view.body) && bson_iter_next(&bi) &&
+		    BSON_ITER_HOLDS_UTF8(&bi))
+			check_indexes(c, r.view.db, bson_iter_utf8(&bi, NULL), false);
+	}
+	request_release(&r);
+}
+
+static void write_reply(capture_sink *c, const item *it)
+{
+	capture_origin o = {it->t_us, it->conn, it->client, it->app};
+	capture_reply_facts f;
+	bson_t rec;
+	bool sample = false;
+	if (it->bytes) {
+		uint64_t nth = atomic_fetch_add(&c->replies_seen, 1);
+		sample = c->s.reply_sample <= 1 || nth % c->s.reply_sample == 0;
+		capture_reply_inspect(it->bytes, it->nbytes, sample, &f);
+	}
+	capture_build_reply(&rec, &o, it->id, it->len, it->bytes ? &f : NULL);
+	write_doc(c, &rec);
+	bson_destroy(&rec);
+	if (it->bytes)
+		capture_reply_facts_free(&f);
+}
+
+static void write_gap(capture_sink *c, uint64_t dropped, int64_t from, int64_t to)
+{
+	bson_t rec;
+	capture_build_gap(&rec, capture_now_us(), dropped, from, to);
+	write_doc(c, &rec);
+	bson_destroy(&rec);
+	log_line *l = log_begin(LOG_WARNING, "CONTROL", LOGID_CAPTURE, NULL,
+	                        "Capture queue full: records dropped (traffic unaffected)");
+	log_attr_int(l, "dropped", (int64_t)dropped);
+	log_attr_str(l, "path", c->path);
+	log_end(l);
+}
+
+static void *writer_main(void *arg)
+{
+	capture_sink *c = arg;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		while (!c->head && !c->stopping && !c->dropped) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			if (pthread_cond_timedwait(&c->wake, &c->lock, &ts) == ETIMEDOUT)
+				break;
+		}
+		item *batch = c->head;
+		c->head = c->tail = NULL;
+		c->nqueued = 0;
+		c->queued_bytes = 0;
+		uint64_t dropped = c->dropped;
+		int64_t from = c->drop_from, to = c->drop_to;
+		c->dropped = 0;
+		bool stop = c->stopping;
+		pthread_mutex_unlock(&c->lock);
+
+		while (batch) {
+			item *next = batch->next;
+			if (batch->kind == ITEM_REQUEST)
+				write_request(c, batch);
+			else
+				write_reply(c, batch);
+			free(batch->bytes);
+			free(batch);
+			batch = next;
+			maybe_rotate(c);
+		}
+		if (dropped)
+			write_gap(c, dropped, from, to);
+		recheck_pending(c);
+		maybe_rotate(c);
+		if (c->f)
+			fflush(c->f);
+		pthread_mutex_lock(&c->lock);
+		if (stop && !c->head)
+			break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ---- life ---- */
+
+capture_sink *capture_sink_new(const capture_settings *s, const char *version, const bson_t *rules,
+                               index_cache *ic, char *err, size_t errlen)
+{
+	if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "capture directory %s: %s", s->dir, strerror(errno));
+		return NULL;
+	}
+	struct stat sb;
+	if (stat(s->dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(s->dir, W_OK) != 0) {
+		snprintf(err, errlen, "capture directory %s is not a writable directory", s->dir);
+		return NULL;
+	}
+	capture_sink *c = calloc(1, sizeof *c);
+	if (!c || !(c->slots = calloc(INDEX_SLOTS, sizeof *c->slots))) {
+		free(c);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->s = *s;
+	c->max_file = s->max_file_bytes ? s->max_file_bytes : (uint64_t)s->max_file_mb << 20;
+	c->max_total = s->max_total_bytes ? s->max_total_bytes : (uint64_t)s->max_total_mb << 20;
+	c->queue_budget = s->queue_bytes ? s->queue_bytes : (uint64_t)s->queue_mb << 20;
+	snprintf(c->version, sizeof c->version, "%s", version);
+	snprintf(c->instance, sizeof c->instance, "%ld-%lld", (long)getpid(),
+	         (long long)capture_now_us());
+	if (rules)
+		bson_copy_to(rules, &c->rules);
+	else
+		bson_init(&c->rules);
+	c->ic = ic;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->wake, NULL);
+	return c;
+}
+
+bool capture_sink_start(capture_sink *c, char *err, size_t errlen)
+{
+	open_file(c);
+	if (!c->f) {
+		snprintf(err, errlen, "cannot create a capture file in %s: %s", c->s.dir,
+		         strerror(errno));
+		return false;
+	}
+	if (pthread_create(&c->thread, NULL, writer_main, c) != 0) {
+		snprintf(err, errlen, "cannot start the capture writer thread");
+		return false;
+	}
+	c->started = true;
+	log_capture(LOG_INFO, "Capturing traffic", c->path,
+	            c->s.redact_literals ? "redacted shapes (capture.redactLiterals: true)"
+	                                 : "whole requests (capture.redactLiterals: false)");
+	return true;
+}
+
+void capture_sink_get_stats(capture_sink *c, capture_stats *st)
+{
+	pthread_mutex_lock(&c->lock);
+	*st = c->st;
+	st->dropped = c->dropped_total;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void capture_sink_free(capture_sink *c, capture_stats *final)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_signal(&c->wake);
+	if (c->started)
+		pthread_join(c->thread, NULL);
+	for (item *it = c->head, *next; it; it = next) {
+		next = it->next;
+		free(it->bytes);
+		free(it);
+	}
+	if (c->f)
+		fclose(c->f);
+	if (final) {
+		*final = c->st;
+		final->dropped = c->dropped_total;
+	}
+	for (size_t i = 0; i < INDEX_SLOTS; i++)
+		if (c->slots[i].last)
+			index_set_release(c->slots[i].last);
+	free(c->slots);
+	bson_destroy(&c->rules);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+}

@@ -1,0 +1,275 @@
+"""Capture and report (issue 10): a scripted pymongo workload through mongoguard
+against the real upstream, captured, then `mongoguard report` over the capture.
+
+The report's counts must equal what was sent, its findings the live findings for
+the same traffic (rule, shapeHash and count), its latencies must be consistent
+with the client's own timings, and a marker value must never reach a capture or
+report file while redaction is on. Then: a full queue, a truncated file, a
+format version the reader does not know, and the HTML page in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import bson
+import pytest
+from bson.regex import Regex
+from pymongo import ASCENDING
+
+MARKER = "zq-marker-5521-do-not-leak"
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort"]
+
+
+def capture_config(cdir: Path, **capture) -> str:
+    cfg = {"analysis": {"redactLiterals": True, "summaryIntervalSecs": 1},
+           "rules": {"case-insensitive-regex": "log", "unbounded-push": "log",
+                     "index-mismatched-sort": "log",
+                     "hot-path-lookup": {"action": "log", "threshold": 2, "windowSeconds": 60}},
+           "capture": {"dir": str(cdir), "replySampleRate": 1, **capture}}
+    return json.dumps(cfg, indent=1) + "\n"
+
+
+def live_findings(p) -> dict:
+    """(rule, shapeHash) -> occurrences, from the log's first lines and summaries."""
+    out: dict = {}
+    for f in p.log.findings():
+        a = f["attr"]
+        key = (a["rule"], a["shapeHash"])
+        out[key] = out.get(key, 0) + (a["repeats"] if a["repeats"] else 1)
+    return out
+
+
+def run_report(bin_: str, files, *args, check=True) -> subprocess.CompletedProcess:
+    r = subprocess.run([bin_, "report", *map(str, files), "--no-progress", *args],
+                       capture_output=True, text=True, timeout=120)
+    if check:
+        assert r.returncode == 0, f"report failed ({r.returncode}): {r.stderr}"
+    return r
+
+
+def captures(cdir: Path) -> list[Path]:
+    return sorted(cdir.glob("capture-*.bson"))
+
+
+def workload(c, dbname: str) -> dict:
+    """The scripted traffic; returns what was sent and the client's timings."""
+    db = c[dbname]
+    db.orders.create_index([("status", ASCENDING)])
+    db.orders.insert_many([{"_id": i, "status": MARKER if i % 2 else "open", "created": i,
+                            "email": f"{MARKER}-{i}@x.org", "tags": [MARKER] * 5}
+                           for i in range(20)])
+    sent = {"find": 0, "update": 0, "aggregate": 0}
+    for _ in range(5):
+        list(db.orders.find({"email": Regex(MARKER, "i")}))
+        sent["find"] += 1
+    for i in range(4):
+        db.orders.update_one({"_id": i}, {"$push": {"tags": MARKER}})
+        sent["update"] += 1
+    for _ in range(6):
+        list(db.orders.find({"status": MARKER}).sort("created", -1))
+        sent["find"] += 1
+    timings = []
+    for i in range(30):
+        t0 = time.perf_counter()
+        db.orders.find_one({"_id": i % 20})
+        timings.append((time.perf_counter() - t0) * 1000)
+        sent["find"] += 1
+    for _ in range(3):
+        try:
+            list(db.orders.aggregate([{"$match": {"status": MARKER}},
+                                      {"$lookup": {"from": "users", "localField": "email",
+                                                   "foreignField": "email", "as": "u"}}]))
+        except Exception:
+            pass  # FerretDB answers NotImplemented; the request was still sent
+        sent["aggregate"] += 1
+    return {"sent": sent, "timings": timings}
+
+
+@pytest.fixture
+def captured(tmp_path, upstream, start_proxy, clients, dbname, mongoguard_bin):
+    cdir = tmp_path / "cap"
+    p = start_proxy(upstream.uri, capture_config(cdir))
+    w = workload(clients.via(p, appname="shop-web"), dbname)
+    time.sleep(1.5)  # the writer's index snapshots and a summary interval
+    assert p.stop() == 0
+    return {"proxy": p, "dir": cdir, "db": dbname, **w, "bin": mongoguard_bin}
+
+
+def test_capture_is_bson_with_header_and_redacted(captured):
+    files = captures(captured["dir"])
+    assert files, "no capture file written"
+    kinds: dict = {}
+    for f in files:
+        docs = list(bson.decode_file_iter(open(f, "rb")))
+        assert docs[0]["k"] == "header" and docs[0]["format"] == "mongoguard-capture"
+        assert docs[0]["v"] == 1 and docs[0]["redaction"] == "shapes"
+        assert "mongoguard" in docs[0] and "start" in docs[0]
+        for d in docs:
+            kinds[d["k"]] = kinds.get(d["k"], 0) + 1
+        reqs = [d for d in docs if d["k"] == "req"]
+        assert all("msg" not in d and "body" in d for d in reqs)
+        assert all(isinstance(d["t"], int) and d["conn"] > 0 for d in reqs)
+        assert MARKER.encode() not in f.read_bytes()
+    assert kinds.get("req", 0) > 40 and kinds.get("reply", 0) > 40
+    assert kinds.get("indexes", 0) >= 1, kinds
+    ns = f"{captured['db']}.orders"
+    idx = [d for f in files for d in bson.decode_file_iter(open(f, "rb"))
+           if d["k"] == "indexes" and d["ns"] == ns]
+    assert idx and {i["name"] for i in idx[-1]["indexes"]} >= {"_id_", "status_1"}
+    replies = [d for f in files for d in bson.decode_file_iter(open(f, "rb")) if d["k"] == "reply"]
+    assert any(r.get("n") == 20 and "docs" in r for r in replies)
+
+
+def test_report_counts_findings_latency_and_redaction(captured, tmp_path):
+    files = captures(captured["dir"])
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_report(captured["bin"], files, "-o", out / "r.html", "--json", out / "r.json",
+                   "--md", out / "r.md")
+    rep = json.loads((out / "r.json").read_text())
+    ns = f"{captured['db']}.orders"
+    by_cmd: dict = {}
+    for s in rep["shapes"]:
+        if s["ns"] == ns:
+            by_cmd[s["command"]] = by_cmd.get(s["command"], 0) + s["count"]
+    for cmd, n in captured["sent"].items():
+        assert by_cmd.get(cmd) == n, (cmd, by_cmd, r.stderr)
+    assert by_cmd.get("insert") == 1
+
+    live = live_findings(captured["proxy"])
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in rep["findings"]}
+    assert {k[0] for k in live} >= {"case-insensitive-regex", "unbounded-push",
+                                    "index-mismatched-sort", "hot-path-lookup"}, live
+    assert got == live
+
+    # latency: what the proxy measured is within what the client saw
+    idshape = [s for s in rep["shapes"] if s["ns"] == ns and s["command"] == "find"
+               and "_id" in s["shape"]]
+    assert len(idshape) == 1 and idshape[0]["count"] == 30 and idshape[0]["replies"] == 30
+    client = captured["timings"]
+    s = idshape[0]
+    assert 0 < s["p50Ms"] <= statistics.median(client) * 1.5 + 0.5
+    assert 0 < s["totalMs"] <= sum(client)
+    assert s["p50Ms"] <= s["p95Ms"] <= s["p99Ms"]
+
+    # the shape table's rows carry the rules their findings name
+    sorts = [s for s in rep["shapes"] if "index-mismatched-sort" in s["rules"]]
+    assert sorts and sorts[0]["count"] == 6
+    coll = [c for c in rep["collections"] if c["ns"] == ns][0]
+    assert coll["pushes"] == 4 and coll["pushTargets"][0]["path"] == "tags"
+    assert any(a["path"] == "tags" and a["maxLength"] >= 5 for a in coll["arrayLengths"])
+    assert coll["caseInsensitiveRegex"] == 5 and coll["readsWithLookup"] == 3
+    assert coll["largestDocument"] > 0
+    assert {i["name"]: i["usedByCapturedShapes"] for i in coll["indexes"]} == \
+        {"_id_": True, "status_1": True}
+    assert [a for a in rep["apps"] if a["app"] == "shop-web"][0]["ops"] >= sum(
+        captured["sent"].values())
+
+    for f in list(out.iterdir()) + files:
+        assert MARKER.encode() not in f.read_bytes(), f
+    md = (out / "r.md").read_text()
+    assert "index-mismatched-sort" in md and "createIndex" in md
+
+
+def test_report_html_in_headless_chromium(captured, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is installed by scripts/setup.sh"
+    html = tmp_path / "report.html"
+    run_report(captured["bin"], captures(captured["dir"]), "-o", html)
+    text = html.read_text()
+    assert "<script src" not in text and "http://" not in text.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in text and "@import" not in text and "url(" not in text
+    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chr'}"]
+    dom = subprocess.run(base + ["--enable-logging=stderr", "--v=0", "--dump-dom",
+                                 html.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="shape-table"' in dom.stdout and 'id="ops-chart"' in dom.stdout
+    assert dom.stdout.count("<tr>") > 5 and dom.stdout.count('class="bar"') > 2
+    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert not console, console
+    png = tmp_path / "shot.png"
+    shot = subprocess.run(base + ["--hide-scrollbars", "--window-size=1280,1600",
+                                  f"--screenshot={png}", html.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and png.exists(), shot.stderr[-2000:]
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20000
+    # a page that rendered tables and charts has many distinct colours; a
+    # blank or error page compresses to almost nothing
+    assert len(set(data[1000:20000])) > 200
+
+
+def test_redaction_off_keeps_whole_requests(tmp_path, upstream, start_proxy, clients, dbname,
+                                            mongoguard_bin):
+    cdir = tmp_path / "cap"
+    p = start_proxy(upstream.uri, capture_config(cdir, redactLiterals=False))
+    clients.via(p)[dbname].c.find_one({"name": MARKER})
+    assert p.stop() == 0
+    files = captures(cdir)
+    data = b"".join(f.read_bytes() for f in files)
+    assert MARKER.encode() in data
+    hdr = next(bson.decode_file_iter(open(files[0], "rb")))
+    assert hdr["redaction"] == "none"
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, files, "--json", out)
+    rep = json.loads(out.read_text())
+    assert any(s["ns"] == f"{dbname}.c" and s["command"] == "find" for s in rep["shapes"])
+    assert not rep["overview"]["redacted"]
+
+
+def test_full_queue_drops_are_counted_and_traffic_unaffected(tmp_path, upstream, start_proxy,
+                                                              clients, dbname, mongoguard_bin):
+    cdir = tmp_path / "cap"
+    p = start_proxy(upstream.uri, capture_config(cdir, queueSizeMB=1))
+    big = "x" * (1536 * 1024)  # a request bigger than the whole queue: always dropped
+    c = clients.via(p)[dbname].big
+    for i in range(3):
+        c.insert_one({"_id": i, "pad": big})
+    assert clients.direct()[dbname].big.count_documents({}) == 3
+    assert p.stop() == 0
+    gaps = [d for f in captures(cdir) for d in bson.decode_file_iter(open(f, "rb"))
+            if d["k"] == "gap"]
+    assert sum(g["dropped"] for g in gaps) == 3
+    assert any("Capture queue full" in ln.get("msg", "") for ln in p.log.lines())
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    assert json.loads(out.read_text())["overview"]["dropped"] == 3
+
+
+def test_truncated_capture_is_read_up_to_the_cut(captured, tmp_path):
+    files = captures(captured["dir"])
+    whole = tmp_path / "whole.json"
+    run_report(captured["bin"], files[:1], "--json", whole)
+    n_whole = json.loads(whole.read_text())["inputs"][0]["records"]
+    cut = tmp_path / "capture-cut.bson"
+    data = files[0].read_bytes()
+    cut.write_bytes(data[:-7])
+    out = tmp_path / "cut.json"
+    r = run_report(captured["bin"], [cut], "--json", out)
+    rep = json.loads(out.read_text())
+    inp = rep["inputs"][0]
+    assert inp["truncated"] and not inp["refused"]
+    assert inp["records"] == n_whole - 1
+    assert 0 < inp["stoppedAt"] < len(data) - 7
+    assert f"at byte {inp['stoppedAt']}" in r.stderr
+
+
+def test_unknown_format_version_refused(tmp_path, mongoguard_bin):
+    f = tmp_path / "capture-future.bson"
+    f.write_bytes(bson.encode({"k": "header", "format": "mongoguard-capture", "v": 99,
+                               "mongoguard": "9.9.9", "redaction": "shapes"}))
+    r = run_report(mongoguard_bin, [f], "--json", tmp_path / "r.json", check=False)
+    assert r.returncode == 1
+    assert "capture format version 99 is not one this mongoguard reads" in r.stderr
+    g = tmp_path / "capture-not.bson"
+    g.write_bytes(bson.encode({"hello": 1}))
+    r = run_report(mongoguard_bin, [g], "--json", tmp_path / "r2.json", check=False)
+    assert r.returncode == 1 and "not a mongoguard capture" in r.stderr

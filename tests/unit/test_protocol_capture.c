@@ -1,0 +1,219 @@
+/* The capture format: redaction keeps structure and drops values, records
+ * round-trip through the reader, a request record rebuilds a message the
+ * request path decodes, unknown versions are refused, truncation is seen. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "protocol/capture.h"
+#include "protocol/frame.h"
+
+#define MARKER "mk-secret-0042"
+
+/* An OP_MSG of body and an optional "updates" sequence of one document. */
+static uint8_t *make_opmsg(const bson_t *body, const bson_t *upd, size_t *len)
+{
+	size_t n = 16 + 4 + 1 + body->len;
+	if (upd)
+		n += 1 + 4 + 8 + upd->len;
+	uint8_t *m = calloc(1, n), *p = m + 21;
+	wire_write_i32(m, (int32_t)n);
+	wire_write_i32(m + 4, 7);
+	wire_write_i32(m + 12, OP_MSG);
+	memcpy(p, bson_get_data(body), body->len);
+	p += body->len;
+	if (upd) {
+		*p++ = 1;
+		wire_write_i32(p, (int32_t)(4 + 8 + upd->len));
+		memcpy(p + 4, "updates", 8);
+		memcpy(p + 12, bson_get_data(upd), upd->len);
+	}
+	*len = n;
+	return m;
+}
+
+static bool contains(const bson_t *b, const char *s)
+{
+	return memmem(bson_get_data(b), b->len, s, strlen(s)) != NULL;
+}
+
+static void test_redaction_keeps_structure(void **st)
+{
+	bson_t *body =
+	    BCON_NEW("find", "orders", "filter", "{", "email", BCON_REGEX("^(?i)" MARKER, "i"), "n",
+	             "{", "$in", "[", BCON_INT32(1), BCON_INT32(2), BCON_INT32(3), "]", "}", "name",
+	             BCON_UTF8(MARKER), "}", "sort", "{", "created", BCON_INT32(-1), "}",
+	             "pipeline", "[", "{", "$lookup", "{", "from", "users", "localField", "uid",
+	             "foreignField", "_id", "as", "u", "}", "}", "{", "$project", "{", "x", "$name",
+	             "y", BCON_UTF8(MARKER), "}", "}", "]", "$db", "shop");
+	bson_t red;
+	capture_redact_command(body, &red);
+	assert_false(contains(&red, MARKER));
+	bson_iter_t it;
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "filter.email", &it));
+	const char *opts;
+	assert_string_equal(bson_iter_regex(&it, &opts), "^(?i)");
+	assert_string_equal(opts, "i");
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "filter.n.$in", &it));
+	uint32_t l;
+	const uint8_t *d;
+	bson_t arr;
+	bson_iter_array(&it, &l, &d);
+	bson_init_static(&arr, d, l);
+	assert_int_equal(bson_count_keys(&arr), 3); /* length kept: the sort rule counts it */
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "filter.name", &it));
+	assert_string_equal(bson_iter_utf8(&it, NULL), "?");
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "sort.created", &it));
+	assert_int_equal(bson_iter_int32(&it), -1);
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "pipeline.0.$lookup.from", &it));
+	assert_string_equal(bson_iter_utf8(&it, NULL), "users");
+	assert_true(bson_iter_init(&it, &red) &&
+	            bson_iter_find_descendant(&it, "pipeline.1.$project.x", &it));
+	assert_string_equal(bson_iter_utf8(&it, NULL), "$name");
+	assert_true(bson_iter_init_find(&it, &red, "find"));
+	assert_string_equal(bson_iter_utf8(&it, NULL), "orders");
+	bson_destroy(&red);
+	bson_destroy(body);
+}
+
+static void test_request_record_round_trip(void **st)
+{
+	bson_t *body = BCON_NEW("update", "carts", "$db", "shop");
+	bson_t *upd = BCON_NEW("q", "{", "user", MARKER, "}", "u", "{", "$push", "{", "items", "{",
+	                       "$each", "[", MARKER, "]", "$slice", BCON_INT32(-5), "}", "}", "}");
+	size_t len;
+	uint8_t *msg = make_opmsg(body, upd, &len);
+	request r;
+	wire_error err = {0};
+	assert_int_equal(request_decode(&r, msg, len, &err), REQUEST_COMMAND);
+	capture_origin o = {123456789, 42, "127.0.0.1:1", "app"};
+	bson_t rec;
+	capture_build_request(&rec, &o, &r, true, "forward");
+	request_release(&r);
+	assert_false(contains(&rec, MARKER));
+	assert_int_equal(capture_kind(&rec), CAPTURE_REC_REQUEST);
+
+	/* through the reader, then back into a message the request path decodes */
+	size_t off = 0;
+	bson_t view;
+	assert_int_equal(capture_next(bson_get_data(&rec), rec.len, &off, &view), CAPTURE_NEXT_OK);
+	assert_int_equal(off, rec.len);
+	size_t mlen;
+	uint8_t *again = capture_request_message(&view, &mlen);
+	assert_non_null(again);
+	assert_int_equal(request_decode(&r, again, mlen, &err), REQUEST_COMMAND);
+	assert_string_equal(r.view.name, "update");
+	assert_string_equal(r.view.db, "shop");
+	cmdview_docs dd;
+	bson_t stmt;
+	cmdview_docs_init(&dd, &r.view, "updates");
+	assert_true(cmdview_docs_next(&dd, &stmt));
+	bson_iter_t it;
+	assert_true(bson_iter_init(&it, &stmt) &&
+	            bson_iter_find_descendant(&it, "u.$push.items.$slice", &it));
+	assert_true(bson_iter_init(&it, &stmt) &&
+	            bson_iter_find_descendant(&it, "u.$push.items.$each", &it));
+	request_release(&r);
+	free(again);
+
+	/* redaction off: the whole message, byte for byte */
+	assert_int_equal(request_decode(&r, msg, len, &err), REQUEST_COMMAND);
+	bson_t whole;
+	capture_build_request(&whole, &o, &r, false, "forward");
+	request_release(&r);
+	assert_true(contains(&whole, MARKER));
+	again = capture_request_message(&whole, &mlen);
+	assert_int_equal(mlen, len);
+	assert_memory_equal(again, msg, len);
+	free(again);
+	bson_destroy(&whole);
+	bson_destroy(&rec);
+	free(msg);
+	bson_destroy(body);
+	bson_destroy(upd);
+}
+
+static void test_header_versions(void **st)
+{
+	bson_t h;
+	char err[256];
+	capture_build_header(&h, "0.1.0", "i1", true, 1, NULL);
+	assert_true(capture_check_header(&h, err, sizeof err));
+	bson_destroy(&h);
+	bson_t *old = BCON_NEW("k", "header", "format", CAPTURE_FORMAT_NAME, "v", BCON_INT32(0));
+	assert_false(capture_check_header(old, err, sizeof err));
+	assert_non_null(strstr(err, "capture format version 0 is not one this mongoguard reads"));
+	bson_destroy(old);
+	bson_t *other = BCON_NEW("hello", BCON_INT32(1));
+	assert_false(capture_check_header(other, err, sizeof err));
+	assert_non_null(strstr(err, "not a mongoguard capture"));
+	bson_destroy(other);
+}
+
+static void test_truncated_stream(void **st)
+{
+	bson_t a, b;
+	capture_build_gap(&a, 1, 2, 3, 4);
+	capture_build_gap(&b, 5, 6, 7, 8);
+	size_t n = a.len + b.len;
+	uint8_t *buf = malloc(n);
+	memcpy(buf, bson_get_data(&a), a.len);
+	memcpy(buf + a.len, bson_get_data(&b), b.len);
+	size_t off = 0;
+	bson_t v;
+	assert_int_equal(capture_next(buf, n - 3, &off, &v), CAPTURE_NEXT_OK);
+	assert_int_equal(capture_kind(&v), CAPTURE_REC_GAP);
+	assert_int_equal(capture_next(buf, n - 3, &off, &v), CAPTURE_NEXT_TRUNCATED);
+	assert_int_equal(off, a.len); /* where the cut record starts */
+	assert_int_equal(capture_next(buf, a.len + 2, &off, &v), CAPTURE_NEXT_TRUNCATED);
+	off = 0;
+	buf[0] = 2; /* a length below the smallest document */
+	assert_int_equal(capture_next(buf, n, &off, &v), CAPTURE_NEXT_INVALID);
+	free(buf);
+	bson_destroy(&a);
+	bson_destroy(&b);
+}
+
+static void test_reply_inspection(void **st)
+{
+	bson_t *body = BCON_NEW("cursor", "{", "firstBatch", "[", "{", "a", "[", BCON_INT32(1),
+	                        BCON_INT32(2), BCON_INT32(3), "]", "}", "{", "a", "[", "]", "}",
+	                        "]", "id", BCON_INT64(77), "ns", "d.c", "}", "ok", BCON_DOUBLE(1));
+	size_t len;
+	uint8_t *msg = make_opmsg(body, NULL, &len);
+	capture_reply_facts f;
+	capture_reply_inspect(msg, len, true, &f);
+	assert_true(f.read && f.ok && f.sampled);
+	assert_int_equal(f.n, 2);
+	assert_int_equal(f.cid, 77);
+	assert_int_equal(f.docs_n, 2);
+	bson_iter_t it;
+	assert_true(bson_iter_init_find(&it, &f.arrays, "a"));
+	assert_int_equal(bson_iter_int64(&it), 3);
+	capture_reply_facts_free(&f);
+	free(msg);
+	bson_destroy(body);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_redaction_keeps_structure),
+	    cmocka_unit_test(test_request_record_round_trip),
+	    cmocka_unit_test(test_header_versions),
+	    cmocka_unit_test(test_truncated_stream),
+	    cmocka_unit_test(test_reply_inspection),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,247 @@
+/* The capture writer without traffic: rotation by size, the total cap
+ * (oldest files go), a full queue (drops counted, a gap record written);
+ * and the report's aggregation over a capture made here. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "protocol/frame.h"
+#include "proxy/report/report.h"
+#include "proxy/sinks/capture.h"
+
+static uint8_t *find_msg(const char *coll, size_t *len, int32_t rid)
+{
+	bson_t *b = BCON_NEW("find", coll, "filter", "{", "status", "x", "}", "sort", "{",
+	                     "created", BCON_INT32(-1), "}", "$db", "shop");
+	size_t n = 21 + b->len;
+	uint8_t *m = calloc(1, n);
+	wire_write_i32(m, (int32_t)n);
+	wire_write_i32(m + 4, rid);
+	wire_write_i32(m + 12, OP_MSG);
+	memcpy(m + 21, bson_get_data(b), b->len);
+	bson_destroy(b);
+	*len = n;
+	return m;
+}
+
+static char dir[256];
+
+static void make_dir(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/mg-capture-test-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+}
+
+/* Files in dir, their total size, and the kinds of record they hold. */
+static size_t scan(uint64_t *total, uint64_t *gap_dropped, size_t *headers)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+	*total = *gap_dropped = 0;
+	*headers = 0;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "capture-", 8))
+			continue;
+		char p[600];
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		FILE *f = fopen(p, "rb");
+		fseek(f, 0, SEEK_END);
+		long sz = ftell(f);
+		rewind(f);
+		uint8_t *buf = malloc((size_t)sz + 1);
+		assert_int_equal(fread(buf, 1, (size_t)sz, f), (size_t)sz);
+		fclose(f);
+		size_t off = 0;
+		bson_t rec;
+		bool first = true;
+		while (capture_next(buf, (size_t)sz, &off, &rec) == CAPTURE_NEXT_OK) {
+			capture_rec_kind k = capture_kind(&rec);
+			if (first)
+				assert_int_equal(
+				    k, CAPTURE_REC_HEADER); /* every file starts with one */
+			first = false;
+			*headers += k == CAPTURE_REC_HEADER;
+			bson_iter_t it;
+			if (k == CAPTURE_REC_GAP && bson_iter_init_find(&it, &rec, "dropped"))
+				*gap_dropped += (uint64_t)bson_iter_as_int64(&it);
+		}
+		assert_int_equal(off, (size_t)sz);
+		free(buf);
+		*total += (uint64_t)sz;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void cleanup(void)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_rotation_and_cap(void **st)
+{
+	make_dir();
+	capture_settings s;
+	capture_settings_defaults(&s);
+	snprintf(s.dir, sizeof s.dir, "%s", dir);
+	s.max_file_bytes = 4096;
+	s.max_total_bytes = 20000;
+	char err[256];
+	capture_sink *c = capture_sink_new(&s, "test", NULL, NULL, err, sizeof err);
+	assert_non_null(c);
+	assert_true(capture_sink_start(c, err, sizeof err));
+	for (int i = 0; i < 400; i++) {
+		size_t len;
+		uint8_t *m = find_msg("orders", &len, i);
+		capture_origin o = {capture_now_us(), 1, "127.0.0.1:1", "t"};
+		capture_sink_request(c, &o, m, len, "forward");
+		free(m);
+		if (i % 50 == 0)
+			usleep(2000);
+	}
+	capture_stats fin;
+	capture_sink_free(c, &fin);
+	uint64_t total, dropped;
+	size_t headers;
+	size_t files = scan(&total, &dropped, &headers);
+	assert_true(fin.files >= 5);   /* 400 records of ~250 bytes in 4 KiB files */
+	assert_true(fin.deleted >= 1); /* the cap removed the oldest */
+	assert_int_equal(files, fin.files - fin.deleted);
+	assert_true(total <= 20000 + 4096 + 512); /* the cap, plus the file being written */
+	assert_int_equal(headers, files);
+	assert_int_equal(fin.dropped, 0);
+	cleanup();
+}
+
+static void test_full_queue_counts_and_gap(void **st)
+{
+	make_dir();
+	capture_settings s;
+	capture_settings_defaults(&s);
+	snprintf(s.dir, sizeof s.dir, "%s", dir);
+	s.queue_bytes = 4000; /* about ten requests */
+	char err[256];
+	capture_sink *c = capture_sink_new(&s, "test", NULL, NULL, err, sizeof err);
+	assert_non_null(c);
+	/* Not started: nothing drains the queue, so it fills and drops. */
+	for (int i = 0; i < 100; i++) {
+		size_t len;
+		uint8_t *m = find_msg("orders", &len, i);
+		capture_origin o = {capture_now_us(), 1, "127.0.0.1:1", "t"};
+		capture_sink_request(c, &o, m, len, "forward");
+		free(m);
+	}
+	capture_stats now;
+	capture_sink_get_stats(c, &now);
+	assert_true(now.dropped > 50 && now.dropped < 100);
+	assert_true(capture_sink_start(c, err, sizeof err));
+	capture_stats fin;
+	capture_sink_free(c, &fin);
+	uint64_t total, dropped;
+	size_t headers;
+	scan(&total, &dropped, &headers);
+	assert_int_equal(dropped, now.dropped);
+	assert_int_equal(fin.records, 1 + (100 - now.dropped) + 1); /* header, kept, the gap */
+	cleanup();
+}
+
+/* A capture made with the writer, read by the report: counts, a finding of
+ * the sort rule against the index snapshot-less cache (no verdict), and a
+ * finding of the regex rule the engine makes from the redacted request. */
+static void test_report_aggregation(void **st)
+{
+	make_dir();
+	capture_settings s;
+	capture_settings_defaults(&s);
+	snprintf(s.dir, sizeof s.dir, "%s", dir);
+	char err[512];
+	capture_sink *c = capture_sink_new(&s, "test", NULL, NULL, err, sizeof err);
+	assert_true(c && capture_sink_start(c, err, sizeof err));
+	for (int i = 0; i < 10; i++) {
+		size_t len;
+		uint8_t *m = find_msg("orders", &len, 100 + i);
+		capture_origin o = {1700000000000000 + i * 1000, 3, "127.0.0.1:2", "web"};
+		capture_sink_request(c, &o, m, len, "forward");
+		free(m);
+		bson_t *rb =
+		    BCON_NEW("cursor", "{", "firstBatch", "[", "{", "a", BCON_INT32(1), "}", "]",
+		             "id", BCON_INT64(0), "ns", "shop.orders", "}", "ok", BCON_DOUBLE(1));
+		size_t rl = 21 + rb->len;
+		uint8_t *r = capture_sink_reply_buffer(c, rl);
+		assert_non_null(r);
+		memset(r, 0, rl);
+		wire_write_i32(r, (int32_t)rl);
+		wire_write_i32(r + 8, 100 + i);
+		wire_write_i32(r + 12, OP_MSG);
+		memcpy(r + 21, bson_get_data(rb), rb->len);
+		bson_destroy(rb);
+		o.t_us += 500; /* 0.5 ms later */
+		capture_sink_reply(c, &o, 100 + i, rl, r);
+	}
+	capture_sink_free(c, NULL);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[600] = "";
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "capture-", 8))
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+	closedir(d);
+	char json[600];
+	snprintf(json, sizeof json, "%s/r.json", dir);
+	const char *inputs[] = {path};
+	report_options o = {.inputs = inputs, .ninputs = 1, .json = json, .quiet = true};
+	unsigned long long records = 0;
+	assert_true(report_run(&o, &records, err, sizeof err));
+	assert_int_equal(records, 21);
+	bson_error_t be;
+	FILE *f = fopen(json, "rb");
+	char buf[65536];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	bson_t *rep = bson_new_from_json((const uint8_t *)buf, (ssize_t)n, &be);
+	assert_non_null(rep);
+	bson_iter_t it;
+	assert_true(bson_iter_init(&it, rep) &&
+	            bson_iter_find_descendant(&it, "shapes.0.count", &it));
+	assert_int_equal(bson_iter_as_int64(&it), 10);
+	assert_true(bson_iter_init(&it, rep) &&
+	            bson_iter_find_descendant(&it, "shapes.0.p50Ms", &it));
+	assert_true(bson_iter_as_double(&it) > 0.49 && bson_iter_as_double(&it) < 0.51);
+	assert_true(bson_iter_init(&it, rep) &&
+	            bson_iter_find_descendant(&it, "shapes.0.docsReturned", &it));
+	assert_int_equal(bson_iter_as_int64(&it), 10);
+	assert_true(bson_iter_init(&it, rep) &&
+	            bson_iter_find_descendant(&it, "overview.paired", &it));
+	assert_int_equal(bson_iter_as_int64(&it), 10);
+	/* no index list in the capture: the sort rule gives no verdict, as live */
+	assert_true(
+	    bson_iter_init(&it, rep) &&
+	    bson_iter_find_descendant(&it, "overview.findingsPerRule.index-mismatched-sort", &it));
+	assert_int_equal(bson_iter_as_int64(&it), 0);
+	bson_destroy(rep);
+	cleanup();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rotation_and_cap),
+	    cmocka_unit_test(test_full_queue_counts_and_gap),
+	    cmocka_unit_test(test_report_aggregation),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
