@@ -32,6 +32,11 @@
  * client gets its replies in order and never half a server reply spliced
  * with ours. Requests with moreToCome get no entry: nothing will answer them.
  *
+ * The upstream ending: the client connection ends the same way (a close
+ * after what arrived, or a reset), never with replies of ours to requests
+ * the server had; only a connect that never succeeded is answered with
+ * HostUnreachable (upstream_lost says why).
+ *
  * Backpressure: a side's output buffer above OUT_HIGH stops reading from the
  * other side until it drains below OUT_LOW. Per connection, memory is bounded
  * by one request (<= 48,000,000 bytes, the protocol maximum) plus about
@@ -49,6 +54,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -70,6 +76,7 @@ enum {
 	OUT_LOW = 256 * 1024,
 	READ_CHUNK = 256 * 1024,
 	FLUSH_TIMEOUT_MS = 5000,
+	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
 	/* Error codes for replies mongoguard writes itself. */
 	CODE_HOST_UNREACHABLE = 6,
 	CODE_BLOCKED = 96, /* OperationFailed: never retried by drivers */
@@ -97,6 +104,11 @@ struct session {
 	struct bufferevent *client;
 	struct bufferevent *upstream; /* NULL from FLUSHING on */
 	bool upstream_connected;
+	/* The upstream could not be reached before the client asked anything:
+	 * its first request is answered with HostUnreachable (why), then the
+	 * connection closes; frame_timer bounds the wait for that request. */
+	bool unreachable;
+	char unreachable_why[512];
 	bool client_paused;   /* reading from the client stopped by backpressure */
 	bool upstream_paused; /* reading from upstream stopped by backpressure */
 
@@ -246,8 +258,10 @@ static void complete_head(session *s)
 	resume_client(s);
 }
 
-/* The upstream is gone: every request still waiting for it gets an error,
- * as far as the reply stream allows (not in the middle of a reply). */
+/* The upstream could not be reached at all: every request still waiting
+ * (none of which reached a server) gets an error, as far as the reply
+ * stream allows. A connection that was up and then ended gets no replies of
+ * ours: see upstream_lost. */
 static void fail_inflight(session *s, const char *why)
 {
 	if (reply_framer_mid_reply(&s->framer))
@@ -508,6 +522,15 @@ static void process_client(session *s)
 		}
 		handled h;
 		handle_request(s, msg, len, &h);
+		if (s->unreachable && (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {
+			/* no upstream to forward to: answered (it is queued) */
+			if (h.outcome == REQ_REPLACE)
+				free(h.replacement);
+			evbuffer_drain(in, len);
+			fail_inflight(s, s->unreachable_why);
+			session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+			return;
+		}
 		if (!apply(s, in, len, &h))
 			return;
 	}
@@ -793,6 +816,31 @@ static void upstream_connected(session *s, struct bufferevent *bev)
 	log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx, "Connected to upstream");
 }
 
+/* The upstream connection ended after it was up. The client connection
+ * ends the same way, with no reply of ours for what was forwarded: a driver
+ * must see a network error as a network error (it then clears its pool,
+ * marks the server unknown and retries what is retryable), while a
+ * synthesized command error would make it keep a pool whose socket we are
+ * about to close. A reset is passed on as a reset (SO_LINGER 0), at once;
+ * a close lets what already arrived reach the client first.
+ *
+ * The one place mongoguard still answers is a connect that never succeeded
+ * (upstream_event_cb): nothing reached the server, the request is the
+ * handshake, and a HostUnreachable reply naming the upstream tells the user
+ * why, where a close would say only "connection closed". */
+static void upstream_lost(session *s, bool reset, const char *why)
+{
+	if (!reset) {
+		session_finish(s, LOG_WARNING, "%s", why);
+		return;
+	}
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(bufferevent_getfd(s->client), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	s->end_severity = LOG_WARNING;
+	snprintf(s->end_reason, sizeof(s->end_reason), "%s (client connection reset too)", why);
+	session_enter(s, SESSION_CLOSED);
+}
+
 static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	session *s = arg;
@@ -814,14 +862,29 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		log_attr_str(l, "reason", e);
 		log_end(l);
 	} else {
+		int e = EVUTIL_SOCKET_ERROR();
 		process_upstream(s); /* deliver whatever complete replies arrived */
 		snprintf(why, sizeof(why), "mongoguard lost its connection to upstream %s: %s", up,
-		         (what & BEV_EVENT_EOF)
-		             ? "closed by the server"
-		             : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		         (what & BEV_EVENT_EOF) ? "closed by the server"
+		                                : evutil_socket_error_to_string(e));
+		if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
+			return;
+		upstream_lost(s, !(what & BEV_EVENT_EOF) && e == ECONNRESET, why);
+		return;
 	}
 	if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
 		return;
+	/* Nothing ever reached the server: an error reply naming the upstream
+	 * serves drivers better than a bare close (see upstream_lost). A client
+	 * that has not sent its handshake yet gets it in answer to that. */
+	if (inflight_count(&s->inflight) == 0 && !s->unreachable) {
+		s->unreachable = true;
+		snprintf(s->unreachable_why, sizeof(s->unreachable_why), "%s", why);
+		evtimer_del(s->frame_timer);
+		add_timer_ms(s->frame_timer, UNREACHABLE_WAIT_MS);
+		process_client(s);
+		return;
+	}
 	fail_inflight(s, why);
 	session_finish(s, LOG_WARNING, "%s", why);
 }
@@ -830,6 +893,10 @@ static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
 	size_t have = evbuffer_get_length(bufferevent_get_input(s->client));
+	if (s->unreachable) {
+		session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+		return;
+	}
 	session_finish(
 	    s, LOG_WARNING,
 	    "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)", have,
