@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 	}
 	if (check_only) {
 		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", cfg.listen,
-		       plan.up.name);
+		       plan.listeners[0].up.name);
 		return 0;
 	}
 	if (!log_open(cfg.log_path, cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {

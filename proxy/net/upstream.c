@@ -9,7 +9,60 @@
 
 #include "proxy/sinks/log.h"
 
-bool upstream_resolve(const char *uri_str, upstream_target *up, char *err, size_t errlen)
+/* host (a name, an address or a socket path) and port into *up. */
+static bool resolve(const char *host, unsigned port, bool unix_socket, upstream_target *up,
+                    char *err, size_t errlen)
+{
+	if (unix_socket) {
+		struct sockaddr_un *un = (struct sockaddr_un *)&up->ss;
+		memset(un, 0, sizeof(*un));
+		un->sun_family = AF_UNIX;
+		if (strlen(host) >= sizeof(un->sun_path)) {
+			snprintf(err, errlen, "upstream socket path is too long: %s", host);
+			return false;
+		}
+		memcpy(un->sun_path, host, strlen(host) + 1);
+		up->len = sizeof(*un);
+		return true;
+	}
+	char portstr[16];
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+	int rc = getaddrinfo(host, portstr, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot resolve upstream host %s: %s", host,
+		         gai_strerror(rc));
+		return false;
+	}
+	memcpy(&up->ss, res->ai_addr, res->ai_addrlen);
+	up->len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return true;
+}
+
+bool upstream_resolve_host(const char *host_and_port, upstream_target *up, char *err, size_t errlen)
+{
+	/* libmongoc's host parser is private; its URI parser reads the same */
+	char text[400];
+	bson_error_t berr;
+	snprintf(text, sizeof(text), "mongodb://%s/", host_and_port);
+	mongoc_uri_t *uri = mongoc_uri_new_with_error(text, &berr);
+	const mongoc_host_list_t *h = uri ? mongoc_uri_get_hosts(uri) : NULL;
+	if (!h || h->next) {
+		snprintf(err, errlen, "invalid member address '%s': %s", host_and_port,
+		         uri ? "not one host:port" : berr.message);
+		mongoc_uri_destroy(uri);
+		return false;
+	}
+	snprintf(up->name, sizeof(up->name), "%s", h->host_and_port);
+	bool ok = resolve(h->host, h->port, h->family == AF_UNIX, up, err, errlen);
+	mongoc_uri_destroy(uri);
+	return ok;
+}
+
+bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_info *info, char *err,
+                      size_t errlen)
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
@@ -32,39 +85,18 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, char *err, size_
 		    "yet; refusing to connect in plain text instead");
 		goto done;
 	}
-	if (hosts->next)
-		log_reason(LOG_WARNING, "NETWORK", LOGID_CONFIG, NULL,
-		           "Upstream URI lists several hosts; every client is paired with the "
-		           "first, %s",
-		           hosts->host_and_port);
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		snprintf(info->first_host, sizeof(info->first_host), "%s", hosts->host_and_port);
+		const char *rs = mongoc_uri_get_replica_set(uri);
+		snprintf(info->replica_set, sizeof(info->replica_set), "%s", rs ? rs : "");
+		info->load_balanced =
+		    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_LOADBALANCED, false);
+		for (const mongoc_host_list_t *h = hosts; h; h = h->next)
+			info->nhosts++;
+	}
 	snprintf(up->name, sizeof(up->name), "%s", hosts->host_and_port);
-	if (hosts->family == AF_UNIX) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&up->ss;
-		memset(un, 0, sizeof(*un));
-		un->sun_family = AF_UNIX;
-		if (strlen(hosts->host) >= sizeof(un->sun_path)) {
-			snprintf(err, errlen, "upstream socket path is too long: %s", hosts->host);
-			goto done;
-		}
-		memcpy(un->sun_path, hosts->host, strlen(hosts->host) + 1);
-		up->len = sizeof(*un);
-		ok = true;
-		goto done;
-	}
-	char port[16];
-	snprintf(port, sizeof(port), "%u", hosts->port);
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	struct addrinfo *res = NULL;
-	int rc = getaddrinfo(hosts->host, port, &hints, &res);
-	if (rc != 0) {
-		snprintf(err, errlen, "cannot resolve upstream host %s: %s", hosts->host,
-		         gai_strerror(rc));
-		goto done;
-	}
-	memcpy(&up->ss, res->ai_addr, res->ai_addrlen);
-	up->len = res->ai_addrlen;
-	freeaddrinfo(res);
-	ok = true;
+	ok = resolve(hosts->host, hosts->port, hosts->family == AF_UNIX, up, err, errlen);
 done:
 	mongoc_uri_destroy(uri);
 	return ok;

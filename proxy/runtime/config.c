@@ -130,6 +130,45 @@ static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "net", key);
 }
 
+static bool member_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_member *m = arg;
+	if (!strcmp(key, "host"))
+		return get_string(x, v, "upstream.members host", m->host, sizeof(m->host));
+	if (!strcmp(key, "listen"))
+		return get_string(x, v, "upstream.members listen", m->listen, sizeof(m->listen));
+	return unknown(x, v, "upstream.members", key);
+}
+
+/* upstream.members: [{host, listen}, ...], both required, neither repeated. */
+static bool get_members(cfg_ctx *x, yaml_node_t *v, mg_config *c)
+{
+	if (!v || v->type != YAML_SEQUENCE_NODE)
+		return fail(x, v, "upstream.members must be a list of {host, listen}");
+	c->nmembers = 0;
+	for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top;
+	     i++) {
+		yaml_node_t *mn = yaml_document_get_node(x->doc, *i);
+		if (c->nmembers == MG_MAX_MEMBERS)
+			return fail(x, mn, "upstream.members has more than %d members",
+			            MG_MAX_MEMBERS);
+		mg_member *m = &c->members[c->nmembers];
+		memset(m, 0, sizeof(*m));
+		if (!walk_map(x, mn, "an upstream.members entry", member_key, m))
+			return false;
+		if (!m->host[0] || !m->listen[0])
+			return fail(x, mn, "an upstream.members entry needs both host and listen");
+		for (size_t j = 0; j < c->nmembers; j++)
+			if (!strcmp(c->members[j].host, m->host) ||
+			    !strcmp(c->members[j].listen, m->listen))
+				return fail(x, mn, "upstream.members repeats %s",
+				            !strcmp(c->members[j].host, m->host) ? m->host
+				                                                 : m->listen);
+		c->nmembers++;
+	}
+	return true;
+}
+
 static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
@@ -138,6 +177,8 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "connectTimeoutMS"))
 		return get_u32(x, v, "upstream.connectTimeoutMS", 1, 600000,
 		               &c->connect_timeout_ms);
+	if (!strcmp(key, "members"))
+		return get_members(x, v, c);
 	return unknown(x, v, "upstream", key);
 }
 

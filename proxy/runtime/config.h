@@ -10,6 +10,13 @@
 
 #include "analyzers/rule_config.h"
 
+/* A replica-set member and the listener that serves it (upstream.members). */
+enum { MG_MAX_MEMBERS = 16 };
+typedef struct mg_member {
+	char host[256];   /* "db1.example:27017", as the set's config (and hello) names it */
+	char listen[256]; /* "127.0.0.1:27019": clients reach that member here */
+} mg_member;
+
 typedef struct mg_config {
 	/* net */
 	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
@@ -18,6 +25,8 @@ typedef struct mg_config {
 	/* upstream */
 	char upstream_uri[2048];
 	uint32_t connect_timeout_ms;
+	mg_member members[MG_MAX_MEMBERS];
+	size_t nmembers;
 	/* process */
 	uint32_t workers; /* 0: one per core */
 	uint32_t shutdown_grace_ms;

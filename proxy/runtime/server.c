@@ -19,6 +19,13 @@
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
+/* What an accept callback needs: the server, and which listener fired. */
+typedef struct listen_ctx {
+	struct server *srv;
+	const plan_listener *pl;
+	struct evconnlistener *lev;
+} listen_ctx;
+
 typedef struct server {
 	const server_plan *plan;
 	const mg_config *cfg; /* the start-up configuration (plan->cfg) */
@@ -31,16 +38,95 @@ typedef struct server {
 	size_t nworkers, nstarted, next_worker;
 
 	struct event_base *base;
-	struct evconnlistener *listener;
+	listen_ctx listeners[PLAN_MAX_LISTENERS];
+	size_t nlisteners;
 	struct event *sigterm, *sigint, *poll_done, *summary, *grace;
 	bool shutting_down;
 } server;
 
+/* What hello replies call a listener: its address as configured, or for
+ * a wildcard bind (every interface) this host's name and the port. */
+static void advertise_name(const char *spec, char *out, size_t size)
+{
+	const char *colon = strrchr(spec, ':');
+	size_t hostlen = colon ? (size_t)(colon - spec) : 0;
+	bool wildcard =
+	    hostlen == 0 || !strncmp(spec, "0.0.0.0", hostlen) || !strncmp(spec, "[::]", hostlen);
+	char host[256];
+	if (!wildcard || !colon || gethostname(host, sizeof(host)) != 0) {
+		snprintf(out, size, "%s", spec);
+		return;
+	}
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, size, "%s%s", host, colon);
+}
+
+static bool plan_add(server_plan *p, const char *listen, const upstream_target *up, char *err,
+                     size_t errlen)
+{
+	plan_listener *l = &p->listeners[p->nlisteners];
+	if (!net_parse_listen(listen, &l->listen, err, errlen))
+		return false;
+	l->up = *up;
+	advertise_name(listen, l->advertise, sizeof(l->advertise));
+	p->nlisteners++;
+	return true;
+}
+
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
 {
+	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
-	return upstream_resolve(cfg->upstream_uri, &p->up, err, errlen) &&
-	       net_parse_listen(cfg->listen, &p->listen, err, errlen);
+	upstream_target first;
+	if (!upstream_resolve(cfg->upstream_uri, &first, &p->uri, err, errlen))
+		return false;
+	/* net.listen pairs with the URI's first host unless a member claims it */
+	const upstream_target *l0 = &first;
+	upstream_target ups[MG_MAX_MEMBERS];
+	for (size_t i = 0; i < cfg->nmembers; i++) {
+		const mg_member *m = &cfg->members[i];
+		if (!upstream_resolve_host(m->host, &ups[i], err, errlen))
+			return false;
+		if (!strcmp(m->listen, cfg->listen))
+			l0 = &ups[i];
+	}
+	if (!plan_add(p, cfg->listen, l0, err, errlen))
+		return false;
+	for (size_t i = 0; i < cfg->nmembers; i++)
+		if (strcmp(cfg->members[i].listen, cfg->listen) &&
+		    !plan_add(p, cfg->members[i].listen, &ups[i], err, errlen))
+			return false;
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		plan_listener *l = &p->listeners[i];
+		hello_map_entry *e = &p->map[p->nmap++];
+		snprintf(e->member, sizeof(e->member), "%s", l->up.name);
+		snprintf(e->listen, sizeof(e->listen), "%s", l->advertise);
+	}
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		plan_listener *l = &p->listeners[i];
+		l->hello = (hello_map){p->map, p->nmap, l->advertise, l->up.name};
+	}
+	return true;
+}
+
+/* The listeners and what each serves, once the log is open. */
+static void log_plan(const server_plan *p)
+{
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		const plan_listener *pl = &p->listeners[i];
+		log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
+		                        "Listener paired with upstream server");
+		log_attr_str(l, "listen", pl->listen.name);
+		log_attr_str(l, "advertised", pl->advertise);
+		log_attr_str(l, "upstream", pl->up.name);
+		log_end(l);
+	}
+	if (p->uri.nhosts > 1 && !p->cfg->nmembers)
+		log_reason(LOG_WARNING, "NETWORK", LOGID_CONFIG, NULL,
+		           "Upstream URI lists %u hosts but upstream.members maps none of them to "
+		           "a listener: every client is paired with %s, and hello replies leave "
+		           "the others out (see README, \"Topology, TLS and authentication\")",
+		           p->uri.nhosts, p->listeners[0].up.name);
 }
 
 static void notify_all(server *srv, worker_flag flags)
@@ -54,7 +140,8 @@ static void notify_all(server *srv, worker_flag flags)
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
                       int addrlen, void *arg)
 {
-	server *srv = arg;
+	listen_ctx *lc = arg;
+	server *srv = lc->srv;
 	if (atomic_load(&srv->nconns) >= srv->cfg->max_connections) {
 		close(fd);
 		log_reason(LOG_WARNING, "NETWORK", LOGID_CONN_REFUSED, NULL,
@@ -64,7 +151,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	atomic_fetch_add(&srv->nconns, 1);
 	worker *w = &srv->workers[srv->next_worker++ % srv->nworkers];
-	if (!worker_hand(w, fd, addr, (socklen_t)addrlen))
+	if (!worker_hand(w, fd, addr, (socklen_t)addrlen, &lc->pl->up, &lc->pl->hello))
 		atomic_fetch_sub(&srv->nconns, 1);
 }
 
@@ -106,7 +193,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	log_attr_int(l, "gracePeriodMS", srv->cfg->shutdown_grace_ms);
 	log_attr_int(l, "connections", (int64_t)atomic_load(&srv->nconns));
 	log_end(l);
-	evconnlistener_disable(srv->listener);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		evconnlistener_disable(srv->listeners[i].lev);
 	notify_all(srv, WORKER_DRAIN);
 	uint32_t ms = srv->cfg->shutdown_grace_ms;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -180,18 +268,25 @@ static bool start_config(server *srv, char *err, size_t errlen)
 	return true;
 }
 
-static bool start_listener(server *srv, char *err, size_t errlen)
+/* One listener per plan entry: net.listen and each replica-set member's. */
+static bool start_listeners(server *srv, char *err, size_t errlen)
 {
-	const net_addr *a = &srv->plan->listen;
-	srv->listener = evconnlistener_new_bind(srv->base, accept_cb, srv,
-	                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-	                                            LEV_OPT_CLOSE_ON_EXEC,
-	                                        1024, (const struct sockaddr *)&a->ss, (int)a->len);
-	if (!srv->listener) {
-		snprintf(err, errlen, "cannot listen on %s: %s", a->name, strerror(errno));
-		return false;
+	for (size_t i = 0; i < srv->plan->nlisteners; i++) {
+		const plan_listener *pl = &srv->plan->listeners[i];
+		const net_addr *a = &pl->listen;
+		listen_ctx *lc = &srv->listeners[i];
+		*lc = (listen_ctx){.srv = srv, .pl = pl};
+		lc->lev = evconnlistener_new_bind(
+		    srv->base, accept_cb, lc,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+		    (const struct sockaddr *)&a->ss, (int)a->len);
+		if (!lc->lev) {
+			snprintf(err, errlen, "cannot listen on %s: %s", a->name, strerror(errno));
+			return false;
+		}
+		srv->nlisteners++;
+		evconnlistener_set_error_cb(lc->lev, accept_error_cb);
 	}
-	evconnlistener_set_error_cb(srv->listener, accept_error_cb);
 	return true;
 }
 
@@ -204,8 +299,8 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	srv->shared = (worker_shared){
-	    .up = &srv->plan->up, .ids = &srv->ids, .nconns = &srv->nconns, .config = &srv->config};
+	srv->shared =
+	    (worker_shared){.ids = &srv->ids, .nconns = &srv->nconns, .config = &srv->config};
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -253,7 +348,7 @@ static bool start(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the main event base");
 		return false;
 	}
-	return start_config(srv, err, errlen) && start_listener(srv, err, errlen) &&
+	return start_config(srv, err, errlen) && start_listeners(srv, err, errlen) &&
 	       start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
 	       start_events(srv, err, errlen);
@@ -275,8 +370,8 @@ static void stop(server *srv)
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
-	if (srv->listener)
-		evconnlistener_free(srv->listener);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		evconnlistener_free(srv->listeners[i].lev);
 	if (srv->ic)
 		index_cache_free(srv->ic);
 	if (srv->base)
@@ -297,11 +392,12 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	if (ok) {
 		log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
 		                        "Waiting for connections");
-		log_attr_str(l, "listen", p->listen.name);
-		log_attr_str(l, "upstream", p->up.name);
+		log_attr_str(l, "listen", p->listeners[0].listen.name);
+		log_attr_str(l, "upstream", p->listeners[0].up.name);
 		log_attr_int(l, "workers", (int64_t)srv->nworkers);
 		log_attr_bool(l, "analysis", srv->ic != NULL);
 		log_end(l);
+		log_plan(p);
 		event_base_dispatch(srv->base);
 		/* Either every connection finished or the grace period ran out. */
 	}

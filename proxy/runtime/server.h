@@ -7,16 +7,35 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "protocol/hello_rewrite.h"
 #include "proxy/runtime/config.h"
 #include "proxy/net/address.h"
 #include "proxy/net/upstream.h"
 
-/* Everything resolved before anything starts, once: `--check-config`
- * stops after making it, `server_run` starts from it. */
-typedef struct server_plan {
-	const mg_config *cfg;
+/* A listener and the one upstream server its clients are paired with. */
+typedef struct plan_listener {
 	net_addr listen;
 	upstream_target up;
+	char advertise[HELLO_HOST_LEN]; /* what hello replies call this listener */
+	hello_map hello;                /* map + this listener's own pairing */
+} plan_listener;
+
+enum { PLAN_MAX_LISTENERS = MG_MAX_MEMBERS + 1 };
+
+/* Everything resolved before anything starts, once: `--check-config`
+ * stops after making it, `server_run` starts from it.
+ *
+ * Listeners: net.listen, paired with the URI's first host (unless an
+ * upstream.members entry claims net.listen's address), then one per
+ * upstream.members entry. Every hello reply a client gets is rewritten
+ * with map, so the set's members are named by their listeners. */
+typedef struct server_plan {
+	const mg_config *cfg;
+	plan_listener listeners[PLAN_MAX_LISTENERS];
+	size_t nlisteners;
+	hello_map_entry map[PLAN_MAX_LISTENERS];
+	size_t nmap;
+	upstream_uri_info uri;
 } server_plan;
 
 /* Resolves cfg's listen address and upstream. False with err set. */

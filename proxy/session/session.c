@@ -100,6 +100,7 @@ struct session {
 	char peer[80]; /* the client's address, "127.0.0.1:51234" */
 	char app[128]; /* client.application.name from the handshake */
 	bool seen_hello;
+	bool warned_unmapped; /* the hello bypass warning, once per connection */
 
 	struct bufferevent *client;
 	struct bufferevent *upstream; /* NULL from FLUSHING on */
@@ -383,6 +384,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	if (!r->more_to_come) {
 		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
 		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
+		                     : r->hello                   ? INFLIGHT_HELLO
 		                                                  : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
@@ -564,6 +566,54 @@ static const uint8_t *peek_upstream(struct evbuffer *in, size_t have, uint8_t *b
 	return evbuffer_pullup(in, (ev_ssize_t)have);
 }
 
+/* The hosts a hello reply named that no listener serves: left out of the
+ * reply (hello_rewrite.h), and said loudly, since a driver that needs that
+ * member cannot reach it through mongoguard. */
+static void warn_unmapped(session *s, const hello_rewrite_result *r)
+{
+	char hosts[512] = "";
+	size_t used = 0;
+	for (unsigned i = 0; i < r->nunmapped && i < HELLO_MAX_UNMAPPED; i++)
+		used +=
+		    (size_t)snprintf(hosts + used, used < sizeof(hosts) ? sizeof(hosts) - used : 0,
+		                     "%s%s", i ? ", " : "", r->unmapped[i]);
+	log_line *l = log_begin(s->warned_unmapped ? LOG_DEBUG : LOG_WARNING, "NETWORK",
+	                        LOGID_HELLO_REWRITE, s->ctx,
+	                        "Replica-set members without a mongoguard listener left out of "
+	                        "hello, so drivers cannot bypass mongoguard");
+	log_attr_str(l, "members", hosts);
+	log_attr_bool(l, "primaryRemoved", r->primary_dropped);
+	log_attr_str(l, "fix", "add each member to upstream.members with a listen address");
+	log_end(l);
+	s->warned_unmapped = true;
+}
+
+/* A whole reply to a hello: rewritten so the set's members are named by
+ * their listeners, or passed as it was when there is nothing to change. */
+static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, const uint8_t *p,
+                        size_t n)
+{
+	hello_rewrite_result r;
+	wire_error err = {0};
+	switch (hello_rewrite(p, n, s->env.hello, &r, &err)) {
+	case HELLO_REWRITTEN:
+		evbuffer_drain(in, n);
+		evbuffer_add(out, r.msg, r.len);
+		free(r.msg);
+		break;
+	case HELLO_INVALID:
+		log_reason(LOG_WARNING, "NETWORK", LOGID_HELLO_REWRITE, s->ctx,
+		           "Cannot read a hello reply to rewrite its hosts; passed on as it is: %s",
+		           err.msg);
+		/* fall through */
+	case HELLO_UNCHANGED:
+		evbuffer_remove_buffer(in, out, n);
+		break;
+	}
+	if (r.nunmapped)
+		warn_unmapped(s, &r);
+}
+
 static void process_upstream(session *s)
 {
 	struct evbuffer *out = client_out(s);
@@ -585,6 +635,9 @@ static void process_upstream(session *s)
 		const uint8_t *p = peek_upstream(in, have, buf, sizeof(buf));
 		framer_step st;
 		wire_error err = {0};
+		const inflight *head = inflight_head(&s->inflight);
+		reply_framer_set_whole(&s->framer, s->env.hello && head && !head->answer &&
+		                                       inflight_is_hello(head->kind));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
 			               have);
@@ -614,6 +667,9 @@ static void process_upstream(session *s)
 			break;
 		case FRAMER_FORWARD:
 			evbuffer_remove_buffer(in, out, st.n);
+			break;
+		case FRAMER_WHOLE:
+			relay_hello(s, in, out, p, st.n);
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "protocol/hello_rewrite.h"
 #include "proxy/net/upstream.h"
 #include "proxy/runtime/snapshot.h"
 
@@ -29,7 +30,10 @@ typedef struct session_env {
 	/* The configuration and engine in force, read anew for each request
 	 * (the worker's pointer; it changes only between events). */
 	snapshot *const *snap;
-	const upstream_target *up;
+	const upstream_target *up; /* the server this listener's clients pair with */
+	/* How hello replies name the set's members for this listener's clients
+	 * (its own pairing included); NULL: replies pass unchanged. */
+	const hello_map *hello;
 	session_ids *ids;
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */
