@@ -2,6 +2,8 @@
 #include "proxy/net/upstream.h"
 
 #include <mongoc/mongoc.h>
+#include <ctype.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,4 +102,99 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_inf
 done:
 	mongoc_uri_destroy(uri);
 	return ok;
+}
+
+/* "username:password" from the file's first line into user/pass. */
+static bool read_credentials(const char *path, char *user, size_t ulen, char *pass, size_t plen,
+                             char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "cannot read upstream.credentialsFile %s: %s", path,
+		         strerror(errno));
+		return false;
+	}
+	char line[1024] = "";
+	bool got = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	line[strcspn(line, "\r\n")] = '\0';
+	char *colon = strchr(line, ':');
+	bool ok = got && colon && colon > line && colon[1] && (size_t)(colon - line) < ulen &&
+	          strlen(colon + 1) < plen;
+	if (ok) {
+		*colon = '\0';
+		snprintf(user, ulen, "%s", line);
+		snprintf(pass, plen, "%s", colon + 1);
+	} else {
+		snprintf(err, errlen,
+		         "upstream.credentialsFile %s: the first line must be username:password",
+		         path);
+	}
+	explicit_bzero(line, sizeof(line));
+	return ok;
+}
+
+/* Appends s percent-encoded (RFC 3986 unreserved characters kept). */
+static size_t append_encoded(char *out, size_t used, size_t size, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s && used + 4 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+			out[used++] = (char)c;
+		} else {
+			out[used++] = '%';
+			out[used++] = hex[c >> 4];
+			out[used++] = hex[c & 15];
+		}
+	}
+	out[used] = '\0';
+	return used;
+}
+
+bool upstream_side_uri(const char *uri_str, const char *credentials_file, char *out, size_t size,
+                       bool *has_credentials, char *err, size_t errlen)
+{
+	bson_error_t berr;
+	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
+	if (!uri) {
+		snprintf(err, errlen, "invalid upstream URI: %s", berr.message);
+		return false;
+	}
+	*has_credentials = mongoc_uri_get_username(uri) != NULL;
+	mongoc_uri_destroy(uri);
+	if (!credentials_file || !*credentials_file) {
+		snprintf(out, size, "%s", uri_str);
+		return strlen(uri_str) < size;
+	}
+	if (*has_credentials) {
+		snprintf(
+		    err, errlen,
+		    "credentials both in upstream.uri and in upstream.credentialsFile: keep one");
+		return false;
+	}
+	char user[256], pass[512];
+	if (!read_credentials(credentials_file, user, sizeof(user), pass, sizeof(pass), err,
+	                      errlen))
+		return false;
+	/* scheme://user:pass@rest */
+	const char *rest = strstr(uri_str, "://");
+	size_t used = (size_t)(rest + 3 - uri_str);
+	bool ok = used + 1 < size;
+	if (ok) {
+		memcpy(out, uri_str, used);
+		used = append_encoded(out, used, size, user);
+		used += (size_t)snprintf(out + used, size - used, ":");
+		used = append_encoded(out, used, size, pass);
+		used += (size_t)snprintf(out + used, size - used, "@%s", rest + 3);
+		ok = used < size;
+	}
+	explicit_bzero(pass, sizeof(pass));
+	if (!ok) {
+		snprintf(err, errlen, "upstream URI with credentials is too long");
+		explicit_bzero(out, size);
+		return false;
+	}
+	*has_credentials = true;
+	return true;
 }

@@ -32,4 +32,14 @@ bool upstream_resolve(const char *uri, upstream_target *up, upstream_uri_info *i
 bool upstream_resolve_host(const char *host_and_port, upstream_target *up, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 
+/* The URI the index cache's side connection uses: uri itself, with the
+ * credentials from credentials_file (may be NULL or "") when it has a
+ * first line "username:password" (the password may hold ':'). Written to
+ * out (size bytes); *has_credentials says whether the side connection
+ * authenticates. The file keeps the secret out of the command line and
+ * `ps`; its content is never logged. */
+bool upstream_side_uri(const char *uri, const char *credentials_file, char *out, size_t size,
+                       bool *has_credentials, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
 #endif

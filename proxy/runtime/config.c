@@ -179,6 +179,9 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		               &c->connect_timeout_ms);
 	if (!strcmp(key, "members"))
 		return get_members(x, v, c);
+	if (!strcmp(key, "credentialsFile"))
+		return get_string(x, v, "upstream.credentialsFile", c->credentials_file,
+		                  sizeof(c->credentials_file));
 	return unknown(x, v, "upstream", key);
 }
 

@@ -25,6 +25,7 @@ typedef struct mg_config {
 	/* upstream */
 	char upstream_uri[2048];
 	uint32_t connect_timeout_ms;
+	char credentials_file[1024]; /* the side connection's "username:password" */
 	mg_member members[MG_MAX_MEMBERS];
 	size_t nmembers;
 	/* process */

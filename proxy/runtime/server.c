@@ -33,6 +33,7 @@ typedef struct server {
 	index_cache *ic; /* NULL when analysis is disabled */
 	session_ids ids;
 	atomic_uint nconns;
+	atomic_bool warned_auth; /* the side connection's missing credentials, said once */
 	worker_shared shared;
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
@@ -78,7 +79,9 @@ bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t er
 	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
 	upstream_target first;
-	if (!upstream_resolve(cfg->upstream_uri, &first, &p->uri, err, errlen))
+	if (!upstream_resolve(cfg->upstream_uri, &first, &p->uri, err, errlen) ||
+	    !upstream_side_uri(cfg->upstream_uri, cfg->credentials_file, p->side_uri,
+	                       sizeof(p->side_uri), &p->side_has_credentials, err, errlen))
 		return false;
 	/* net.listen pairs with the URI's first host unless a member claims it */
 	const upstream_target *l0 = &first;
@@ -231,6 +234,20 @@ static void index_changed(void *arg)
 
 static void index_fetch_failed(void *arg, const char *ns, const char *message)
 {
+	server *srv = arg;
+	if (strstr(message, "requires authentication") || strstr(message, "Unauthorized") ||
+	    strstr(message, "not authorized")) {
+		/* once, loudly: every sort on every collection is without verdict */
+		if (!atomic_exchange(&srv->warned_auth, true))
+			log_reason(LOG_ERROR, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+			           "The upstream requires authentication and the index-cache side "
+			           "connection %s: index-mismatched-sort gives no verdict until it "
+			           "can run listIndexes. Put credentials in upstream.uri or in "
+			           "upstream.credentialsFile (least privilege: listIndexes and "
+			           "listCollections on the analysed databases)",
+			           srv->plan->side_has_credentials ? "was refused"
+			                                           : "has no credentials");
+	}
 	log_line *l =
 	    log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
 	              "Cannot list indexes; index-mismatched-sort has no verdict for this "
@@ -248,8 +265,8 @@ static bool start_config(server *srv, char *err, size_t errlen)
 	const mg_config *cfg = srv->cfg;
 	engine *e = NULL;
 	if (cfg->analysis_enabled) {
-		srv->ic = index_cache_new(cfg->upstream_uri, cfg->index_refresh_secs, index_changed,
-		                          srv, err, errlen);
+		srv->ic = index_cache_new(srv->plan->side_uri, cfg->index_refresh_secs,
+		                          index_changed, srv, err, errlen);
 		if (!srv->ic)
 			return false;
 		index_cache_set_error_hook(srv->ic, index_fetch_failed, srv);

@@ -36,6 +36,10 @@ typedef struct server_plan {
 	hello_map_entry map[PLAN_MAX_LISTENERS];
 	size_t nmap;
 	upstream_uri_info uri;
+	/* The index cache's side connection: the upstream URI, with the
+	 * credentials of upstream.credentialsFile when given. Never logged. */
+	char side_uri[4096];
+	bool side_has_credentials;
 } server_plan;
 
 /* Resolves cfg's listen address and upstream. False with err set. */

@@ -50,7 +50,7 @@ const scenarios = {
 
   async ping(client, db) {
     const r = await db.command({ ping: 1 });
-    await db.collection('p').insertOne({ _id: 1 });
+    await db.collection('p').insertOne({ at: Date.now() });
     return { ok: r.ok, count: await db.collection('p').countDocuments({}) };
   },
 };
