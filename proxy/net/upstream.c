@@ -80,11 +80,11 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_inf
 		         uri_str);
 		goto done;
 	}
-	if (mongoc_uri_get_tls(uri)) {
+	if (mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILEPASSWORD, NULL)) {
 		snprintf(
 		    err, errlen,
-		    "upstream URI asks for TLS, which mongoguard does not speak to the upstream "
-		    "yet; refusing to connect in plain text instead");
+		    "upstream URI has tlsCertificateKeyFilePassword, which mongoguard does not "
+		    "support: use an unencrypted key file readable only by mongoguard");
 		goto done;
 	}
 	if (info) {
@@ -96,6 +96,21 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_inf
 		    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_LOADBALANCED, false);
 		for (const mongoc_host_list_t *h = hosts; h; h = h->next)
 			info->nhosts++;
+		tls_upstream_config *t = &info->tls;
+		t->enabled = mongoc_uri_get_tls(uri);
+		const char *ca = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, NULL);
+		const char *ck =
+		    mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, NULL);
+		snprintf(t->ca_file, sizeof(t->ca_file), "%s", ca ? ca : "");
+		snprintf(t->certificate_key_file, sizeof(t->certificate_key_file), "%s",
+		         ck ? ck : "");
+		bool insecure = mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSINSECURE, false);
+		t->allow_invalid_hostnames =
+		    insecure ||
+		    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES, false);
+		t->allow_invalid_certificates =
+		    insecure || mongoc_uri_get_option_as_bool(
+		                    uri, MONGOC_URI_TLSALLOWINVALIDCERTIFICATES, false);
 	}
 	snprintf(up->name, sizeof(up->name), "%s", hosts->host_and_port);
 	ok = resolve(hosts->host, hosts->port, hosts->family == AF_UNIX, up, err, errlen);

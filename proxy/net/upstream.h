@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "proxy/net/address.h"
+#include "proxy/net/tls.h"
 
 /* One server a session connects to: its resolved address, and its name
  * ("host:port" as the URI or upstream.members spells it) for logs, error
@@ -20,10 +21,11 @@ typedef struct upstream_uri_info {
 	char replica_set[128]; /* replicaSet=, "" when absent */
 	bool load_balanced;    /* loadBalanced=true */
 	unsigned nhosts;
+	tls_upstream_config tls; /* tls=true and its options */
 } upstream_uri_info;
 
 /* Parses uri and resolves its first host into *up. Refuses what the proxy
- * cannot honour yet (TLS to the upstream, mongodb+srv://) rather than
+ * cannot honour yet (mongodb+srv://, a key file password) rather than
  * ignoring it. info may be NULL. */
 bool upstream_resolve(const char *uri, upstream_target *up, upstream_uri_info *info, char *err,
                       size_t errlen) __attribute__((warn_unused_result));

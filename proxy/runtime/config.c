@@ -118,9 +118,40 @@ static bool unknown(cfg_ctx *x, yaml_node_t *v, const char *section, const char 
 	            section);
 }
 
+static bool tls_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	tls_client_side_config *t = arg;
+	if (!strcmp(key, "mode")) {
+		const char *s = scalar(v);
+		int m = s ? tls_mode_from_name(s) : -1;
+		if (m < 0)
+			return fail(x, v,
+			            "net.tls.mode must be one of disabled, allowTLS, preferTLS, "
+			            "requireTLS");
+		t->mode = (tls_mode)m;
+		return true;
+	}
+	if (!strcmp(key, "certificateKeyFile"))
+		return get_string(x, v, "net.tls.certificateKeyFile", t->certificate_key_file,
+		                  sizeof(t->certificate_key_file));
+	if (!strcmp(key, "CAFile"))
+		return get_string(x, v, "net.tls.CAFile", t->ca_file, sizeof(t->ca_file));
+	if (!strcmp(key, "allowConnectionsWithoutCertificates"))
+		return get_bool(x, v, "net.tls.allowConnectionsWithoutCertificates",
+		                &t->allow_without_certificates);
+	if (!strcmp(key, "disabledProtocols"))
+		return get_string(x, v, "net.tls.disabledProtocols", t->disabled_protocols,
+		                  sizeof(t->disabled_protocols));
+	if (!strcmp(key, "ciphers"))
+		return get_string(x, v, "net.tls.ciphers", t->ciphers, sizeof(t->ciphers));
+	return unknown(x, v, "net.tls", key);
+}
+
 static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
+	if (!strcmp(key, "tls"))
+		return walk_map(x, v, "net.tls", tls_key, &c->tls);
 	if (!strcmp(key, "listen"))
 		return get_string(x, v, "net.listen", c->listen, sizeof(c->listen));
 	if (!strcmp(key, "maxConnections"))

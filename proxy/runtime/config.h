@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "analyzers/rule_config.h"
+#include "proxy/net/tls.h"
 
 /* A replica-set member and the listener that serves it (upstream.members). */
 enum { MG_MAX_MEMBERS = 16 };
@@ -22,6 +23,7 @@ typedef struct mg_config {
 	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
 	uint32_t max_connections;
 	uint32_t max_frame_wait_ms; /* a started request must complete within this */
+	tls_client_side_config tls; /* net.tls.* */
 	/* upstream */
 	char upstream_uri[2048];
 	uint32_t connect_timeout_ms;

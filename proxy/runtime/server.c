@@ -83,6 +83,8 @@ bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t er
 	    !upstream_side_uri(cfg->upstream_uri, cfg->credentials_file, p->side_uri,
 	                       sizeof(p->side_uri), &p->side_has_credentials, err, errlen))
 		return false;
+	if (!tls_build(&p->tls, &cfg->tls, &p->uri.tls, err, errlen))
+		return false;
 	/* net.listen pairs with the URI's first host unless a member claims it */
 	const upstream_target *l0 = &first;
 	upstream_target ups[MG_MAX_MEMBERS];
@@ -316,8 +318,10 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	srv->shared =
-	    (worker_shared){.ids = &srv->ids, .nconns = &srv->nconns, .config = &srv->config};
+	srv->shared = (worker_shared){.tls = &srv->plan->tls,
+	                              .ids = &srv->ids,
+	                              .nconns = &srv->nconns,
+	                              .config = &srv->config};
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -413,6 +417,8 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 		log_attr_str(l, "upstream", p->listeners[0].up.name);
 		log_attr_int(l, "workers", (int64_t)srv->nworkers);
 		log_attr_bool(l, "analysis", srv->ic != NULL);
+		log_attr_str(l, "tlsMode", tls_mode_name(p->tls.mode));
+		log_attr_bool(l, "upstreamTLS", p->tls.upstream != NULL);
 		log_end(l);
 		log_plan(p);
 		event_base_dispatch(srv->base);

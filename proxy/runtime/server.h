@@ -10,6 +10,7 @@
 #include "protocol/hello_rewrite.h"
 #include "proxy/runtime/config.h"
 #include "proxy/net/address.h"
+#include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 
 /* A listener and the one upstream server its clients are paired with. */
@@ -40,6 +41,9 @@ typedef struct server_plan {
 	 * credentials of upstream.credentialsFile when given. Never logged. */
 	char side_uri[4096];
 	bool side_has_credentials;
+	/* TLS contexts for both sides, built once (a reload would build a new
+	 * one; sessions hold the one they started with). */
+	net_tls tls;
 } server_plan;
 
 /* Resolves cfg's listen address and upstream. False with err set. */

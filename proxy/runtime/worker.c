@@ -138,6 +138,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .base = w->base,
 	    .snap = &w->snap,
 	    .ids = shared->ids,
+	    .tls = shared->tls,
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .on_closed = session_closed,

@@ -54,10 +54,13 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +105,9 @@ struct session {
 	bool seen_hello;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 
-	struct bufferevent *client;
+	struct bufferevent *client; /* NULL while the first bytes are sniffed */
+	bool client_tls;
+	struct event *sniff_ev;       /* net.tls.mode != disabled: plain or TLS? */
 	struct bufferevent *upstream; /* NULL from FLUSHING on */
 	bool upstream_connected;
 	/* The upstream could not be reached before the client asked anything:
@@ -186,8 +191,9 @@ static int32_t next_request_id(session *s)
 /* True when nothing but an awaitable hello is in flight. */
 static bool session_idle(session *s)
 {
-	return inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
-	       evbuffer_get_length(bufferevent_get_input(s->client)) == 0;
+	return !s->client ||
+	       (inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
+	        evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
 }
 
 /* ---- answers in order ---- */
@@ -702,7 +708,8 @@ static void enter_flushing(session *s)
 
 static void enter_closed(session *s)
 {
-	bufferevent_disable(s->client, EV_READ | EV_WRITE);
+	if (s->client)
+		bufferevent_disable(s->client, EV_READ | EV_WRITE);
 	if (s->upstream)
 		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
 	evtimer_del(s->frame_timer);
@@ -795,7 +802,10 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
-	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev};
+	if (s->sniff_ev)
+		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
+	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev,
+	                       s->sniff_ev};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -835,13 +845,62 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* A TLS error on either side, in words, into end_reason (the client's
+ * side) or why (the upstream's), and logged. False when OpenSSL has
+ * nothing to say (a plain socket error then). */
+static bool tls_failure_text(struct bufferevent *bev, char *buf, size_t size)
+{
+	/* libevent queues the SSL_get_error() code (a small number) first,
+	 * then OpenSSL's own errors: the first of those is the cause */
+	unsigned long e, cause = 0, kind = 0;
+	while ((e = bufferevent_get_openssl_error(bev))) {
+		if (ERR_GET_LIB(e) == 0 && e < 256)
+			kind = kind ? kind : e;
+		else if (!cause)
+			cause = e;
+	}
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	if (!cause && !kind && vr == X509_V_OK)
+		return false;
+	if (!cause && vr == X509_V_OK)
+		snprintf(buf, size, "%s",
+		         kind == SSL_ERROR_SYSCALL ? "connection closed during the TLS exchange"
+		                                   : "TLS protocol error");
+	else
+		tls_error_text(cause, vr, buf, size);
+	return true;
+}
+
+static bool tls_failure(session *s, struct bufferevent *bev, bool upstream)
+{
+	char text[300];
+	if (!tls_failure_text(bev, text, sizeof(text)))
+		return false;
+	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
+	                        upstream ? "TLS with upstream failed" : "TLS with client failed");
+	log_attr_str(l, upstream ? "upstream" : "remote", upstream ? s->env.up->name : s->peer);
+	log_attr_str(l, "reason", text);
+	log_end(l);
+	if (!upstream)
+		snprintf(s->end_reason, sizeof(s->end_reason), "TLS with the client failed: %s",
+		         text);
+	return true;
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	session *s = arg;
+	if (what & BEV_EVENT_CONNECTED) { /* a TLS handshake finished */
+		log_reason(LOG_DEBUG, "NETWORK", LOGID_TLS, s->ctx, "TLS with client established");
+		return;
+	}
 	if (s->state != SESSION_FLUSHING) {
 		if (what & BEV_EVENT_EOF)
 			snprintf(s->end_reason, sizeof(s->end_reason),
 			         "client closed the connection");
+		else if (s->client_tls && (what & BEV_EVENT_ERROR) && tls_failure(s, bev, false))
+			s->end_severity = LOG_WARNING;
 		else
 			snprintf(s->end_reason, sizeof(s->end_reason),
 			         "client connection error: %s",
@@ -907,9 +966,17 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	char why[512];
 	if (!s->upstream_connected) {
-		const char *e = (what & BEV_EVENT_TIMEOUT)
-		                    ? "connect timed out"
-		                    : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		char tls_text[300], tls_why[340];
+		const char *e;
+		if (what & BEV_EVENT_TIMEOUT) {
+			e = "connect timed out";
+		} else if (s->env.tls->upstream &&
+		           tls_failure_text(bev, tls_text, sizeof(tls_text))) {
+			snprintf(tls_why, sizeof(tls_why), "TLS handshake failed: %s", tls_text);
+			e = tls_why;
+		} else {
+			e = evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		}
 		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
 		         e);
 		log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_FAILED, s->ctx,
@@ -987,6 +1054,10 @@ void session_index_changed(session *s)
 
 void session_drain(session *s)
 {
+	if (atomic_load(s->env.draining) && !s->client) {
+		session_abort(s, "shutting down"); /* it has not said anything yet */
+		return;
+	}
 	if (atomic_load(s->env.draining) && s->state == SESSION_ACTIVE && session_idle(s))
 		session_finish(s, LOG_INFO, "shutting down");
 }
@@ -999,22 +1070,78 @@ void session_abort(session *s, const char *reason)
 	session_enter(s, SESSION_CLOSED);
 }
 
-/* The events and buffers of a new session; false when one could not be
- * made (what was made is freed by session_free). */
-static bool session_wire(session *s, int fd)
+/* The session's timers; false when one could not be made (what was made
+ * is freed by session_free). */
+static bool session_timers(session *s)
 {
 	struct event_base *base = s->env.base;
-	s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-	s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	s->frame_timer = evtimer_new(base, frame_timeout_cb, s);
 	s->wait_timer = evtimer_new(base, wait_timeout_cb, s);
 	s->flush_timer = evtimer_new(base, flush_timeout_cb, s);
 	s->close_ev = event_new(base, -1, 0, close_cb, s);
-	if (!s->client)
+	return s->frame_timer && s->wait_timer && s->flush_timer && s->close_ev;
+}
+
+/* The host part of "host:port" / "[v6]:port", for TLS name checks. */
+static void host_of(const char *name, char *out, size_t size)
+{
+	const char *colon = strrchr(name, ':');
+	size_t n = colon ? (size_t)(colon - name) : strlen(name);
+	if (n >= 2 && name[0] == '[' && name[n - 1] == ']') {
+		name++;
+		n -= 2;
+	}
+	snprintf(out, size, "%.*s", (int)n, name);
+}
+
+/* The two buffers: the client's (TLS when the sniff said so) and the
+ * upstream's (TLS when the URI says so). False when one could not be
+ * made; why is in end_reason. */
+static bool session_wire(session *s, int fd, bool client_tls)
+{
+	struct event_base *base = s->env.base;
+	const net_tls *tls = s->env.tls;
+	if (client_tls) {
+		SSL *ssl = SSL_new(tls->server);
+		s->client =
+		    ssl ? bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+		                                         BEV_OPT_CLOSE_ON_FREE)
+		        : NULL;
+		if (ssl && !s->client)
+			SSL_free(ssl);
+		s->client_tls = s->client != NULL;
+	} else {
+		s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (!s->client) {
 		close(fd);
-	if (!s->client || !s->upstream || !s->frame_timer || !s->wait_timer || !s->flush_timer ||
-	    !s->close_ev)
+		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
 		return false;
+	}
+	if (tls->upstream) {
+		char host[300], err[256];
+		host_of(s->env.up->name, host, sizeof(host));
+		SSL *ssl = tls_upstream_ssl(tls, host, err, sizeof(err));
+		if (!ssl) {
+			snprintf(s->end_reason, sizeof(s->end_reason), "%s", err);
+			return false;
+		}
+		s->upstream = bufferevent_openssl_socket_new(
+		    base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (!s->upstream)
+			SSL_free(ssl);
+	} else {
+		s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (!s->upstream) {
+		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		return false;
+	}
+	/* a peer that closes without close_notify has closed, not failed */
+	if (s->client_tls)
+		bufferevent_openssl_set_allow_dirty_shutdown(s->client, 1);
+	if (tls->upstream)
+		bufferevent_openssl_set_allow_dirty_shutdown(s->upstream, 1);
 	bufferevent_setcb(s->client, client_read_cb, client_write_cb, client_event_cb, s);
 	bufferevent_setcb(s->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, s);
 	bufferevent_setwatermark(s->client, EV_WRITE, OUT_LOW, 0);
@@ -1022,6 +1149,76 @@ static bool session_wire(session *s, int fd)
 	set_read_need(s->client, READ_CHUNK);
 	set_read_need(s->upstream, READ_CHUNK);
 	return true;
+}
+
+/* Relaying starts: the buffers exist and the upstream is being dialled. */
+static void session_relay(session *s, int fd, bool client_tls)
+{
+	if (!session_wire(s, fd, client_tls)) {
+		s->end_severity = LOG_ERROR;
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	bufferevent_set_timeouts(s->upstream, NULL, &tv);
+	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&s->env.up->ss,
+	                               (int)s->env.up->len) < 0) {
+		/* A refused connect is reported later through upstream_event_cb;
+		 * only a socket that could not even be created lands here. */
+		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
+		               s->env.up->name,
+		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		return;
+	}
+	bufferevent_enable(s->client, EV_READ);
+	bufferevent_enable(s->upstream, EV_READ);
+}
+
+/* Plain or TLS, decided by the client's first bytes (net.tls.mode other
+ * than disabled): peeked, not read, so whichever layer takes the socket
+ * sees them. Bounded by net.maxFrameWaitMS. */
+static void sniff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	uint8_t head[TLS_SNIFF_LEN];
+	if (what & EV_TIMEOUT) {
+		event_free(s->sniff_ev);
+		s->sniff_ev = NULL;
+		close(fd);
+		s->end_severity = LOG_WARNING;
+		snprintf(s->end_reason, sizeof(s->end_reason),
+		         "client sent nothing within %u ms (net.maxFrameWaitMS)",
+		         snap(s)->cfg.max_frame_wait_ms);
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		event_add(s->sniff_ev, NULL);
+		return;
+	}
+	tls_sniff_result r = n > 0 ? tls_sniff(head, (size_t)n) : TLS_SNIFF_PLAIN;
+	if (n > 0 && r == TLS_SNIFF_NEED_MORE) {
+		event_add(s->sniff_ev, NULL); /* the same deadline goes on */
+		return;
+	}
+	event_free(s->sniff_ev);
+	s->sniff_ev = NULL;
+	if (n <= 0 || (r == TLS_SNIFF_PLAIN && s->env.tls->mode == TLS_MODE_REQUIRE)) {
+		close(fd);
+		if (n > 0) {
+			s->end_severity = LOG_WARNING;
+			log_reason(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
+			           "Plain-text client refused: net.tls.mode is requireTLS");
+		}
+		snprintf(s->end_reason, sizeof(s->end_reason), "%s",
+		         n > 0 ? "plain-text connection refused (net.tls.mode requireTLS)"
+		               : "client closed the connection");
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	session_relay(s, fd, r == TLS_SNIFF_TLS);
 }
 
 session *session_start(const session_env *env, int fd, const struct sockaddr *addr,
@@ -1046,7 +1243,10 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (!session_wire(s, fd)) {
+	if (env->tls->server)
+		s->sniff_ev = event_new(env->base, fd, EV_READ, sniff_cb, s);
+	if (!session_timers(s) || (env->tls->server && !s->sniff_ev)) {
+		close(fd);
 		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
 		session_free(s);
 		return NULL;
@@ -1056,19 +1256,12 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	log_attr_str(l, "remote", s->peer);
 	log_attr_int(l, "connectionCount", (int64_t)atomic_load(env->nconns));
 	log_end(l);
-
-	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
-	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	bufferevent_set_timeouts(s->upstream, NULL, &tv);
-	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&env->up->ss,
-	                               (int)env->up->len) < 0) {
-		/* A refused connect is reported later through upstream_event_cb;
-		 * only a socket that could not even be created lands here. */
-		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
-		               env->up->name, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	if (s->sniff_ev) {
+		uint32_t ms = snap(s)->cfg.max_frame_wait_ms;
+		struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+		event_add(s->sniff_ev, &tv);
 		return s;
 	}
-	bufferevent_enable(s->client, EV_READ);
-	bufferevent_enable(s->upstream, EV_READ);
+	session_relay(s, fd, false);
 	return s;
 }

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "protocol/hello_rewrite.h"
+#include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 #include "proxy/runtime/snapshot.h"
 
@@ -34,6 +35,7 @@ typedef struct session_env {
 	/* How hello replies name the set's members for this listener's clients
 	 * (its own pairing included); NULL: replies pass unchanged. */
 	const hello_map *hello;
+	const net_tls *tls; /* both sides' TLS contexts (never NULL) */
 	session_ids *ids;
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */

@@ -21,10 +21,11 @@ from conftest import BUILD, LOG_DIR, NODE_DIR, ferretdb_binary, free_port, wait_
 
 
 class Ferret:
-    """A FerretDB started with extra flags; stop() at teardown."""
+    """A FerretDB started with extra flags; stop() at teardown. tls: a
+    (certificate, key) pair for --listen-tls."""
 
-    def __init__(self, *, repl_set: str | None = None, tls: "Certs | None" = None,
-                 tls_ca: bool = False, auth: tuple[str, str] | None = None,
+    def __init__(self, *, repl_set: str | None = None, tls: tuple[Path, Path] | None = None,
+                 auth: tuple[str, str] | None = None,
                  plain: bool = True, name: str = "ferret"):
         self.data = BUILD / "test-data" / f"{name}-{uuid.uuid4().hex[:8]}"
         self.data.mkdir(parents=True, exist_ok=True)
@@ -38,10 +39,7 @@ class Ferret:
             args.append(f"--repl-set-name={repl_set}")
         if tls:
             args += [f"--listen-tls=127.0.0.1:{self.tls_port}",
-                     f"--listen-tls-cert-file={tls.server_cert}",
-                     f"--listen-tls-key-file={tls.server_key}"]
-            if tls_ca:
-                args.append(f"--listen-tls-ca-file={tls.ca}")
+                     f"--listen-tls-cert-file={tls[0]}", f"--listen-tls-key-file={tls[1]}"]
         if auth:
             args += ["--test-enable-new-auth", f"--setup-username={auth[0]}",
                      f"--setup-password={auth[1]}", "--setup-database=admin"]
