@@ -206,17 +206,18 @@ int main(int argc, char **argv)
 	}
 	mongoc_init();
 	mongoc_log_set_handler(mongoc_log_cb, NULL);
-	static server_plan plan = {.version = MG_VERSION};
-	plan.config_path = o.config_path;
-	plan.load = load_config;
-	plan.load_arg = &o;
+	static server_plan plan;
 	if (!server_plan_make(&plan, &cfg, err, sizeof(err))) {
 		fprintf(stderr, "mongoguard: %s\n", err);
 		return 2;
 	}
+	plan.version = MG_VERSION;
+	plan.config_path = o.config_path;
+	plan.load = load_config;
+	plan.load_arg = &o;
 	if (o.check_only) {
 		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", cfg.listen,
-		       plan.up.name);
+		       plan.listeners[0].up.name);
 		return 0;
 	}
 	if (!log_open(cfg.log_path, cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {

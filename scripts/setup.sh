@@ -21,7 +21,7 @@ pkgs=(build-essential cmake ninja-build pkg-config clang-format
 command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
 if [ $with_tests = 1 ]; then
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
-  pkgs+=(python3-venv haproxy prometheus systemd)
+  pkgs+=(python3-venv haproxy prometheus systemd openssl)
   pkgs+=(chromium) # the HTML report test (headless)
 fi
 missing=()

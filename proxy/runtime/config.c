@@ -120,9 +120,40 @@ static bool unknown(cfg_ctx *x, yaml_node_t *v, const char *section, const char 
 	            section);
 }
 
+static bool tls_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	tls_client_side_config *t = arg;
+	if (!strcmp(key, "mode")) {
+		const char *s = scalar(v);
+		int m = s ? tls_mode_from_name(s) : -1;
+		if (m < 0)
+			return fail(x, v,
+			            "net.tls.mode must be one of disabled, allowTLS, preferTLS, "
+			            "requireTLS");
+		t->mode = (tls_mode)m;
+		return true;
+	}
+	if (!strcmp(key, "certificateKeyFile"))
+		return get_string(x, v, "net.tls.certificateKeyFile", t->certificate_key_file,
+		                  sizeof(t->certificate_key_file));
+	if (!strcmp(key, "CAFile"))
+		return get_string(x, v, "net.tls.CAFile", t->ca_file, sizeof(t->ca_file));
+	if (!strcmp(key, "allowConnectionsWithoutCertificates"))
+		return get_bool(x, v, "net.tls.allowConnectionsWithoutCertificates",
+		                &t->allow_without_certificates);
+	if (!strcmp(key, "disabledProtocols"))
+		return get_string(x, v, "net.tls.disabledProtocols", t->disabled_protocols,
+		                  sizeof(t->disabled_protocols));
+	if (!strcmp(key, "ciphers"))
+		return get_string(x, v, "net.tls.ciphers", t->ciphers, sizeof(t->ciphers));
+	return unknown(x, v, "net.tls", key);
+}
+
 static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
+	if (!strcmp(key, "tls"))
+		return walk_map(x, v, "net.tls", tls_key, &c->tls);
 	if (!strcmp(key, "listen"))
 		return get_string(x, v, "net.listen", c->listen, sizeof(c->listen));
 	if (!strcmp(key, "maxConnections"))
@@ -130,6 +161,45 @@ static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "maxFrameWaitMS"))
 		return get_u32(x, v, "net.maxFrameWaitMS", 100, 86400000, &c->max_frame_wait_ms);
 	return unknown(x, v, "net", key);
+}
+
+static bool member_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	mg_member *m = arg;
+	if (!strcmp(key, "host"))
+		return get_string(x, v, "upstream.members host", m->host, sizeof(m->host));
+	if (!strcmp(key, "listen"))
+		return get_string(x, v, "upstream.members listen", m->listen, sizeof(m->listen));
+	return unknown(x, v, "upstream.members", key);
+}
+
+/* upstream.members: [{host, listen}, ...], both required, neither repeated. */
+static bool get_members(cfg_ctx *x, yaml_node_t *v, mg_config *c)
+{
+	if (!v || v->type != YAML_SEQUENCE_NODE)
+		return fail(x, v, "upstream.members must be a list of {host, listen}");
+	c->nmembers = 0;
+	for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top;
+	     i++) {
+		yaml_node_t *mn = yaml_document_get_node(x->doc, *i);
+		if (c->nmembers == MG_MAX_MEMBERS)
+			return fail(x, mn, "upstream.members has more than %d members",
+			            MG_MAX_MEMBERS);
+		mg_member *m = &c->members[c->nmembers];
+		memset(m, 0, sizeof(*m));
+		if (!walk_map(x, mn, "an upstream.members entry", member_key, m))
+			return false;
+		if (!m->host[0] || !m->listen[0])
+			return fail(x, mn, "an upstream.members entry needs both host and listen");
+		for (size_t j = 0; j < c->nmembers; j++)
+			if (!strcmp(c->members[j].host, m->host) ||
+			    !strcmp(c->members[j].listen, m->listen))
+				return fail(x, mn, "upstream.members repeats %s",
+				            !strcmp(c->members[j].host, m->host) ? m->host
+				                                                 : m->listen);
+		c->nmembers++;
+	}
+	return true;
 }
 
 static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
@@ -140,6 +210,11 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "connectTimeoutMS"))
 		return get_u32(x, v, "upstream.connectTimeoutMS", 1, 600000,
 		               &c->connect_timeout_ms);
+	if (!strcmp(key, "members"))
+		return get_members(x, v, c);
+	if (!strcmp(key, "credentialsFile"))
+		return get_string(x, v, "upstream.credentialsFile", c->credentials_file,
+		                  sizeof(c->credentials_file));
 	return unknown(x, v, "upstream", key);
 }
 

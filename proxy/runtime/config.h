@@ -11,15 +11,27 @@
 #include "analyzers/rule_config.h"
 #include "proxy/sinks/mongo_sink.h"
 #include "proxy/sinks/capture.h"
+#include "proxy/net/tls.h"
+
+/* A replica-set member and the listener that serves it (upstream.members). */
+enum { MG_MAX_MEMBERS = 16 };
+typedef struct mg_member {
+	char host[256];   /* "db1.example:27017", as the set's config (and hello) names it */
+	char listen[256]; /* "127.0.0.1:27019": clients reach that member here */
+} mg_member;
 
 typedef struct mg_config {
 	/* net */
 	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
 	uint32_t max_connections;
 	uint32_t max_frame_wait_ms; /* a started request must complete within this */
+	tls_client_side_config tls; /* net.tls.* */
 	/* upstream */
 	char upstream_uri[2048];
 	uint32_t connect_timeout_ms;
+	char credentials_file[1024]; /* the side connection's "username:password" */
+	mg_member members[MG_MAX_MEMBERS];
+	size_t nmembers;
 	/* process */
 	uint32_t workers; /* 0: one per core */
 	uint32_t shutdown_grace_ms;

@@ -28,6 +28,13 @@
 #define MG_VERSION "0.0.0"
 #endif
 
+/* What an accept callback needs: the server, and which listener fired. */
+typedef struct listen_ctx {
+	struct server *srv;
+	const plan_listener *pl;
+	struct evconnlistener *lev;
+} listen_ctx;
+
 typedef struct server {
 	const server_plan *plan;
 	const mg_config *cfg; /* the start-up configuration (plan->cfg) */
@@ -36,6 +43,7 @@ typedef struct server {
 	capture_sink *capture; /* NULL unless capture.dir is set */
 	session_ids ids;
 	atomic_uint nconns;
+	atomic_bool warned_auth; /* the side connection's missing credentials, said once */
 	worker_shared shared;
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
@@ -48,21 +56,105 @@ typedef struct server {
 	struct event *sighup;
 
 	struct event_base *base;
-	struct evconnlistener *listener;
+	listen_ctx listeners[PLAN_MAX_LISTENERS];
+	size_t nlisteners;
 	struct event *sigterm, *sigint, *poll_done, *summary, *grace;
 	bool shutting_down;
 } server;
 
+/* What hello replies call a listener: its address as configured, or for
+ * a wildcard bind (every interface) this host's name and the port. */
+static void advertise_name(const char *spec, char *out, size_t size)
+{
+	const char *colon = strrchr(spec, ':');
+	size_t hostlen = colon ? (size_t)(colon - spec) : 0;
+	bool wildcard =
+	    hostlen == 0 || !strncmp(spec, "0.0.0.0", hostlen) || !strncmp(spec, "[::]", hostlen);
+	char host[256];
+	if (!wildcard || !colon || gethostname(host, sizeof(host)) != 0) {
+		snprintf(out, size, "%s", spec);
+		return;
+	}
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, size, "%s%s", host, colon);
+}
+
+static bool plan_add(server_plan *p, const char *listen, const upstream_target *up, char *err,
+                     size_t errlen)
+{
+	plan_listener *l = &p->listeners[p->nlisteners];
+	if (!net_parse_listen(listen, &l->listen, err, errlen))
+		return false;
+	l->up = *up;
+	advertise_name(listen, l->advertise, sizeof(l->advertise));
+	p->nlisteners++;
+	return true;
+}
+
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
 {
+	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
+	upstream_target first;
+	if (!upstream_resolve(cfg->upstream_uri, &first, &p->uri, err, errlen) ||
+	    !upstream_side_uri(cfg->upstream_uri, cfg->credentials_file, p->side_uri,
+	                       sizeof(p->side_uri), &p->side_has_credentials, err, errlen))
+		return false;
+	if (!tls_build(&p->tls, &cfg->tls, &p->uri.tls, err, errlen))
+		return false;
+	/* net.listen pairs with the URI's first host unless a member claims it */
+	const upstream_target *l0 = &first;
+	upstream_target ups[MG_MAX_MEMBERS];
+	for (size_t i = 0; i < cfg->nmembers; i++) {
+		const mg_member *m = &cfg->members[i];
+		if (!upstream_resolve_host(m->host, &ups[i], err, errlen))
+			return false;
+		if (!strcmp(m->listen, cfg->listen))
+			l0 = &ups[i];
+	}
+	if (!plan_add(p, cfg->listen, l0, err, errlen))
+		return false;
+	for (size_t i = 0; i < cfg->nmembers; i++)
+		if (strcmp(cfg->members[i].listen, cfg->listen) &&
+		    !plan_add(p, cfg->members[i].listen, &ups[i], err, errlen))
+			return false;
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		plan_listener *l = &p->listeners[i];
+		hello_map_entry *e = &p->map[p->nmap++];
+		snprintf(e->member, sizeof(e->member), "%s", l->up.name);
+		snprintf(e->listen, sizeof(e->listen), "%s", l->advertise);
+	}
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		plan_listener *l = &p->listeners[i];
+		l->hello = (hello_map){p->map, p->nmap, l->advertise, l->up.name};
+	}
 	p->admin = cfg->admin_listen[0] != '\0';
-	p->admin_token[0] = '\0';
-	return upstream_resolve(cfg->upstream_uri, &p->up, err, errlen) &&
-	       net_parse_listen(cfg->listen, &p->listen, err, errlen) &&
-	       (!p->admin || net_parse_listen(cfg->admin_listen, &p->admin_listen, err, errlen)) &&
-	       (!cfg->admin_token_file[0] || admin_read_token(cfg->admin_token_file, p->admin_token,
-	                                                      sizeof(p->admin_token), err, errlen));
+	if (p->admin && !net_parse_listen(cfg->admin_listen, &p->admin_listen, err, errlen))
+		return false;
+	if (cfg->admin_token_file[0] && !admin_read_token(cfg->admin_token_file, p->admin_token,
+	                                                  sizeof(p->admin_token), err, errlen))
+		return false;
+	return true;
+}
+
+/* The listeners and what each serves, once the log is open. */
+static void log_plan(const server_plan *p)
+{
+	for (size_t i = 0; i < p->nlisteners; i++) {
+		const plan_listener *pl = &p->listeners[i];
+		log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
+		                        "Listener paired with upstream server");
+		log_attr_str(l, "listen", pl->listen.name);
+		log_attr_str(l, "advertised", pl->advertise);
+		log_attr_str(l, "upstream", pl->up.name);
+		log_end(l);
+	}
+	if (p->uri.nhosts > 1 && !p->cfg->nmembers)
+		log_reason(LOG_WARNING, "NETWORK", LOGID_CONFIG, NULL,
+		           "Upstream URI lists %u hosts but upstream.members maps none of them to "
+		           "a listener: every client is paired with %s, and hello replies leave "
+		           "the others out (see README, \"Topology, TLS and authentication\")",
+		           p->uri.nhosts, p->listeners[0].up.name);
 }
 
 static void notify_all(server *srv, worker_flag flags)
@@ -76,7 +168,8 @@ static void notify_all(server *srv, worker_flag flags)
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *addr,
                       int addrlen, void *arg)
 {
-	server *srv = arg;
+	listen_ctx *lc = arg;
+	server *srv = lc->srv;
 	if (atomic_load(&srv->nconns) >= srv->cfg->max_connections) {
 		close(fd);
 		mx_add_shared(&srv->metrics->refused, 1);
@@ -87,7 +180,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	atomic_fetch_add(&srv->nconns, 1);
 	worker *w = &srv->workers[srv->next_worker++ % srv->nworkers];
-	if (!worker_hand(w, fd, addr, (socklen_t)addrlen)) {
+	if (!worker_hand(w, fd, addr, (socklen_t)addrlen, &lc->pl->up, &lc->pl->hello)) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		mx_add_shared(&srv->metrics->refused, 1);
 	}
@@ -131,7 +224,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	log_attr_int(l, "gracePeriodMS", srv->cfg->shutdown_grace_ms);
 	log_attr_int(l, "connections", (int64_t)atomic_load(&srv->nconns));
 	log_end(l);
-	evconnlistener_disable(srv->listener);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		evconnlistener_disable(srv->listeners[i].lev);
 	notify_all(srv, WORKER_DRAIN);
 	uint32_t ms = srv->cfg->shutdown_grace_ms;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -172,6 +266,19 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 {
 	server *srv = arg;
 	mx_add_shared(&srv->metrics->index_fetch_failures, 1);
+	if (strstr(message, "requires authentication") || strstr(message, "Unauthorized") ||
+	    strstr(message, "not authorized")) {
+		/* once, loudly: every sort on every collection is without verdict */
+		if (!atomic_exchange(&srv->warned_auth, true))
+			log_reason(LOG_ERROR, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+			           "The upstream requires authentication and the index-cache side "
+			           "connection %s: index-mismatched-sort gives no verdict until it "
+			           "can run listIndexes. Put credentials in upstream.uri or in "
+			           "upstream.credentialsFile (least privilege: listIndexes and "
+			           "listCollections on the analysed databases)",
+			           srv->plan->side_has_credentials ? "was refused"
+			                                           : "has no credentials");
+	}
 	log_line *l =
 	    log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
 	              "Cannot list indexes; index-mismatched-sort has no verdict for this "
@@ -319,8 +426,8 @@ static bool start_config(server *srv, char *err, size_t errlen)
 	const mg_config *cfg = srv->cfg;
 	engine *e = NULL;
 	if (cfg->analysis_enabled) {
-		srv->ic = index_cache_new(cfg->upstream_uri, cfg->index_refresh_secs, index_changed,
-		                          srv, err, errlen);
+		srv->ic = index_cache_new(srv->plan->side_uri, cfg->index_refresh_secs,
+		                          index_changed, srv, err, errlen);
 		if (!srv->ic)
 			return false;
 		index_cache_set_error_hook(srv->ic, index_fetch_failed, srv);
@@ -363,18 +470,25 @@ static bool start_capture(server *srv, char *err, size_t errlen)
 	return srv->capture && capture_sink_start(srv->capture, err, errlen);
 }
 
-static bool start_listener(server *srv, char *err, size_t errlen)
+/* One listener per plan entry: net.listen and each replica-set member's. */
+static bool start_listeners(server *srv, char *err, size_t errlen)
 {
-	const net_addr *a = &srv->plan->listen;
-	srv->listener = evconnlistener_new_bind(srv->base, accept_cb, srv,
-	                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-	                                            LEV_OPT_CLOSE_ON_EXEC,
-	                                        1024, (const struct sockaddr *)&a->ss, (int)a->len);
-	if (!srv->listener) {
-		snprintf(err, errlen, "cannot listen on %s: %s", a->name, strerror(errno));
-		return false;
+	for (size_t i = 0; i < srv->plan->nlisteners; i++) {
+		const plan_listener *pl = &srv->plan->listeners[i];
+		const net_addr *a = &pl->listen;
+		listen_ctx *lc = &srv->listeners[i];
+		*lc = (listen_ctx){.srv = srv, .pl = pl};
+		lc->lev = evconnlistener_new_bind(
+		    srv->base, accept_cb, lc,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+		    (const struct sockaddr *)&a->ss, (int)a->len);
+		if (!lc->lev) {
+			snprintf(err, errlen, "cannot listen on %s: %s", a->name, strerror(errno));
+			return false;
+		}
+		srv->nlisteners++;
+		evconnlistener_set_error_cb(lc->lev, accept_error_cb);
 	}
-	evconnlistener_set_error_cb(srv->listener, accept_error_cb);
 	return true;
 }
 
@@ -385,7 +499,7 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	srv->shared = (worker_shared){.up = &srv->plan->up,
+	srv->shared = (worker_shared){.tls = &srv->plan->tls,
 	                              .ids = &srv->ids,
 	                              .nconns = &srv->nconns,
 	                              .config = &srv->config,
@@ -483,7 +597,7 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	if (!p->admin)
 		return true;
 	admin_sources src = {.metrics = srv->metrics,
-	                     .upstream = &p->up,
+	                     .upstream = &p->listeners[0].up,
 	                     .findings_json = admin_findings,
 	                     .config_json = admin_config,
 	                     .reload = admin_reload,
@@ -506,7 +620,7 @@ static bool start(server *srv, char *err, size_t errlen)
 		return false;
 	}
 	return start_metrics(srv, err, errlen) && start_config(srv, err, errlen) &&
-	       start_capture(srv, err, errlen) && start_listener(srv, err, errlen) &&
+	       start_capture(srv, err, errlen) && start_listeners(srv, err, errlen) &&
 	       start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
 	       start_events(srv, err, errlen) && start_admin(srv, err, errlen);
@@ -531,8 +645,8 @@ static void stop(server *srv)
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
-	if (srv->listener)
-		evconnlistener_free(srv->listener);
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		evconnlistener_free(srv->listeners[i].lev);
 	capture_sink_free(srv->capture, NULL); /* after the workers: nothing enqueues now */
 	if (srv->ic)
 		index_cache_free(srv->ic);
@@ -557,11 +671,14 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	if (ok) {
 		log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
 		                        "Waiting for connections");
-		log_attr_str(l, "listen", p->listen.name);
-		log_attr_str(l, "upstream", p->up.name);
+		log_attr_str(l, "listen", p->listeners[0].listen.name);
+		log_attr_str(l, "upstream", p->listeners[0].up.name);
 		log_attr_int(l, "workers", (int64_t)srv->nworkers);
 		log_attr_bool(l, "analysis", srv->ic != NULL);
+		log_attr_str(l, "tlsMode", tls_mode_name(p->tls.mode));
+		log_attr_bool(l, "upstreamTLS", p->tls.upstream != NULL);
 		log_end(l);
+		log_plan(p);
 		event_base_dispatch(srv->base);
 		/* Either every connection finished or the grace period ran out. */
 	}

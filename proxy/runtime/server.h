@@ -7,31 +7,61 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "protocol/hello_rewrite.h"
 #include "proxy/runtime/config.h"
 #include "proxy/net/address.h"
+#include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 
-/* Everything resolved before anything starts, once: `--check-config`
- * stops after making it, `server_run` starts from it. */
 /* Loads the configuration the way start-up did (defaults, file, flags),
  * for a reload. False with err set. */
 typedef bool (*config_loader)(void *arg, mg_config *out, char *err, size_t errlen);
 
+/* A listener and the one upstream server its clients are paired with. */
+typedef struct plan_listener {
+	net_addr listen;
+	upstream_target up;
+	char advertise[HELLO_HOST_LEN]; /* what hello replies call this listener */
+	hello_map hello;                /* map + this listener's own pairing */
+} plan_listener;
+
+enum { PLAN_MAX_LISTENERS = MG_MAX_MEMBERS + 1 };
+
+/* Everything resolved before anything starts, once: `--check-config`
+ * stops after making it, `server_run` starts from it.
+ *
+ * Listeners: net.listen, paired with the URI's first host (unless an
+ * upstream.members entry claims net.listen's address), then one per
+ * upstream.members entry. Every hello reply a client gets is rewritten
+ * with map, so the set's members are named by their listeners. */
 typedef struct server_plan {
 	const mg_config *cfg;
+	plan_listener listeners[PLAN_MAX_LISTENERS];
+	size_t nlisteners;
+	hello_map_entry map[PLAN_MAX_LISTENERS];
+	size_t nmap;
+	upstream_uri_info uri;
+	/* The index cache's side connection: the upstream URI, with the
+	 * credentials of upstream.credentialsFile when given. Never logged. */
+	char side_uri[4096];
+	bool side_has_credentials;
+	/* TLS contexts for both sides, built once (a reload would build a new
+	 * one; sessions hold the one they started with). */
+	net_tls tls;
+	/* Reload: how start-up loaded the configuration, to do it again. */
 	const char *config_path; /* NULL: no file, nothing to reload */
 	config_loader load;
 	void *load_arg;
 	const char *version; /* for logs and mongoguard_build_info */
-	net_addr listen;
-	upstream_target up;
+	/* The admin endpoint. */
 	bool admin; /* admin.listen is set */
 	net_addr admin_listen;
 	char admin_token[256]; /* read from admin.tokenFile; "" = none */
 } server_plan;
 
 /* Resolves cfg's listen addresses and upstream, reads the admin token
- * file. False with err set. */
+ * file. Clears *p first: the caller sets version and the reload fields
+ * after. False with err set. */
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
     __attribute__((warn_unused_result));
 

@@ -44,7 +44,10 @@ static void start_session(worker *w, const accepted_conn *c)
 		w->sessions->prev = n;
 	w->sessions = n;
 	w->nsessions++;
-	n->s = session_start(&w->env, c->fd, (const struct sockaddr *)&c->addr, c->addrlen, n);
+	session_env env = w->env;
+	env.up = c->up;
+	env.hello = c->hello;
+	n->s = session_start(&env, c->fd, (const struct sockaddr *)&c->addr, c->addrlen, n);
 }
 
 static void take_inbox(worker *w)
@@ -134,8 +137,8 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	w->env = (session_env){
 	    .base = w->base,
 	    .snap = &w->snap,
-	    .up = shared->up,
 	    .ids = shared->ids,
+	    .tls = shared->tls,
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
@@ -155,7 +158,8 @@ bool worker_start(worker *w, char *err, size_t errlen)
 	return true;
 }
 
-bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen)
+bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen,
+                 const upstream_target *up, const hello_map *hello)
 {
 	pthread_mutex_lock(&w->lock);
 	if (w->ninbox == w->capinbox) {
@@ -173,6 +177,8 @@ bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrl
 	}
 	accepted_conn *c = &w->inbox[w->ninbox++];
 	c->fd = fd;
+	c->up = up;
+	c->hello = hello;
 	memcpy(&c->addr, addr, (size_t)addrlen);
 	c->addrlen = addrlen;
 	pthread_mutex_unlock(&w->lock);

@@ -22,6 +22,8 @@ struct event;
 /* A connection accepted on the main thread, waiting for its worker. */
 typedef struct accepted_conn {
 	int fd;
+	const upstream_target *up; /* the listener's pairing (see session_env) */
+	const hello_map *hello;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 } accepted_conn;
@@ -34,7 +36,7 @@ typedef struct session_node {
 
 /* What every worker shares with the server; outlives the workers. */
 typedef struct worker_shared {
-	const upstream_target *up;
+	const net_tls *tls;
 	session_ids *ids;
 	atomic_uint *nconns; /* open connections: the listener counts them in */
 	snapshot_slot *config;
@@ -78,7 +80,8 @@ bool worker_start(worker *w, char *err, size_t errlen) __attribute__((warn_unuse
 
 /* From the accepting thread: w takes fd over. False (fd closed, logged)
  * when out of memory. */
-bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen);
+bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen,
+                 const upstream_target *up, const hello_map *hello);
 
 /* From any thread: raise flags and wake w. */
 void worker_notify(worker *w, worker_flag flags);

@@ -21,8 +21,15 @@ enum { INFLIGHT_MAX = 64 }; /* a client pipelining more waits for replies */
 typedef enum {
 	INFLIGHT_PLAIN,
 	INFLIGHT_DDL,   /* changes indexes/collections: tell the index cache on reply */
-	INFLIGHT_AWAIT, /* awaitable hello: the reply may take seconds; not "work" */
+	INFLIGHT_AWAIT, /* awaitable hello (a hello too): the reply may take seconds; not "work" */
+	INFLIGHT_HELLO, /* hello / isMaster: its reply names hosts, which may be rewritten */
 } inflight_kind;
+
+/* Both kinds of hello get replies that list the set's hosts. */
+static inline bool inflight_is_hello(inflight_kind k)
+{
+	return k == INFLIGHT_HELLO || k == INFLIGHT_AWAIT;
+}
 
 typedef struct inflight {
 	int32_t request_id;

@@ -48,14 +48,31 @@ framer_verb reply_framer_next(reply_framer *f, const uint8_t *p, size_t have, si
 		break;
 	}
 	const frame_header *h = &st->peek.h;
-	f->left = (size_t)h->length;
+	bool drop = !expect || (h->response_to != *expect &&
+	                        !(f->streaming && h->response_to == f->stream_from));
+	size_t length = (size_t)h->length;
+	if (f->whole && !drop && have < length) {
+		/* nothing is consumed: the next call peeks again with it all */
+		f->want = length;
+		st->verb = FRAMER_GATHER;
+		st->n = length;
+		return st->verb;
+	}
+	f->left = length;
 	f->more = st->peek.more_to_come;
-	f->drop = !expect || (h->response_to != *expect &&
-	                      !(f->streaming && h->response_to == f->stream_from));
+	f->drop = drop;
 	if (!f->drop) {
 		f->streaming = f->more;
 		f->stream_from = h->request_id;
 	}
 	st->starts = true;
+	if (f->whole && !drop) {
+		st->verb = FRAMER_WHOLE;
+		st->n = length;
+		f->left = 0;
+		f->want = REPLY_PEEK_LEN;
+		st->completes = !f->more;
+		return st->verb;
+	}
 	return pass(f, avail, st);
 }

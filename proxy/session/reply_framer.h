@@ -7,6 +7,9 @@
  *   FRAMER_FORWARD  move the next n bytes to the client untouched;
  *   FRAMER_DROP     discard the next n bytes: the reply they belong to
  *                   answers no request in flight;
+ *   FRAMER_WHOLE    the next n bytes, contiguous at p, are one whole reply
+ *                   (asked for with reply_framer_set_whole): pass them or
+ *                   something in their place, then they are gone;
  *   FRAMER_INVALID  the stream cannot go on (err says why).
  *
  * A reply answers the oldest request in flight (its responseTo equals that
@@ -32,6 +35,7 @@ typedef enum {
 	FRAMER_GATHER,
 	FRAMER_FORWARD,
 	FRAMER_DROP,
+	FRAMER_WHOLE,
 	FRAMER_INVALID,
 } framer_verb;
 
@@ -42,6 +46,7 @@ typedef struct reply_framer {
 	bool streaming;      /* the last relayed reply had moreToCome ... */
 	int32_t stream_from; /* ... and this requestID: the next reply answers it */
 	size_t want;         /* contiguous bytes the next peek needs */
+	bool whole;          /* replies to the head request are wanted whole */
 } reply_framer;
 
 /* One decision. starts: these are the first bytes of a reply (peek is then
@@ -69,6 +74,15 @@ static inline size_t reply_framer_want(const reply_framer *f)
 static inline bool reply_framer_mid_reply(const reply_framer *f)
 {
 	return f->left > 0;
+}
+
+/* While on, each reply answering the head request (an exhaust stream's
+ * every reply too) is gathered whole and handed over as FRAMER_WHOLE: the
+ * session sets it when the head is a hello whose reply it rewrites. Takes
+ * effect at the next reply boundary. */
+static inline void reply_framer_set_whole(reply_framer *f, bool on)
+{
+	f->whole = on;
 }
 
 /* p/have: the first bytes buffered, contiguous (at least

@@ -32,6 +32,11 @@
  * client gets its replies in order and never half a server reply spliced
  * with ours. Requests with moreToCome get no entry: nothing will answer them.
  *
+ * The upstream ending: the client connection ends the same way (a close
+ * after what arrived, or a reset), never with replies of ours to requests
+ * the server had; only a connect that never succeeded is answered with
+ * HostUnreachable (upstream_lost says why).
+ *
  * Backpressure: a side's output buffer above OUT_HIGH stops reading from the
  * other side until it drains below OUT_LOW. Per connection, memory is bounded
  * by one request (<= 48,000,000 bytes, the protocol maximum) plus about
@@ -49,9 +54,13 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +80,7 @@ enum {
 	OUT_LOW = 256 * 1024,
 	READ_CHUNK = 256 * 1024,
 	FLUSH_TIMEOUT_MS = 5000,
+	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
 	/* Error codes for replies mongoguard writes itself. */
 	CODE_HOST_UNREACHABLE = 6,
 	CODE_BLOCKED = 96, /* OperationFailed: never retried by drivers */
@@ -94,10 +104,18 @@ struct session {
 	char peer[80]; /* the client's address, "127.0.0.1:51234" */
 	char app[128]; /* client.application.name from the handshake */
 	bool seen_hello;
+	bool warned_unmapped; /* the hello bypass warning, once per connection */
 
-	struct bufferevent *client;
+	struct bufferevent *client; /* NULL while the first bytes are sniffed */
+	bool client_tls;
+	struct event *sniff_ev;       /* net.tls.mode != disabled: plain or TLS? */
 	struct bufferevent *upstream; /* NULL from FLUSHING on */
 	bool upstream_connected;
+	/* The upstream could not be reached before the client asked anything:
+	 * its first request is answered with HostUnreachable (why), then the
+	 * connection closes; frame_timer bounds the wait for that request. */
+	bool unreachable;
+	char unreachable_why[512];
 	bool client_paused;   /* reading from the client stopped by backpressure */
 	bool upstream_paused; /* reading from upstream stopped by backpressure */
 
@@ -181,8 +199,9 @@ static int32_t next_request_id(session *s)
 /* True when nothing but an awaitable hello is in flight. */
 static bool session_idle(session *s)
 {
-	return inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
-	       evbuffer_get_length(bufferevent_get_input(s->client)) == 0;
+	return !s->client ||
+	       (inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
+	        evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
 }
 
 /* ---- answers in order ---- */
@@ -254,8 +273,10 @@ static void complete_head(session *s)
 	resume_client(s);
 }
 
-/* The upstream is gone: every request still waiting for it gets an error,
- * as far as the reply stream allows (not in the middle of a reply). */
+/* The upstream could not be reached at all: every request still waiting
+ * (none of which reached a server) gets an error, as far as the reply
+ * stream allows. A connection that was up and then ended gets no replies of
+ * ours: see upstream_lost. */
 static void fail_inflight(session *s, const char *why)
 {
 	if (reply_framer_mid_reply(&s->framer))
@@ -394,6 +415,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	if (!r->more_to_come) {
 		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
 		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
+		                     : r->hello                   ? INFLIGHT_HELLO
 		                                                  : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f)
@@ -544,6 +566,15 @@ static void process_client(session *s)
 		}
 		handled h;
 		handle_request(s, msg, len, &h);
+		if (s->unreachable && (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {
+			/* no upstream to forward to: answered (it is queued) */
+			if (h.outcome == REQ_REPLACE)
+				free(h.replacement);
+			evbuffer_drain(in, len);
+			fail_inflight(s, s->unreachable_why);
+			session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+			return;
+		}
 		if (!apply(s, in, len, &h))
 			return;
 	}
@@ -618,6 +649,54 @@ static void capture_reply_end(session *s)
 	s->cap_reply = false;
 }
 
+/* The hosts a hello reply named that no listener serves: left out of the
+ * reply (hello_rewrite.h), and said loudly, since a driver that needs that
+ * member cannot reach it through mongoguard. */
+static void warn_unmapped(session *s, const hello_rewrite_result *r)
+{
+	char hosts[512] = "";
+	size_t used = 0;
+	for (unsigned i = 0; i < r->nunmapped && i < HELLO_MAX_UNMAPPED; i++)
+		used +=
+		    (size_t)snprintf(hosts + used, used < sizeof(hosts) ? sizeof(hosts) - used : 0,
+		                     "%s%s", i ? ", " : "", r->unmapped[i]);
+	log_line *l = log_begin(s->warned_unmapped ? LOG_DEBUG : LOG_WARNING, "NETWORK",
+	                        LOGID_HELLO_REWRITE, s->ctx,
+	                        "Replica-set members without a mongoguard listener left out of "
+	                        "hello, so drivers cannot bypass mongoguard");
+	log_attr_str(l, "members", hosts);
+	log_attr_bool(l, "primaryRemoved", r->primary_dropped);
+	log_attr_str(l, "fix", "add each member to upstream.members with a listen address");
+	log_end(l);
+	s->warned_unmapped = true;
+}
+
+/* A whole reply to a hello: rewritten so the set's members are named by
+ * their listeners, or passed as it was when there is nothing to change. */
+static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, const uint8_t *p,
+                        size_t n)
+{
+	hello_rewrite_result r;
+	wire_error err = {0};
+	switch (hello_rewrite(p, n, s->env.hello, &r, &err)) {
+	case HELLO_REWRITTEN:
+		evbuffer_drain(in, n);
+		evbuffer_add(out, r.msg, r.len);
+		free(r.msg);
+		break;
+	case HELLO_INVALID:
+		log_reason(LOG_WARNING, "NETWORK", LOGID_HELLO_REWRITE, s->ctx,
+		           "Cannot read a hello reply to rewrite its hosts; passed on as it is: %s",
+		           err.msg);
+		/* fall through */
+	case HELLO_UNCHANGED:
+		evbuffer_remove_buffer(in, out, n);
+		break;
+	}
+	if (r.nunmapped)
+		warn_unmapped(s, &r);
+}
+
 static void process_upstream(session *s)
 {
 	struct evbuffer *out = client_out(s);
@@ -639,6 +718,9 @@ static void process_upstream(session *s)
 		const uint8_t *p = peek_upstream(in, have, buf, sizeof(buf));
 		framer_step st;
 		wire_error err = {0};
+		const inflight *head = inflight_head(&s->inflight);
+		reply_framer_set_whole(&s->framer, s->env.hello && head && !head->answer &&
+		                                       inflight_is_hello(head->kind));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
 			               have);
@@ -674,6 +756,13 @@ static void process_upstream(session *s)
 			evbuffer_remove_buffer(in, out, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
+		case FRAMER_WHOLE:
+			note_reply_start(s);
+			if (s->env.capture)
+				capture_reply_step(s, in, &st);
+			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
+			relay_hello(s, in, out, p, st.n);
+			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))
 			set_read_need(s->upstream, READ_CHUNK);
@@ -707,7 +796,8 @@ static void enter_flushing(session *s)
 
 static void enter_closed(session *s)
 {
-	bufferevent_disable(s->client, EV_READ | EV_WRITE);
+	if (s->client)
+		bufferevent_disable(s->client, EV_READ | EV_WRITE);
 	if (s->upstream)
 		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
 	evtimer_del(s->frame_timer);
@@ -801,7 +891,10 @@ static void session_free(session *s)
 
 	inflight_clear(&s->inflight);
 	free(s->cap_buf); /* a reply cut short by the end of the session */
-	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev};
+	if (s->sniff_ev)
+		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
+	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev,
+	                       s->sniff_ev};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -841,13 +934,62 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* A TLS error on either side, in words, into end_reason (the client's
+ * side) or why (the upstream's), and logged. False when OpenSSL has
+ * nothing to say (a plain socket error then). */
+static bool tls_failure_text(struct bufferevent *bev, char *buf, size_t size)
+{
+	/* libevent queues the SSL_get_error() code (a small number) first,
+	 * then OpenSSL's own errors: the first of those is the cause */
+	unsigned long e, cause = 0, kind = 0;
+	while ((e = bufferevent_get_openssl_error(bev))) {
+		if (ERR_GET_LIB(e) == 0 && e < 256)
+			kind = kind ? kind : e;
+		else if (!cause)
+			cause = e;
+	}
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+	if (!cause && !kind && vr == X509_V_OK)
+		return false;
+	if (!cause && vr == X509_V_OK)
+		snprintf(buf, size, "%s",
+		         kind == SSL_ERROR_SYSCALL ? "connection closed during the TLS exchange"
+		                                   : "TLS protocol error");
+	else
+		tls_error_text(cause, vr, buf, size);
+	return true;
+}
+
+static bool tls_failure(session *s, struct bufferevent *bev, bool upstream)
+{
+	char text[300];
+	if (!tls_failure_text(bev, text, sizeof(text)))
+		return false;
+	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
+	                        upstream ? "TLS with upstream failed" : "TLS with client failed");
+	log_attr_str(l, upstream ? "upstream" : "remote", upstream ? s->env.up->name : s->peer);
+	log_attr_str(l, "reason", text);
+	log_end(l);
+	if (!upstream)
+		snprintf(s->end_reason, sizeof(s->end_reason), "TLS with the client failed: %s",
+		         text);
+	return true;
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	session *s = arg;
+	if (what & BEV_EVENT_CONNECTED) { /* a TLS handshake finished */
+		log_reason(LOG_DEBUG, "NETWORK", LOGID_TLS, s->ctx, "TLS with client established");
+		return;
+	}
 	if (s->state != SESSION_FLUSHING) {
 		if (what & BEV_EVENT_EOF)
 			snprintf(s->end_reason, sizeof(s->end_reason),
 			         "client closed the connection");
+		else if (s->client_tls && (what & BEV_EVENT_ERROR) && tls_failure(s, bev, false))
+			s->end_severity = LOG_WARNING;
 		else
 			snprintf(s->end_reason, sizeof(s->end_reason),
 			         "client connection error: %s",
@@ -878,6 +1020,31 @@ static void upstream_connected(session *s, struct bufferevent *bev)
 	log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx, "Connected to upstream");
 }
 
+/* The upstream connection ended after it was up. The client connection
+ * ends the same way, with no reply of ours for what was forwarded: a driver
+ * must see a network error as a network error (it then clears its pool,
+ * marks the server unknown and retries what is retryable), while a
+ * synthesized command error would make it keep a pool whose socket we are
+ * about to close. A reset is passed on as a reset (SO_LINGER 0), at once;
+ * a close lets what already arrived reach the client first.
+ *
+ * The one place mongoguard still answers is a connect that never succeeded
+ * (upstream_event_cb): nothing reached the server, the request is the
+ * handshake, and a HostUnreachable reply naming the upstream tells the user
+ * why, where a close would say only "connection closed". */
+static void upstream_lost(session *s, bool reset, const char *why)
+{
+	if (!reset) {
+		session_finish(s, LOG_WARNING, "%s", why);
+		return;
+	}
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(bufferevent_getfd(s->client), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	s->end_severity = LOG_WARNING;
+	snprintf(s->end_reason, sizeof(s->end_reason), "%s (client connection reset too)", why);
+	session_enter(s, SESSION_CLOSED);
+}
+
 static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	session *s = arg;
@@ -888,9 +1055,17 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	char why[512];
 	if (!s->upstream_connected) {
-		const char *e = (what & BEV_EVENT_TIMEOUT)
-		                    ? "connect timed out"
-		                    : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		char tls_text[300], tls_why[340];
+		const char *e;
+		if (what & BEV_EVENT_TIMEOUT) {
+			e = "connect timed out";
+		} else if (s->env.tls->upstream &&
+		           tls_failure_text(bev, tls_text, sizeof(tls_text))) {
+			snprintf(tls_why, sizeof(tls_why), "TLS handshake failed: %s", tls_text);
+			e = tls_why;
+		} else {
+			e = evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR());
+		}
 		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
 		         e);
 		mx_add(&s->env.mx->upstream_connect_failures, 1);
@@ -900,14 +1075,29 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		log_attr_str(l, "reason", e);
 		log_end(l);
 	} else {
+		int e = EVUTIL_SOCKET_ERROR();
 		process_upstream(s); /* deliver whatever complete replies arrived */
 		snprintf(why, sizeof(why), "mongoguard lost its connection to upstream %s: %s", up,
-		         (what & BEV_EVENT_EOF)
-		             ? "closed by the server"
-		             : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		         (what & BEV_EVENT_EOF) ? "closed by the server"
+		                                : evutil_socket_error_to_string(e));
+		if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
+			return;
+		upstream_lost(s, !(what & BEV_EVENT_EOF) && e == ECONNRESET, why);
+		return;
 	}
 	if (s->state == SESSION_FLUSHING || s->state == SESSION_CLOSED)
 		return;
+	/* Nothing ever reached the server: an error reply naming the upstream
+	 * serves drivers better than a bare close (see upstream_lost). A client
+	 * that has not sent its handshake yet gets it in answer to that. */
+	if (inflight_count(&s->inflight) == 0 && !s->unreachable) {
+		s->unreachable = true;
+		snprintf(s->unreachable_why, sizeof(s->unreachable_why), "%s", why);
+		evtimer_del(s->frame_timer);
+		add_timer_ms(s->frame_timer, UNREACHABLE_WAIT_MS);
+		process_client(s);
+		return;
+	}
 	fail_inflight(s, why);
 	session_finish(s, LOG_WARNING, "%s", why);
 }
@@ -916,6 +1106,10 @@ static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
 	size_t have = evbuffer_get_length(bufferevent_get_input(s->client));
+	if (s->unreachable) {
+		session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+		return;
+	}
 	session_finish(
 	    s, LOG_WARNING,
 	    "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)", have,
@@ -950,6 +1144,10 @@ void session_index_changed(session *s)
 
 void session_drain(session *s)
 {
+	if (atomic_load(s->env.draining) && !s->client) {
+		session_abort(s, "shutting down"); /* it has not said anything yet */
+		return;
+	}
 	if (atomic_load(s->env.draining) && s->state == SESSION_ACTIVE && session_idle(s))
 		session_finish(s, LOG_INFO, "shutting down");
 }
@@ -962,22 +1160,78 @@ void session_abort(session *s, const char *reason)
 	session_enter(s, SESSION_CLOSED);
 }
 
-/* The events and buffers of a new session; false when one could not be
- * made (what was made is freed by session_free). */
-static bool session_wire(session *s, int fd)
+/* The session's timers; false when one could not be made (what was made
+ * is freed by session_free). */
+static bool session_timers(session *s)
 {
 	struct event_base *base = s->env.base;
-	s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-	s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	s->frame_timer = evtimer_new(base, frame_timeout_cb, s);
 	s->wait_timer = evtimer_new(base, wait_timeout_cb, s);
 	s->flush_timer = evtimer_new(base, flush_timeout_cb, s);
 	s->close_ev = event_new(base, -1, 0, close_cb, s);
-	if (!s->client)
+	return s->frame_timer && s->wait_timer && s->flush_timer && s->close_ev;
+}
+
+/* The host part of "host:port" / "[v6]:port", for TLS name checks. */
+static void host_of(const char *name, char *out, size_t size)
+{
+	const char *colon = strrchr(name, ':');
+	size_t n = colon ? (size_t)(colon - name) : strlen(name);
+	if (n >= 2 && name[0] == '[' && name[n - 1] == ']') {
+		name++;
+		n -= 2;
+	}
+	snprintf(out, size, "%.*s", (int)n, name);
+}
+
+/* The two buffers: the client's (TLS when the sniff said so) and the
+ * upstream's (TLS when the URI says so). False when one could not be
+ * made; why is in end_reason. */
+static bool session_wire(session *s, int fd, bool client_tls)
+{
+	struct event_base *base = s->env.base;
+	const net_tls *tls = s->env.tls;
+	if (client_tls) {
+		SSL *ssl = SSL_new(tls->server);
+		s->client =
+		    ssl ? bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+		                                         BEV_OPT_CLOSE_ON_FREE)
+		        : NULL;
+		if (ssl && !s->client)
+			SSL_free(ssl);
+		s->client_tls = s->client != NULL;
+	} else {
+		s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (!s->client) {
 		close(fd);
-	if (!s->client || !s->upstream || !s->frame_timer || !s->wait_timer || !s->flush_timer ||
-	    !s->close_ev)
+		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
 		return false;
+	}
+	if (tls->upstream) {
+		char host[300], err[256];
+		host_of(s->env.up->name, host, sizeof(host));
+		SSL *ssl = tls_upstream_ssl(tls, host, err, sizeof(err));
+		if (!ssl) {
+			snprintf(s->end_reason, sizeof(s->end_reason), "%s", err);
+			return false;
+		}
+		s->upstream = bufferevent_openssl_socket_new(
+		    base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
+		if (!s->upstream)
+			SSL_free(ssl);
+	} else {
+		s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	}
+	if (!s->upstream) {
+		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		return false;
+	}
+	/* a peer that closes without close_notify has closed, not failed */
+	if (s->client_tls)
+		bufferevent_openssl_set_allow_dirty_shutdown(s->client, 1);
+	if (tls->upstream)
+		bufferevent_openssl_set_allow_dirty_shutdown(s->upstream, 1);
 	bufferevent_setcb(s->client, client_read_cb, client_write_cb, client_event_cb, s);
 	bufferevent_setcb(s->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, s);
 	bufferevent_setwatermark(s->client, EV_WRITE, OUT_LOW, 0);
@@ -985,6 +1239,76 @@ static bool session_wire(session *s, int fd)
 	set_read_need(s->client, READ_CHUNK);
 	set_read_need(s->upstream, READ_CHUNK);
 	return true;
+}
+
+/* Relaying starts: the buffers exist and the upstream is being dialled. */
+static void session_relay(session *s, int fd, bool client_tls)
+{
+	if (!session_wire(s, fd, client_tls)) {
+		s->end_severity = LOG_ERROR;
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	bufferevent_set_timeouts(s->upstream, NULL, &tv);
+	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&s->env.up->ss,
+	                               (int)s->env.up->len) < 0) {
+		/* A refused connect is reported later through upstream_event_cb;
+		 * only a socket that could not even be created lands here. */
+		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
+		               s->env.up->name,
+		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		return;
+	}
+	bufferevent_enable(s->client, EV_READ);
+	bufferevent_enable(s->upstream, EV_READ);
+}
+
+/* Plain or TLS, decided by the client's first bytes (net.tls.mode other
+ * than disabled): peeked, not read, so whichever layer takes the socket
+ * sees them. Bounded by net.maxFrameWaitMS. */
+static void sniff_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	uint8_t head[TLS_SNIFF_LEN];
+	if (what & EV_TIMEOUT) {
+		event_free(s->sniff_ev);
+		s->sniff_ev = NULL;
+		close(fd);
+		s->end_severity = LOG_WARNING;
+		snprintf(s->end_reason, sizeof(s->end_reason),
+		         "client sent nothing within %u ms (net.maxFrameWaitMS)",
+		         snap(s)->cfg.max_frame_wait_ms);
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		event_add(s->sniff_ev, NULL);
+		return;
+	}
+	tls_sniff_result r = n > 0 ? tls_sniff(head, (size_t)n) : TLS_SNIFF_PLAIN;
+	if (n > 0 && r == TLS_SNIFF_NEED_MORE) {
+		event_add(s->sniff_ev, NULL); /* the same deadline goes on */
+		return;
+	}
+	event_free(s->sniff_ev);
+	s->sniff_ev = NULL;
+	if (n <= 0 || (r == TLS_SNIFF_PLAIN && s->env.tls->mode == TLS_MODE_REQUIRE)) {
+		close(fd);
+		if (n > 0) {
+			s->end_severity = LOG_WARNING;
+			log_reason(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
+			           "Plain-text client refused: net.tls.mode is requireTLS");
+		}
+		snprintf(s->end_reason, sizeof(s->end_reason), "%s",
+		         n > 0 ? "plain-text connection refused (net.tls.mode requireTLS)"
+		               : "client closed the connection");
+		session_enter(s, SESSION_CLOSED);
+		return;
+	}
+	session_relay(s, fd, r == TLS_SNIFF_TLS);
 }
 
 session *session_start(const session_env *env, int fd, const struct sockaddr *addr,
@@ -1009,7 +1333,10 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (!session_wire(s, fd)) {
+	if (env->tls->server)
+		s->sniff_ev = event_new(env->base, fd, EV_READ, sniff_cb, s);
+	if (!session_timers(s) || (env->tls->server && !s->sniff_ev)) {
+		close(fd);
 		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
 		session_free(s);
 		return NULL;
@@ -1020,19 +1347,12 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	log_attr_int(l, "connectionCount", (int64_t)atomic_load(env->nconns));
 	log_end(l);
 	mx_add(&env->mx->accepted, 1);
-
-	uint32_t ms = snap(s)->cfg.connect_timeout_ms;
-	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	bufferevent_set_timeouts(s->upstream, NULL, &tv);
-	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&env->up->ss,
-	                               (int)env->up->len) < 0) {
-		/* A refused connect is reported later through upstream_event_cb;
-		 * only a socket that could not even be created lands here. */
-		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
-		               env->up->name, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+	if (s->sniff_ev) {
+		uint32_t ms = snap(s)->cfg.max_frame_wait_ms;
+		struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+		event_add(s->sniff_ev, &tv);
 		return s;
 	}
-	bufferevent_enable(s->client, EV_READ);
-	bufferevent_enable(s->upstream, EV_READ);
+	session_relay(s, fd, false);
 	return s;
 }

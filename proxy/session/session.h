@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 
 #include "proxy/admin/metrics.h"
+#include "protocol/hello_rewrite.h"
+#include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 #include "proxy/runtime/snapshot.h"
 
@@ -31,7 +33,11 @@ typedef struct session_env {
 	/* The configuration and engine in force, read anew for each request
 	 * (the worker's pointer; it changes only between events). */
 	snapshot *const *snap;
-	const upstream_target *up;
+	const upstream_target *up; /* the server this listener's clients pair with */
+	/* How hello replies name the set's members for this listener's clients
+	 * (its own pairing included); NULL: replies pass unchanged. */
+	const hello_map *hello;
+	const net_tls *tls; /* both sides' TLS contexts (never NULL) */
 	session_ids *ids;
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */

@@ -150,6 +150,51 @@ static void test_errors_name_the_line(void **state)
 	}
 }
 
+/* The connectivity keys: net.tls.*, upstream.members, credentialsFile. */
+static void test_topology_tls_keys(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("net:\n  tls:\n    mode: preferTLS\n    certificateKeyFile: /a.pem\n"
+	                 "    CAFile: /ca.pem\n    allowConnectionsWithoutCertificates: true\n"
+	                 "    disabledProtocols: TLS1_2\n    ciphers: HIGH\n"
+	                 "upstream:\n  credentialsFile: /run/side\n  members:\n"
+	                 "    - {host: \"db2:27017\", listen: \"127.0.0.1:27019\"}\n"
+	                 "    - {host: \"db3:27017\", listen: \"127.0.0.1:27020\"}\n",
+	                 &c, err, sizeof(err)));
+	assert_int_equal(c.tls.mode, TLS_MODE_PREFER);
+	assert_string_equal(c.tls.certificate_key_file, "/a.pem");
+	assert_string_equal(c.tls.ca_file, "/ca.pem");
+	assert_true(c.tls.allow_without_certificates);
+	assert_string_equal(c.tls.disabled_protocols, "TLS1_2");
+	assert_string_equal(c.tls.ciphers, "HIGH");
+	assert_string_equal(c.credentials_file, "/run/side");
+	assert_int_equal(c.nmembers, 2);
+	assert_string_equal(c.members[1].host, "db3:27017");
+	assert_string_equal(c.members[1].listen, "127.0.0.1:27020");
+
+	static const struct {
+		const char *yaml, *expect;
+	} bad[] = {
+	    {"net:\n  tls:\n    mode: on\n", "net.tls.mode must be one of disabled"},
+	    {"net:\n  tls:\n    CAfile: x\n", "unknown key 'CAfile' in net.tls"},
+	    {"upstream:\n  members: {host: a}\n", "must be a list"},
+	    {"upstream:\n  members:\n    - {host: \"a:1\"}\n", "needs both host and listen"},
+	    {"upstream:\n  members:\n    - {host: \"a:1\", listen: \":2\"}\n"
+	     "    - {host: \"a:1\", listen: \":3\"}\n",
+	     "line 4: upstream.members repeats a:1"},
+	    {"upstream:\n  members:\n    - {host: \"a:1\", listen: \":2\", port: 3}\n",
+	     "unknown key 'port' in upstream.members"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (load(bad[i].yaml, &c, err, sizeof(err)))
+			fail_msg("accepted: %s", bad[i].yaml);
+		if (!strstr(err, bad[i].expect))
+			fail_msg("error for %s is '%s', expected '%s'", bad[i].yaml, err,
+			         bad[i].expect);
+	}
+}
+
 static void test_shipped_configs_load(void **state)
 {
 	static const char *files[] = {"configs/staging.yaml", "configs/production.yaml"};
@@ -171,6 +216,7 @@ int main(void)
 	    cmocka_unit_test(test_empty_file_is_valid),
 	    cmocka_unit_test(test_errors_name_the_line),
 	    cmocka_unit_test(test_shipped_configs_load),
+	    cmocka_unit_test(test_topology_tls_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,9 @@ static size_t reply(uint8_t *out, int32_t request_id, int32_t response_to, uint3
  * would deliver it; counts forwarded and dropped bytes and completions. */
 typedef struct tally {
 	size_t forwarded, dropped, completes, starts;
+	size_t whole[8], nwhole; /* the length of each FRAMER_WHOLE */
 	bool invalid;
+	bool whole_for_hello; /* set_whole while the ring's head is a hello */
 } tally;
 
 static void feed(reply_framer *f, const uint8_t *stream, size_t len, size_t chunk,
@@ -48,6 +50,10 @@ static void feed(reply_framer *f, const uint8_t *stream, size_t len, size_t chun
 		arrived = arrived + chunk < len ? arrived + chunk : len;
 		for (;;) {
 			size_t avail = arrived - done;
+			if (t->whole_for_hello) {
+				inflight *h = inflight_head(arg);
+				reply_framer_set_whole(f, h && inflight_is_hello(h->kind));
+			}
 			size_t want = reply_framer_want(f);
 			size_t have = avail < want ? avail : want;
 			framer_step st;
@@ -64,7 +70,13 @@ static void feed(reply_framer *f, const uint8_t *stream, size_t len, size_t chun
 				continue;
 			}
 			t->starts += st.starts;
-			if (v == FRAMER_FORWARD)
+			if (v == FRAMER_WHOLE) {
+				/* the whole reply is there, contiguous */
+				assert_true(st.n <= have);
+				assert_int_equal(wire_read_i32(stream + done), (int32_t)st.n);
+				if (t->nwhole < 8)
+					t->whole[t->nwhole++] = st.n;
+			} else if (v == FRAMER_FORWARD)
 				t->forwarded += st.n;
 			else
 				t->dropped += st.n;
@@ -232,6 +244,51 @@ static void test_compressed_reply_gathered(void **state)
 	assert_int_equal(reply_framer_want(&f), REPLY_PEEK_LEN);
 }
 
+/* Replies to a hello are gathered whole when asked, in any chunking; a
+ * streaming hello's every reply too; other replies still stream, and a
+ * reply answering nothing is still dropped without being gathered. */
+static void test_hello_replies_whole(void **state)
+{
+	static uint8_t stream[60000];
+	size_t n[5], len = 0;
+	len += n[0] = reply(stream + len, 400, 1, 0, 30);                    /* plain */
+	len += n[1] = reply(stream + len, 401, 2, OPMSG_MORE_TO_COME, 5000); /* hello ... */
+	len += n[2] = reply(stream + len, 402, 401, OPMSG_MORE_TO_COME, 40); /* streamed */
+	len += n[3] = reply(stream + len, 403, 77, 0, 100);                  /* answers nothing */
+	len += n[4] = reply(stream + len, 404, 402, 0, 10);                  /* last of stream */
+	const size_t chunks[] = {1, 7, 20, 21, 1000, len};
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+		reply_framer f;
+		inflight_ring ring;
+		reply_framer_init(&f);
+		inflight_init(&ring);
+		assert_non_null(inflight_push(&ring, 1, INFLIGHT_PLAIN, REPLY_FORM_OPMSG));
+		assert_non_null(inflight_push(&ring, 2, INFLIGHT_AWAIT, REPLY_FORM_OPMSG));
+		tally t = {.whole_for_hello = true};
+		feed(&f, stream, len, chunks[c], ring_expect, &ring, &t);
+		assert_false(t.invalid);
+		assert_int_equal(t.forwarded, n[0]);
+		assert_int_equal(t.dropped, n[3]);
+		assert_int_equal(t.nwhole, 3);
+		assert_int_equal(t.whole[0], n[1]);
+		assert_int_equal(t.whole[1], n[2]);
+		assert_int_equal(t.whole[2], n[4]);
+		assert_int_equal(t.completes, 2);
+		assert_int_equal(inflight_count(&ring), 0);
+	}
+	/* off: the same stream passes in pieces, as before */
+	reply_framer f;
+	inflight_ring ring;
+	reply_framer_init(&f);
+	inflight_init(&ring);
+	inflight_push(&ring, 1, INFLIGHT_PLAIN, REPLY_FORM_OPMSG);
+	inflight_push(&ring, 2, INFLIGHT_HELLO, REPLY_FORM_OPMSG);
+	tally t = {0};
+	feed(&f, stream, len, 7, ring_expect, &ring, &t);
+	assert_int_equal(t.nwhole, 0);
+	assert_int_equal(t.forwarded, len - n[3]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +299,7 @@ int main(void)
 	    cmocka_unit_test(test_ring_wraps_and_fills),
 	    cmocka_unit_test(test_invalid_stream),
 	    cmocka_unit_test(test_compressed_reply_gathered),
+	    cmocka_unit_test(test_hello_replies_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
