@@ -166,6 +166,9 @@ static void render_connections(const metrics *m, text_buf *t)
 	family(t, "connections_refused_total", "counter",
 	       "Client connections closed at accept (net.maxConnections, out of memory).");
 	sample(t, "connections_refused_total", "", LOAD(m->refused));
+	family(t, "accept_pauses_total", "counter",
+	       "Times accepting paused because accept() ran out of descriptors or memory.");
+	sample(t, "accept_pauses_total", "", LOAD(m->accept_pauses));
 }
 
 static void render_traffic(const metrics *m, text_buf *t)

@@ -102,6 +102,7 @@ typedef struct metrics {
 	size_t nshards;
 	const atomic_uint *connections; /* open now */
 	mx_counter refused;             /* at accept: maxConnections, out of memory */
+	mx_counter accept_pauses;       /* accepting paused: out of descriptors */
 	mx_counter findings[RULE_COUNT][MX_ACTIONS];
 	mx_counter reloads_ok, reloads_failed;
 	mx_counter index_lists_learned; /* the index cache's change notices */

@@ -21,6 +21,7 @@
 #include "proxy/sinks/capture.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
+#include "proxy/runtime/clock.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
@@ -54,6 +55,11 @@ typedef struct server {
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
 	unsigned generation;         /* of the snapshot in force; under reload_lock */
 	struct event *sighup;
+	struct event *accept_retry; /* resumes accepting after a pause */
+	struct event *fds_out;      /* activated by workers out of descriptors */
+	uint32_t accept_backoff_ms; /* 0 while accepting works */
+	int64_t accept_quiet_at;    /* after a pause: accepting counts as working from here */
+	bool accept_paused;
 
 	struct event_base *base;
 	listen_ctx listeners[PLAN_MAX_LISTENERS];
@@ -170,6 +176,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	listen_ctx *lc = arg;
 	server *srv = lc->srv;
+	if (srv->accept_backoff_ms && !srv->accept_paused && mg_now_ms() > srv->accept_quiet_at) {
+		srv->accept_backoff_ms = 0;
+		log_reason(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
+		           "Accepting connections again");
+	}
 	if (atomic_load(&srv->nconns) >= srv->cfg->max_connections) {
 		close(fd);
 		mx_add_shared(&srv->metrics->refused, 1);
@@ -186,13 +197,75 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 }
 
+/* Out of descriptors (or kernel memory), accept() fails while the
+ * listening socket stays readable: listening on would spin. So the
+ * listeners pause, 50 ms doubling to 1 s while it goes on, and resume on
+ * a timer; the clients waiting meanwhile sit in the kernel's backlog. */
+enum { ACCEPT_BACKOFF_MIN_MS = 50, ACCEPT_BACKOFF_MAX_MS = 1000 };
+
+static void set_listening(server *srv, bool on)
+{
+	for (size_t i = 0; i < srv->nlisteners; i++)
+		(on ? evconnlistener_enable : evconnlistener_disable)(srv->listeners[i].lev);
+}
+
+static void accept_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	server *srv = arg;
+	srv->accept_paused = false;
+	srv->accept_quiet_at = mg_now_ms() + 2 * (int64_t)srv->accept_backoff_ms;
+	if (!srv->shutting_down)
+		set_listening(srv, true);
+}
+
+static void pause_accepting(server *srv, int err)
+{
+	if (srv->accept_paused)
+		return;
+	/* a pause soon after the last one continues it: the back-off grows */
+	bool first = srv->accept_backoff_ms == 0 || mg_now_ms() > srv->accept_quiet_at;
+	srv->accept_backoff_ms = first ? ACCEPT_BACKOFF_MIN_MS
+	                         : srv->accept_backoff_ms * 2 > ACCEPT_BACKOFF_MAX_MS
+	                             ? ACCEPT_BACKOFF_MAX_MS
+	                             : srv->accept_backoff_ms * 2;
+	srv->accept_paused = true;
+	set_listening(srv, false);
+	mx_add_shared(&srv->metrics->accept_pauses, 1);
+	log_line *ln = log_begin(first ? LOG_WARNING : LOG_DEBUG, "NETWORK", LOGID_CONN_REFUSED,
+	                         NULL, "Cannot accept connections; pausing accepts");
+	log_attr_str(ln, "error", evutil_socket_error_to_string(err));
+	log_attr_int(ln, "retryInMS", srv->accept_backoff_ms);
+	log_attr_int(ln, "connections", (int64_t)atomic_load(&srv->nconns));
+	log_end(ln);
+	struct timeval tv = {0, (suseconds_t)srv->accept_backoff_ms * 1000};
+	evtimer_add(srv->accept_retry, &tv);
+}
+
 static void accept_error_cb(struct evconnlistener *l, void *arg)
 {
+	listen_ctx *lc = arg;
 	int err = EVUTIL_SOCKET_ERROR();
-	/* EMFILE and friends: say so and keep listening; the listener retries
-	 * on the next readiness event. */
-	log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL, "accept() failed: %s",
-	           evutil_socket_error_to_string(err));
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+		/* one connection's trouble (e.g. it was reset while queued) */
+		log_reason(LOG_WARNING, "NETWORK", LOGID_CONN_REFUSED, NULL, "accept() failed: %s",
+		           evutil_socket_error_to_string(err));
+		return;
+	}
+	pause_accepting(lc->srv, err);
+}
+
+/* A session could not open its upstream socket for want of descriptors:
+ * the accept itself worked, so accepting more would only close more. */
+static void fds_out_cb(evutil_socket_t fd, short what, void *arg)
+{
+	pause_accepting(arg, EMFILE);
+}
+
+/* From a worker thread: wake the main loop to pause. */
+static void out_of_fds(void *arg)
+{
+	server *srv = arg;
+	event_active(srv->fds_out, 0, 0);
 }
 
 /* ---- shutdown ---- */
@@ -504,7 +577,9 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 	                              .nconns = &srv->nconns,
 	                              .config = &srv->config,
 	                              .metrics = srv->metrics,
-	                              .capture = srv->capture};
+	                              .capture = srv->capture,
+	                              .out_of_fds = out_of_fds,
+	                              .out_of_fds_arg = srv};
 	for (size_t i = 0; i < srv->nworkers; i++) {
 		worker *w = &srv->workers[i];
 		if (!worker_init(w, (int)i, &srv->shared, err, errlen) ||
@@ -533,9 +608,12 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	srv->summary =
 	    add_timer(srv, summary_cb, EV_PERSIST, srv->cfg->summary_interval_secs * 1000);
 	srv->grace = add_timer(srv, grace_cb, 0, 0);
+	srv->accept_retry = add_timer(srv, accept_retry_cb, 0, 0);
+	srv->fds_out = add_timer(srv, fds_out_cb, 0, 0);
 	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->poll_done || !srv->summary ||
-	    !srv->grace || evsignal_add(srv->sigterm, NULL) < 0 ||
-	    evsignal_add(srv->sigint, NULL) < 0 || evsignal_add(srv->sighup, NULL) < 0) {
+	    !srv->grace || !srv->accept_retry || !srv->fds_out ||
+	    evsignal_add(srv->sigterm, NULL) < 0 || evsignal_add(srv->sigint, NULL) < 0 ||
+	    evsignal_add(srv->sighup, NULL) < 0) {
 		snprintf(err, errlen, "cannot set up signal handlers and timers");
 		return false;
 	}
@@ -640,8 +718,8 @@ static void stop(server *srv)
 		snapshot_slot_destroy(&srv->config);
 	}
 	mongo_sink_stop(srv->fleet); /* after the last summaries reached it */
-	struct event *evs[] = {srv->sigterm,   srv->sigint,  srv->sighup,
-	                       srv->poll_done, srv->summary, srv->grace};
+	struct event *evs[] = {srv->sigterm, srv->sigint, srv->sighup,       srv->poll_done,
+	                       srv->summary, srv->grace,  srv->accept_retry, srv->fds_out};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);

@@ -27,6 +27,13 @@ static void session_closed(void *owner, void *token)
 		event_base_loopexit(w->base, NULL);
 }
 
+static void out_of_fds(void *owner)
+{
+	worker *w = owner;
+	if (w->shared->out_of_fds)
+		w->shared->out_of_fds(w->shared->out_of_fds_arg);
+}
+
 static void start_session(worker *w, const accepted_conn *c)
 {
 	session_node *n = calloc(1, sizeof(*n));
@@ -144,6 +151,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .mx = &shared->metrics->shards[index],
 	    .capture = shared->capture,
 	    .on_closed = session_closed,
+	    .out_of_fds = out_of_fds,
 	    .owner = w,
 	};
 	return true;

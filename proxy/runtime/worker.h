@@ -42,6 +42,9 @@ typedef struct worker_shared {
 	snapshot_slot *config;
 	metrics *metrics;      /* worker i writes shard i */
 	capture_sink *capture; /* NULL: not capturing */
+	/* From a worker thread: descriptors ran out (pause accepting). */
+	void (*out_of_fds)(void *arg);
+	void *out_of_fds_arg;
 } worker_shared;
 
 typedef enum {

@@ -1255,7 +1255,12 @@ static void session_relay(session *s, int fd, bool client_tls)
 	if (bufferevent_socket_connect(s->upstream, (struct sockaddr *)&s->env.up->ss,
 	                               (int)s->env.up->len) < 0) {
 		/* A refused connect is reported later through upstream_event_cb;
-		 * only a socket that could not even be created lands here. */
+		 * only a socket that could not even be created lands here. Out
+		 * of descriptors, accepting more clients would only close them
+		 * again: the owner pauses accepting. */
+		int e = EVUTIL_SOCKET_ERROR();
+		if ((e == EMFILE || e == ENFILE) && s->env.out_of_fds)
+			s->env.out_of_fds(s->env.owner);
 		session_finish(s, LOG_WARNING, "cannot create a socket to upstream %s: %s",
 		               s->env.up->name,
 		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));

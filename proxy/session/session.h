@@ -46,6 +46,8 @@ typedef struct session_env {
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);
+	/* Called when the process ran out of descriptors (may be NULL). */
+	void (*out_of_fds)(void *owner);
 	void *owner;
 } session_env;
 
