@@ -78,6 +78,7 @@ void config_json(const mg_config *c, text_buf *t)
 	text_str(t, "},\"upstream\":{");
 	field(t, "uri", uri, false);
 	number(t, "connectTimeoutMS", c->connect_timeout_ms, true);
+	number(t, "replyTimeoutMS", c->reply_timeout_ms, true);
 	text_str(t, "}");
 	number(t, "workers", c->workers, true);
 	number(t, "shutdownGraceMS", c->shutdown_grace_ms, true);

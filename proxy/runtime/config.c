@@ -210,6 +210,8 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "connectTimeoutMS"))
 		return get_u32(x, v, "upstream.connectTimeoutMS", 1, 600000,
 		               &c->connect_timeout_ms);
+	if (!strcmp(key, "replyTimeoutMS"))
+		return get_u32(x, v, "upstream.replyTimeoutMS", 0, 86400000, &c->reply_timeout_ms);
 	if (!strcmp(key, "members"))
 		return get_members(x, v, c);
 	if (!strcmp(key, "credentialsFile"))

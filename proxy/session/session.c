@@ -122,6 +122,7 @@ struct session {
 	struct event *frame_timer; /* a started request must finish arriving */
 	struct event *wait_timer;  /* SESSION_WAITING deadline */
 	struct event *flush_timer; /* SESSION_FLUSHING deadline */
+	struct event *reply_timer; /* upstream.replyTimeoutMS: the head request's deadline */
 	struct event *close_ev;    /* SESSION_CLOSED: frees at the next loop turn */
 	bool wait_expired;         /* the held request goes on without a sort verdict */
 
@@ -261,6 +262,24 @@ static void note_ddl_done(session *s, const inflight *f)
 }
 
 /* A reply without moreToCome was relayed: its request is complete. */
+/* upstream.replyTimeoutMS: the oldest request waiting for the upstream
+ * must see its reply begin within the limit, counted from when it became
+ * the oldest. Awaitable hellos wait by design and are left out, and so is
+ * a stream of moreToCome replies once it has begun. */
+static void arm_reply_timer(session *s, bool restart)
+{
+	uint32_t ms = snap(s)->cfg.reply_timeout_ms;
+	const inflight *f = inflight_head(&s->inflight);
+	bool wanted = ms && f && !f->answer && f->kind != INFLIGHT_AWAIT &&
+	              s->state != SESSION_FLUSHING && s->state != SESSION_CLOSED;
+	if (!wanted) {
+		evtimer_del(s->reply_timer);
+		return;
+	}
+	if (restart || !evtimer_pending(s->reply_timer, NULL))
+		add_timer_ms(s->reply_timer, ms);
+}
+
 static void complete_head(session *s)
 {
 	inflight *f = inflight_head(&s->inflight);
@@ -270,6 +289,7 @@ static void complete_head(session *s)
 		note_ddl_done(s, f);
 	inflight_pop(&s->inflight);
 	flush_answers(s);
+	arm_reply_timer(s, true);
 	resume_client(s);
 }
 
@@ -420,6 +440,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f)
 			f->sent_ns = mg_now_ns();
+		arm_reply_timer(s, false);
 		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
 			memcpy(f->ddl_copy, r->plain, r->plain_len);
 			f->ddl_len = r->plain_len;
@@ -601,6 +622,9 @@ static void note_dropped_reply(session *s, const frame_header *h)
 static void note_reply_start(session *s)
 {
 	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
+	/* The upstream answers: no deadline while the reply streams (a slow
+	 * client may hold it back); the next request's starts when it ends. */
+	evtimer_del(s->reply_timer);
 	inflight *f = inflight_head(&s->inflight);
 	if (f && f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
@@ -803,6 +827,7 @@ static void enter_closed(session *s)
 	evtimer_del(s->frame_timer);
 	evtimer_del(s->wait_timer);
 	evtimer_del(s->flush_timer);
+	evtimer_del(s->reply_timer);
 	event_active(s->close_ev, 0, 0);
 }
 
@@ -893,8 +918,8 @@ static void session_free(session *s)
 	free(s->cap_buf); /* a reply cut short by the end of the session */
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
-	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer, s->close_ev,
-	                       s->sniff_ev};
+	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer,
+	                       s->reply_timer, s->close_ev,   s->sniff_ev};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -1160,6 +1185,19 @@ void session_abort(session *s, const char *reason)
 	session_enter(s, SESSION_CLOSED);
 }
 
+/* The upstream took longer than upstream.replyTimeoutMS to begin a reply:
+ * end the client connection, as a network error the driver retries or
+ * reports (an error reply would claim the command failed, when it may have
+ * run). */
+static void reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	session_finish(s, LOG_WARNING,
+	               "upstream %s sent no reply within %u ms (upstream.replyTimeoutMS); "
+	               "connection closed",
+	               s->env.up->name, snap(s)->cfg.reply_timeout_ms);
+}
+
 /* The session's timers; false when one could not be made (what was made
  * is freed by session_free). */
 static bool session_timers(session *s)
@@ -1168,8 +1206,9 @@ static bool session_timers(session *s)
 	s->frame_timer = evtimer_new(base, frame_timeout_cb, s);
 	s->wait_timer = evtimer_new(base, wait_timeout_cb, s);
 	s->flush_timer = evtimer_new(base, flush_timeout_cb, s);
+	s->reply_timer = evtimer_new(base, reply_timeout_cb, s);
 	s->close_ev = event_new(base, -1, 0, close_cb, s);
-	return s->frame_timer && s->wait_timer && s->flush_timer && s->close_ev;
+	return s->frame_timer && s->wait_timer && s->flush_timer && s->reply_timer && s->close_ev;
 }
 
 /* The host part of "host:port" / "[v6]:port", for TLS name checks. */

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import LOG_DIR, ProxyLog, free_port, wait_port
+from test_fakeserver import fake  # noqa: F401 -- fixture
 
 
 def cpu_seconds(pid: int) -> float:
@@ -108,3 +109,51 @@ def test_no_descriptor_leaks(mongoguard_bin, upstream, start_proxy):
         time.sleep(0.2)
     assert open_fds(p.proc.pid) <= base, "descriptors leaked across connections"
     assert open_fds(dead.proc.pid) <= dead_base, "descriptors leaked on refused upstreams"
+
+
+def test_upstream_that_never_answers(start_proxy, fake):
+    """upstream.replyTimeoutMS: a server that accepts and then says nothing
+    costs the client a prompt network error, never a hang; other requests
+    and new connections are unaffected once it answers again."""
+    import asyncio
+
+    import mgwire as w
+
+    srv = fake()
+    silent = {"on": True}
+
+    async def maybe_silent(conn, msg):
+        if not silent["on"]:
+            await conn.reply(msg, {"cursor": {"id": 0, "ns": "t.c", "firstBatch": []}, "ok": 1})
+
+    async def slow_hello(conn, msg):
+        await asyncio.sleep(1.0)  # twice the timeout
+        await conn.reply(msg, {"isWritablePrimary": True, "maxWireVersion": 17, "ok": 1})
+
+    srv.handlers["find"] = maybe_silent
+    p = start_proxy(srv.uri, config='upstream: {replyTimeoutMS: 500}\n')
+    s = w.connect(p.port)
+    try:
+        s.sendall(w.op_msg({"find": "c", "$db": "t"}))
+        t0 = time.monotonic()
+        assert w.wait_closed(s, 10) == b"", "the client connection must end"
+        assert 0.4 < time.monotonic() - t0 < 5
+    finally:
+        s.close()
+    p.log.wait_for(lambda ln: "upstream.replyTimeoutMS" in ln.get("attr", {}).get("reason", ""),
+                   5, what="the timeout's reason")
+    # once the server answers, requests work again
+    silent["on"] = False
+    s = w.connect(p.port)
+    try:
+        s.sendall(w.op_msg({"find": "c", "$db": "t"}))
+        r = w.recv_message(s, 5)
+        assert r.body["ok"] == 1
+        # an awaitable hello is not cut: it waits by design
+        srv.handlers["hello"] = slow_hello
+        s.sendall(w.op_msg({"hello": 1, "topologyVersion": {"processId": 1, "counter": 0},
+                            "maxAwaitTimeMS": 10000, "$db": "admin"}))
+        r = w.recv_message(s, 5)
+        assert r.body["ok"] == 1
+    finally:
+        s.close()
