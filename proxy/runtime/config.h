@@ -29,7 +29,7 @@ typedef struct mg_config {
 	/* upstream */
 	char upstream_uri[2048];
 	uint32_t connect_timeout_ms;
-	uint32_t reply_timeout_ms; /* 0: wait as long as the server takes */
+	uint32_t reply_timeout_ms;   /* 0: wait as long as the server takes */
 	char credentials_file[1024]; /* the side connection's "username:password" */
 	mg_member members[MG_MAX_MEMBERS];
 	size_t nmembers;
