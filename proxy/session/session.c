@@ -1277,6 +1277,15 @@ static bool session_wire(session *s, int fd, bool client_tls)
 	bufferevent_setwatermark(s->upstream, EV_WRITE, OUT_LOW, 0);
 	set_read_need(s->client, READ_CHUNK);
 	set_read_need(s->upstream, READ_CHUNK);
+	/* libevent reads and writes at most 16 KiB per call by default: a
+	 * 1 MiB insert then costs 64 reads (each with its FIONREAD) and as
+	 * many loop turns on each side. A read chunk per call keeps large
+	 * messages to a few system calls; small ones are unaffected. */
+	struct bufferevent *both[] = {s->client, s->upstream};
+	for (int i = 0; i < 2; i++) {
+		bufferevent_set_max_single_read(both[i], READ_CHUNK);
+		bufferevent_set_max_single_write(both[i], READ_CHUNK);
+	}
 	return true;
 }
 
