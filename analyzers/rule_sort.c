@@ -596,10 +596,10 @@ sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestio
 
 static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_query *q)
 {
-	index_set *set = NULL;
+	const index_set *set = NULL;
 	if (!s->coll)
 		return RULE_READY;
-	switch (index_cache_get(rule_ctx_index_cache(c), s->db, s->coll, &set)) {
+	switch (rule_ctx_indexes(c, s->db, s->coll, &set)) {
 	case INDEXES_KNOWN:
 		break;
 	case INDEXES_PENDING:
@@ -611,7 +611,6 @@ static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_que
 	sort_evaluate(set, q, &f);
 	if (f.verdict == SORT_BLOCKING)
 		rule_report(c, s, RULE_INDEX_MISMATCHED_SORT, &f);
-	index_set_release(set);
 	return RULE_READY;
 }
 
