@@ -462,6 +462,16 @@ static bool has_id_index(const index_set *s)
 	return false;
 }
 
+/* The collection's size as its metadata says (the count command without a
+ * filter, which reads no document); -1 when the server does not answer it,
+ * and the collection-scan rule then stays silent. */
+static int64_t estimated_count(mongoc_collection_t *c)
+{
+	bson_error_t error;
+	int64_t n = mongoc_collection_estimated_document_count(c, NULL, NULL, NULL, &error);
+	return n < 0 ? -1 : n;
+}
+
 /* listIndexes for "db.coll". NULL when the fetch failed. A missing
  * collection or a view gives an opaque set: nothing to judge there. */
 static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const char *ns)
@@ -517,6 +527,8 @@ static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const 
 			index_set_release(set);
 			set =
 			    index_set_new_opaque("the collection has no _id index (time-series?)");
+		} else if (set != NULL) {
+			index_set_set_doc_count(set, estimated_count(c));
 		}
 	}
 	for (size_t i = 0; i < n; i++)

@@ -16,6 +16,7 @@ struct index_set {
 	index_def *defs;
 	bool opaque;
 	char reason[96];
+	int64_t doc_count; /* -1: unknown */
 };
 
 static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated)
@@ -168,6 +169,7 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n)
 	if (s == NULL)
 		return NULL;
 	atomic_init(&s->refs, 1);
+	s->doc_count = -1;
 	if (n > 0) {
 		s->defs = calloc(n, sizeof *s->defs);
 		if (s->defs == NULL) {
@@ -248,6 +250,16 @@ out:
 	free(docs);
 	bson_destroy(arr);
 	return s;
+}
+
+int64_t index_set_doc_count(const index_set *s)
+{
+	return s->doc_count;
+}
+
+void index_set_set_doc_count(index_set *s, int64_t n)
+{
+	s->doc_count = n < 0 ? -1 : n;
 }
 
 size_t index_set_count(const index_set *s)

@@ -7,6 +7,7 @@
 #include <bson/bson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define INDEX_FIELD_LEN 256
 #define INDEX_NAME_LEN  128
@@ -43,6 +44,12 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n);
 size_t index_set_count(const index_set *s);
 const index_def *index_set_get(const index_set *s, size_t i);
 index_set *index_set_retain(index_set *s);
+
+/* The collection's estimated document count, learned with the index list
+ * (the collection-scan rule reports only above a size); -1 when unknown,
+ * which is what a set starts with. Set once, before the set is shared. */
+int64_t index_set_doc_count(const index_set *s);
+void index_set_set_doc_count(index_set *s, int64_t n);
 void index_set_release(index_set *s);
 
 /* A set that stands for "nothing to reason about": the collection does not
