@@ -857,6 +857,11 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	}
 	w->detail = rule_words_piece(&t, start);
 	start = text_mark(&t);
+	if (f->cause == CAUSE_NATURAL) {
+		text_str(&t, "remove the hint {$natural: 1}: it forbids every index");
+		w->suggestion = w->fix = rule_words_piece(&t, start);
+		return;
+	}
 	if (f->cause == CAUSE_EMPTY) {
 		text_printf(&t,
 		            "add a filter on an indexed field, a limit below %" PRIu32
@@ -873,10 +878,7 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	}
 	w->suggestion = rule_words_piece(&t, start);
 	start = text_mark(&t);
-	if (f->cause == CAUSE_NATURAL)
-		text_printf(&t, "drop the {$natural} hint and create the index %s", w->suggestion);
-	else
-		text_printf(&t, "create the index %s", w->suggestion);
+	text_printf(&t, "create the index %s", w->suggestion);
 	w->fix = rule_words_piece(&t, start);
 }
 
