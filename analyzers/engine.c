@@ -20,6 +20,7 @@
  * rule fires or a join must be counted; locks are taken only then too. */
 #include "analyzers/engine.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,19 @@
 /* A batch with many bad ops reports this many findings, then only decides
  * the verdict: a 100,000-op batch must not render 100,000 shapes. */
 #define MAX_REPORTS_PER_REQUEST 32
+
+/* Shape hashes, remembered. Rendering a shape only to hash it was most of
+ * what a repeated finding cost, and the same bytes always render the same
+ * shape, so the engine remembers, per hash of the raw parts, the shape hash
+ * they gave. An entry is three words written without a lock (workers share
+ * the engine); a reader trusts an entry only when its check word agrees
+ * with the other two, so a torn read of two writers' entries is a miss,
+ * never a wrong hash. */
+#define SHAPE_MEMO_SLOTS 1024 /* a power of two */
+
+typedef struct shape_memo_slot {
+	_Atomic uint64_t key, hash, check;
+} shape_memo_slot;
 
 /* The parts of a request a rule's checks read (rule_checks). */
 enum {
@@ -66,6 +80,13 @@ struct engine {
 	rule_id sorts[RULE_COUNT], filters[RULE_COUNT], updates[RULE_COUNT], pipelines[RULE_COUNT];
 	rule_id queries[RULE_COUNT], documents[RULE_COUNT];
 	size_t nsorts, nfilters, nupdates, npipelines, nqueries, ndocuments;
+	/* With no scope on any rule, every namespace gets the same actions:
+	 * target_init copies them instead of asking each rule. */
+	bool scoped;
+	rule_action act[RULE_COUNT], act_explain[RULE_COUNT];
+	unsigned parts_all, parts_explain;
+	uint32_t doc_floor;    /* the smallest document a document check reports */
+	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
 };
 
 typedef enum {
@@ -157,7 +178,9 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->sink = sink;
 	e->sink_arg = sink_arg;
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
-	bool ok = e->findings != NULL;
+	e->doc_floor = UINT32_MAX;
+	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	bool ok = e->findings != NULL && e->memo != NULL;
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
@@ -171,10 +194,22 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 			e->pipelines[e->npipelines++] = (rule_id)r;
 		if (k->query)
 			e->queries[e->nqueries++] = (rule_id)r;
-		if (k->document)
+		if (k->document) {
 			e->documents[e->ndocuments++] = (rule_id)r;
+			uint32_t f = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;
+			if (f < e->doc_floor)
+				e->doc_floor = f;
+		}
 		if (k->state_new)
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
+		rule_action a = e->cfg.rules[r].action;
+		e->scoped |= e->cfg.rules[r].nscopes > 0;
+		e->act[r] = a;
+		e->act_explain[r] = a > RULE_LOG ? RULE_LOG : a;
+		if (a != RULE_OFF)
+			e->parts_all |= e->parts[r];
+		if (e->act_explain[r] != RULE_OFF)
+			e->parts_explain |= e->parts[r];
 	}
 	if (!ok) {
 		engine_free(e);
@@ -188,6 +223,7 @@ void engine_free(engine *e)
 	if (!e)
 		return;
 	findings_table_free(e->findings);
+	free(e->memo);
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (e->state[r])
 			rule_table[r]->checks->state_free(e->state[r]);
@@ -245,6 +281,12 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 	t->db = db;
 	t->coll = coll;
 	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
+	const engine *e = ax->e;
+	if (!e->scoped) {
+		memcpy(t->act, ax->explain ? e->act_explain : e->act, sizeof(t->act));
+		t->parts = ax->explain ? e->parts_explain : e->parts_all;
+		return t->parts != 0;
+	}
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	t->parts = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
@@ -351,6 +393,80 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 	return ax->memo_r;
 }
 
+/* ---- the shape memo ---- */
+
+#define MEMO_MUL   0x9e3779b97f4a7c15ull
+#define MEMO_CHECK 0x6a09e667f3bcc909ull
+
+static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t w;
+	for (; n >= 8; b += 8, n -= 8) {
+		memcpy(&w, b, 8);
+		h = (h ^ w) * MEMO_MUL;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, b, n);
+	h = (h ^ w ^ ((uint64_t)n << 56)) * MEMO_MUL;
+	return h ^ (h >> 29);
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	return s ? mix_bytes(h, s, strlen(s) + 1) : mix_bytes(h, "", 0);
+}
+
+/* Everything the redacted shape and its hash are made from: namespace,
+ * command names, target, explain, and each part's key, mode and bytes. */
+static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
+{
+	const shape_spec *sp = s->shape;
+	uint64_t h = mix_str(0, s->ns);
+	h = mix_str(h, ax->explain ? "explain" : canonical_name(ax->kind));
+	h = mix_str(h, sp->command);
+	h = mix_str(h, sp->target);
+	h = mix_bytes(h, &sp->explain, 1);
+	for (size_t i = 0; i < sp->nparts; i++) {
+		const shape_part *p = &sp->parts[i];
+		unsigned mode = (unsigned)p->mode;
+		h = mix_str(h, p->key);
+		h = mix_bytes(h, &mode, sizeof mode);
+		if (p->str)
+			h = mix_str(h, p->str);
+		else /* the whole element: type, key and value */
+			h = mix_bytes(h, p->value.raw + p->value.off,
+			              p->value.next_off - p->value.off);
+	}
+	return h;
+}
+
+static uint64_t memo_check(uint64_t key, uint64_t hash)
+{
+	return key ^ (hash * MEMO_MUL) ^ MEMO_CHECK;
+}
+
+static bool memo_get(const engine *e, uint64_t key, uint64_t *hash)
+{
+	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	uint64_t k = atomic_load_explicit(&m->key, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&m->hash, memory_order_relaxed);
+	uint64_t c = atomic_load_explicit(&m->check, memory_order_relaxed);
+	if (k != key || c != memo_check(k, h))
+		return false;
+	*hash = h;
+	return true;
+}
+
+static void memo_put(engine *e, uint64_t key, uint64_t hash)
+{
+	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	atomic_store_explicit(&m->key, key, memory_order_relaxed);
+	atomic_store_explicit(&m->hash, hash, memory_order_relaxed);
+	atomic_store_explicit(&m->check, memo_check(key, hash), memory_order_relaxed);
+}
+
 /* Applies the action and reports. The rule's words are rendered here, once,
  * and only when the finding blocks first or reaches the sink. shape/hash
  * may come precomputed (the hot-path rule needs them to count); otherwise
@@ -367,6 +483,27 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 	if (!first_block && !to_sink)
 		return;
+	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
+	char redacted[SHAPE_BUF_LEN];
+	const char *shape = pre_shape;
+	uint64_t hash = pre_hash;
+	if (to_sink && !shape) {
+		uint64_t key = raw_key(ax, s);
+		if (!memo_get(ax->e, key, &hash)) {
+			hash = rule_shape_redacted(ax, s, redacted);
+			shape = redacted;
+			memo_put(ax->e, key, hash);
+		}
+	}
+	/* A repeat that blocks nothing is only counted: its words would be
+	 * rendered for no reader (the common case of a known finding). */
+	if (to_sink && !first_block) {
+		finding key = {.rule = rule, .action = action, .shape_hash = hash, .app_name = app};
+		if (findings_table_count_repeat(ax->e->findings, &key)) {
+			ax->nreported++;
+			return;
+		}
+	}
 	rule_words w;
 	rule_table[rule]->checks->words(ax, s, facts, &w);
 	if (first_block) {
@@ -376,14 +513,11 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	if (!to_sink)
 		return;
 	ax->nreported++;
-
-	char redacted[SHAPE_BUF_LEN];
-	const char *shape = pre_shape;
-	uint64_t hash = pre_hash;
-	if (!shape) {
+	if (!shape) { /* the memo gave the hash; a first occurrence needs the text */
 		hash = rule_shape_redacted(ax, s, redacted);
 		shape = redacted;
 	}
+
 	char shown[SHAPE_BUF_LEN];
 	if (!ax->e->cfg.redact_literals) {
 		shape_render(s->shape, false, shown, sizeof(shown));
@@ -398,7 +532,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .shape = shape,
 	    .suggestion = w.suggestion,
 	    .detail = w.detail,
-	    .app_name = ax->rc && ax->rc->app_name ? ax->rc->app_name : "",
+	    .app_name = app,
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
 	    .repeats = 0,
 	};
@@ -953,6 +1087,12 @@ static verdict analyze_update_delete(actx *ax, const cmdview *v)
 static verdict analyze_insert(actx *ax, const cmdview *v)
 {
 	target t;
+	/* Every document is smaller than the request: most inserts end here. */
+	uint64_t bytes = v->body.len;
+	for (size_t i = 0; i < v->nseqs; i++)
+		bytes += v->seqs[i].docs_len;
+	if (bytes < ax->e->doc_floor)
+		return VERDICT_FORWARD;
 	const char *coll = coll_of(&v->body);
 	if (!coll || !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_DOCUMENT))
 		return VERDICT_FORWARD;
@@ -1117,7 +1257,20 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	cmd_kind kind = classify(v->name);
 	if (kind == CMD_NONE || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
-	actx ax = {.e = e, .rc = rc, .block = block, .db = v->db, .kind = kind};
+	/* Field by field: memo_ns is written before it is read (memo_used),
+	 * and zeroing it on every request showed in the benchmark. */
+	actx ax;
+	ax.e = e;
+	ax.rc = rc;
+	ax.block = block;
+	ax.db = v->db;
+	ax.kind = kind;
+	ax.explain = false;
+	ax.verdict = VERDICT_FORWARD;
+	ax.nreported = 0;
+	ax.memo_used = false;
+	ax.memo_r = INDEXES_UNAVAILABLE;
+	ax.memo_set = NULL;
 	if (kind != CMD_EXPLAIN) {
 		verdict vd = dispatch(&ax, v);
 		index_set_release(ax.memo_set);

@@ -112,12 +112,18 @@ static void set_err(char *err, size_t errlen, const char *msg, const char *detai
 		         detail != NULL ? detail : "");
 }
 
+/* On every lookup, so no snprintf. */
 static bool make_ns(char *ns, const char *db, const char *coll)
 {
 	if (db == NULL || coll == NULL || db[0] == '\0' || coll[0] == '\0')
 		return false;
-	int n = snprintf(ns, IC_NS_MAX, "%s.%s", db, coll);
-	return n > 0 && n < IC_NS_MAX;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > IC_NS_MAX)
+		return false;
+	memcpy(ns, db, a);
+	ns[a] = '.';
+	memcpy(ns + a + 1, coll, b + 1);
+	return true;
 }
 
 /* ---- map, LRU and queue; all with mu held ---- */

@@ -92,6 +92,10 @@ struct rule_checks {
 	void (*query)(rule_ctx *c, const rule_site *s, const rule_query *q);
 	/* Each inserted document (insert's documents, bulkWrite's insert ops). */
 	void (*document)(rule_ctx *c, const rule_site *s, const bson_t *doc);
+	/* With document: the fewest bytes a document must have for the check
+	 * to report it under these parameters. An insert whose documents are
+	 * all smaller (the whole request is) is not walked at all. */
+	uint32_t (*document_floor)(const rule_config *rc);
 	/* Renders the words of a finding from the facts the check reported. */
 	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
 	/* State kept per engine (hot-path counters), or NULL. state_new

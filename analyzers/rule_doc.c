@@ -216,9 +216,19 @@ static const rule_param params[] = {
      "arrays with more elements than this, at any depth, are reported"},
 };
 
+/* A document over maxBytes, or big enough to hold an over-long array. */
+static uint32_t document_floor(const rule_config *rc)
+{
+	uint64_t bytes = (uint64_t)rc->params[DOC_PARAM_MAX_BYTES] + 1;
+	uint64_t array = least_bytes(rc->params[DOC_PARAM_MAX_ARRAY_LENGTH]);
+	uint64_t floor = bytes < array ? bytes : array;
+	return floor > UINT32_MAX ? UINT32_MAX : (uint32_t)floor;
+}
+
 static const rule_checks checks = {
     .update = check_update,
     .document = check_document,
+    .document_floor = document_floor,
     .words = words,
 };
 
