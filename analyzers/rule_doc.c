@@ -7,7 +7,8 @@
 
 #include "analyzers/rule_api.h"
 
-#define DOC_MAX_DEPTH 200 /* what the server's parser accepts for commands */
+#define DOC_MAX_DEPTH   200 /* what the server's parser accepts for commands */
+#define DOC_SHAPE_PARTS 12  /* a statement's parts, and the field */
 
 /* Appends ".key" (or "key" at the top) to path; returns the old length. */
 static size_t path_push(char *path, size_t cap, const char *key)
@@ -143,8 +144,23 @@ static void judge(rule_ctx *c, const rule_site *s, const bson_t *doc, bool repla
 	doc_facts f = {.replacement = replacement,
 	               .max_bytes = rc->params[DOC_PARAM_MAX_BYTES],
 	               .max_array = rc->params[DOC_PARAM_MAX_ARRAY_LENGTH]};
-	if (rule_doc_check(doc, f.max_bytes, f.max_array, &f.hit))
-		rule_report(c, s, RULE_LARGE_DOCUMENT, &f);
+	if (!rule_doc_check(doc, f.max_bytes, f.max_array, &f.hit))
+		return;
+	/* The shape names the field too: a document is data, so without it
+	 * every large document of a collection would be one finding, and a
+	 * second field's problem would hide in the first one's count. */
+	shape_part parts[DOC_SHAPE_PARTS];
+	size_t n = s->shape->nparts < DOC_SHAPE_PARTS - 1 ? s->shape->nparts : DOC_SHAPE_PARTS - 1;
+	memcpy(parts, s->shape->parts, n * sizeof(*parts));
+	parts[n].key = f.hit.too_big ? "largeDocument" : "longArray";
+	parts[n].mode = SHAPE_VERBATIM;
+	parts[n].str = f.hit.path[0] ? f.hit.path : "(the whole document)";
+	shape_spec spec = *s->shape;
+	spec.parts = parts;
+	spec.nparts = n + 1;
+	rule_site site = *s;
+	site.shape = &spec;
+	rule_report(c, &site, RULE_LARGE_DOCUMENT, &f);
 }
 
 static void check_document(rule_ctx *c, const rule_site *s, const bson_t *doc)

@@ -611,6 +611,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
 	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
 		return; /* reads `limit` documents, or the collection's metadata */
+	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE)
+		return; /* {$match: {}} leads nothing: as with no $match, not judged */
 	if (p.unknown || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
 		return; /* every collection has the _id index */
 

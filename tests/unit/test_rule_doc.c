@@ -258,6 +258,26 @@ static void test_limits(void **state)
 	fx_sink_free(&sink);
 }
 
+/* The shape names the field: two problems of one collection are two
+ * findings, the same problem again is a repeat. */
+static void test_shape_names_the_field(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_LARGE_DOCUMENT].params[DOC_PARAM_MAX_ARRAY_LENGTH] = 2;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	fx_analyze(e, "test",
+	           "{'insert':'c','documents':[{'a':[1,2,3]},{'b':{'c':[1,2,3]}},{'a':[4,5,6,7]}]}",
+	           NULL, 0, NULL, NULL);
+	assert_int_equal(fx_sink_count(&sink, RULE_LARGE_DOCUMENT), 2);
+	assert_string_equal(sink.f[0].shape, "{\"insert\":\"c\",\"longArray\":\"a\"}");
+	assert_string_equal(sink.f[1].shape, "{\"insert\":\"c\",\"longArray\":\"b.c\"}");
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
 static void test_block_message(void **state)
 {
 	engine_config cfg;
@@ -281,7 +301,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_table_is_balanced), cmocka_unit_test(test_table_log),
 	    cmocka_unit_test(test_table_block),       cmocka_unit_test(test_limits),
-	    cmocka_unit_test(test_block_message),
+	    cmocka_unit_test(test_block_message),     cmocka_unit_test(test_shape_names_the_field),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

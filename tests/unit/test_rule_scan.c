@@ -253,6 +253,9 @@ static const scase cases[] = {
     MISS("index list not known yet", "{'find':'elsewhere','filter':{'qty':1}}"),
     MISS("aggregate without a leading $match",
          "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a'}}],'cursor':{}}"),
+    MISS("aggregate with an empty leading $match (pymongo's count_documents({}))",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':1,'n':{'$sum':1}}}],"
+         "'cursor':{}}"),
     MISS("aggregate $match bounded",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':'$a'}}],"
          "'cursor':{}}"),
