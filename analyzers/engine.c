@@ -686,6 +686,7 @@ typedef enum {
 	BK_EXPLAIN, /* {aggregate, explain: true} */
 	BK_LIMIT,   /* find, delete statements */
 	BK_MULTI,   /* update statements, bulkWrite ops */
+	BK_MIN_MAX, /* find's min and max */
 } body_key;
 
 #define BK(k) (1u << BK_##k)
@@ -708,7 +709,9 @@ static body_key key_of(const char *k)
 	case 'l':
 		return key_eq(k, "limit") ? BK_LIMIT : BK_NONE;
 	case 'm':
-		return key_eq(k, "multi") ? BK_MULTI : BK_NONE;
+		if (key_eq(k, "multi"))
+			return BK_MULTI;
+		return key_eq(k, "min") || key_eq(k, "max") ? BK_MIN_MAX : BK_NONE;
 	case 'p':
 		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
 	case 'q':
@@ -740,6 +743,7 @@ typedef struct body {
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
 	bool multi;      /* an update statement's multi */
+	bool min_max;    /* find's min or max */
 	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
 	const char *key; /* distinct's key */
 	sort_query q;    /* sort, collation and hint point into the slots; the
@@ -754,6 +758,7 @@ typedef struct body {
 static void body_init(body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
+	b->min_max = false;
 	b->limit = 0;
 	b->key = NULL;
 	memset(&b->q, 0, sizeof(b->q));
@@ -831,6 +836,9 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			b->multi = bson_iter_as_bool(&it);
 			taken = false;
 			break;
+		case BK_MIN_MAX:
+			b->min_max = true;
+			break;
 		case BK_KEY:
 			if (BSON_ITER_HOLDS_UTF8(&it))
 				b->key = bson_iter_utf8(&it, NULL);
@@ -865,6 +873,7 @@ static void run_body_query(actx *ax, const rule_site *s, body *b, rule_query_kin
 	if (b->has_filter && doc_view(&b->filter, &b->filter_doc))
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
+	rq.min_max = b->min_max;
 	switch (kind) {
 	case RULE_QUERY_UPDATE:
 		rq.limit = b->multi ? 0 : 1;
@@ -1014,7 +1023,7 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 	}
 	if (ready) {
 		if (l.filter && (t.parts & PART_QUERY)) {
-			rule_query rq = {.kind = RULE_QUERY_AGGREGATE, .q = b.q};
+			rule_query rq = {.kind = RULE_QUERY_AGGREGATE, .q = b.q, .min_max = false};
 			rq.q.filter = l.filter;
 			rq.q.sort = l.has_sort ? &l.sort : NULL;
 			run_query(ax, &site, &rq);
@@ -1229,7 +1238,8 @@ static verdict dispatch(actx *ax, const cmdview *v)
 	switch (ax->kind) {
 	case CMD_FIND:
 		return analyze_query(ax, v,
-		                     BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT));
+		                     BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) |
+		                         BK(MIN_MAX));
 	case CMD_FIND_AND_MODIFY:
 		return analyze_query(ax, v,
 		                     BK(QUERY) | BK(SORT) | BK(UPDATE) | BK(UPSERT) |

@@ -59,6 +59,7 @@ typedef struct rule_query {
 	sort_query q;             /* db, coll, filter (NULL: none), sort, collation, hint */
 	int64_t limit;            /* documents the command reads at most; 0: no limit */
 	const char *distinct_key; /* distinct's key, or NULL */
+	bool min_max;             /* find's min / max: bounds of the hinted index */
 } rule_query;
 
 #define RULE_WORDS_LEN 4096

@@ -151,7 +151,8 @@ static void judge(rule_ctx *c, const rule_site *s, const bson_t *doc, bool repla
 	 * second field's problem would hide in the first one's count. */
 	shape_part parts[DOC_SHAPE_PARTS];
 	size_t n = s->shape->nparts < DOC_SHAPE_PARTS - 1 ? s->shape->nparts : DOC_SHAPE_PARTS - 1;
-	memcpy(parts, s->shape->parts, n * sizeof(*parts));
+	if (n) /* an insert's shape has no parts (and parts is NULL) */
+		memcpy(parts, s->shape->parts, n * sizeof(*parts));
 	parts[n].key = f.hit.too_big ? "largeDocument" : "longArray";
 	parts[n].mode = SHAPE_VERBATIM;
 	parts[n].str = f.hit.path[0] ? f.hit.path : "(the whole document)";

@@ -575,8 +575,9 @@ typedef struct scan_facts {
 
 static bool sort_served(const index_set *set, const rule_query *rq)
 {
-	if (!rq->q.sort || bson_empty(rq->q.sort))
-		return false;
+	sort_spec spec;
+	if (!rq->q.sort || query_sort_parse(rq->q.sort, &spec) != SORT_SPEC_KEYS)
+		return false; /* none, or {$natural: 1}: the collection's own order */
 	sort_facts f;
 	sort_evaluate(set, &rq->q, &f);
 	return f.verdict != SORT_BLOCKING; /* no verdict: say nothing either */
@@ -613,8 +614,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		return; /* reads `limit` documents, or the collection's metadata */
 	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE)
 		return; /* {$match: {}} leads nothing: as with no $match, not judged */
-	if (p.unknown || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
-		return; /* every collection has the _id index */
+	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
+		return; /* every collection has the _id index; min/max bound the hinted index */
 
 	const index_set *set;
 	if (rule_ctx_indexes(c, s->db, s->coll, &set) != INDEXES_KNOWN ||
