@@ -278,6 +278,70 @@ static void test_shape_names_the_field(void **state)
 	fx_sink_free(&sink);
 }
 
+/* The walk reads raw bytes: every BSON type must be stepped over by its
+ * exact length, or the array after it is never reached. */
+static void test_every_type_is_stepped_over(void **state)
+{
+	bson_t *d = bson_new(), scope = BSON_INITIALIZER, arr;
+	bson_oid_t oid;
+	bson_decimal128_t dec;
+	bson_oid_init_from_string(&oid, "0123456789abcdef01234567");
+	bson_decimal128_from_string("1.5", &dec);
+	BSON_APPEND_DOUBLE(d, "double", 1.5);
+	BSON_APPEND_UTF8(d, "string", "xyz");
+	BSON_APPEND_BINARY(d, "binary", BSON_SUBTYPE_BINARY, (const uint8_t *)"abcd", 4);
+	BSON_APPEND_UNDEFINED(d, "undefined");
+	BSON_APPEND_OID(d, "oid", &oid);
+	BSON_APPEND_BOOL(d, "bool", true);
+	BSON_APPEND_DATE_TIME(d, "date", 1700000000000);
+	BSON_APPEND_NULL(d, "null");
+	BSON_APPEND_REGEX(d, "regex", "^a.c", "im");
+	BSON_APPEND_DBPOINTER(d, "dbpointer", "db.coll", &oid);
+	BSON_APPEND_CODE(d, "code", "function () {}");
+	BSON_APPEND_SYMBOL(d, "symbol", "sym");
+	BSON_APPEND_INT32(&scope, "x", 1);
+	BSON_APPEND_CODE_WITH_SCOPE(d, "codews", "return x", &scope);
+	BSON_APPEND_INT32(d, "int32", 7);
+	BSON_APPEND_TIMESTAMP(d, "timestamp", 1, 2);
+	BSON_APPEND_INT64(d, "int64", 8);
+	BSON_APPEND_DECIMAL128(d, "decimal", &dec);
+	BSON_APPEND_MAXKEY(d, "max");
+	BSON_APPEND_MINKEY(d, "min");
+	BSON_APPEND_ARRAY_BEGIN(d, "last", &arr);
+	for (int i = 0; i < 3; i++)
+		BSON_APPEND_INT32(&arr, i == 0 ? "0" : i == 1 ? "1" : "2", i);
+	bson_append_array_end(d, &arr);
+	doc_hit hit;
+	assert_true(rule_doc_check(d, 1000000, 2, &hit));
+	assert_string_equal(hit.path, "last");
+	assert_int_equal(hit.size, 3);
+	/* The same types as array elements are counted one each. */
+	bson_t *a = bson_new(), el;
+	bson_iter_t it;
+	BSON_APPEND_ARRAY_BEGIN(a, "mixed", &el);
+	assert_true(bson_iter_init(&it, d));
+	int n = 0;
+	while (bson_iter_next(&it)) {
+		char key[16];
+		snprintf(key, sizeof key, "%d", n++);
+		bson_append_iter(&el, key, -1, &it);
+	}
+	bson_append_array_end(a, &el);
+	assert_true(rule_doc_check(a, 1000000, (uint32_t)n - 1, &hit));
+	assert_string_equal(hit.path, "mixed");
+	assert_int_equal(hit.size, n);
+	assert_false(rule_doc_check(a, 1000000, (uint32_t)n, &hit));
+	bson_destroy(a);
+	/* A length that lies ends the walk: nothing is reported. */
+	bson_t *lie = bson_copy(d);
+	uint8_t *raw = (uint8_t *)bson_get_data(lie);
+	raw[4 + 1 + strlen("double") + 1 + 8 + 1 + strlen("string") + 1 + 3] = 0x7f; /* 2 GB */
+	assert_false(rule_doc_check(lie, 1000000, 2, &hit));
+	bson_destroy(lie);
+	bson_destroy(d);
+	bson_destroy(&scope);
+}
+
 static void test_block_message(void **state)
 {
 	engine_config cfg;
@@ -299,9 +363,13 @@ static void test_block_message(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_table_is_balanced), cmocka_unit_test(test_table_log),
-	    cmocka_unit_test(test_table_block),       cmocka_unit_test(test_limits),
-	    cmocka_unit_test(test_block_message),     cmocka_unit_test(test_shape_names_the_field),
+	    cmocka_unit_test(test_table_is_balanced),
+	    cmocka_unit_test(test_table_log),
+	    cmocka_unit_test(test_table_block),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_block_message),
+	    cmocka_unit_test(test_shape_names_the_field),
+	    cmocka_unit_test(test_every_type_is_stepped_over),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
