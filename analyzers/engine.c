@@ -767,7 +767,8 @@ static void body_init(body *b, const char *db, const char *coll)
 	b->n = 0;
 }
 
-/* One pass over doc, taking the keys in the set `wanted` (BK bits). A
+/* One pass over doc, taking the keys in the set `wanted` (BK bits); one
+ * switch case per key, hence its length. A
  * filter, pipeline, sort or collation of the wrong type is passed over; a
  * repeated key counts as its last occurrence. False when doc cannot be
  * read. */

@@ -818,6 +818,8 @@ static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)
 	*ok = true;
 }
 
+/* One switch over the five causes, each a few lines of text: longer than
+ * usual, but each cause's words read together, top to bottom. */
 static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
 {
 	const scan_facts *f = facts;
