@@ -1,9 +1,10 @@
 /* The rule engine: from a command view to findings and a verdict.
  *
  * engine_analyze() names the command first and returns at once for the
- * commands that carry no filter, update, sort or pipeline (insert, hello,
- * getMore, ...). For the others it finds each filter / update / sort /
- * pipeline in the body (or in a kind-1 sequence), and runs the checks of
+ * commands that carry no filter, update, sort, pipeline or inserted document
+ * (hello, getMore, ...). For the others it finds each filter / update / sort
+ * / pipeline / query / document in the body (or in a kind-1 sequence), and
+ * runs the checks of
  * the rules in rule_table (rules.h) whose action for the request's
  * namespace and application is not `off` (rule_api.h says how a check and
  * the engine talk). The engine knows no rule by name.
@@ -19,6 +20,7 @@
  * rule fires or a join must be counted; locks are taken only then too. */
 #include "analyzers/engine.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +37,34 @@
  * the verdict: a 100,000-op batch must not render 100,000 shapes. */
 #define MAX_REPORTS_PER_REQUEST 32
 
+/* Shape hashes, remembered. Rendering a shape only to hash it was most of
+ * what a repeated finding cost, and the same bytes always render the same
+ * shape, so the engine remembers, per hash of the raw parts, the shape hash
+ * they gave. An entry is three words written without a lock (workers share
+ * the engine); a reader trusts an entry only when its check word agrees
+ * with the other two, so a torn read of two writers' entries is a miss,
+ * never a wrong hash. */
+#define SHAPE_MEMO_SLOTS 1024 /* a power of two */
+
+typedef struct shape_memo_slot {
+	_Atomic uint64_t key, hash, check;
+} shape_memo_slot;
+
 /* The parts of a request a rule's checks read (rule_checks). */
-enum { PART_SORT = 1u, PART_FILTER = 2u, PART_UPDATE = 4u, PART_PIPELINE = 8u };
+enum {
+	PART_SORT = 1u,
+	PART_FILTER = 2u,
+	PART_UPDATE = 4u,
+	PART_PIPELINE = 8u,
+	PART_QUERY = 16u,
+	PART_DOCUMENT = 32u,
+};
 
 static unsigned parts_read(const rule_checks *k)
 {
 	return (k->sort ? PART_SORT : 0) | (k->filter ? PART_FILTER : 0) |
-	       (k->update ? PART_UPDATE : 0) | (k->pipeline ? PART_PIPELINE : 0);
+	       (k->update ? PART_UPDATE : 0) | (k->pipeline ? PART_PIPELINE : 0) |
+	       (k->query ? PART_QUERY : 0) | (k->document ? PART_DOCUMENT : 0);
 }
 
 struct engine {
@@ -55,7 +78,15 @@ struct engine {
 	/* The rules with a check of each part, in table order, so a request
 	 * walks only the checks that exist. */
 	rule_id sorts[RULE_COUNT], filters[RULE_COUNT], updates[RULE_COUNT], pipelines[RULE_COUNT];
-	size_t nsorts, nfilters, nupdates, npipelines;
+	rule_id queries[RULE_COUNT], documents[RULE_COUNT];
+	size_t nsorts, nfilters, nupdates, npipelines, nqueries, ndocuments;
+	/* With no scope on any rule, every namespace gets the same actions:
+	 * target_init copies them instead of asking each rule. */
+	bool scoped;
+	rule_action act[RULE_COUNT], act_explain[RULE_COUNT];
+	unsigned parts_all, parts_explain;
+	uint32_t doc_floor;    /* the smallest document a document check reports */
+	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
 };
 
 typedef enum {
@@ -68,6 +99,7 @@ typedef enum {
 	CMD_DELETE,
 	CMD_FIND_AND_MODIFY,
 	CMD_BULK_WRITE,
+	CMD_INSERT,
 	CMD_EXPLAIN,
 } cmd_kind;
 
@@ -98,6 +130,8 @@ static cmd_kind classify(const char *name)
 		return key_eq(name, "bulkWrite") ? CMD_BULK_WRITE : CMD_NONE;
 	case 'e':
 		return key_eq(name, "explain") ? CMD_EXPLAIN : CMD_NONE;
+	case 'i':
+		return key_eq(name, "insert") ? CMD_INSERT : CMD_NONE;
 	default:
 		return CMD_NONE;
 	}
@@ -122,6 +156,8 @@ static const char *canonical_name(cmd_kind k)
 		return "findAndModify";
 	case CMD_BULK_WRITE:
 		return "bulkWrite";
+	case CMD_INSERT:
+		return "insert";
 	case CMD_EXPLAIN:
 		return "explain";
 	default:
@@ -142,7 +178,9 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->sink = sink;
 	e->sink_arg = sink_arg;
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
-	bool ok = e->findings != NULL;
+	e->doc_floor = UINT32_MAX;
+	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	bool ok = e->findings != NULL && e->memo != NULL;
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
@@ -154,8 +192,24 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 			e->updates[e->nupdates++] = (rule_id)r;
 		if (k->pipeline)
 			e->pipelines[e->npipelines++] = (rule_id)r;
+		if (k->query)
+			e->queries[e->nqueries++] = (rule_id)r;
+		if (k->document) {
+			e->documents[e->ndocuments++] = (rule_id)r;
+			uint32_t f = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;
+			if (f < e->doc_floor)
+				e->doc_floor = f;
+		}
 		if (k->state_new)
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
+		rule_action a = e->cfg.rules[r].action;
+		e->scoped |= e->cfg.rules[r].nscopes > 0;
+		e->act[r] = a;
+		e->act_explain[r] = a > RULE_LOG ? RULE_LOG : a;
+		if (a != RULE_OFF)
+			e->parts_all |= e->parts[r];
+		if (e->act_explain[r] != RULE_OFF)
+			e->parts_explain |= e->parts[r];
 	}
 	if (!ok) {
 		engine_free(e);
@@ -169,6 +223,7 @@ void engine_free(engine *e)
 	if (!e)
 		return;
 	findings_table_free(e->findings);
+	free(e->memo);
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (e->state[r])
 			rule_table[r]->checks->state_free(e->state[r]);
@@ -176,6 +231,8 @@ void engine_free(engine *e)
 }
 
 /* ---- per-request state ---- */
+
+#define MEMO_NS_LEN 512 /* the index cache's own limit on "db.coll" */
 
 struct rule_ctx {
 	engine *e;
@@ -186,6 +243,12 @@ struct rule_ctx {
 	bool explain;       /* never blocked, never counted as an execution */
 	verdict verdict;    /* FORWARD or BLOCK */
 	unsigned nreported; /* findings sent this request */
+	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
+	 * set is released when the request is done. */
+	bool memo_used;
+	index_lookup memo_r;
+	index_set *memo_set;
+	char memo_ns[MEMO_NS_LEN];
 };
 typedef rule_ctx actx;
 
@@ -218,6 +281,12 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 	t->db = db;
 	t->coll = coll;
 	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
+	const engine *e = ax->e;
+	if (!e->scoped) {
+		memcpy(t->act, ax->explain ? e->act_explain : e->act, sizeof(t->act));
+		t->parts = ax->explain ? e->parts_explain : e->parts_all;
+		return t->parts != 0;
+	}
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	t->parts = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
@@ -233,7 +302,7 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, spec};
+	rule_site s = {t->db, t->coll, t->ns, t->act, spec, NULL};
 	return s;
 }
 
@@ -302,6 +371,102 @@ index_cache *rule_ctx_index_cache(const rule_ctx *ax)
 	return ax->e->ic;
 }
 
+index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+{
+	*out = NULL;
+	if (!ax->e->ic || !db || !coll)
+		return INDEXES_UNAVAILABLE;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > MEMO_NS_LEN)
+		return INDEXES_UNAVAILABLE; /* the cache refuses it too */
+	if (!ax->memo_used || strncmp(ax->memo_ns, db, a) != 0 || ax->memo_ns[a] != '.' ||
+	    strcmp(ax->memo_ns + a + 1, coll) != 0) {
+		index_set_release(ax->memo_set);
+		ax->memo_set = NULL;
+		ax->memo_r = index_cache_get(ax->e->ic, db, coll, &ax->memo_set);
+		memcpy(ax->memo_ns, db, a);
+		ax->memo_ns[a] = '.';
+		memcpy(ax->memo_ns + a + 1, coll, b + 1);
+		ax->memo_used = true;
+	}
+	*out = ax->memo_set;
+	return ax->memo_r;
+}
+
+/* ---- the shape memo ---- */
+
+#define MEMO_MUL   0x9e3779b97f4a7c15ull
+#define MEMO_CHECK 0x6a09e667f3bcc909ull
+
+static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t w;
+	for (; n >= 8; b += 8, n -= 8) {
+		memcpy(&w, b, 8);
+		h = (h ^ w) * MEMO_MUL;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, b, n);
+	h = (h ^ w ^ ((uint64_t)n << 56)) * MEMO_MUL;
+	return h ^ (h >> 29);
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	return s ? mix_bytes(h, s, strlen(s) + 1) : mix_bytes(h, "", 0);
+}
+
+/* Everything the redacted shape and its hash are made from: namespace,
+ * command names, target, explain, and each part's key, mode and bytes. */
+static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
+{
+	const shape_spec *sp = s->shape;
+	uint64_t h = mix_str(0, s->ns);
+	h = mix_str(h, ax->explain ? "explain" : canonical_name(ax->kind));
+	h = mix_str(h, sp->command);
+	h = mix_str(h, sp->target);
+	h = mix_bytes(h, &sp->explain, 1);
+	for (size_t i = 0; i < sp->nparts; i++) {
+		const shape_part *p = &sp->parts[i];
+		unsigned mode = (unsigned)p->mode;
+		h = mix_str(h, p->key);
+		h = mix_bytes(h, &mode, sizeof mode);
+		if (p->str)
+			h = mix_str(h, p->str);
+		else /* the whole element: type, key and value */
+			h = mix_bytes(h, p->value.raw + p->value.off,
+			              p->value.next_off - p->value.off);
+	}
+	return h;
+}
+
+static uint64_t memo_check(uint64_t key, uint64_t hash)
+{
+	return key ^ (hash * MEMO_MUL) ^ MEMO_CHECK;
+}
+
+static bool memo_get(const engine *e, uint64_t key, uint64_t *hash)
+{
+	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	uint64_t k = atomic_load_explicit(&m->key, memory_order_relaxed);
+	uint64_t h = atomic_load_explicit(&m->hash, memory_order_relaxed);
+	uint64_t c = atomic_load_explicit(&m->check, memory_order_relaxed);
+	if (k != key || c != memo_check(k, h))
+		return false;
+	*hash = h;
+	return true;
+}
+
+static void memo_put(engine *e, uint64_t key, uint64_t hash)
+{
+	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	atomic_store_explicit(&m->key, key, memory_order_relaxed);
+	atomic_store_explicit(&m->hash, hash, memory_order_relaxed);
+	atomic_store_explicit(&m->check, memo_check(key, hash), memory_order_relaxed);
+}
+
 /* Applies the action and reports. The rule's words are rendered here, once,
  * and only when the finding blocks first or reaches the sink. shape/hash
  * may come precomputed (the hot-path rule needs them to count); otherwise
@@ -318,6 +483,27 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 	if (!first_block && !to_sink)
 		return;
+	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
+	char redacted[SHAPE_BUF_LEN];
+	const char *shape = pre_shape;
+	uint64_t hash = pre_hash;
+	if (to_sink && !shape) {
+		uint64_t key = raw_key(ax, s);
+		if (!memo_get(ax->e, key, &hash)) {
+			hash = rule_shape_redacted(ax, s, redacted);
+			shape = redacted;
+			memo_put(ax->e, key, hash);
+		}
+	}
+	/* A repeat that blocks nothing is only counted: its words would be
+	 * rendered for no reader (the common case of a known finding). */
+	if (to_sink && !first_block) {
+		finding key = {.rule = rule, .action = action, .shape_hash = hash, .app_name = app};
+		if (findings_table_count_repeat(ax->e->findings, &key)) {
+			ax->nreported++;
+			return;
+		}
+	}
 	rule_words w;
 	rule_table[rule]->checks->words(ax, s, facts, &w);
 	if (first_block) {
@@ -327,14 +513,11 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	if (!to_sink)
 		return;
 	ax->nreported++;
-
-	char redacted[SHAPE_BUF_LEN];
-	const char *shape = pre_shape;
-	uint64_t hash = pre_hash;
-	if (!shape) {
+	if (!shape) { /* the memo gave the hash; a first occurrence needs the text */
 		hash = rule_shape_redacted(ax, s, redacted);
 		shape = redacted;
 	}
+
 	char shown[SHAPE_BUF_LEN];
 	if (!ax->e->cfg.redact_literals) {
 		shape_render(s->shape, false, shown, sizeof(shown));
@@ -349,7 +532,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .shape = shape,
 	    .suggestion = w.suggestion,
 	    .detail = w.detail,
-	    .app_name = ax->rc && ax->rc->app_name ? ax->rc->app_name : "",
+	    .app_name = app,
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
 	    .repeats = 0,
 	};
@@ -422,6 +605,26 @@ static void run_pipeline(actx *ax, const rule_site *s, const bson_iter_t *pipeli
 	}
 }
 
+static void run_query(actx *ax, const rule_site *s, const rule_query *q)
+{
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->nqueries; i++) {
+		rule_id r = e->queries[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->query(ax, s, q);
+	}
+}
+
+static void run_document(actx *ax, const rule_site *s, const bson_t *doc)
+{
+	const engine *e = ax->e;
+	for (size_t i = 0; i < e->ndocuments; i++) {
+		rule_id r = e->documents[i];
+		if (s->act[r] != RULE_OFF)
+			rule_table[r]->checks->document(ax, s, doc);
+	}
+}
+
 /* ---- reading a command body ---- */
 
 static const char *coll_of(const bson_t *body)
@@ -481,6 +684,9 @@ typedef enum {
 	BK_KEY, /* distinct */
 	BK_ARRAY_FILTERS,
 	BK_EXPLAIN, /* {aggregate, explain: true} */
+	BK_LIMIT,   /* find, delete statements */
+	BK_MULTI,   /* update statements, bulkWrite ops */
+	BK_MIN_MAX, /* find's min and max */
 } body_key;
 
 #define BK(k) (1u << BK_##k)
@@ -500,6 +706,12 @@ static body_key key_of(const char *k)
 		return key_eq(k, "hint") ? BK_HINT : BK_NONE;
 	case 'k':
 		return key_eq(k, "key") ? BK_KEY : BK_NONE;
+	case 'l':
+		return key_eq(k, "limit") ? BK_LIMIT : BK_NONE;
+	case 'm':
+		if (key_eq(k, "multi"))
+			return BK_MULTI;
+		return key_eq(k, "min") || key_eq(k, "max") ? BK_MIN_MAX : BK_NONE;
 	case 'p':
 		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
 	case 'q':
@@ -522,7 +734,7 @@ static body_key key_of(const char *k)
 /* The most parts a command shows (findAndModify). More means repeated keys,
  * which the server refuses; the rules still see every key, the shape shows
  * the first ones. */
-#define BODY_MAX_PARTS 6
+#define BODY_MAX_PARTS 8
 
 /* What the walk found. Views point into the body; the bson_t slots live
  * here because a view is never copied by value. */
@@ -530,8 +742,12 @@ typedef struct body {
 	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
-	sort_query q; /* sort, collation and hint point into the slots; the
-	               * filter too once body_sort_query has run */
+	bool multi;      /* an update statement's multi */
+	bool min_max;    /* find's min or max */
+	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
+	const char *key; /* distinct's key */
+	sort_query q;    /* sort, collation and hint point into the slots; the
+	                  * filter too once body_sort_query has run */
 	bson_t filter_doc, sort, collation, hint;
 	shape_part parts[BODY_MAX_PARTS]; /* the shape, in the body's order */
 	size_t n;
@@ -541,14 +757,18 @@ typedef struct body {
  * when their key is met. */
 static void body_init(body *b, const char *db, const char *coll)
 {
-	b->has_filter = b->has_update = b->has_pipeline = b->explain = false;
+	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
+	b->min_max = false;
+	b->limit = 0;
+	b->key = NULL;
 	memset(&b->q, 0, sizeof(b->q));
 	b->q.db = db;
 	b->q.coll = coll;
 	b->n = 0;
 }
 
-/* One pass over doc, taking the keys in the set `wanted` (BK bits). A
+/* One pass over doc, taking the keys in the set `wanted` (BK bits); one
+ * switch case per key, hence its length. A
  * filter, pipeline, sort or collation of the wrong type is passed over; a
  * repeated key counts as its last occurrence. False when doc cannot be
  * read. */
@@ -606,8 +826,25 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			b->explain |= bson_iter_as_bool(&it);
 			taken = false; /* not part of the shape */
 			break;
-		case BK_UPSERT:
+		case BK_LIMIT:
+			if (BSON_ITER_HOLDS_NUMBER(&it)) {
+				int64_t n = bson_iter_as_int64(&it);
+				b->limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
+			}
+			taken = false; /* as before: limits do not change the shape */
+			break;
+		case BK_MULTI:
+			b->multi = bson_iter_as_bool(&it);
+			taken = false;
+			break;
+		case BK_MIN_MAX:
+			b->min_max = true;
+			break;
 		case BK_KEY:
+			if (BSON_ITER_HOLDS_UTF8(&it))
+				b->key = bson_iter_utf8(&it, NULL);
+			break;
+		case BK_UPSERT:
 		case BK_NONE:
 			break;
 		}
@@ -626,16 +863,66 @@ static const sort_query *body_sort_query(body *b)
 	return &b->q;
 }
 
-/* The checks of a filter and an update, after the sort checks. */
-static void check_filter_update(actx *ax, const rule_site *s, const body *b)
+/* The collection-scan question of a filter: the filter as a document (a
+ * static view, made only when a rule asks), and what bounds the work. */
+static void run_body_query(actx *ax, const rule_site *s, body *b, rule_query_kind kind)
 {
-	if (b->has_filter)
+	rule_query rq;
+	rq.kind = kind;
+	rq.q = b->q;
+	rq.q.filter = NULL;
+	if (b->has_filter && doc_view(&b->filter, &b->filter_doc))
+		rq.q.filter = &b->filter_doc;
+	rq.distinct_key = b->key;
+	rq.min_max = b->min_max;
+	switch (kind) {
+	case RULE_QUERY_UPDATE:
+		rq.limit = b->multi ? 0 : 1;
+		break;
+	case RULE_QUERY_FIND_AND_MODIFY:
+		rq.limit = 1;
+		break;
+	default:
+		rq.limit = b->limit;
+		break;
+	}
+	run_query(ax, s, &rq);
+}
+
+/* The checks of a filter, an update and a query, after the sort checks.
+ * The update checks see the statement's filter through the site. */
+static void check_filter_update(actx *ax, rule_site *s, body *b, const target *t,
+                                rule_query_kind kind)
+{
+	if (b->has_filter) {
+		s->filter = &b->filter;
 		run_filter(ax, s, &b->filter);
+	}
 	if (b->has_update)
 		run_update(ax, s, &b->update);
+	if (t->parts & PART_QUERY)
+		run_body_query(ax, s, b, kind);
 }
 
 /* ---- commands ---- */
+
+static rule_query_kind query_kind_of(cmd_kind k)
+{
+	switch (k) {
+	case CMD_COUNT:
+		return RULE_QUERY_COUNT;
+	case CMD_DISTINCT:
+		return RULE_QUERY_DISTINCT;
+	case CMD_FIND_AND_MODIFY:
+		return RULE_QUERY_FIND_AND_MODIFY;
+	case CMD_UPDATE:
+		return RULE_QUERY_UPDATE;
+	case CMD_DELETE:
+		return RULE_QUERY_DELETE;
+	default:
+		return RULE_QUERY_FIND;
+	}
+}
 
 /* find, findAndModify, count and distinct: one collection, one filter, and
  * for some a sort and an update. The sort rule finds no sort in count or
@@ -654,48 +941,52 @@ static verdict analyze_query(actx *ax, const cmdview *v, unsigned keys)
 	rule_site site = site_of(&t, &spec);
 	if (!run_sort(ax, &site, body_sort_query(&b)))
 		return VERDICT_WAIT_INDEXES;
-	check_filter_update(ax, &site, &b);
+	check_filter_update(ax, &site, &b, &t, query_kind_of(ax->kind));
 	return ax->verdict;
 }
 
 /* The filter of an aggregation's leading $match stages, and the $sort right
- * after them: only a sort at the start of the pipeline can use an index.
- * Several leading $match stages are merged (the server coalesces them);
- * only then is anything allocated. bson_t values are never copied by value
- * (a view points into its own struct), hence the two slots. */
+ * after them: only a sort at the start of the pipeline can use an index,
+ * and only the leading $match stages choose the plan. Several leading
+ * $match stages are merged (the server coalesces them); only then is
+ * anything allocated. bson_t values are never copied by value (a view
+ * points into its own struct), hence the two slots. */
 typedef struct leading {
 	bson_t first;  /* view of the first $match */
 	bson_t merged; /* owned when several $match stages lead */
 	bool owned;
 	const bson_t *filter; /* NULL, &first or &merged */
 	bson_t sort;
+	bool has_sort;
 } leading;
 
-static bool leading_sort(const bson_iter_t *pipeline, leading *l)
+static void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
-	l->owned = false;
+	l->owned = l->has_sort = false;
 	l->filter = NULL;
 	if (!bson_iter_recurse(pipeline, &s))
-		return false;
+		return;
 	while (bson_iter_next(&s)) {
 		if (!BSON_ITER_HOLDS_DOCUMENT(&s) || !bson_iter_recurse(&s, &c) ||
 		    !bson_iter_next(&c))
-			return false;
+			return;
 		const char *k = bson_iter_key(&c);
-		if (key_eq(k, "$sort"))
-			return doc_view(&c, &l->sort);
+		if (key_eq(k, "$sort")) {
+			l->has_sort = doc_view(&c, &l->sort);
+			return;
+		}
 		if (!key_eq(k, "$match"))
-			return false;
+			return;
 		if (!l->filter) {
 			if (!doc_view(&c, &l->first))
-				return false;
+				return;
 			l->filter = &l->first;
 			continue;
 		}
 		bson_t m;
 		if (!doc_view(&c, &m))
-			return false;
+			return;
 		if (!l->owned) {
 			bson_init(&l->merged);
 			bson_concat(&l->merged, &l->first);
@@ -704,7 +995,6 @@ static bool leading_sort(const bson_iter_t *pipeline, leading *l)
 		}
 		bson_concat(&l->merged, &m);
 	}
-	return false;
 }
 
 static verdict analyze_aggregate(actx *ax, const cmdview *v)
@@ -723,32 +1013,45 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 	rule_site site = site_of(&t, &spec);
 
 	bool ready = true;
-	if (coll && (t.parts & PART_SORT) && ax->e->ic) {
-		leading l;
-		if (leading_sort(&b.pipeline, &l)) {
+	leading l = {.owned = false, .filter = NULL, .has_sort = false};
+	if (coll && (t.parts & (PART_SORT | PART_QUERY)) && ax->e->ic) {
+		leading_stages(&b.pipeline, &l);
+		if (l.has_sort && (t.parts & PART_SORT)) {
 			b.q.filter = l.filter;
 			b.q.sort = &l.sort;
 			ready = run_sort(ax, &site, &b.q);
 		}
-		if (l.owned)
-			bson_destroy(&l.merged);
 	}
-	if (!ready)
-		return VERDICT_WAIT_INDEXES;
-	run_pipeline(ax, &site, &b.pipeline);
-	return ax->verdict;
+	if (ready) {
+		if (l.filter && (t.parts & PART_QUERY)) {
+			rule_query rq = {.kind = RULE_QUERY_AGGREGATE, .q = b.q, .min_max = false};
+			rq.q.filter = l.filter;
+			rq.q.sort = l.has_sort ? &l.sort : NULL;
+			run_query(ax, &site, &rq);
+		}
+		run_pipeline(ax, &site, &b.pipeline);
+	}
+	if (l.owned)
+		bson_destroy(&l.merged);
+	return ready ? ax->verdict : VERDICT_WAIT_INDEXES;
 }
 
 /* The statements of update / delete / bulkWrite. arrayFilters are shown in
  * the shape but never checked for regexes: they pick elements inside
  * documents the filter already selected, so they never decide an index
  * scan. */
-#define UPDATE_STMT_KEYS (BK(Q) | BK(U) | BK(UPSERT) | BK(ARRAY_FILTERS))
-#define BULK_UPDATE_KEYS (BK(FILTER) | BK(UPDATE_MODS) | BK(UPSERT) | BK(ARRAY_FILTERS))
+#define UPDATE_STMT_KEYS                                                                           \
+	(BK(Q) | BK(U) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) | BK(COLLATION))
+#define BULK_UPDATE_KEYS                                                                           \
+	(BK(FILTER) | BK(UPDATE_MODS) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) |    \
+	 BK(COLLATION))
+#define DELETE_STMT_KEYS (BK(Q) | BK(LIMIT) | BK(HINT) | BK(COLLATION))
+#define BULK_DELETE_KEYS (BK(FILTER) | BK(MULTI) | BK(HINT) | BK(COLLATION))
 
 /* op: bulkWrite's "update" / "delete", shown first in the shape, or NULL. */
 static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned keys,
-                         const char *command, const char *shape_target, const char *op)
+                         rule_query_kind kind, const char *command, const char *shape_target,
+                         const char *op)
 {
 	body b;
 	body_init(&b, NULL, NULL);
@@ -760,9 +1063,13 @@ static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned 
 	}
 	if (!body_walk(&b, doc, keys))
 		return;
+	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
+		b.limit = b.multi ? 0 : 1;
+	b.q.db = t->db;
+	b.q.coll = t->coll;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
 	rule_site site = site_of(t, &spec);
-	check_filter_update(ax, &site, &b);
+	check_filter_update(ax, &site, &b, t, kind);
 }
 
 static verdict analyze_update_delete(actx *ax, const cmdview *v)
@@ -772,15 +1079,55 @@ static verdict analyze_update_delete(actx *ax, const cmdview *v)
 	if (!coll || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	bool update = ax->kind == CMD_UPDATE;
-	if (!update && !(t.parts & PART_FILTER))
+	if (!update && !(t.parts & (PART_FILTER | PART_QUERY)))
 		return VERDICT_FORWARD; /* a delete has only filters */
 	cmdview_docs d;
 	bson_t doc;
 	cmdview_docs_init(&d, v, update ? "updates" : "deletes");
 	while (cmdview_docs_next(&d, &doc))
-		analyze_stmt(ax, &t, &doc, update ? UPDATE_STMT_KEYS : BK(Q),
+		analyze_stmt(ax, &t, &doc, update ? UPDATE_STMT_KEYS : DELETE_STMT_KEYS,
+		             update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
 		             canonical_name(ax->kind), coll, NULL);
 	return ax->verdict;
+}
+
+/* insert: each document, for the rules that read inserted documents. The
+ * shape is the command and the collection only: a document is data, and
+ * every large document of one collection is one finding, counted. */
+static verdict analyze_insert(actx *ax, const cmdview *v)
+{
+	target t;
+	/* Every document is smaller than the request: most inserts end here. */
+	uint64_t bytes = v->body.len;
+	for (size_t i = 0; i < v->nseqs; i++)
+		bytes += v->seqs[i].docs_len;
+	if (bytes < ax->e->doc_floor)
+		return VERDICT_FORWARD;
+	const char *coll = coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_DOCUMENT))
+		return VERDICT_FORWARD;
+	shape_spec spec = {"insert", coll, ax->explain, NULL, 0};
+	rule_site site = site_of(&t, &spec);
+	cmdview_docs d;
+	bson_t doc;
+	cmdview_docs_init(&d, v, "documents");
+	while (cmdview_docs_next(&d, &doc))
+		run_document(ax, &site, &doc);
+	return ax->verdict;
+}
+
+/* A bulkWrite insert op: {insert: i, document: {...}}. */
+static void analyze_insert_op(actx *ax, const target *t, const bson_t *op)
+{
+	bson_iter_t it;
+	bson_t doc;
+	if (!(t->parts & PART_DOCUMENT) || !bson_iter_init_find(&it, op, "document") ||
+	    !doc_view(&it, &doc))
+		return;
+	shape_part part = {.key = "op", .mode = SHAPE_VERBATIM, .str = "insert"};
+	shape_spec spec = {"bulkWrite", t->ns, ax->explain, &part, 1};
+	rule_site site = site_of(t, &spec);
+	run_document(ax, &site, &doc);
 }
 
 /* "db.coll" into db (cap bytes) and the collection after the first dot.
@@ -862,8 +1209,9 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 			continue;
 		const char *kind = bson_iter_key(&it);
 		bool is_update = key_eq(kind, "update");
-		if (!is_update && !key_eq(kind, "delete"))
-			continue; /* inserts carry no filter or update */
+		bool is_insert = !is_update && key_eq(kind, "insert");
+		if (!is_update && !is_insert && !key_eq(kind, "delete"))
+			continue;
 		if (!BSON_ITER_HOLDS_INT(&it))
 			continue;
 		/* The shape names the namespace: bulkWrite spans several. */
@@ -875,8 +1223,12 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		target t;
 		if (!target_init(ax, &t, db, coll))
 			continue;
-		analyze_stmt(ax, &t, &op, is_update ? BULK_UPDATE_KEYS : BK(FILTER), "bulkWrite",
-		             t.ns, kind);
+		if (is_insert)
+			analyze_insert_op(ax, &t, &op);
+		else
+			analyze_stmt(ax, &t, &op, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
+			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE, "bulkWrite",
+			             t.ns, kind);
 	}
 	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;
@@ -886,15 +1238,19 @@ static verdict dispatch(actx *ax, const cmdview *v)
 {
 	switch (ax->kind) {
 	case CMD_FIND:
-		return analyze_query(ax, v, BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT));
+		return analyze_query(ax, v,
+		                     BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) |
+		                         BK(MIN_MAX));
 	case CMD_FIND_AND_MODIFY:
 		return analyze_query(ax, v,
 		                     BK(QUERY) | BK(SORT) | BK(UPDATE) | BK(UPSERT) |
 		                         BK(COLLATION) | BK(HINT));
 	case CMD_COUNT:
-		return analyze_query(ax, v, BK(QUERY));
+		return analyze_query(ax, v, BK(QUERY) | BK(HINT) | BK(COLLATION));
 	case CMD_DISTINCT:
-		return analyze_query(ax, v, BK(KEY) | BK(QUERY));
+		return analyze_query(ax, v, BK(KEY) | BK(QUERY) | BK(HINT) | BK(COLLATION));
+	case CMD_INSERT:
+		return analyze_insert(ax, v);
 	case CMD_AGGREGATE:
 		return analyze_aggregate(ax, v);
 	case CMD_UPDATE:
@@ -911,10 +1267,26 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 {
 	cmd_kind kind = classify(v->name);
 	if (kind == CMD_NONE || !v->db)
-		return VERDICT_FORWARD; /* insert, hello, getMore, ...: nothing to check */
-	actx ax = {.e = e, .rc = rc, .block = block, .db = v->db, .kind = kind};
-	if (kind != CMD_EXPLAIN)
-		return dispatch(&ax, v);
+		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
+	/* Field by field: memo_ns is written before it is read (memo_used),
+	 * and zeroing it on every request showed in the benchmark. */
+	actx ax;
+	ax.e = e;
+	ax.rc = rc;
+	ax.block = block;
+	ax.db = v->db;
+	ax.kind = kind;
+	ax.explain = false;
+	ax.verdict = VERDICT_FORWARD;
+	ax.nreported = 0;
+	ax.memo_used = false;
+	ax.memo_r = INDEXES_UNAVAILABLE;
+	ax.memo_set = NULL;
+	if (kind != CMD_EXPLAIN) {
+		verdict vd = dispatch(&ax, v);
+		index_set_release(ax.memo_set);
+		return vd;
+	}
 
 	/* {explain: {find: ...}, verbosity: ...}: analyse the inner command,
 	 * in a view of its own (a cmdview is never copied). */
@@ -931,9 +1303,10 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	inner.name = bson_iter_key(&it);
 	ax.kind = classify(inner.name);
 	ax.explain = true;
-	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN)
-		return VERDICT_FORWARD;
+	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT)
+		return VERDICT_FORWARD; /* insert cannot be explained */
 	verdict vd = dispatch(&ax, &inner);
+	index_set_release(ax.memo_set);
 	return vd == VERDICT_BLOCK ? VERDICT_FORWARD : vd; /* belt and braces */
 }
 

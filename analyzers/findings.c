@@ -150,6 +150,19 @@ void findings_table_report(findings_table *t, const finding *f, engine_sink_fn s
 	sink(arg, &first);
 }
 
+bool findings_table_count_repeat(findings_table *t, const finding *f)
+{
+	uint64_t hash = key_hash(f);
+	pthread_mutex_lock(&t->lock);
+	lru_map_node *n = lru_map_find(&t->map, hash, node_is, f);
+	if (n) {
+		fentry_of(n)->count++;
+		lru_map_touch(&t->map, n);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n != NULL;
+}
+
 void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg)
 {
 	/* Copy what is due under the lock, report it after: a slow sink

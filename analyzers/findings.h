@@ -15,6 +15,7 @@
 #ifndef MG_ANALYZERS_FINDINGS_H
 #define MG_ANALYZERS_FINDINGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "analyzers/finding.h"
@@ -28,6 +29,11 @@ void findings_table_free(findings_table *t);
 
 void findings_table_report(findings_table *t, const finding *f, engine_sink_fn sink, void *arg);
 void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg);
+
+/* When f's key (rule, shapeHash, action, application) is held, counts a
+ * repeat, exactly as findings_table_report would, and returns true; the
+ * engine then need not render the words of a finding nobody will read. */
+bool findings_table_count_repeat(findings_table *t, const finding *f);
 
 /* Keys currently held (tests). */
 size_t findings_table_size(findings_table *t);

@@ -112,12 +112,18 @@ static void set_err(char *err, size_t errlen, const char *msg, const char *detai
 		         detail != NULL ? detail : "");
 }
 
+/* On every lookup, so no snprintf. */
 static bool make_ns(char *ns, const char *db, const char *coll)
 {
 	if (db == NULL || coll == NULL || db[0] == '\0' || coll[0] == '\0')
 		return false;
-	int n = snprintf(ns, IC_NS_MAX, "%s.%s", db, coll);
-	return n > 0 && n < IC_NS_MAX;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > IC_NS_MAX)
+		return false;
+	memcpy(ns, db, a);
+	ns[a] = '.';
+	memcpy(ns + a + 1, coll, b + 1);
+	return true;
 }
 
 /* ---- map, LRU and queue; all with mu held ---- */
@@ -462,6 +468,49 @@ static bool has_id_index(const index_set *s)
 	return false;
 }
 
+/* The collection's size as its metadata says (the count command without a
+ * filter, which reads no document); -1 when the server does not answer it,
+ * and the collection-scan rule then stays silent. */
+static int64_t estimated_count(mongoc_collection_t *c)
+{
+	bson_error_t error;
+	int64_t n = mongoc_collection_estimated_document_count(c, NULL, NULL, NULL, &error);
+	return n < 0 ? -1 : n;
+}
+
+/* Which index fields hold arrays: listIndexes does not say, explain of a
+ * query hinted to the index does (mongod's IXSCAN stage: isMultiKey,
+ * multiKeyPaths). One explain per index per refresh, on this thread. A
+ * server that answers otherwise (FerretDB) leaves the index unknown, which
+ * the sort rule treats as not multikey, as before. */
+static void learn_multikey(mongoc_client_t *client, const char *db, const char *coll,
+                           index_set *set)
+{
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (d->hidden || d->odd || d->wildcard || d->plugin || d->nkeys == 0)
+			continue; /* not hintable, or not a sort question */
+		bson_t hint, cmd, find, filter, reply;
+		bson_error_t error;
+		index_def_key_pattern(d, &hint);
+		bson_init(&cmd);
+		bson_append_document_begin(&cmd, "explain", -1, &find);
+		BSON_APPEND_UTF8(&find, "find", coll);
+		bson_append_document_begin(&find, "filter", -1, &filter);
+		bson_append_document_end(&find, &filter);
+		BSON_APPEND_DOCUMENT(&find, "hint", &hint);
+		BSON_APPEND_INT32(&find, "limit", 1);
+		bson_append_document_end(&cmd, &find);
+		BSON_APPEND_UTF8(&cmd, "verbosity", "queryPlanner");
+		if (mongoc_client_read_command_with_opts(client, db, &cmd, NULL, NULL, &reply,
+		                                         &error))
+			(void)index_set_learn_multikey(set, i, &reply);
+		bson_destroy(&reply);
+		bson_destroy(&cmd);
+		bson_destroy(&hint);
+	}
+}
+
 /* listIndexes for "db.coll". NULL when the fetch failed. A missing
  * collection or a view gives an opaque set: nothing to judge there. */
 static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const char *ns)
@@ -517,6 +566,9 @@ static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const 
 			index_set_release(set);
 			set =
 			    index_set_new_opaque("the collection has no _id index (time-series?)");
+		} else if (set != NULL) {
+			index_set_set_doc_count(set, estimated_count(c));
+			learn_multikey(client, db, dot + 1, set);
 		}
 	}
 	for (size_t i = 0; i < n; i++)

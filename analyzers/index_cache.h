@@ -6,7 +6,9 @@
  * "unknown"; when a fetch completes the cache calls `notify` (from the
  * metadata thread) so the proxy can re-run requests that were waiting.
  * Entries are refreshed every refresh_secs and dropped when a DDL command
- * passes through the proxy (engine_note_ddl). */
+ * passes through the proxy (engine_note_ddl). With each list the thread
+ * learns the collection's estimated document count (index_set_doc_count;
+ * `count` without a filter, which reads metadata only), refreshed with it. */
 #ifndef MG_ANALYZERS_INDEX_CACHE_H
 #define MG_ANALYZERS_INDEX_CACHE_H
 

@@ -16,6 +16,7 @@ struct index_set {
 	index_def *defs;
 	bool opaque;
 	char reason[96];
+	int64_t doc_count; /* -1: unknown */
 };
 
 static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated)
@@ -168,6 +169,7 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n)
 	if (s == NULL)
 		return NULL;
 	atomic_init(&s->refs, 1);
+	s->doc_count = -1;
 	if (n > 0) {
 		s->defs = calloc(n, sizeof *s->defs);
 		if (s->defs == NULL) {
@@ -248,6 +250,110 @@ out:
 	free(docs);
 	bson_destroy(arr);
 	return s;
+}
+
+void index_def_key_pattern(const index_def *d, bson_t *out)
+{
+	bson_init(out);
+	for (size_t i = 0; i < d->nkeys; i++) {
+		if (d->keys[i].direction != 0)
+			BSON_APPEND_INT32(out, d->keys[i].field, d->keys[i].direction);
+		else if (!d->plugin)
+			BSON_APPEND_UTF8(out, d->keys[i].field, "hashed");
+	}
+}
+
+#define EXPLAIN_MAX_DEPTH 64
+
+static bool str_is(const bson_iter_t *it, const char *want)
+{
+	return BSON_ITER_HOLDS_UTF8(it) && strcmp(bson_iter_utf8(it, NULL), want) == 0;
+}
+
+/* One stage document: an IXSCAN of index d with both facts. found: some
+ * such stage was read (a mongos answers one per shard: any shard's array
+ * makes the field multikey). */
+static void ixscan_facts(const bson_t *stage, const index_def *d, bool *found, uint32_t *mask)
+{
+	bson_iter_t it, paths, arr;
+	bool ixscan = false, named = false, has_multi = false, has_paths = false;
+	uint32_t m = 0;
+	if (!bson_iter_init(&it, stage))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (strcmp(k, "stage") == 0)
+			ixscan = str_is(&it, "IXSCAN");
+		else if (strcmp(k, "indexName") == 0)
+			named = str_is(&it, d->name);
+		else if (strcmp(k, "isMultiKey") == 0 && BSON_ITER_HOLDS_BOOL(&it))
+			has_multi = true;
+		else if (strcmp(k, "multiKeyPaths") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+		         bson_iter_recurse(&it, &paths)) {
+			has_paths = true;
+			while (bson_iter_next(&paths)) {
+				bool array = BSON_ITER_HOLDS_ARRAY(&paths) &&
+				             bson_iter_recurse(&paths, &arr) &&
+				             bson_iter_next(&arr);
+				for (size_t i = 0; array && i < d->nkeys && i < 32; i++)
+					if (strcmp(d->keys[i].field, bson_iter_key(&paths)) == 0)
+						m |= 1u << i;
+			}
+		}
+	}
+	if (ixscan && named && has_multi && has_paths) {
+		*found = true;
+		*mask |= m;
+	}
+}
+
+static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, uint32_t *mask,
+                      int depth)
+{
+	bson_iter_t c;
+	if (depth > EXPLAIN_MAX_DEPTH || !bson_iter_recurse(it, &c))
+		return;
+	if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+		uint32_t len;
+		const uint8_t *data;
+		bson_t doc;
+		bson_iter_document(it, &len, &data);
+		if (bson_init_static(&doc, data, len))
+			ixscan_facts(&doc, d, found, mask);
+	}
+	while (bson_iter_next(&c))
+		if (BSON_ITER_HOLDS_DOCUMENT(&c) || BSON_ITER_HOLDS_ARRAY(&c))
+			walk_plan(&c, d, found, mask, depth + 1);
+}
+
+bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
+{
+	bson_iter_t it;
+	bool found = false;
+	uint32_t mask = 0;
+	if (i >= s->n || !bson_iter_init_find(&it, reply, "queryPlanner") ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&it))
+		return false;
+	/* The winning plan only: a rejected plan may scan another index. */
+	bson_iter_t qp;
+	if (!bson_iter_recurse(&it, &qp) || !bson_iter_find(&qp, "winningPlan"))
+		return false;
+	walk_plan(&qp, &s->defs[i], &found, &mask, 0);
+	if (!found)
+		return false;
+	s->defs[i].multikey_known = true;
+	s->defs[i].multikey_keys = mask;
+	return true;
+}
+
+int64_t index_set_doc_count(const index_set *s)
+{
+	return s->doc_count;
+}
+
+void index_set_set_doc_count(index_set *s, int64_t n)
+{
+	s->doc_count = n < 0 ? -1 : n;
 }
 
 size_t index_set_count(const index_set *s)

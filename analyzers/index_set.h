@@ -7,6 +7,7 @@
 #include <bson/bson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define INDEX_FIELD_LEN 256
 #define INDEX_NAME_LEN  128
@@ -31,6 +32,11 @@ typedef struct index_def {
 	bool odd;      /* a spec this code does not fully understand (an unknown key
 	                  type, a name or field too long to store): never assumed
 	                  unable to serve a sort, so it turns a finding into no verdict */
+	/* Multikey, as explain of a hinted query reported it (listIndexes does
+	 * not say). Unknown unless multikey_known; then bit i of multikey_keys
+	 * says keys[i] holds arrays in some document. */
+	bool multikey_known;
+	uint32_t multikey_keys;
 } index_def;
 
 typedef struct index_set index_set;
@@ -43,6 +49,27 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n);
 size_t index_set_count(const index_set *s);
 const index_def *index_set_get(const index_set *s, size_t i);
 index_set *index_set_retain(index_set *s);
+
+/* Multikey facts for index i from the reply to
+ *   {explain: {find: coll, filter: {}, hint: <its key pattern>, limit: 1},
+ *    verbosity: "queryPlanner"}
+ * as mongod writes it: an IXSCAN stage for the index (anywhere in the plan:
+ * classic winningPlan, SBE's queryPlan, each shard of a mongos) with
+ * isMultiKey and multiKeyPaths ({field: [positions that are arrays]}). True
+ * when such a stage was found and the facts recorded; false leaves the
+ * index unknown (a server that does not say, such as FerretDB, or an
+ * isMultiKey without multiKeyPaths, which does not say which field). Call
+ * before the set is shared. */
+bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *explain_reply);
+
+/* The hint that names index i by its key pattern (for that explain). */
+void index_def_key_pattern(const index_def *d, bson_t *out);
+
+/* The collection's estimated document count, learned with the index list
+ * (the collection-scan rule reports only above a size); -1 when unknown,
+ * which is what a set starts with. Set once, before the set is shared. */
+int64_t index_set_doc_count(const index_set *s);
+void index_set_set_doc_count(index_set *s, int64_t n);
 void index_set_release(index_set *s);
 
 /* A set that stands for "nothing to reason about": the collection does not

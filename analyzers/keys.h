@@ -8,12 +8,34 @@
 #define MG_ANALYZERS_KEYS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 /* lit must be a non-empty literal. */
 static inline bool key_eq(const char *k, const char *lit)
 {
 	return k[0] == lit[0] && (lit[0] == '\0' || k[1] == lit[1]) && strcmp(k, lit) == 0;
+}
+
+/* Whether key, with its NUL as BSON stores a key, occurs anywhere in the
+ * bytes of a document or array. False means no element at any depth is
+ * named key, so a walk looking for one can be skipped; true only means
+ * "look" (a string value may hold the same bytes). */
+static inline bool key_maybe_in(const uint8_t *p, size_t len, const char *key)
+{
+	size_t n = strlen(key) + 1;
+	if (len < n)
+		return false;
+	const uint8_t *last = p + len - n; /* the last place a match can start */
+	while (p <= last) {
+		const uint8_t *q = memchr(p, (unsigned char)key[0], (size_t)(last - p) + 1);
+		if (!q)
+			return false;
+		if (memcmp(q, key, n) == 0)
+			return true;
+		p = q + 1;
+	}
+	return false;
 }
 
 #endif

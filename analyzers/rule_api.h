@@ -19,12 +19,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "analyzers/index_cache.h"
 #include "analyzers/rule_config.h"
 #include "analyzers/shape.h"
 #include "analyzers/sort_query.h"
 #include "protocol/text.h"
-
-typedef struct index_cache index_cache;
 
 /* The engine's per-request state; checks reach it through the functions
  * below only. */
@@ -37,7 +36,31 @@ typedef struct rule_site {
 	const char *ns;         /* "db.coll" */
 	const rule_action *act; /* each rule's action here, after scopes */
 	const shape_spec *shape;
+	/* The filter of the same statement (update's q, findAndModify's query,
+	 * bulkWrite's filter), positioned on it; NULL when there is none. An
+	 * update check reads it for guards that bound the write. */
+	const bson_iter_t *filter;
 } rule_site;
+
+/* What a query plan is chosen from: the question the collection-scan rule
+ * asks of every filter that selects documents. */
+typedef enum {
+	RULE_QUERY_FIND,
+	RULE_QUERY_COUNT,
+	RULE_QUERY_DISTINCT,
+	RULE_QUERY_UPDATE,
+	RULE_QUERY_DELETE,
+	RULE_QUERY_FIND_AND_MODIFY,
+	RULE_QUERY_AGGREGATE, /* the leading $match stages (and the $sort after them) */
+} rule_query_kind;
+
+typedef struct rule_query {
+	rule_query_kind kind;
+	sort_query q;             /* db, coll, filter (NULL: none), sort, collation, hint */
+	int64_t limit;            /* documents the command reads at most; 0: no limit */
+	const char *distinct_key; /* distinct's key, or NULL */
+	bool min_max;             /* find's min / max: bounds of the hinted index */
+} rule_query;
 
 #define RULE_WORDS_LEN 4096
 
@@ -65,6 +88,15 @@ struct rule_checks {
 	void (*filter)(rule_ctx *c, const rule_site *s, const bson_iter_t *filter);
 	void (*update)(rule_ctx *c, const rule_site *s, const bson_iter_t *update);
 	void (*pipeline)(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline);
+	/* Every filter that selects documents, with what else decides its plan
+	 * (after the sort checks; never waits). */
+	void (*query)(rule_ctx *c, const rule_site *s, const rule_query *q);
+	/* Each inserted document (insert's documents, bulkWrite's insert ops). */
+	void (*document)(rule_ctx *c, const rule_site *s, const bson_t *doc);
+	/* With document: the fewest bytes a document must have for the check
+	 * to report it under these parameters. An insert whose documents are
+	 * all smaller (the whole request is) is not walked at all. */
+	uint32_t (*document_floor)(const rule_config *rc);
 	/* Renders the words of a finding from the facts the check reported. */
 	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
 	/* State kept per engine (hot-path counters), or NULL. state_new
@@ -94,6 +126,14 @@ bool rule_ctx_explain(const rule_ctx *c); /* explain: nothing runs */
 int64_t rule_ctx_now_ms(const rule_ctx *c);
 bool rule_ctx_no_wait(const rule_ctx *c);
 index_cache *rule_ctx_index_cache(const rule_ctx *c);
+
+/* The index list of db.coll, as index_cache_get answers (INDEXES_*; a
+ * lookup without an index cache answers INDEXES_UNAVAILABLE). Looked up
+ * once per request and shared by every rule that asks: the sort and the
+ * collection-scan checks of one find pay for one lookup. *out stays valid
+ * until the next call for another namespace or the end of the request;
+ * the engine releases it. */
+index_lookup rule_ctx_indexes(rule_ctx *c, const char *db, const char *coll, const index_set **out);
 
 /* For words(): ends the piece of w->buf started at `start` and returns it
  * ("" if the words did not fit). */

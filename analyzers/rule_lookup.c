@@ -201,7 +201,15 @@ typedef struct lookup_facts {
 static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)
 {
 	lookup_facts f;
-	if (rule_ctx_explain(c) || !rule_lookup_find(pipeline, &f.stage, f.from, sizeof(f.from)))
+	uint32_t len;
+	const uint8_t *data;
+	if (rule_ctx_explain(c) || !BSON_ITER_HOLDS_ARRAY(pipeline))
+		return;
+	/* Most pipelines join nothing: a byte search says so without a walk. */
+	bson_iter_array(pipeline, &len, &data);
+	if (!key_maybe_in(data, len, "$lookup") && !key_maybe_in(data, len, "$graphLookup"))
+		return;
+	if (!rule_lookup_find(pipeline, &f.stage, f.from, sizeof(f.from)))
 		return;
 	char shape[SHAPE_BUF_LEN];
 	uint64_t hash = rule_shape_redacted(c, s, shape);

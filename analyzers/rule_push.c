@@ -9,6 +9,207 @@
 
 #define MAX_DEPTH 100
 
+/* ---- guards: what in the statement's filter bounds the array ----
+ *
+ * Read from the conjunctive part of the filter only (top level and $and,
+ * nested): a guard under $or or $nor holds on some branch, so it bounds
+ * nothing. Paths point into the filter. More guards than fit are ignored,
+ * which can only keep a finding, never hide one. */
+
+#define GUARDS_MAX 16
+
+typedef struct guard_path {
+	const char *p;
+	size_t len;
+} guard_path;
+
+typedef struct push_guards {
+	guard_path counters[GUARDS_MAX]; /* fields held below a bound: $lt, $lte, $not {$gte} */
+	size_t ncounters;
+	guard_path arrays[GUARDS_MAX]; /* arrays held below a length: "a.N" $exists false, $size */
+	size_t narrays;
+	bool counted; /* some counter is also incremented by the update */
+} push_guards;
+
+static void add_guard(guard_path *list, size_t *n, const char *p, size_t len)
+{
+	if (*n < GUARDS_MAX) {
+		list[*n].p = p;
+		list[*n].len = len;
+		(*n)++;
+	}
+}
+
+static bool path_is(const guard_path *g, const char *path)
+{
+	return strncmp(g->p, path, g->len) == 0 && path[g->len] == '\0';
+}
+
+/* A finite number: the only bound a counter can be compared with. */
+static bool is_number(const bson_iter_t *it)
+{
+	switch (bson_iter_type(it)) {
+	case BSON_TYPE_INT32:
+	case BSON_TYPE_INT64:
+		return true;
+	case BSON_TYPE_DOUBLE: {
+		double d = bson_iter_double(it);
+		return d == d && d - d == 0; /* not NaN, not infinite */
+	}
+	default:
+		return false;
+	}
+}
+
+/* {$gte: N} (or {$gt: N}) and nothing else: under $not, an upper bound. */
+static bool only_lower_bound(const bson_iter_t *v)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c))
+		return false;
+	const char *k = bson_iter_key(&c);
+	if (!(key_eq(k, "$gte") || key_eq(k, "$gt")) || !is_number(&c))
+		return false;
+	return !bson_iter_next(&c);
+}
+
+/* The operators on one field: an upper bound on a counter, or an
+ * element-existence guard when the field is "<array>.<N>". */
+static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
+{
+	bson_iter_t c;
+	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c))
+		return;
+	bool counter = false, absent = false;
+	while (bson_iter_next(&c)) {
+		const char *op = bson_iter_key(&c);
+		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
+			counter = true;
+		else if (key_eq(op, "$not") && only_lower_bound(&c))
+			counter = true;
+		else if (key_eq(op, "$exists") && (BSON_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
+		         !bson_iter_as_bool(&c))
+			absent = true;
+	}
+	if (counter)
+		add_guard(g->counters, &g->ncounters, key, strlen(key));
+	if (!absent)
+		return;
+	/* "<array>.<N>" with N a plain index (no sign, no leading zero). */
+	const char *dot = strrchr(key, '.');
+	if (!dot || dot == key || !dot[1] || (dot[1] == '0' && dot[2]))
+		return;
+	for (const char *d = dot + 1; *d; d++)
+		if (*d < '0' || *d > '9')
+			return;
+	add_guard(g->arrays, &g->narrays, key, (size_t)(dot - key));
+}
+
+/* {$size: "$arr"} or {$size: ["$arr"]}: the array's path, or NULL. */
+static const char *size_of_path(const bson_iter_t *v)
+{
+	bson_iter_t c, a;
+	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c) ||
+	    !key_eq(bson_iter_key(&c), "$size"))
+		return NULL;
+	const bson_iter_t *arg = &c;
+	if (BSON_ITER_HOLDS_ARRAY(&c)) {
+		if (!bson_iter_recurse(&c, &a) || !bson_iter_next(&a))
+			return NULL;
+		arg = &a;
+	}
+	if (!BSON_ITER_HOLDS_UTF8(arg))
+		return NULL;
+	const char *path = bson_iter_utf8(arg, NULL);
+	bool one = arg == &c ? !bson_iter_next(&c) : (!bson_iter_next(&a) && !bson_iter_next(&c));
+	/* "$$var" is a variable, not a field path */
+	return one && path[0] == '$' && path[1] && path[1] != '$' ? path + 1 : NULL;
+}
+
+/* $expr: {$lt: [{$size: "$a"}, N]} / $lte, or {$gt: [N, {$size: "$a"}]} /
+ * $gte; an $and of expressions is a conjunction too. */
+static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
+{
+	bson_iter_t c, args, x, y;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(e) || !bson_iter_recurse(e, &c) ||
+	    !bson_iter_next(&c))
+		return;
+	const char *op = bson_iter_key(&c);
+	if (!BSON_ITER_HOLDS_ARRAY(&c) || !bson_iter_recurse(&c, &args))
+		return;
+	if (key_eq(op, "$and")) {
+		while (bson_iter_next(&args))
+			expr_guards(g, &args, depth + 1);
+		return;
+	}
+	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
+	bool above = key_eq(op, "$gt") || key_eq(op, "$gte");
+	if (!(below || above) || !bson_iter_next(&args))
+		return;
+	x = args;
+	if (!bson_iter_next(&args))
+		return;
+	y = args;
+	if (bson_iter_next(&args))
+		return; /* the server wants exactly two */
+	const char *path = below ? size_of_path(&x) : size_of_path(&y);
+	if (path && is_number(below ? &y : &x))
+		add_guard(g->arrays, &g->narrays, path, strlen(path));
+}
+
+static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
+{
+	bson_iter_t c, el;
+	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(filter) ||
+	    !bson_iter_recurse(filter, &c))
+		return;
+	while (bson_iter_next(&c)) {
+		const char *k = bson_iter_key(&c);
+		if (k[0] != '$') {
+			field_guards(g, k, &c);
+		} else if (key_eq(k, "$and") && BSON_ITER_HOLDS_ARRAY(&c) &&
+		           bson_iter_recurse(&c, &el)) {
+			while (bson_iter_next(&el))
+				filter_guards(g, &el, depth + 1);
+		} else if (key_eq(k, "$expr")) {
+			expr_guards(g, &c, 0);
+		}
+		/* $or, $nor, $not-like wrappers: a guard there bounds nothing */
+	}
+}
+
+/* Whether the update document increments a guarded counter by a positive
+ * amount: then every application moves the counter towards its bound, and
+ * the write stops applying when it is reached. */
+static bool increments_counter(const bson_iter_t *update, const push_guards *g)
+{
+	bson_iter_t c, inc;
+	if (g->ncounters == 0 || !bson_iter_recurse(update, &c))
+		return false;
+	while (bson_iter_next(&c)) {
+		if (!key_eq(bson_iter_key(&c), "$inc") || !bson_iter_recurse(&c, &inc))
+			continue;
+		while (bson_iter_next(&inc)) {
+			if (!is_number(&inc) || bson_iter_as_double(&inc) <= 0)
+				continue;
+			for (size_t i = 0; i < g->ncounters; i++)
+				if (path_is(&g->counters[i], bson_iter_key(&inc)))
+					return true;
+		}
+	}
+	return false;
+}
+
+static bool guarded(const push_guards *g, const char *field)
+{
+	if (g->counted)
+		return true;
+	for (size_t i = 0; i < g->narrays; i++)
+		if (path_is(&g->arrays[i], field))
+			return true;
+	return false;
+}
+
 static void add_field(push_hit *hit, const char *field)
 {
 	size_t len = strlen(hit->fields);
@@ -40,7 +241,7 @@ static const char *push_value_form(const bson_iter_t *v)
 	return "has no $each + $slice";
 }
 
-static bool check_push(const bson_iter_t *push, push_hit *hit)
+static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *hit)
 {
 	bson_iter_t c;
 	if (!BSON_ITER_HOLDS_DOCUMENT(push) || !bson_iter_recurse(push, &c))
@@ -48,7 +249,7 @@ static bool check_push(const bson_iter_t *push, push_hit *hit)
 	bool found = false;
 	while (bson_iter_next(&c)) {
 		const char *form = push_value_form(&c);
-		if (!form)
+		if (!form || guarded(g, bson_iter_key(&c)))
 			continue;
 		if (!found)
 			hit->form = form;
@@ -116,8 +317,8 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 
 /* $set / $addFields: {field: expr}; an object literal {a: {b: expr}}
  * assigns a.b, so the walk extends the path through it. */
-static bool check_assignments(const bson_iter_t *fields, const char *prefix, push_hit *hit,
-                              int depth)
+static bool check_assignments(const bson_iter_t *fields, const char *prefix, const push_guards *g,
+                              push_hit *hit, int depth)
 {
 	bson_iter_t c;
 	bool found = false;
@@ -134,12 +335,12 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, pus
 		bson_iter_t first;
 		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
 		    bson_iter_next(&first) && bson_iter_key(&first)[0] != '$') {
-			if (check_assignments(&c, field, hit, depth + 1))
+			if (check_assignments(&c, field, g, hit, depth + 1))
 				found = true;
 			continue;
 		}
 		snprintf(path, sizeof(path), "$%s", field);
-		if (concat_appends(&c, path, depth + 1)) {
+		if (!guarded(g, field) && concat_appends(&c, path, depth + 1)) {
 			add_field(hit, field);
 			found = true;
 		}
@@ -147,7 +348,7 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, pus
 	return found;
 }
 
-static bool check_pipeline(const bson_iter_t *pipeline, push_hit *hit)
+static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, push_hit *hit)
 {
 	bson_iter_t stage, c;
 	bool found = false;
@@ -159,7 +360,7 @@ static bool check_pipeline(const bson_iter_t *pipeline, push_hit *hit)
 		while (bson_iter_next(&c)) {
 			const char *k = bson_iter_key(&c);
 			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
-			    check_assignments(&c, "", hit, 0))
+			    check_assignments(&c, "", g, hit, 0))
 				found = true;
 		}
 	}
@@ -170,23 +371,39 @@ static bool check_pipeline(const bson_iter_t *pipeline, push_hit *hit)
 	return found;
 }
 
-bool rule_push_update(const bson_iter_t *u, push_hit *hit)
+bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
 {
-	bson_iter_t c;
+	bson_iter_t c, push;
+	push_guards g = {.ncounters = 0, .narrays = 0, .counted = false};
 	memset(hit, 0, sizeof(*hit));
-	if (BSON_ITER_HOLDS_ARRAY(u))
-		return check_pipeline(u, hit);
+	if (BSON_ITER_HOLDS_ARRAY(u)) {
+		if (filter)
+			filter_guards(&g, filter, 0);
+		return check_pipeline(u, &g, hit);
+	}
 	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &c))
 		return false;
 	/* Only a top-level $push is an operator; a replacement document's
 	 * fields are data, whatever they are called. */
 	if (!bson_iter_next(&c) || bson_iter_key(&c)[0] != '$')
 		return false;
+	bool has_push = false;
 	do {
-		if (key_eq(bson_iter_key(&c), "$push"))
-			return check_push(&c, hit);
+		if (key_eq(bson_iter_key(&c), "$push")) {
+			push = c;
+			has_push = true;
+			break;
+		}
 	} while (bson_iter_next(&c));
-	return false;
+	if (!has_push)
+		return false;
+	/* The guards are read only for an update that pushes: the common
+	 * update ($set, $inc) pays nothing for them. */
+	if (filter) {
+		filter_guards(&g, filter, 0);
+		g.counted = increments_counter(u, &g);
+	}
+	return check_push(&push, &g, hit);
 }
 
 /* ---- the rule: check and words ---- */
@@ -194,7 +411,7 @@ bool rule_push_update(const bson_iter_t *u, push_hit *hit)
 static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 {
 	push_hit hit;
-	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && rule_push_update(u, &hit))
+	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && rule_push_update(u, s->filter, &hit))
 		rule_report(c, s, RULE_UNBOUNDED_PUSH, &hit);
 }
 

@@ -14,6 +14,24 @@
  * bounds "$f" before it is concatenated).
  *
  * Fine: $each together with $slice (any value, 0 and negative included).
+ * Fine too: a push the statement's filter bounds (a guard), read from the
+ * filter's conjunctive part only (top level and $and; a guard under $or or
+ * $nor holds on one branch and bounds nothing):
+ *   counter guard   {n: {$lt: N}} / {$lte: N} / {$not: {$gte: N}} (or $gt),
+ *                   N a number, on a field n that the same update document
+ *                   increments with a positive number ($inc: {n: 1}). Each
+ *                   application raises n, and the write stops matching at N,
+ *                   so every field that update pushes to is bounded (the
+ *                   bucket and outlier patterns). The counter is judged by
+ *                   name only: that n counts the array's elements is the
+ *                   application's contract, which the pattern makes.
+ *   existence guard {"f.K": {$exists: false}}, K a plain array index: f has
+ *                   at most K elements before the push. Bounds f only.
+ *   size guard      {$expr: {$lt: [{$size: "$f"}, N]}} ($lte; or $gt/$gte
+ *                   with the operands swapped; inside $expr's $and too), N a
+ *                   number. Bounds f only.
+ * The existence and size guards also bound $concatArrays in update
+ * pipelines; the counter guard needs $inc, which pipelines do not have.
  * Deliberately not caught: $addToSet (it only adds values not yet present,
  * so its growth is bounded by the distinct values the application has, and
  * it has no $slice to suggest); $push in $group / $setWindowFields (an
@@ -32,7 +50,8 @@ typedef struct push_hit {
 	const char *form; /* "has no $each + $slice", "has $each but no $slice", ... */
 } push_hit;
 
-/* u: an iterator positioned on an update (a document or a pipeline array). */
-bool rule_push_update(const bson_iter_t *u, push_hit *hit);
+/* u: an iterator positioned on an update (a document or a pipeline array);
+ * filter: one positioned on the same statement's filter, or NULL. */
+bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit);
 
 #endif

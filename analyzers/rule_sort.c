@@ -25,7 +25,11 @@
  * finding:
  *  - Multikey: listIndexes does not say whether an index is multikey, and a
  *    multikey field can only provide a sort when its bounds are unrestricted.
- *    We assume no index is multikey: this can miss a finding, never invent one.
+ *    The index cache learns it from explain of a query hinted to each index
+ *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a sort on
+ *    a multikey field the filter restricts gets no bounded or exploded scan
+ *    from that index. Where it did not (a server that does not say), the
+ *    index is assumed not multikey: this can miss a finding, never invent one.
  *  - Sparse and partial indexes are eligible only when the filter guarantees
  *    the documents are in the index, which we do not evaluate. If such an
  *    index would provide the sort, the answer is "no verdict", not "blocking".
@@ -146,6 +150,26 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 	return n;
 }
 
+/* Does the sort name a field that d is known to be multikey on and that
+ * the filter restricts? (Unknown multikey: assumed not, as listIndexes
+ * alone never says.) */
+static bool multikey_restricted(const index_def *d, const query_preds *p, const sort_spec *s)
+{
+	if (!d->multikey_known || d->multikey_keys == 0)
+		return false;
+	for (size_t i = 0; i < d->nkeys && i < 32; i++) {
+		if (!(d->multikey_keys & (1u << i)))
+			continue;
+		const query_pred *q = query_preds_find(p, d->keys[i].field);
+		if (q == NULL || !q->any)
+			continue;
+		for (size_t k = 0; k < s->n; k++)
+			if (strcmp(s->keys[k].field, d->keys[i].field) == 0)
+				return true;
+	}
+	return false;
+}
+
 /* Which ways (PATH_*) index d can deliver the sort for predicates p. */
 static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
                     const bson_t *qcoll, bool ignore_collation)
@@ -172,8 +196,11 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 			return 0;
 	}
 
-	/* 1. bounded scan: the leading field must carry a predicate. */
-	if ((lead != NULL && lead->any) || special_pred) {
+	/* 1. bounded scan: the leading field must carry a predicate. A
+	 * multikey field restricted by the filter gives no order to sort by
+	 * (each document sits at each of its elements), so then only the
+	 * whole-index scan below, with unrestricted bounds, can provide it. */
+	if (((lead != NULL && lead->any) || special_pred) && !multikey_restricted(d, p, s)) {
 		nwant = wanted_sort(d, p, s, mismatch, want);
 		nhave = scan_order(d, 0, p, mismatch, have);
 		if (prefix_match(want, nwant, have, nhave))
@@ -596,10 +623,10 @@ sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestio
 
 static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_query *q)
 {
-	index_set *set = NULL;
+	const index_set *set = NULL;
 	if (!s->coll)
 		return RULE_READY;
-	switch (index_cache_get(rule_ctx_index_cache(c), s->db, s->coll, &set)) {
+	switch (rule_ctx_indexes(c, s->db, s->coll, &set)) {
 	case INDEXES_KNOWN:
 		break;
 	case INDEXES_PENDING:
@@ -611,7 +638,6 @@ static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_que
 	sort_evaluate(set, q, &f);
 	if (f.verdict == SORT_BLOCKING)
 		rule_report(c, s, RULE_INDEX_MISMATCHED_SORT, &f);
-	index_set_release(set);
 	return RULE_READY;
 }
 

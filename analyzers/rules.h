@@ -1,5 +1,6 @@
 /* The rule table: one row per rule, each row defined by the rule's own file
- * (rule_regex.c, rule_push.c, rule_lookup.c, rule_sort.c), which owns its
+ * (rule_regex.c, rule_push.c, rule_lookup.c, rule_sort.c, rule_scan.c,
+ * rule_doc.c), which owns its
  * id, its one-line summary, its parameters, its check and its words.
  *
  * Everything that lists rules reads this table: the engine (which checks to
@@ -22,6 +23,8 @@ typedef enum {
 	RULE_UNBOUNDED_PUSH,
 	RULE_HOT_PATH_LOOKUP,
 	RULE_INDEX_MISMATCHED_SORT,
+	RULE_COLLECTION_SCAN,
+	RULE_LARGE_DOCUMENT,
 	RULE_COUNT,
 } rule_id;
 

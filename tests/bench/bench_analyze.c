@@ -4,12 +4,16 @@
  * times engine_analyze() alone. Timings are taken over batches of BATCH
  * calls (a clock read per call would cost as much as the call), and the
  * median of the batch means is reported: per command, and for the mix run
- * interleaved. The index cache knows the collection's indexes, so the sort
- * rule does its full check. No pass/fail: the figures go into reports.
+ * interleaved. The index cache knows the collection's indexes and size, so
+ * the sort and collection-scan rules do their full checks. After the mix,
+ * large inserts (not part of the mix: they are what large-document reads,
+ * built at start) are timed the same way. No pass/fail: the figures go
+ * into reports.
  *
  *   bench_analyze [iterations-per-command]   (default 200000) */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "analyzers/engine.h"
@@ -57,6 +61,31 @@ static const bench_cmd cmds[] = {
      {"updates", {"{'q':{'_id':7},'u':{'$push':{'comments':{'by':'x','t':1}}}}"}}},
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* Large inserts, generated: name, and the one document's JSON. */
+typedef struct big_cmd {
+	const char *name;
+	char *doc;
+} big_cmd;
+
+/* head, then n items separated by sep, then tail. With keyed, each item
+ * is preceded by a unique key 'f<i>': (an object's fields). */
+static char *repeat_json(const char *head, const char *item, size_t n, const char *sep, bool keyed,
+                         const char *tail)
+{
+	size_t len = strlen(head) + n * (strlen(item) + strlen(sep) + 32) + strlen(tail) + 1;
+	char *out = malloc(len), *p = out;
+	p += sprintf(p, "%s", head);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			p += sprintf(p, "%s", sep);
+		if (keyed)
+			p += sprintf(p, "'f%zu':", i);
+		p += sprintf(p, "%s", item);
+	}
+	sprintf(p, "%s", tail);
+	return out;
+}
 
 static uint64_t findings;
 
@@ -137,6 +166,43 @@ int main(int argc, char **argv)
 	printf("\n  %-28s %8.1f ns\n", "mix, interleaved", mix);
 	printf("  %-28s %8.1f ns\n", "median of command medians", cmd_median);
 	engine_flush_summaries(e);
+
+	/* Large inserts: what large-document costs on the documents it reads. */
+	big_cmd big[] = {
+	    /* over maxBytes: the header says so; the finding repeats */
+	    {"insert 2.5 MB string (finding)",
+	     repeat_json("{'_id':1,'blob':'", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 62500, "",
+	                 false, "'}")},
+	    /* under maxBytes, walked: 8,000 fields, strings skipped by length */
+	    {"insert 1 MB, 8000 fields (walked)",
+	     repeat_json(
+	         "{",
+	         "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'",
+	         8000, ",", true, "}")},
+	    /* an array over maxArrayLength: counted; the finding repeats */
+	    {"insert 5000-element array (finding)",
+	     repeat_json("{'a':[", "7", 5000, ",", false, "]}")},
+	};
+	printf("\n");
+	for (size_t c = 0; c < sizeof(big) / sizeof(big[0]); c++) {
+		fx_seq seq = {"documents", {big[c].doc}};
+		fx_req r;
+		if (!fx_req_build(&r, "shop", "{'insert':'orders','ordered':true}", &seq, 1))
+			return 1;
+		size_t n = nbatches / 10 ? nbatches / 10 : 1; /* these are slower */
+		for (int i = 0; i < 10; i++)
+			engine_analyze(e, &r.v, &rc, &block);
+		for (size_t b = 0; b < n; b++) {
+			int64_t t0 = now_ns();
+			for (int i = 0; i < BATCH / 10; i++)
+				engine_analyze(e, &r.v, &rc, &block);
+			means[b] = (double)(now_ns() - t0) / (BATCH / 10);
+		}
+		printf("  %-36s %10.1f ns  (%zu bytes)\n", big[c].name, median(means, n), r.len);
+		fx_req_free(&r);
+		free(big[c].doc);
+	}
 	printf("\n  findings sent to the sink: %llu (first occurrences and summaries)\n",
 	       (unsigned long long)findings);
 

@@ -2,12 +2,13 @@
  * fuzzer decodes, built once per process.
  *
  * Both engines have every rule set to `block` (the most code runs: scopes,
- * block messages) and hot-path-lookup firing on the second execution; the
+ * block messages), hot-path-lookup firing on the second execution and
+ * large-document on arrays of 5 and documents of 4 KiB; the
  * first shows literals in shapes (redaction off), the second redacts. The
  * second one has an index cache (never connected: uri NULL) holding known
- * index lists for a few namespaces the seeds use, so the sort rule and ESR
- * run too; other namespaces stay "pending", which no_wait turns into no
- * verdict. State carried between inputs (dedupe table, hot-path counts,
+ * index lists (and 50,000 documents) for a few namespaces the seeds use, so
+ * the sort and collection-scan rules and ESR run too; other namespaces stay "pending", which
+ * no_wait turns into no verdict. State carried between inputs (dedupe table, hot-path counts,
  * pending fetches) is bounded by the engine itself, which is part of what is
  * being tested. */
 #ifndef MG_TESTS_FUZZ_COMMON_H
@@ -21,6 +22,7 @@
 #include "analyzers/engine.h"
 #include "analyzers/index_cache.h"
 #include "analyzers/index_set.h"
+#include "analyzers/rule_doc.h"
 #include "analyzers/rule_lookup.h"
 #include "protocol/cmdview.h"
 
@@ -46,6 +48,7 @@ static void fz_put(index_cache *ic, const char *db, const char *coll, const char
 		fprintf(stderr, "fuzz setup: bad index JSON: %s\n", err);
 		abort();
 	}
+	index_set_set_doc_count(s, 50000); /* over minDocuments: collection-scan judges */
 	index_cache_put(ic, db, coll, s);
 	index_set_release(s);
 }
@@ -85,6 +88,9 @@ static void fz_setup(void)
 	for (int i = 0; i < RULE_COUNT; i++)
 		cfg.rules[i].action = RULE_BLOCK;
 	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 2;
+	/* limits small inputs reach, so large-document's walk and words run */
+	cfg.rules[RULE_LARGE_DOCUMENT].params[DOC_PARAM_MAX_BYTES] = 4096;
+	cfg.rules[RULE_LARGE_DOCUMENT].params[DOC_PARAM_MAX_ARRAY_LENGTH] = 4;
 	/* one scope so rule_effective_action's glob matching runs as well */
 	rule_scope *sc = &cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0];
 	snprintf(sc->namespaces[0], RULE_PATTERN_LEN, "%s", "shop.*");

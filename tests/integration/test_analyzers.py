@@ -1,4 +1,4 @@
-"""Phase 2 (issue 3): the four rules on real driver traffic, in `log` and
+"""Phase 2 (issue 3): the first four rules on real driver traffic, in `log` and
 `block` mode, through mongoguard in front of the upstream.
 
 For each rule: the finding's log line and its fields, the error a blocked
@@ -25,7 +25,8 @@ import mgwire as w
 from conftest import line_text
 from fakeserver import FakeServer
 
-RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort"]
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
+         "collection-scan", "large-document"]
 SECRET = "s3cr3t-literal-7731"
 
 

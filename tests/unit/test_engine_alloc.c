@@ -11,6 +11,7 @@
 
 #include "analyzers/index_cache.h"
 #include "analyzers/index_set.h"
+#include "analyzers/rule_doc.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* From <sanitizer/allocator_interface.h>; weak so the test links without
@@ -84,6 +85,21 @@ static const acase cases[] = {
                                          "{'pattern':'x','options':'i'}}}}"),
     C("repeat of a known push finding",
       "{'update':'posts','updates':[{'q':{'_id':1},'u':{'$push':{'h':1}}}]}"),
+    C("find bounded by an index (collection-scan judged)",
+      "{'find':'orders','filter':{'status':{'$in':['A','B']},'qty':{'$ne':3}}}"),
+    C("repeat of a known collection-scan finding",
+      "{'find':'orders','filter':{'qty':{'$gt':5}},'sort':{'qty':1}}"),
+    C("repeat of a known empty-filter scan", "{'delete':'orders','deletes':[{'q':{},'limit':0}]}"),
+    C("repeat of a known $lookup scan",
+      "{'aggregate':'orders','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'orders',"
+      "'localField':'a','foreignField':'zz','as':'j'}}],'cursor':{}}"),
+    C("insert of a small document (large-document judged)",
+      "{'insert':'orders','documents':[{'a':1,'items':[1,2,3],'s':'xxxxxxxxxxxxxxxxxxxxxxxxx'}]}"),
+    C("repeat of a known large-document finding",
+      "{'insert':'orders','documents':[{'a':[0,0,0,0,0,0,0,0,0,0,0,0]}]}"),
+    C("guarded $push (bucket pattern)",
+      "{'update':'sensor','updates':[{'q':{'k':1,'n':{'$lt':200}},'u':{'$push':{'r':1},'$inc':{"
+      "'n':1}},'upsert':true}]}"),
     C("repeat of a known hot join",
       "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'u','localField':'a','foreignField':"
       "'b','as':'j'}}],'cursor':{}}"),
@@ -106,6 +122,7 @@ static void test_no_allocation(void **state)
 	engine_config cfg;
 	rule_config_defaults(&cfg);
 	cfg.rules[RULE_HOT_PATH_LOOKUP].params[LOOKUP_PARAM_THRESHOLD] = 1;
+	cfg.rules[RULE_LARGE_DOCUMENT].params[DOC_PARAM_MAX_ARRAY_LENGTH] = 10;
 	fx_sink sink;
 	fx_sink_init(&sink);
 	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
@@ -128,6 +145,11 @@ static void test_no_allocation(void **state)
 		fx_req_free(&r);
 	}
 	__sanitizer_install_malloc_and_free_hooks(NULL, NULL);
+	/* The "repeat of a known finding" rows are repeats: each fired once
+	 * (collection-scan: those three and the explain of find {a: 1}). */
+	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 4);
+	assert_int_equal(fx_sink_count(&sink, RULE_LARGE_DOCUMENT), 1);
+	assert_int_equal(fx_sink_count(&sink, RULE_UNBOUNDED_PUSH), 1);
 	engine_free(e);
 	index_cache_free(ic);
 	fx_sink_free(&sink);

@@ -98,6 +98,70 @@ static const pcase cases[] = {
         "{'findAndModify':'posts','query':{'_id':1},'update':[{'$set':{'h':{'$concatArrays':["
         "[0],'$h']}}}]}",
         "test.posts", "findAndModify", "\"h\""),
+    /* ---- guards that do not bound (PROTOCOL.md, "Guards that bound an array") ---- */
+    HIT("counter guard inside $or",
+        "{'update':'d','updates':[{'q':{'k':1,'$or':[{'n':{'$lt':200}},{'x':1}]},'u':{'$push':{"
+        "'r':1},'$inc':{'n':1}},'upsert':true}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter guard, counter not incremented",
+        "{'update':'d','updates':[{'q':{'k':1,'n':{'$lt':200}},'u':{'$push':{'r':1},'$inc':{"
+        "'m':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter guard, negative $inc",
+        "{'update':'d','updates':[{'q':{'n':{'$lt':200}},'u':{'$push':{'r':1},'$inc':{'n':-1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter guard, $inc 0",
+        "{'update':'d','updates':[{'q':{'n':{'$lt':200}},'u':{'$push':{'r':1},'$inc':{'n':0}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter bounded from below only ($gt)",
+        "{'update':'d','updates':[{'q':{'n':{'$gt':200}},'u':{'$push':{'r':1},'$inc':{'n':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter $lt a string, not a number",
+        "{'update':'d','updates':[{'q':{'n':{'$lt':'z'}},'u':{'$push':{'r':1},'$inc':{'n':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("$not {$gte, $lt}: not an upper bound",
+        "{'update':'d','updates':[{'q':{'n':{'$not':{'$gte':200,'$lt':500}}},'u':{'$push':{'r':"
+        "1},'$inc':{'n':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("counter incremented by $set, not $inc",
+        "{'update':'d','updates':[{'q':{'n':{'$lt':200}},'u':{'$push':{'r':1},'$set':{'n':5}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("existence guard on another array",
+        "{'update':'d','updates':[{'q':{'other.99':{'$exists':false}},'u':{'$push':{'r':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("existence guard true",
+        "{'update':'d','updates':[{'q':{'r.99':{'$exists':true}},'u':{'$push':{'r':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("existence guard on a field, not an index",
+        "{'update':'d','updates':[{'q':{'r.x':{'$exists':false}},'u':{'$push':{'r':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("existence guard bounds only its array",
+        "{'update':'d','updates':[{'q':{'r.99':{'$exists':false}},'u':{'$push':{'r':1,'s':2}}}]}",
+        "test.d", "update", "$push to \"s\""),
+    HIT("existence guard inside $nor",
+        "{'update':'d','updates':[{'q':{'$nor':[{'r.9':{'$exists':false}}]},'u':{'$push':{'r':1}"
+        "}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("size guard the wrong way ($gt with size first)",
+        "{'update':'d','updates':[{'q':{'$expr':{'$gt':[{'$size':'$r'},50]}},'u':{'$push':{'r':"
+        "1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("size guard on another array",
+        "{'update':'d','updates':[{'q':{'$expr':{'$lt':[{'$size':'$s'},50]}},'u':{'$push':{'r':1}"
+        "}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("size guard against a field, not a constant",
+        "{'update':'d','updates':[{'q':{'$expr':{'$lt':[{'$size':'$r'},'$max']}},'u':{'$push':{"
+        "'r':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("size guard inside $expr $or",
+        "{'update':'d','updates':[{'q':{'$expr':{'$or':[{'$lt':[{'$size':'$r'},5]},true]}},'u':{"
+        "'$push':{'r':1}}}]}",
+        "test.d", "update", "\"r\""),
+    HIT("guard in arrayFilters is not the filter",
+        "{'update':'d','updates':[{'q':{'k':1},'u':{'$push':{'r':1},'$inc':{'n':1}},"
+        "'arrayFilters':[{'n':{'$lt':5}}]}]}",
+        "test.d", "update", "\"r\""),
     HIT("explain of update (logged)",
         "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
         "'verbosity':'queryPlanner'}",
@@ -146,6 +210,65 @@ static const pcase cases[] = {
     MISS("bulkWrite bounded update",
          "{'bulkWrite':1,'ops':[{'update':0,'filter':{},'updateMods':{'$push':{'h':{'$each':[1],"
          "'$slice':-3}}}}],'nsInfo':[{'ns':'blog.posts'}]}"),
+    /* ---- guards: the schema guidance's own patterns ---- */
+    MISS("bucket pattern (the issue's update)",
+         "{'update':'sensorData','updates':[{'q':{'sensorId':'s-42','hour':{'$date':'2024-01-01T"
+         "00:00:00Z'},'count':{'$lt':200}},'u':{'$push':{'readings':{'t':1,'v':2}},'$inc':{"
+         "'count':1,'sum':2}},'upsert':true}]}"),
+    {"bucket pattern, kind-1 sequence",
+     "{'update':'sensorData','ordered':true}",
+     {{"updates",
+       {"{'q':{'sensorId':'s','count':{'$lte':199}},'u':{'$inc':{'count':1},'$push':{'readings':"
+        "{'t':1}}},'upsert':true}"}}},
+     false,
+     NULL,
+     NULL,
+     NULL},
+    MISS("bucket pattern with $not $gte",
+         "{'update':'b','updates':[{'q':{'k':1,'n':{'$not':{'$gte':100}}},'u':{'$push':{'r':1},"
+         "'$inc':{'n':1}}}]}"),
+    MISS("bucket pattern under $and",
+         "{'update':'b','updates':[{'q':{'$and':[{'k':1},{'$and':[{'n':{'$lt':100}}]}]},'u':{"
+         "'$push':{'r':1},'$inc':{'n':1.5}}}]}"),
+    MISS("bucket pattern, counter bounded both ways",
+         "{'update':'b','updates':[{'q':{'n':{'$gte':0,'$lt':100}},'u':{'$push':{'r':1,'s':2},"
+         "'$inc':{'n':{'$numberLong':'1'}}}}]}"),
+    MISS("bucket pattern, findAndModify",
+         "{'findAndModify':'b','query':{'k':1,'n':{'$lt':100}},'update':{'$push':{'r':1},"
+         "'$inc':{'n':1}},'upsert':true}"),
+    MISS("bucket pattern, bulkWrite",
+         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'k':1,'n':{'$lt':100}},'updateMods':{"
+         "'$push':{'r':{'$each':[1,2]}},'$inc':{'n':2}},'upsert':true}],'nsInfo':[{'ns':'i.b'}]}"),
+    MISS("outlier pattern: existence guard",
+         "{'update':'books','updates':[{'q':{'_id':1,'customers_purchased.999':{'$exists':false}"
+         "},'u':{'$push':{'customers_purchased':'SECRET'}}}]}"),
+    MISS("outlier pattern: existence guard {$exists: 0}",
+         "{'update':'books','updates':[{'q':{'_id':1,'c.0':{'$exists':0}},'u':{'$push':{'c':1}}"
+         "}]}"),
+    MISS("outlier pattern: counter guard",
+         "{'update':'books','updates':[{'q':{'_id':1,'customers_count':{'$lt':1000}},'u':{"
+         "'$push':{'customers_purchased':'SECRET'},'$inc':{'customers_count':1}}}]}"),
+    MISS("size guard",
+         "{'update':'d','updates':[{'q':{'_id':1,'$expr':{'$lt':[{'$size':'$r'},50]}},'u':{"
+         "'$push':{'r':1}}}]}"),
+    MISS("size guard $lte, array form of $size",
+         "{'update':'d','updates':[{'q':{'$expr':{'$lte':[{'$size':['$r']},50]}},'u':{'$push':{"
+         "'r':1}}}]}"),
+    MISS("size guard swapped ($gt constant first)",
+         "{'update':'d','updates':[{'q':{'$expr':{'$gt':[50,{'$size':'$r'}]}},'u':{'$push':{'r':"
+         "1}}}]}"),
+    MISS("size guard inside $expr $and",
+         "{'update':'d','updates':[{'q':{'$expr':{'$and':[{'$eq':['$k',1]},{'$gte':[9,{'$size':"
+         "'$a.b'}]}]}},'u':{'$push':{'a.b':1}}}]}"),
+    MISS("existence and size guards for two arrays",
+         "{'update':'d','updates':[{'q':{'r.9':{'$exists':false},'$expr':{'$lt':[{'$size':'$s'},"
+         "3]}},'u':{'$push':{'r':1,'s':2}}}]}"),
+    MISS("size guard bounds a pipeline $concatArrays",
+         "{'update':'d','updates':[{'q':{'$expr':{'$lt':[{'$size':'$log'},9]}},'u':[{'$set':{"
+         "'log':{'$concatArrays':['$log',['x']]}}}]}]}"),
+    MISS("subset pattern",
+         "{'update':'movies','updates':[{'q':{'_id':1},'u':{'$push':{'reviews':{'$each':[{'r':"
+         "'SECRET'}],'$sort':{'t':-1},'$slice':10}}}}]}"),
     MISS("update command name case", "{'Update':'posts','updates':[{'q':{},'u':{'$push':{'a':1"
                                      "}}}]}"),
 };

@@ -500,6 +500,129 @@ static void test_index_set_reads_specs(void **state)
 	assert_null(index_set_from_json("[1, 2]", err, sizeof err));
 }
 
+/* ---- multikey, learned from explain ----
+ *
+ * Replies recorded in the shape mongod documents for explain with
+ * verbosity "queryPlanner" (FerretDB, the test server, answers in its own
+ * shape and gives no multikey facts, which the last cases show). */
+
+/* mongod 5.0, classic engine: LIMIT > FETCH > IXSCAN. */
+#define EXPLAIN_CLASSIC                                                                            \
+	"{'explainVersion':'1','queryPlanner':{'namespace':'shop.orders','indexFilterSet':false,"  \
+	"'parsedQuery':{},'winningPlan':{'stage':'LIMIT','limitAmount':1,'inputStage':{'stage':"   \
+	"'FETCH','inputStage':{'stage':'IXSCAN','keyPattern':{'a':1,'tags':1},'indexName':"        \
+	"'a_1_tags_1','isMultiKey':true,'multiKeyPaths':{'a':[],'tags':['tags']},'isUnique':"      \
+	"false,'isSparse':false,'isPartial':false,'indexVersion':2,'direction':'forward',"         \
+	"'indexBounds':{'a':['[MinKey, MaxKey]'],'tags':['[MinKey, MaxKey]']}}}},"                 \
+	"'rejectedPlans':[]},'ok':1}"
+/* mongod 7.0, slot-based engine: the plan under queryPlan. Not multikey. */
+#define EXPLAIN_SBE                                                                                \
+	"{'explainVersion':'2','queryPlanner':{'namespace':'shop.orders','winningPlan':{"          \
+	"'queryPlan':{'stage':'LIMIT','planNodeId':3,'inputStage':{'stage':'FETCH','planNodeId':"  \
+	"2,"                                                                                       \
+	"'inputStage':{'stage':'IXSCAN','planNodeId':1,'keyPattern':{'a':1,'tags':1},'indexName':" \
+	"'a_1_tags_1','isMultiKey':false,'multiKeyPaths':{'a':[],'tags':[]},'direction':"          \
+	"'forward'}}},'slotBasedPlan':{'slots':'$$RESULT=s11','stages':'[3] limit 1'}},"           \
+	"'rejectedPlans':[]},'ok':1}"
+/* mongos: one winning plan per shard; one shard has arrays in tags. */
+#define EXPLAIN_MONGOS                                                                             \
+	"{'queryPlanner':{'mongosPlannerVersion':1,'winningPlan':{'stage':'SHARD_MERGE','shards':" \
+	"["                                                                                        \
+	"{'shardName':'s0','winningPlan':{'stage':'IXSCAN','indexName':'a_1_tags_1','isMultiKey':" \
+	"false,'multiKeyPaths':{'a':[],'tags':[]}}},{'shardName':'s1','winningPlan':{'stage':"     \
+	"'LIMIT','inputStage':{'stage':'IXSCAN','indexName':'a_1_tags_1','isMultiKey':true,"       \
+	"'multiKeyPaths':{'a':[],'tags':['tags']}}}}]}},'ok':1}"
+/* FerretDB v1.24.2 (SQLite), recorded: its own plan text, no IXSCAN facts. */
+#define EXPLAIN_FERRETDB                                                                           \
+	"{'queryPlanner':{'Plan':['id=5 parent=0 notused=0 detail=SCAN c_e60c2c52']},"             \
+	"'explainVersion':'1','command':{'find':'c','filter':{},'hint':{'a':1,'tags':1},'limit':"  \
+	"1,"                                                                                       \
+	"'$db':'mg'},'serverInfo':{'host':'vm','version':'7.0.42','gitVersion':'unknown',"         \
+	"'ferretdbVersion':'v1.24.2'},'filterPushdown':false,'sortPushdown':false,"                \
+	"'limitPushdown':true,'ok':1.0}"
+/* mongod 3.2: isMultiKey without multiKeyPaths does not say which field. */
+#define EXPLAIN_OLD                                                                                \
+	"{'queryPlanner':{'winningPlan':{'stage':'FETCH','inputStage':{'stage':'IXSCAN',"          \
+	"'indexName':'a_1_tags_1','isMultiKey':true}}},'ok':1}"
+/* The winning plan is a collection scan; the IXSCAN is only rejected. */
+#define EXPLAIN_REJECTED                                                                           \
+	"{'queryPlanner':{'winningPlan':{'stage':'COLLSCAN'},'rejectedPlans':[{'stage':'IXSCAN',"  \
+	"'indexName':'a_1_tags_1','isMultiKey':true,'multiKeyPaths':{'tags':['tags']}}]},'ok':1}"
+
+static index_set *multikey_set(const char *explain, bool *learned)
+{
+	index_set *s = make_set("[{'key':{'a':1,'tags':1}}]");
+	bson_t *reply = fx_doc(explain);
+	*learned = index_set_learn_multikey(s, 1, reply);
+	bson_destroy(reply);
+	return s;
+}
+
+static sort_verdict judge(const index_set *s, const char *filter_json, const char *sort_json)
+{
+	bson_t *filter = fx_doc(filter_json), *sort = fx_doc(sort_json);
+	sort_query q = {.db = "shop", .coll = "orders", .filter = filter, .sort = sort};
+	sort_verdict v = sort_check(s, &q, NULL, 0, NULL, 0);
+	if (filter)
+		bson_destroy(filter);
+	bson_destroy(sort);
+	return v;
+}
+
+static void test_multikey_from_explain(void **state)
+{
+	bool learned;
+	index_set *s = multikey_set(EXPLAIN_CLASSIC, &learned);
+	const index_def *d = index_set_get(s, 1);
+	assert_true(learned && d->multikey_known);
+	assert_int_equal(d->multikey_keys, 2u); /* tags, not a */
+	/* tags restricted and sorted on: no order from the index */
+	assert_int_equal(judge(s, "{'a':5,'tags':'x'}", "{'tags':1}"), B);
+	assert_int_equal(judge(s, "{'a':5,'tags':{'$in':['x','y']}}", "{'tags':-1}"), B);
+	/* tags unrestricted: the scan delivers it in order */
+	assert_int_equal(judge(s, "{'a':5}", "{'tags':1}"), P);
+	assert_int_equal(judge(s, NULL, "{'a':1,'tags':1}"), P);
+	/* restricted but not sorted on: fine */
+	assert_int_equal(judge(s, "{'a':5,'tags':'x'}", "{'a':1}"), P);
+	index_set_release(s);
+
+	/* The same queries with the index not multikey, or unknown: provided. */
+	const char *const unknown[] = {EXPLAIN_SBE, EXPLAIN_FERRETDB, EXPLAIN_OLD, EXPLAIN_REJECTED,
+	                               "{'ok':0,'errmsg':'hint provided does not correspond'}"};
+	const bool knows[] = {true, false, false, false, false};
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		s = multikey_set(unknown[i], &learned);
+		assert_int_equal(learned, knows[i]);
+		assert_int_equal(index_set_get(s, 1)->multikey_keys, 0);
+		assert_int_equal(judge(s, "{'a':5,'tags':'x'}", "{'tags':1}"), P);
+		index_set_release(s);
+	}
+
+	/* mongos: any shard with arrays makes the field multikey. */
+	s = multikey_set(EXPLAIN_MONGOS, &learned);
+	assert_true(learned);
+	assert_int_equal(index_set_get(s, 1)->multikey_keys, 2u);
+	assert_int_equal(judge(s, "{'a':5,'tags':'x'}", "{'tags':1}"), B);
+	index_set_release(s);
+}
+
+static void test_key_pattern_for_the_hint(void **state)
+{
+	index_set *s = make_set("[{'key':{'a':1,'b':-1}},{'key':{'h':'hashed'}}]");
+	bson_t kp;
+	index_def_key_pattern(index_set_get(s, 1), &kp);
+	char *json = bson_as_relaxed_extended_json(&kp, NULL);
+	assert_string_equal(json, "{ \"a\" : 1, \"b\" : -1 }");
+	bson_free(json);
+	bson_destroy(&kp);
+	index_def_key_pattern(index_set_get(s, 2), &kp);
+	json = bson_as_relaxed_extended_json(&kp, NULL);
+	assert_string_equal(json, "{ \"h\" : \"hashed\" }");
+	bson_free(json);
+	bson_destroy(&kp);
+	index_set_release(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +634,8 @@ int main(void)
 	    cmocka_unit_test(test_invalid_sort_gives_no_verdict),
 	    cmocka_unit_test(test_too_many_predicates_gives_no_verdict),
 	    cmocka_unit_test(test_index_set_reads_specs),
+	    cmocka_unit_test(test_multikey_from_explain),
+	    cmocka_unit_test(test_key_pattern_for_the_hint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

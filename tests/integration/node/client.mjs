@@ -138,6 +138,35 @@ const scenarios = {
     return out;
   },
 
+  // The second round of rules: a guarded $push (bucket pattern), an
+  // unguarded one, an insert with a 1,500-element array, and a find no
+  // index bounds on the collection "scan" (seeded and warmed by the test).
+  // Errors (a mongoguard block) are reported, not thrown.
+  async round2(client, db) {
+    const blocked = (e) => ({ ...errInfo(e), rule: e.errorResponse?.mongoguardRule ?? null, blocked: /mongoguard blocked/.test(e.message) });
+    const out = {};
+    const b = db.collection('buckets');
+    try {
+      const r = await b.updateOne({ sensor: 's', count: { $lt: 3 } },
+        { $push: { readings: 1 }, $inc: { count: 1 } }, { upsert: true });
+      out.bucket = r.upsertedCount + r.modifiedCount;
+    } catch (e) { out.bucket = blocked(e); }
+    try {
+      const r = await b.updateOne({ sensor: 's' }, { $push: { log: 1 } });
+      out.push = r.modifiedCount;
+    } catch (e) { out.push = blocked(e); }
+    try {
+      const r = await db.collection('docs').insertOne({ _id: 1, a: Array.from({ length: 1500 }, (_, i) => i) });
+      out.large = r.acknowledged;
+    } catch (e) { out.large = blocked(e); }
+    try {
+      out.scan = (await db.collection('scan').find({ qty: 5 }).toArray()).length;
+    } catch (e) { out.scan = blocked(e); }
+    out.buckets = await b.find({}, { projection: { _id: 0 } }).toArray();
+    out.docs = await db.collection('docs').countDocuments({});
+    return out;
+  },
+
   async errors(client, db) {
     const c = db.collection('e');
     const out = [];

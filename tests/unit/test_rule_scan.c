@@ -1,0 +1,400 @@
+/* collection-scan: filters no index bounds (hits) and filters some index
+ * does bound, often in a non-obvious way, or where the facts are missing
+ * (near misses), through the whole engine with an index cache, in log and
+ * block mode. Then the regex prefix test, the document-count threshold and
+ * the planner question alone. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "analyzers/rule_scan.h"
+#include "fixtures/analyzer_fixture.h"
+
+/* test.big: 50,000 documents and one index of each kind. */
+#define BIG_INDEXES                                                                                \
+	"[{'v':2,'key':{'_id':1},'name':'_id_'},"                                                  \
+	"{'v':2,'key':{'status':1,'created':-1},'name':'status_1_created_-1'},"                    \
+	"{'v':2,'key':{'name':1},'name':'name_1'},"                                                \
+	"{'v':2,'key':{'s':1},'name':'s_1','sparse':true},"                                        \
+	"{'v':2,'key':{'h':'hashed'},'name':'h_hashed'},"                                          \
+	"{'v':2,'key':{'loc':'2dsphere'},'name':'loc_2dsphere'},"                                  \
+	"{'v':2,'key':{'hid':1},'name':'hid_1','hidden':true},"                                    \
+	"{'v':2,'key':{'items.sku':1},'name':'items.sku_1'},"                                      \
+	"{'v':2,'key':{'p':1},'name':'p_1','partialFilterExpression':{'p':{'$gt':5}}},"            \
+	"{'v':2,'key':{'t':'text'},'name':'t_text'}]"
+
+static void put(index_cache *ic, const char *coll, const char *specs, int64_t docs)
+{
+	char err[128];
+	char *json = fx_dequote(specs);
+	index_set *s = index_set_from_json(json, err, sizeof err);
+	free(json);
+	if (!s)
+		fail_msg("bad specs: %s", err);
+	index_set_set_doc_count(s, docs);
+	index_cache_put(ic, "test", coll, s);
+	index_set_release(s);
+}
+
+static index_cache *scan_cache(void)
+{
+	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	put(ic, "big", BIG_INDEXES, 50000);
+	put(ic, "small", BIG_INDEXES, 9999);
+	put(ic, "nocount", BIG_INDEXES, -1);
+	put(ic, "wild", "[{'key':{'_id':1},'name':'_id_'},{'key':{'$**':1},'name':'w'}]", 50000);
+	put(ic, "users", "[{'key':{'_id':1},'name':'_id_'}]", 50000);
+	put(ic, "uidx", "[{'key':{'_id':1},'name':'_id_'},{'key':{'uid':1},'name':'uid_1'}]",
+	    50000);
+	index_set *v = index_set_new_opaque("the namespace is a view");
+	index_cache_put(ic, "test", "view", v);
+	index_set_release(v);
+	return ic;
+}
+
+typedef struct scase {
+	const char *name;
+	const char *json;
+	fx_seq seqs[2];
+	bool hit;
+	const char *ns;
+	const char *command;
+	const char *detail;
+	const char *suggestion_has;
+} scase;
+
+#define NOSEQ                                                                                      \
+	{                                                                                          \
+		{NULL, {NULL}},                                                                    \
+		{                                                                                  \
+			NULL,                                                                      \
+			{                                                                          \
+				NULL                                                               \
+			}                                                                          \
+		}                                                                                  \
+	}
+#define HIT(n, j, cmd, d, sg)                                                                      \
+	{                                                                                          \
+		n, j, NOSEQ, true, "test.big", cmd, d, sg                                          \
+	}
+#define MISS(n, j)                                                                                 \
+	{                                                                                          \
+		n, j, NOSEQ, false, NULL, NULL, NULL, NULL                                         \
+	}
+#define FIND(f)      "{'find':'big','filter':" f "}"
+#define ESR(fields)  "getCollection(\"big\").createIndex({" fields "})"
+#define REWRITE      "no index can bound"
+#define NOT_INDEXED  ": no usable index leads with it"
+#define EVERY_DOC    "so mongod reads every document (about 50000"
+#define EMPTY_FILTER "an empty filter on test.big"
+
+static const scase cases[] = {
+    /* ---- hits: no bounds ---- */
+    HIT("unindexed field", FIND("{'qty':'SECRET'}"), "find", "qty" NOT_INDEXED, ESR("\"qty\": 1")),
+    HIT("second field of a compound index", FIND("{'created':{'$gt':5}}"), "find",
+        "created" NOT_INDEXED, ESR("\"created\": 1")),
+    HIT("$ne on an indexed field", FIND("{'status':{'$ne':'SECRET'}}"), "find", "status: $ne",
+        REWRITE),
+    HIT("$nin", FIND("{'status':{'$nin':['SECRET','b']}}"), "find", "status: $nin", NULL),
+    HIT("$not", FIND("{'status':{'$not':{'$eq':'SECRET'}}}"), "find", "status: $not", NULL),
+    HIT("unanchored regex",
+        FIND("{'name':{'$regularExpression':{'pattern':'SECRET','options':''}}}"), "find",
+        "name: an unanchored or case-insensitive regex", NULL),
+    HIT("anchored but case-insensitive regex",
+        FIND("{'name':{'$regularExpression':{'pattern':'^SECRET','options':'i'}}}"), "find",
+        "name: an unanchored", NULL),
+    HIT("$regex with $options i", FIND("{'name':{'%regex':'^SECRET','%options':'i'}}"), "find",
+        "name: an unanchored", NULL),
+    HIT("anchored regex with an alternation",
+        FIND("{'name':{'$regularExpression':{'pattern':'^ab|cd','options':''}}}"), "find",
+        "name: an unanchored", NULL),
+    HIT("^ with m flag", FIND("{'name':{'$regularExpression':{'pattern':'^ab','options':'m'}}}"),
+        "find", "name: an unanchored", NULL),
+    HIT("^.* has no literal prefix",
+        FIND("{'name':{'$regularExpression':{'pattern':'^.*x','options':''}}}"), "find",
+        "name: an unanchored", NULL),
+    HIT("$in with an unanchored regex",
+        FIND("{'name':{'$in':['a',{'$regularExpression':{'pattern':'x','options':''}}]}}"), "find",
+        "name: $in with an unanchored", NULL),
+    HIT("$where", FIND("{'$where':'this.a > 1'}"), "find", "($where)", REWRITE),
+    HIT("$expr range", FIND("{'$expr':{'$gt':['$status',5]}}"), "find", "($expr)", REWRITE),
+    HIT("$expr $eq of two fields", FIND("{'$expr':{'$eq':['$status','$name']}}"), "find", "($expr)",
+        REWRITE),
+    HIT("$nor", FIND("{'$nor':[{'status':'SECRET'}]}"), "find", "($nor)", REWRITE),
+    HIT("$size", FIND("{'status':{'$size':3}}"), "find", "status: $size", NULL),
+    HIT("$mod", FIND("{'status':{'$mod':[2,0]}}"), "find", "status: $mod", NULL),
+    HIT("$or with a branch no index bounds", FIND("{'$or':[{'status':'SECRET'},{'qty':1}]}"),
+        "find", "$or: a branch no index bounds", NULL),
+    HIT("$exists false on a sparse index", FIND("{'s':{'$exists':false}}"), "find", "s" NOT_INDEXED,
+        NULL),
+    HIT("null on a sparse index", FIND("{'s':null}"), "find", "s" NOT_INDEXED, NULL),
+    HIT("range on a hashed index", FIND("{'h':{'$gt':5}}"), "find", "h" NOT_INDEXED, NULL),
+    HIT("a hidden index bounds nothing", FIND("{'hid':5}"), "find", "hid" NOT_INDEXED,
+        ESR("\"hid\": 1")),
+    HIT("a text index serves only $text", FIND("{'t':'SECRET'}"), "find", "t" NOT_INDEXED, NULL),
+    HIT("ESR with the sort", "{'find':'big','filter':{'qty':5,'w':{'$gt':1}},'sort':{'z':-1}}",
+        "find", EVERY_DOC, ESR("\"qty\": 1, \"z\": -1, \"w\": 1")),
+    HIT("empty filter", FIND("{}"), "find", EMPTY_FILTER, "add a filter"),
+    HIT("no filter at all", "{'find':'big'}", "find", EMPTY_FILTER, "add a filter"),
+    HIT("empty filter, a large limit", "{'find':'big','filter':{},'limit':10000}", "find",
+        EMPTY_FILTER, NULL),
+    HIT("empty filter, a sort no index provides", "{'find':'big','filter':{},'sort':{'qty':1}}",
+        "find", EMPTY_FILTER, NULL),
+    HIT("hint $natural", "{'find':'big','filter':{'status':'SECRET'},'hint':{'$natural':1}}",
+        "find", "hint {$natural} forces a collection scan of test.big", "$natural"),
+    HIT("hinted index gets no bounds",
+        "{'find':'big','filter':{'status':'SECRET'},'hint':'name_1'}", "find",
+        "the hinted index name_1 gets no bounds", NULL),
+    HIT("count with a filter", "{'count':'big','query':{'qty':{'$gt':1}}}", "count",
+        "qty" NOT_INDEXED, NULL),
+    HIT("distinct, no index on the key", "{'distinct':'big','key':'qty','query':{}}", "distinct",
+        EMPTY_FILTER, NULL),
+    HIT("update statement", "{'update':'big','updates':[{'q':{'qty':1},'u':{'$set':{'a':1}}}]}",
+        "update", "qty" NOT_INDEXED, NULL),
+    {"update statement, kind-1 sequence",
+     "{'update':'big'}",
+     {{"updates", {"{'q':{'_id':1},'u':{'$set':{'a':1}}}", "{'q':{'qty':1},'u':{'$inc':{'n':1}}}"}},
+      {NULL, {NULL}}},
+     true,
+     "test.big",
+     "update",
+     "qty" NOT_INDEXED,
+     NULL},
+    HIT("updateMany of everything",
+        "{'update':'big','updates':[{'q':{},'u':{'$set':{'a':1}},'multi':true}]}", "update",
+        EMPTY_FILTER, NULL),
+    HIT("delete statement", "{'delete':'big','deletes':[{'q':{'qty':1},'limit':0}]}", "delete",
+        "qty" NOT_INDEXED, NULL),
+    HIT("deleteMany of everything", "{'delete':'big','deletes':[{'q':{},'limit':0}]}", "delete",
+        EMPTY_FILTER, NULL),
+    HIT("findAndModify", "{'findAndModify':'big','query':{'qty':1},'update':{'$set':{'a':1}}}",
+        "findAndModify", "qty" NOT_INDEXED, NULL),
+    HIT("bulkWrite update",
+        "{'bulkWrite':1,'ops':[{'update':0,'filter':{'qty':1},'updateMods':{'$set':{'a':1}}}],"
+        "'nsInfo':[{'ns':'test.big'}]}",
+        "bulkWrite", "qty" NOT_INDEXED, NULL),
+    HIT("bulkWrite deleteMany of everything",
+        "{'bulkWrite':1,'ops':[{'delete':0,'filter':{},'multi':true}],'nsInfo':[{'ns':'test.big'}]"
+        "}",
+        "bulkWrite", EMPTY_FILTER, NULL),
+    HIT("aggregate leading $match",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$group':{'_id':'$a'}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
+    HIT("aggregate, two leading $match merged",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$match':{'w':2}},{'$sort':{'z':1}}],"
+        "'cursor':{}}",
+        "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    HIT("$lookup with no index on the foreign field",
+        "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'users',"
+        "'localField':'uid','foreignField':'uid','as':'u'}}],'cursor':{}}",
+        "aggregate", "$lookup from test.users on foreignField \"uid\"",
+        "getCollection(\"users\").createIndex({\"uid\": 1})"),
+    HIT("$lookup inside $facet",
+        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$facet':{'a':[{'$lookup':{'from':"
+        "'users','localField':'x','foreignField':'y','as':'u'}}]}}],'cursor':{}}",
+        "aggregate", "foreignField \"y\"", NULL),
+    HIT("explain is logged", "{'explain':{'find':'big','filter':{'qty':1}}}", "explain",
+        "qty" NOT_INDEXED, NULL),
+
+    /* ---- near misses: some index bounds it ---- */
+    MISS("equality on a leading field", FIND("{'status':'SECRET'}")),
+    MISS("$in", FIND("{'status':{'$in':['a','b']}}")),
+    MISS("range", FIND("{'status':{'$gt':'a'}}")),
+    MISS("$exists false on a non-sparse index", FIND("{'status':{'$exists':false}}")),
+    MISS("$exists true on a sparse index", FIND("{'s':{'$exists':true}}")),
+    MISS("equality on a sparse index", FIND("{'s':5}")),
+    MISS("null on a non-sparse index", FIND("{'status':null}")),
+    MISS("$type", FIND("{'status':{'$type':'string'}}")),
+    MISS("anchored regex",
+         FIND("{'name':{'$regularExpression':{'pattern':'^SECRET','options':''}}}")),
+    MISS("anchored $regex string", FIND("{'name':{'%regex':'^ab\\\\.c'}}")),
+    MISS("\\A anchor with m",
+         FIND("{'name':{'$regularExpression':{'pattern':'\\\\Aab','options':'m'}}}")),
+    MISS("$ne next to a bounded conjunct", FIND("{'status':{'$ne':'x'},'name':'SECRET'}")),
+    MISS("range and $ne on one field", FIND("{'status':{'$gt':'a','$ne':'b'}}")),
+    MISS("_id", FIND("{'_id':{'$oid':'0123456789abcdef01234567'}}")),
+    MISS("$or, every branch bounded", FIND("{'$or':[{'status':'a'},{'name':'b'},{'_id':3}]}")),
+    MISS("$or of one branch", FIND("{'$or':[{'status':'a'}]}")),
+    MISS("$and with one bounded conjunct", FIND("{'$and':[{'qty':1},{'status':'a'}]}")),
+    MISS("$where next to a bounded conjunct", FIND("{'$where':'1','status':'a'}")),
+    MISS("$expr $eq pushed down", FIND("{'$expr':{'$eq':['$status','SECRET']}}")),
+    MISS("$expr $and of $eq", FIND("{'$expr':{'$and':[{'$eq':[5,'$name']},{'$gt':['$a',1]}]}}")),
+    MISS("$elemMatch on an indexed sub-field", FIND("{'items':{'$elemMatch':{'sku':'x','n':1}}}")),
+    MISS("$geoWithin on a 2dsphere index",
+         FIND("{'loc':{'$geoWithin':{'$centerSphere':[[0,0],0.1]}}}")),
+    MISS("$text needs its index", FIND("{'$text':{'%search':'SECRET'}}")),
+    MISS("equality on a hashed index", FIND("{'h':'SECRET'}")),
+    MISS("a partial index may serve it", FIND("{'p':{'$gt':7}}")),
+    MISS("empty filter, small limit", "{'find':'big','filter':{},'limit':10}"),
+    MISS("empty filter, findOne", "{'find':'big','filter':{},'limit':1,'singleBatch':true}"),
+    MISS("empty filter, sort an index provides",
+         "{'find':'big','filter':{},'sort':{'status':-1,'created':1}}"),
+    MISS("empty filter, sort by _id", "{'find':'big','sort':{'_id':1}}"),
+    MISS("unbounded filter, index-provided sort, small limit",
+         "{'find':'big','filter':{'qty':{'$ne':1}},'sort':{'name':1},'limit':20}"),
+    MISS("count of everything reads metadata", "{'count':'big','query':{}}"),
+    MISS("count without a query", "{'count':'big'}"),
+    MISS("distinct scan on an indexed key", "{'distinct':'big','key':'status','query':{}}"),
+    MISS("updateOne of anything", "{'update':'big','updates':[{'q':{},'u':{'$set':{'a':1}}}]}"),
+    MISS("deleteOne of anything", "{'delete':'big','deletes':[{'q':{},'limit':1}]}"),
+    MISS("findAndModify of anything",
+         "{'findAndModify':'big','query':{},'update':{'$set':{'a':1}}}"),
+    MISS("bulkWrite deleteOne of anything",
+         "{'bulkWrite':1,'ops':[{'delete':0,'filter':{}}],'nsInfo':[{'ns':'test.big'}]}"),
+    MISS("hinted index is bounded",
+         "{'find':'big','filter':{'status':'a'},'hint':{'status':1,'created':-1}}"),
+    MISS("hint naming no index", "{'find':'big','filter':{'qty':1},'hint':'nope'}"),
+    MISS("below minDocuments", "{'find':'small','filter':{'qty':1}}"),
+    MISS("document count unknown", "{'find':'nocount','filter':{'qty':1}}"),
+    MISS("wildcard index", "{'find':'wild','filter':{'qty':1}}"),
+    MISS("a view", "{'find':'view','filter':{'qty':1}}"),
+    MISS("index list not known yet", "{'find':'elsewhere','filter':{'qty':1}}"),
+    MISS("aggregate without a leading $match",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a'}}],'cursor':{}}"),
+    MISS("aggregate with an empty leading $match (pymongo's count_documents({}))",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':1,'n':{'$sum':1}}}],"
+         "'cursor':{}}"),
+    MISS("aggregate $match bounded",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':'$a'}}],"
+         "'cursor':{}}"),
+    MISS("$lookup on an indexed foreign field",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'uidx',"
+         "'localField':'u','foreignField':'uid','as':'u'}}],'cursor':{}}"),
+    MISS("$lookup on _id",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':"
+         "'users','localField':'u','foreignField':'_id','as':'u'}}],'cursor':{}}"),
+    MISS("$lookup into a small collection",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'small',"
+         "'localField':'u','foreignField':'qq','as':'u'}}],'cursor':{}}"),
+    MISS("$lookup with a pipeline only",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'users','let':{"
+         "'x':'$a'},'pipeline':[{'$match':{'$expr':{'$eq':['$b','$$x']}}}],'as':'u'}}],"
+         "'cursor':{}}"),
+    MISS("insert", "{'insert':'big','documents':[{'qty':1}]}"),
+};
+
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static index_cache *the_cache;
+
+static void run_case(const scase *c, rule_action action)
+{
+	fx_expect x = {c->name, c->hit, c->ns, c->command, c->detail, c->suggestion_has};
+	size_t n = c->seqs[1].id ? 2 : c->seqs[0].id ? 1 : 0;
+	fx_run_rule_case_ic(RULE_COLLECTION_SCAN, action, the_cache, c->json, c->seqs, n, &x);
+}
+
+FX_TABLE_TESTS(cases, NCASES, run_case)
+
+static void test_regex_prefix(void **state)
+{
+	assert_true(rule_scan_regex_bounded("^abc", ""));
+	assert_true(rule_scan_regex_bounded("^a", NULL));
+	assert_true(rule_scan_regex_bounded("^ab*", "")); /* prefix "a" */
+	assert_false(rule_scan_regex_bounded("^a*", "")); /* a is optional */
+	assert_false(rule_scan_regex_bounded("^a?b", ""));
+	assert_true(rule_scan_regex_bounded("^a+", ""));
+	assert_true(rule_scan_regex_bounded("^\\.x", "")); /* escaped literal */
+	assert_false(rule_scan_regex_bounded("^\\d", "")); /* a class */
+	assert_true(rule_scan_regex_bounded("\\Aabc", "m"));
+	assert_false(rule_scan_regex_bounded("^abc", "m"));
+	assert_false(rule_scan_regex_bounded("^abc", "s"));
+	assert_false(rule_scan_regex_bounded("^abc", "x"));
+	assert_false(rule_scan_regex_bounded("^abc", "i"));
+	assert_false(rule_scan_regex_bounded("abc", ""));
+	assert_false(rule_scan_regex_bounded("^", ""));
+	assert_false(rule_scan_regex_bounded("^(abc)", ""));
+	assert_false(rule_scan_regex_bounded("^a\\|b|c", "")); /* the second | is not escaped */
+	assert_true(rule_scan_regex_bounded("^a\\|b", ""));
+	assert_false(rule_scan_regex_bounded("^(?i)abc", ""));
+}
+
+/* The threshold is the rule's parameter. */
+static void test_min_documents(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	assert_int_equal(cfg.rules[RULE_COLLECTION_SCAN].params[SCAN_PARAM_MIN_DOCUMENTS], 10000);
+	fx_sink sink;
+	fx_sink_init(&sink);
+	const char *q = "{'find':'small','filter':{'qty':1}}";
+	cfg.rules[RULE_COLLECTION_SCAN].params[SCAN_PARAM_MIN_DOCUMENTS] = 9999;
+	engine *e = engine_new(&cfg, the_cache, fx_sink_fn, &sink);
+	fx_analyze(e, "test", q, NULL, 0, NULL, NULL);
+	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 1); /* 9,999 >= 9,999 */
+	engine_free(e);
+	fx_sink_clear(&sink);
+	cfg.rules[RULE_COLLECTION_SCAN].params[SCAN_PARAM_MIN_DOCUMENTS] = 10000;
+	e = engine_new(&cfg, the_cache, fx_sink_fn, &sink);
+	fx_analyze(e, "test", q, NULL, 0, NULL, NULL);
+	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 0);
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+/* Exactly the words a reader sees in block mode. */
+static void test_block_message(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_COLLECTION_SCAN].action = RULE_BLOCK;
+	engine *e = engine_new(&cfg, the_cache, NULL, NULL);
+	block_info block = {0};
+	assert_int_equal(
+	    fx_analyze(e, "test", "{'find':'big','filter':{'qty':5}}", NULL, 0, NULL, &block),
+	    VERDICT_BLOCK);
+	assert_string_equal(
+	    block.errmsg,
+	    "mongoguard blocked this find: rule collection-scan: no index on test.big bounds the "
+	    "filter (qty: no usable index leads with it), so mongod reads every document (about "
+	    "50000; indexes: _id_, status_1_created_-1, name_1, s_1, h_hashed, loc_2dsphere, hid_1 "
+	    "(hidden), items.sku_1, p_1, t_text). Fix: create the index "
+	    "db.getSiblingDB(\"test\").getCollection(\"big\").createIndex({\"qty\": 1}).");
+	engine_free(e);
+}
+
+static void test_filter_alone(void **state)
+{
+	char err[64];
+	index_set *s = index_set_from_json("[{\"key\":{\"_id\":1},\"name\":\"_id_\"},"
+	                                   "{\"key\":{\"a\":1,\"b\":1},\"name\":\"a_1_b_1\"}]",
+	                                   err, sizeof err);
+	bson_t *f = fx_json("{'b':1}"), *g = fx_json("{'a':{'$gte':1},'b':1}");
+	bson_t *nat = fx_json("{'$natural':1}");
+	assert_int_equal(rule_scan_filter(s, f, NULL, NULL), SCAN_UNBOUNDED);
+	assert_int_equal(rule_scan_filter(s, g, NULL, NULL), SCAN_BOUNDED);
+	assert_int_equal(rule_scan_filter(s, g, nat, NULL), SCAN_UNBOUNDED);
+	assert_int_equal(rule_scan_filter(s, g, NULL, "_id_"), SCAN_UNBOUNDED);
+	assert_int_equal(rule_scan_filter(s, g, NULL, "a_1_b_1"), SCAN_BOUNDED);
+	assert_int_equal(rule_scan_filter(s, NULL, NULL, NULL), SCAN_UNBOUNDED);
+	assert_int_equal(rule_scan_filter(NULL, f, NULL, NULL), SCAN_UNKNOWN);
+	index_set_release(s);
+	bson_destroy(f);
+	bson_destroy(g);
+	bson_destroy(nat);
+}
+
+static int setup(void **state)
+{
+	the_cache = scan_cache();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	index_cache_free(the_cache);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table_is_balanced), cmocka_unit_test(test_table_log),
+	    cmocka_unit_test(test_table_block),       cmocka_unit_test(test_regex_prefix),
+	    cmocka_unit_test(test_min_documents),     cmocka_unit_test(test_block_message),
+	    cmocka_unit_test(test_filter_alone),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
