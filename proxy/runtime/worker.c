@@ -92,6 +92,7 @@ static void take_config(worker *w)
 {
 	snapshot *old = w->snap;
 	w->snap = snapshot_slot_get(w->shared->config);
+	w->env.tls = w->snap->tls; /* new sessions use the new contexts */
 	snapshot_unref(old);
 }
 
@@ -138,13 +139,13 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .base = w->base,
 	    .snap = &w->snap,
 	    .ids = shared->ids,
-	    .tls = shared->tls,
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
 	    .capture = shared->capture,
 	    .on_closed = session_closed,
 	    .owner = w,
+	    .tls = w->snap->tls,
 	};
 	return true;
 }
