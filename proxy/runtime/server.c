@@ -387,6 +387,9 @@ static void warn_restart_only(const mg_config *was, const mg_config *now)
 	    {"sinks.mongodb",
 	     memcmp(&was->sink_mongodb, &now->sink_mongodb, sizeof(now->sink_mongodb)) != 0},
 	    {"capture", memcmp(&was->capture, &now->capture, sizeof(now->capture)) != 0},
+	    {"upstream.members", was->nmembers != now->nmembers ||
+	                             memcmp(was->members, now->members, sizeof(now->members)) != 0},
+	    {"upstream.credentialsFile", strcmp(was->credentials_file, now->credentials_file) != 0},
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (keys[i].changed)
@@ -414,6 +417,9 @@ static void keep_restart_only(mg_config *next, const mg_config *running)
 	memcpy(next->instance_name, running->instance_name, sizeof(next->instance_name));
 	next->sink_mongodb = running->sink_mongodb;
 	next->capture = running->capture;
+	memcpy(next->members, running->members, sizeof(next->members));
+	next->nmembers = running->nmembers;
+	memcpy(next->credentials_file, running->credentials_file, sizeof(next->credentials_file));
 }
 
 static void log_reloaded(const mg_config *cfg, unsigned generation, const char *source)
@@ -445,13 +451,18 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 		warn_restart_only(&running->cfg, next);
 		keep_restart_only(next, &running->cfg);
 		engine *e = NULL;
-		if (srv->ic &&
-		    !(e = engine_new(&next->engine, srv->ic, server_log_finding, srv->findings))) {
+		net_tls tls = {0};
+		/* certificate and key files are read again here */
+		if (!tls_build(&tls, &next->tls, &p->uri.tls, err, errlen)) {
+			ok = false;
+		} else if (srv->ic && !(e = engine_new(&next->engine, srv->ic, server_log_finding,
+		                                       srv->findings))) {
 			snprintf(err, errlen, "cannot create the rule engine");
+			tls_free(&tls);
 			ok = false;
 		}
 		pthread_mutex_lock(&srv->reload_lock);
-		snapshot *s = ok ? snapshot_new(next, e, srv->generation + 1) : NULL;
+		snapshot *s = ok ? snapshot_new(next, e, &tls, srv->generation + 1) : NULL;
 		if (s) {
 			srv->generation++;
 			snapshot_slot_publish(&srv->config, s);
@@ -511,7 +522,9 @@ static bool start_config(server *srv, char *err, size_t errlen)
 		}
 	}
 	srv->generation = 1;
-	snapshot *s = snapshot_new(cfg, e, srv->generation);
+	/* the plan's TLS contexts (built to check the config) are the first
+	 * snapshot's from here on */
+	snapshot *s = snapshot_new(cfg, e, &srv->plan->tls, srv->generation);
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -572,8 +585,7 @@ static bool start_workers(server *srv, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return false;
 	}
-	srv->shared = (worker_shared){.tls = &srv->plan->tls,
-	                              .ids = &srv->ids,
+	srv->shared = (worker_shared){.ids = &srv->ids,
 	                              .nconns = &srv->nconns,
 	                              .config = &srv->config,
 	                              .metrics = srv->metrics,

@@ -3,15 +3,18 @@
 
 #include <stdlib.h>
 
-snapshot *snapshot_new(const mg_config *cfg, engine *e, unsigned generation)
+snapshot *snapshot_new(const mg_config *cfg, engine *e, const net_tls *tls, unsigned generation)
 {
 	snapshot *s = malloc(sizeof(*s));
+	net_tls t = *tls;
 	if (!s) {
 		engine_free(e);
+		tls_free(&t);
 		return NULL;
 	}
 	s->cfg = *cfg;
 	s->engine = e;
+	s->tls = t;
 	s->generation = generation;
 	atomic_init(&s->refs, 1);
 	return s;
@@ -30,6 +33,7 @@ void snapshot_unref(snapshot *s)
 	if (s->engine) /* repeats counted since the last summary are not lost */
 		engine_flush_summaries(s->engine);
 	engine_free(s->engine);
+	tls_free(&s->tls);
 	free(s);
 }
 

@@ -13,18 +13,24 @@
 #include <stdatomic.h>
 
 #include "analyzers/engine.h"
+#include "proxy/net/tls.h"
 #include "proxy/runtime/config.h"
 
 typedef struct snapshot {
 	mg_config cfg;
 	engine *engine; /* NULL when analysis is disabled */
+	/* Both sides' TLS contexts, built from cfg (certificate files are read
+	 * anew for every snapshot). A session takes its own reference to the
+	 * SSL_CTXs it uses, so a snapshot may go while sessions run. */
+	net_tls tls;
 	atomic_uint refs;
 	unsigned generation; /* 1 for the first, +1 per publication */
 } snapshot;
 
-/* Copies cfg and takes ownership of e (may be NULL). One reference, the
- * caller's. NULL when memory runs out (e is then freed). */
-snapshot *snapshot_new(const mg_config *cfg, engine *e, unsigned generation);
+/* Copies cfg and takes ownership of e (may be NULL) and of tls's contexts.
+ * One reference, the caller's. NULL when memory runs out (e and tls are
+ * then freed). */
+snapshot *snapshot_new(const mg_config *cfg, engine *e, const net_tls *tls, unsigned generation);
 
 snapshot *snapshot_ref(snapshot *s);
 

@@ -99,6 +99,7 @@ static void take_config(worker *w)
 {
 	snapshot *old = w->snap;
 	w->snap = snapshot_slot_get(w->shared->config);
+	w->env.tls = w->snap->tls; /* new sessions use the new contexts */
 	snapshot_unref(old);
 }
 
@@ -145,7 +146,6 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .base = w->base,
 	    .snap = &w->snap,
 	    .ids = shared->ids,
-	    .tls = shared->tls,
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
@@ -153,6 +153,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .on_closed = session_closed,
 	    .out_of_fds = out_of_fds,
 	    .owner = w,
+	    .tls = w->snap->tls,
 	};
 	return true;
 }

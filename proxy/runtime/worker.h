@@ -36,7 +36,6 @@ typedef struct session_node {
 
 /* What every worker shares with the server; outlives the workers. */
 typedef struct worker_shared {
-	const net_tls *tls;
 	session_ids *ids;
 	atomic_uint *nconns; /* open connections: the listener counts them in */
 	snapshot_slot *config;

@@ -929,6 +929,7 @@ static void session_free(session *s)
 		bufferevent_free(s->client);
 	session_env env = s->env;
 	void *token = s->token;
+	tls_free(&s->env.tls); /* this session's references */
 	free(s);
 	env.on_closed(env.owner, token);
 }
@@ -1084,7 +1085,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		const char *e;
 		if (what & BEV_EVENT_TIMEOUT) {
 			e = "connect timed out";
-		} else if (s->env.tls->upstream &&
+		} else if (s->env.tls.upstream &&
 		           tls_failure_text(bev, tls_text, sizeof(tls_text))) {
 			snprintf(tls_why, sizeof(tls_why), "TLS handshake failed: %s", tls_text);
 			e = tls_why;
@@ -1229,7 +1230,7 @@ static void host_of(const char *name, char *out, size_t size)
 static bool session_wire(session *s, int fd, bool client_tls)
 {
 	struct event_base *base = s->env.base;
-	const net_tls *tls = s->env.tls;
+	const net_tls *tls = &s->env.tls;
 	if (client_tls) {
 		SSL *ssl = SSL_new(tls->server);
 		s->client =
@@ -1348,7 +1349,7 @@ static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	event_free(s->sniff_ev);
 	s->sniff_ev = NULL;
-	if (n <= 0 || (r == TLS_SNIFF_PLAIN && s->env.tls->mode == TLS_MODE_REQUIRE)) {
+	if (n <= 0 || (r == TLS_SNIFF_PLAIN && s->env.tls.mode == TLS_MODE_REQUIRE)) {
 		close(fd);
 		if (n > 0) {
 			s->end_severity = LOG_WARNING;
@@ -1376,6 +1377,11 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 		return NULL;
 	}
 	s->env = *env;
+	/* ours until the session goes, whatever a reload does to the snapshot */
+	if (s->env.tls.server)
+		SSL_CTX_up_ref(s->env.tls.server);
+	if (s->env.tls.upstream)
+		SSL_CTX_up_ref(s->env.tls.upstream);
 	s->token = token;
 	s->end_severity = LOG_INFO;
 	s->id = atomic_fetch_add(&env->ids->next_conn, 1);
@@ -1386,9 +1392,9 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (env->tls->server)
+	if (env->tls.server)
 		s->sniff_ev = event_new(env->base, fd, EV_READ, sniff_cb, s);
-	if (!session_timers(s) || (env->tls->server && !s->sniff_ev)) {
+	if (!session_timers(s) || (env->tls.server && !s->sniff_ev)) {
 		close(fd);
 		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
 		session_free(s);

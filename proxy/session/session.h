@@ -37,7 +37,9 @@ typedef struct session_env {
 	/* How hello replies name the set's members for this listener's clients
 	 * (its own pairing included); NULL: replies pass unchanged. */
 	const hello_map *hello;
-	const net_tls *tls; /* both sides' TLS contexts (never NULL) */
+	/* Both sides' TLS contexts, from the snapshot in force at start; the
+	 * session holds its own reference to each SSL_CTX. */
+	net_tls tls;
 	session_ids *ids;
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */

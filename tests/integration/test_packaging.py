@@ -58,3 +58,79 @@ def test_dockerfile_runtime_stage_is_small_and_non_root():
     assert users and users[-1] not in ("root", "0")
     assert "build-essential" not in runtime and "cmake" not in runtime
     assert re.search(r"^COPY --from=build .*mongoguard", runtime, flags=re.M)
+
+
+# --- docker-compose.yml: checked without a Docker engine --------------------------
+
+def compose() -> dict:
+    import yaml
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_file_is_consistent():
+    c = compose()
+    services = c["services"]
+    assert {"mongo1", "mongo2", "mongo3", "mongoguard", "sample-app", "prometheus"} <= set(
+        services)
+    for name, svc in services.items():
+        assert "image" in svc or "build" in svc, name
+        if "build" in svc:
+            assert (ROOT / svc["build"]["context"] / svc["build"]["dockerfile"]).exists()
+        for dep in svc.get("depends_on", {}):
+            assert dep in services, f"{name} depends on unknown {dep}"
+        for port in svc.get("ports", []):
+            assert re.fullmatch(r"127\.0\.0\.1:\d+(-\d+)?:\d+(-\d+)?", port), port
+        for vol in svc.get("volumes", []):
+            host = vol.split(":")[0]
+            assert (ROOT / host).exists(), f"{name} mounts missing {host}"
+    # the replica set names all three members, and mongoguard serves each
+    init = " ".join(services["mongo1"]["healthcheck"]["test"])
+    assert all(f"mongo{i}:27017" in init for i in (1, 2, 3))
+
+
+def test_compose_mongoguard_config(mongoguard_bin, tmp_path):
+    text = (ROOT / "scripts" / "docker" / "mongoguard.yaml").read_text()
+    # the compose network's names do not resolve here: loopback addresses instead
+    for i in (1, 2, 3):
+        text = text.replace(f"mongo{i}:27017", f"127.0.0.{i}:27017")
+    cfg = tmp_path / "compose-mongoguard.yaml"
+    cfg.write_text(text)
+    r = subprocess.run([mongoguard_bin, "--config", str(cfg), "--check-config"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    svc = compose()["services"]["mongoguard"]
+    assert "/etc/mongoguard/docker/mongoguard.yaml" in svc["command"]
+
+
+def test_compose_prometheus_config():
+    assert shutil.which("promtool"), "promtool (Debian's prometheus) is installed by setup.sh"
+    r = subprocess.run(["promtool", "check", "config",
+                        str(ROOT / "scripts" / "docker" / "prometheus.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_sample_app_commits_every_anti_pattern(start_proxy, upstream, dbname):
+    import json
+    import os
+    import sys
+    import time
+
+    cfg = {"analysis": {"indexRefreshSecs": 1, "summaryIntervalSecs": 1},
+           "rules": {"hot-path-lookup": {"action": "log", "threshold": 30},
+                     "collection-scan": {"action": "log", "minDocuments": 10}}}
+    p = start_proxy(upstream.uri, config=json.dumps(cfg))
+    env = dict(os.environ, MONGO_URI=p.uri, SAMPLE_DB=dbname)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "sample_app.py"),
+                        "--rounds", "15", "--pause", "0.2"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rules = {"case-insensitive-regex", "unbounded-push", "hot-path-lookup",
+             "index-mismatched-sort", "collection-scan", "large-document"}
+    deadline = time.monotonic() + 10
+    while True:
+        seen = {f["attr"]["rule"] for f in p.log.findings()}
+        if rules <= seen or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert rules <= seen, f"missing: {rules - seen}"

@@ -17,6 +17,7 @@ from bson.regex import Regex
 from pymongo.errors import OperationFailure
 
 from conftest import free_port
+from topology_helpers import certs  # noqa: F401 -- fixture
 
 
 def cfg(regex_action: str, admin_port: int, **extra) -> str:
@@ -176,3 +177,35 @@ def test_traffic_through_many_reloads(reloadable, clients, dbname):
         t.join(30)
     assert not errors, errors[:3]
     assert count[0] > 0
+
+
+def test_reload_rereads_tls_certificates(certs, upstream, start_proxy, tmp_path):
+    from test_tls import fails_with, tls_client
+
+    pem = tmp_path / "server.pem"
+    pem.write_bytes(certs.server_pem.read_bytes())
+    _, _, other_pem = certs._leaf("server-other", "localhost", "DNS:localhost,IP:127.0.0.1",
+                                  days=30, ca="other-ca")
+    cfg_text = f'net:\n  tls:\n    mode: requireTLS\n    certificateKeyFile: "{pem}"\n'
+    p = start_proxy(upstream.uri, config=cfg_text)
+    with tls_client(p.port, certs.ca, maxPoolSize=1) as old:
+        assert old.mg_reload_tls.c.count_documents({}) == 0
+        mark = p.log.mark()
+        pem.write_bytes(other_pem.read_bytes())
+        p.proc.send_signal(signal.SIGHUP)
+        reloads(p, mark)
+        # new connections get the new certificate, the open one keeps going
+        with tls_client(p.port, certs.other_ca) as c:
+            assert c.mg_reload_tls.c.count_documents({}) == 0
+        with tls_client(p.port, certs.ca) as c:
+            fails_with(c, "certificate verify failed", "CERTIFICATE_VERIFY_FAILED")
+        assert old.mg_reload_tls.c.count_documents({}) == 0
+
+        # a file that is no certificate: refused, the running one stays
+        mark = p.log.mark()
+        pem.write_text("not a certificate\n")
+        p.proc.send_signal(signal.SIGHUP)
+        err = reloads(p, mark, ok=False)[0]["attr"]["error"]
+        assert "certificateKeyFile" in err or str(pem) in err, err
+        with tls_client(p.port, certs.other_ca) as c:
+            assert c.mg_reload_tls.c.count_documents({}) == 0
