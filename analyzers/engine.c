@@ -84,6 +84,7 @@ struct engine {
 	 * target_init copies them instead of asking each rule. */
 	bool scoped;
 	rule_action act[RULE_COUNT], act_explain[RULE_COUNT];
+	uint8_t sample[RULE_COUNT];
 	unsigned parts_all, parts_explain;
 	uint32_t doc_floor;    /* the smallest document a document check reports */
 	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
@@ -206,6 +207,7 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 		e->scoped |= e->cfg.rules[r].nscopes > 0;
 		e->act[r] = a;
 		e->act_explain[r] = a > RULE_LOG ? RULE_LOG : a;
+		e->sample[r] = e->cfg.rules[r].sample;
 		if (a != RULE_OFF)
 			e->parts_all |= e->parts[r];
 		if (e->act_explain[r] != RULE_OFF)
@@ -259,6 +261,7 @@ typedef struct target {
 	const char *coll; /* NULL for a collection-less aggregate */
 	char ns[256];
 	rule_action act[RULE_COUNT];
+	uint8_t sample[RULE_COUNT];
 	unsigned parts; /* PART_* */
 } target;
 
@@ -284,13 +287,14 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 	const engine *e = ax->e;
 	if (!e->scoped) {
 		memcpy(t->act, ax->explain ? e->act_explain : e->act, sizeof(t->act));
+		memcpy(t->sample, e->sample, sizeof(t->sample));
 		t->parts = ax->explain ? e->parts_explain : e->parts_all;
 		return t->parts != 0;
 	}
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	t->parts = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
-		rule_action a = rule_effective_action(&ax->e->cfg.rules[r], t->ns, app);
+		rule_action a = rule_effective(&ax->e->cfg.rules[r], t->ns, app, &t->sample[r]);
 		if (ax->explain && a > RULE_LOG)
 			a = RULE_LOG; /* explain runs nothing: log, never block */
 		t->act[r] = a;
@@ -302,8 +306,15 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, spec, NULL};
+	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL};
 	return s;
+}
+
+/* The error a block sends; a dry-run logs the same words. */
+static void block_message(const actx *ax, rule_id rule, const rule_words *w, char *out, size_t size)
+{
+	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.",
+	         canonical_name(ax->kind), rule_name(rule), w->detail, w->fix);
 }
 
 static void fill_block(actx *ax, rule_id rule, const rule_words *w)
@@ -311,9 +322,7 @@ static void fill_block(actx *ax, rule_id rule, const rule_words *w)
 	if (!ax->block)
 		return;
 	ax->block->rule = rule;
-	snprintf(ax->block->errmsg, sizeof(ax->block->errmsg),
-	         "mongoguard blocked this %s: rule %s: %s. Fix: %s.", canonical_name(ax->kind),
-	         rule_name(rule), w->detail, w->fix);
+	block_message(ax, rule, w, ax->block->errmsg, sizeof(ax->block->errmsg));
 }
 
 /* ---- what rules may ask (rule_api.h) ---- */
@@ -467,6 +476,19 @@ static void memo_put(engine *e, uint64_t key, uint64_t hash)
 	atomic_store_explicit(&m->check, memo_check(key, hash), memory_order_relaxed);
 }
 
+/* The finding's redacted shape hash, from the memo when it knows the raw
+ * bytes; *shape gets the text when it had to be rendered. */
+static uint64_t finding_hash(actx *ax, const rule_site *s, char *redacted, const char **shape)
+{
+	uint64_t key = raw_key(ax, s), hash;
+	if (!memo_get(ax->e, key, &hash)) {
+		hash = rule_shape_redacted(ax, s, redacted);
+		*shape = redacted;
+		memo_put(ax->e, key, hash);
+	}
+	return hash;
+}
+
 /* Applies the action and reports. The rule's words are rendered here, once,
  * and only when the finding blocks first or reaches the sink. shape/hash
  * may come precomputed (the hot-path rule needs them to count); otherwise
@@ -479,22 +501,28 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	rule_action action = s->act[rule];
 	if (action == RULE_OFF)
 		return;
-	bool first_block = action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK;
-	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
-	if (!first_block && !to_sink)
-		return;
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	char redacted[SHAPE_BUF_LEN];
 	const char *shape = pre_shape;
 	uint64_t hash = pre_hash;
-	if (to_sink && !shape) {
-		uint64_t key = raw_key(ax, s);
-		if (!memo_get(ax->e, key, &hash)) {
-			hash = rule_shape_redacted(ax, s, redacted);
-			shape = redacted;
-			memo_put(ax->e, key, hash);
+	bool hashed = pre_shape != NULL;
+	/* A block rolled out to a sample of shapes: the others are dry-run. */
+	uint8_t sample = s->sample ? s->sample[rule] : 0;
+	bool sampled_out = false;
+	if (action == RULE_BLOCK && sample && sample < RULE_SAMPLE_ALL) {
+		hash = finding_hash(ax, s, redacted, &shape);
+		hashed = true;
+		if (!rule_sampled_in(hash, sample)) {
+			action = RULE_DRY_RUN;
+			sampled_out = true;
 		}
 	}
+	bool first_block = action == RULE_BLOCK && ax->verdict != VERDICT_BLOCK;
+	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
+	if (!first_block && !to_sink)
+		return;
+	if (to_sink && !hashed)
+		hash = finding_hash(ax, s, redacted, &shape);
 	/* A repeat that blocks nothing is only counted: its words would be
 	 * rendered for no reader (the common case of a known finding). */
 	if (to_sink && !first_block) {
@@ -523,6 +551,9 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 		shape_render(s->shape, false, shown, sizeof(shown));
 		shape = shown;
 	}
+	char would[sizeof(ax->block->errmsg)];
+	if (action == RULE_DRY_RUN)
+		block_message(ax, rule, &w, would, sizeof(would));
 	finding f = {
 	    .rule = rule,
 	    .action = action,
@@ -535,6 +566,8 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .app_name = app,
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
 	    .repeats = 0,
+	    .would_block = action == RULE_DRY_RUN ? would : NULL,
+	    .sampled_out = sampled_out,
 	};
 	findings_table_report(ax->e->findings, &f, ax->e->sink, ax->e->sink_arg);
 }

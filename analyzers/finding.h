@@ -3,6 +3,7 @@
 #ifndef MG_ANALYZERS_FINDING_H
 #define MG_ANALYZERS_FINDING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "analyzers/rule_config.h"
@@ -21,6 +22,10 @@ typedef struct finding {
 	const char *app_name;   /* "" when the client sent none */
 	const char *client;     /* "host:port" */
 	uint64_t repeats;       /* 0 for a first occurrence; N for a summary of N repeats */
+	/* dry-run only: the error a block would have sent, and whether the
+	 * rule said block and its sample left this shape out. */
+	const char *would_block;
+	bool sampled_out;
 } finding;
 
 typedef void (*engine_sink_fn)(void *arg, const finding *f);

@@ -61,6 +61,7 @@ static fentry *fentry_new(const finding *f)
 		p += len[i];
 	}
 	e->f.repeats = 0;
+	e->f.would_block = NULL; /* the first occurrence's line carried it; summaries do not */
 	return e;
 }
 

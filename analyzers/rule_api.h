@@ -35,6 +35,7 @@ typedef struct rule_site {
 	const char *coll;       /* NULL: a collection-less aggregate */
 	const char *ns;         /* "db.coll" */
 	const rule_action *act; /* each rule's action here, after scopes */
+	const uint8_t *sample;  /* each rule's block sample here (rule_config.h) */
 	const shape_spec *shape;
 	/* The filter of the same statement (update's q, findAndModify's query,
 	 * bulkWrite's filter), positioned on it; NULL when there is none. An

@@ -8,6 +8,7 @@
 static const char *const action_names[] = {
     [RULE_OFF] = "off",
     [RULE_LOG] = "log",
+    [RULE_DRY_RUN] = "dry-run",
     [RULE_BLOCK] = "block",
 };
 
@@ -54,7 +55,7 @@ static bool any_glob(const char (*patterns)[RULE_PATTERN_LEN], size_t n, const c
 	return false;
 }
 
-rule_action rule_effective_action(const rule_config *rc, const char *ns, const char *app)
+rule_action rule_effective(const rule_config *rc, const char *ns, const char *app, uint8_t *sample)
 {
 	if (!ns)
 		ns = "";
@@ -62,8 +63,19 @@ rule_action rule_effective_action(const rule_config *rc, const char *ns, const c
 		app = "";
 	for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++) {
 		const rule_scope *s = &rc->scopes[i];
-		if (any_glob(s->namespaces, s->nnamespaces, ns) && any_glob(s->apps, s->napps, app))
+		if (any_glob(s->namespaces, s->nnamespaces, ns) &&
+		    any_glob(s->apps, s->napps, app)) {
+			if (sample)
+				*sample = s->sample;
 			return s->action;
+		}
 	}
+	if (sample)
+		*sample = rc->sample;
 	return rc->action;
+}
+
+rule_action rule_effective_action(const rule_config *rc, const char *ns, const char *app)
+{
+	return rule_effective(rc, ns, app, NULL);
 }

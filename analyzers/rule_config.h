@@ -10,11 +10,19 @@
 
 #include "analyzers/rules.h"
 
+/* Ordered: a later action does more. dry-run forwards, and reports the
+ * request as "would have been blocked" with the message a block sends. */
 typedef enum {
 	RULE_OFF,
 	RULE_LOG,
+	RULE_DRY_RUN,
 	RULE_BLOCK,
 } rule_action;
+
+/* `sample` of a block: the share of query shapes (in percent) that are
+ * really blocked; the others are treated as dry-run. Chosen by the shape's
+ * hash, so one shape is always treated the same way. */
+#define RULE_SAMPLE_ALL 100
 
 #define RULE_MAX_SCOPES   16
 #define RULE_MAX_PATTERNS 16
@@ -30,10 +38,12 @@ typedef struct rule_scope {
 	char apps[RULE_MAX_PATTERNS][RULE_PATTERN_LEN];
 	size_t napps;
 	rule_action action;
+	uint8_t sample; /* percent of shapes a block blocks; 0 (unset) or 100: every one */
 } rule_scope;
 
 typedef struct rule_config {
 	rule_action action; /* when no scope matches */
+	uint8_t sample;     /* the same, for `action` (0: unset, every one) */
 	rule_scope scopes[RULE_MAX_SCOPES];
 	size_t nscopes;
 	/* The rule's parameters, by slot (rule_param.slot in the rule's table
@@ -53,7 +63,15 @@ void rule_config_defaults(engine_config *cfg);
 const char *rule_action_name(rule_action a);
 int rule_action_from_name(const char *name);
 
-/* The action for a request on ns from app, after scopes. */
+/* The action for a request on ns from app, after scopes; *sample (may be
+ * NULL) gets the matching scope's or the rule's sample. */
+rule_action rule_effective(const rule_config *rc, const char *ns, const char *app, uint8_t *sample);
 rule_action rule_effective_action(const rule_config *rc, const char *ns, const char *app);
+
+/* Whether a block of the shape with this hash really blocks under sample. */
+static inline bool rule_sampled_in(uint64_t shape_hash, uint8_t sample)
+{
+	return sample == 0 || sample >= RULE_SAMPLE_ALL || shape_hash % 100 < sample;
+}
 
 #endif

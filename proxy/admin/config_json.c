@@ -53,6 +53,8 @@ static void patterns(text_buf *t, const char *key, const char (*p)[RULE_PATTERN_
 static void rule_json(text_buf *t, const rule_def *d, const rule_config *rc)
 {
 	field(t, "action", rule_action_name(rc->action), false);
+	if (rc->sample)
+		number(t, "sample", rc->sample, true);
 	for (size_t i = 0; i < d->nparams; i++)
 		number(t, d->params[i].name, rc->params[d->params[i].slot], true);
 	text_str(t, ",\"scopes\":[");
@@ -60,6 +62,8 @@ static void rule_json(text_buf *t, const rule_def *d, const rule_config *rc)
 		const rule_scope *s = &rc->scopes[i];
 		text_str(t, i ? ",{" : "{");
 		field(t, "action", rule_action_name(s->action), false);
+		if (s->sample)
+			number(t, "sample", s->sample, true);
 		patterns(t, "namespaces", s->namespaces, s->nnamespaces);
 		patterns(t, "apps", s->apps, s->napps);
 		text_char(t, '}');

@@ -319,8 +319,18 @@ static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action
 	const char *s = scalar(v);
 	int a = s ? rule_action_from_name(s) : -1;
 	if (a < 0)
-		return fail(x, v, "%s must be one of off, log, block", what);
+		return fail(x, v, "%s must be one of off, log, dry-run, block", what);
 	*out = (rule_action)a;
+	return true;
+}
+
+/* sample: the percentage of query shapes a block blocks, 1 to 100. */
+static bool get_sample(cfg_ctx *x, yaml_node_t *v, const char *what, uint8_t *out)
+{
+	uint32_t n;
+	if (!get_u32(x, v, what, 1, 100, &n))
+		return false;
+	*out = (uint8_t)n;
 	return true;
 }
 
@@ -354,6 +364,8 @@ static bool scope_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_patterns(x, v, "scope apps", s->apps, &s->napps);
 	if (!strcmp(key, "action"))
 		return get_action(x, v, "scope action", &s->action);
+	if (!strcmp(key, "sample"))
+		return get_sample(x, v, "scope sample", &s->sample);
 	return unknown(x, v, "a rule scope", key);
 }
 
@@ -381,6 +393,8 @@ static bool rule_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	rule_config *rc = ra->rc;
 	if (!strcmp(key, "action"))
 		return get_action(x, v, "rule action", &rc->action);
+	if (!strcmp(key, "sample"))
+		return get_sample(x, v, "rule sample", &rc->sample);
 	if (!strcmp(key, "scopes")) {
 		if (!v || v->type != YAML_SEQUENCE_NODE)
 			return fail(x, v, "scopes must be a list");

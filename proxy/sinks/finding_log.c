@@ -68,6 +68,10 @@ static void log_finding(const finding *f, const char *hash)
 	log_attr_str(l, "client", f->client);
 	log_attr_str(l, "appName", f->app_name);
 	log_attr_int(l, "repeats", (int64_t)f->repeats);
+	if (f->would_block) /* dry-run: what a block would have told the client */
+		log_attr_str(l, "wouldBlock", f->would_block);
+	if (f->sampled_out)
+		log_attr_str(l, "decidedBy", "sample");
 	log_end(l);
 }
 
@@ -102,7 +106,12 @@ static void finding_json(text_buf *t, const finding *f, const char *hash)
 	json_field(t, "detail", f->detail);
 	json_field(t, "client", f->client);
 	json_field(t, "appName", f->app_name);
-	text_printf(t, ",\"repeats\":%" PRIu64 "}", f->repeats);
+	text_printf(t, ",\"repeats\":%" PRIu64, f->repeats);
+	if (f->would_block)
+		json_field(t, "wouldBlock", f->would_block);
+	if (f->sampled_out)
+		json_field(t, "decidedBy", "sample");
+	text_char(t, '}');
 }
 
 static void remember(finding_sink *s, const finding *f, const char *hash)

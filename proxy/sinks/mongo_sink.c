@@ -89,6 +89,10 @@ static bson_t *record_of(const mongo_sink *s, const finding *f)
 	BSON_APPEND_UTF8(b, "appName", f->app_name ? f->app_name : "");
 	BSON_APPEND_UTF8(b, "client", f->client ? f->client : "");
 	BSON_APPEND_INT64(b, "repeats", (int64_t)f->repeats);
+	if (f->would_block)
+		BSON_APPEND_UTF8(b, "wouldBlock", f->would_block);
+	if (f->sampled_out)
+		BSON_APPEND_UTF8(b, "decidedBy", "sample");
 	return b;
 }
 

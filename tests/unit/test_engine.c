@@ -56,6 +56,8 @@ static void test_defaults_and_names(void **state)
 	assert_int_equal(rule_action_from_name("off"), RULE_OFF);
 	assert_int_equal(rule_action_from_name("log"), RULE_LOG);
 	assert_int_equal(rule_action_from_name("block"), RULE_BLOCK);
+	assert_int_equal(rule_action_from_name("dry-run"), RULE_DRY_RUN);
+	assert_string_equal(rule_action_name(RULE_DRY_RUN), "dry-run");
 	assert_int_equal(rule_action_from_name("warn"), -1);
 	assert_string_equal(rule_action_name(RULE_BLOCK), "block");
 	assert_string_equal(rule_action_name(RULE_OFF), "off");
@@ -136,6 +138,74 @@ static void test_scoped_engine(void **state)
 	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, &web, &b),
 	                 VERDICT_FORWARD);
 	assert_int_equal(sink.n, 3);
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+/* ---- staged enforcement: dry-run, and block for a sample of shapes ---- */
+
+static void test_dry_run(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_DRY_RUN;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	request_ctx rc = {.app_name = "web", .client = "c:1", .now_ms = 1};
+	block_info b = {0};
+	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, &rc, &b),
+	                 VERDICT_FORWARD);
+	assert_int_equal(sink.n, 1);
+	assert_int_equal(sink.f[0].action, RULE_DRY_RUN);
+	assert_false(sink.f[0].sampled_out);
+	/* the words a block would have sent, without the literal */
+	assert_non_null(strstr(sink.f[0].would_block, "mongoguard blocked this find: rule "
+	                                              "case-insensitive-regex"));
+	assert_null(strstr(sink.f[0].would_block, "SECRET"));
+	/* a scope can still block where the rule dry-runs */
+	set_scope(&cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0], "test.hard", NULL, RULE_BLOCK);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].nscopes = 1;
+	engine *e2 = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_int_equal(fx_analyze(e2, "test", FIND_RE("hard"), NULL, 0, &rc, &b), VERDICT_BLOCK);
+	assert_int_equal(fx_analyze(e2, "test", FIND_RE("soft"), NULL, 0, &rc, &b),
+	                 VERDICT_FORWARD);
+	engine_free(e2);
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
+/* sample: N blocks the shapes whose hash falls in N% and dry-runs the
+ * rest, the same way every time for one shape. */
+static void test_block_sample(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].sample = 50;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	request_ctx rc = {.app_name = "web", .client = "c:1", .now_ms = 1};
+	unsigned blocked = 0, dry = 0;
+	char json[256];
+	for (int i = 0; i < 200; i++) {
+		snprintf(json, sizeof(json), "{'find':'c%d','filter':{'name':%s}}", i, RE_I);
+		block_info b = {0};
+		verdict v = fx_analyze(e, "test", json, NULL, 0, &rc, &b);
+		const fx_finding *f = &sink.f[sink.n - 1];
+		bool in = rule_sampled_in(f->shape_hash, 50);
+		assert_int_equal(v, in ? VERDICT_BLOCK : VERDICT_FORWARD);
+		assert_int_equal(f->action, in ? RULE_BLOCK : RULE_DRY_RUN);
+		assert_int_equal(f->sampled_out, !in);
+		assert_true(in || f->would_block[0]);
+		/* the same shape again: the same decision */
+		assert_int_equal(fx_analyze(e, "test", json, NULL, 0, &rc, &b), v);
+		blocked += in;
+		dry += !in;
+	}
+	/* the hash spreads shapes over the percentages: both halves are used */
+	assert_true(blocked > 60 && dry > 60);
 	engine_free(e);
 	fx_sink_free(&sink);
 }
@@ -757,6 +827,8 @@ int main(void)
 	    cmocka_unit_test(test_defaults_and_names),
 	    cmocka_unit_test(test_scopes),
 	    cmocka_unit_test(test_scoped_engine),
+	    cmocka_unit_test(test_dry_run),
+	    cmocka_unit_test(test_block_sample),
 	    cmocka_unit_test(test_explain_never_blocks),
 	    cmocka_unit_test(test_batch_blocked_whole),
 	    cmocka_unit_test(test_batch_report_cap),
