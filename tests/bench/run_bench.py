@@ -45,7 +45,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort"]
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
+         "collection-scan", "large-document"]
+# The loads insert documents up to 16 MB on purpose: large-document judges
+# them (its walk is part of the cost measured) with a limit above them, so
+# "every rule at block" does not refuse the load itself.
+RULE_PARAMS = {"large-document": "maxBytes: 48000000"}
 
 # name -> mg_loadgen arguments. The table first, then the other op kinds.
 LOADS = {
@@ -142,7 +147,10 @@ listen mongo
 def mongoguard_config(kind: str) -> str:
     if kind == "off":
         return "analysis:\n  enabled: false\n"
-    return "rules:\n" + "".join(f"  {r}: {kind}\n" for r in RULES)
+    def rule(r: str) -> str:
+        extra = RULE_PARAMS.get(r)
+        return f"  {r}: {{action: {kind}, {extra}}}\n" if extra else f"  {r}: {kind}\n"
+    return "rules:\n" + "".join(rule(r) for r in RULES)
 
 
 def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: Path) -> Target:
