@@ -88,13 +88,20 @@ static void test_rules_only_file_and_scopes(void **state)
 	                 "        action: block\n"
 	                 "      - apps: [reporting]\n"
 	                 "        action: off\n"
-	                 "  hot-path-lookup: {action: block, threshold: 5, windowSeconds: 10}\n",
+	                 "      - apps: [batch]\n"
+	                 "        action: block\n"
+	                 "        sample: 25\n"
+	                 "  hot-path-lookup: {action: block, threshold: 5, windowSeconds: 10}\n"
+	                 "  collection-scan: {action: dry-run}\n",
 	                 &c, err, sizeof(err)));
 	const rule_config *r = c.engine.rules;
 	assert_int_equal(r[RULE_UNBOUNDED_PUSH].action, RULE_BLOCK);
 	assert_int_equal(r[RULE_INDEX_MISMATCHED_SORT].action, RULE_OFF);
 	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].action, RULE_LOG);
-	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].nscopes, 2);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].nscopes, 3);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].scopes[2].sample, 25);
+	assert_int_equal(r[RULE_CASE_INSENSITIVE_REGEX].scopes[0].sample, 0); /* unset: all */
+	assert_int_equal(r[RULE_COLLECTION_SCAN].action, RULE_DRY_RUN);
 	const rule_scope *s = &r[RULE_CASE_INSENSITIVE_REGEX].scopes[0];
 	assert_int_equal(s->nnamespaces, 2);
 	assert_string_equal(s->namespaces[1], "crm.users");
@@ -126,7 +133,11 @@ static void test_errors_name_the_line(void **state)
 	} cases[] = {
 	    {"net:\n  lisen: x\n", "line 2: unknown key 'lisen' in net"},
 	    {"rules:\n  unbounded-pus: log\n", "unknown rule 'unbounded-pus'"},
-	    {"rules:\n  unbounded-push: warn\n", "must be one of off, log, block"},
+	    {"rules:\n  unbounded-push: warn\n", "must be one of off, log, dry-run, block"},
+	    {"rules:\n  unbounded-push: {action: block, sample: 101}\n",
+	     "line 2: rule sample must be a whole number from 1 to 100"},
+	    {"rules:\n  unbounded-push:\n    scopes:\n      - {action: block, sample: 0}\n",
+	     "scope sample must be a whole number from 1 to 100"},
 	    {"workers: many\n", "workers must be a whole number"},
 	    {"workers: -1\n", "workers must be a whole number"},
 	    {"net:\n  maxConnections: 0\n", "net.maxConnections must be a whole number from 1"},
