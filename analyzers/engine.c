@@ -1030,13 +1030,15 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 	}
 }
 
+#define AGGREGATE_KEYS (BK(PIPELINE) | BK(COLLATION) | BK(HINT) | BK(EXPLAIN))
+
 static verdict analyze_aggregate(actx *ax, const cmdview *v)
 {
 	target t;
 	body b;
 	const char *coll = coll_of(&v->body); /* NULL for {aggregate: 1} */
 	body_init(&b, ax->db, coll);
-	if (!body_walk(&b, &v->body, BK(PIPELINE) | BK(COLLATION) | BK(HINT) | BK(EXPLAIN)))
+	if (!body_walk(&b, &v->body, AGGREGATE_KEYS))
 		return VERDICT_FORWARD;
 	if (b.explain)
 		ax->explain = true; /* {aggregate, explain: true} runs nothing */
@@ -1267,21 +1269,31 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 	return ax->verdict;
 }
 
+/* The body keys each query-like command's rules read (and its shape shows). */
+static unsigned query_keys(cmd_kind k)
+{
+	switch (k) {
+	case CMD_FIND:
+		return BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) | BK(MIN_MAX);
+	case CMD_FIND_AND_MODIFY:
+		return BK(QUERY) | BK(SORT) | BK(UPDATE) | BK(UPSERT) | BK(COLLATION) | BK(HINT);
+	case CMD_COUNT:
+		return BK(QUERY) | BK(HINT) | BK(COLLATION);
+	case CMD_DISTINCT:
+		return BK(KEY) | BK(QUERY) | BK(HINT) | BK(COLLATION);
+	default:
+		return 0;
+	}
+}
+
 static verdict dispatch(actx *ax, const cmdview *v)
 {
 	switch (ax->kind) {
 	case CMD_FIND:
-		return analyze_query(ax, v,
-		                     BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) |
-		                         BK(MIN_MAX));
 	case CMD_FIND_AND_MODIFY:
-		return analyze_query(ax, v,
-		                     BK(QUERY) | BK(SORT) | BK(UPDATE) | BK(UPSERT) |
-		                         BK(COLLATION) | BK(HINT));
 	case CMD_COUNT:
-		return analyze_query(ax, v, BK(QUERY) | BK(HINT) | BK(COLLATION));
 	case CMD_DISTINCT:
-		return analyze_query(ax, v, BK(KEY) | BK(QUERY) | BK(HINT) | BK(COLLATION));
+		return analyze_query(ax, v, query_keys(ax->kind));
 	case CMD_INSERT:
 		return analyze_insert(ax, v);
 	case CMD_AGGREGATE:
@@ -1294,6 +1306,78 @@ static verdict dispatch(actx *ax, const cmdview *v)
 	default:
 		return VERDICT_FORWARD;
 	}
+}
+
+/* {explain: {find: ...}}: the inner command, in a view of its own (a
+ * cmdview is never copied). False when there is none. */
+static bool explained(const cmdview *v, cmdview *inner)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+		return false;
+	memset(inner, 0, sizeof(*inner));
+	inner->origin = v->origin;
+	inner->db = v->db;
+	if (!doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
+	    !bson_iter_next(&it))
+		return false;
+	inner->name = bson_iter_key(&it);
+	return true;
+}
+
+bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                  char *shape, uint64_t *hash)
+{
+	cmdview inner;
+	bool explain = false;
+	cmd_kind kind = classify(v->name);
+	if (kind == CMD_EXPLAIN) {
+		if (!explained(v, &inner))
+			return false;
+		v = &inner;
+		kind = classify(v->name);
+		explain = true;
+	}
+	const char *coll = coll_of(&v->body);
+	body b;
+	body_init(&b, v->db, coll);
+	const char *name = kind == CMD_NONE || kind == CMD_EXPLAIN ? (v->name ? v->name : "")
+	                                                           : canonical_name(kind);
+	bson_t stmt;
+	cmdview_docs d;
+	bool ok = true;
+	switch (kind) {
+	case CMD_FIND:
+	case CMD_FIND_AND_MODIFY:
+	case CMD_COUNT:
+	case CMD_DISTINCT:
+		ok = body_walk(&b, &v->body, query_keys(kind));
+		break;
+	case CMD_AGGREGATE:
+		ok = body_walk(&b, &v->body, AGGREGATE_KEYS);
+		explain |= b.explain;
+		break;
+	case CMD_UPDATE:
+	case CMD_DELETE: /* as findings on it: the first statement's parts */
+		cmdview_docs_init(&d, v, kind == CMD_UPDATE ? "updates" : "deletes");
+		if (cmdview_docs_next(&d, &stmt))
+			ok = body_walk(&b, &stmt,
+			               kind == CMD_UPDATE ? UPDATE_STMT_KEYS : DELETE_STMT_KEYS);
+		break;
+	default: /* insert, bulkWrite and the rest: the command alone */
+		break;
+	}
+	if (!ok)
+		return false;
+	ns_join(ns, nscap, v->db ? v->db : "",
+	        coll                    ? coll
+	        : kind == CMD_AGGREGATE ? "$cmd.aggregate"
+	                                : "$cmd");
+	snprintf(command, cmdcap, "%s", explain ? "explain" : name);
+	shape_spec spec = {name, coll, explain, b.parts, b.n};
+	shape_render(&spec, true, shape, SHAPE_BUF_LEN);
+	*hash = shape_hash(ns, command, shape);
+	return true;
 }
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
@@ -1321,19 +1405,10 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		return vd;
 	}
 
-	/* {explain: {find: ...}, verbosity: ...}: analyse the inner command,
-	 * in a view of its own (a cmdview is never copied). */
-	bson_iter_t it;
+	/* {explain: {find: ...}, verbosity: ...}: analyse the inner command. */
 	cmdview inner;
-	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+	if (!explained(v, &inner))
 		return VERDICT_FORWARD;
-	memset(&inner, 0, sizeof(inner));
-	inner.origin = v->origin;
-	inner.db = v->db;
-	if (!doc_view(&it, &inner.body) || !bson_iter_init(&it, &inner.body) ||
-	    !bson_iter_next(&it))
-		return VERDICT_FORWARD;
-	inner.name = bson_iter_key(&it);
 	ax.kind = classify(inner.name);
 	ax.explain = true;
 	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT)

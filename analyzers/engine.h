@@ -63,6 +63,15 @@ void engine_note_ddl(engine *e, const cmdview *v);
  * without case), so the proxy can tell which replies to report. */
 bool engine_is_ddl(const cmdview *v);
 
+/* The shape of a request as the engine keys findings on it (the same parts,
+ * redacted, the same hash), for a command whether or not a rule fires: the
+ * offline report's per-shape rows use it, so a row and its findings share a
+ * shapeHash. shape holds SHAPE_BUF_LEN bytes (analyzers/shape.h); ns and
+ * command get "db.coll" and the command's name ("explain" for explained
+ * ones). False when the body cannot be read. Pure. */
+bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                  char *shape, uint64_t *hash);
+
 /* Reports, through the sink, every rule+shape repeated since the last flush
  * (finding.repeats = count), and forgets the counts. */
 void engine_flush_summaries(engine *e);

@@ -256,125 +256,18 @@ static void on_finding(void *arg, const finding *f)
 
 /* ---- shapes, as the engine makes them ---- */
 
-typedef struct cmd_parts {
-	const char *canonical;
-	const char *keys[7]; /* the body keys the engine shows, NULL-ended */
-	bool statements;     /* update / delete: the first statement's keys */
-} cmd_parts;
-
-static const cmd_parts commands[] = {
-    {"find", {"filter", "sort", "collation", "hint", NULL}, false},
-    {"findAndModify", {"query", "sort", "update", "upsert", "collation", "hint", NULL}, false},
-    {"count", {"query", NULL}, false},
-    {"distinct", {"key", "query", NULL}, false},
-    {"aggregate", {"pipeline", "collation", "hint", NULL}, false},
-    {"update", {"q", "u", "upsert", "arrayFilters", NULL}, true},
-    {"delete", {"q", NULL}, true},
-};
-
-static const cmd_parts *parts_of(const char *name)
-{
-	if (strcmp(name, "findandmodify") == 0)
-		name = "findAndModify";
-	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (strcmp(commands[i].canonical, name) == 0)
-			return &commands[i];
-	return NULL;
-}
-
-static shape_mode mode_of(const char *k, const bson_iter_t *it, bool *take)
-{
-	*take = true;
-	if (!strcmp(k, "filter") || !strcmp(k, "query") || !strcmp(k, "q")) {
-		*take = BSON_ITER_HOLDS_DOCUMENT(it);
-		return SHAPE_FILTER;
-	}
-	if (!strcmp(k, "update") || !strcmp(k, "u"))
-		return SHAPE_UPDATE;
-	if (!strcmp(k, "pipeline")) {
-		*take = BSON_ITER_HOLDS_ARRAY(it);
-		return SHAPE_PIPELINE;
-	}
-	if (!strcmp(k, "sort") || !strcmp(k, "collation"))
-		*take = BSON_ITER_HOLDS_DOCUMENT(it);
-	if (!strcmp(k, "arrayFilters"))
-		return SHAPE_FILTER_LIST;
-	return SHAPE_VERBATIM;
-}
-
-static bool wanted(const cmd_parts *c, const char *k)
-{
-	for (const char *const *w = c->keys; *w; w++)
-		if (!strcmp(*w, k))
-			return true;
-	return false;
-}
-
-/* The shape of a command (or of the command explain wraps), its hash, and
- * its namespace. */
+/* The shape of a command (or of the command explain wraps), its hash and
+ * its namespace: engine_shape(), so a row and its findings share a
+ * shapeHash. A body the engine cannot read still gets a row of its own. */
 static uint64_t shape_of(const cmdview *v, char *ns, size_t nscap, char *cmd, size_t cmdcap,
                          char *buf)
 {
-	bson_t body;
-	bson_iter_t it;
-	bool explain = false;
-	const char *name = v->name ? v->name : "";
-	bson_init_static(&body, bson_get_data(&v->body), v->body.len);
-	if (!strcmp(name, "explain") && bson_iter_init(&it, &v->body) && bson_iter_next(&it) &&
-	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		uint32_t l;
-		const uint8_t *d;
-		bson_iter_document(&it, &l, &d);
-		bson_init_static(&body, d, l);
-		explain = true;
-		if (bson_iter_init(&it, &body) && bson_iter_next(&it))
-			name = bson_iter_key(&it);
-	}
-	const char *coll = NULL;
-	if (bson_iter_init(&it, &body) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
-		coll = bson_iter_utf8(&it, NULL);
-	const cmd_parts *c = parts_of(name);
-	snprintf(ns, nscap, "%s.%s", v->db ? v->db : "",
-	         coll ? coll
-	              : (c && !strcmp(c->canonical, "aggregate") ? "$cmd.aggregate" : "$cmd"));
-	shape_part parts[8];
-	size_t n = 0;
-	bson_t stmt;
-	const bson_t *src = &body;
-	if (c && c->statements) {
-		cmdview_docs d;
-		cmdview inner_view; /* statements of the explained command are in its body */
-		const cmdview *dv = v;
-		if (explain) {
-			memset(&inner_view, 0, sizeof inner_view);
-			bson_init_static(&inner_view.body, bson_get_data(&body), body.len);
-			dv = &inner_view;
-		}
-		cmdview_docs_init(&d, dv, strcmp(c->canonical, "update") ? "deletes" : "updates");
-		src = cmdview_docs_next(&d, &stmt) ? &stmt : NULL;
-	}
-	if (c && src && bson_iter_init(&it, src))
-		while (bson_iter_next(&it) && n < 6) {
-			const char *k = bson_iter_key(&it);
-			bool take;
-			if (!wanted(c, k))
-				continue;
-			shape_mode mode = mode_of(k, &it, &take);
-			if (!take)
-				continue;
-			parts[n].key = k;
-			parts[n].mode = mode;
-			parts[n].str = NULL;
-			parts[n].value = it;
-			n++;
-		}
-	if (c && !strcmp(c->canonical, "aggregate") && !explain &&
-	    bson_iter_init_find(&it, &body, "explain") && bson_iter_as_bool(&it))
-		explain = true;
-	const char *canon = c ? c->canonical : name;
-	shape_spec spec = {canon, coll, explain, parts, n};
-	shape_render(&spec, true, buf, SHAPE_BUF_LEN);
-	snprintf(cmd, cmdcap, "%s", explain ? "explain" : canon);
+	uint64_t h = 0;
+	if (engine_shape(v, ns, nscap, cmd, cmdcap, buf, &h))
+		return h;
+	snprintf(ns, nscap, "%s.$cmd", v->db ? v->db : "");
+	snprintf(cmd, cmdcap, "%s", v->name ? v->name : "");
+	snprintf(buf, SHAPE_BUF_LEN, "{}");
 	return shape_hash(ns, cmd, buf);
 }
 
