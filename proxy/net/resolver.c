@@ -48,7 +48,7 @@ static void refresh(resolver *r, const char *why)
 	} else if (routes_same(cur, next)) {
 		routes_unref(next);
 	} else {
-		routes_log_change(r->spec, cur, next);
+		routes_log_change(r->spec, cur, next, why);
 		routes_slot_publish(r->slot, next);
 	}
 	routes_unref(cur);

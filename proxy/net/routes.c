@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "proxy/net/srv.h"
 #include "proxy/sinks/log.h"
@@ -48,6 +49,40 @@ static const upstream_host *first_host(const routes_spec *spec, const upstream_r
 	return best;
 }
 
+static bool in_map(const upstream_routes *r, const char *member)
+{
+	for (size_t i = 0; i < r->nmap; i++)
+		if (!strcasecmp(r->map[i].member, member))
+			return true;
+	return false;
+}
+
+static void map_add(upstream_routes *r, const char *member, const char *listen)
+{
+	if (in_map(r, member)) /* the first listener named so keeps it */
+		return;
+	hello_map_entry *e = &r->map[r->nmap++];
+	snprintf(e->member, sizeof(e->member), "%s", member);
+	snprintf(e->listen, sizeof(e->listen), "%s", listen);
+}
+
+/* The names first, so an address never shadows a name. */
+static void build_map(const routes_spec *spec, upstream_routes *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		map_add(r, r->target[i].name, spec->l[i].advertise);
+	for (size_t i = 0; i < r->n; i++) {
+		char addr[80];
+		const struct sockaddr *sa = (const struct sockaddr *)&r->target[i].ss;
+		if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+			continue;
+		net_format_addr(sa, addr, sizeof(addr));
+		map_add(r, addr, spec->l[i].advertise);
+	}
+	for (size_t i = 0; i < r->n; i++)
+		r->hello[i] = (hello_map){r->map, r->nmap, spec->l[i].advertise, r->target[i].name};
+}
+
 upstream_routes *routes_resolve(const routes_spec *spec, const upstream_routes *prev, char *err,
                                 size_t errlen)
 {
@@ -76,12 +111,7 @@ upstream_routes *routes_resolve(const routes_spec *spec, const upstream_routes *
 		free(r);
 		return NULL;
 	}
-	for (size_t i = 0; i < r->n; i++) {
-		snprintf(r->map[i].member, sizeof(r->map[i].member), "%s", r->target[i].name);
-		snprintf(r->map[i].listen, sizeof(r->map[i].listen), "%s", spec->l[i].advertise);
-	}
-	for (size_t i = 0; i < r->n; i++)
-		r->hello[i] = (hello_map){r->map, r->n, r->map[i].listen, r->target[i].name};
+	build_map(spec, r);
 	return r;
 }
 
@@ -133,7 +163,7 @@ static bool served(const upstream_routes *r, const char *name)
 }
 
 void routes_log_change(const routes_spec *spec, const upstream_routes *was,
-                       const upstream_routes *now)
+                       const upstream_routes *now, const char *trigger)
 {
 	char a[2048], b[2048];
 	if (was) {
@@ -145,6 +175,7 @@ void routes_log_change(const routes_spec *spec, const upstream_routes *was,
 		              "on use the new answer");
 		log_attr_str(l, "was", a);
 		log_attr_str(l, "now", b);
+		log_attr_str(l, "trigger", trigger ? trigger : "");
 		log_end(l);
 		for (size_t i = 0; i < now->n; i++) {
 			if (same_target(&was->target[i], &now->target[i]))
@@ -163,6 +194,16 @@ void routes_log_change(const routes_spec *spec, const upstream_routes *was,
 			log_attr_str(l, "wasAddress", wa);
 			log_end(l);
 		}
+	}
+	if (!was && now->srv) {
+		host_list(now->hosts, now->nhosts, b, sizeof(b));
+		log_line *l = log_begin(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
+		                        "Upstream hosts found through DNS (mongodb+srv://)");
+		log_attr_str(l, "hosts", b);
+		log_attr_str(l, "replicaSet", now->info.replica_set);
+		log_attr_bool(l, "loadBalanced", now->info.load_balanced);
+		log_attr_bool(l, "tls", now->info.tls.enabled);
+		log_end(l);
 	}
 	for (size_t i = 0; i < now->nhosts; i++) {
 		const char *h = now->hosts[i].name;

@@ -41,7 +41,11 @@ typedef struct upstream_routes {
 	size_t nhosts;
 	size_t n;
 	upstream_target target[ROUTES_MAX]; /* listener i's server */
-	hello_map_entry map[ROUTES_MAX];
+	/* Each listener under its server's name, then under the address that
+	 * name resolved to: a member whose set configuration names it by
+	 * address (as a one-member FerretDB does) is the same server. */
+	hello_map_entry map[2 * ROUTES_MAX];
+	size_t nmap;
 	hello_map hello[ROUTES_MAX]; /* listener i's view of map (points into this object) */
 } upstream_routes;
 
@@ -61,9 +65,10 @@ bool routes_same(const upstream_routes *a, const upstream_routes *b);
 
 /* Log lines for what changed from was to now: the host set, each
  * listener's new target, and a warning for each host of now that no
- * listener serves and was did not have (was NULL: every such host). */
+ * listener serves and was did not have (was NULL: every such host).
+ * trigger: what made the resolver look (NULL at start-up). */
 void routes_log_change(const routes_spec *spec, const upstream_routes *was,
-                       const upstream_routes *now);
+                       const upstream_routes *now, const char *trigger);
 
 /* Where the routes in force are published. Taken once per accepted
  * connection and replaced once per DNS change: a mutex is enough. */

@@ -176,7 +176,7 @@ static void log_plan(const server_plan *p)
 		log_end(l);
 	}
 	if (p->routes->srv) {
-		routes_log_change(&p->spec, NULL, p->routes);
+		routes_log_change(&p->spec, NULL, p->routes, NULL);
 		return;
 	}
 	if (p->uri.nhosts > 1 && !p->cfg->nmembers)
