@@ -46,7 +46,8 @@ typedef struct upstream_routes {
 	 * address (as a one-member FerretDB does) is the same server. */
 	hello_map_entry map[2 * ROUTES_MAX];
 	size_t nmap;
-	hello_map hello[ROUTES_MAX]; /* listener i's view of map (points into this object) */
+	hello_map
+	    hello[ROUTES_MAX]; /* listener i's view of map (points into this object and spec) */
 } upstream_routes;
 
 /* Resolves spec (SRV and TXT when mongodb+srv://, then every host name)

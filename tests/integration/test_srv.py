@@ -272,3 +272,16 @@ def test_load_balanced_reply_is_warned_once_per_connection(start_proxy):
         assert len(s.messages("hello")) >= 4  # the handshake and three commands
     finally:
         s.stop()
+
+
+def test_srv_service_name(dns, mongoguard_bin):
+    """srvServiceName picks the SRV name asked; directConnection=true is
+    refused with an SRV URI (libmongoc's parser, as the spec says)."""
+    dns.set_srv(f"_custom._tcp.{SRV_HOST}", [("db7.mongoguard.test", 27123)])
+    dns.set_a("db7.mongoguard.test", ["127.0.0.1"])
+    r = _check(mongoguard_bin, f"mongodb+srv://{SRV_HOST}/?srvServiceName=custom&tls=false", dns)
+    assert r.returncode == 0, r.stderr
+    assert "upstream db7.mongoguard.test:27123" in r.stdout, r.stdout
+    assert dns.count(f"_custom._tcp.{SRV_HOST}", SRV) == 1 and dns.count(SRV_NAME, SRV) == 0
+    r = _check(mongoguard_bin, f"mongodb+srv://{SRV_HOST}/?directConnection=true", dns)
+    assert r.returncode == 2 and "invalid upstream URI" in r.stderr, r.stderr
