@@ -108,9 +108,12 @@ static bool plan_side_uri(server_plan *p, const mg_config *cfg, char *err, size_
 	const upstream_routes *r = p->routes;
 	char base[4096], hosts[2048] = "";
 	snprintf(base, sizeof(base), "%s", r->uri);
-	if (cfg->dns_server[0]) {
+	bool by_address = cfg->dns_server[0] != '\0';
+	for (size_t i = 0; i < r->nhosts; i++)
+		by_address &= !r->hosts[i].unix_socket; /* a socket path needs no DNS */
+	if (by_address) {
 		size_t used = 0;
-		for (size_t i = 0; i < r->nhosts && !r->hosts[i].unix_socket; i++) {
+		for (size_t i = 0; i < r->nhosts; i++) {
 			upstream_target t;
 			char a[80];
 			if (!upstream_lookup(&r->hosts[i], cfg->dns_server, &t, err, errlen))

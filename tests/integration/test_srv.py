@@ -107,6 +107,12 @@ def test_txt_replica_set_one_member(ferret, dns, start_proxy):
         assert c.topology_description.topology_type_name == "ReplicaSetWithPrimary"
         assert c.nodes == {("127.0.0.1", p.port)}, c.nodes
         assert c.admin.command("hello")["hosts"] == [f"127.0.0.1:{p.port}"]
+        # the index cache's side connection (the expanded URI, replicaSet=rs0,
+        # addresses from the stub) lists indexes: a verdict on a sort
+        list(c[db].people.find({"name": "Ada"}).sort("age", 1))
+    p.log.wait_for(lambda ln: ln.get("attr", {}).get("rule") == "index-mismatched-sort", 10,
+                   what="the sort finding (needs the side connection)")
+    assert not _msg(p, "Cannot list indexes")
     assert not _msg(p, "Replica-set members without a mongoguard listener")
 
 
