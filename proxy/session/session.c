@@ -688,9 +688,10 @@ static void warn_load_balanced(session *s)
 	                        "load-balanced mode passes through unchecked");
 	log_attr_str(l, "upstream", s->env.up->name);
 	log_attr_str(l, "reason",
-	             "mongoguard pairs each client with one upstream connection and does not "
-	             "track serviceId; a driver given the balancer's own address (not "
-	             "mongoguard's) bypasses it");
+	             "load-balanced mode: each client connection is paired with one connection "
+	             "to the balancer and serviceId passes unchecked, so the balancer, not "
+	             "mongoguard, picks the server behind it; mongoguard cannot map or watch "
+	             "those servers");
 	log_end(l);
 }
 
