@@ -83,6 +83,8 @@ void config_json(const mg_config *c, text_buf *t)
 	field(t, "uri", uri, false);
 	number(t, "connectTimeoutMS", c->connect_timeout_ms, true);
 	number(t, "replyTimeoutMS", c->reply_timeout_ms, true);
+	field(t, "dnsServer", c->dns_server, true);
+	number(t, "dnsRefreshSecs", c->dns_refresh_secs, true);
 	text_str(t, "}");
 	number(t, "workers", c->workers, true);
 	number(t, "shutdownGraceMS", c->shutdown_grace_ms, true);

@@ -4,46 +4,39 @@
 #include <mongoc/mongoc.h>
 #include <ctype.h>
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
 
-#include "proxy/sinks/log.h"
+#include "proxy/net/dns.h"
 
-/* host (a name, an address or a socket path) and port into *up. */
-static bool resolve(const char *host, unsigned port, bool unix_socket, upstream_target *up,
-                    char *err, size_t errlen)
+static void host_from(const mongoc_host_list_t *h, upstream_host *out)
 {
-	if (unix_socket) {
-		struct sockaddr_un *un = (struct sockaddr_un *)&up->ss;
-		memset(un, 0, sizeof(*un));
-		un->sun_family = AF_UNIX;
-		if (strlen(host) >= sizeof(un->sun_path)) {
-			snprintf(err, errlen, "upstream socket path is too long: %s", host);
-			return false;
-		}
-		memcpy(un->sun_path, host, strlen(host) + 1);
-		up->len = sizeof(*un);
-		return true;
-	}
-	char portstr[16];
-	snprintf(portstr, sizeof(portstr), "%u", port);
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	struct addrinfo *res = NULL;
-	int rc = getaddrinfo(host, portstr, &hints, &res);
-	if (rc != 0) {
-		snprintf(err, errlen, "cannot resolve upstream host %s: %s", host,
-		         gai_strerror(rc));
+	snprintf(out->name, sizeof(out->name), "%s", h->host_and_port);
+	snprintf(out->host, sizeof(out->host), "%s", h->host);
+	out->port = h->port;
+	out->unix_socket = h->family == AF_UNIX;
+}
+
+bool upstream_lookup(const upstream_host *h, const char *dns_server, upstream_target *up, char *err,
+                     size_t errlen)
+{
+	snprintf(up->name, sizeof(up->name), "%s", h->name);
+	if (!h->unix_socket)
+		return dns_lookup_host(dns_server, h->host, h->port, up, err, errlen);
+	struct sockaddr_un *un = (struct sockaddr_un *)&up->ss;
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	if (strlen(h->host) >= sizeof(un->sun_path)) {
+		snprintf(err, errlen, "upstream socket path is too long: %s", h->host);
 		return false;
 	}
-	memcpy(&up->ss, res->ai_addr, res->ai_addrlen);
-	up->len = res->ai_addrlen;
-	freeaddrinfo(res);
+	memcpy(un->sun_path, h->host, strlen(h->host) + 1);
+	up->len = sizeof(*un);
 	return true;
 }
 
-bool upstream_resolve_host(const char *host_and_port, upstream_target *up, char *err, size_t errlen)
+bool upstream_parse_host(const char *host_and_port, upstream_host *out, char *err, size_t errlen)
 {
 	/* libmongoc's host parser is private; its URI parser reads the same */
 	char text[400];
@@ -57,14 +50,29 @@ bool upstream_resolve_host(const char *host_and_port, upstream_target *up, char 
 		mongoc_uri_destroy(uri);
 		return false;
 	}
-	snprintf(up->name, sizeof(up->name), "%s", h->host_and_port);
-	bool ok = resolve(h->host, h->port, h->family == AF_UNIX, up, err, errlen);
+	host_from(h, out);
 	mongoc_uri_destroy(uri);
-	return ok;
+	return true;
 }
 
-bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_info *info, char *err,
-                      size_t errlen)
+static void tls_from(const mongoc_uri_t *uri, tls_upstream_config *t)
+{
+	t->enabled = mongoc_uri_get_tls(uri);
+	const char *ca = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, NULL);
+	const char *ck = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, NULL);
+	snprintf(t->ca_file, sizeof(t->ca_file), "%s", ca ? ca : "");
+	snprintf(t->certificate_key_file, sizeof(t->certificate_key_file), "%s", ck ? ck : "");
+	bool insecure = mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSINSECURE, false);
+	t->allow_invalid_hostnames =
+	    insecure ||
+	    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES, false);
+	t->allow_invalid_certificates =
+	    insecure ||
+	    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDCERTIFICATES, false);
+}
+
+bool upstream_parse(const char *uri_str, upstream_uri_info *info, upstream_host *hosts,
+                    size_t *nhosts, char *err, size_t errlen)
 {
 	bson_error_t berr;
 	mongoc_uri_t *uri = mongoc_uri_new_with_error(uri_str, &berr);
@@ -73,11 +81,10 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_inf
 		return false;
 	}
 	bool ok = false;
-	const mongoc_host_list_t *hosts = mongoc_uri_get_hosts(uri);
-	if (!hosts) {
-		snprintf(err, errlen,
-		         "upstream URI '%s' names no host (mongodb+srv:// is not supported yet)",
-		         uri_str);
+	const mongoc_host_list_t *list = mongoc_uri_get_hosts(uri);
+	*nhosts = 0;
+	if (!list) {
+		snprintf(err, errlen, "upstream URI '%s' names no host", uri_str);
 		goto done;
 	}
 	if (mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILEPASSWORD, NULL)) {
@@ -87,33 +94,22 @@ bool upstream_resolve(const char *uri_str, upstream_target *up, upstream_uri_inf
 		    "support: use an unencrypted key file readable only by mongoguard");
 		goto done;
 	}
-	if (info) {
-		memset(info, 0, sizeof(*info));
-		snprintf(info->first_host, sizeof(info->first_host), "%s", hosts->host_and_port);
-		const char *rs = mongoc_uri_get_replica_set(uri);
-		snprintf(info->replica_set, sizeof(info->replica_set), "%s", rs ? rs : "");
-		info->load_balanced =
-		    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_LOADBALANCED, false);
-		for (const mongoc_host_list_t *h = hosts; h; h = h->next)
-			info->nhosts++;
-		tls_upstream_config *t = &info->tls;
-		t->enabled = mongoc_uri_get_tls(uri);
-		const char *ca = mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCAFILE, NULL);
-		const char *ck =
-		    mongoc_uri_get_option_as_utf8(uri, MONGOC_URI_TLSCERTIFICATEKEYFILE, NULL);
-		snprintf(t->ca_file, sizeof(t->ca_file), "%s", ca ? ca : "");
-		snprintf(t->certificate_key_file, sizeof(t->certificate_key_file), "%s",
-		         ck ? ck : "");
-		bool insecure = mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSINSECURE, false);
-		t->allow_invalid_hostnames =
-		    insecure ||
-		    mongoc_uri_get_option_as_bool(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES, false);
-		t->allow_invalid_certificates =
-		    insecure || mongoc_uri_get_option_as_bool(
-		                    uri, MONGOC_URI_TLSALLOWINVALIDCERTIFICATES, false);
+	memset(info, 0, sizeof(*info));
+	snprintf(info->first_host, sizeof(info->first_host), "%s", list->host_and_port);
+	const char *rs = mongoc_uri_get_replica_set(uri);
+	snprintf(info->replica_set, sizeof(info->replica_set), "%s", rs ? rs : "");
+	info->load_balanced = mongoc_uri_get_option_as_bool(uri, MONGOC_URI_LOADBALANCED, false);
+	for (const mongoc_host_list_t *h = list; h; h = h->next) {
+		if (*nhosts == UPSTREAM_MAX_HOSTS) {
+			snprintf(err, errlen, "upstream URI names more than %d hosts",
+			         UPSTREAM_MAX_HOSTS);
+			goto done;
+		}
+		host_from(h, &hosts[(*nhosts)++]);
 	}
-	snprintf(up->name, sizeof(up->name), "%s", hosts->host_and_port);
-	ok = resolve(hosts->host, hosts->port, hosts->family == AF_UNIX, up, err, errlen);
+	info->nhosts = (unsigned)*nhosts;
+	tls_from(uri, &info->tls);
+	ok = true;
 done:
 	mongoc_uri_destroy(uri);
 	return ok;

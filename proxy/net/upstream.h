@@ -1,6 +1,7 @@
 /* Where upstream connections go, taken from a mongodb:// URI with
  * libmongoc's own parser so every URI a driver accepts is accepted here
- * too. Resolved at start-up. */
+ * too (a mongodb+srv:// URI is first turned into one: srv.h). Host names
+ * are resolved at start-up and again by the resolver (routes.h). */
 #ifndef MG_PROXY_NET_UPSTREAM_H
 #define MG_PROXY_NET_UPSTREAM_H
 
@@ -24,15 +25,31 @@ typedef struct upstream_uri_info {
 	tls_upstream_config tls; /* tls=true and its options */
 } upstream_uri_info;
 
-/* Parses uri and resolves its first host into *up. Refuses what the proxy
- * cannot honour yet (mongodb+srv://, a key file password) rather than
- * ignoring it. info may be NULL. */
-bool upstream_resolve(const char *uri, upstream_target *up, upstream_uri_info *info, char *err,
-                      size_t errlen) __attribute__((warn_unused_result));
+/* One host of the URI or of upstream.members, parsed, not resolved. */
+typedef struct upstream_host {
+	char name[300]; /* "host:port" (a socket path for a Unix socket) */
+	char host[256];
+	unsigned port;
+	bool unix_socket;
+} upstream_host;
 
-/* Resolves "host:port" (a replica-set member) into *up. */
-bool upstream_resolve_host(const char *host_and_port, upstream_target *up, char *err, size_t errlen)
+enum { UPSTREAM_MAX_HOSTS = 32 };
+
+/* Parses a mongodb:// uri (srv_expand has already turned mongodb+srv://
+ * into one) into *info and its hosts (at most UPSTREAM_MAX_HOSTS).
+ * Refuses what the proxy cannot honour (a key file password) rather than
+ * ignoring it. */
+bool upstream_parse(const char *uri, upstream_uri_info *info, upstream_host *hosts, size_t *nhosts,
+                    char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* "host:port" (a replica-set member) into *h. */
+bool upstream_parse_host(const char *host_and_port, upstream_host *h, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+
+/* h's address into *up (and its name), through dns_server ("" = the
+ * system's resolver, dns.h). */
+bool upstream_lookup(const upstream_host *h, const char *dns_server, upstream_target *up, char *err,
+                     size_t errlen) __attribute__((warn_unused_result));
 
 /* The URI the index cache's side connection uses: uri itself, with the
  * credentials from credentials_file (may be NULL or "") when it has a

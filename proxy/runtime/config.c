@@ -7,6 +7,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "proxy/net/dns.h"
+
 void config_defaults(mg_config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -15,6 +17,7 @@ void config_defaults(mg_config *c)
 	c->max_frame_wait_ms = 60000;
 	snprintf(c->upstream_uri, sizeof(c->upstream_uri), "mongodb://127.0.0.1:27017/");
 	c->connect_timeout_ms = 5000;
+	c->dns_refresh_secs = 60;
 	c->workers = 0;
 	c->shutdown_grace_ms = 10000;
 	snprintf(c->log_path, sizeof(c->log_path), "-");
@@ -217,6 +220,14 @@ static bool upstream_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "credentialsFile"))
 		return get_string(x, v, "upstream.credentialsFile", c->credentials_file,
 		                  sizeof(c->credentials_file));
+	if (!strcmp(key, "dnsRefreshSecs"))
+		return get_u32(x, v, "upstream.dnsRefreshSecs", 0, 86400, &c->dns_refresh_secs);
+	if (!strcmp(key, "dnsServer")) {
+		char why[256];
+		if (!get_string(x, v, "upstream.dnsServer", c->dns_server, sizeof(c->dns_server)))
+			return false;
+		return dns_server_valid(c->dns_server, why, sizeof(why)) || fail(x, v, "%s", why);
+	}
 	return unknown(x, v, "upstream", key);
 }
 

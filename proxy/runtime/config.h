@@ -33,6 +33,9 @@ typedef struct mg_config {
 	char credentials_file[1024]; /* the side connection's "username:password" */
 	mg_member members[MG_MAX_MEMBERS];
 	size_t nmembers;
+	char dns_server[64]; /* upstream.dnsServer: "" = the system's resolver */
+	uint32_t
+	    dns_refresh_secs; /* re-resolve host names (and SRV) this often; 0 = on failure only */
 	/* process */
 	uint32_t workers; /* 0: one per core */
 	uint32_t shutdown_grace_ms;

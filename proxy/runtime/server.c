@@ -18,6 +18,8 @@
 #include "proxy/admin/admin.h"
 #include "proxy/admin/config_json.h"
 #include "proxy/admin/metrics.h"
+#include "proxy/net/resolver.h"
+#include "proxy/net/srv.h"
 #include "proxy/sinks/capture.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
@@ -49,7 +51,10 @@ typedef struct server {
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
 	metrics *metrics;
-	mongo_sink *fleet; /* sinks.mongodb, or NULL */
+	mongo_sink *fleet;  /* sinks.mongodb, or NULL */
+	routes_slot routes; /* each listener's upstream server, as DNS last said */
+	bool routes_init;
+	resolver *resolver;
 	finding_sink *findings;
 	admin *admin;
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
@@ -85,55 +90,79 @@ static void advertise_name(const char *spec, char *out, size_t size)
 	snprintf(out, size, "%s%s", host, colon);
 }
 
-static bool plan_add(server_plan *p, const char *listen, const upstream_target *up, char *err,
+static bool plan_add(server_plan *p, const char *listen, const char *member, char *err,
                      size_t errlen)
 {
 	plan_listener *l = &p->listeners[p->nlisteners];
 	if (!net_parse_listen(listen, &l->listen, err, errlen))
 		return false;
-	l->up = *up;
 	advertise_name(listen, l->advertise, sizeof(l->advertise));
+	routes_spec *sp = &p->spec;
+	snprintf(sp->l[sp->n].advertise, sizeof(sp->l[sp->n].advertise), "%s", l->advertise);
+	snprintf(sp->l[sp->n].listen, sizeof(sp->l[sp->n].listen), "%s", listen);
+	snprintf(sp->l[sp->n].member, sizeof(sp->l[sp->n].member), "%s", member);
+	sp->n++;
 	p->nlisteners++;
 	return true;
+}
+
+/* The side connection's URI: routes->uri, its hosts as addresses when
+ * mongoguard has its own name server (libmongoc would ask the system's),
+ * then the credentials file. */
+static bool plan_side_uri(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
+{
+	const upstream_routes *r = p->routes;
+	char base[4096], hosts[2048] = "";
+	snprintf(base, sizeof(base), "%s", r->uri);
+	bool by_address = cfg->dns_server[0] != '\0';
+	for (size_t i = 0; i < r->nhosts; i++)
+		by_address &= !r->hosts[i].unix_socket; /* a socket path needs no DNS */
+	if (by_address) {
+		size_t used = 0;
+		for (size_t i = 0; i < r->nhosts; i++) {
+			upstream_target t;
+			char a[80];
+			if (!upstream_lookup(&r->hosts[i], cfg->dns_server, &t, err, errlen))
+				return false;
+			net_format_addr((const struct sockaddr *)&t.ss, a, sizeof(a));
+			used += (size_t)snprintf(hosts + used, sizeof(hosts) - used, "%s%s",
+			                         i ? "," : "", a);
+		}
+		if (hosts[0] && !srv_with_hosts(r->uri, hosts, base, sizeof(base))) {
+			snprintf(err, errlen, "upstream URI too long once resolved");
+			return false;
+		}
+	}
+	return upstream_side_uri(base, cfg->credentials_file, p->side_uri, sizeof(p->side_uri),
+	                         &p->side_has_credentials, err, errlen);
 }
 
 bool server_plan_make(server_plan *p, const mg_config *cfg, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
-	upstream_target first;
-	if (!upstream_resolve(cfg->upstream_uri, &first, &p->uri, err, errlen) ||
-	    !upstream_side_uri(cfg->upstream_uri, cfg->credentials_file, p->side_uri,
-	                       sizeof(p->side_uri), &p->side_has_credentials, err, errlen))
-		return false;
-	if (!tls_build(&p->tls, &cfg->tls, &p->uri.tls, err, errlen))
-		return false;
+	snprintf(p->spec.uri, sizeof(p->spec.uri), "%s", cfg->upstream_uri);
+	snprintf(p->spec.dns_server, sizeof(p->spec.dns_server), "%s", cfg->dns_server);
 	/* net.listen pairs with the URI's first host unless a member claims it */
-	const upstream_target *l0 = &first;
-	upstream_target ups[MG_MAX_MEMBERS];
-	for (size_t i = 0; i < cfg->nmembers; i++) {
-		const mg_member *m = &cfg->members[i];
-		if (!upstream_resolve_host(m->host, &ups[i], err, errlen))
-			return false;
-		if (!strcmp(m->listen, cfg->listen))
-			l0 = &ups[i];
-	}
+	const char *l0 = "";
+	for (size_t i = 0; i < cfg->nmembers; i++)
+		if (!strcmp(cfg->members[i].listen, cfg->listen))
+			l0 = cfg->members[i].host;
 	if (!plan_add(p, cfg->listen, l0, err, errlen))
 		return false;
 	for (size_t i = 0; i < cfg->nmembers; i++)
 		if (strcmp(cfg->members[i].listen, cfg->listen) &&
-		    !plan_add(p, cfg->members[i].listen, &ups[i], err, errlen))
+		    !plan_add(p, cfg->members[i].listen, cfg->members[i].host, err, errlen))
 			return false;
-	for (size_t i = 0; i < p->nlisteners; i++) {
-		plan_listener *l = &p->listeners[i];
-		hello_map_entry *e = &p->map[p->nmap++];
-		snprintf(e->member, sizeof(e->member), "%s", l->up.name);
-		snprintf(e->listen, sizeof(e->listen), "%s", l->advertise);
-	}
-	for (size_t i = 0; i < p->nlisteners; i++) {
-		plan_listener *l = &p->listeners[i];
-		l->hello = (hello_map){p->map, p->nmap, l->advertise, l->up.name};
-	}
+	p->routes = routes_resolve(&p->spec, NULL, err, errlen);
+	if (!p->routes)
+		return false;
+	p->uri = p->routes->info;
+	for (size_t i = 0; i < p->nlisteners; i++)
+		p->listeners[i].up = p->routes->target[i];
+	if (!plan_side_uri(p, cfg, err, errlen) ||
+	    !tls_build(&p->tls, &cfg->tls, &p->uri.tls, err, errlen))
+		return false;
 	p->admin = cfg->admin_listen[0] != '\0';
 	if (p->admin && !net_parse_listen(cfg->admin_listen, &p->admin_listen, err, errlen))
 		return false;
@@ -154,6 +183,10 @@ static void log_plan(const server_plan *p)
 		log_attr_str(l, "advertised", pl->advertise);
 		log_attr_str(l, "upstream", pl->up.name);
 		log_end(l);
+	}
+	if (p->routes->srv) {
+		routes_log_change(&p->spec, NULL, p->routes, NULL);
+		return;
 	}
 	if (p->uri.nhosts > 1 && !p->cfg->nmembers)
 		log_reason(LOG_WARNING, "NETWORK", LOGID_CONFIG, NULL,
@@ -191,7 +224,9 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	}
 	atomic_fetch_add(&srv->nconns, 1);
 	worker *w = &srv->workers[srv->next_worker++ % srv->nworkers];
-	if (!worker_hand(w, fd, addr, (socklen_t)addrlen, &lc->pl->up, &lc->pl->hello)) {
+	/* the session keeps this answer for its life; the worker drops it */
+	upstream_routes *r = routes_slot_get(&srv->routes);
+	if (!worker_hand(w, fd, addr, (socklen_t)addrlen, r, (size_t)(lc - srv->listeners))) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		mx_add_shared(&srv->metrics->refused, 1);
 	}
@@ -374,6 +409,8 @@ static void warn_restart_only(const mg_config *was, const mg_config *now)
 	    {"net.listen", strcmp(was->listen, now->listen) != 0},
 	    {"net.maxConnections", was->max_connections != now->max_connections},
 	    {"upstream.uri", strcmp(was->upstream_uri, now->upstream_uri) != 0},
+	    {"upstream.dnsServer", strcmp(was->dns_server, now->dns_server) != 0},
+	    {"upstream.dnsRefreshSecs", was->dns_refresh_secs != now->dns_refresh_secs},
 	    {"workers", was->workers != now->workers},
 	    {"shutdownGraceMS", was->shutdown_grace_ms != now->shutdown_grace_ms},
 	    {"log.path", strcmp(was->log_path, now->log_path) != 0},
@@ -406,6 +443,8 @@ static void keep_restart_only(mg_config *next, const mg_config *running)
 	memcpy(next->listen, running->listen, sizeof(next->listen));
 	next->max_connections = running->max_connections;
 	memcpy(next->upstream_uri, running->upstream_uri, sizeof(next->upstream_uri));
+	memcpy(next->dns_server, running->dns_server, sizeof(next->dns_server));
+	next->dns_refresh_secs = running->dns_refresh_secs;
 	next->workers = running->workers;
 	next->shutdown_grace_ms = running->shutdown_grace_ms;
 	memcpy(next->log_path, running->log_path, sizeof(next->log_path));
@@ -554,6 +593,28 @@ static bool start_capture(server *srv, char *err, size_t errlen)
 	srv->capture = capture_sink_new(&cfg->capture, MG_VERSION, &rules, srv->ic, err, errlen);
 	bson_destroy(&rules);
 	return srv->capture && capture_sink_start(srv->capture, err, errlen);
+}
+
+/* What the resolver watches to re-resolve soon after connecting fails. */
+static uint64_t connect_failures(void *arg)
+{
+	const metrics *m = arg;
+	uint64_t n = 0;
+	for (size_t i = 0; i < m->nshards; i++)
+		n += atomic_load_explicit(&m->shards[i].upstream_connect_failures,
+		                          memory_order_relaxed);
+	return n;
+}
+
+/* The routes in force (the plan's first answer), and the thread that
+ * re-resolves them. */
+static bool start_routes(server *srv, char *err, size_t errlen)
+{
+	routes_slot_init(&srv->routes, routes_ref(srv->plan->routes));
+	srv->routes_init = true;
+	srv->resolver = resolver_start(&srv->plan->spec, &srv->routes, srv->cfg->dns_refresh_secs,
+	                               connect_failures, srv->metrics, err, errlen);
+	return srv->resolver != NULL;
 }
 
 /* One listener per plan entry: net.listen and each replica-set member's. */
@@ -710,8 +771,8 @@ static bool start(server *srv, char *err, size_t errlen)
 		return false;
 	}
 	return start_metrics(srv, err, errlen) && start_config(srv, err, errlen) &&
-	       start_capture(srv, err, errlen) && start_listeners(srv, err, errlen) &&
-	       start_workers(srv, err, errlen) &&
+	       start_capture(srv, err, errlen) && start_routes(srv, err, errlen) &&
+	       start_listeners(srv, err, errlen) && start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
 	       start_events(srv, err, errlen) && start_admin(srv, err, errlen);
 }
@@ -725,6 +786,9 @@ static void stop(server *srv)
 	for (size_t i = 0; i < srv->nstarted; i++)
 		worker_join(&srv->workers[i]);
 	free(srv->workers);
+	resolver_stop(srv->resolver);
+	if (srv->routes_init)
+		routes_slot_destroy(&srv->routes); /* the sessions' references went with them */
 	if (srv->config.current) {
 		flush_summaries(srv); /* the repeats counted since the last timer */
 		snapshot_slot_destroy(&srv->config);

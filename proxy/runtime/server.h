@@ -10,6 +10,7 @@
 #include "protocol/hello_rewrite.h"
 #include "proxy/runtime/config.h"
 #include "proxy/net/address.h"
+#include "proxy/net/routes.h"
 #include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 
@@ -17,15 +18,16 @@
  * for a reload. False with err set. */
 typedef bool (*config_loader)(void *arg, mg_config *out, char *err, size_t errlen);
 
-/* A listener and the one upstream server its clients are paired with. */
+/* A listener. Which upstream server its clients are paired with, and the
+ * hello mapping, live in the routes (they follow DNS). */
 typedef struct plan_listener {
 	net_addr listen;
-	upstream_target up;
+	upstream_target up;             /* its server at start-up (for --check-config, /readyz) */
 	char advertise[HELLO_HOST_LEN]; /* what hello replies call this listener */
-	hello_map hello;                /* map + this listener's own pairing */
 } plan_listener;
 
 enum { PLAN_MAX_LISTENERS = MG_MAX_MEMBERS + 1 };
+_Static_assert((int)PLAN_MAX_LISTENERS <= (int)ROUTES_MAX, "routes hold every listener");
 
 /* Everything resolved before anything starts, once: `--check-config`
  * stops after making it, `server_run` starts from it.
@@ -38,10 +40,14 @@ typedef struct server_plan {
 	const mg_config *cfg;
 	plan_listener listeners[PLAN_MAX_LISTENERS];
 	size_t nlisteners;
-	hello_map_entry map[PLAN_MAX_LISTENERS];
-	size_t nmap;
+	/* What to resolve, and the first answer (a mongodb+srv:// URI already
+	 * expanded in routes->uri); the resolver publishes the later ones. */
+	routes_spec spec;
+	upstream_routes *routes;
 	upstream_uri_info uri;
-	/* The index cache's side connection: the upstream URI, with the
+	/* The index cache's side connection: the upstream URI (SRV expanded;
+	 * with upstream.dnsServer, its hosts as addresses, since libmongoc
+	 * resolves names through the system's resolver), with the
 	 * credentials of upstream.credentialsFile when given. Never logged. */
 	char side_uri[4096];
 	bool side_has_credentials;

@@ -21,6 +21,7 @@ static void session_closed(void *owner, void *token)
 	if (n->next)
 		n->next->prev = n->prev;
 	w->nsessions--;
+	routes_unref(n->routes);
 	free(n);
 	atomic_fetch_sub(w->shared->nconns, 1);
 	if (atomic_load(&w->draining) && w->nsessions == 0)
@@ -39,6 +40,7 @@ static void start_session(worker *w, const accepted_conn *c)
 	session_node *n = calloc(1, sizeof(*n));
 	if (!n) {
 		close(c->fd);
+		routes_unref(c->routes);
 		atomic_fetch_sub(w->shared->nconns, 1);
 		log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
 		           "Out of memory accepting a connection");
@@ -51,9 +53,10 @@ static void start_session(worker *w, const accepted_conn *c)
 		w->sessions->prev = n;
 	w->sessions = n;
 	w->nsessions++;
+	n->routes = c->routes;
 	session_env env = w->env;
-	env.up = c->up;
-	env.hello = c->hello;
+	env.up = &c->routes->target[c->listener];
+	env.hello = &c->routes->hello[c->listener];
 	n->s = session_start(&env, c->fd, (const struct sockaddr *)&c->addr, c->addrlen, n);
 }
 
@@ -68,6 +71,7 @@ static void take_inbox(worker *w)
 	for (size_t i = 0; i < n; i++) {
 		if (atomic_load(&w->draining)) {
 			close(batch[i].fd);
+			routes_unref(batch[i].routes);
 			atomic_fetch_sub(w->shared->nconns, 1);
 			continue;
 		}
@@ -168,7 +172,7 @@ bool worker_start(worker *w, char *err, size_t errlen)
 }
 
 bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen,
-                 const upstream_target *up, const hello_map *hello)
+                 upstream_routes *routes, size_t listener)
 {
 	pthread_mutex_lock(&w->lock);
 	if (w->ninbox == w->capinbox) {
@@ -177,6 +181,7 @@ bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrl
 		if (!grown) {
 			pthread_mutex_unlock(&w->lock);
 			close(fd);
+			routes_unref(routes);
 			log_reason(LOG_ERROR, "NETWORK", LOGID_CONN_REFUSED, NULL,
 			           "Connection refused: out of memory");
 			return false;
@@ -186,8 +191,8 @@ bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrl
 	}
 	accepted_conn *c = &w->inbox[w->ninbox++];
 	c->fd = fd;
-	c->up = up;
-	c->hello = hello;
+	c->routes = routes;
+	c->listener = listener;
 	memcpy(&c->addr, addr, (size_t)addrlen);
 	c->addrlen = addrlen;
 	pthread_mutex_unlock(&w->lock);
@@ -206,6 +211,10 @@ void worker_join(worker *w)
 	pthread_join(w->thread, NULL);
 	event_free(w->wakeup);
 	event_base_free(w->base);
+	for (size_t i = 0; i < w->ninbox; i++) { /* handed over after the loop ended */
+		close(w->inbox[i].fd);
+		routes_unref(w->inbox[i].routes);
+	}
 	free(w->inbox);
 	pthread_mutex_destroy(&w->lock);
 	snapshot_unref(w->snap);

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "proxy/admin/metrics.h"
+#include "proxy/net/routes.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/session/session.h"
 
@@ -22,8 +23,8 @@ struct event;
 /* A connection accepted on the main thread, waiting for its worker. */
 typedef struct accepted_conn {
 	int fd;
-	const upstream_target *up; /* the listener's pairing (see session_env) */
-	const hello_map *hello;
+	upstream_routes *routes; /* a reference: the answer in force at accept */
+	size_t listener;         /* which of routes' listeners it came in on */
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 } accepted_conn;
@@ -31,6 +32,7 @@ typedef struct accepted_conn {
 /* The worker's list entry for one of its sessions. */
 typedef struct session_node {
 	session *s;
+	upstream_routes *routes; /* the session's env.up and env.hello point into it */
 	struct session_node *prev, *next;
 } session_node;
 
@@ -80,10 +82,11 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 
 bool worker_start(worker *w, char *err, size_t errlen) __attribute__((warn_unused_result));
 
-/* From the accepting thread: w takes fd over. False (fd closed, logged)
- * when out of memory. */
+/* From the accepting thread: w takes fd and the routes reference over
+ * (the session pairs with routes' listener `listener`). False (fd closed,
+ * reference dropped, logged) when out of memory. */
 bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrlen,
-                 const upstream_target *up, const hello_map *hello);
+                 upstream_routes *routes, size_t listener);
 
 /* From any thread: raise flags and wake w. */
 void worker_notify(worker *w, worker_flag flags);

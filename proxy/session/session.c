@@ -105,6 +105,7 @@ struct session {
 	char app[128]; /* client.application.name from the handshake */
 	bool seen_hello;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
+	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
 
 	struct bufferevent *client; /* NULL while the first bytes are sniffed */
 	bool client_tls;
@@ -695,6 +696,29 @@ static void warn_unmapped(session *s, const hello_rewrite_result *r)
 	s->warned_unmapped = true;
 }
 
+/* A hello reply with serviceId comes from a load balancer (or a server
+ * behind one): the driver is in load-balanced mode and pins its cursors
+ * and transactions to a serviceId, which mongoguard neither adds nor
+ * checks, and the hosts behind the balancer are not mongoguard's to map.
+ * Said once per connection: the mode works only as far as the balancer
+ * itself is reached through mongoguard. */
+static void warn_load_balanced(session *s)
+{
+	if (s->warned_lb)
+		return;
+	s->warned_lb = true;
+	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_HELLO_REWRITE, s->ctx,
+	                        "Upstream answers as a load balancer (serviceId in hello): "
+	                        "load-balanced mode passes through unchecked");
+	log_attr_str(l, "upstream", s->env.up->name);
+	log_attr_str(l, "reason",
+	             "load-balanced mode: each client connection is paired with one connection "
+	             "to the balancer and serviceId passes unchecked, so the balancer, not "
+	             "mongoguard, picks the server behind it; mongoguard cannot map or watch "
+	             "those servers");
+	log_end(l);
+}
+
 /* A whole reply to a hello: rewritten so the set's members are named by
  * their listeners, or passed as it was when there is nothing to change. */
 static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, const uint8_t *p,
@@ -719,6 +743,8 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 	}
 	if (r.nunmapped)
 		warn_unmapped(s, &r);
+	if (r.load_balanced)
+		warn_load_balanced(s);
 }
 
 static void process_upstream(session *s)

@@ -206,6 +206,28 @@ static void test_topology_tls_keys(void **state)
 	}
 }
 
+/* upstream.dnsServer and upstream.dnsRefreshSecs (mongodb+srv:// and
+ * re-resolution). */
+static void test_dns_keys(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	config_defaults(&c);
+	assert_string_equal(c.dns_server, "");
+	assert_int_equal(c.dns_refresh_secs, 60);
+	assert_true(load("upstream:\n  uri: mongodb+srv://rs.example.com/\n"
+	                 "  dnsServer: \"127.0.0.1:5353\"\n  dnsRefreshSecs: 0\n",
+	                 &c, err, sizeof(err)));
+	assert_string_equal(c.upstream_uri, "mongodb+srv://rs.example.com/");
+	assert_string_equal(c.dns_server, "127.0.0.1:5353");
+	assert_int_equal(c.dns_refresh_secs, 0);
+	assert_false(load("upstream:\n  dnsServer: ns.example.com\n", &c, err, sizeof(err)));
+	assert_non_null(strstr(err, "line 2"));
+	assert_non_null(strstr(err, "must be an IPv4 address"));
+	assert_false(load("upstream:\n  dnsRefreshSecs: 100000\n", &c, err, sizeof(err)));
+	assert_non_null(strstr(err, "upstream.dnsRefreshSecs"));
+}
+
 static void test_shipped_configs_load(void **state)
 {
 	static const char *files[] = {"configs/staging.yaml", "configs/production.yaml"};
@@ -228,6 +250,7 @@ int main(void)
 	    cmocka_unit_test(test_errors_name_the_line),
 	    cmocka_unit_test(test_shipped_configs_load),
 	    cmocka_unit_test(test_topology_tls_keys),
+	    cmocka_unit_test(test_dns_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
