@@ -12,6 +12,7 @@ import subprocess
 import time
 
 import pytest
+from bson.objectid import ObjectId
 from pymongo import MongoClient, ReadPreference
 
 from conftest import NODE_DIR, free_port, line_text
@@ -102,6 +103,8 @@ class FakeSet:
         for s in self.servers:
             s.start()
         self.extra: list[str] = []
+        self.primary = 0  # which member says it is primary; a test may change it
+        self.election = 1
         for i, s in enumerate(self.servers):
             s.handlers["hello"] = s.handlers["isMaster"] = s.handlers["ismaster"] = \
                 self._hello(i)
@@ -113,9 +116,12 @@ class FakeSet:
     def _hello(self, i: int):
         async def on_hello(conn, msg):
             s = self.servers[i]
+            p = self.primary
             doc = s.hello_doc(setName="rs0", setVersion=1, hosts=self.names[:2] + self.extra,
-                              passives=self.names[2:], primary=self.names[0], me=self.names[i],
-                              isWritablePrimary=i == 0, ismaster=i == 0, secondary=i != 0)
+                              passives=self.names[2:], primary=self.names[p], me=self.names[i],
+                              isWritablePrimary=i == p, ismaster=i == p, secondary=i != p)
+            if i == p:
+                doc["electionId"] = ObjectId(f"{self.election:024x}")
             if i == 2:
                 doc["passive"] = True
             await conn.reply(msg, doc)
@@ -169,6 +175,28 @@ def test_three_members_each_on_its_listener(fake_set, start_proxy):
              if any(m.command == "find" for c in s.conns for m in c.received)]
     assert finds, "the secondary read reached no secondary"
     assert any(m.command == "insert" for c in fake_set.servers[0].conns for m in c.received)
+
+
+def test_primary_change_is_followed(fake_set, start_proxy):
+    """The set elects another primary: the driver follows it, through the
+    listener of the new primary, and never leaves mongoguard."""
+    ports = [free_port(), free_port()]
+    p = start_proxy(f"mongodb://{fake_set.names[0]}/?replicaSet=rs0",
+                    config=_members_config(fake_set, ports))
+    mine = {("127.0.0.1", p.port)} | {("127.0.0.1", q) for q in ports}
+    with _rs_client(p.port, serverSelectionTimeoutMS=5000, heartbeatFrequencyMS=500) as c:
+        c.t.c.insert_one({"_id": 1})
+        assert c.primary == ("127.0.0.1", p.port)
+        fake_set.primary, fake_set.election = 1, 2  # member 1 wins an election
+        deadline = time.monotonic() + 15
+        while c.primary != ("127.0.0.1", ports[0]):
+            assert time.monotonic() < deadline, f"primary still {c.primary}"
+            time.sleep(0.1)
+        c.t.c.insert_one({"_id": 2})
+        assert set(c.nodes) <= mine, c.nodes
+    inserts = [m for cn in fake_set.servers[1].conns for m in cn.received
+               if m.command == "insert"]
+    assert inserts, "the write after the election did not reach the new primary"
 
 
 def test_member_added_is_left_out_and_logged(fake_set, start_proxy):
