@@ -7,6 +7,8 @@
 void inflight_init(inflight_ring *r)
 {
 	memset(r, 0, sizeof(*r));
+	r->slot = r->inline_slot;
+	r->cap = INFLIGHT_INLINE;
 }
 
 static void entry_free(inflight *f)
@@ -20,12 +22,33 @@ void inflight_clear(inflight_ring *r)
 {
 	while (r->count > 0)
 		inflight_pop(r);
-	r->head = 0;
+	if (r->slot != r->inline_slot)
+		free(r->slot);
+	inflight_init(r);
 }
 
 inflight *inflight_at(inflight_ring *r, unsigned i)
 {
-	return &r->slot[(r->head + i) % INFLIGHT_MAX];
+	return &r->slot[(r->head + i) % r->cap];
+}
+
+/* Twice the slots, the entries moved to the front in order. */
+static bool grow(inflight_ring *r)
+{
+	unsigned cap = r->cap * 2;
+	inflight *slot = calloc(cap, sizeof(*slot));
+	if (!slot)
+		return false;
+	for (unsigned i = 0; i < r->count; i++)
+		slot[i] = *inflight_at(r, i);
+	if (r->slot != r->inline_slot)
+		free(r->slot);
+	else
+		memset(r->inline_slot, 0, sizeof(r->inline_slot));
+	r->slot = slot;
+	r->cap = cap;
+	r->head = 0;
+	return true;
 }
 
 inflight *inflight_head(inflight_ring *r)
@@ -35,7 +58,7 @@ inflight *inflight_head(inflight_ring *r)
 
 inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind, reply_form form)
 {
-	if (r->count == INFLIGHT_MAX)
+	if (r->count == INFLIGHT_MAX || (r->count == r->cap && !grow(r)))
 		return NULL;
 	inflight *f = inflight_at(r, r->count);
 	f->request_id = request_id;
@@ -48,7 +71,7 @@ inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind
 void inflight_pop(inflight_ring *r)
 {
 	entry_free(&r->slot[r->head]);
-	r->head = (r->head + 1) % INFLIGHT_MAX;
+	r->head = (r->head + 1) % r->cap;
 	r->count--;
 }
 
@@ -61,7 +84,7 @@ const int32_t *inflight_expect(const inflight_ring *r)
 bool inflight_only_awaiting(const inflight_ring *r)
 {
 	for (unsigned i = 0; i < r->count; i++)
-		if (r->slot[(r->head + i) % INFLIGHT_MAX].kind != INFLIGHT_AWAIT)
+		if (r->slot[(r->head + i) % r->cap].kind != INFLIGHT_AWAIT)
 			return false;
 	return true;
 }

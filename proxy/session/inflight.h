@@ -42,16 +42,24 @@ typedef struct inflight {
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
 } inflight;
 
-/* Invariant: count <= INFLIGHT_MAX; entries head .. head+count-1 (mod
- * INFLIGHT_MAX) are live, every other slot is zeroed. */
+/* A closed-loop client has one request in flight; only pipelining needs
+ * more. So the ring starts in INFLIGHT_INLINE slots inside the session and
+ * moves to the heap, doubling up to INFLIGHT_MAX, only when a client
+ * pipelines: 64 slots for every idle connection would be 3.5 KiB each. */
+enum { INFLIGHT_INLINE = 4 };
+
+/* Invariant: count <= cap <= INFLIGHT_MAX, cap a power of two; entries
+ * head .. head+count-1 (mod cap) of slot are live, every other slot is
+ * zeroed; slot is inline_slot or a heap array of cap entries. */
 typedef struct inflight_ring {
-	inflight slot[INFLIGHT_MAX];
-	unsigned head, count;
+	inflight *slot;
+	unsigned cap, head, count;
+	inflight inline_slot[INFLIGHT_INLINE];
 } inflight_ring;
 
 void inflight_init(inflight_ring *r);
 
-/* Frees every entry's buffers. */
+/* Frees every entry's buffers (and a heap array). The ring stays usable. */
 void inflight_clear(inflight_ring *r);
 
 static inline unsigned inflight_count(const inflight_ring *r)
@@ -70,7 +78,9 @@ inflight *inflight_at(inflight_ring *r, unsigned i);
 /* The oldest entry, or NULL when none. */
 inflight *inflight_head(inflight_ring *r);
 
-/* A new entry at the tail, zeroed but for its fields; NULL when full. */
+/* A new entry at the tail, zeroed but for its fields; NULL when full (or
+ * out of memory growing). Growing moves the entries: a pointer taken
+ * before a push is stale after it. */
 inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind, reply_form form);
 
 /* Removes the head (which must exist), freeing its buffers. */
