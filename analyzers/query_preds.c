@@ -195,25 +195,19 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 	}
 }
 
-static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
+bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or_data,
+                          uint32_t *or_len, void (*each)(void *arg, const bson_t *sub), void *arg)
 {
 	bson_iter_t it;
 	uint32_t count = 0;
-
 	if (!BSON_ITER_HOLDS_ARRAY(arr) || !bson_iter_recurse(arr, &it))
-		return;
+		return false;
 	while (bson_iter_next(&it))
 		count++;
 	if (is_or && count >= 2) {
-		if (p->nors == QUERY_ORS_MAX) {
-			p->ors_overflow = true;
-			return;
-		}
-		bson_iter_array(arr, &p->ors[p->nors].len, &p->ors[p->nors].data);
-		p->nors++;
-		return;
+		bson_iter_array(arr, or_len, or_data);
+		return true;
 	}
-	/* $and, or an $or of one branch (the server flattens it). */
 	bson_iter_recurse(arr, &it);
 	while (bson_iter_next(&it)) {
 		const uint8_t *data;
@@ -223,8 +217,29 @@ static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
 			continue;
 		bson_iter_document(&it, &len, &data);
 		if (bson_init_static(&sub, data, len))
-			query_preds_collect(p, &sub);
+			each(arg, &sub);
 	}
+	return false;
+}
+
+static void collect_sub(void *arg, const bson_t *sub)
+{
+	query_preds_collect(arg, sub);
+}
+
+static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
+{
+	const uint8_t *data;
+	uint32_t len;
+	if (!query_preds_branches(arr, is_or, &data, &len, collect_sub, p))
+		return;
+	if (p->nors == QUERY_ORS_MAX) {
+		p->ors_overflow = true;
+		return;
+	}
+	p->ors[p->nors].data = data;
+	p->ors[p->nors].len = len;
+	p->nors++;
 }
 
 void query_preds_collect(query_preds *p, const bson_t *filter)

@@ -54,6 +54,15 @@ typedef struct query_preds {
  * on top of the enclosing predicates. Call query_preds_init first. */
 void query_preds_init(query_preds *p);
 void query_preds_collect(query_preds *p, const bson_t *filter);
+
+/* An $and or $or array as the planner reads it, for any predicate
+ * collector: an $or of two or more branches is a disjunction, returned
+ * whole (true, its bytes in *or_data and *or_len, pointing into the
+ * caller's filter); anything else (an $and, or an $or of one branch, which
+ * the server flattens) is a conjunction: each(arg, sub) is called for
+ * every document element, and false comes back. */
+bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or_data,
+                          uint32_t *or_len, void (*each)(void *arg, const bson_t *sub), void *arg);
 const query_pred *query_preds_find(const query_preds *p, const char *field);
 
 typedef struct sort_key {

@@ -303,36 +303,32 @@ static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 
 static void collect(scan_preds *p, const bson_t *filter, int depth);
 
+typedef struct scan_level {
+	scan_preds *p;
+	int depth;
+} scan_level;
+
+static void collect_sub(void *arg, const bson_t *sub)
+{
+	const scan_level *l = arg;
+	collect(l->p, sub, l->depth + 1);
+}
+
 static void collect_array(scan_preds *p, const bson_iter_t *arr, bool is_or, int depth)
 {
-	bson_iter_t it;
-	uint32_t count = 0;
-	if (!BSON_ITER_HOLDS_ARRAY(arr) || !bson_iter_recurse(arr, &it))
+	scan_level l = {p, depth};
+	const uint8_t *data;
+	uint32_t len;
+	if (!query_preds_branches(arr, is_or, &data, &len, collect_sub, &l))
 		return;
-	while (bson_iter_next(&it))
-		count++;
-	if (is_or && count >= 2) {
-		p->predicates = true;
-		if (p->nors == SCAN_ORS_MAX) {
-			p->unknown = true;
-			return;
-		}
-		bson_iter_array(arr, &p->ors[p->nors].len, &p->ors[p->nors].data);
-		p->nors++;
+	p->predicates = true;
+	if (p->nors == SCAN_ORS_MAX) {
+		p->unknown = true;
 		return;
 	}
-	/* $and, or an $or of one branch (the server flattens it). */
-	bson_iter_recurse(arr, &it);
-	while (bson_iter_next(&it)) {
-		const uint8_t *data;
-		uint32_t len;
-		bson_t sub;
-		if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-			continue;
-		bson_iter_document(&it, &len, &data);
-		if (bson_init_static(&sub, data, len))
-			collect(p, &sub, depth + 1);
-	}
+	p->ors[p->nors].data = data;
+	p->ors[p->nors].len = len;
+	p->nors++;
 }
 
 static void collect(scan_preds *p, const bson_t *filter, int depth)
