@@ -21,6 +21,7 @@
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"
 #include "protocol/wire_doc.h"
+#include "tests/fuzz/bson_walk.h"
 
 static bool check(const uint8_t *p, size_t n, wire_error *err)
 {
@@ -393,118 +394,6 @@ static void test_invalid_utf8_accepted(void **state)
 
 /* ---- differential: libbson's reader is the judge ---- */
 
-/* Walks everything with bson_iter_* and touches every byte each accessor
- * hands back (under ASan a read past the document fails the test). A
- * nested document or scope must frame like a bson_t would (length >= 5,
- * declared length consistent, last byte 0): bson_iter_recurse does not
- * check that itself, so a child with a bad frame would read as silently
- * cut short. Fails on any iterator error (err_off) or nesting beyond the
- * limit. */
-static volatile unsigned sink;
-
-static void touch(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++)
-		sink += b[i];
-}
-
-static bool walk_all(const uint8_t *p, size_t len, int depth)
-{
-	bson_iter_t it, child;
-	if (depth > WIRE_MAX_BSON_DEPTH || len < 5 || wire_read_u32(p) != len || p[len - 1] != 0)
-		return false;
-	if (!bson_iter_init_from_data(&it, p, len))
-		return false;
-	while (bson_iter_next(&it)) {
-		uint32_t l = 0, l2 = 0;
-		const uint8_t *d = NULL;
-		const char *s = NULL, *s2 = NULL;
-		touch(bson_iter_key(&it), strlen(bson_iter_key(&it)));
-		switch (bson_iter_type(&it)) {
-		case BSON_TYPE_DOCUMENT:
-		case BSON_TYPE_ARRAY:
-			if (BSON_ITER_HOLDS_DOCUMENT(&it))
-				bson_iter_document(&it, &l, &d);
-			else
-				bson_iter_array(&it, &l, &d);
-			if (!bson_iter_recurse(&it, &child) || !walk_all(d, l, depth + 1))
-				return false;
-			break;
-		case BSON_TYPE_UTF8:
-			s = bson_iter_utf8(&it, &l);
-			touch(s, l + 1);
-			break;
-		case BSON_TYPE_CODE:
-			s = bson_iter_code(&it, &l);
-			touch(s, l + 1);
-			break;
-		case BSON_TYPE_SYMBOL:
-			s = bson_iter_symbol(&it, &l);
-			touch(s, l + 1);
-			break;
-		case BSON_TYPE_CODEWSCOPE:
-			s = bson_iter_codewscope(&it, &l, &l2, &d);
-			touch(s, l + 1);
-			if (s[l] != 0 || !walk_all(d, l2, depth + 1))
-				return false;
-			break;
-		case BSON_TYPE_REGEX:
-			s = bson_iter_regex(&it, &s2);
-			touch(s, strlen(s));
-			touch(s2, strlen(s2));
-			break;
-		case BSON_TYPE_BINARY: {
-			bson_subtype_t st;
-			bson_iter_binary(&it, &st, &l, &d);
-			touch(d, l);
-			break;
-		}
-		case BSON_TYPE_DBPOINTER: {
-			const bson_oid_t *oid;
-			bson_iter_dbpointer(&it, &l, &s, &oid);
-			touch(s, l + 1);
-			touch(oid, sizeof *oid);
-			break;
-		}
-		default: {
-			const bson_value_t *v = bson_iter_value(&it);
-			touch(v, sizeof *v);
-		}
-		}
-	}
-	return it.err_off == 0;
-}
-
-/* Every key, at any depth, is valid UTF-8 (what bson_validate also checked). */
-static bool keys_utf8(const uint8_t *p, size_t len)
-{
-	bson_iter_t it, child;
-	if (!bson_iter_init_from_data(&it, p, len))
-		return false;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (!bson_utf8_validate(k, strlen(k), false))
-			return false;
-		uint32_t l, l2;
-		const uint8_t *d;
-		if (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) {
-			bson_iter_recurse(&it, &child);
-			if (BSON_ITER_HOLDS_DOCUMENT(&it))
-				bson_iter_document(&it, &l, &d);
-			else
-				bson_iter_array(&it, &l, &d);
-			if (!keys_utf8(d, l))
-				return false;
-		} else if (BSON_ITER_HOLDS_CODEWSCOPE(&it)) {
-			bson_iter_codewscope(&it, &l, &l2, &d);
-			if (!keys_utf8(d, l2))
-				return false;
-		}
-	}
-	return true;
-}
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 static uint32_t next_rand(void)
@@ -600,7 +489,7 @@ static void test_differential_mutations(void **state)
 			memcpy(doc, buf, len);
 			wire_error err;
 			bool ours = wire_doc_validate(doc, len, &err, "mutant");
-			bool readable = walk_all(doc, len, 0);
+			bool readable = bw_walk_all(doc, len, 0) == 1;
 			bson_t b;
 			size_t off;
 			bool theirs = bson_init_static(&b, doc, len) &&
@@ -621,7 +510,7 @@ static void test_differential_mutations(void **state)
 			}
 			if (ours && !theirs) {
 				/* only the UTF-8 of a key may make the difference */
-				assert_false(keys_utf8(doc, len));
+				assert_false(bw_keys_utf8(doc, len));
 				utf8_only++;
 			}
 			if (ours)

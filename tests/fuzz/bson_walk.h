@@ -1,0 +1,136 @@
+/* libbson's reader as the judge of a BSON document, shared by the
+ * differential unit test (tests/unit/test_protocol_wire_doc.c) and the
+ * libFuzzer target (tests/fuzz/fuzz_bson_validate.c) of wire_doc_validate.
+ *
+ * bw_walk_all() walks everything with bson_iter_* and touches every byte
+ * each accessor hands back (under ASan a read past the document fails). A
+ * nested document or scope must frame like a bson_t would (length >= 5,
+ * declared length consistent, last byte 0): bson_iter_recurse does not
+ * check that itself, so a child with a bad frame would read as silently
+ * cut short. Test-only code. */
+#ifndef MG_TESTS_FUZZ_BSON_WALK_H
+#define MG_TESTS_FUZZ_BSON_WALK_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "protocol/frame.h"
+#include "protocol/wire_doc.h"
+
+static volatile unsigned bw_sink;
+
+static void bw_touch(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		bw_sink += b[i];
+}
+
+/* 1: walked cleanly; 0: libbson's reader reports corruption or a bad
+ * nested frame; -1: deeper than the limit. */
+static int bw_walk_all(const uint8_t *p, size_t len, int depth)
+{
+	bson_iter_t it, child;
+	if (depth > WIRE_MAX_BSON_DEPTH)
+		return -1;
+	if (len < 5 || wire_read_u32(p) != len || p[len - 1] != 0 ||
+	    !bson_iter_init_from_data(&it, p, len))
+		return 0;
+	while (bson_iter_next(&it)) {
+		uint32_t l = 0, l2 = 0;
+		const uint8_t *d = NULL;
+		const char *s = NULL, *s2 = NULL;
+		int r;
+		bw_touch(bson_iter_key(&it), strlen(bson_iter_key(&it)));
+		switch (bson_iter_type(&it)) {
+		case BSON_TYPE_DOCUMENT:
+		case BSON_TYPE_ARRAY:
+			if (BSON_ITER_HOLDS_DOCUMENT(&it))
+				bson_iter_document(&it, &l, &d);
+			else
+				bson_iter_array(&it, &l, &d);
+			if (!bson_iter_recurse(&it, &child))
+				return 0;
+			if ((r = bw_walk_all(d, l, depth + 1)) != 1)
+				return r;
+			break;
+		case BSON_TYPE_UTF8:
+			s = bson_iter_utf8(&it, &l);
+			bw_touch(s, l + 1);
+			break;
+		case BSON_TYPE_CODE:
+			s = bson_iter_code(&it, &l);
+			bw_touch(s, l + 1);
+			break;
+		case BSON_TYPE_SYMBOL:
+			s = bson_iter_symbol(&it, &l);
+			bw_touch(s, l + 1);
+			break;
+		case BSON_TYPE_CODEWSCOPE:
+			s = bson_iter_codewscope(&it, &l, &l2, &d);
+			bw_touch(s, l + 1);
+			if (s[l] != 0)
+				return 0;
+			if ((r = bw_walk_all(d, l2, depth + 1)) != 1)
+				return r;
+			break;
+		case BSON_TYPE_REGEX:
+			s = bson_iter_regex(&it, &s2);
+			bw_touch(s, strlen(s));
+			bw_touch(s2, strlen(s2));
+			break;
+		case BSON_TYPE_BINARY: {
+			bson_subtype_t st;
+			bson_iter_binary(&it, &st, &l, &d);
+			bw_touch(d, l);
+			break;
+		}
+		case BSON_TYPE_DBPOINTER: {
+			const bson_oid_t *oid;
+			bson_iter_dbpointer(&it, &l, &s, &oid);
+			bw_touch(s, l + 1);
+			bw_touch(oid, sizeof *oid);
+			break;
+		}
+		default: {
+			const bson_value_t *v = bson_iter_value(&it);
+			bw_touch(v, sizeof *v);
+		}
+		}
+	}
+	return it.err_off == 0;
+}
+
+/* Every key, at any depth, is valid UTF-8. Only called on documents that
+ * walked cleanly. */
+static bool bw_keys_utf8(const uint8_t *p, size_t len)
+{
+	bson_iter_t it;
+	if (!bson_iter_init_from_data(&it, p, len))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		uint32_t l, l2;
+		const uint8_t *d;
+		if (!bson_utf8_validate(k, strlen(k), false))
+			return false;
+		if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			bson_iter_document(&it, &l, &d);
+			if (!bw_keys_utf8(d, l))
+				return false;
+		} else if (BSON_ITER_HOLDS_ARRAY(&it)) {
+			bson_iter_array(&it, &l, &d);
+			if (!bw_keys_utf8(d, l))
+				return false;
+		} else if (BSON_ITER_HOLDS_CODEWSCOPE(&it)) {
+			bson_iter_codewscope(&it, &l, &l2, &d);
+			if (!bw_keys_utf8(d, l2))
+				return false;
+		}
+	}
+	return true;
+}
+
+#endif
