@@ -650,7 +650,7 @@ bool index_cache_start(index_cache *ic, char *err, size_t errlen)
 	return true;
 }
 
-void index_cache_free(index_cache *ic)
+void index_cache_stop(index_cache *ic)
 {
 	if (ic == NULL)
 		return;
@@ -660,6 +660,14 @@ void index_cache_free(index_cache *ic)
 	pthread_mutex_unlock(&ic->mu);
 	if (ic->started)
 		pthread_join(ic->thread, NULL);
+	ic->started = false;
+}
+
+void index_cache_free(index_cache *ic)
+{
+	if (ic == NULL)
+		return;
+	index_cache_stop(ic);
 	if (ic->client != NULL)
 		mongoc_client_destroy(ic->client);
 	if (ic->uri != NULL)

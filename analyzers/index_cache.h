@@ -35,6 +35,9 @@ typedef void (*index_cache_error_fn)(void *arg, const char *ns, const char *mess
 void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg);
 
 /* Stops the thread and frees everything. */
+/* Stops and joins the thread (its callbacks have all returned when this
+ * does); what the cache knows stays readable until index_cache_free. */
+void index_cache_stop(index_cache *ic);
 void index_cache_free(index_cache *ic);
 
 /* ---- used by the engine ---- */

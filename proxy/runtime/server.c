@@ -782,6 +782,9 @@ static bool start(server *srv, char *err, size_t errlen)
 static void stop(server *srv)
 {
 	admin_stop(srv->admin); /* it reads the snapshot and the counters */
+	/* Before the workers stop: the cache's thread tells them about new
+	 * index lists (index_changed) until it is joined. */
+	index_cache_stop(srv->ic);
 	notify_all(srv, WORKER_STOP);
 	for (size_t i = 0; i < srv->nstarted; i++)
 		worker_join(&srv->workers[i]);
@@ -802,8 +805,7 @@ static void stop(server *srv)
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		evconnlistener_free(srv->listeners[i].lev);
 	capture_sink_free(srv->capture, NULL); /* after the workers: nothing enqueues now */
-	if (srv->ic)
-		index_cache_free(srv->ic);
+	index_cache_free(srv->ic);
 	finding_sink_free(srv->findings);
 	metrics_free(srv->metrics);
 	if (srv->base)
