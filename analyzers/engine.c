@@ -86,7 +86,10 @@ struct engine {
 	rule_action act[RULE_COUNT], act_explain[RULE_COUNT];
 	uint8_t sample[RULE_COUNT];
 	unsigned parts_all, parts_explain;
-	uint32_t doc_floor;    /* the smallest document a document check reports */
+	uint32_t doc_floor; /* the smallest document a document check reports */
+	/* Could a rule block anything, or an insert (whose only part read is
+	 * its documents)? Any scope at block counts. See engine_may_block. */
+	bool may_block_any, may_block_insert;
 	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
 };
 
@@ -136,6 +139,11 @@ static cmd_kind classify(const char *name)
 	default:
 		return CMD_NONE;
 	}
+}
+
+bool engine_may_block(const engine *e, const char *command)
+{
+	return command && classify(command) == CMD_INSERT ? e->may_block_insert : e->may_block_any;
 }
 
 static const char *canonical_name(cmd_kind k)
@@ -205,6 +213,10 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
 		rule_action a = e->cfg.rules[r].action;
 		e->scoped |= e->cfg.rules[r].nscopes > 0;
+		if (rule_can_block(&e->cfg.rules[r])) {
+			e->may_block_any = true;
+			e->may_block_insert |= (e->parts[r] & PART_DOCUMENT) != 0;
+		}
 		e->act[r] = a;
 		e->act_explain[r] = a > RULE_LOG ? RULE_LOG : a;
 		e->sample[r] = e->cfg.rules[r].sample;

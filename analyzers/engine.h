@@ -52,6 +52,14 @@ void engine_free(engine *e);
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block);
 
+/* Could engine_analyze() answer VERDICT_BLOCK under this configuration for
+ * a command of this name (NULL: not known yet)? An `insert` is read only by
+ * document checks, so it can be blocked only when one of those is at block;
+ * anything else, when any rule is. A rule counts when its action or any of
+ * its scopes' is block. The proxy relays a large request while it is still
+ * arriving only when the answer is no (proxy/session/session.c). */
+bool engine_may_block(const engine *e, const char *command);
+
 /* Tells the engine a command that changes indexes or collections has
  * completed, so the index cache drops what it knew about ns ("db.coll", or
  * "db" for a whole database). Called by the proxy when the reply passes. */

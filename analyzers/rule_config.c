@@ -79,3 +79,13 @@ rule_action rule_effective_action(const rule_config *rc, const char *ns, const c
 {
 	return rule_effective(rc, ns, app, NULL);
 }
+
+bool rule_can_block(const rule_config *rc)
+{
+	if (rc->action == RULE_BLOCK)
+		return true;
+	for (size_t i = 0; i < rc->nscopes; i++)
+		if (rc->scopes[i].action == RULE_BLOCK)
+			return true;
+	return false;
+}

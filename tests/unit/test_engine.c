@@ -96,6 +96,38 @@ static void test_scopes(void **state)
 	assert_int_equal(rule_effective_action(&multi, "a.y", ""), RULE_OFF);
 }
 
+/* engine_may_block: what lets the proxy relay a large request before it is
+ * judged. Any block (an action or a scope's) counts; an insert counts only
+ * rules that read documents. */
+static void test_may_block(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	engine *e = engine_new(&cfg, NULL, NULL, NULL);
+	assert_false(engine_may_block(e, NULL));
+	assert_false(engine_may_block(e, "insert"));
+	engine_free(e);
+
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_DRY_RUN;
+	e = engine_new(&cfg, NULL, NULL, NULL);
+	assert_false(engine_may_block(e, "find")); /* dry-run forwards */
+	engine_free(e);
+
+	set_scope(&cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0], "shop.*", NULL, RULE_BLOCK);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].nscopes = 1;
+	e = engine_new(&cfg, NULL, NULL, NULL);
+	assert_true(engine_may_block(e, "find"));
+	assert_true(engine_may_block(e, NULL));     /* not known yet: anything */
+	assert_true(engine_may_block(e, "Insert")); /* names are case-sensitive */
+	assert_false(engine_may_block(e, "insert"));
+	engine_free(e);
+
+	cfg.rules[RULE_LARGE_DOCUMENT].action = RULE_BLOCK;
+	e = engine_new(&cfg, NULL, NULL, NULL);
+	assert_true(engine_may_block(e, "insert"));
+	engine_free(e);
+}
+
 /* Scopes through the engine: block in one service, log in another. */
 static void test_scoped_engine(void **state)
 {
@@ -826,6 +858,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults_and_names),
 	    cmocka_unit_test(test_scopes),
+	    cmocka_unit_test(test_may_block),
 	    cmocka_unit_test(test_scoped_engine),
 	    cmocka_unit_test(test_dry_run),
 	    cmocka_unit_test(test_block_sample),
