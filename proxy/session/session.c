@@ -18,6 +18,24 @@
  *              request is analysed again when the cache changes or the wait
  *              times out (SESSION_WAITING).
  *
+ * Cut-through. A large request (an OP_MSG of CUT_MIN bytes or more that has
+ * not all arrived, with nothing else in flight) is relayed while it
+ * arrives when the configuration cannot block it (engine_may_block: no rule
+ * at block, or for an insert no document rule at block): each read goes
+ * upstream at once and is copied aside, all but the last bytes; the whole
+ * copy is then decoded and analysed as any request, and only then do the
+ * last bytes go, so the findings, the in-flight entry and a wait for an
+ * index list come before the server can answer. A request that must not go
+ * after all (malformed, or blockable after a reload) ends the upstream
+ * connection before the server has all of it, so it never runs; the client
+ * gets mongoguard's answer and the close. Store-and-forward would add the
+ * whole transfer time of the request to its latency.
+ *
+ * Large reads. libevent 2.1 reads at most 4 KiB per call, and wakes us per
+ * packet: read_more() takes what the socket holds in one read, and
+ * SO_RCVLOWAT makes the kernel wake us only when a read chunk of a large
+ * request has arrived (await_client_bytes).
+ *
  * Upstream -> client. The reply framer (reply_framer.h) reads each reply's
  * header and flag bits and then says forward, drop or gather N bytes; the
  * body streams through in whatever chunks arrive. Only an OP_COMPRESSED
@@ -62,6 +80,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +99,8 @@ enum {
 	OUT_HIGH = 1024 * 1024,
 	OUT_LOW = 256 * 1024,
 	READ_CHUNK = 256 * 1024,
+	CUT_MIN = 64 * 1024,      /* smallest request relayed while it arrives */
+	LIBEVENT_MAX_READ = 4096, /* libevent 2.1's EVBUFFER_MAX_READ: see read_more() */
 	FLUSH_TIMEOUT_MS = 5000,
 	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
 	/* Error codes for replies mongoguard writes itself. */
@@ -118,6 +140,7 @@ struct session {
 	bool unreachable;
 	char unreachable_why[512];
 	bool client_paused;   /* reading from the client stopped by backpressure */
+	int client_lowat;     /* SO_RCVLOWAT set on the client socket (0: the default) */
 	bool upstream_paused; /* reading from upstream stopped by backpressure */
 
 	struct event *frame_timer; /* a started request must finish arriving */
@@ -129,6 +152,15 @@ struct session {
 
 	reply_framer framer;
 	inflight_ring inflight;
+
+	/* The large request being relayed while it arrives (cut-through, see
+	 * the top of this file): copied here as it passes, judged when whole. */
+	struct {
+		uint8_t *buf;
+		size_t len;  /* the request's length; 0: none in progress */
+		size_t got;  /* bytes copied into buf */
+		size_t sent; /* bytes of those already forwarded */
+	} cut;
 
 	/* The reply being captured (env.capture set): its bytes, copied as
 	 * they are forwarded, when it is small enough to be read. */
@@ -170,6 +202,49 @@ static void set_read_need(struct bufferevent *bev, size_t need)
 	bufferevent_setwatermark(bev, EV_READ, 0, need > READ_CHUNK ? need : READ_CHUNK);
 }
 
+/* The rest of a large request is awaited without a wake-up per packet: the
+ * kernel reports the socket readable once `remaining` bytes (at most a read
+ * chunk) are queued, or at its end. Plain sockets only (TLS records do not
+ * map to request bytes); 0 puts the default back. */
+static void await_client_bytes(session *s, size_t remaining)
+{
+	int lowat = remaining > READ_CHUNK ? READ_CHUNK : (int)remaining;
+	if (s->client_tls || lowat == s->client_lowat || (lowat <= 1 && s->client_lowat <= 1))
+		return;
+	int v = lowat > 1 ? lowat : 1;
+	if (setsockopt(bufferevent_getfd(s->client), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+		s->client_lowat = lowat;
+}
+
+/* Moves len bytes from the front of src to dst's output. When dst's output
+ * is empty, the bytes are all src holds, and dst is a connected plain
+ * socket, they are written at once instead, and only what the socket does
+ * not take is queued: through the output buffer a small message costs an
+ * epoll_ctl to watch for writability, a loop turn, and an epoll_ctl to stop
+ * watching. Batches (pipelined requests, a reply with more behind it) go
+ * through the buffer whole, one writev later. A write error is left for
+ * the bufferevent's own write to meet and report. */
+static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool connected, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(dst);
+	struct evbuffer_iovec v[8];
+	struct iovec io[8];
+	int n;
+	if (connected && len > 0 && len == evbuffer_get_length(src) &&
+	    evbuffer_get_length(out) == 0 && !bufferevent_openssl_get_ssl(dst) &&
+	    (n = evbuffer_peek(src, (ev_ssize_t)len, NULL, v, 8)) > 0 && n <= 8) {
+		for (int i = 0; i < n; i++)
+			io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+		ssize_t w = writev(bufferevent_getfd(dst), io, n);
+		if (w > 0) {
+			evbuffer_drain(src, (size_t)w);
+			len -= (size_t)w;
+		}
+	}
+	if (len > 0)
+		evbuffer_remove_buffer(src, out, len);
+}
+
 static void add_timer_ms(struct event *ev, uint32_t ms)
 {
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -203,7 +278,7 @@ static bool session_idle(session *s)
 {
 	return !s->client ||
 	       (inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
-	        evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
+	        s->cut.len == 0 && evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
 }
 
 /* ---- answers in order ---- */
@@ -498,8 +573,119 @@ static void refuse_frame(session *s, const uint8_t *hdr, const wire_error *err)
 	session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
 }
 
+/* ---- cut-through: large requests relayed while they arrive ---- */
+
+static void count_relayed(session *s, mx_direction d, size_t len)
+{
+	mx_add(&s->env.mx->messages[d], 1);
+	mx_add(&s->env.mx->bytes[d], len);
+}
+
+/* The command's name, when the first section is the body and its first key
+ * has arrived; else NULL. head holds the copied bytes. */
+static const char *peek_command(struct evbuffer *in, size_t avail, char *head, size_t size)
+{
+	enum { KIND_AT = WIRE_HEADER_LEN + 4, NAME_AT = KIND_AT + 1 + 4 + 1 };
+	size_t n = avail < size ? avail : size;
+	if (n <= NAME_AT)
+		return NULL;
+	evbuffer_copyout(in, head, n);
+	if (head[KIND_AT] != 0 || !memchr(head + NAME_AT, '\0', n - NAME_AT))
+		return NULL;
+	return head + NAME_AT;
+}
+
+/* May this request, not all here yet, go upstream while it arrives? Only an
+ * uncompressed OP_MSG of CUT_MIN bytes or more, with nothing else in flight
+ * (so our answer, if one is needed after all, comes next), and only when
+ * the configuration cannot block it: a block must be decided before the
+ * server has anything. */
+static bool cut_allowed(session *s, struct evbuffer *in, size_t avail, const frame_header *h)
+{
+	if (h->opcode != OP_MSG || (size_t)h->length < CUT_MIN || s->unreachable || !s->upstream ||
+	    s->state != SESSION_ACTIVE || inflight_count(&s->inflight) != 0)
+		return false;
+	const engine *e = snap(s)->engine;
+	char head[WIRE_HEADER_LEN + 64];
+	return !e || !engine_may_block(e, peek_command(in, avail, head, sizeof(head)));
+}
+
+static void cut_end(session *s)
+{
+	free(s->cut.buf);
+	s->cut.buf = NULL;
+	s->cut.len = s->cut.got = s->cut.sent = 0;
+}
+
+/* The whole request is here; all but the last bytes read are upstream.
+ * Judged like any other. Only "forward" can still be honoured as asked:
+ * anything else (a block after a reload made one possible, a malformed
+ * request, a handshake to rewrite) ends the upstream connection before the
+ * server has the whole message, so it never runs, and the client gets our
+ * answer, then the close. */
+static bool cut_finish(session *s, struct evbuffer *in)
+{
+	size_t rest = s->cut.len - s->cut.sent;
+	handled h;
+	handle_request(s, s->cut.buf, s->cut.len, &h);
+	switch (h.outcome) {
+	case REQ_WAIT:
+		if (s->state == SESSION_ACTIVE)
+			session_enter(s, SESSION_WAITING);
+		return false; /* the tail stays in `in`; judged again later */
+	case REQ_CLOSE:
+		cut_end(s);
+		return false; /* session_finish already ran */
+	case REQ_FORWARD:
+		evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), rest);
+		count_relayed(s, MX_DIR_REQUEST, s->cut.len);
+		break;
+	case REQ_REPLACE:
+	case REQ_DROP:
+		free(h.replacement);
+		evbuffer_drain(in, rest);
+		session_finish(
+		    s, LOG_WARNING,
+		    "a %zu-byte request relayed while it arrived could not be sent as it "
+		    "was (%s); the upstream connection ended before the server had all of it",
+		    s->cut.len,
+		    h.outcome == REQ_REPLACE ? "a handshake to rewrite" : "answered by mongoguard");
+		cut_end(s);
+		return false;
+	}
+	cut_end(s);
+	s->nrequests++;
+	if (s->state == SESSION_WAITING) /* the held request went through */
+		session_enter(s, SESSION_ACTIVE);
+	return true;
+}
+
+/* Copies what arrived of the request being cut through and forwards it,
+ * keeping back the last bytes until the whole request has been judged.
+ * False when the loop must stop. */
+static bool cut_step(session *s, struct evbuffer *in)
+{
+	if (s->cut.got < s->cut.len) {
+		size_t n = s->cut.len - s->cut.got, avail = evbuffer_get_length(in);
+		if (n > avail)
+			n = avail;
+		evbuffer_copyout(in, s->cut.buf + s->cut.got, n);
+		s->cut.got += n;
+		if (s->cut.got < s->cut.len) {
+			evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), n);
+			s->cut.sent += n;
+			await_client_bytes(s, s->cut.len - s->cut.got);
+			return true;
+		}
+		evtimer_del(s->frame_timer);
+		await_client_bytes(s, 0);
+	}
+	return cut_finish(s, in);
+}
+
 /* The length of the next whole request in the client's buffer, or 0 when
- * it has not all arrived yet (or the stream was refused). */
+ * it has not all arrived yet (or the stream was refused, or a large one
+ * started being cut through: s->cut.len). */
 static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 {
 	uint8_t hdr[WIRE_HEADER_LEN];
@@ -515,19 +701,21 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 		return 0;
 	}
 	if (avail < (size_t)h.length) {
-		set_read_need(s->client, (size_t)h.length);
 		arm_frame_timer(s);
+		if ((size_t)h.length >= CUT_MIN)
+			await_client_bytes(s, (size_t)h.length - avail);
+		if (cut_allowed(s, in, avail, &h) && (s->cut.buf = malloc((size_t)h.length))) {
+			s->cut.len = (size_t)h.length;
+			set_read_need(s->client, READ_CHUNK);
+		} else {
+			set_read_need(s->client, (size_t)h.length);
+		}
 		return 0;
 	}
 	evtimer_del(s->frame_timer);
+	await_client_bytes(s, 0);
 	set_read_need(s->client, READ_CHUNK);
 	return (size_t)h.length;
-}
-
-static void count_relayed(session *s, mx_direction d, size_t len)
-{
-	mx_add(&s->env.mx->messages[d], 1);
-	mx_add(&s->env.mx->bytes[d], len);
 }
 
 /* Does to the request's bytes what handling decided. False when the loop
@@ -542,7 +730,7 @@ static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
 	case REQ_CLOSE:
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), len);
+		relay_bytes(in, s->upstream, s->upstream_connected, len);
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
@@ -577,9 +765,17 @@ static void process_client(session *s)
 			pause_client(s);
 			break;
 		}
+		if (s->cut.len) {
+			if (!cut_step(s, in))
+				return;
+			continue;
+		}
 		size_t len = next_frame(s, in, avail);
-		if (len == 0)
+		if (len == 0) {
+			if (s->cut.len)
+				continue; /* a large request started: relay what is here */
 			break;
+		}
 		const uint8_t *msg = evbuffer_pullup(in, (ev_ssize_t)len);
 		if (!msg) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte request",
@@ -803,7 +999,7 @@ static void process_upstream(session *s)
 				note_reply_start(s);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
-			evbuffer_remove_buffer(in, out, st.n);
+			relay_bytes(in, s->client, true, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		case FRAMER_WHOLE:
@@ -941,6 +1137,7 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
+	free(s->cut.buf); /* a request cut short by the end of the session */
 	free(s->cap_buf); /* a reply cut short by the end of the session */
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
@@ -965,8 +1162,52 @@ static void close_cb(evutil_socket_t fd, short what, void *arg)
 	session_free(arg);
 }
 
+/* libevent 2.1 reads at most 4096 bytes per read(2) whatever the
+ * bufferevent's limits say (EVBUFFER_MAX_READ; settable only from 2.2), so
+ * a 1 MiB request cost about 250 reads, ioctls and loop turns. After its
+ * read, this takes what the socket already holds in one large read, up to
+ * the read high-watermark. Only bytes FIONREAD reports are read, so an end
+ * of stream or a reset is still seen by libevent's next read, as before.
+ * Below 4096 buffered bytes libevent's read took all there was, and small
+ * requests pay nothing. Plain sockets only: a TLS bufferevent reads
+ * through OpenSSL. */
+static void read_more(struct bufferevent *bev)
+{
+	size_t high = 0;
+	int queued = 0;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t have = evbuffer_get_length(in);
+	int fd = bufferevent_getfd(bev);
+	if (have < LIBEVENT_MAX_READ || !(bufferevent_get_enabled(bev) & EV_READ) ||
+	    bufferevent_openssl_get_ssl(bev) ||
+	    bufferevent_getwatermark(bev, EV_READ, NULL, &high) != 0 || high <= have ||
+	    ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0)
+		return;
+	size_t want = high - have < (size_t)queued ? high - have : (size_t)queued;
+	struct evbuffer_iovec v[4];
+	struct iovec io[4];
+	/* A bufferevent keeps its input's end frozen except while it reads. */
+	evbuffer_unfreeze(in, 0);
+	int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 4);
+	if (n <= 0) {
+		evbuffer_freeze(in, 0);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+	ssize_t got = readv(fd, io, n);
+	size_t left = got > 0 ? (size_t)got : 0;
+	for (int i = 0; i < n; i++) {
+		v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+		left -= v[i].iov_len;
+	}
+	evbuffer_commit_space(in, v, n);
+	evbuffer_freeze(in, 0);
+}
+
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
+	read_more(bev);
 	process_client(arg);
 }
 
@@ -1053,6 +1294,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 static void upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	session *s = arg;
+	read_more(bev);
 	process_upstream(s);
 	session_drain(s);
 }

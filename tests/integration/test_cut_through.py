@@ -1,0 +1,243 @@
+"""Cut-through: a large request goes upstream while it is still arriving
+when the configuration cannot block it, and is still judged whole before
+its last bytes go (proxy/session/session.c, "Cut-through").
+
+The upstream here is a raw TCP listener that records every byte it gets, so
+a test can see what reached it before the client had sent everything, and
+that what reached it is byte-for-byte what the client sent.
+"""
+
+import json
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+import mgwire as w
+
+MiB = 1 << 20
+
+
+class RawConn:
+    def __init__(self, sock):
+        self.sock = sock
+        self.data = bytearray()
+        self.closed = False
+
+
+class RawUpstream:
+    """Accepts connections, records what each sends, never answers."""
+
+    def __init__(self):
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns: list[RawConn] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/"
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            c = RawConn(s)
+            with self.lock:
+                self.conns.append(c)
+            threading.Thread(target=self._read, args=(c,), daemon=True).start()
+
+    def _read(self, c: RawConn):
+        while True:
+            try:
+                b = c.sock.recv(1 << 20)
+            except OSError:
+                b = b""
+            if not b:
+                c.closed = True
+                return
+            with self.lock:
+                c.data += b
+
+    def with_marker(self, marker: bytes) -> RawConn | None:
+        with self.lock:
+            for c in self.conns:
+                if marker in c.data:
+                    return c
+        return None
+
+    def close(self):
+        self.lsock.close()
+        for c in self.conns:
+            c.sock.close()
+
+
+@pytest.fixture
+def raw():
+    r = RawUpstream()
+    yield r
+    r.close()
+
+
+def until(fn, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def big_insert(marker: str, size: int, *, corrupt_last_byte: bool = False) -> bytes:
+    msg = w.op_msg({"insert": "cut", "$db": "cutdb"},
+                   sequences={"documents": [{"_id": marker, "blob": b"m" * size}]})
+    if corrupt_last_byte:  # the document's terminator: no longer valid BSON
+        msg = msg[:-1] + b"\x01"
+    return msg
+
+
+def config(**rules) -> str:
+    return json.dumps({"rules": {k.replace("_", "-"): v for k, v in rules.items()}}) + "\n"
+
+
+def reply_of(sock) -> dict:
+    return w.recv_message(sock, timeout=10).body
+
+
+def test_large_insert_is_relayed_while_it_arrives(start_proxy, raw):
+    """Every rule at log (the default): the first half is upstream before the
+    client sends the second; the whole arrives exactly; and the request was
+    still analysed whole (large-document's finding names it)."""
+    p = start_proxy(raw.uri)
+    msg = big_insert("cut-log", 3 * MiB)
+    s = w.connect(p.port)
+    s.sendall(msg[: len(msg) // 2])
+    c = until(lambda: (c := raw.with_marker(b"cut-log")) and len(c.data) >= MiB and c,
+              what="the first half upstream")
+    assert len(c.data) <= len(msg) // 2, "mongoguard cannot have more than the client sent"
+    s.sendall(msg[len(msg) // 2:])
+    until(lambda: len(c.data) >= len(msg), what="the whole request upstream")
+    time.sleep(0.1)
+    assert bytes(c.data) == msg, "the relayed bytes must be exactly the client's"
+    until(lambda: p.log.findings("large-document"), what="a large-document finding")
+    s.close()
+
+
+def test_blockable_insert_waits_whole_and_is_blocked(start_proxy, raw):
+    """large-document at block: an insert must be judged before the server
+    sees any of it, so nothing goes upstream until it is whole, and then
+    nothing at all; the connection stays usable."""
+    p = start_proxy(raw.uri, config(large_document="block"))
+    msg = big_insert("cut-block", 3 * MiB)
+    s = w.connect(p.port)
+    s.sendall(msg[: len(msg) // 2])
+    time.sleep(0.5)
+    assert raw.with_marker(b"cutdb") is None, "a blockable request must not be relayed early"
+    s.sendall(msg[len(msg) // 2:])
+    body = reply_of(s)
+    assert body["ok"] == 0 and body["code"] == 96, body
+    assert "large-document" in body["errmsg"]
+    ping = w.op_msg({"ping": 1, "$db": "cutping"})
+    s.sendall(ping)
+    c = until(lambda: raw.with_marker(b"cutping"), what="the next request upstream")
+    assert b"cut-block" not in c.data, "the blocked insert must never reach the server"
+    assert w.is_open(s)
+    s.close()
+
+
+def test_only_inserts_skip_rules_that_cannot_read_them(start_proxy, raw):
+    """A regex rule at block cannot block an insert, so inserts are still cut
+    through; a large find (which it can block) is held until judged."""
+    p = start_proxy(raw.uri, config(case_insensitive_regex="block"))
+    ins = big_insert("cut-ins", 2 * MiB)
+    s = w.connect(p.port)
+    s.sendall(ins[: len(ins) // 2])
+    c = until(lambda: (c := raw.with_marker(b"cut-ins")) and len(c.data) >= MiB // 2 and c,
+              what="the insert's first half upstream")
+    s.sendall(ins[len(ins) // 2:])
+    until(lambda: len(c.data) >= len(ins))
+    assert bytes(c.data) == ins
+
+    find = w.op_msg({"find": "cutfind", "$db": "cutdb2",
+                     "filter": {"k": {"$in": [f"v{i:07d}" for i in range(30000)]},
+                                "name": {"$regex": "^abc", "$options": "i"}}})
+    assert len(find) > 256 * 1024
+    s2 = w.connect(p.port)
+    s2.sendall(find[: len(find) // 2])
+    time.sleep(0.5)
+    assert raw.with_marker(b"cutfind") is None, "a blockable find must not be relayed early"
+    s2.sendall(find[len(find) // 2:])
+    body = reply_of(s2)
+    assert body["ok"] == 0 and body["code"] == 96 and "case-insensitive-regex" in body["errmsg"]
+    time.sleep(0.2)
+    assert raw.with_marker(b"cutfind") is None
+    s.close()
+    s2.close()
+
+
+def test_malformed_large_request_never_completes_upstream(start_proxy, raw):
+    """Found malformed only once whole: the client gets the error and a
+    close; the server's connection ends before it has the whole message,
+    so it never runs it."""
+    p = start_proxy(raw.uri)
+    msg = big_insert("cut-bad", 2 * MiB, corrupt_last_byte=True)
+    s = w.connect(p.port)
+    mark = p.log.mark()
+    s.sendall(msg[: len(msg) // 2])
+    c = until(lambda: (c := raw.with_marker(b"cut-bad")) and len(c.data) >= MiB // 2 and c,
+              what="the first half upstream")
+    s.sendall(msg[len(msg) // 2:])
+    body = reply_of(s)
+    assert body["ok"] == 0, body
+    w.wait_closed(s)
+    until(lambda: c.closed, what="the upstream connection to end")
+    assert len(c.data) < len(msg), "the server must never get the whole message"
+    p.log.wait_for(lambda ln: "could not be sent as it was" in w_text(ln), since=mark)
+
+
+def test_reload_to_block_mid_request_stops_it(start_proxy, raw):
+    """A reload that makes the request blockable while it is being relayed:
+    judged by the new configuration, blocked, and the server never gets all
+    of it."""
+    p = start_proxy(raw.uri, config(large_document="log"))
+    msg = big_insert("cut-race", 3 * MiB)
+    s = w.connect(p.port)
+    s.sendall(msg[: len(msg) // 2])
+    c = until(lambda: (c := raw.with_marker(b"cut-race")) and len(c.data) >= MiB and c,
+              what="the first half upstream")
+    mark = p.log.mark()
+    p.config_path.write_text(config(large_document="block"))
+    p.proc.send_signal(signal.SIGHUP)
+    p.log.wait_for(lambda ln: ln.get("msg") == "Configuration reloaded", since=mark)
+    s.sendall(msg[len(msg) // 2:])
+    body = reply_of(s)
+    assert body["ok"] == 0 and body["code"] == 96 and "large-document" in body["errmsg"], body
+    w.wait_closed(s)
+    until(lambda: c.closed, what="the upstream connection to end")
+    assert len(c.data) < len(msg)
+
+
+def w_text(ln: dict) -> str:
+    return json.dumps(ln)
+
+
+def test_large_sorted_find_waits_for_indexes_and_answers(proxy, clients, dbname):
+    """A large find with a sort, through a real server: cut through in log
+    mode, held for the index list at its end, then answered exactly as
+    directly."""
+    direct = clients.direct()[dbname]["bigin"]
+    direct.insert_many([{"_id": i, "k": f"v{i:07d}", "z": -i} for i in range(50)])
+    via = clients.via(proxy)[dbname]["bigin"]
+    keys = [f"v{i:07d}" for i in range(30000)]
+    got = list(via.find({"k": {"$in": keys}}).sort("z", 1))
+    want = list(direct.find({"k": {"$in": keys}}).sort("z", 1))
+    assert got == want and len(got) == 50
