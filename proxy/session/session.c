@@ -112,7 +112,7 @@ typedef enum {
 	SESSION_ACTIVE,   /* relaying */
 	SESSION_WAITING,  /* holding a request until the index cache answers */
 	SESSION_FLUSHING, /* ending: only writing what is left to the client */
-	SESSION_CLOSED,   /* freed at the next loop turn (close_ev) */
+	SESSION_CLOSED,   /* freed at the next loop turn (timer made active) */
 } session_state;
 
 static const char *const state_names[] = {"active", "waiting", "flushing", "closed"};
@@ -136,18 +136,20 @@ struct session {
 	bool upstream_connected;
 	/* The upstream could not be reached before the client asked anything:
 	 * its first request is answered with HostUnreachable (why), then the
-	 * connection closes; frame_timer bounds the wait for that request. */
+	 * connection closes; the timer bounds the wait for that request. */
 	bool unreachable;
-	char unreachable_why[512];
-	bool client_paused;   /* reading from the client stopped by backpressure */
-	int client_lowat;     /* SO_RCVLOWAT set on the client socket (0: the default) */
-	bool upstream_paused; /* reading from upstream stopped by backpressure */
+	char *unreachable_why; /* malloc'd: rare, and idle sessions stay small */
+	bool client_paused;    /* reading from the client stopped by backpressure */
+	int client_lowat;      /* SO_RCVLOWAT set on the client socket (0: the default) */
+	bool upstream_paused;  /* reading from upstream stopped by backpressure */
 
-	struct event *frame_timer; /* a started request must finish arriving */
-	struct event *wait_timer;  /* SESSION_WAITING deadline */
-	struct event *flush_timer; /* SESSION_FLUSHING deadline */
+	/* One timer for the state's deadline, as the states never need two:
+	 * ACTIVE, a started request must finish arriving (net.maxFrameWaitMS);
+	 * WAITING, the index list; FLUSHING, the client reading the rest;
+	 * CLOSED, made active to free the session at the next loop turn. One
+	 * event instead of four keeps idle sessions small (state_timer_cb). */
+	struct event *timer;
 	struct event *reply_timer; /* upstream.replyTimeoutMS: the head request's deadline */
-	struct event *close_ev;    /* SESSION_CLOSED: frees at the next loop turn */
 	bool wait_expired;         /* the held request goes on without a sort verdict */
 
 	reply_framer framer;
@@ -243,6 +245,11 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 	}
 	if (len > 0)
 		evbuffer_remove_buffer(src, out, len);
+}
+
+static const char *unreachable_why(const session *s)
+{
+	return s->unreachable_why ? s->unreachable_why : "upstream unreachable";
 }
 
 static void add_timer_ms(struct event *ev, uint32_t ms)
@@ -550,8 +557,8 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
  * net.maxFrameWaitMS, counted from its first bytes. */
 static void arm_frame_timer(session *s)
 {
-	if (!evtimer_pending(s->frame_timer, NULL))
-		add_timer_ms(s->frame_timer, snap(s)->cfg.max_frame_wait_ms);
+	if (!evtimer_pending(s->timer, NULL))
+		add_timer_ms(s->timer, snap(s)->cfg.max_frame_wait_ms);
 }
 
 /* The stream cannot be resynchronised after a bad length: answer if the
@@ -677,7 +684,7 @@ static bool cut_step(session *s, struct evbuffer *in)
 			await_client_bytes(s, s->cut.len - s->cut.got);
 			return true;
 		}
-		evtimer_del(s->frame_timer);
+		evtimer_del(s->timer);
 		await_client_bytes(s, 0);
 	}
 	return cut_finish(s, in);
@@ -712,7 +719,7 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 		}
 		return 0;
 	}
-	evtimer_del(s->frame_timer);
+	evtimer_del(s->timer);
 	await_client_bytes(s, 0);
 	set_read_need(s->client, READ_CHUNK);
 	return (size_t)h.length;
@@ -789,8 +796,8 @@ static void process_client(session *s)
 			if (h.outcome == REQ_REPLACE)
 				free(h.replacement);
 			evbuffer_drain(in, len);
-			fail_inflight(s, s->unreachable_why);
-			session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+			fail_inflight(s, unreachable_why(s));
+			session_finish(s, LOG_WARNING, "%s", unreachable_why(s));
 			return;
 		}
 		if (!apply(s, in, len, &h))
@@ -1023,8 +1030,7 @@ static void process_upstream(session *s)
 
 static void enter_flushing(session *s)
 {
-	evtimer_del(s->frame_timer);
-	evtimer_del(s->wait_timer);
+	evtimer_del(s->timer);
 	if (s->upstream) {
 		/* a reply cut short must not be followed by anything else */
 		flush_answers(s);
@@ -1037,7 +1043,7 @@ static void enter_flushing(session *s)
 		return;
 	}
 	bufferevent_setwatermark(s->client, EV_WRITE, 0, 0);
-	add_timer_ms(s->flush_timer, FLUSH_TIMEOUT_MS);
+	add_timer_ms(s->timer, FLUSH_TIMEOUT_MS);
 }
 
 static void enter_closed(session *s)
@@ -1046,11 +1052,9 @@ static void enter_closed(session *s)
 		bufferevent_disable(s->client, EV_READ | EV_WRITE);
 	if (s->upstream)
 		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
-	evtimer_del(s->frame_timer);
-	evtimer_del(s->wait_timer);
-	evtimer_del(s->flush_timer);
+	evtimer_del(s->timer);
 	evtimer_del(s->reply_timer);
-	event_active(s->close_ev, 0, 0);
+	event_active(s->timer, EV_TIMEOUT, 0);
 }
 
 static bool move_allowed(session_state from, session_state to)
@@ -1087,13 +1091,13 @@ static bool session_enter(session *s, session_state to)
 	switch (to) {
 	case SESSION_WAITING:
 		bufferevent_disable(s->client, EV_READ);
-		add_timer_ms(s->wait_timer, snap(s)->cfg.engine.index_wait_ms);
+		add_timer_ms(s->timer, snap(s)->cfg.engine.index_wait_ms);
 		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
 		           "Holding a request until the index list arrives");
 		break;
 	case SESSION_ACTIVE:
 		s->wait_expired = false;
-		evtimer_del(s->wait_timer);
+		evtimer_del(s->timer);
 		if (!s->client_paused)
 			bufferevent_enable(s->client, EV_READ);
 		break;
@@ -1138,11 +1142,11 @@ static void session_free(session *s)
 
 	inflight_clear(&s->inflight);
 	free(s->cut.buf); /* a request cut short by the end of the session */
+	free(s->unreachable_why);
 	free(s->cap_buf); /* a reply cut short by the end of the session */
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
-	struct event *evs[] = {s->frame_timer, s->wait_timer, s->flush_timer,
-	                       s->reply_timer, s->close_ev,   s->sniff_ev};
+	struct event *evs[] = {s->timer, s->reply_timer, s->sniff_ev};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -1155,11 +1159,6 @@ static void session_free(session *s)
 	tls_free(&s->env.tls); /* this session's references */
 	free(s);
 	env.on_closed(env.owner, token);
-}
-
-static void close_cb(evutil_socket_t fd, short what, void *arg)
-{
-	session_free(arg);
 }
 
 /* libevent 2.1 reads at most 4096 bytes per read(2) whatever the
@@ -1386,9 +1385,9 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	 * that has not sent its handshake yet gets it in answer to that. */
 	if (inflight_count(&s->inflight) == 0 && !s->unreachable) {
 		s->unreachable = true;
-		snprintf(s->unreachable_why, sizeof(s->unreachable_why), "%s", why);
-		evtimer_del(s->frame_timer);
-		add_timer_ms(s->frame_timer, UNREACHABLE_WAIT_MS);
+		s->unreachable_why = strdup(why);
+		evtimer_del(s->timer);
+		add_timer_ms(s->timer, UNREACHABLE_WAIT_MS);
 		process_client(s);
 		return;
 	}
@@ -1396,12 +1395,11 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	session_finish(s, LOG_WARNING, "%s", why);
 }
 
-static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void frame_timeout(session *s)
 {
-	session *s = arg;
 	size_t have = evbuffer_get_length(bufferevent_get_input(s->client));
 	if (s->unreachable) {
-		session_finish(s, LOG_WARNING, "%s", s->unreachable_why);
+		session_finish(s, LOG_WARNING, "%s", unreachable_why(s));
 		return;
 	}
 	session_finish(
@@ -1410,24 +1408,39 @@ static void frame_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	    snap(s)->cfg.max_frame_wait_ms);
 }
 
-static void wait_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void wait_timeout(session *s)
 {
-	session *s = arg;
-	if (s->state != SESSION_WAITING)
-		return;
 	log_reason(LOG_INFO, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
 	           "Index list did not arrive in time; request forwarded without a sort verdict");
 	s->wait_expired = true;
 	process_client(s);
 }
 
-static void flush_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void flush_timeout(session *s)
 {
-	session *s = arg;
 	size_t used = strlen(s->end_reason);
 	snprintf(s->end_reason + used, sizeof(s->end_reason) - used,
 	         " (client did not read the last %zu bytes)", evbuffer_get_length(client_out(s)));
 	session_enter(s, SESSION_CLOSED);
+}
+
+static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	switch (s->state) {
+	case SESSION_ACTIVE:
+		frame_timeout(s);
+		break;
+	case SESSION_WAITING:
+		wait_timeout(s);
+		break;
+	case SESSION_FLUSHING:
+		flush_timeout(s);
+		break;
+	case SESSION_CLOSED:
+		session_free(s);
+		break;
+	}
 }
 
 void session_index_changed(session *s)
@@ -1472,12 +1485,9 @@ static void reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static bool session_timers(session *s)
 {
 	struct event_base *base = s->env.base;
-	s->frame_timer = evtimer_new(base, frame_timeout_cb, s);
-	s->wait_timer = evtimer_new(base, wait_timeout_cb, s);
-	s->flush_timer = evtimer_new(base, flush_timeout_cb, s);
+	s->timer = evtimer_new(base, state_timer_cb, s);
 	s->reply_timer = evtimer_new(base, reply_timeout_cb, s);
-	s->close_ev = event_new(base, -1, 0, close_cb, s);
-	return s->frame_timer && s->wait_timer && s->flush_timer && s->reply_timer && s->close_ev;
+	return s->timer && s->reply_timer;
 }
 
 /* The host part of "host:port" / "[v6]:port", for TLS name checks. */
