@@ -208,22 +208,43 @@ def test_reload_to_block_mid_request_stops_it(start_proxy, raw):
     """A reload that makes the request blockable while it is being relayed:
     judged by the new configuration, blocked, and the server never gets all
     of it."""
-    p = start_proxy(raw.uri, config(large_document="log"))
+    p = start_proxy(raw.uri, config(large_document="log"), extra_args=["--workers", "1"])
     msg = big_insert("cut-race", 3 * MiB)
     s = w.connect(p.port)
     s.sendall(msg[: len(msg) // 2])
     c = until(lambda: (c := raw.with_marker(b"cut-race")) and len(c.data) >= MiB and c,
               what="the first half upstream")
     mark = p.log.mark()
-    p.config_path.write_text(config(large_document="block"))
+    p.config_path.write_text(config(large_document="block", case_insensitive_regex="block"))
     p.proc.send_signal(signal.SIGHUP)
     p.log.wait_for(lambda ln: ln.get("msg") == "Configuration reloaded", since=mark)
+    # The log line comes before the worker moves to the new snapshot (between
+    # two of its events): a probe on the same (only) worker says when it has.
+    until(lambda: probe_blocked(p.port), what="the worker to take the new configuration")
     s.sendall(msg[len(msg) // 2:])
     body = reply_of(s)
     assert body["ok"] == 0 and body["code"] == 96 and "large-document" in body["errmsg"], body
     w.wait_closed(s)
     until(lambda: c.closed, what="the upstream connection to end")
     assert len(c.data) < len(msg)
+
+
+def probe_blocked(port: int) -> bool:
+    """True when a case-insensitive regex find is answered by mongoguard's
+    block (the raw upstream never answers anything it forwards)."""
+    s = w.connect(port)
+    try:
+        s.sendall(w.op_msg({"find": "probe", "$db": "cutprobe",
+                            "filter": {"n": {"$regex": "x", "$options": "i"}}}))
+        return reply_of_within(s, 0.3).get("code") == 96
+    except (TimeoutError, OSError, w.Closed):
+        return False
+    finally:
+        s.close()
+
+
+def reply_of_within(sock, timeout: float) -> dict:
+    return w.recv_message(sock, timeout=timeout).body
 
 
 def w_text(ln: dict) -> str:
