@@ -13,6 +13,7 @@ allows it (root, `ip netns`, veth)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -303,6 +304,23 @@ class Netns:
         r = _ip("-n", self.name, "link", "set", self.there, "up" if up else "down")
         assert r.returncode == 0, r.stderr
 
+    def shape(self, rate: str, limit: int | None = None) -> None:
+        """Shape the server's side of the link (its replies) with a token
+        bucket: `rate`, and with `limit` a queue of that many bytes beyond
+        which packets are dropped (loss, in bursts). Skipped when the kernel
+        has no tbf qdisc; netem, for delay and random loss, this kind of
+        machine does not have at all."""
+        how = ["limit", str(limit)] if limit else ["latency", "2s"]
+        r = _ip("netns", "exec", self.name, "tc", "qdisc", "replace", "dev", self.there,
+                "root", "tbf", "rate", rate, "burst", "16kb", *how)
+        if r.returncode != 0:
+            pytest.skip(f"cannot shape the link (tc qdisc tbf): {r.stderr.strip()}")
+
+    def drops(self) -> int:
+        r = _ip("netns", "exec", self.name, "tc", "-s", "qdisc", "show", "dev", self.there)
+        m = re.search(r"dropped (\d+)", r.stdout)
+        return int(m.group(1)) if m else 0
+
     def teardown(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -356,4 +374,35 @@ def test_network_blackhole_in_a_namespace(netns, start_proxy):
         print(f"  first request after the link came back: {time.monotonic() - t0:.2f}s")
         assert time.monotonic() - t0 < SLACK
         assert coll.find_one({"_id": 1}) == {"_id": 1}
+    assert_no_leak(proxy, base)
+
+
+@pytest.mark.parametrize("lossy", [False, True], ids=["slow", "slow-and-lossy"])
+def test_shaped_link_in_a_namespace(netns, start_proxy, lossy):
+    """A link shaped to 4 Mbit/s (tbf on the server's end), and the same
+    with a queue so short that bursts are dropped: a reply that takes
+    seconds to arrive (and, lossy, needs retransmissions) is still whole,
+    because it began within replyTimeoutMS; and the shaping really
+    happened (the time; the qdisc's drop counter)."""
+    if shutil.which("tc") is None:
+        pytest.skip("no `tc` command on this machine")
+    proxy = start_proxy(netns.uri, config=CONFIG)
+    base = baseline(proxy)
+    n = 200 if lossy else 400  # ~400 / ~800 KB
+    docs = [{"_id": i, "pad": "s" * 2000} for i in range(n)]
+    with MongoClient(netns.uri) as direct:
+        direct.netfault.drop_collection("shaped")
+        direct.netfault.shaped.insert_many(docs)
+    netns.shape("4mbit", limit=20000 if lossy else None)
+    with client(proxy) as c:
+        t0 = time.monotonic()
+        got = list(c.netfault.shaped.find().sort("_id", 1).batch_size(1000))
+        took = time.monotonic() - t0
+    drops = netns.drops()
+    print(f"  ~{n * 2} KB over a 4 Mbit/s link{' dropping bursts' if lossy else ''}: {took:.2f}s, "
+          f"{drops} packets dropped")
+    assert got == docs
+    assert took > 0.6, "the link was not slow: the test proves nothing"
+    if lossy:
+        assert drops > 0, "no packet was dropped: the test proves nothing"
     assert_no_leak(proxy, base)
