@@ -5,6 +5,7 @@ faults on command.
     proxy = start_proxy(relay.uri)
     relay.cut_after(40, match=b"marker")  # next message with b"marker": 40 bytes, then close
     relay.reset_next(match=b"marker")     # next such message: RST (SO_LINGER 0) both ways
+    relay.silence_next(b"marker")         # swallow it; that connection never answers again
     relay.refuse()                        # stop listening: connects get ECONNREFUSED
     relay.blackhole()                     # accept (and read) but never answer
     relay.slow(0.2, chunk=4096)           # server -> proxy: chunk bytes per 0.2 s
@@ -57,6 +58,7 @@ class FaultRelay:
         self._cut: tuple[int, bytes | None] | None = None
         self._reset: bytes | None | bool = False
         self._cut_reply: tuple[int, bytes | None] | None = None
+        self._silence: bytes | None = None
         self._pairs: set[threading.Thread] = set()
         self.accepted = 0
         self.cuts = 0
@@ -110,6 +112,7 @@ class FaultRelay:
             self._cut = None
             self._reset = False
             self._cut_reply = None
+            self._silence = None
 
     def refuse(self) -> None:
         """Stop listening: new connections are refused by the kernel."""
@@ -152,6 +155,12 @@ class FaultRelay:
         closed."""
         with self._lock:
             self._cut_reply = (nbytes, match)
+
+    def silence_next(self, match: bytes) -> None:
+        """The next request containing `match` is swallowed, and its
+        connection goes silent from then on (the others carry on)."""
+        with self._lock:
+            self._silence = match
 
     def reset_next(self, match: bytes | None = None) -> None:
         """The next proxy -> server read (containing `match`, if given) is
@@ -212,7 +221,7 @@ class FaultRelay:
             _close(up)
 
     def _relay(self, down: socket.socket, up: socket.socket | None, gen: int) -> None:
-        st: dict = {"cut_reply": None}  # this connection's armed reply cut
+        st: dict = {"cut_reply": None, "silent": False}  # this connection's own faults
         sel = selectors.DefaultSelector()
         sel.register(down, selectors.EVENT_READ, "down")
         if up is not None:
@@ -242,7 +251,10 @@ class FaultRelay:
         if not data:
             return False
         with self._lock:
-            if self._blackhole or up is None:
+            if self._silence is not None and self._silence in data:
+                self._silence = None
+                st["silent"] = True
+            if self._blackhole or up is None or st["silent"]:
                 return True  # read and dropped: never answered
             reset = self._reset
             if reset is not False and (reset is True or reset in data):
@@ -277,7 +289,7 @@ class FaultRelay:
 
     def _from_server(self, down: socket.socket, up: socket.socket, st: dict) -> bool:
         with self._lock:
-            hole = self._blackhole
+            hole = self._blackhole or st["silent"]
             slow = self._slow
         if hole:
             time.sleep(0.05)  # leave it unread: the server's bytes never arrive

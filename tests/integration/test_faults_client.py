@@ -274,3 +274,72 @@ def test_stopped_reader_memory_bound(upstream, start_proxy, mongoguard_bin, dbna
         for s in socks:
             s.close()
     ping(p.port)
+
+
+
+
+def sigterm_with_stuck_clients(upstream, start_proxy, dbname, silent: dict,
+                               blackhole: bool) -> tuple[int, float]:
+    """A client that stopped reading a large reply, and a request the
+    upstream never answers (only that connection goes silent, or with
+    `blackhole` every connection, the index cache's side connection
+    included); then SIGTERM. Returns mongoguard's exit status and how long
+    past shutdownGraceMS it took to exit."""
+    host, port = upstream.uri.split("//")[1].rstrip("/").split(":")
+    relay = FaultRelay((host, int(port)))
+    grace_ms = 1500
+    try:
+        with upstream.client() as c:
+            c[dbname].big.insert_many([{"_id": j, "pad": "p" * 65536} for j in range(64)])
+        p = start_proxy(relay.uri, config=f"shutdownGraceMS: {grace_ms}\n")
+        ping(p.port)
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        reader.connect(("127.0.0.1", p.port))
+        reader.sendall(w.op_msg({"find": "big", "batchSize": 64, "$db": dbname}))
+        time.sleep(1.0)  # the reply is stuck behind the client that does not read
+        waiting = w.connect(p.port)
+        w.command(waiting, {"ping": 1})
+        marker = uuid.uuid4().hex
+        if blackhole:
+            relay.blackhole()
+        else:
+            relay.silence_next(marker.encode())
+        waiting.sendall(w.op_msg(dict(silent, comment=marker, **{"$db": dbname})))
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.proc.send_signal(15)
+        rc = p.proc.wait(grace_ms / 1000 + 30)
+        took = time.monotonic() - t0
+        print(f"  exited {rc} {took:.2f}s after SIGTERM (shutdownGraceMS {grace_ms})")
+        assert w.wait_closed(waiting, 5) == b"", "the unanswered request got bytes"
+        reader.close()
+        waiting.close()
+        return rc, took - grace_ms / 1000
+    finally:
+        relay.close()
+
+
+def test_sigterm_with_stuck_clients_and_silent_upstream(upstream, start_proxy, dbname):
+    """Shutdown is bounded by shutdownGraceMS even when nothing it waits
+    for will ever finish."""
+    rc, over = sigterm_with_stuck_clients(upstream, start_proxy, dbname, {"ping": 1}, False)
+    assert rc == 0
+    assert over < 3, f"shutdown overran shutdownGraceMS by {over:.1f}s"
+
+
+def test_sigterm_while_an_index_list_fetch_hangs(upstream, start_proxy, dbname):
+    """A find on a collection never seen has its index list fetched over
+    the side connection; the upstream goes silent for everyone, so that
+    fetch is still on the wire when shutdown frees the workers. It used to
+    land in them (heap corruption, SIGABRT at exit); now exit status 0."""
+    rc, over = sigterm_with_stuck_clients(
+        upstream, start_proxy, dbname, {"find": "fresh", "filter": {"a": 1}, "sort": {"b": 1}},
+        True)
+    assert rc == 0, f"mongoguard exited {rc} when a late index fetch ended"
+    if over >= 3:
+        # known, and not a fix for proxy/: index_cache_free joins the
+        # metadata thread, blocked in listIndexes for up to the side
+        # connection's socket timeout (IC_SOCKET_TIMEOUT_MS, 10 s)
+        pytest.xfail(f"shutdown overran shutdownGraceMS by {over:.1f}s: the index cache's "
+                     f"thread is joined while listIndexes hangs (analyzers/index_cache.c)")
