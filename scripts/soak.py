@@ -367,6 +367,9 @@ def main() -> int:
     ap.add_argument("--proxied-upstream", help="the server mongoguard fronts (default: "
                     "a FerretDB of its own)")
     ap.add_argument("--direct-uri", help="the server the workload runs on directly")
+    ap.add_argument("--max-live", type=int, default=MAX_LIVE,
+                    help="documents the main collection holds at most (bigger: slower "
+                    "operations on FerretDB, which filters in its own process)")
     ap.add_argument("--max-growth-mib", type=float, default=8.0,
                     help="allowed VmRSS growth after warm-up (the first fifth)")
     args = ap.parse_args()
@@ -402,7 +405,8 @@ def main() -> int:
             rep = run_workload(pc[db], dc[db], seed=args.seed,
                                ops=None if args.minutes else args.ops,
                                seconds=args.minutes * 60 if args.minutes else None,
-                               rss_pid=mg.pid, sample_every=200, progress=progress)
+                               rss_pid=mg.pid, sample_every=200, progress=progress,
+                               max_live=args.max_live)
             pc.drop_database(db)
             dc.drop_database(db)
         rc = stop(mg)
