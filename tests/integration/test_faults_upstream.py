@@ -266,6 +266,9 @@ class Netns:
         if r.returncode != 0:
             pytest.skip(f"`ip netns add` failed: {r.stderr.strip()}")
         self.made_ns = True
+        r = _ip("netns", "exec", self.name, "true")
+        if r.returncode != 0:
+            pytest.skip(f"`ip netns exec` does not work here: {r.stderr.strip()}")
         r = _ip("link", "add", self.here, "type", "veth", "peer", "name", self.there)
         if r.returncode != 0:
             pytest.skip(f"cannot create a veth pair (kernel without veth?): {r.stderr.strip()}")
