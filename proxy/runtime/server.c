@@ -71,6 +71,11 @@ typedef struct server {
 	size_t nlisteners;
 	struct event *sigterm, *sigint, *poll_done, *summary, *grace;
 	bool shutting_down;
+	/* The index cache's hooks run on its thread, which lives until
+	 * index_cache_free joins it: stop() turns them off under hooks_lock
+	 * before the workers and metrics they touch are freed. */
+	pthread_mutex_t hooks_lock;
+	bool hooks_off;
 } server;
 
 /* What hello replies call a listener: its address as configured, or for
@@ -366,13 +371,22 @@ static void summary_cb(evutil_socket_t fd, short what, void *arg)
 static void index_changed(void *arg)
 {
 	server *srv = arg;
-	mx_add_shared(&srv->metrics->index_lists_learned, 1);
-	notify_all(srv, WORKER_INDEX_CHANGED);
+	pthread_mutex_lock(&srv->hooks_lock);
+	if (!srv->hooks_off) {
+		mx_add_shared(&srv->metrics->index_lists_learned, 1);
+		notify_all(srv, WORKER_INDEX_CHANGED);
+	}
+	pthread_mutex_unlock(&srv->hooks_lock);
 }
 
 static void index_fetch_failed(void *arg, const char *ns, const char *message)
 {
 	server *srv = arg;
+	pthread_mutex_lock(&srv->hooks_lock);
+	if (srv->hooks_off) {
+		pthread_mutex_unlock(&srv->hooks_lock);
+		return; /* a fetch that ended during shutdown: nobody is waiting */
+	}
 	mx_add_shared(&srv->metrics->index_fetch_failures, 1);
 	if (strstr(message, "requires authentication") || strstr(message, "Unauthorized") ||
 	    strstr(message, "not authorized")) {
@@ -394,6 +408,7 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 	log_attr_str(l, "ns", ns);
 	log_attr_str(l, "error", message);
 	log_end(l);
+	pthread_mutex_unlock(&srv->hooks_lock);
 }
 
 /* ---- reload ---- */
@@ -781,6 +796,11 @@ static bool start(server *srv, char *err, size_t errlen)
 
 static void stop(server *srv)
 {
+	/* a listIndexes still on the wire (a silent upstream holds it for the
+	 * side connection's socket timeout) must not land in freed workers */
+	pthread_mutex_lock(&srv->hooks_lock);
+	srv->hooks_off = true;
+	pthread_mutex_unlock(&srv->hooks_lock);
 	admin_stop(srv->admin); /* it reads the snapshot and the counters */
 	/* Before the workers stop: the cache's thread tells them about new
 	 * index lists (index_changed) until it is joined. */
@@ -822,6 +842,7 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	srv->plan = p;
 	srv->cfg = p->cfg;
 	pthread_mutex_init(&srv->reload_lock, NULL);
+	pthread_mutex_init(&srv->hooks_lock, NULL);
 	atomic_init(&srv->ids.next_conn, 1);
 	bool ok = start(srv, err, errlen);
 	if (ok) {
@@ -842,6 +863,7 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	if (ok)
 		log_reason(LOG_INFO, "CONTROL", LOGID_SHUTDOWN_DONE, NULL, "Shutdown complete");
 	pthread_mutex_destroy(&srv->reload_lock);
+	pthread_mutex_destroy(&srv->hooks_lock);
 	free(srv);
 	return ok;
 }
