@@ -22,6 +22,7 @@
 #include "analyzers/index_cache.h"
 
 #include <mongoc/mongoc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ struct index_cache {
 	int64_t next_scan;
 	bool stop;
 	bool started;
+	bool exited; /* metadata_main has returned (index_cache_stop waits for it) */
 	pthread_t thread;
 	mongoc_uri_t *uri; /* NULL: a cache that never connects */
 	mongoc_client_t *client;
@@ -619,6 +621,8 @@ static void *metadata_main(void *arg)
 			ic->notify(ic->notify_arg);
 		pthread_mutex_lock(&ic->mu);
 	}
+	ic->exited = true;
+	pthread_cond_broadcast(&ic->cv);
 	pthread_mutex_unlock(&ic->mu);
 	return NULL;
 }
@@ -650,24 +654,35 @@ bool index_cache_start(index_cache *ic, char *err, size_t errlen)
 	return true;
 }
 
-void index_cache_stop(index_cache *ic)
+bool index_cache_stop(index_cache *ic, uint32_t wait_ms)
 {
-	if (ic == NULL)
-		return;
+	if (ic == NULL || !ic->started)
+		return true;
+	struct timespec until = deadline(wait_ms == INDEX_CACHE_WAIT_FOREVER ? 0 : wait_ms);
 	pthread_mutex_lock(&ic->mu);
 	ic->stop = true;
 	pthread_cond_broadcast(&ic->cv);
+	while (!ic->exited) {
+		if (wait_ms == INDEX_CACHE_WAIT_FOREVER)
+			pthread_cond_wait(&ic->cv, &ic->mu);
+		else if (pthread_cond_timedwait(&ic->cv, &ic->mu, &until) == ETIMEDOUT)
+			break;
+	}
+	bool exited = ic->exited;
 	pthread_mutex_unlock(&ic->mu);
-	if (ic->started)
-		pthread_join(ic->thread, NULL);
+	if (!exited)
+		return false;
+	pthread_join(ic->thread, NULL);
 	ic->started = false;
+	return true;
 }
 
 void index_cache_free(index_cache *ic)
 {
 	if (ic == NULL)
 		return;
-	index_cache_stop(ic);
+	if (!index_cache_stop(ic, INDEX_CACHE_WAIT_FOREVER))
+		return; /* cannot happen: waiting forever */
 	if (ic->client != NULL)
 		mongoc_client_destroy(ic->client);
 	if (ic->uri != NULL)

@@ -35,9 +35,14 @@ typedef void (*index_cache_error_fn)(void *arg, const char *ns, const char *mess
 void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg);
 
 /* Stops the thread and frees everything. */
-/* Stops and joins the thread (its callbacks have all returned when this
- * does); what the cache knows stays readable until index_cache_free. */
-void index_cache_stop(index_cache *ic);
+/* Stops the thread and joins it when it ends within wait_ms (its callbacks
+ * have all returned then): true. False when it is still inside a request
+ * to the server (a silent server holds it for the socket timeout): it then
+ * ends by itself when that returns, and the cache must not be freed. What
+ * the cache knows stays readable until index_cache_free, which waits as
+ * long as it takes. */
+#define INDEX_CACHE_WAIT_FOREVER UINT32_MAX
+bool index_cache_stop(index_cache *ic, uint32_t wait_ms) __attribute__((warn_unused_result));
 void index_cache_free(index_cache *ic);
 
 /* ---- used by the engine ---- */

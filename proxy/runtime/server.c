@@ -76,6 +76,7 @@ typedef struct server {
 	 * before the workers and metrics they touch are freed. */
 	pthread_mutex_t hooks_lock;
 	bool hooks_off;
+	bool ic_abandoned; /* its thread outlived stop(): see stop() */
 } server;
 
 /* What hello replies call a listener: its address as configured, or for
@@ -242,6 +243,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
  * listeners pause, 50 ms doubling to 1 s while it goes on, and resume on
  * a timer; the clients waiting meanwhile sit in the kernel's backlog. */
 enum { ACCEPT_BACKOFF_MIN_MS = 50, ACCEPT_BACKOFF_MAX_MS = 1000 };
+enum { IC_STOP_WAIT_MS = 1000 }; /* see stop() */
 
 static void set_listening(server *srv, bool on)
 {
@@ -803,8 +805,17 @@ static void stop(server *srv)
 	pthread_mutex_unlock(&srv->hooks_lock);
 	admin_stop(srv->admin); /* it reads the snapshot and the counters */
 	/* Before the workers stop: the cache's thread tells them about new
-	 * index lists (index_changed) until it is joined. */
-	index_cache_stop(srv->ic);
+	 * index lists (index_changed) until it is joined. A listIndexes the
+	 * upstream never answers holds it for the side connection's socket
+	 * timeout (10 s); shutdown waits IC_STOP_WAIT_MS for it, then leaves it
+	 * running: the cache is not freed and server_run ends the process with
+	 * _exit, so no exit handler frees what the thread still uses. */
+	srv->ic_abandoned = !index_cache_stop(srv->ic, IC_STOP_WAIT_MS);
+	if (srv->ic_abandoned)
+		log_reason(LOG_WARNING, "CONTROL", LOGID_SHUTDOWN_DONE, NULL,
+		           "The index cache's request to the upstream has not returned after "
+		           "%d ms; exiting without waiting for it",
+		           IC_STOP_WAIT_MS);
 	notify_all(srv, WORKER_STOP);
 	for (size_t i = 0; i < srv->nstarted; i++)
 		worker_join(&srv->workers[i]);
@@ -825,7 +836,8 @@ static void stop(server *srv)
 	for (size_t i = 0; i < srv->nlisteners; i++)
 		evconnlistener_free(srv->listeners[i].lev);
 	capture_sink_free(srv->capture, NULL); /* after the workers: nothing enqueues now */
-	index_cache_free(srv->ic);
+	if (!srv->ic_abandoned)
+		index_cache_free(srv->ic);
 	finding_sink_free(srv->findings);
 	metrics_free(srv->metrics);
 	if (srv->base)
@@ -862,6 +874,10 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 	stop(srv);
 	if (ok)
 		log_reason(LOG_INFO, "CONTROL", LOGID_SHUTDOWN_DONE, NULL, "Shutdown complete");
+	if (srv->ic_abandoned) {
+		log_close(); /* the thread still reads srv's hooks_lock: keep srv */
+		_exit(ok ? 0 : 1);
+	}
 	pthread_mutex_destroy(&srv->reload_lock);
 	pthread_mutex_destroy(&srv->hooks_lock);
 	free(srv);
