@@ -1,6 +1,7 @@
 /* Worker threads (see worker.h). */
 #include "proxy/runtime/worker.h"
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,8 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	pthread_mutex_init(&w->lock, NULL);
 	w->base = event_base_new();
 	w->wakeup = w->base ? event_new(w->base, -1, EV_PERSIST, wakeup_cb, w) : NULL;
-	if (!w->wakeup) {
+	w->stage = evbuffer_new();
+	if (!w->wakeup || !w->stage) {
 		snprintf(err, errlen, "cannot create the event loop of worker %d", index);
 		return false;
 	}
@@ -153,6 +155,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .draining = &w->draining,
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
+	    .stage = w->stage,
 	    .capture = shared->capture,
 	    .on_closed = session_closed,
 	    .out_of_fds = out_of_fds,
@@ -210,6 +213,7 @@ void worker_join(worker *w)
 {
 	pthread_join(w->thread, NULL);
 	event_free(w->wakeup);
+	evbuffer_free(w->stage);
 	event_base_free(w->base);
 	for (size_t i = 0; i < w->ninbox; i++) { /* handed over after the loop ended */
 		close(w->inbox[i].fd);

@@ -247,6 +247,20 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 		evbuffer_remove_buffer(src, out, len);
 }
 
+/* The requests staged by this turn of process_client go upstream, in one
+ * write when nothing is queued ahead of them. Called before anything else
+ * is added to the upstream's output, so the order is kept. */
+static void flush_stage(session *s)
+{
+	size_t n = evbuffer_get_length(s->env.stage);
+	if (n == 0)
+		return;
+	if (s->upstream)
+		relay_bytes(s->env.stage, s->upstream, s->upstream_connected, n);
+	else
+		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
+}
+
 static const char *unreachable_why(const session *s)
 {
 	return s->unreachable_why ? s->unreachable_why : "upstream unreachable";
@@ -644,6 +658,7 @@ static bool cut_finish(session *s, struct evbuffer *in)
 		cut_end(s);
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
+		flush_stage(s);
 		evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), rest);
 		count_relayed(s, MX_DIR_REQUEST, s->cut.len);
 		break;
@@ -679,6 +694,7 @@ static bool cut_step(session *s, struct evbuffer *in)
 		evbuffer_copyout(in, s->cut.buf + s->cut.got, n);
 		s->cut.got += n;
 		if (s->cut.got < s->cut.len) {
+			flush_stage(s);
 			evbuffer_remove_buffer(in, bufferevent_get_output(s->upstream), n);
 			s->cut.sent += n;
 			await_client_bytes(s, s->cut.len - s->cut.got);
@@ -737,13 +753,12 @@ static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
 	case REQ_CLOSE:
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		relay_bytes(in, s->upstream, s->upstream_connected, len);
+		evbuffer_remove_buffer(in, s->env.stage, len);
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
 		evbuffer_drain(in, len);
-		evbuffer_add(bufferevent_get_output(s->upstream), h->replacement,
-		             h->replacement_len);
+		evbuffer_add(s->env.stage, h->replacement, h->replacement_len);
 		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
 		free(h->replacement);
 		break;
@@ -758,8 +773,9 @@ static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
 }
 
 /* Called when the client side may have work: new bytes, room upstream, the
- * index cache answering, or a wait timing out. */
-static void process_client(session *s)
+ * index cache answering, or a wait timing out. The requests forwarded are
+ * staged and written together when it returns (flush_stage). */
+static void process_client_requests(session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->client);
 	while (s->state == SESSION_ACTIVE || s->state == SESSION_WAITING) {
@@ -803,6 +819,12 @@ static void process_client(session *s)
 		if (!apply(s, in, len, &h))
 			return;
 	}
+}
+
+static void process_client(session *s)
+{
+	process_client_requests(s);
+	flush_stage(s);
 }
 
 /* ---- replies ---- */

@@ -44,7 +44,12 @@ typedef struct session_env {
 	const atomic_bool *draining; /* shutdown: end as soon as idle */
 	const atomic_uint *nconns;   /* connections open, for the log */
 	metrics_shard *mx;           /* this worker's counters (single writer) */
-	capture_sink *capture;       /* NULL: not capturing (proxy/sinks/capture.h) */
+	/* The worker's scratch buffer: the requests one read forwards are
+	 * gathered here and written together (session.c, flush_stage). Empty
+	 * between events; shared by the worker's sessions, which run one at a
+	 * time. */
+	struct evbuffer *stage;
+	capture_sink *capture; /* NULL: not capturing (proxy/sinks/capture.h) */
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);
