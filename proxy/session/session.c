@@ -99,8 +99,9 @@ enum {
 	OUT_HIGH = 1024 * 1024,
 	OUT_LOW = 256 * 1024,
 	READ_CHUNK = 256 * 1024,
-	CUT_MIN = 64 * 1024,      /* smallest request relayed while it arrives */
-	LIBEVENT_MAX_READ = 4096, /* libevent 2.1's EVBUFFER_MAX_READ: see read_more() */
+	CUT_MIN = 64 * 1024, /* smallest request relayed while it arrives */
+	LIBEVENT_MAX_READ = 4096,
+	END_REASON_LEN = 256, /* libevent 2.1's EVBUFFER_MAX_READ: see read_more() */
 	FLUSH_TIMEOUT_MS = 5000,
 	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
 	/* Error codes for replies mongoguard writes itself. */
@@ -124,7 +125,10 @@ struct session {
 	uint64_t id;
 	char ctx[32];  /* "conn42" */
 	char peer[80]; /* the client's address, "127.0.0.1:51234" */
-	char app[128]; /* client.application.name from the handshake */
+	/* client.application.name from the handshake, "" until then (or
+	 * without one): malloc'd, since most connections are idle pool members. */
+	const char *app;
+	char *app_owned;
 	bool seen_hello;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
@@ -172,7 +176,7 @@ struct session {
 	int32_t cap_rt;
 
 	uint64_t nrequests, nblocked, ndiscarded;
-	char end_reason[256];
+	char *end_reason;          /* END_REASON_LEN bytes once the session ends (reason_buf) */
 	log_severity end_severity; /* of the "Connection ended" line */
 };
 
@@ -259,6 +263,17 @@ static void flush_stage(session *s)
 		relay_bytes(s->env.stage, s->upstream, s->upstream_connected, n);
 	else
 		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
+}
+
+/* Why the session ended, written once it ends: allocated then, so an open
+ * session does not carry it. Without memory the words are lost (into a
+ * per-thread scratch buffer) and the log says only "closed". */
+static char *reason_buf(session *s)
+{
+	static _Thread_local char lost[END_REASON_LEN];
+	if (!s->end_reason)
+		s->end_reason = calloc(1, END_REASON_LEN);
+	return s->end_reason ? s->end_reason : lost;
 }
 
 static const char *unreachable_why(const session *s)
@@ -460,7 +475,10 @@ static req_outcome reject(session *s, const request *r, const wire_error *err)
  * every later message stays readable. */
 static void note_hello(session *s, const request *r, handled *out)
 {
-	if (!s->seen_hello && handshake_app_name(&r->view, s->app, sizeof(s->app))) {
+	char app[128];
+	if (!s->seen_hello && handshake_app_name(&r->view, app, sizeof(app)) &&
+	    (s->app_owned = strdup(app))) {
+		s->app = s->app_owned;
 		log_line *l =
 		    log_begin(LOG_DEBUG, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Client metadata");
 		log_attr_str(l, "appName", s->app);
@@ -1141,7 +1159,7 @@ static void session_finish(session *s, log_severity sev, const char *fmt, ...)
 		return; /* the first reason stands */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(s->end_reason, sizeof(s->end_reason), fmt, ap);
+	vsnprintf(reason_buf(s), END_REASON_LEN, fmt, ap);
 	va_end(ap);
 	s->end_severity = sev;
 	session_enter(s, SESSION_FLUSHING);
@@ -1155,7 +1173,7 @@ static void session_free(session *s)
 	    log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_str(l, "appName", s->app);
-	log_attr_str(l, "reason", s->end_reason[0] ? s->end_reason : "closed");
+	log_attr_str(l, "reason", s->end_reason && s->end_reason[0] ? s->end_reason : "closed");
 	log_attr_int(l, "requests", (int64_t)s->nrequests);
 	log_attr_int(l, "blocked", (int64_t)s->nblocked);
 	if (s->ndiscarded)
@@ -1165,6 +1183,8 @@ static void session_free(session *s)
 	inflight_clear(&s->inflight);
 	free(s->cut.buf); /* a request cut short by the end of the session */
 	free(s->unreachable_why);
+	free(s->end_reason);
+	free(s->app_owned);
 	free(s->cap_buf); /* a reply cut short by the end of the session */
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
@@ -1286,8 +1306,7 @@ static bool tls_failure(session *s, struct bufferevent *bev, bool upstream)
 	log_attr_str(l, "reason", text);
 	log_end(l);
 	if (!upstream)
-		snprintf(s->end_reason, sizeof(s->end_reason), "TLS with the client failed: %s",
-		         text);
+		snprintf(reason_buf(s), END_REASON_LEN, "TLS with the client failed: %s", text);
 	return true;
 }
 
@@ -1300,13 +1319,11 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (s->state != SESSION_FLUSHING) {
 		if (what & BEV_EVENT_EOF)
-			snprintf(s->end_reason, sizeof(s->end_reason),
-			         "client closed the connection");
+			snprintf(reason_buf(s), END_REASON_LEN, "client closed the connection");
 		else if (s->client_tls && (what & BEV_EVENT_ERROR) && tls_failure(s, bev, false))
 			s->end_severity = LOG_WARNING;
 		else
-			snprintf(s->end_reason, sizeof(s->end_reason),
-			         "client connection error: %s",
+			snprintf(reason_buf(s), END_REASON_LEN, "client connection error: %s",
 			         evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	}
 	session_enter(s, SESSION_CLOSED);
@@ -1356,7 +1373,7 @@ static void upstream_lost(session *s, bool reset, const char *why)
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	setsockopt(bufferevent_getfd(s->client), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	s->end_severity = LOG_WARNING;
-	snprintf(s->end_reason, sizeof(s->end_reason), "%s (client connection reset too)", why);
+	snprintf(reason_buf(s), END_REASON_LEN, "%s (client connection reset too)", why);
 	session_enter(s, SESSION_CLOSED);
 }
 
@@ -1440,9 +1457,10 @@ static void wait_timeout(session *s)
 
 static void flush_timeout(session *s)
 {
-	size_t used = strlen(s->end_reason);
-	snprintf(s->end_reason + used, sizeof(s->end_reason) - used,
-	         " (client did not read the last %zu bytes)", evbuffer_get_length(client_out(s)));
+	char *r = reason_buf(s);
+	size_t used = strlen(r);
+	snprintf(r + used, END_REASON_LEN - used, " (client did not read the last %zu bytes)",
+	         evbuffer_get_length(client_out(s)));
 	session_enter(s, SESSION_CLOSED);
 }
 
@@ -1485,7 +1503,7 @@ void session_abort(session *s, const char *reason)
 {
 	if (s->state == SESSION_CLOSED)
 		return;
-	snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+	snprintf(reason_buf(s), END_REASON_LEN, "%s", reason);
 	session_enter(s, SESSION_CLOSED);
 }
 
@@ -1545,7 +1563,7 @@ static bool session_wire(session *s, int fd, bool client_tls)
 	}
 	if (!s->client) {
 		close(fd);
-		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		snprintf(reason_buf(s), END_REASON_LEN, "out of memory");
 		return false;
 	}
 	if (tls->upstream) {
@@ -1553,7 +1571,7 @@ static bool session_wire(session *s, int fd, bool client_tls)
 		host_of(s->env.up->name, host, sizeof(host));
 		SSL *ssl = tls_upstream_ssl(tls, host, err, sizeof(err));
 		if (!ssl) {
-			snprintf(s->end_reason, sizeof(s->end_reason), "%s", err);
+			snprintf(reason_buf(s), END_REASON_LEN, "%s", err);
 			return false;
 		}
 		s->upstream = bufferevent_openssl_socket_new(
@@ -1564,7 +1582,7 @@ static bool session_wire(session *s, int fd, bool client_tls)
 		s->upstream = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 	}
 	if (!s->upstream) {
-		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		snprintf(reason_buf(s), END_REASON_LEN, "out of memory");
 		return false;
 	}
 	/* a peer that closes without close_notify has closed, not failed */
@@ -1631,7 +1649,7 @@ static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 		s->sniff_ev = NULL;
 		close(fd);
 		s->end_severity = LOG_WARNING;
-		snprintf(s->end_reason, sizeof(s->end_reason),
+		snprintf(reason_buf(s), END_REASON_LEN,
 		         "client sent nothing within %u ms (net.maxFrameWaitMS)",
 		         snap(s)->cfg.max_frame_wait_ms);
 		session_enter(s, SESSION_CLOSED);
@@ -1656,7 +1674,7 @@ static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 			log_reason(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
 			           "Plain-text client refused: net.tls.mode is requireTLS");
 		}
-		snprintf(s->end_reason, sizeof(s->end_reason), "%s",
+		snprintf(reason_buf(s), END_REASON_LEN, "%s",
 		         n > 0 ? "plain-text connection refused (net.tls.mode requireTLS)"
 		               : "client closed the connection");
 		session_enter(s, SESSION_CLOSED);
@@ -1685,6 +1703,7 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	s->token = token;
 	s->end_severity = LOG_INFO;
 	s->id = atomic_fetch_add(&env->ids->next_conn, 1);
+	s->app = "";
 	snprintf(s->ctx, sizeof(s->ctx), "conn%llu", (unsigned long long)s->id);
 	net_format_addr(addr, s->peer, sizeof(s->peer));
 	reply_framer_init(&s->framer);
@@ -1696,7 +1715,7 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 		s->sniff_ev = event_new(env->base, fd, EV_READ, sniff_cb, s);
 	if (!session_timers(s) || (env->tls.server && !s->sniff_ev)) {
 		close(fd);
-		snprintf(s->end_reason, sizeof(s->end_reason), "out of memory");
+		snprintf(reason_buf(s), END_REASON_LEN, "out of memory");
 		session_free(s);
 		return NULL;
 	}
