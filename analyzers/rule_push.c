@@ -251,7 +251,7 @@ static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *
 		const char *form = push_value_form(&c);
 		if (!form || guarded(g, bson_iter_key(&c)))
 			continue;
-		if (!found)
+		if (!hit->form)
 			hit->form = form;
 		add_field(hit, bson_iter_key(&c));
 		found = true;
@@ -403,7 +403,15 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 		filter_guards(&g, filter, 0);
 		g.counted = increments_counter(u, &g);
 	}
-	return check_push(&push, &g, hit);
+	/* Every $push of the document, not only the first: mongod applies
+	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
+	 * {b: ...}} pushes to both), so checking the first alone let a bounded
+	 * push hide an unbounded one after it. */
+	bool found = check_push(&push, &g, hit);
+	while (bson_iter_next(&push))
+		if (key_eq(bson_iter_key(&push), "$push") && check_push(&push, &g, hit))
+			found = true;
+	return found;
 }
 
 /* ---- the rule: check and words ---- */

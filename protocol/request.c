@@ -22,8 +22,98 @@ static bool opquery_allowed(const char *name)
 	return false;
 }
 
-static request_status command(request *r)
+/* mongod's code for a repeated field in a command (IDL's duplicate field). */
+#define REQUEST_ERR_DUPLICATE_FIELD 40413
+
+/* Bodies with at most this many top-level keys are checked pairwise, on the
+ * stack; a larger one (no driver sends one) is sorted in a malloc'd copy. */
+#define UNIQUE_KEYS_INLINE 32
+
+typedef struct key_ref {
+	const char *k;
+	size_t len;
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b)
 {
+	const key_ref *x = a, *y = b;
+	return strcmp(x->k, y->k);
+}
+
+/* The first key that appears twice among refs[0..n), or NULL. */
+static const char *repeated_key(key_ref *refs, size_t n)
+{
+	if (n <= UNIQUE_KEYS_INLINE) {
+		for (size_t i = 1; i < n; i++)
+			for (size_t j = 0; j < i; j++)
+				if (refs[i].len == refs[j].len &&
+				    !memcmp(refs[i].k, refs[j].k, refs[i].len))
+					return refs[i].k;
+		return NULL;
+	}
+	qsort(refs, n, sizeof(*refs), key_ref_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (refs[i].len == refs[i - 1].len && !strcmp(refs[i].k, refs[i - 1].k))
+			return refs[i].k;
+	return NULL;
+}
+
+/* A command body must not name a top-level field twice. mongod refuses it
+ * (its command parsers raise 40413), but other servers read one of the two,
+ * and not always the one mongoguard would: FerretDB takes the last `$db`,
+ * the last collection name and the last `updates`, where the namespace and
+ * the statement iterator here took the first. Judging one occurrence while
+ * the server runs the other would let a blocked request through, so the
+ * request is refused before any analyzer sees it. Nested documents are not
+ * checked: mongod's matcher and update parser read every occurrence there,
+ * and so do the analyzers. */
+static bool unique_keys(const cmdview *v, wire_error *err)
+{
+	key_ref inline_refs[UNIQUE_KEYS_INLINE];
+	key_ref *refs = inline_refs;
+	size_t n = 0, cap = UNIQUE_KEYS_INLINE;
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body))
+		return true; /* validated already; nothing to judge */
+	bool ok = true;
+	while (ok && bson_iter_next(&it)) {
+		if (n == cap) {
+			size_t ncap = cap * 4;
+			key_ref *bigger = malloc(ncap * sizeof(*bigger));
+			if (!bigger) {
+				wire_error_set(err, WIRE_ERR_PROTOCOL, "ProtocolError",
+				               "out of memory checking the fields of command '%s'",
+				               v->name);
+				ok = false;
+				break;
+			}
+			memcpy(bigger, refs, n * sizeof(*refs));
+			if (refs != inline_refs)
+				free(refs);
+			refs = bigger;
+			cap = ncap;
+		}
+		refs[n].k = bson_iter_key(&it);
+		refs[n].len = bson_iter_key_len(&it);
+		n++;
+	}
+	const char *dup = ok ? repeated_key(refs, n) : NULL;
+	if (dup) {
+		wire_error_set(err, REQUEST_ERR_DUPLICATE_FIELD, "Location40413",
+		               "BSON field '%s.%s' is a duplicate field: a command may name each "
+		               "field once (servers differ on which occurrence they read)",
+		               v->name, dup);
+		ok = false;
+	}
+	if (refs != inline_refs)
+		free(refs);
+	return ok;
+}
+
+static request_status command(request *r, wire_error *err)
+{
+	if (!unique_keys(&r->view, err))
+		return REQUEST_REJECT;
 	r->hello = cmdview_is_hello(&r->view);
 	r->awaitable_hello = r->hello && bson_has_field(&r->view.body, "maxAwaitTimeMS");
 	return REQUEST_COMMAND;
@@ -39,7 +129,7 @@ static request_status decode_opmsg(request *r, wire_error *err)
 	if (!opmsg_parse(r->plain, r->plain_len, &r->m, err) ||
 	    !cmdview_from_opmsg(&r->m, &r->view, err))
 		return REQUEST_REJECT;
-	return command(r);
+	return command(r, err);
 }
 
 static request_status decode_opquery(request *r, wire_error *err)
@@ -63,7 +153,7 @@ static request_status decode_opquery(request *r, wire_error *err)
 		               refused);
 		return REQUEST_REJECT;
 	}
-	return command(r);
+	return command(r, err);
 }
 
 static request_status decode_compressed(request *r, wire_error *err)

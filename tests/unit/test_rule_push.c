@@ -54,6 +54,15 @@ static const pcase cases[] = {
         "test.posts", "update", "$push to \"a\" has"),
     HIT("two unbounded fields named", UPD("{'$push':{'a':1,'b':2}}"), "test.posts", "update",
         "\"a\", \"b\""),
+    /* mongod applies every occurrence of a repeated operator: a bounded
+     * first $push must not hide an unbounded second one. */
+    HIT("repeated $push, bounded first",
+        UPD("{'$push':{'a':{'$each':[1],'$slice':-5}},'$push':{'b':1}}"), "test.posts", "update",
+        "$push to \"b\" has no $each + $slice"),
+    HIT("repeated $push, $set between", UPD("{'$push':{'a':1},'$set':{'x':1},'$push':{'b':2}}"),
+        "test.posts", "update", "\"a\", \"b\""),
+    MISS("repeated $push, both bounded",
+         UPD("{'$push':{'a':{'$each':[1],'$slice':-5}},'$push':{'b':{'$each':[2],'$slice':-3}}}")),
     HIT("dotted field", UPD("{'$push':{'stats.hits':{'$date':'2024-01-01T00:00:00Z'}}}"),
         "test.posts", "update", "\"stats.hits\""),
     HIT("with $set and $inc", UPD("{'$set':{'x':1},'$inc':{'n':1},'$push':{'h':'SECRET'}}"),
