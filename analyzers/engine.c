@@ -856,7 +856,12 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			mode = SHAPE_FILTER_LIST;
 			break;
 		case BK_EXPLAIN:
-			b->explain |= bson_iter_as_bool(&it);
+			/* Only a boolean or a number makes the server explain
+			 * instead of run; it refuses any other type, so reading
+			 * {explain: "false"} as explain (libbson calls every
+			 * string true) would only have let it go unblocked. */
+			b->explain |= (BSON_ITER_HOLDS_BOOL(&it) || BSON_ITER_HOLDS_NUMBER(&it)) &&
+			              bson_iter_as_bool(&it);
 			taken = false; /* not part of the shape */
 			break;
 		case BK_LIMIT:

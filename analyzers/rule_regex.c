@@ -143,7 +143,11 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 			re = c;
 			has_regex = true;
 		} else if (key_eq(k, "$options")) {
-			if (BSON_ITER_HOLDS_UTF8(&c))
+			/* A repeated $options counts when any occurrence has i:
+			 * mongod takes a later one only when the earlier ones are
+			 * empty (and refuses the rest), other servers may take
+			 * either. */
+			if (BSON_ITER_HOLDS_UTF8(&c) && !rule_regex_options_insensitive(options))
 				options = bson_iter_utf8(&c, NULL);
 		} else if (key_eq(k, "$in") || key_eq(k, "$nin") || key_eq(k, "$all")) {
 			if (walk_list(&c, field, k, hit, depth))

@@ -249,6 +249,27 @@ static void test_explain_never_blocks(void **state)
 	}
 	/* the same query without explain is blocked */
 	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, NULL, &b), VERDICT_BLOCK);
+	/* an aggregate explains only for a true boolean or number; the server
+	 * refuses any other type, so those are judged as the aggregate itself */
+	const char *runs[] = {
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':false}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':0}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':'false'}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':{'a':1}}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':[1]}",
+	};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		engine_free(e);
+		e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+		assert_int_equal(fx_analyze(e, "test", runs[i], NULL, 0, NULL, &b), VERDICT_BLOCK);
+	}
+	engine_free(e);
+	e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_int_equal(fx_analyze(e, "test",
+	                            "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I
+	                            "}}],'explain':1.0}",
+	                            NULL, 0, NULL, &b),
+	                 VERDICT_FORWARD);
 	engine_free(e);
 	fx_sink_free(&sink);
 }

@@ -154,9 +154,22 @@ static const rcase cases[] = {
         "{'explain':{'find':'users','filter':{'name':" RE("i") "}},'verbosity':'queryPlanner'}",
         "test.users", "explain", "\"name\""),
 
+    /* Repeated $options: mongod takes a later one only after empty ones,
+     * other servers may read either, so any occurrence with i counts. */
+    HIT("$options i then empty",
+        "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'i','%options':''}}}",
+        "test.users", "find", "\"name\""),
+    HIT("$options empty then i",
+        "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'','%options':'i'}}}",
+        "test.users", "find", "\"name\""),
     /* ---- near-misses ---- */
     MISS("no flags", "{'find':'users','filter':{'name':" RE("") "}}"),
     MISS("$options m", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'m'}}}"),
+    /* mongod reads the last of repeated $regex strings */
+    MISS("$regex (?i) then plain",
+         "{'find':'users','filter':{'name':{'%regex':'(?i)SECRET','%regex':'SECRET'}}}"),
+    MISS("$options non-string i",
+         "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':['i']}}}"),
     MISS("$options s", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'s'}}}"),
     MISS("$options x", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'x'}}}"),
     MISS("bson regex flags msx", "{'find':'users','filter':{'name':" RE("msx") "}}"),
