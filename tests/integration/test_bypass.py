@@ -622,6 +622,20 @@ def test_flag_types_int_double_bool(start_proxy, upstream, dbname):
         conn.close()
 
 
+def test_upsert_flag_types_change_nothing(guard, conn, upstream, dbname):
+    """An upserting $push is blocked whatever type upsert has (bool, int32,
+    int64, double, or a type mongod refuses), and upserts nothing."""
+    before = seed(upstream, dbname)
+    for upsert in (True, 1, Int64(1), 1.0, False, 0, 0.0, "yes", None):
+        r = conn.cmd({"update": "c", "updates": [{"q": {"_id": 77}, "u": {"$push": {"items": 1}},
+                                                  "upsert": upsert}]}, dbname)
+        assert_block(r, PUSH)
+        r = conn.cmd({"findAndModify": "c", "query": {"_id": 78},
+                      "update": {"$push": {"items": 1}}, "upsert": upsert, "new": upsert}, dbname)
+        assert_block(r, PUSH)
+    assert contents(upstream, dbname) == before
+
+
 # --- aliases ------------------------------------------------------------------------------------
 
 def _deep_and(levels: int, inner: dict) -> dict:
