@@ -962,6 +962,57 @@ static rule_query_kind query_kind_of(cmd_kind k)
 	}
 }
 
+/* A rule set to block in some scope (or as its action), that reads one of
+ * the parts in `parts`. */
+static bool blocks_somewhere(const engine *e, int r, unsigned parts)
+{
+	const rule_config *rc = &e->cfg.rules[r];
+	if (!(e->parts[r] & parts))
+		return false;
+	if (rc->action == RULE_BLOCK)
+		return true;
+	for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+		if (rc->scopes[i].action == RULE_BLOCK)
+			return true;
+	return false;
+}
+
+/* {find: UUID(...)}: mongod runs find, count and distinct on the collection
+ * with that UUID, so a query naming its collection that way would pass
+ * every rule unjudged (no namespace for the scopes, no index list). It is
+ * blocked when some rule that reads such a query blocks anywhere, and asked
+ * to name its collection; drivers never send this form. Any other type of
+ * collection name is refused by the server itself. No finding: nothing was
+ * analysed, and the block counts in mongoguard_blocked_total. */
+static verdict collection_by_uuid(actx *ax, const cmdview *v)
+{
+	bson_iter_t it;
+	if (ax->explain || !bson_iter_init(&it, &v->body) || !bson_iter_next(&it) ||
+	    !BSON_ITER_HOLDS_BINARY(&it))
+		return VERDICT_FORWARD;
+	bson_subtype_t st;
+	uint32_t len;
+	const uint8_t *bin;
+	bson_iter_binary(&it, &st, &len, &bin);
+	if (st != BSON_SUBTYPE_UUID && st != BSON_SUBTYPE_UUID_DEPRECATED)
+		return VERDICT_FORWARD;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		if (!blocks_somewhere(ax->e, r, PART_FILTER | PART_SORT | PART_QUERY))
+			continue;
+		if (ax->block) {
+			ax->block->rule = (rule_id)r;
+			snprintf(
+			    ax->block->errmsg, sizeof(ax->block->errmsg),
+			    "mongoguard blocked this %s: rule %s: the collection is named by UUID, "
+			    "so mongoguard cannot tell which collection's rules and indexes "
+			    "apply. Fix: name the collection.",
+			    canonical_name(ax->kind), rule_name((rule_id)r));
+		}
+		return VERDICT_BLOCK;
+	}
+	return VERDICT_FORWARD;
+}
+
 /* find, findAndModify, count and distinct: one collection, one filter, and
  * for some a sort and an update. The sort rule finds no sort in count or
  * distinct and says nothing. */
@@ -970,7 +1021,9 @@ static verdict analyze_query(actx *ax, const cmdview *v, unsigned keys)
 	target t;
 	body b;
 	const char *coll = coll_of(&v->body);
-	if (!coll || !target_init(ax, &t, ax->db, coll))
+	if (!coll)
+		return collection_by_uuid(ax, v);
+	if (!target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, keys))

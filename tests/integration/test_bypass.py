@@ -28,6 +28,7 @@ import time
 import urllib.request
 
 import pytest
+from bson.binary import Binary
 from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
 from bson.regex import Regex
@@ -620,6 +621,26 @@ def test_flag_types_int_double_bool(start_proxy, upstream, dbname):
             assert r.body.get("code") != BLOCKED, (multi, r.body)
     finally:
         conn.close()
+
+
+def test_collection_named_by_uuid(guard, conn, upstream, dbname):
+    """mongod runs find, count and distinct on the collection a UUID names
+    (FerretDB refuses them). mongoguard cannot tell which collection that is,
+    so with a query rule on block such a request is blocked, and asked to name
+    its collection."""
+    seed(upstream, dbname)
+    with upstream.client() as c:
+        info = c[dbname].command("listCollections", filter={"name": "c"})
+    uuid = info["cursor"]["firstBatch"][0].get("info", {}).get("uuid") or Binary(b"\x01" * 16, 4)
+    for body in ({"find": uuid, "filter": {"email": Regex("^bob", "i")}},
+                 {"count": uuid, "query": {"email": Regex("^bob", "i")}},
+                 {"distinct": uuid, "key": "email"}):
+        r = conn.cmd(body, dbname)
+        assert_block(r, REGEX)
+        assert "named by UUID" in r.body["errmsg"]
+    # explain of it is forwarded, as every explain is
+    r = conn.cmd({"explain": {"find": uuid, "filter": {}}}, dbname)
+    assert r.body.get("code") != BLOCKED, r.body
 
 
 def test_upsert_flag_types_change_nothing(guard, conn, upstream, dbname):
