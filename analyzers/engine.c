@@ -102,6 +102,8 @@ typedef enum {
 	CMD_BULK_WRITE,
 	CMD_INSERT,
 	CMD_EXPLAIN,
+	CMD_CREATE,   /* a view: its pipeline runs on every read of the view */
+	CMD_COLL_MOD, /* ... or a view's new pipeline */
 } cmd_kind;
 
 /* Names as the server looks them up: case-sensitive, findAndModify also
@@ -120,7 +122,11 @@ static cmd_kind classify(const char *name)
 	case 'a':
 		return key_eq(name, "aggregate") ? CMD_AGGREGATE : CMD_NONE;
 	case 'c':
-		return key_eq(name, "count") ? CMD_COUNT : CMD_NONE;
+		if (key_eq(name, "count"))
+			return CMD_COUNT;
+		if (key_eq(name, "create"))
+			return CMD_CREATE;
+		return key_eq(name, "collMod") ? CMD_COLL_MOD : CMD_NONE;
 	case 'd':
 		if (key_eq(name, "delete"))
 			return CMD_DELETE;
@@ -161,6 +167,10 @@ static const char *canonical_name(cmd_kind k)
 		return "insert";
 	case CMD_EXPLAIN:
 		return "explain";
+	case CMD_CREATE:
+		return "create";
+	case CMD_COLL_MOD:
+		return "collMod";
 	default:
 		return "";
 	}
@@ -1129,6 +1139,29 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 	return ready ? ax->verdict : VERDICT_WAIT_INDEXES;
 }
 
+/* create / collMod of a view: {create: "v", viewOn: "c", pipeline: [...]}.
+ * The pipeline runs on every read of the view, so a pattern a rule blocks
+ * in an aggregation is blocked where the view is defined; a view hid it
+ * from every later find. Only the pipeline checks run: there is no query
+ * to plan yet. A create without a pipeline (a collection) costs a lookup. */
+static verdict analyze_view(actx *ax, const cmdview *v)
+{
+	target t;
+	body b;
+	const char *coll = coll_of(&v->body);
+	bson_iter_t it;
+	if (!coll || !bson_iter_init_find(&it, &v->body, "pipeline"))
+		return VERDICT_FORWARD;
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, BK(PIPELINE) | BK(COLLATION)) || !b.has_pipeline ||
+	    !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_PIPELINE))
+		return VERDICT_FORWARD;
+	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
+	run_pipeline(ax, &site, &b.pipeline);
+	return ax->verdict;
+}
+
 /* The statements of update / delete / bulkWrite. arrayFilters are shown in
  * the shape but never checked for regexes: they pick elements inside
  * documents the filter already selected, so they never decide an index
@@ -1361,6 +1394,9 @@ static verdict dispatch(actx *ax, const cmdview *v)
 		return analyze_update_delete(ax, v);
 	case CMD_BULK_WRITE:
 		return analyze_bulk_write(ax, v);
+	case CMD_CREATE:
+	case CMD_COLL_MOD:
+		return analyze_view(ax, v);
 	default:
 		return VERDICT_FORWARD;
 	}
@@ -1469,8 +1505,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		return VERDICT_FORWARD;
 	ax.kind = classify(inner.name);
 	ax.explain = true;
-	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT)
-		return VERDICT_FORWARD; /* insert cannot be explained */
+	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT ||
+	    ax.kind == CMD_CREATE || ax.kind == CMD_COLL_MOD)
+		return VERDICT_FORWARD; /* insert, create and collMod cannot be explained */
 	verdict vd = dispatch(&ax, &inner);
 	index_set_release(ax.memo_set);
 	return vd == VERDICT_BLOCK ? VERDICT_FORWARD : vd; /* belt and braces */

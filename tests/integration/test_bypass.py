@@ -643,6 +643,24 @@ def test_collection_named_by_uuid(guard, conn, upstream, dbname):
     assert r.body.get("code") != BLOCKED, r.body
 
 
+def test_view_pipelines_are_judged(guard, conn, upstream, dbname):
+    """A view's pipeline runs on every read of the view, so a blocked pattern
+    is blocked where the view is defined (create, or collMod of a view);
+    otherwise every later find of the view would run it unjudged."""
+    seed(upstream, dbname)
+    bad = [{"$match": {"email": Regex("^bob", "i")}}]
+    for body in ({"create": "v", "viewOn": "c", "pipeline": bad},
+                 {"collMod": "v", "viewOn": "c", "pipeline": bad}):
+        assert_block(conn.cmd(body, dbname), REGEX)
+    with upstream.client() as c:
+        assert "v" not in c[dbname].list_collection_names()
+    # a harmless view and a plain collection get the server's own answers
+    r = conn.cmd({"create": "v2", "viewOn": "c", "pipeline": [{"$match": {"n": 0}}]}, dbname)
+    assert r.body.get("code") != BLOCKED, r.body
+    r = conn.cmd({"create": "plain"}, dbname)
+    assert r.body["ok"] == 1, r.body
+
+
 def test_upsert_flag_types_change_nothing(guard, conn, upstream, dbname):
     """An upserting $push is blocked whatever type upsert has (bool, int32,
     int64, double, or a type mongod refuses), and upserts nothing."""

@@ -162,9 +162,19 @@ static const rcase cases[] = {
     HIT("$options empty then i",
         "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'','%options':'i'}}}",
         "test.users", "find", "\"name\""),
+    /* A view's pipeline runs on every read of the view. */
+    HIT("view created with a regex",
+        "{'create':'v','viewOn':'users','pipeline':[{'%match':{'name':" RE("i") "}}]}", "test.v",
+        "create", "\"name\""),
+    HIT("view changed to a regex",
+        "{'collMod':'v','viewOn':'users','pipeline':[{'%match':{'name':" RE("i") "}}]}", "test.v",
+        "collMod", "\"name\""),
     /* ---- near-misses ---- */
     MISS("no flags", "{'find':'users','filter':{'name':" RE("") "}}"),
     MISS("$options m", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'m'}}}"),
+    MISS("plain collection created", "{'create':'c','capped':false}"),
+    MISS("view without a regex",
+         "{'create':'v','viewOn':'users','pipeline':[{'%match':{'name':'SECRET'}}]}"),
     /* mongod reads the last of repeated $regex strings */
     MISS("$regex (?i) then plain",
          "{'find':'users','filter':{'name':{'%regex':'(?i)SECRET','%regex':'SECRET'}}}"),
