@@ -215,6 +215,25 @@ def test_plain_op_msg_is_blocked(guard, conn, upstream, dbname, case):
     assert contents(upstream, dbname)[2]["n"] == 5
 
 
+def test_flag_bits_and_fragmentation_change_nothing(guard, conn, upstream, dbname):
+    """The same blocked writes with a checksum, with exhaustAllowed, and
+    dribbled one byte per TCP segment: framing and flag bits do not matter."""
+    before = seed(upstream, dbname)
+    for case, (rule, body) in blocked_writes().items():
+        assert_block(conn.send(w.op_msg({**body, "$db": dbname}, checksum=True)), rule)
+        r = conn.send(w.op_msg({**body, "$db": dbname}, flags=w.EXHAUST_ALLOWED))
+        assert_block(r, rule)
+        assert not r.more_to_come
+    msg = w.op_msg({**blocked_writes()["push-update"][1], "$db": dbname})
+    for i in range(len(msg)):
+        conn.s.sendall(msg[i:i + 1])
+        time.sleep(0.001)
+    r = w.recv_message(conn.s)
+    assert r.response_to == w.parse_message(msg).request_id
+    assert_block(r, PUSH)
+    assert contents(upstream, dbname) == before
+
+
 # --- OP_QUERY on <db>.$cmd -------------------------------------------------------------
 
 @pytest.mark.parametrize("wrap", ["bare", "$query", "query"])
