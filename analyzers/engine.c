@@ -105,6 +105,8 @@ typedef enum {
 	CMD_BULK_WRITE,
 	CMD_INSERT,
 	CMD_EXPLAIN,
+	CMD_CREATE,   /* a view: its pipeline runs on every read of the view */
+	CMD_COLL_MOD, /* ... or a view's new pipeline */
 } cmd_kind;
 
 /* Names as the server looks them up: case-sensitive, findAndModify also
@@ -123,7 +125,11 @@ static cmd_kind classify(const char *name)
 	case 'a':
 		return key_eq(name, "aggregate") ? CMD_AGGREGATE : CMD_NONE;
 	case 'c':
-		return key_eq(name, "count") ? CMD_COUNT : CMD_NONE;
+		if (key_eq(name, "count"))
+			return CMD_COUNT;
+		if (key_eq(name, "create"))
+			return CMD_CREATE;
+		return key_eq(name, "collMod") ? CMD_COLL_MOD : CMD_NONE;
 	case 'd':
 		if (key_eq(name, "delete"))
 			return CMD_DELETE;
@@ -169,6 +175,10 @@ static const char *canonical_name(cmd_kind k)
 		return "insert";
 	case CMD_EXPLAIN:
 		return "explain";
+	case CMD_CREATE:
+		return "create";
+	case CMD_COLL_MOD:
+		return "collMod";
 	default:
 		return "";
 	}
@@ -868,7 +878,12 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			mode = SHAPE_FILTER_LIST;
 			break;
 		case BK_EXPLAIN:
-			b->explain |= bson_iter_as_bool(&it);
+			/* Only a boolean or a number makes the server explain
+			 * instead of run; it refuses any other type, so reading
+			 * {explain: "false"} as explain (libbson calls every
+			 * string true) would only have let it go unblocked. */
+			b->explain |= (BSON_ITER_HOLDS_BOOL(&it) || BSON_ITER_HOLDS_NUMBER(&it)) &&
+			              bson_iter_as_bool(&it);
 			taken = false; /* not part of the shape */
 			break;
 		case BK_LIMIT:
@@ -969,6 +984,57 @@ static rule_query_kind query_kind_of(cmd_kind k)
 	}
 }
 
+/* A rule set to block in some scope (or as its action), that reads one of
+ * the parts in `parts`. */
+static bool blocks_somewhere(const engine *e, int r, unsigned parts)
+{
+	const rule_config *rc = &e->cfg.rules[r];
+	if (!(e->parts[r] & parts))
+		return false;
+	if (rc->action == RULE_BLOCK)
+		return true;
+	for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+		if (rc->scopes[i].action == RULE_BLOCK)
+			return true;
+	return false;
+}
+
+/* {find: UUID(...)}: mongod runs find, count and distinct on the collection
+ * with that UUID, so a query naming its collection that way would pass
+ * every rule unjudged (no namespace for the scopes, no index list). It is
+ * blocked when some rule that reads such a query blocks anywhere, and asked
+ * to name its collection; drivers never send this form. Any other type of
+ * collection name is refused by the server itself. No finding: nothing was
+ * analysed, and the block counts in mongoguard_blocked_total. */
+static verdict collection_by_uuid(actx *ax, const cmdview *v)
+{
+	bson_iter_t it;
+	if (ax->explain || !bson_iter_init(&it, &v->body) || !bson_iter_next(&it) ||
+	    !BSON_ITER_HOLDS_BINARY(&it))
+		return VERDICT_FORWARD;
+	bson_subtype_t st;
+	uint32_t len;
+	const uint8_t *bin;
+	bson_iter_binary(&it, &st, &len, &bin);
+	if (st != BSON_SUBTYPE_UUID && st != BSON_SUBTYPE_UUID_DEPRECATED)
+		return VERDICT_FORWARD;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		if (!blocks_somewhere(ax->e, r, PART_FILTER | PART_SORT | PART_QUERY))
+			continue;
+		if (ax->block) {
+			ax->block->rule = (rule_id)r;
+			snprintf(
+			    ax->block->errmsg, sizeof(ax->block->errmsg),
+			    "mongoguard blocked this %s: rule %s: the collection is named by UUID, "
+			    "so mongoguard cannot tell which collection's rules and indexes "
+			    "apply. Fix: name the collection.",
+			    canonical_name(ax->kind), rule_name((rule_id)r));
+		}
+		return VERDICT_BLOCK;
+	}
+	return VERDICT_FORWARD;
+}
+
 /* find, findAndModify, count and distinct: one collection, one filter, and
  * for some a sort and an update. The sort rule finds no sort in count or
  * distinct and says nothing. */
@@ -977,7 +1043,9 @@ static verdict analyze_query(actx *ax, const cmdview *v, unsigned keys)
 	target t;
 	body b;
 	const char *coll = coll_of(&v->body);
-	if (!coll || !target_init(ax, &t, ax->db, coll))
+	if (!coll)
+		return collection_by_uuid(ax, v);
+	if (!target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, keys))
@@ -1081,6 +1149,29 @@ static verdict analyze_aggregate(actx *ax, const cmdview *v)
 	if (l.owned)
 		bson_destroy(&l.merged);
 	return ready ? ax->verdict : VERDICT_WAIT_INDEXES;
+}
+
+/* create / collMod of a view: {create: "v", viewOn: "c", pipeline: [...]}.
+ * The pipeline runs on every read of the view, so a pattern a rule blocks
+ * in an aggregation is blocked where the view is defined; a view hid it
+ * from every later find. Only the pipeline checks run: there is no query
+ * to plan yet. A create without a pipeline (a collection) costs a lookup. */
+static verdict analyze_view(actx *ax, const cmdview *v)
+{
+	target t;
+	body b;
+	const char *coll = coll_of(&v->body);
+	bson_iter_t it;
+	if (!coll || !bson_iter_init_find(&it, &v->body, "pipeline"))
+		return VERDICT_FORWARD;
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, BK(PIPELINE) | BK(COLLATION)) || !b.has_pipeline ||
+	    !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_PIPELINE))
+		return VERDICT_FORWARD;
+	shape_spec spec = {canonical_name(ax->kind), coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
+	run_pipeline(ax, &site, &b.pipeline);
+	return ax->verdict;
 }
 
 /* The statements of update / delete / bulkWrite. arrayFilters are shown in
@@ -1315,6 +1406,9 @@ static verdict dispatch(actx *ax, const cmdview *v)
 		return analyze_update_delete(ax, v);
 	case CMD_BULK_WRITE:
 		return analyze_bulk_write(ax, v);
+	case CMD_CREATE:
+	case CMD_COLL_MOD:
+		return analyze_view(ax, v);
 	default:
 		return VERDICT_FORWARD;
 	}
@@ -1423,8 +1517,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		return VERDICT_FORWARD;
 	ax.kind = classify(inner.name);
 	ax.explain = true;
-	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT)
-		return VERDICT_FORWARD; /* insert cannot be explained */
+	if (ax.kind == CMD_NONE || ax.kind == CMD_EXPLAIN || ax.kind == CMD_INSERT ||
+	    ax.kind == CMD_CREATE || ax.kind == CMD_COLL_MOD)
+		return VERDICT_FORWARD; /* insert, create and collMod cannot be explained */
 	verdict vd = dispatch(&ax, &inner);
 	index_set_release(ax.memo_set);
 	return vd == VERDICT_BLOCK ? VERDICT_FORWARD : vd; /* belt and braces */

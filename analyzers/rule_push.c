@@ -7,6 +7,11 @@
 #include "analyzers/keys.h"
 #include "analyzers/rule_api.h"
 
+/* How deep update expressions are walked. Beyond it (and for an assigned
+ * path too long for the buffers below) the walk cannot tell whether the
+ * array is appended to, so it says it is: mongod runs pipeline updates
+ * nested deeper than this, and passing over them let an unbounded
+ * $concatArrays through a rule set to block. */
 #define MAX_DEPTH 100
 
 /* ---- guards: what in the statement's filter bounds the array ----
@@ -251,7 +256,7 @@ static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *
 		const char *form = push_value_form(&c);
 		if (!form || guarded(g, bson_iter_key(&c)))
 			continue;
-		if (!found)
+		if (!hit->form)
 			hit->form = form;
 		add_field(hit, bson_iter_key(&c));
 		found = true;
@@ -264,7 +269,7 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 {
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
-		return false;
+		return true; /* see MAX_DEPTH */
 	if (BSON_ITER_HOLDS_UTF8(it))
 		return strcmp(bson_iter_utf8(it, NULL), path) == 0;
 	if (!(BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) ||
@@ -287,7 +292,9 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 {
 	bson_iter_t c;
-	if (depth > MAX_DEPTH || !(BSON_ITER_HOLDS_DOCUMENT(expr) || BSON_ITER_HOLDS_ARRAY(expr)) ||
+	if (depth > MAX_DEPTH)
+		return true; /* see MAX_DEPTH */
+	if (!(BSON_ITER_HOLDS_DOCUMENT(expr) || BSON_ITER_HOLDS_ARRAY(expr)) ||
 	    !bson_iter_recurse(expr, &c))
 		return false;
 	bool doc = BSON_ITER_HOLDS_DOCUMENT(expr);
@@ -322,16 +329,24 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 {
 	bson_iter_t c;
 	bool found = false;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(fields) ||
-	    !bson_iter_recurse(fields, &c))
+	if (depth > MAX_DEPTH) { /* see MAX_DEPTH */
+		add_field(hit, prefix);
+		hit->unjudged = true;
+		return true;
+	}
+	if (!BSON_ITER_HOLDS_DOCUMENT(fields) || !bson_iter_recurse(fields, &c))
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
 		char field[200], path[208];
-		if (prefix[0])
-			snprintf(field, sizeof(field), "%s.%s", prefix, k);
-		else
-			snprintf(field, sizeof(field), "%s", k);
+		int n = prefix[0] ? snprintf(field, sizeof(field), "%s.%s", prefix, k)
+		                  : snprintf(field, sizeof(field), "%s", k);
+		if (n < 0 || (size_t)n >= sizeof(field)) { /* see MAX_DEPTH */
+			add_field(hit, field);
+			hit->unjudged = true;
+			found = true;
+			continue;
+		}
 		bson_iter_t first;
 		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
 		    bson_iter_next(&first) && bson_iter_key(&first)[0] != '$') {
@@ -366,7 +381,8 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 	}
 	if (found) {
 		hit->pipeline = true;
-		hit->form = "is appended to with $concatArrays and no $slice";
+		hit->form = hit->unjudged ? "is assigned at a path too deep or too long to judge"
+		                          : "is appended to with $concatArrays and no $slice";
 	}
 	return found;
 }
@@ -403,7 +419,15 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 		filter_guards(&g, filter, 0);
 		g.counted = increments_counter(u, &g);
 	}
-	return check_push(&push, &g, hit);
+	/* Every $push of the document, not only the first: mongod applies
+	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
+	 * {b: ...}} pushes to both), so checking the first alone let a bounded
+	 * push hide an unbounded one after it. */
+	bool found = check_push(&push, &g, hit);
+	while (bson_iter_next(&push))
+		if (key_eq(bson_iter_key(&push), "$push") && check_push(&push, &g, hit))
+			found = true;
+	return found;
 }
 
 /* ---- the rule: check and words ---- */
@@ -421,7 +445,17 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	text_buf t;
 	text_init(&t, w->buf, sizeof(w->buf));
 	size_t start = text_mark(&t);
-	if (hit->pipeline) {
+	if (hit->pipeline && hit->unjudged) {
+		text_printf(&t, "%s %s, so mongoguard cannot tell whether the array is bounded",
+		            hit->fields, hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_str(&t,
+		         "flatten the $set / $addFields of the update pipeline (fewer than 100 "
+		         "nested levels, shorter field paths), and bound any $concatArrays with "
+		         "{$slice: [..., -N]}");
+		w->fix = "flatten the update pipeline and bound $concatArrays with $slice";
+	} else if (hit->pipeline) {
 		text_printf(&t, "%s %s, so the array grows without bound", hit->fields, hit->form);
 		w->detail = rule_words_piece(&t, start);
 		start = text_mark(&t);

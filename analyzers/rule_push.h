@@ -48,6 +48,7 @@ typedef struct push_hit {
 	char fields[160]; /* "\"comments\", \"tags\"": each field appended to */
 	bool pipeline;    /* found as $concatArrays in an update pipeline */
 	const char *form; /* "has no $each + $slice", "has $each but no $slice", ... */
+	bool unjudged;    /* a pipeline assignment too deep or too long to walk */
 } push_hit;
 
 /* u: an iterator positioned on an update (a document or a pipeline array);

@@ -8,8 +8,11 @@
 #include "analyzers/keys.h"
 #include "analyzers/rule_api.h"
 
-/* Query nesting is bounded by the server (100); deeper input is not ours to
- * judge and is simply not walked further. */
+/* Query nesting is bounded by mongod (100 levels); deeper input is not
+ * walked further. It is reported as a hit, not passed over: FerretDB runs a
+ * filter 100 $and levels deep, so a regex under the limit would otherwise
+ * reach the server unjudged while the rule says block. mongod refuses such
+ * a filter anyway, so nothing it would run is blocked by this. */
 #define MAX_DEPTH 100
 
 bool rule_regex_options_insensitive(const char *options)
@@ -63,6 +66,14 @@ static bool check_regex_value(const bson_iter_t *it, const char *field, const ch
 		snprintf(how, sizeof(how), "%s in %s", hit->how, where);
 		memcpy(hit->how, how, sizeof(how));
 	}
+	return true;
+}
+
+/* The hit for input nested beyond MAX_DEPTH (see there). */
+static bool too_deep(regex_hit *hit, const char *field)
+{
+	set_hit(hit, field, "nested more than %s levels deep", "100");
+	hit->too_deep = true;
 	return true;
 }
 
@@ -120,7 +131,9 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 	bson_iter_t c, re;
 	bool has_regex = false;
 	const char *options = NULL;
-	if (depth > MAX_DEPTH || !bson_iter_recurse(ops, &c))
+	if (depth > MAX_DEPTH)
+		return too_deep(hit, field);
+	if (!bson_iter_recurse(ops, &c))
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
@@ -130,7 +143,11 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 			re = c;
 			has_regex = true;
 		} else if (key_eq(k, "$options")) {
-			if (BSON_ITER_HOLDS_UTF8(&c))
+			/* A repeated $options counts when any occurrence has i:
+			 * mongod takes a later one only when the earlier ones are
+			 * empty (and refuses the rest), other servers may take
+			 * either. */
+			if (BSON_ITER_HOLDS_UTF8(&c) && !rule_regex_options_insensitive(options))
 				options = bson_iter_utf8(&c, NULL);
 		} else if (key_eq(k, "$in") || key_eq(k, "$nin") || key_eq(k, "$all")) {
 			if (walk_list(&c, field, k, hit, depth))
@@ -195,7 +212,9 @@ static void join_path(char *out, size_t cap, const char *prefix, const char *key
 static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *hit, int depth)
 {
 	bson_iter_t c;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
+	if (depth > MAX_DEPTH)
+		return too_deep(hit, prefix);
+	if (!BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
 		return false;
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
@@ -277,7 +296,7 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 {
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
-		return false;
+		return too_deep(hit, NULL);
 	if (BSON_ITER_HOLDS_ARRAY(it)) {
 		if (bson_iter_recurse(it, &c))
 			while (bson_iter_next(&c))
@@ -306,6 +325,7 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
+	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0);
 }
 
@@ -364,8 +384,9 @@ static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth)
 {
 	bson_iter_t c;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_ARRAY(pipeline) ||
-	    !bson_iter_recurse(pipeline, &c))
+	if (depth > MAX_DEPTH)
+		return too_deep(hit, NULL);
+	if (!BSON_ITER_HOLDS_ARRAY(pipeline) || !bson_iter_recurse(pipeline, &c))
 		return false;
 	while (bson_iter_next(&c))
 		if (walk_stage(&c, hit, depth + 1))
@@ -376,6 +397,7 @@ static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth
 bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
+	hit->too_deep = false;
 	return walk_pipeline(pipeline, hit, 0);
 }
 
@@ -410,6 +432,18 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	text_init(&t, w->buf, sizeof(w->buf));
 
 	size_t start = text_mark(&t);
+	if (hit->too_deep) {
+		/* Blocked unjudged (see MAX_DEPTH): say so, not that a regex was seen. */
+		text_str(&t, "the filter is nested more than 100 levels deep (mongod refuses it), "
+		             "too deep for mongoguard to tell whether a case-insensitive regex "
+		             "selects documents");
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_str(&t, "flatten the filter: merge the nested $and / $or / $elemMatch levels");
+		w->suggestion = rule_words_piece(&t, start);
+		w->fix = "flatten the filter to fewer than 100 levels";
+		return;
+	}
 	if (hit->field[0]) {
 		text_char(&t, '"');
 		js(&t, hit->field);

@@ -32,6 +32,7 @@ typedef struct regex_hit {
 	char how[96];    /* the form: "$regex with $options \"i\"", ... */
 	char coll[128];  /* the joined collection when the match is inside a
 	                    $lookup / $unionWith / $graphLookup; "" otherwise */
+	bool too_deep;   /* not a regex seen: nesting beyond what is walked */
 } regex_hit;
 
 /* filter: an iterator positioned on a filter document. */

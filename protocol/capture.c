@@ -448,6 +448,31 @@ static const char *first_coll(const cmdview *v)
 	return NULL;
 }
 
+/* Commands that carry a credential or a SASL conversation: the SCRAM
+ * client-first and client-final messages, a PLAIN password, a user's new
+ * `pwd`, speculative authentication inside a hello. They are stored
+ * redacted even when redaction is off: redaction off is for seeing
+ * application data, and no one reviewing a design needs a password. */
+static bool holds_credentials(const cmdview *v)
+{
+	static const char *const names[] = {
+	    "saslStart",  "saslContinue",    "authenticate", "createUser",
+	    "updateUser", "copydbsaslstart", "copydb",       NULL,
+	};
+	for (int i = 0; v->name && names[i]; i++)
+		if (streq(v->name, names[i]))
+			return true;
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body))
+		return true; /* unreadable: never stored whole */
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (streq(k, "pwd") || streq(k, "speculativeAuthenticate") || streq(k, "payload"))
+			return true;
+	}
+	return false;
+}
+
 void capture_build_request(bson_t *out, const capture_origin *o, const request *r, bool redact,
                            const char *outcome)
 {
@@ -466,7 +491,7 @@ void capture_build_request(bson_t *out, const capture_origin *o, const request *
 	BSON_APPEND_INT64(out, "len", (int64_t)r->len);
 	BSON_APPEND_BOOL(out, "mtc", r->more_to_come);
 	BSON_APPEND_UTF8(out, "verdict", outcome ? outcome : "forward");
-	if (!redact) {
+	if (!redact && !holds_credentials(v)) {
 		BSON_APPEND_BINARY(out, "msg", BSON_SUBTYPE_BINARY, r->msg, (uint32_t)r->len);
 		return;
 	}

@@ -8,6 +8,7 @@
 
 #include "protocol/compress.h"
 #include "protocol/handshake.h"
+#include "protocol/wire_doc.h"
 
 /* OP_QUERY commands a 5.1+ server still accepts. */
 static bool opquery_allowed(const char *name)
@@ -22,8 +23,107 @@ static bool opquery_allowed(const char *name)
 	return false;
 }
 
-static request_status command(request *r)
+/* mongod's code for a repeated field in a command (IDL's duplicate field). */
+#define REQUEST_ERR_DUPLICATE_FIELD 40413
+
+/* Bodies with at most this many top-level keys are checked on the stack;
+ * a larger one (no driver sends one) is sorted in a malloc'd copy. */
+#define UNIQUE_KEYS_INLINE 32
+
+typedef struct key_ref {
+	const char *k;
+	uint32_t len;
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b)
 {
+	const key_ref *x = a, *y = b;
+	return strcmp(x->k, y->k);
+}
+
+/* The first key of a large body that appears twice, or NULL; false when
+ * memory ran out. */
+static bool repeated_key_sorted(const uint8_t *p, size_t len, size_t n, const char **dup)
+{
+	const char **keys = malloc(n * sizeof(*keys));
+	uint32_t *lens = malloc(n * sizeof(*lens));
+	key_ref *refs = malloc(n * sizeof(*refs));
+	bool ok = keys && lens && refs;
+	*dup = NULL;
+	if (ok) {
+		wire_doc_keys(p, len, keys, lens, n);
+		for (size_t i = 0; i < n; i++)
+			refs[i] = (key_ref){keys[i], lens[i]};
+		qsort(refs, n, sizeof(*refs), key_ref_cmp);
+		for (size_t i = 1; i < n && !*dup; i++)
+			if (refs[i].len == refs[i - 1].len && !strcmp(refs[i].k, refs[i - 1].k))
+				*dup = refs[i].k;
+	}
+	free(keys);
+	free(lens);
+	free(refs);
+	return ok;
+}
+
+/* A command body must not name a top-level field twice. mongod refuses it
+ * (its command parsers raise 40413), but other servers read one of the two,
+ * and not always the one mongoguard would: FerretDB takes the last `$db`,
+ * the last collection name and the last `updates`, where the namespace and
+ * the statement iterator here took the first. Judging one occurrence while
+ * the server runs the other would let a blocked request through, so the
+ * request is refused before any analyzer sees it. Nested documents are not
+ * checked: mongod's matcher and update parser read every occurrence there,
+ * and so do the analyzers.
+ *
+ * On every request, so: keys come from a bare walk of the validated body,
+ * and a 256-bit filter on (length, first and last byte) lets a key be
+ * compared only with the earlier keys that share its bit. */
+static bool unique_keys(const cmdview *v, wire_error *err)
+{
+	const uint8_t *p = bson_get_data(&v->body);
+	size_t len = v->body.len;
+	const char *keys[UNIQUE_KEYS_INLINE];
+	uint32_t lens[UNIQUE_KEYS_INLINE];
+	uint8_t bit[UNIQUE_KEYS_INLINE];
+	size_t n = wire_doc_keys(p, len, keys, lens, UNIQUE_KEYS_INLINE);
+	const char *dup = NULL;
+	if (n > UNIQUE_KEYS_INLINE) {
+		if (!repeated_key_sorted(p, len, n, &dup)) {
+			wire_error_set(err, WIRE_ERR_PROTOCOL, "ProtocolError",
+			               "out of memory checking the fields of command '%s'",
+			               v->name);
+			return false;
+		}
+	} else {
+		uint64_t seen[4] = {0, 0, 0, 0};
+		for (size_t i = 0; i < n && !dup; i++) {
+			uint32_t l = lens[i];
+			const uint8_t *k = (const uint8_t *)keys[i];
+			uint8_t b = (uint8_t)(l * 31u + (l ? k[0] * 7u + k[l - 1] : 0u));
+			bit[i] = b;
+			if (seen[b >> 6] & (1ull << (b & 63)))
+				for (size_t j = 0; j < i; j++)
+					if (bit[j] == b && lens[j] == l &&
+					    !memcmp(keys[j], keys[i], l)) {
+						dup = keys[i];
+						break;
+					}
+			seen[b >> 6] |= 1ull << (b & 63);
+		}
+	}
+	if (!dup)
+		return true;
+	wire_error_set(err, REQUEST_ERR_DUPLICATE_FIELD, "Location40413",
+	               "BSON field '%s.%s' is a duplicate field: a command may name each field "
+	               "once (servers differ on which occurrence they read)",
+	               v->name, dup);
+	return false;
+}
+
+static request_status command(request *r, wire_error *err)
+{
+	if (!unique_keys(&r->view, err))
+		return REQUEST_REJECT;
 	r->hello = cmdview_is_hello(&r->view);
 	r->awaitable_hello = r->hello && bson_has_field(&r->view.body, "maxAwaitTimeMS");
 	return REQUEST_COMMAND;
@@ -39,7 +139,7 @@ static request_status decode_opmsg(request *r, wire_error *err)
 	if (!opmsg_parse(r->plain, r->plain_len, &r->m, err) ||
 	    !cmdview_from_opmsg(&r->m, &r->view, err))
 		return REQUEST_REJECT;
-	return command(r);
+	return command(r, err);
 }
 
 static request_status decode_opquery(request *r, wire_error *err)
@@ -63,7 +163,7 @@ static request_status decode_opquery(request *r, wire_error *err)
 		               refused);
 		return REQUEST_REJECT;
 	}
-	return command(r);
+	return command(r, err);
 }
 
 static request_status decode_compressed(request *r, wire_error *err)

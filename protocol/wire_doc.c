@@ -253,3 +253,51 @@ bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char
 		               name, at, len, bad_words[bad]);
 	return false;
 }
+
+/* Sizes as walk() reads them, trusting what walk() already checked. */
+static size_t value_size(const uint8_t *v, uint8_t type)
+{
+	uint8_t fixed = fixed_size[type];
+	if (fixed < VAR)
+		return fixed;
+	switch (type) {
+	case 0x02: /* string, code, symbol: int32 length, bytes */
+	case 0x0d:
+	case 0x0e:
+		return 4 + (size_t)wire_read_u32(v);
+	case 0x08:
+		return 1;
+	case 0x03: /* document, array, code with scope: int32 total */
+	case 0x04:
+	case 0x0f:
+		return wire_read_u32(v);
+	case 0x05:
+		return 5 + (size_t)wire_read_u32(v);
+	case 0x0b: {
+		size_t a = strlen((const char *)v) + 1;
+		return a + strlen((const char *)v + a) + 1;
+	}
+	case 0x0c:
+		return 4 + (size_t)wire_read_u32(v) + 12;
+	default:
+		return 0; /* unreachable in a validated document */
+	}
+}
+
+size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *lens, size_t cap)
+{
+	size_t n = 0, pos = 4, end = len - 1;
+	while (pos < end) {
+		uint8_t type = p[pos];
+		const char *k = (const char *)p + pos + 1;
+		size_t kl = strlen(k);
+		if (n < cap) {
+			keys[n] = k;
+			lens[n] = (uint32_t)kl;
+		}
+		n++;
+		size_t v = pos + 1 + kl + 1;
+		pos = v + value_size(p + v, type);
+	}
+	return n;
+}

@@ -281,8 +281,86 @@ static void test_explain_never_blocks(void **state)
 	}
 	/* the same query without explain is blocked */
 	assert_int_equal(fx_analyze(e, "test", FIND_RE("users"), NULL, 0, NULL, &b), VERDICT_BLOCK);
+	/* an aggregate explains only for a true boolean or number; the server
+	 * refuses any other type, so those are judged as the aggregate itself */
+	const char *runs[] = {
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':false}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':0}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':'false'}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':{'a':1}}",
+	    "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I "}}],'explain':[1]}",
+	};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		engine_free(e);
+		e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+		assert_int_equal(fx_analyze(e, "test", runs[i], NULL, 0, NULL, &b), VERDICT_BLOCK);
+	}
+	engine_free(e);
+	e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_int_equal(fx_analyze(e, "test",
+	                            "{'aggregate':'users','pipeline':[{'$match':{'n':" RE_I
+	                            "}}],'explain':1.0}",
+	                            NULL, 0, NULL, &b),
+	                 VERDICT_FORWARD);
 	engine_free(e);
 	fx_sink_free(&sink);
+}
+
+/* {find: UUID}: mongod runs it on the collection with that UUID, which
+ * mongoguard cannot name; a rule that blocks anywhere and reads queries
+ * blocks it. Other collection types are the server's to refuse. */
+static void test_collection_by_uuid(void **state)
+{
+#define UUID_BIN "{'$binary':{'base64':'y9GbU9sHQx+y+ySor8crog==','subType':'04'}}"
+	const char *uuid_queries[] = {
+	    "{'find':" UUID_BIN ",'filter':{'name':" RE_I "}}",
+	    "{'count':" UUID_BIN ",'query':{}}",
+	    "{'distinct':" UUID_BIN ",'key':'k'}",
+	    "{'find':{'$binary':{'base64':'y9GbU9sHQx+y+ySor8crog==','subType':'03'}}}",
+	};
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	fx_sink sink;
+	fx_sink_init(&sink);
+	block_info b = {0};
+	/* every rule log: forwarded */
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	for (size_t i = 0; i < sizeof(uuid_queries) / sizeof(uuid_queries[0]); i++)
+		assert_int_equal(fx_analyze(e, "shop", uuid_queries[i], NULL, 0, NULL, &b),
+		                 VERDICT_FORWARD);
+	engine_free(e);
+	/* large-document blocks, but reads no query: forwarded */
+	cfg.rules[RULE_LARGE_DOCUMENT].action = RULE_BLOCK;
+	e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	assert_int_equal(fx_analyze(e, "shop", uuid_queries[0], NULL, 0, NULL, &b),
+	                 VERDICT_FORWARD);
+	engine_free(e);
+	/* the regex rule blocks in one scope only: every UUID query is blocked */
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0].action = RULE_BLOCK;
+	snprintf(cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0].namespaces[0], RULE_PATTERN_LEN,
+	         "other.users");
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].scopes[0].nnamespaces = 1;
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].nscopes = 1;
+	e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	for (size_t i = 0; i < sizeof(uuid_queries) / sizeof(uuid_queries[0]); i++) {
+		assert_int_equal(fx_analyze(e, "shop", uuid_queries[i], NULL, 0, NULL, &b),
+		                 VERDICT_BLOCK);
+		assert_int_equal(b.rule, RULE_CASE_INSENSITIVE_REGEX);
+		assert_non_null(strstr(b.errmsg, "named by UUID"));
+	}
+	/* explain never blocks; a non-UUID binary or a number is the server's to refuse */
+	assert_int_equal(
+	    fx_analyze(e, "shop", "{'explain':{'find':" UUID_BIN "}}", NULL, 0, NULL, &b),
+	    VERDICT_FORWARD);
+	assert_int_equal(fx_analyze(e, "shop",
+	                            "{'find':{'$binary':{'base64':'AAAA','subType':'00'}}}", NULL,
+	                            0, NULL, &b),
+	                 VERDICT_FORWARD);
+	assert_int_equal(fx_analyze(e, "shop", "{'find':7}", NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(sink.n, 0);
+	engine_free(e);
+	fx_sink_free(&sink);
+#undef UUID_BIN
 }
 
 static void test_batch_blocked_whole(void **state)
@@ -863,6 +941,7 @@ int main(void)
 	    cmocka_unit_test(test_dry_run),
 	    cmocka_unit_test(test_block_sample),
 	    cmocka_unit_test(test_explain_never_blocks),
+	    cmocka_unit_test(test_collection_by_uuid),
 	    cmocka_unit_test(test_batch_blocked_whole),
 	    cmocka_unit_test(test_batch_report_cap),
 	    cmocka_unit_test(test_uninteresting_commands),

@@ -144,6 +144,62 @@ static void test_request_record_round_trip(void **st)
 	bson_destroy(upd);
 }
 
+/* Credentials are never stored whole, redaction off or not: SASL steps, a
+ * new user's pwd, speculative authentication in a hello. Other commands
+ * still are, with redaction off. */
+static void test_credentials_never_stored_whole(void **st)
+{
+	static const uint8_t client_first[] = "n,,n=" MARKER ",r=nonce";
+	bson_t *bodies[] = {
+	    BCON_NEW("saslStart", BCON_INT32(1), "mechanism", "SCRAM-SHA-256", "payload",
+	             BCON_BIN(BSON_SUBTYPE_BINARY, client_first, sizeof client_first - 1), "$db",
+	             "admin"),
+	    BCON_NEW("saslContinue", BCON_INT32(1), "conversationId", BCON_INT32(1), "payload",
+	             BCON_BIN(BSON_SUBTYPE_BINARY, client_first, sizeof client_first - 1), "$db",
+	             "admin"),
+	    BCON_NEW("createUser", "u", "pwd", MARKER, "roles", "[", "]", "$db", "admin"),
+	    BCON_NEW("updateUser", "u", "pwd", MARKER, "$db", "admin"),
+	    BCON_NEW("hello", BCON_INT32(1), "speculativeAuthenticate", "{", "saslStart",
+	             BCON_INT32(1), "payload",
+	             BCON_BIN(BSON_SUBTYPE_BINARY, client_first, sizeof client_first - 1), "}",
+	             "$db", "admin"),
+	    BCON_NEW("authenticate", BCON_INT32(1), "mechanism", "PLAIN", "payload", MARKER, "$db",
+	             "$external"),
+	};
+	capture_origin o = {1, 1, "127.0.0.1:1", ""};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t len;
+		uint8_t *msg = make_opmsg(bodies[i], NULL, &len);
+		request r;
+		wire_error err = {0};
+		assert_int_equal(request_decode(&r, msg, len, &err), REQUEST_COMMAND);
+		bson_t rec;
+		capture_build_request(&rec, &o, &r, false, "forward");
+		assert_false(contains(&rec, MARKER));
+		bson_iter_t it;
+		assert_false(bson_iter_init_find(&it, &rec, "msg"));
+		assert_true(bson_iter_init_find(&it, &rec, "body"));
+		bson_destroy(&rec);
+		request_release(&r);
+		free(msg);
+		bson_destroy(bodies[i]);
+	}
+	/* an ordinary command, redaction off: whole */
+	bson_t *find = BCON_NEW("find", "c", "filter", "{", "a", MARKER, "}", "$db", "d");
+	size_t len;
+	uint8_t *msg = make_opmsg(find, NULL, &len);
+	request r;
+	wire_error err = {0};
+	assert_int_equal(request_decode(&r, msg, len, &err), REQUEST_COMMAND);
+	bson_t rec;
+	capture_build_request(&rec, &o, &r, false, "forward");
+	assert_true(contains(&rec, MARKER));
+	bson_destroy(&rec);
+	request_release(&r);
+	free(msg);
+	bson_destroy(find);
+}
+
 static void test_header_versions(void **st)
 {
 	bson_t h;
@@ -211,6 +267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_redaction_keeps_structure),
 	    cmocka_unit_test(test_request_record_round_trip),
+	    cmocka_unit_test(test_credentials_never_stored_whole),
 	    cmocka_unit_test(test_header_versions),
 	    cmocka_unit_test(test_truncated_stream),
 	    cmocka_unit_test(test_reply_inspection),

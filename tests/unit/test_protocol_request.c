@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "fixtures/wire_builder.h"
@@ -127,6 +129,67 @@ static void test_compressed_decodes_inner(void **state)
 	assert_null(request_strip_compression(&r, &n));
 	request_release(&r);
 	assert_null(r.inflated);
+}
+
+/* A command naming a top-level field twice is refused before analysis:
+ * servers differ on which occurrence they read (FerretDB the last, mongod
+ * refuses), so judging either one could let a blocked request through. */
+static void test_duplicate_top_level_field_refused(void **state)
+{
+	static const char *const dups[][2] = {
+	    {"{\"find\": \"c\", \"filter\": {\"a\": 1}, \"filter\": {}, \"$db\": \"d\"}",
+	     "find.filter"},
+	    {"{\"find\": \"c\", \"$db\": \"d\", \"$db\": \"e\"}", "find.$db"},
+	    {"{\"find\": \"c\", \"find\": \"other\", \"$db\": \"d\"}", "find.find"},
+	    {"{\"update\": \"c\", \"updates\": [], \"ordered\": true, \"updates\": [], \"$db\": "
+	     "\"d\"}",
+	     "update.updates"},
+	};
+	for (size_t i = 0; i < sizeof(dups) / sizeof(dups[0]); i++) {
+		wb b;
+		request r;
+		wire_error err = {0};
+		opmsg_json(&b, 11, 0, dups[i][0]);
+		assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+		assert_int_equal(err.code, 40413);
+		assert_non_null(strstr(err.msg, dups[i][1]));
+		assert_non_null(strstr(err.msg, "duplicate field"));
+		request_release(&r);
+	}
+	/* The same key at different depths is no repetition. */
+	wb b;
+	request r;
+	wire_error err = {0};
+	opmsg_json(
+	    &b, 12, 0,
+	    "{\"find\": \"c\", \"filter\": {\"filter\": 1, \"a\": {\"a\": 1}}, \"$db\": \"d\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	request_release(&r);
+
+	/* A body with more keys than the inline table: sorted, still found. */
+	bson_t *big = bson_new();
+	BSON_APPEND_UTF8(big, "find", "c");
+	char key[16];
+	for (int k = 0; k < 200; k++) {
+		snprintf(key, sizeof(key), "k%d", k);
+		BSON_APPEND_INT32(big, key, k);
+	}
+	BSON_APPEND_UTF8(big, "$db", "d");
+	for (int round = 0; round < 2; round++) {
+		if (round == 1)
+			BSON_APPEND_INT32(big, "k137", 0);
+		wb_header(&b, 13, 0, OP_MSG);
+		wb_i32(&b, 0);
+		wb_u8(&b, 0);
+		wb_doc(&b, big);
+		wb_finish(&b);
+		request_status want = round == 0 ? REQUEST_COMMAND : REQUEST_REJECT;
+		assert_int_equal(request_decode(&r, b.buf, b.n, &err), want);
+		if (round == 1)
+			assert_non_null(strstr(err.msg, "find.k137"));
+		request_release(&r);
+	}
+	bson_destroy(big);
 }
 
 static void test_legacy_and_unknown_opcodes(void **state)
@@ -265,6 +328,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_opmsg_rejected),
 	    cmocka_unit_test(test_opquery_handshake_and_refusals),
 	    cmocka_unit_test(test_compressed_decodes_inner),
+	    cmocka_unit_test(test_duplicate_top_level_field_refused),
 	    cmocka_unit_test(test_legacy_and_unknown_opcodes),
 	    cmocka_unit_test(test_length_must_match_header),
 	    cmocka_unit_test(test_strip_compression_from_hello),

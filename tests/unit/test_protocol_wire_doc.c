@@ -362,6 +362,38 @@ static void test_every_type_accepted(void **state)
 	bson_destroy(d);
 }
 
+/* wire_doc_keys walks every type's size as libbson's iterator does: the
+ * same keys, in order, for the every-type document and a nested one; a
+ * short `cap` still counts them all. */
+static void test_keys_match_the_iterator(void **state)
+{
+	bson_t *d = every_type(), *outer = bson_new();
+	BSON_APPEND_DOCUMENT(outer, "first", d);
+	BSON_APPEND_UTF8(outer, "after", "x");
+	const bson_t *docs[] = {d, outer};
+	for (size_t t = 0; t < 2; t++) {
+		const char *keys[64];
+		uint32_t lens[64];
+		size_t n = wire_doc_keys(bson_get_data(docs[t]), docs[t]->len, keys, lens, 64);
+		bson_iter_t it;
+		size_t i = 0;
+		assert_true(bson_iter_init(&it, docs[t]));
+		while (bson_iter_next(&it)) {
+			assert_true(i < n);
+			assert_string_equal(keys[i], bson_iter_key(&it));
+			assert_int_equal(lens[i], strlen(bson_iter_key(&it)));
+			i++;
+		}
+		assert_int_equal(i, n);
+		assert_int_equal(wire_doc_keys(bson_get_data(docs[t]), docs[t]->len, keys, lens, 1),
+		                 n);
+	}
+	const uint8_t empty[5] = {5, 0, 0, 0, 0};
+	assert_int_equal(wire_doc_keys(empty, 5, NULL, NULL, 0), 0);
+	bson_destroy(outer);
+	bson_destroy(d);
+}
+
 /* Behaviour change: bson_validate refused a key that is not UTF-8 (it never
  * checked string values); the structural check accepts both, as mongod's
  * default validation does. */
@@ -532,6 +564,7 @@ static void test_differential_mutations(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_keys_match_the_iterator),
 	    cmocka_unit_test(test_corrupt_types_and_keys),
 	    cmocka_unit_test(test_corrupt_fixed_width),
 	    cmocka_unit_test(test_corrupt_strings),

@@ -6,7 +6,10 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "analyzers/rule_push.h"
 #include "fixtures/analyzer_fixture.h"
 
 typedef struct pcase {
@@ -54,6 +57,15 @@ static const pcase cases[] = {
         "test.posts", "update", "$push to \"a\" has"),
     HIT("two unbounded fields named", UPD("{'$push':{'a':1,'b':2}}"), "test.posts", "update",
         "\"a\", \"b\""),
+    /* mongod applies every occurrence of a repeated operator: a bounded
+     * first $push must not hide an unbounded second one. */
+    HIT("repeated $push, bounded first",
+        UPD("{'$push':{'a':{'$each':[1],'$slice':-5}},'$push':{'b':1}}"), "test.posts", "update",
+        "$push to \"b\" has no $each + $slice"),
+    HIT("repeated $push, $set between", UPD("{'$push':{'a':1},'$set':{'x':1},'$push':{'b':2}}"),
+        "test.posts", "update", "\"a\", \"b\""),
+    MISS("repeated $push, both bounded",
+         UPD("{'$push':{'a':{'$each':[1],'$slice':-5}},'$push':{'b':{'$each':[2],'$slice':-3}}}")),
     HIT("dotted field", UPD("{'$push':{'stats.hits':{'$date':'2024-01-01T00:00:00Z'}}}"),
         "test.posts", "update", "\"stats.hits\""),
     HIT("with $set and $inc", UPD("{'$set':{'x':1},'$inc':{'n':1},'$push':{'h':'SECRET'}}"),
@@ -308,6 +320,73 @@ static void test_block_message(void **state)
 	engine_free(e);
 }
 
+/* {u: [{$set: {a: {a: ... {a: {$concatArrays: [path, [1]]}}}}}]} with
+ * `levels` object-literal levels under $set, each key `key`. */
+static bson_t *deep_set(int levels, const char *key, bool appends)
+{
+	char path[4096] = "$";
+	for (int i = 0; i < levels; i++)
+		snprintf(path + strlen(path), sizeof(path) - strlen(path), "%s%s", i ? "." : "",
+		         key);
+	bson_t *cur = bson_new(), arr, one;
+	if (appends) {
+		BSON_APPEND_ARRAY_BEGIN(cur, "$concatArrays", &arr);
+		BSON_APPEND_UTF8(&arr, "0", path);
+		BSON_APPEND_ARRAY_BEGIN(&arr, "1", &one);
+		BSON_APPEND_INT32(&one, "0", 1);
+		bson_append_array_end(&arr, &one);
+		bson_append_array_end(cur, &arr);
+	} else {
+		BSON_APPEND_UTF8(cur, "$toUpper", "$name");
+	}
+	for (int i = 0; i < levels; i++) {
+		bson_t *up = bson_new();
+		BSON_APPEND_DOCUMENT(up, key, cur);
+		bson_destroy(cur);
+		cur = up;
+	}
+	bson_t *stage = bson_new();
+	BSON_APPEND_DOCUMENT(stage, "$set", cur);
+	bson_destroy(cur);
+	bson_t *out = bson_new();
+	BSON_APPEND_ARRAY_BEGIN(out, "u", &arr);
+	BSON_APPEND_DOCUMENT(&arr, "0", stage);
+	bson_append_array_end(out, &arr);
+	bson_destroy(stage);
+	return out;
+}
+
+/* A pipeline update the walk cannot finish (nested past MAX_DEPTH, or an
+ * assigned path longer than its buffer) is a hit, never a pass: mongod
+ * runs those, so passing over them let an unbounded append through. */
+static void test_unwalkable_pipeline_fails_closed(void **state)
+{
+	static const char long_key[] = "a_field_name_long_enough_to_overflow_the_path_buffer_"
+	                               "when_two_of_them_are_joined_by_a_dot_and_then_some_"
+	                               "more_characters_to_be_sure";
+	static const struct {
+		int levels;
+		const char *key;
+		bool appends, hit, unjudged;
+	} rows[] = {
+	    {3, "a", true, true, false},     {3, "a", false, false, false},
+	    {60, "a", true, true, false},    {60, "a", false, false, false},
+	    {120, "a", true, true, true},    {120, "a", false, true, true},
+	    {2, long_key, true, true, true}, {1, long_key, false, false, false},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bson_t *doc = deep_set(rows[i].levels, rows[i].key, rows[i].appends);
+		bson_iter_t it;
+		assert_true(bson_iter_init_find(&it, doc, "u"));
+		push_hit hit;
+		bool got = rule_push_update(&it, NULL, &hit);
+		if (got != rows[i].hit || (got && hit.unjudged != rows[i].unjudged))
+			fail_msg("row %zu (%d levels): hit %d unjudged %d", i, rows[i].levels, got,
+			         got && hit.unjudged);
+		bson_destroy(doc);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +394,7 @@ int main(void)
 	    cmocka_unit_test(test_table_log),
 	    cmocka_unit_test(test_table_block),
 	    cmocka_unit_test(test_block_message),
+	    cmocka_unit_test(test_unwalkable_pipeline_fails_closed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

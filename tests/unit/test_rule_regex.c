@@ -6,6 +6,9 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "analyzers/rule_regex.h"
 #include "fixtures/analyzer_fixture.h"
@@ -151,9 +154,32 @@ static const rcase cases[] = {
         "{'explain':{'find':'users','filter':{'name':" RE("i") "}},'verbosity':'queryPlanner'}",
         "test.users", "explain", "\"name\""),
 
+    /* Repeated $options: mongod takes a later one only after empty ones,
+     * other servers may read either, so any occurrence with i counts. */
+    HIT("$options i then empty",
+        "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'i','%options':''}}}",
+        "test.users", "find", "\"name\""),
+    HIT("$options empty then i",
+        "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'','%options':'i'}}}",
+        "test.users", "find", "\"name\""),
+    /* A view's pipeline runs on every read of the view. */
+    HIT("view created with a regex",
+        "{'create':'v','viewOn':'users','pipeline':[{'%match':{'name':" RE("i") "}}]}", "test.v",
+        "create", "\"name\""),
+    HIT("view changed to a regex",
+        "{'collMod':'v','viewOn':'users','pipeline':[{'%match':{'name':" RE("i") "}}]}", "test.v",
+        "collMod", "\"name\""),
     /* ---- near-misses ---- */
     MISS("no flags", "{'find':'users','filter':{'name':" RE("") "}}"),
     MISS("$options m", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'m'}}}"),
+    MISS("plain collection created", "{'create':'c','capped':false}"),
+    MISS("view without a regex",
+         "{'create':'v','viewOn':'users','pipeline':[{'%match':{'name':'SECRET'}}]}"),
+    /* mongod reads the last of repeated $regex strings */
+    MISS("$regex (?i) then plain",
+         "{'find':'users','filter':{'name':{'%regex':'(?i)SECRET','%regex':'SECRET'}}}"),
+    MISS("$options non-string i",
+         "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':['i']}}}"),
     MISS("$options s", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'s'}}}"),
     MISS("$options x", "{'find':'users','filter':{'name':{'%regex':'SECRET','%options':'x'}}}"),
     MISS("bson regex flags msx", "{'find':'users','filter':{'name':" RE("msx") "}}"),
@@ -276,6 +302,63 @@ static void test_inline_flag_parser(void **state)
 	assert_false(rule_regex_options_insensitive(NULL));
 }
 
+/* {filter: inner under `levels` nested $and arrays}, built bottom-up
+ * (libbson's JSON reader stops at 100 levels). */
+static bson_t *nested_and(int levels, bool regex)
+{
+	bson_t *cur = bson_new();
+	if (regex) {
+		bson_t ops;
+		BSON_APPEND_DOCUMENT_BEGIN(cur, "name", &ops);
+		BSON_APPEND_UTF8(&ops, "$regex", "^b");
+		BSON_APPEND_UTF8(&ops, "$options", "i");
+		bson_append_document_end(cur, &ops);
+	} else {
+		BSON_APPEND_UTF8(cur, "name", "b");
+	}
+	for (int i = 0; i < levels; i++) {
+		bson_t *up = bson_new(), arr;
+		BSON_APPEND_ARRAY_BEGIN(up, "$and", &arr);
+		BSON_APPEND_DOCUMENT(&arr, "0", cur);
+		bson_append_array_end(up, &arr);
+		bson_destroy(cur);
+		cur = up;
+	}
+	bson_t *outer = bson_new();
+	BSON_APPEND_DOCUMENT(outer, "filter", cur);
+	bson_destroy(cur);
+	return outer;
+}
+
+/* FerretDB runs a filter 100 $and levels deep; the walk stops at 100, so a
+ * regex below that must still be a hit, and so is any filter too deep to
+ * walk (mongod refuses those). Shallow nesting without a regex is no hit. */
+static void test_deep_filters_fail_closed(void **state)
+{
+	static const struct {
+		int levels;
+		bool regex, hit, too_deep;
+	} rows[] = {
+	    {98, true, true, false},   {99, true, true, false}, {100, true, true, true},
+	    {101, true, true, true},   {120, true, true, true}, {120, false, true, true},
+	    {60, false, false, false},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bson_t *doc = nested_and(rows[i].levels, rows[i].regex);
+		bson_iter_t it;
+		assert_true(bson_iter_init_find(&it, doc, "filter"));
+		regex_hit hit;
+		bool got = rule_regex_filter(&it, &hit);
+		if (got != rows[i].hit || (got && hit.too_deep != rows[i].too_deep))
+			fail_msg("%d levels, %s: hit %d too_deep %d (%s)", rows[i].levels,
+			         rows[i].regex ? "regex" : "no regex", got, got && hit.too_deep,
+			         got ? hit.how : "");
+		if (got && !hit.too_deep)
+			assert_string_equal(hit.field, "name");
+		bson_destroy(doc);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +367,7 @@ int main(void)
 	    cmocka_unit_test(test_table_block),
 	    cmocka_unit_test(test_rule_off_reports_nothing),
 	    cmocka_unit_test(test_inline_flag_parser),
+	    cmocka_unit_test(test_deep_filters_fail_closed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
