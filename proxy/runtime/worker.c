@@ -143,7 +143,8 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	w->base = event_base_new();
 	w->wakeup = w->base ? event_new(w->base, -1, EV_PERSIST, wakeup_cb, w) : NULL;
 	w->stage = evbuffer_new();
-	if (!w->wakeup || !w->stage) {
+	w->stage_replies = evbuffer_new();
+	if (!w->wakeup || !w->stage || !w->stage_replies) {
 		snprintf(err, errlen, "cannot create the event loop of worker %d", index);
 		return false;
 	}
@@ -156,6 +157,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .nconns = shared->nconns,
 	    .mx = &shared->metrics->shards[index],
 	    .stage = w->stage,
+	    .stage_replies = w->stage_replies,
 	    .capture = shared->capture,
 	    .on_closed = session_closed,
 	    .out_of_fds = out_of_fds,
@@ -214,6 +216,7 @@ void worker_join(worker *w)
 	pthread_join(w->thread, NULL);
 	event_free(w->wakeup);
 	evbuffer_free(w->stage);
+	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);
 	for (size_t i = 0; i < w->ninbox; i++) { /* handed over after the loop ended */
 		close(w->inbox[i].fd);

@@ -60,8 +60,8 @@ typedef struct worker {
 	const worker_shared *shared;
 	pthread_t thread;
 	struct event_base *base;
-	struct event *wakeup;   /* activated from other threads */
-	struct evbuffer *stage; /* its sessions' env.stage */
+	struct event *wakeup;                   /* activated from other threads */
+	struct evbuffer *stage, *stage_replies; /* its sessions' env.stage* */
 
 	pthread_mutex_t lock; /* guards the inbox only */
 	accepted_conn *inbox;

@@ -276,6 +276,15 @@ static char *reason_buf(session *s)
 	return s->end_reason ? s->end_reason : lost;
 }
 
+/* The same for the replies this turn of process_upstream relayed; called
+ * before anything else is written to the client. */
+static void flush_replies(session *s)
+{
+	size_t n = evbuffer_get_length(s->env.stage_replies);
+	if (n > 0)
+		relay_bytes(s->env.stage_replies, s->client, true, n);
+}
+
 static const char *unreachable_why(const session *s)
 {
 	return s->unreachable_why ? s->unreachable_why : "upstream unreachable";
@@ -326,6 +335,7 @@ static void flush_answers(session *s)
 	inflight *f;
 	while (!reply_framer_mid_reply(&s->framer) && (f = inflight_head(&s->inflight)) &&
 	       f->answer) {
+		flush_replies(s); /* the replies relayed before it go first */
 		evbuffer_add(client_out(s), f->answer, f->answer_len);
 		inflight_pop(&s->inflight);
 	}
@@ -605,6 +615,7 @@ static void refuse_frame(session *s, const uint8_t *hdr, const wire_error *err)
 		uint8_t *msg =
 		    make_error(s, h.opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY,
 		               h.request_id, err->code, err->code_name, err->msg, &len);
+		flush_replies(s);
 		if (msg)
 			evbuffer_add(client_out(s), msg, len);
 		free(msg);
@@ -990,16 +1001,18 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 		warn_load_balanced(s);
 }
 
-static void process_upstream(session *s)
+/* Relays what the upstream sent. The replies go through the worker's
+ * stage_replies and out together when it returns (flush_replies). */
+static void process_upstream_replies(session *s)
 {
-	struct evbuffer *out = client_out(s);
+	struct evbuffer *out = s->env.stage_replies;
 	/* complete_head() may resume the client side, which may end the
 	 * session: look again before every step. */
 	while (s->upstream &&
 	       (s->state == SESSION_ACTIVE || s->state == SESSION_WAITING ||
 	        (s->state == SESSION_FLUSHING && reply_framer_mid_reply(&s->framer)))) {
 		struct evbuffer *in = bufferevent_get_input(s->upstream);
-		if (evbuffer_get_length(out) >= OUT_HIGH) {
+		if (evbuffer_get_length(out) + evbuffer_get_length(client_out(s)) >= OUT_HIGH) {
 			s->upstream_paused = true;
 			bufferevent_disable(s->upstream, EV_READ);
 			return;
@@ -1046,7 +1059,7 @@ static void process_upstream(session *s)
 				note_reply_start(s);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
-			relay_bytes(in, s->client, true, st.n);
+			evbuffer_remove_buffer(in, out, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		case FRAMER_WHOLE:
@@ -1066,11 +1079,19 @@ static void process_upstream(session *s)
 	}
 }
 
+static void process_upstream(session *s)
+{
+	process_upstream_replies(s);
+	if (s->client)
+		flush_replies(s);
+}
+
 /* ---- states ---- */
 
 static void enter_flushing(session *s)
 {
 	evtimer_del(s->timer);
+	flush_replies(s);
 	if (s->upstream) {
 		/* a reply cut short must not be followed by anything else */
 		flush_answers(s);

@@ -47,8 +47,9 @@ typedef struct session_env {
 	/* The worker's scratch buffer: the requests one read forwards are
 	 * gathered here and written together (session.c, flush_stage). Empty
 	 * between events; shared by the worker's sessions, which run one at a
-	 * time. */
+	 * time. stage_replies does the same for the replies one read relays. */
 	struct evbuffer *stage;
+	struct evbuffer *stage_replies;
 	capture_sink *capture; /* NULL: not capturing (proxy/sinks/capture.h) */
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
