@@ -97,6 +97,14 @@ def until(fn, timeout: float = 10.0, what: str = "condition"):
         time.sleep(0.02)
 
 
+def send_first_half(sock, msg: bytes, raw: RawUpstream, marker: bytes, at_least: int) -> RawConn:
+    """Sends the first half of msg and returns the upstream connection once
+    at_least bytes of it have arrived there (so it was relayed early)."""
+    sock.sendall(msg[: len(msg) // 2])
+    return until(lambda: (c := raw.with_marker(marker)) and len(c.data) >= at_least and c,
+                 what="the first half upstream")
+
+
 def big_insert(marker: str, size: int, *, corrupt_last_byte: bool = False) -> bytes:
     msg = w.op_msg({"insert": "cut", "$db": "cutdb"},
                    sequences={"documents": [{"_id": marker, "blob": b"m" * size}]})
@@ -120,9 +128,7 @@ def test_large_insert_is_relayed_while_it_arrives(start_proxy, raw):
     p = start_proxy(raw.uri)
     msg = big_insert("cut-log", 3 * MiB)
     s = w.connect(p.port)
-    s.sendall(msg[: len(msg) // 2])
-    c = until(lambda: (c := raw.with_marker(b"cut-log")) and len(c.data) >= MiB and c,
-              what="the first half upstream")
+    c = send_first_half(s, msg, raw, b"cut-log", MiB)
     assert len(c.data) <= len(msg) // 2, "mongoguard cannot have more than the client sent"
     s.sendall(msg[len(msg) // 2:])
     until(lambda: len(c.data) >= len(msg), what="the whole request upstream")
@@ -160,9 +166,7 @@ def test_only_inserts_skip_rules_that_cannot_read_them(start_proxy, raw):
     p = start_proxy(raw.uri, config(case_insensitive_regex="block"))
     ins = big_insert("cut-ins", 2 * MiB)
     s = w.connect(p.port)
-    s.sendall(ins[: len(ins) // 2])
-    c = until(lambda: (c := raw.with_marker(b"cut-ins")) and len(c.data) >= MiB // 2 and c,
-              what="the insert's first half upstream")
+    c = send_first_half(s, ins, raw, b"cut-ins", MiB // 2)
     s.sendall(ins[len(ins) // 2:])
     until(lambda: len(c.data) >= len(ins))
     assert bytes(c.data) == ins
@@ -192,9 +196,7 @@ def test_malformed_large_request_never_completes_upstream(start_proxy, raw):
     msg = big_insert("cut-bad", 2 * MiB, corrupt_last_byte=True)
     s = w.connect(p.port)
     mark = p.log.mark()
-    s.sendall(msg[: len(msg) // 2])
-    c = until(lambda: (c := raw.with_marker(b"cut-bad")) and len(c.data) >= MiB // 2 and c,
-              what="the first half upstream")
+    c = send_first_half(s, msg, raw, b"cut-bad", MiB // 2)
     s.sendall(msg[len(msg) // 2:])
     body = reply_of(s)
     assert body["ok"] == 0, body
@@ -211,9 +213,7 @@ def test_reload_to_block_mid_request_stops_it(start_proxy, raw):
     p = start_proxy(raw.uri, config(large_document="log"), extra_args=["--workers", "1"])
     msg = big_insert("cut-race", 3 * MiB)
     s = w.connect(p.port)
-    s.sendall(msg[: len(msg) // 2])
-    c = until(lambda: (c := raw.with_marker(b"cut-race")) and len(c.data) >= MiB and c,
-              what="the first half upstream")
+    c = send_first_half(s, msg, raw, b"cut-race", MiB)
     mark = p.log.mark()
     p.config_path.write_text(config(large_document="block", case_insensitive_regex="block"))
     p.proc.send_signal(signal.SIGHUP)
