@@ -3,8 +3,11 @@
 # rebuilds what changed. Used by scripts/run.sh and scripts/test.sh.
 #
 #   scripts/setup.sh            system packages, FerretDB, build/mongoguard
-#   scripts/setup.sh --tests    also the test clients (Python venv, npm) and
-#                               the sanitizer build in build-asan/
+#   scripts/setup.sh --tests    also the test clients (Python venv, npm),
+#                               valgrind and clang (libFuzzer), and the
+#                               sanitizer builds in build-asan/ (ASan+UBSan)
+#                               and build-tsan/ (ThreadSanitizer, the program
+#                               only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -23,6 +26,10 @@ if [ $with_tests = 1 ]; then
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
   pkgs+=(python3-venv haproxy prometheus systemd openssl)
   pkgs+=(chromium) # the HTML report test (headless)
+  pkgs+=(valgrind) # scripts/memcheck.sh
+  # the fuzz smoke (tests/fuzz/run_all.sh): clang, and its runtime
+  # libraries, where libFuzzer lives (only recommended by clang)
+  pkgs+=(clang libclang-rt-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -64,6 +71,12 @@ if [ $with_tests = 1 ]; then
   say "Building the sanitizer build in build-asan/"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMG_SANITIZE=ON >/dev/null
   cmake --build build-asan
+  # TSan and ASan cannot share a binary. Only mongoguard itself: the
+  # integration suite's multi-worker run is what goes through it.
+  say "Building the ThreadSanitizer build in build-tsan/"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMG_TSAN=ON \
+    -DMG_TESTS=OFF >/dev/null
+  cmake --build build-tsan
 
   # ---- test clients, pinned ------------------------------------------------
   if [ ! -x build/venv/bin/python ] ||

@@ -60,7 +60,11 @@ struct capture_sink {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	item *head, *tail;
-	size_t nqueued, queued_bytes;
+	size_t nqueued;
+	/* Written under the lock; atomic (relaxed) because the reply path also
+	 * reads it without the lock, for its early budget check. A plain size_t
+	 * there was a data race (ThreadSanitizer, multi-worker capture). */
+	atomic_size_t queued_bytes;
 	bool stopping;
 	uint64_t dropped; /* since the last gap record */
 	int64_t drop_from, drop_to;
@@ -113,7 +117,7 @@ static void enqueue(capture_sink *c, item *it)
 	size_t cost = it->nbytes + sizeof(*it);
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping || c->nqueued >= MAX_QUEUED_ITEMS ||
-	    c->queued_bytes + cost > c->queue_budget) {
+	    atomic_load_explicit(&c->queued_bytes, memory_order_relaxed) + cost > c->queue_budget) {
 		if (!c->dropped)
 			c->drop_from = it->t_us;
 		c->drop_to = it->t_us;
@@ -130,7 +134,7 @@ static void enqueue(capture_sink *c, item *it)
 		c->head = it;
 	c->tail = it;
 	c->nqueued++;
-	c->queued_bytes += cost;
+	atomic_fetch_add_explicit(&c->queued_bytes, cost, memory_order_relaxed);
 	bool wake = c->nqueued == 1;
 	pthread_mutex_unlock(&c->lock);
 	if (wake)
@@ -186,8 +190,8 @@ uint8_t *capture_sink_reply_buffer(capture_sink *c, size_t len)
 {
 	if (len > (size_t)c->s.max_reply_kb * 1024)
 		return NULL;
-	/* A racy look at the budget is enough: enqueue() decides for real. */
-	if (c->queued_bytes + len > c->queue_budget)
+	/* An unlocked look at the budget is enough: enqueue() decides for real. */
+	if (atomic_load_explicit(&c->queued_bytes, memory_order_relaxed) + len > c->queue_budget)
 		return NULL;
 	return malloc(len);
 }
@@ -537,7 +541,7 @@ static void *writer_main(void *arg)
 		item *batch = c->head;
 		c->head = c->tail = NULL;
 		c->nqueued = 0;
-		c->queued_bytes = 0;
+		atomic_store_explicit(&c->queued_bytes, 0, memory_order_relaxed);
 		uint64_t dropped = c->dropped;
 		int64_t from = c->drop_from, to = c->drop_to;
 		c->dropped = 0;

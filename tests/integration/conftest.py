@@ -227,6 +227,21 @@ def line_text(ln: dict) -> str:
     return json.dumps(ln, default=str)
 
 
+# MONGOGUARD_TEST_WORKERS=N: every proxy the fixtures start runs N worker
+# threads, whatever the machine's core count, unless the test passes its own
+# --workers. scripts/test.sh uses it to run a subset through the
+# ThreadSanitizer build with more than one worker. The flag wins over a
+# `workers` key in the config file, at start and on reload.
+TEST_WORKERS = os.environ.get("MONGOGUARD_TEST_WORKERS")
+
+
+def workers_mode_args(args: list[str]) -> list[str]:
+    if not TEST_WORKERS or any(a in ("-w", "--workers") or a.startswith("--workers=")
+                               for a in args):
+        return []
+    return ["--workers", TEST_WORKERS]
+
+
 class Proxy:
     _seq = itertools.count(1)
 
@@ -250,6 +265,7 @@ class Proxy:
         self.args += ["--listen", f"127.0.0.1:{self.port}", "--upstream", upstream_uri,
                       "--log", str(self.log_path) if log_to_file else "-"]
         self.args += extra_args or []
+        self.args += workers_mode_args(self.args)
         self.upstream_uri = upstream_uri
         self.log = ProxyLog(self.log_path if log_to_file else self.out_path)
         self._out = open(self.out_path, "wb")
