@@ -65,6 +65,7 @@ typedef struct server {
 	uint32_t accept_backoff_ms; /* 0 while accepting works */
 	int64_t accept_quiet_at;    /* after a pause: accepting counts as working from here */
 	bool accept_paused;
+	bool accept_recovering; /* paused since the last accept: the next one is logged */
 
 	struct event_base *base;
 	listen_ctx listeners[PLAN_MAX_LISTENERS];
@@ -215,11 +216,15 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	listen_ctx *lc = arg;
 	server *srv = lc->srv;
-	if (srv->accept_backoff_ms && !srv->accept_paused && mg_now_ms() > srv->accept_quiet_at) {
-		srv->accept_backoff_ms = 0;
+	/* the first connection accepted after a pause says so; the back-off
+	 * starts afresh only after a quiet spell (pause_accepting) */
+	if (srv->accept_recovering && !srv->accept_paused) {
+		srv->accept_recovering = false;
 		log_reason(LOG_INFO, "NETWORK", LOGID_LISTENING, NULL,
 		           "Accepting connections again");
 	}
+	if (srv->accept_backoff_ms && !srv->accept_paused && mg_now_ms() > srv->accept_quiet_at)
+		srv->accept_backoff_ms = 0;
 	if (atomic_load(&srv->nconns) >= srv->cfg->max_connections) {
 		close(fd);
 		mx_add_shared(&srv->metrics->refused, 1);
@@ -271,6 +276,7 @@ static void pause_accepting(server *srv, int err)
 	                             ? ACCEPT_BACKOFF_MAX_MS
 	                             : srv->accept_backoff_ms * 2;
 	srv->accept_paused = true;
+	srv->accept_recovering = true;
 	set_listening(srv, false);
 	mx_add_shared(&srv->metrics->accept_pauses, 1);
 	log_line *ln = log_begin(first ? LOG_WARNING : LOG_DEBUG, "NETWORK", LOGID_CONN_REFUSED,
