@@ -864,7 +864,8 @@ void aggregator_finish(aggregator *a)
 	}
 	for (size_t i = 0; i < m->nshapes; i++) {
 		model_shape *s = &m->shapes[i];
-		qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
+		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
+			qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
 		s->p50 = pct(s->lat_us, s->nlat, 0.50);
 		s->p95 = pct(s->lat_us, s->nlat, 0.95);
 		s->p99 = pct(s->lat_us, s->nlat, 0.99);

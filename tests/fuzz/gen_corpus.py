@@ -362,6 +362,37 @@ rules:
 """
 
 
+def config_dict():
+    """config.dict for fuzz_config: every key the loader compares
+    (proxy/runtime/config.c), the rule names and parameter names
+    (analyzers/rule_*.c), the keys of configs/*.yaml, the actions, and YAML
+    syntax."""
+    root = os.path.join(HERE, "..", "..")
+    words = set()
+    src = open(os.path.join(root, "proxy", "runtime", "config.c")).read()
+    words.update(re.findall(r'strcmp\((?:key|s), "([^"]+)"\)', src))
+    words.update(re.findall(r'get_\w+\(x, v, "([A-Za-z][^" ]*)"', src))
+    adir = os.path.join(root, "analyzers")
+    for name in os.listdir(adir):
+        if name.startswith("rule_") and name.endswith(".c"):
+            text = open(os.path.join(adir, name)).read()
+            words.update(re.findall(r'\.name = "([^"]+)"', text))
+            words.update(re.findall(r'\{"([A-Za-z]+)", RULE_PARAM_', text))
+    cdir = os.path.join(root, "configs")
+    for name in os.listdir(cdir):
+        if name.endswith(".yaml"):
+            words.update(re.findall(r"^\s*-?\s*([A-Za-z][\w.-]*):", open(os.path.join(cdir, name)).read(),
+                                    re.M))
+    words.update(["off", "log", "dry-run", "block", "true", "false", "127.0.0.1:27017",
+                  "mongodb://", "mongodb+srv://", "shop.*"])
+    syntax = [": ", "\\x0a", "\\x0a  ", "- ", "[", "]", "{", "}", "&a", "*a", "!!str", "---", "'", "\\\"", "|", ">"]
+    lines = ["# fuzz_config: keys and values the loader reads (written by gen_corpus.py)"]
+    lines += ['"%s"' % w for w in sorted(words)]
+    lines += ['"%s"' % w for w in syntax]
+    with open(os.path.join(HERE, "config.dict"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -403,6 +434,7 @@ def main():
         write("fuzz_capture", name, data)
     for name, data in config_seeds():
         write("fuzz_config", name, data)
+    config_dict()
     # the per-rule targets read command bodies, as fuzz_bson_command does
     for rule in ("regex", "push", "lookup", "sort", "scan", "doc"):
         for name, body in BODIES.items():
