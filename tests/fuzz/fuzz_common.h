@@ -27,6 +27,8 @@
 #include "protocol/cmdview.h"
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"
+#include "protocol/opquery.h"
+#include "protocol/reply.h"
 
 static engine *fz_plain, *fz_indexed;
 static int64_t fz_clock;
@@ -131,6 +133,40 @@ static inline void fz_setup(void)
 	fz_indexed = engine_new(&cfg, fz_ic, fz_sink, &fz_sink_total);
 }
 
+/* The error reply a block sends, as the session builds it: it must parse
+ * as the form asked for, and its body be valid BSON with valid UTF-8 (a
+ * driver that cannot decode it never shows the block message). */
+static void fz_check_block_reply(const block_info *b, reply_form form)
+{
+	size_t len = 0;
+	uint8_t *msg = reply_error(form, 5, 3, 13, "Unauthorized", b->errmsg, NULL, &len);
+	if (!msg)
+		abort();
+	wire_error err = {0};
+	const uint8_t *body = NULL;
+	size_t body_len = 0;
+	if (len < WIRE_HEADER_LEN || wire_read_i32(msg) != (int32_t)len)
+		abort();
+	if (form == REPLY_FORM_OPMSG) {
+		opmsg m;
+		if (!opmsg_parse(msg, len, &m, &err))
+			abort();
+		body = m.body;
+		body_len = m.body_len;
+	} else {
+		opreply r;
+		if (!opreply_parse(msg, len, &r, &err))
+			abort();
+		body = r.docs;
+		body_len = r.docs_len;
+	}
+	bson_t doc;
+	if (!bson_init_static(&doc, body, body_len) ||
+	    !bson_validate(&doc, BSON_VALIDATE_UTF8, NULL))
+		abort();
+	free(msg);
+}
+
 /* Runs a decoded command through the engines es[0..n), as the proxy would. */
 static void fz_run(engine *const *es, int n, const cmdview *v)
 {
@@ -148,6 +184,9 @@ static void fz_run(engine *const *es, int n, const cmdview *v)
 			abort(); /* block message must be terminated */
 		if (r == VERDICT_BLOCK && fz_only_rule >= 0 && (int)b.rule != fz_only_rule)
 			abort(); /* blocked by a rule that is off */
+		if (r == VERDICT_BLOCK)
+			fz_check_block_reply(&b, (fz_clock & 16) ? REPLY_FORM_OPREPLY
+			                                         : REPLY_FORM_OPMSG);
 		if (r == VERDICT_WAIT_INDEXES)
 			abort(); /* no_wait must never wait */
 		engine_note_ddl(es[i], v);
