@@ -105,7 +105,7 @@ for t in "${targets[@]}"; do
 	elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }')
 	execs=$(awk '/^stat::number_of_executed_units/ { print $2 }' "$log")
 	execs=${execs:-0}
-	rate=$(awk -v e="$execs" -v s="$elapsed" 'BEGIN { printf "%.0f", s > 0 ? e / s : 0 }')
+	rate=$(awk -v e="$execs" -v s="$elapsed" 'BEGIN { printf "%.0f", (s > 0 ? e / s : 0) }')
 	# the last status line that reports coverage (DONE, or the line before
 	# a crash)
 	cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$log" | tail -1 || true)
