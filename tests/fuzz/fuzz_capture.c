@@ -60,7 +60,8 @@ static void render(const model *m)
 	bson_t b;
 	bson_error_t err;
 	if (!bson_init_from_json(&b, json, (ssize_t)json_len, &err)) {
-		fprintf(stderr, "report JSON does not parse: %s\n", err.message);
+		fprintf(stderr, "report JSON does not parse: %s\n%.*s\n", err.message,
+		        (int)(json_len < 4000 ? json_len : 4000), json);
 		abort();
 	}
 	bson_destroy(&b);
