@@ -53,7 +53,10 @@ static uint32_t le32(const uint8_t *p)
 static uint32_t prefixed(const uint8_t *p, uint32_t avail, uint32_t min, uint32_t head,
                          uint32_t extra)
 {
-	if (avail < head + extra)
+	/* the 4-byte prefix must fit too: a document's head is 0 (its length
+	 * counts itself), and 1-3 bytes before the container's end are no
+	 * length (fuzz_rule_doc: crash-doc-short-length-prefix) */
+	if (avail < 4 || avail < head + extra)
 		return 0;
 	uint32_t l = le32(p);
 	if (l < min || l > avail - head - extra)

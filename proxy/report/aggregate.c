@@ -455,6 +455,29 @@ static int64_t rec_int(const bson_t *rec, const char *key, int64_t def)
 	           : def;
 }
 
+/* Counts, sizes and latencies from a record, as the totals may take them:
+ * a capture file can hold anything, and a negative or absurd value would
+ * make every total it joins meaningless (as uint64_t, a 20-digit number in
+ * the JSON report; as int64_t, an overflow). No real reply, batch or wait
+ * comes near 2^40. (fuzz_capture: crash-report-negative-time.) */
+#define REC_MAX_COUNT ((int64_t)1 << 40)
+static int64_t clamp_count(int64_t v)
+{
+	return v < 0 ? 0 : v > REC_MAX_COUNT ? REC_MAX_COUNT : v;
+}
+
+static uint64_t rec_count(const bson_t *rec, const char *key)
+{
+	return (uint64_t)clamp_count(rec_int(rec, key, 0));
+}
+
+/* A record's time, µs since the epoch; before 1970 is corruption. */
+static int64_t rec_time(const bson_t *rec)
+{
+	int64_t t = rec_int(rec, "t", 0);
+	return t < 0 ? 0 : t;
+}
+
 static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
 {
 	uint64_t k = fnv(&a->instance, sizeof a->instance, FNV0);
@@ -512,7 +535,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	uint8_t *msg = capture_request_message(rec, &len);
 	request r;
 	wire_error err = {0};
-	int64_t t = rec_int(rec, "t", 0);
+	int64_t t = rec_time(rec);
 	const char *app = rec_str(rec, "app");
 	if (!msg)
 		return;
@@ -577,7 +600,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 {
 	model *m = a->m;
 	m->replies++;
-	int64_t t = rec_int(rec, "t", 0);
+	int64_t t = rec_time(rec);
 	note_time(m, t);
 	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
@@ -588,9 +611,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	*pp = p->next;
 	m->paired++;
 	model_shape *s = &m->shapes[p->shape - 1];
-	int64_t lat = t - p->t_us;
-	if (lat < 0)
-		lat = 0;
+	int64_t lat = clamp_count(t - p->t_us); /* both >= 0: no overflow */
 	if (s->nlat == s->caplat) {
 		s->caplat = s->caplat ? s->caplat * 2 : 16;
 		int64_t *nl = realloc(s->lat_us, s->caplat * sizeof *nl);
@@ -601,14 +622,13 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	s->lat_us[s->nlat++] = lat;
 	s->total_us += lat;
 	app_get(a, s->app)->total_us += lat;
-	s->bytes += (uint64_t)rec_int(rec, "len", 0);
+	s->bytes += rec_count(rec, "len");
 	bson_iter_t it;
 	if (bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it))
 		s->errors++;
-	int64_t n = rec_int(rec, "n", 0);
 	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
 	    !strcmp(s->command, "getMore"))
-		s->docs += (uint64_t)(n > 0 ? n : 0);
+		s->docs += rec_count(rec, "n");
 	if (p->ns) {
 		model_ns *ns = &m->nss[p->ns - 1];
 		bson_iter_t d, c;
@@ -618,8 +638,9 @@ static void on_reply(aggregator *a, const bson_t *rec)
 			const uint8_t *data;
 			bson_iter_document(&d, &l, &data);
 			if (bson_init_static(&docs, data, l)) {
-				int64_t dn = rec_int(&docs, "n", 0), mx = rec_int(&docs, "max", 0);
-				int64_t tot = rec_int(&docs, "total", 0);
+				int64_t dn = (int64_t)rec_count(&docs, "n");
+				int64_t mx = (int64_t)rec_count(&docs, "max");
+				int64_t tot = (int64_t)rec_count(&docs, "total");
 				ns->docs += (uint64_t)dn;
 				ns->doc_bytes += (uint64_t)tot;
 				if (mx > ns->doc_max)
@@ -812,7 +833,7 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	case CAPTURE_REC_GAP:
 		if (pass == 2) {
 			a->m->gaps++;
-			a->m->dropped += (uint64_t)rec_int(rec, "dropped", 0);
+			a->m->dropped += rec_count(rec, "dropped");
 		}
 		break;
 	default:
@@ -864,7 +885,8 @@ void aggregator_finish(aggregator *a)
 	}
 	for (size_t i = 0; i < m->nshapes; i++) {
 		model_shape *s = &m->shapes[i];
-		qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
+		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
+			qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
 		s->p50 = pct(s->lat_us, s->nlat, 0.50);
 		s->p95 = pct(s->lat_us, s->nlat, 0.95);
 		s->p99 = pct(s->lat_us, s->nlat, 0.99);

@@ -45,15 +45,7 @@ static void analyse(const request *r)
 		(void)handshake_has_compression(v);
 		check_stripped(r);
 	}
-	/* the iterator the rules use on kind-1 sequences and body arrays */
-	static const char *const fields[] = {"documents", "updates", "deletes", "ops", "nsInfo"};
-	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-		cmdview_docs d;
-		bson_t doc;
-		cmdview_docs_init(&d, v, fields[i]);
-		while (cmdview_docs_next(&d, &doc))
-			(void)bson_count_keys(&doc);
-	}
+	fz_walk_docs(v);
 	fz_analyze(v);
 }
 

@@ -27,6 +27,10 @@ class I64(int):
     pass
 
 
+class Date(int):
+    pass
+
+
 def cstr(s):
     return s.encode() + b"\0"
 
@@ -35,6 +39,8 @@ def element(key, v):
     k = cstr(key)
     if isinstance(v, bool):
         return b"\x08" + k + (b"\x01" if v else b"\x00")
+    if isinstance(v, Date):
+        return b"\x09" + k + struct.pack("<q", v)
     if isinstance(v, I64):
         return b"\x12" + k + struct.pack("<q", v)
     if isinstance(v, int):
@@ -46,6 +52,8 @@ def element(key, v):
         return b"\x02" + k + struct.pack("<i", len(b)) + b
     if v is None:
         return b"\x0a" + k
+    if isinstance(v, (bytes, bytearray)):
+        return b"\x05" + k + struct.pack("<i", len(v)) + b"\x00" + bytes(v)
     if isinstance(v, Regex):
         return b"\x0b" + k + cstr(v.pattern) + cstr(v.options)
     if isinstance(v, dict):
@@ -69,9 +77,14 @@ def header(length, opcode, req=1, resp=0):
     return struct.pack("<iiii", length, req, resp, opcode)
 
 
-def opmsg(body, seqs=b"", flags=0):
+def opmsg(body, seqs=b"", flags=0, req=1, resp=0):
     rest = struct.pack("<I", flags) + b"\x00" + doc(body) + seqs
-    return header(16 + len(rest), 2013) + rest
+    return header(16 + len(rest), 2013, req, resp) + rest
+
+
+def opreply(body, req=1, resp=0, flags=8):
+    rest = struct.pack("<iqii", flags, 0, 0, 1) + doc(body)
+    return header(16 + len(rest), 1, req, resp) + rest
 
 
 def opquery(ns, query):
@@ -225,6 +238,161 @@ def fixtures():
         yield name, bytes(int(x, 16) for x in re.findall(r"0x[0-9a-fA-F]{2}", body))
 
 
+def reply_seeds():
+    """fuzz_reply seeds: 3 control bytes (fuzz_reply.c), then a reply
+    stream: the real FerretDB replies, an exhaust stream, a reply nothing
+    waits for, OP_REPLY, OP_COMPRESSED and a hello answered whole."""
+    fx = dict(fixtures())
+    real = (fx["fx_ferretdb_insert_reply_opmsg"] + fx["fx_ferretdb_find_reply_opmsg"] +
+            fx["fx_ferretdb_error_reply_opmsg"])
+    yield "ferretdb-replies", bytes([8 | 3, 1, 0]) + real
+    yield "ferretdb-ismaster-whole", bytes([8 | 16 | 1, 2, 1]) + fx["fx_ferretdb_ismaster_opreply"]
+    more = 2  # moreToCome
+    exhaust = (opmsg({"ok": 1, "n": 1}, flags=more, req=300, resp=7) +
+               opmsg({"ok": 1, "n": 2}, flags=more, req=301, resp=300) +
+               opmsg({"ok": 1, "n": 3}, req=302, resp=301))
+    yield "exhaust", bytes([1, 3, 0]) + struct.pack("<i", 7) + exhaust
+    stale = opmsg({"ok": 1}, req=200, resp=9) + opmsg({"ok": 1, "x": "y"}, req=201, resp=5)
+    yield "stale-then-real", bytes([1, 4, 0]) + struct.pack("<i", 5) + stale
+    yield "opreply", bytes([8 | 1, 5, 0]) + opreply({"ok": 1, "ismaster": True}, 2, 11)
+    yield "compressed", bytes([8 | 2, 6, 0]) + compressed(
+        opmsg({"ok": 1, "cursor": {"id": I64(0), "ns": "test.c", "firstBatch": []}}, resp=4), 2) + \
+        compressed(opmsg({"ok": 1}, req=3, resp=5), 0)
+    yield "hello-whole", bytes([8 | 16 | 2, 7, 3]) + opmsg(HELLO_RS, resp=1) + opmsg(HELLO_RS, resp=2)
+
+
+HELLO_RS = {"isWritablePrimary": True, "topologyVersion": {"counter": I64(0)},
+            "hosts": ["db1.example:27017", "db2.example:27018", "DB3.example:27017", "db9:1"],
+            "passives": ["[::1]:27019"], "arbiters": ["db2.example:27018"],
+            "setName": "rs0", "setVersion": 1, "primary": "db1.example:27017",
+            "me": "db0.example:27017", "maxWireVersion": 17, "ok": 1.0}
+
+
+def hello_seeds():
+    """fuzz_hello seeds: a control byte (fuzz_hello.c), then a hello reply
+    body (or, with bit 6, a whole reply)."""
+    fx = dict(fixtures())
+    yield "rs-opmsg", bytes([4 | 8]) + doc(HELLO_RS)
+    yield "rs-opreply-self", bytes([32 | 3 | 16]) + doc(HELLO_RS)
+    yield "rs-checksum", bytes([128 | 4]) + doc(HELLO_RS)
+    yield "mongos", bytes([2]) + doc({"ismaster": True, "msg": "isdbgrid", "ok": 1.0})
+    yield "lb", bytes([1]) + doc({"ismaster": True, "serviceId": "x", "hosts": ["db1.example"],
+                                  "ok": 1.0})
+    yield "standalone", bytes([0]) + doc({"ismaster": True, "maxWireVersion": 13, "ok": 1.0})
+    yield "ferretdb-raw", bytes([64 | 8]) + fx["fx_ferretdb_ismaster_opreply"]
+
+
+def capture_seeds():
+    """fuzz_capture seeds: small capture files (protocol/capture.h): a
+    header, index snapshots, requests (whole messages and redacted bodies),
+    replies and a gap."""
+    fx = dict(fixtures())
+    hdr = doc({"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.1.0",
+               "instance": "fz", "redaction": "none", "start": Date(1700000000000),
+               "startUs": I64(1700000000000000),
+               "rules": {"case-insensitive-regex": {"action": "block"},
+                         "index-mismatched-sort": {"action": "log"}}})
+    idx = doc({"k": "indexes", "t": I64(1700000000000001), "ns": "test.c",
+               "indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"},
+                           {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1"}]})
+    opaque = doc({"k": "indexes", "t": I64(1700000000000002), "ns": "test.view",
+                  "opaque": "a view"})
+
+    def req(t, rid, op, ns, **kw):
+        r = {"k": "req", "t": I64(t), "conn": I64(1), "client": "127.0.0.1:5000",
+             "app": "fuzzapp", "rid": rid, "op": op, "db": ns.split(".")[0], "ns": ns,
+             "len": I64(100), "mtc": False, "verdict": "forward"}
+        r.update(kw)
+        return doc(r)
+
+    def rep(t, rt, **kw):
+        r = {"k": "reply", "t": I64(t), "conn": I64(1), "rt": rt, "len": I64(60), "ok": True,
+             "code": 0, "n": I64(1), "cid": I64(0)}
+        r.update(kw)
+        return doc(r)
+
+    find = fx["fx_pymongo_find_opmsg"]
+    sort = opmsg(dict(BODIES["find_sort_hint"], **{"$db": "test"}))
+    whole = (hdr + idx + opaque +
+             req(1700000000000010, 1, "find", "test.c", msg=find) +
+             rep(1700000000000020, 1, docs={"n": I64(1), "max": I64(40), "total": I64(40)},
+                 arrays={"tags": I64(3)}) +
+             req(1700000000000030, 2, "find", "test.c", msg=sort) +
+             rep(1700000000000040, 2, ok=False, code=2) +
+             doc({"k": "gap", "t": I64(1700000000000050), "dropped": I64(3),
+                  "from": I64(1700000000000041), "to": I64(1700000000000049)}))
+    yield "whole-messages", whole
+    red = doc({"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.1.0",
+               "instance": "fz2", "redaction": "shapes", "start": Date(1700000000000),
+               "startUs": I64(1700000000000000), "rules": {}})
+    body = {"find": "c", "filter": {"name": Regex("^?", "i")}, "sort": {"b": 1}}
+    ins_seq = {"documents": [{"_id": 0, "a": "?"}, {"$size": 40}]}
+    yield "redacted", (red + idx +
+                       req(1700000000000010, 1, "find", "test.c", body=body, seqs={}) +
+                       req(1700000000000011, 2, "insert", "test.c", body={"insert": "c"},
+                           seqs=ins_seq) +
+                       rep(1700000000000020, 1) + rep(1700000000000021, 2))
+    yield "header-only", hdr
+    yield "cut-short", whole[:len(whole) - 7]
+
+
+def config_seeds():
+    """fuzz_config seeds: the shipped configs/*.yaml, plus one that sets
+    members, scopes and the sinks."""
+    d = os.path.join(HERE, "..", "..", "configs")
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".yaml"):
+            yield name[:-5], open(os.path.join(d, name), "rb").read()
+    yield "members-scopes", b"""net:
+  listen: 127.0.0.1:27018
+upstream:
+  uri: mongodb://db1.example:27017/?replicaSet=rs0
+  members:
+    - host: db1.example:27017
+      listen: 127.0.0.1:27101
+    - {host: "db2.example:27017", listen: "127.0.0.1:27102"}
+rules:
+  case-insensitive-regex:
+    action: block
+    scopes:
+      - namespaces: ["shop.*"]
+        apps: [web*]
+        action: dry-run
+  large-document: {action: log, maxBytes: 1048576}
+"""
+
+
+def config_dict():
+    """config.dict for fuzz_config: every key the loader compares
+    (proxy/runtime/config.c), the rule names and parameter names
+    (analyzers/rule_*.c), the keys of configs/*.yaml, the actions, and YAML
+    syntax."""
+    root = os.path.join(HERE, "..", "..")
+    words = set()
+    src = open(os.path.join(root, "proxy", "runtime", "config.c")).read()
+    words.update(re.findall(r'strcmp\((?:key|s), "([^"]+)"\)', src))
+    words.update(re.findall(r'get_\w+\(x, v, "([A-Za-z][^" ]*)"', src))
+    adir = os.path.join(root, "analyzers")
+    for name in os.listdir(adir):
+        if name.startswith("rule_") and name.endswith(".c"):
+            text = open(os.path.join(adir, name)).read()
+            words.update(re.findall(r'\.name = "([^"]+)"', text))
+            words.update(re.findall(r'\{"([A-Za-z]+)", RULE_PARAM_', text))
+    cdir = os.path.join(root, "configs")
+    for name in os.listdir(cdir):
+        if name.endswith(".yaml"):
+            words.update(re.findall(r"^\s*-?\s*([A-Za-z][\w.-]*):", open(os.path.join(cdir, name)).read(),
+                                    re.M))
+    words.update(["off", "log", "dry-run", "block", "true", "false", "127.0.0.1:27017",
+                  "mongodb://", "mongodb+srv://", "shop.*"])
+    syntax = [": ", "\\x0a", "\\x0a  ", "- ", "[", "]", "{", "}", "&a", "*a", "!!str", "---", "'", "\\\"", "|", ">"]
+    lines = ["# fuzz_config: keys and values the loader reads (written by gen_corpus.py)"]
+    lines += ['"%s"' % w for w in sorted(words)]
+    lines += ['"%s"' % w for w in syntax]
+    with open(os.path.join(HERE, "config.dict"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -257,6 +425,22 @@ def main():
         write("fuzz_bson_validate", name, data)
     for name, data in fixtures():
         write("fuzz_request", "fixture-" + name, data)
+
+    for name, data in reply_seeds():
+        write("fuzz_reply", name, data)
+    for name, data in hello_seeds():
+        write("fuzz_hello", name, data)
+    for name, data in capture_seeds():
+        write("fuzz_capture", name, data)
+    for name, data in config_seeds():
+        write("fuzz_config", name, data)
+    config_dict()
+    # the per-rule targets read command bodies, as fuzz_bson_command does
+    for rule in ("regex", "push", "lookup", "sort", "scan", "doc"):
+        for name, body in BODIES.items():
+            write("fuzz_rule_" + rule, name, doc(body))
+        for name, (body, seqs) in SEQ_BODIES.items():
+            write("fuzz_rule_" + rule, name, doc(body) + seqs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,5 @@
+/* libFuzzer target: the unbounded-push (analyzers/rule_push.c) rule alone, at block (fuzz_rule.h).
+ */
+#include "fuzz_rule.h"
+
+FZ_RULE_TARGET(RULE_UNBOUNDED_PUSH)

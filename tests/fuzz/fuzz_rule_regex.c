@@ -1,0 +1,5 @@
+/* libFuzzer target: the case-insensitive-regex (analyzers/rule_regex.c) rule alone, at block
+ * (fuzz_rule.h). */
+#include "fuzz_rule.h"
+
+FZ_RULE_TARGET(RULE_CASE_INSENSITIVE_REGEX)
