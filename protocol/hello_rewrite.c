@@ -47,6 +47,8 @@ const char *hello_map_lookup(const hello_map *map, const char *host)
 	return NULL;
 }
 
+#define NOT_A_STRING "(a host name that is not a string)"
+
 static void note_unmapped(hello_rewrite_result *out, const char *host)
 {
 	for (unsigned i = 0; i < out->nunmapped && i < HELLO_MAX_UNMAPPED; i++)
@@ -73,8 +75,10 @@ static bool rewrite_list(bson_iter_t *it, const char *key, const hello_map *map,
 		const char *ikey;
 		bson_uint32_to_string(i, &ikey, idx, sizeof(idx));
 		if (!BSON_ITER_HOLDS_UTF8(&child)) {
-			bson_append_iter(&arr, ikey, -1, &child);
-			i++;
+			/* no server sends one; a driver that reads a symbol as a
+			 * string would dial it, around mongoguard */
+			note_unmapped(out, NOT_A_STRING);
+			changed = true;
 			continue;
 		}
 		const char *host = bson_iter_utf8(&child, NULL);
@@ -115,6 +119,12 @@ static bool rewrite_body(const bson_t *body, const hello_map *map, bson_t *doc,
 		         !strcmp(bson_iter_utf8(&it, NULL), "isdbgrid"))
 			out->mongos = true;
 		bool me = !strcmp(key, "me");
+		if ((me || !strcmp(key, "primary")) && !BSON_ITER_HOLDS_UTF8(&it)) {
+			note_unmapped(out, NOT_A_STRING); /* as in rewrite_list */
+			out->primary_dropped |= !me;
+			changed = true;
+			continue;
+		}
 		if ((me || !strcmp(key, "primary")) && BSON_ITER_HOLDS_UTF8(&it)) {
 			const char *host = bson_iter_utf8(&it, NULL);
 			/* `me` is the member this connection is paired with,

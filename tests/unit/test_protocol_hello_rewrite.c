@@ -278,6 +278,25 @@ static void test_checksum_dropped_more_to_come_kept(void **state)
 	free(in);
 }
 
+/* A host that is not a string (a symbol, say) is no name a server sends, but
+ * a driver that reads symbols as strings would dial it, around mongoguard:
+ * left out like an unmapped host, in the lists and as primary or me. */
+static void test_non_string_hosts_left_out(void **state)
+{
+	hello_map map = map_for("db1.example:27017", "127.0.0.1:27018");
+	hello_rewrite_result r;
+	char *out = rewrite_ok(
+	    "{\"hosts\": [\"db1.example:27017\", {\"$symbol\": \"evil.example:27017\"}, 7], "
+	    "\"passives\": [{\"$symbol\": \"db4.example:27017\"}], \"setName\": \"rs0\", "
+	    "\"primary\": {\"$symbol\": \"evil.example:27017\"}, \"me\": null, \"ok\": 1}",
+	    &map, &r);
+	assert_string_equal(out, "{ \"hosts\" : [ \"127.0.0.1:27018\" ], \"passives\" : [  ], "
+	                         "\"setName\" : \"rs0\", \"ok\" : 1 }");
+	assert_true(r.nunmapped >= 1);
+	assert_true(r.primary_dropped);
+	bson_free(out);
+}
+
 static void test_invalid(void **state)
 {
 	hello_map map = map_for("db1.example:27017", "127.0.0.1:27018");
@@ -306,6 +325,7 @@ int main(void)
 	    cmocka_unit_test(test_names_compare_loosely),
 	    cmocka_unit_test(test_op_reply),
 	    cmocka_unit_test(test_checksum_dropped_more_to_come_kept),
+	    cmocka_unit_test(test_non_string_hosts_left_out),
 	    cmocka_unit_test(test_invalid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
