@@ -7,7 +7,9 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -58,6 +60,20 @@ bool admin_read_token(const char *path, char *out, size_t size, char *err, size_
 	}
 	snprintf(out, size, "%s", s);
 	return true;
+}
+
+/* 127.0.0.0/8 or ::1: reachable from this host only. */
+static bool is_loopback(const net_addr *a)
+{
+	if (a->ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&a->ss;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (a->ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->ss;
+		return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+	}
+	return false;
 }
 
 /* Compares without an early exit, so timing says nothing about the token. */
@@ -272,6 +288,13 @@ admin *admin_start(const net_addr *listen, const char *token, const admin_source
 	a->running = true;
 	log_reason(LOG_INFO, "CONTROL", LOGID_ADMIN, NULL, "Admin endpoint on http://%s%s",
 	           listen->name, a->token[0] ? " (bearer token required)" : "");
+	if (!a->token[0] && !is_loopback(listen))
+		log_reason(
+		    LOG_WARNING, "CONTROL", LOGID_ADMIN, NULL,
+		    "Admin endpoint on %s is reachable beyond this host and needs no token: "
+		    "anyone who can reach it can read findings and configuration and reload; "
+		    "set admin.tokenFile or listen on 127.0.0.1",
+		    listen->name);
 	return a;
 }
 

@@ -173,3 +173,27 @@ def test_config_masks_the_upstream_password(start_proxy, upstream):
 def test_admin_is_off_by_default(proxy):
     # the shared proxy has no config: no admin port is opened; the log says nothing of one
     assert not any("Admin endpoint" in ln.get("msg", "") for ln in proxy.log.lines())
+
+
+def test_warns_when_reachable_beyond_the_host_without_a_token(start_proxy, upstream, tmp_path):
+    """On loopback, or with a token, nothing to warn about; on every interface
+    without a token, one warning saying what anyone could do and the fix."""
+    quiet = start_proxy(upstream.uri, config=admin_config(free_port()))
+    port = free_port()
+    open_cfg = json.loads(admin_config(port))
+    open_cfg["admin"]["listen"] = f"0.0.0.0:{port}"
+    loud = start_proxy(upstream.uri, config=json.dumps(open_cfg))
+    tok = tmp_path / "token"
+    tok.write_text("s3cret-token\n")
+    tok.chmod(0o600)
+    guarded_cfg = json.loads(admin_config(free_port(), token_file=str(tok)))
+    guarded_cfg["admin"]["listen"] = "0.0.0.0:" + guarded_cfg["admin"]["listen"].split(":")[1]
+    guarded = start_proxy(upstream.uri, config=json.dumps(guarded_cfg))
+    assert get(port, "/healthz")[0] == 200
+
+    def warnings(p):
+        return [ln for ln in p.log.lines()
+                if ln.get("s") == "W" and "needs no token" in ln.get("msg", "")]
+    assert warnings(quiet) == [] and warnings(guarded) == []
+    [w] = warnings(loud)
+    assert "admin.tokenFile" in w["msg"] and f"0.0.0.0:{port}" in w["msg"]
