@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +35,8 @@ from pymongo import ASCENDING, MongoClient
 from pymongo.errors import OperationFailure
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from procs import NotListening, free_port, stop, wait_port  # noqa: E402
 
 RULES_YAML = """\
 rules:
@@ -314,25 +314,6 @@ def run_workload(proxied_db, direct_db, *, seed: int, ops: int | None = None,
 
 # --- standalone: servers of its own ----------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"soak: {what} exited with status {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"soak: {what} did not listen on port {port} within {timeout}s")
-
-
 def start_ferretdb(binary: str, work: Path, name: str) -> tuple[subprocess.Popen, str]:
     data = work / name
     data.mkdir(parents=True)
@@ -344,17 +325,6 @@ def start_ferretdb(binary: str, work: Path, name: str) -> tuple[subprocess.Popen
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     wait_port(port, 30, proc, f"FerretDB ({name})")
     return proc, f"mongodb://127.0.0.1:{port}/"
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 def main() -> int:
@@ -437,4 +407,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except NotListening as e:
+        sys.exit(f"soak: {e}")

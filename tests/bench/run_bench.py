@@ -34,7 +34,6 @@ import os
 import platform
 import resource
 import shutil
-import signal
 import socket
 import statistics
 import struct
@@ -45,6 +44,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from procs import NotListening, free_port, stop, wait_port  # noqa: E402
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
          "collection-scan", "large-document"]
 # The loads insert documents up to 16 MB on purpose: large-document judges
@@ -85,25 +86,6 @@ ALL_TARGETS = ["direct", "haproxy", "mg-off", "mg-log", "mg-block"]
 
 
 # --- processes ---------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 15) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"run_bench: {what} exited with status {proc.returncode} at start")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"run_bench: {what} is not listening on {port} after {timeout}s")
-
 
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -147,7 +129,7 @@ listen mongo
     out = open(tmp / f"haproxy-{threads}t.out", "wb")
     p = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL)
-    wait_port(lp, p, "haproxy")
+    wait_port(lp, 15, p, "haproxy")
     return Target(f"haproxy-{threads}t", lp, p, f"HAProxy nbthread {threads}")
 
 
@@ -169,21 +151,10 @@ def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: P
     p = subprocess.Popen([binary, "--config", str(cfg), "--listen", f"127.0.0.1:{lp}",
                           "--upstream", upstream, "--log", str(log), "--workers", str(workers)],
                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    wait_port(lp, p, f"mongoguard ({kind})")
+    wait_port(lp, 15, p, f"mongoguard ({kind})")
     label = {"off": "mongoguard analysis off", "log": "mongoguard all rules log",
              "block": "mongoguard all rules block"}[kind]
     return Target(f"mg-{kind}", lp, p, label, log)
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
 
 
 # --- idle connections --------------------------------------------------------
@@ -603,4 +574,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except NotListening as e:
+        sys.exit(f"run_bench: {e}")

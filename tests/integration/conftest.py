@@ -32,6 +32,8 @@ from pymongo import MongoClient
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from procs import free_port, wait_port  # noqa: E402,F401  (tests import them from here)
 
 ROOT = HERE.parent.parent
 BUILD = ROOT / "build"
@@ -43,27 +45,6 @@ STOP_TIMEOUT = 20.0
 
 
 # --- small helpers -----------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None,
-              what: str = "server") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"{what} exited with status {proc.returncode} before it "
-                                 f"accepted connections")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{what} did not accept connections on port {port} within {timeout}s")
-
 
 def unique_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"

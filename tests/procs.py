@@ -1,0 +1,50 @@
+"""Starting and stopping the processes tests, benchmarks and the soak run on
+loopback: one copy of each helper for tests/integration/conftest.py,
+tests/bench/run_bench.py and scripts/soak.py."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+
+
+class NotListening(AssertionError):
+    """A server did not accept connections (an AssertionError, so a pytest
+    fixture that waits on one fails as an assertion)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None,
+              what: str = "server") -> None:
+    """Returns once 127.0.0.1:port accepts a connection; NotListening when
+    proc exits first or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise NotListening(f"{what} exited with status {proc.returncode} before it "
+                               f"accepted connections")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise NotListening(f"{what} did not accept connections on port {port} within {timeout}s")
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30) -> int:
+    """SIGTERM, then SIGKILL after timeout seconds; the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
