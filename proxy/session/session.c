@@ -2,7 +2,8 @@
  * requests in flight between them.
  *
  * Client -> upstream. Bytes wait in the client bufferevent's input buffer
- * until a whole frame is there (the header's length is checked against the
+ * until a whole frame is there (a large one that cannot be blocked is cut
+ * through instead, see below) (the header's length is checked against the
  * protocol limits first, and the read high-watermark is raised to exactly
  * that frame, so a connection never buffers more than one request beyond a
  * read chunk). The frame is then made contiguous and decoded by the request
