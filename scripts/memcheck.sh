@@ -41,7 +41,7 @@ if [ ${#failed[@]} -gt 0 ]; then
   for name in "${failed[@]}"; do
     echo "==== $name" >&2
     tail -n 60 "$logdir/$name.out" >&2
-    grep -v '^==[0-9]*== *$' "$logdir/$name.log" | head -n 200 >&2
+    grep -v -m 200 '^==[0-9]*== *$' "$logdir/$name.log" >&2 || true
   done
   echo "memcheck: ${#failed[@]} of ${#tests[@]} unit tests failed: ${failed[*]}" >&2
   exit 1

@@ -33,7 +33,8 @@ if [ $with_tests = 1 ]; then
 fi
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) || status=
+  [ "$status" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   say "Installing Debian packages: ${missing[*]}"
@@ -49,7 +50,15 @@ fi
 # panics at start. So: download that same module version through the proxy,
 # add the version file, and build it.
 FERRETDB="$ROOT/build/tools/ferretdb"
-if ! "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; then
+# Not `ferretdb --version | grep -q`: grep -q exits at the first line, and a
+# Go program writing the next ones to the closed pipe dies of SIGPIPE, which
+# pipefail turns into this script's exit status (141).
+ferretdb_ok() {
+  local out
+  out=$("$FERRETDB" --version 2>/dev/null) || return 1
+  grep -qx "version: $FERRETDB_VERSION" <<<"$out"
+}
+if ! ferretdb_ok; then
   say "Installing FerretDB $FERRETDB_VERSION from the Go module proxy"
   export GOFLAGS=-mod=mod
   moddir=$(cd /tmp && go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" |
@@ -59,7 +68,7 @@ if ! "$FERRETDB" --version 2>/dev/null | grep -q "version: $FERRETDB_VERSION"; t
   rm -rf "$src" && mkdir -p "$ROOT/build/tools" && cp -r "$moddir" "$src" && chmod -R u+w "$src"
   echo "$FERRETDB_VERSION" > "$src/build/version/version.txt"
   (cd "$src" && go build -o "$FERRETDB" ./cmd/ferretdb)
-  "$FERRETDB" --version | grep -q "version: $FERRETDB_VERSION"
+  ferretdb_ok || { echo "setup: $FERRETDB is not FerretDB $FERRETDB_VERSION" >&2; exit 1; }
 fi
 
 # ---- mongoguard -------------------------------------------------------------
