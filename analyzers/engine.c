@@ -1545,7 +1545,9 @@ static ddl_kind ddl_of(const cmdview *v)
 	    "createIndexes", "dropIndexes", "deleteIndexes",   "drop",
 	    "collMod",       "create",      "convertToCapped", NULL,
 	};
-	if (!v->name)
+	/* on every request: every name above starts with c, d or r */
+	char first = v->name ? (char)(v->name[0] | 0x20) : 0;
+	if (first != 'c' && first != 'd' && first != 'r')
 		return DDL_NONE;
 	for (const char *const *n = per_coll; *n; n++)
 		if (strcasecmp(v->name, *n) == 0)
