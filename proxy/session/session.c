@@ -32,10 +32,14 @@
  * gets mongoguard's answer and the close. Store-and-forward would add the
  * whole transfer time of the request to its latency.
  *
- * Large reads. libevent 2.1 reads at most 4 KiB per call, and wakes us per
- * packet: read_more() takes what the socket holds in one read, and
- * SO_RCVLOWAT makes the kernel wake us only when a read chunk of a large
- * request has arrived (await_client_bytes).
+ * Reads. On plain sockets mongoguard reads itself (plain_read_cb), not
+ * through libevent's bufferevent read: that one asks FIONREAD before every
+ * read (a system call per message on each side) and reads at most 4 KiB
+ * per call. Small messages are read with one recv into the stack and
+ * copied into the input buffer; a large one in progress is read straight
+ * into it, a read chunk at a time, and SO_RCVLOWAT makes the kernel wake us
+ * only when a read chunk of it has arrived (await_client_bytes). TLS
+ * bufferevents read through OpenSSL as before.
  *
  * Upstream -> client. The reply framer (reply_framer.h) reads each reply's
  * header and flag bits and then says forward, drop or gather N bytes; the
@@ -74,6 +78,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_read: see own_reads() */
 #include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -81,7 +86,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdarg.h>
-#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,9 +105,9 @@ enum {
 	OUT_HIGH = 1024 * 1024,
 	OUT_LOW = 256 * 1024,
 	READ_CHUNK = 256 * 1024,
-	CUT_MIN = 64 * 1024, /* smallest request relayed while it arrives */
-	LIBEVENT_MAX_READ = 4096,
-	END_REASON_LEN = 256, /* libevent 2.1's EVBUFFER_MAX_READ: see read_more() */
+	CUT_MIN = 64 * 1024,    /* smallest request relayed while it arrives */
+	SMALL_READ = 16 * 1024, /* plain_read_cb's recv into the stack */
+	END_REASON_LEN = 256,
 	FLUSH_TIMEOUT_MS = 5000,
 	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
 	/* Error codes for replies mongoguard writes itself. */
@@ -154,7 +159,9 @@ struct session {
 	 * CLOSED, made active to free the session at the next loop turn. One
 	 * event instead of four keeps idle sessions small (state_timer_cb). */
 	struct event *timer;
-	struct event *reply_timer; /* upstream.replyTimeoutMS: the head request's deadline */
+	struct event *reply_timer; /* upstream.replyTimeoutMS: see arm_reply_timer */
+	int64_t reply_due;         /* the head request's deadline (ns); 0: none */
+	int64_t reply_wake;        /* when reply_timer fires (ns); 0: not added */
 	bool wait_expired;         /* the held request goes on without a sort verdict */
 
 	reply_framer framer;
@@ -242,7 +249,12 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 	    (n = evbuffer_peek(src, (ev_ssize_t)len, NULL, v, 8)) > 0 && n <= 8) {
 		for (int i = 0; i < n; i++)
 			io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
-		ssize_t w = writev(bufferevent_getfd(dst), io, n);
+		/* send or sendmsg, not writev: the socket calls skip the file
+		 * layer, and send copies no iovec in */
+		struct msghdr m = {.msg_iov = io, .msg_iovlen = (size_t)n};
+		int fd = bufferevent_getfd(dst);
+		ssize_t w = n == 1 ? send(fd, io[0].iov_base, io[0].iov_len, MSG_NOSIGNAL)
+		                   : sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (w > 0) {
 			evbuffer_drain(src, (size_t)w);
 			len -= (size_t)w;
@@ -384,25 +396,44 @@ static void note_ddl_done(session *s, const inflight *f)
 	request_release(&r);
 }
 
-/* A reply without moreToCome was relayed: its request is complete. */
+/* The reply timer fires at reply_due, or earlier: it is added only when
+ * nothing would wake it by then (reply_timeout_cb looks again). */
+static void wake_reply_timer(session *s, int64_t now)
+{
+	if (s->reply_wake && s->reply_wake <= s->reply_due)
+		return;
+	int64_t us = (s->reply_due - now) / 1000;
+	struct timeval tv = {us > 0 ? us / 1000000 : 0, us > 0 ? us % 1000000 : 0};
+	evtimer_add(s->reply_timer, &tv);
+	s->reply_wake = s->reply_due;
+}
+
 /* upstream.replyTimeoutMS: the oldest request waiting for the upstream
  * must see its reply begin within the limit, counted from when it became
  * the oldest. Awaitable hellos wait by design and are left out, and so is
- * a stream of moreToCome replies once it has begun. */
-static void arm_reply_timer(session *s, bool restart)
+ * a stream of moreToCome replies once it has begun. The deadline is a
+ * number, moved on every request and reply; the timer is added only when
+ * it would wake too late, and looks at the deadline when it fires: a timer
+ * added and deleted per request cost both under the event base's lock. */
+static void arm_reply_timer(session *s, bool restart, int64_t now)
 {
 	uint32_t ms = snap(s)->cfg.reply_timeout_ms;
 	const inflight *f = inflight_head(&s->inflight);
 	bool wanted = ms && f && !f->answer && f->kind != INFLIGHT_AWAIT &&
 	              s->state != SESSION_FLUSHING && s->state != SESSION_CLOSED;
 	if (!wanted) {
-		evtimer_del(s->reply_timer);
+		s->reply_due = 0;
 		return;
 	}
-	if (restart || !evtimer_pending(s->reply_timer, NULL))
-		add_timer_ms(s->reply_timer, ms);
+	if (!restart && s->reply_due)
+		return;
+	if (!now) /* 0: the caller has not read the clock */
+		now = mg_now_ns();
+	s->reply_due = now + (int64_t)ms * 1000000;
+	wake_reply_timer(s, now);
 }
 
+/* A reply without moreToCome was relayed: its request is complete. */
 static void complete_head(session *s)
 {
 	inflight *f = inflight_head(&s->inflight);
@@ -412,7 +443,7 @@ static void complete_head(session *s)
 		note_ddl_done(s, f);
 	inflight_pop(&s->inflight);
 	flush_answers(s);
-	arm_reply_timer(s, true);
+	arm_reply_timer(s, true, 0);
 	resume_client(s);
 }
 
@@ -532,17 +563,21 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
 	if (r->hello)
 		note_hello(s, r, out);
+	/* Two clock reads per request: around the analysis, the second one
+	 * also the time the request is sent (its reply's latency). */
+	int64_t now = mg_now_ns();
 	if (e) {
 		request_ctx rc = {
 		    .app_name = s->app,
 		    .client = s->peer,
-		    .now_ms = mg_now_ms(),
+		    .now_ms = now / 1000000,
 		    .no_wait = s->wait_expired,
 		};
 		block_info block;
-		int64_t t0 = mg_now_ns();
+		int64_t t0 = now;
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
-		mx_observe(&s->env.mx->analysis, (uint64_t)(mg_now_ns() - t0));
+		now = mg_now_ns();
+		mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
 		if (vd != VERDICT_FORWARD) {
 			free(out->replacement);
 			out->replacement = NULL;
@@ -565,8 +600,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		                                                  : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f)
-			f->sent_ns = mg_now_ns();
-		arm_reply_timer(s, false);
+			f->sent_ns = now;
+		arm_reply_timer(s, false, now);
 		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
 			memcpy(f->ddl_copy, r->plain, r->plain_len);
 			f->ddl_len = r->plain_len;
@@ -880,7 +915,7 @@ static void note_reply_start(session *s)
 	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
 	/* The upstream answers: no deadline while the reply streams (a slow
 	 * client may hold it back); the next request's starts when it ends. */
-	evtimer_del(s->reply_timer);
+	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
 	if (f && f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
@@ -1116,6 +1151,7 @@ static void enter_closed(session *s)
 		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
 	evtimer_del(s->timer);
 	evtimer_del(s->reply_timer);
+	s->reply_due = s->reply_wake = 0;
 	event_active(s->timer, EV_TIMEOUT, 0);
 }
 
@@ -1225,52 +1261,88 @@ static void session_free(session *s)
 	env.on_closed(env.owner, token);
 }
 
-/* libevent 2.1 reads at most 4096 bytes per read(2) whatever the
- * bufferevent's limits say (EVBUFFER_MAX_READ; settable only from 2.2), so
- * a 1 MiB request cost about 250 reads, ioctls and loop turns. After its
- * read, this takes what the socket already holds in one large read, up to
- * the read high-watermark. Only bytes FIONREAD reports are read, so an end
- * of stream or a reset is still seen by libevent's next read, as before.
- * Below 4096 buffered bytes libevent's read took all there was, and small
- * requests pay nothing. Plain sockets only: a TLS bufferevent reads
- * through OpenSSL. */
-static void read_more(struct bufferevent *bev)
+/* Reading a plain socket ourselves (see the top of this file). libevent's
+ * read callback for a socket bufferevent asks FIONREAD, reads at most 4 KiB
+ * with readv, and calls the read callback; this does the same with one
+ * recv (small) or one readv straight into the input buffer (a large
+ * message, once SMALL_READ bytes of it wait there), up to the read
+ * high-watermark. The bufferevent's enabling, disabling and watermark
+ * suspension all work on its ev_read, whatever callback that event has, so
+ * they are unchanged. An end of stream or an error is reported as libevent
+ * reports it: reading disabled, then the event callback. */
+static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 {
-	size_t high = 0;
-	int queued = 0;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t have = evbuffer_get_length(in);
-	int fd = bufferevent_getfd(bev);
-	if (have < LIBEVENT_MAX_READ || !(bufferevent_get_enabled(bev) & EV_READ) ||
-	    bufferevent_openssl_get_ssl(bev) ||
-	    bufferevent_getwatermark(bev, EV_READ, NULL, &high) != 0 || high <= have ||
-	    ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0)
+	struct bufferevent *bev = arg;
+	if (what == EV_TIMEOUT) { /* no read timeouts are set; as libevent would */
+		bufferevent_disable(bev, EV_READ);
+		bev->errorcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, bev->cbarg);
 		return;
-	size_t want = high - have < (size_t)queued ? high - have : (size_t)queued;
-	struct evbuffer_iovec v[4];
-	struct iovec io[4];
+	}
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t have = evbuffer_get_length(in), high = 0;
+	bufferevent_getwatermark(bev, EV_READ, NULL, &high);
+	if (high <= have)
+		return; /* the watermark callback suspends reading */
+	size_t room = high - have;
+	ssize_t got;
 	/* A bufferevent keeps its input's end frozen except while it reads. */
 	evbuffer_unfreeze(in, 0);
-	int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 4);
-	if (n <= 0) {
-		evbuffer_freeze(in, 0);
+	if (have < SMALL_READ || room < SMALL_READ) {
+		uint8_t buf[SMALL_READ];
+		got = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+		if (got > 0 && evbuffer_add(in, buf, (size_t)got) != 0)
+			got = -2;
+	} else {
+		size_t want = room < READ_CHUNK ? room : READ_CHUNK;
+		struct evbuffer_iovec v[2];
+		struct iovec io[2];
+		int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+		got = -2;
+		if (n > 0) {
+			for (int i = 0; i < n; i++)
+				io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+			got = readv(fd, io, n);
+			size_t left = got > 0 ? (size_t)got : 0;
+			for (int i = 0; i < n; i++) {
+				v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+				left -= v[i].iov_len;
+			}
+			evbuffer_commit_space(in, v, n);
+		}
+	}
+	evbuffer_freeze(in, 0);
+	if (got < 0 && got != -2 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (got <= 0) {
+		if (got == -2)
+			errno = ENOMEM;
+		bufferevent_disable(bev, EV_READ);
+		bev->errorcb(bev, BEV_EVENT_READING | (got == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
+		             bev->cbarg);
 		return;
 	}
-	for (int i = 0; i < n; i++)
-		io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
-	ssize_t got = readv(fd, io, n);
-	size_t left = got > 0 ? (size_t)got : 0;
-	for (int i = 0; i < n; i++) {
-		v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
-		left -= v[i].iov_len;
-	}
-	evbuffer_commit_space(in, v, n);
-	evbuffer_freeze(in, 0);
+	bev->readcb(bev, bev->cbarg); /* last: it may end the session */
+}
+
+/* Points a plain socket bufferevent's read event at plain_read_cb. The
+ * event is the one libevent assigned (after bufferevent_socket_new, or
+ * bufferevent_socket_connect for the upstream, which assigns it again);
+ * it must not be added yet. If it does not look like that one (another
+ * libevent, another layout), libevent's own read stays. */
+static void own_reads(struct bufferevent *bev)
+{
+	struct event *rd = &bev->ev_read;
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	short evs = EV_READ | EV_PERSIST | EV_FINALIZE;
+	if (bufferevent_openssl_get_ssl(bev) || fd < 0 || event_get_fd(rd) != fd ||
+	    event_get_base(rd) != bufferevent_get_base(bev) || event_get_events(rd) != evs ||
+	    event_get_callback_arg(rd) != bev || event_pending(rd, EV_READ, NULL))
+		return;
+	event_assign(rd, bufferevent_get_base(bev), fd, evs, plain_read_cb, bev);
 }
 
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
-	read_more(bev);
 	process_client(arg);
 }
 
@@ -1354,7 +1426,6 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 static void upstream_read_cb(struct bufferevent *bev, void *arg)
 {
 	session *s = arg;
-	read_more(bev);
 	process_upstream(s);
 	session_drain(s);
 }
@@ -1536,6 +1607,14 @@ void session_abort(session *s, const char *reason)
 static void reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
+	s->reply_wake = 0;
+	if (!s->reply_due)
+		return; /* no request is waiting any more */
+	int64_t now = mg_now_ns();
+	if (now < s->reply_due) { /* the deadline moved on */
+		wake_reply_timer(s, now);
+		return;
+	}
 	session_finish(s, LOG_WARNING,
 	               "upstream %s sent no reply within %u ms (upstream.replyTimeoutMS); "
 	               "connection closed",
@@ -1582,6 +1661,8 @@ static bool session_wire(session *s, int fd, bool client_tls)
 		s->client_tls = s->client != NULL;
 	} else {
 		s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+		if (s->client)
+			own_reads(s->client);
 	}
 	if (!s->client) {
 		close(fd);
@@ -1618,10 +1699,11 @@ static bool session_wire(session *s, int fd, bool client_tls)
 	bufferevent_setwatermark(s->upstream, EV_WRITE, OUT_LOW, 0);
 	set_read_need(s->client, READ_CHUNK);
 	set_read_need(s->upstream, READ_CHUNK);
-	/* libevent reads and writes at most 16 KiB per call by default: a
-	 * 1 MiB insert then costs 64 reads (each with its FIONREAD) and as
-	 * many loop turns on each side. A read chunk per call keeps large
-	 * messages to a few system calls; small ones are unaffected. */
+	/* libevent writes (and, for TLS, reads) at most 16 KiB per call by
+	 * default: a 1 MiB message then costs 64 calls and as many loop
+	 * turns. A read chunk per call keeps large messages to a few system
+	 * calls; small ones are unaffected. Plain sockets are read by
+	 * plain_read_cb, with the same chunk. */
 	struct bufferevent *both[] = {s->client, s->upstream};
 	for (int i = 0; i < 2; i++) {
 		bufferevent_set_max_single_read(both[i], READ_CHUNK);
@@ -1655,6 +1737,7 @@ static void session_relay(session *s, int fd, bool client_tls)
 		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		return;
 	}
+	own_reads(s->upstream); /* the connect assigned its read event */
 	bufferevent_enable(s->client, EV_READ);
 	bufferevent_enable(s->upstream, EV_READ);
 }

@@ -111,6 +111,52 @@ def test_no_descriptor_leaks(mongoguard_bin, upstream, start_proxy):
     assert open_fds(dead.proc.pid) <= dead_base, "descriptors leaked on refused upstreams"
 
 
+def test_reply_deadline_follows_the_head_request(start_proxy, fake):
+    """upstream.replyTimeoutMS counts from when a request becomes the oldest
+    one waiting, and moves with every request and reply without the timer
+    being re-added each time (arm_reply_timer): a request sent just before
+    an earlier one's deadline must get its own full time, neither cut at the
+    earlier deadline nor left without one."""
+    import asyncio
+
+    import mgwire as w
+
+    srv = fake()
+    delays = {"a": 0.35, "b": 0.35, "c": None}  # seconds; None: never
+
+    async def find(conn, msg):
+        delay = delays[msg.body["find"]]
+        if delay is None:
+            return
+        await asyncio.sleep(delay)
+        await conn.reply(msg, {"cursor": {"id": 0, "ns": "t.c", "firstBatch": []}, "ok": 1})
+
+    srv.handlers["find"] = find
+    p = start_proxy(srv.uri, config='upstream: {replyTimeoutMS: 500}\n')
+    s = w.connect(p.port)
+    try:
+        # a: answered after 0.35 s; b, sent then, is answered 0.35 s later,
+        # 0.7 s after a was sent: past a's deadline, within its own
+        s.sendall(w.op_msg({"find": "a", "$db": "t"}))
+        assert w.recv_message(s, 5).body["ok"] == 1
+        s.sendall(w.op_msg({"find": "b", "$db": "t"}))
+        assert w.recv_message(s, 5).body["ok"] == 1, "b was cut at a's deadline"
+        # c, never answered, sent as soon as another a is answered, while
+        # the timer still sleeps towards that a's deadline (0.15 s away):
+        # the connection ends at c's own deadline, not the earlier one
+        s.sendall(w.op_msg({"find": "a", "$db": "t"}))
+        w.recv_message(s, 5)
+        t0 = time.monotonic()
+        s.sendall(w.op_msg({"find": "c", "$db": "t"}))
+        assert w.wait_closed(s, 10) == b"", "c's deadline passed and the connection stayed"
+        dt = time.monotonic() - t0
+        assert 0.45 < dt < 2.5, f"closed {dt:.2f} s after c, its deadline is 0.5 s"
+    finally:
+        s.close()
+    p.log.wait_for(lambda ln: "upstream.replyTimeoutMS" in ln.get("attr", {}).get("reason", ""),
+                   5, what="the timeout's reason")
+
+
 def test_upstream_that_never_answers(start_proxy, fake):
     """upstream.replyTimeoutMS: a server that accepts and then says nothing
     costs the client a prompt network error, never a hang; other requests
