@@ -8,6 +8,8 @@
 # e.g. scripts/run.sh --upstream mongodb://db.example:27017 skips FerretDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# libmongoc's per-process /dev/shm counters: see README, Logs
+export MONGOC_DISABLE_SHM=1
 scripts/setup.sh
 
 listen=${MG_LISTEN:-127.0.0.1:27018}

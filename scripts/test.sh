@@ -13,6 +13,8 @@
 # go to pytest (steps 6 and 7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# libmongoc's per-process /dev/shm counters: see tests/procs.py
+export MONGOC_DISABLE_SHM=1
 scripts/setup.sh --tests
 
 step() { printf '==> %s\n' "$*"; step_start=$SECONDS; }

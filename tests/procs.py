@@ -4,10 +4,18 @@ tests/bench/run_bench.py and scripts/soak.py."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import time
+
+# libmongoc (in mongoguard and the C tools) keeps counters nothing reads in
+# a /dev/shm/mongoc-PID file, made before main runs and left behind when a
+# process is killed; a later process with the same pid finds the file taken
+# and prints a warning on its own, which breaks a JSON log on stdout. Every
+# process started from here goes without them (see README, Logs).
+os.environ.setdefault("MONGOC_DISABLE_SHM", "1")
 
 
 class NotListening(AssertionError):
