@@ -1261,15 +1261,41 @@ static void session_free(session *s)
 	env.on_closed(env.owner, token);
 }
 
+/* One readv of up to want bytes straight into the end of in: the return
+ * of readv, or -2 without memory for the space. */
+static ssize_t read_into(struct evbuffer *in, int fd, size_t want)
+{
+	struct evbuffer_iovec v[2];
+	struct iovec io[2];
+	int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+	if (n <= 0)
+		return -2;
+	for (int i = 0; i < n; i++)
+		io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+	ssize_t got = readv(fd, io, n);
+	size_t left = got > 0 ? (size_t)got : 0;
+	for (int i = 0; i < n; i++) {
+		v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+		left -= v[i].iov_len;
+	}
+	evbuffer_commit_space(in, v, n);
+	return got;
+}
+
 /* Reading a plain socket ourselves (see the top of this file). libevent's
  * read callback for a socket bufferevent asks FIONREAD, reads at most 4 KiB
- * with readv, and calls the read callback; this does the same with one
- * recv (small) or one readv straight into the input buffer (a large
- * message, once SMALL_READ bytes of it wait there), up to the read
- * high-watermark. The bufferevent's enabling, disabling and watermark
- * suspension all work on its ev_read, whatever callback that event has, so
- * they are unchanged. An end of stream or an error is reported as libevent
- * reports it: reading disabled, then the event callback. */
+ * with readv, and calls the read callback; this reads up to the read
+ * high-watermark without asking: one recv into the stack, copied into the
+ * input buffer, which is all a small message costs; when that recv comes
+ * back full, more is waiting (a large message, cut through or held), and
+ * one readv of up to a read chunk follows straight into the input buffer,
+ * as it does at once when SMALL_READ bytes of a large message already wait
+ * there. The bufferevent's enabling, disabling and watermark suspension all
+ * work on its ev_read, whatever callback that event has, so they are
+ * unchanged. Bytes read are handed on before an end of stream or an error
+ * met after them (the socket stays readable, the next call meets it again),
+ * which is reported as libevent reports it: reading disabled, then the
+ * event callback. */
 static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct bufferevent *bev = arg;
@@ -1283,45 +1309,39 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 	bufferevent_getwatermark(bev, EV_READ, NULL, &high);
 	if (high <= have)
 		return; /* the watermark callback suspends reading */
-	size_t room = high - have;
-	ssize_t got;
+	size_t room = high - have, got = 0;
+	ssize_t n = 0; /* the last call's result */
+	bool large = have >= SMALL_READ && room >= SMALL_READ;
 	/* A bufferevent keeps its input's end frozen except while it reads. */
 	evbuffer_unfreeze(in, 0);
-	if (have < SMALL_READ || room < SMALL_READ) {
+	if (!large) {
 		uint8_t buf[SMALL_READ];
-		got = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
-		if (got > 0 && evbuffer_add(in, buf, (size_t)got) != 0)
-			got = -2;
-	} else {
-		size_t want = room < READ_CHUNK ? room : READ_CHUNK;
-		struct evbuffer_iovec v[2];
-		struct iovec io[2];
-		int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
-		got = -2;
+		n = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+		if (n > 0 && evbuffer_add(in, buf, (size_t)n) != 0)
+			n = -2;
 		if (n > 0) {
-			for (int i = 0; i < n; i++)
-				io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
-			got = readv(fd, io, n);
-			size_t left = got > 0 ? (size_t)got : 0;
-			for (int i = 0; i < n; i++) {
-				v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
-				left -= v[i].iov_len;
-			}
-			evbuffer_commit_space(in, v, n);
+			got = (size_t)n;
+			room -= got;
+			large = got == sizeof(buf) && room > 0;
 		}
 	}
+	if (large) {
+		n = read_into(in, fd, room < READ_CHUNK ? room : READ_CHUNK);
+		if (n > 0)
+			got += (size_t)n;
+	}
 	evbuffer_freeze(in, 0);
-	if (got < 0 && got != -2 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	if (got <= 0) {
-		if (got == -2)
-			errno = ENOMEM;
-		bufferevent_disable(bev, EV_READ);
-		bev->errorcb(bev, BEV_EVENT_READING | (got == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
-		             bev->cbarg);
+	if (got > 0) {
+		bev->readcb(bev, bev->cbarg); /* last: it may end the session */
 		return;
 	}
-	bev->readcb(bev, bev->cbarg); /* last: it may end the session */
+	if (n < 0 && n != -2 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n == -2)
+		errno = ENOMEM;
+	bufferevent_disable(bev, EV_READ);
+	bev->errorcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
+	             bev->cbarg);
 }
 
 /* Points a plain socket bufferevent's read event at plain_read_cb. The
