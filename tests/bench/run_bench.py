@@ -10,6 +10,8 @@ several ways, interleaved in rounds so that machine noise hits all alike:
   mg-off     loadgen -> mongoguard, analysis: {enabled: false} -> backend
   mg-log     loadgen -> mongoguard, every rule at log -> backend
   mg-block   loadgen -> mongoguard, every rule at block -> backend
+  mg-log-base  with --baseline BIN: another mongoguard binary, every rule at
+             log (an earlier build, for before/after figures in one run)
 
 The backend is build/tests/mg_fastbackend (answers at once from canned data,
 so the proxy is what is measured), or the server given with --upstream for
@@ -142,19 +144,23 @@ def mongoguard_config(kind: str) -> str:
     return "rules:\n" + "".join(rule(r) for r in RULES)
 
 
-def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: Path) -> Target:
+def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: Path,
+                     name: str | None = None) -> Target:
+    name = name or f"mg-{kind}"
     lp = free_port()
-    cfg = tmp / f"mg-{kind}.yaml"
+    cfg = tmp / f"{name}.yaml"
     cfg.write_text(mongoguard_config(kind))
-    log = tmp / f"mg-{kind}.log"
-    out = open(tmp / f"mg-{kind}.out", "wb")
+    log = tmp / f"{name}.log"
+    out = open(tmp / f"{name}.out", "wb")
     p = subprocess.Popen([binary, "--config", str(cfg), "--listen", f"127.0.0.1:{lp}",
                           "--upstream", upstream, "--log", str(log), "--workers", str(workers)],
                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     wait_port(lp, 15, p, f"mongoguard ({kind})")
     label = {"off": "mongoguard analysis off", "log": "mongoguard all rules log",
              "block": "mongoguard all rules block"}[kind]
-    return Target(f"mg-{kind}", lp, p, label, log)
+    if name != f"mg-{kind}":
+        label += f" ({binary})"
+    return Target(name, lp, p, label, log)
 
 
 # --- idle connections --------------------------------------------------------
@@ -432,6 +438,10 @@ def main() -> int:
                     help="the CMake build directory holding tests/mg_loadgen [build/]")
     ap.add_argument("--mongoguard", default=os.environ.get("MONGOGUARD_BIN"),
                     help="mongoguard binary [$MONGOGUARD_BIN, else <build>/mongoguard]")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="also run this mongoguard binary, every rule at log, as target "
+                         "mg-log-base, interleaved with the others: before/after figures "
+                         "from one run")
     ap.add_argument("--out", help="where results-<timestamp>.md/.json go [<build>/bench]")
     ap.add_argument("--keep", action="store_true",
                     help="keep the temporary directory (configs, logs) and print its path")
@@ -440,7 +450,7 @@ def main() -> int:
     build = Path(a.build)
     loadgen, backend = build / "tests" / "mg_loadgen", build / "tests" / "mg_fastbackend"
     mg_bin = a.mongoguard or str(build / "mongoguard")
-    for b in (loadgen, backend, Path(mg_bin)):
+    for b in (loadgen, backend, Path(mg_bin)) + ((Path(a.baseline),) if a.baseline else ()):
         if not os.access(b, os.X_OK):
             raise SystemExit(f"run_bench: {b} is not built (cmake --build {build})")
     loads_all = QUICK_LOADS if a.quick else LOADS
@@ -506,6 +516,11 @@ def main() -> int:
                 t = start_mongoguard(mg_bin, kind, upstream_uri, a.mg_workers, tmp)
                 procs.append(t.proc)
                 tlist.append(t)
+        if a.baseline:
+            t = start_mongoguard(a.baseline, "log", upstream_uri, a.mg_workers, tmp,
+                                 "mg-log-base")
+            procs.append(t.proc)
+            tlist.append(t)
         mg_cols = [t.name for t in tlist if t.name.startswith("mg-")]
         mg_version = subprocess.run([mg_bin, "--version"], capture_output=True,
                                     text=True).stdout.strip()

@@ -113,13 +113,14 @@ def test_run_bench_quick(tmp_path):
     mg = mongoguard_binary()
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "run_bench.py"),
                         "--quick", "--duration", "0.15", "--build", str(BENCH_BUILD),
-                        "--mongoguard", mg, "--out", str(tmp_path), "--idle-conns", "50"],
+                        "--mongoguard", mg, "--baseline", mg, "--out", str(tmp_path),
+                        "--idle-conns", "50"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     mds, jss = list(tmp_path.glob("results-*.md")), list(tmp_path.glob("results-*.json"))
     assert len(mds) == 1 and len(jss) == 1
     data = json.loads(jss[0].read_text())
-    targets = {"direct", "haproxy-1t", "mg-off", "mg-log", "mg-block"}
+    targets = {"direct", "haproxy-1t", "mg-off", "mg-log", "mg-block", "mg-log-base"}
     for load, cells in data["raw"].items():
         assert set(cells) == targets, load
         for target, runs in cells.items():
@@ -128,5 +129,5 @@ def test_run_bench_quick(tmp_path):
                 assert run["ops"] > 0, (load, target, run)
     assert {i["target"] for i in data["idle"]} == targets
     assert all(i["connections"] == 50 and i["failed"] == 0 for i in data["idle"])
-    assert data["findings"] == {"mg-off": 0, "mg-log": 0, "mg-block": 0}
+    assert data["findings"] == {"mg-off": 0, "mg-log": 0, "mg-block": 0, "mg-log-base": 0}
     assert "| load |" in mds[0].read_text()
