@@ -1,0 +1,70 @@
+"""mongoguard reads plain sockets itself (session.c, plain_read_cb), not
+through libevent 2.1's bufferevent read, which asks ioctl(FIONREAD) before
+every read and reads 4 KiB at a time. If the own read path stopped being
+used (a libevent whose bufferevent no longer looks as own_reads() expects,
+say), everything would still work, only slower: this test is what notices.
+It runs mongoguard under strace and counts the system calls of real
+traffic, small requests and a large one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from pymongo import MongoClient
+
+from conftest import LOG_DIR, free_port, wait_port
+
+
+def test_plain_sockets_are_read_without_fionread(mongoguard_bin, upstream, dbname):
+    if not shutil.which("strace"):
+        pytest.fail("strace is not installed (scripts/setup.sh --tests installs it)",
+                    pytrace=False)
+    port = free_port()
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    trace = LOG_DIR / f"read-path-{port}.strace"
+    proc = subprocess.Popen(
+        ["strace", "-f", "-qq", "-e", "trace=ioctl,recvfrom,readv,read", "-o", str(trace),
+         mongoguard_bin, "--listen", f"127.0.0.1:{port}", "--upstream", upstream.uri,
+         "--log", str(LOG_DIR / f"read-path-{port}.log"), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_port(port, 30, proc, "mongoguard under strace")
+        n_small = 200
+        big = "x" * (1024 * 1024)
+        with MongoClient(f"mongodb://127.0.0.1:{port}/", serverSelectionTimeoutMS=10000,
+                         directConnection=True) as c:
+            coll = c[dbname].c
+            coll.insert_one({"_id": 0, "v": 0})
+            for _ in range(n_small):
+                assert coll.find_one({"_id": 0}) == {"_id": 0, "v": 0}
+            coll.insert_one({"_id": 1, "big": big})
+            assert len(coll.find_one({"_id": 1})["big"]) == len(big)
+    finally:
+        # SIGTERM to mongoguard itself (strace's child), then strace ends
+        children = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        for pid in children:
+            subprocess.run(["kill", "-TERM", pid])
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    time.sleep(0.1)
+    lines = trace.read_text().splitlines()
+    fionread = [ln for ln in lines if "FIONREAD" in ln]
+    recvs = [ln for ln in lines if re.search(r"\brecvfrom\(\d+, .*\) = \d+$", ln)]
+    readvs = [ln for ln in lines if re.search(r"\breadv\(\d+, .*\) = (\d+)$", ln)]
+    big_readvs = [ln for ln in readvs
+                  if int(re.search(r"= (\d+)$", ln).group(1)) > 16384]
+    print(f"  {len(lines)} traced calls: {len(recvs)} recvfrom, {len(readvs)} readv "
+          f"({len(big_readvs)} of more than 16 KiB), {len(fionread)} FIONREAD")
+    assert not fionread, f"libevent's read path is back: {fionread[:3]}"
+    # every request and every reply is read with a recv: two per round trip
+    assert len(recvs) >= 2 * n_small, f"only {len(recvs)} recvfrom calls for {n_small} finds"
+    # the 1 MiB insert and its read-back go in large reads straight into the buffer
+    assert big_readvs, "no large readv: the 1 MiB messages were read 16 KiB at a time"
