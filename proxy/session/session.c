@@ -1306,7 +1306,8 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t have = evbuffer_get_length(in), high = 0;
-	bufferevent_getwatermark(bev, EV_READ, NULL, &high);
+	if (bufferevent_getwatermark(bev, EV_READ, NULL, &high) != 0 || high == 0)
+		high = have + READ_CHUNK; /* no limit set (session_wire always sets one) */
 	if (high <= have)
 		return; /* the watermark callback suspends reading */
 	size_t room = high - have, got = 0;
