@@ -107,6 +107,8 @@ enum {
 	READ_CHUNK = 256 * 1024,
 	CUT_MIN = 64 * 1024,    /* smallest request relayed while it arrives */
 	SMALL_READ = 16 * 1024, /* plain_read_cb's recv into the stack */
+	SIDE_CLIENT = 1,
+	SIDE_UPSTREAM = 2,
 	END_REASON_LEN = 256,
 	FLUSH_TIMEOUT_MS = 5000,
 	UNREACHABLE_WAIT_MS = 2000, /* for the first request when the upstream is down */
@@ -152,6 +154,10 @@ struct session {
 	bool client_paused;    /* reading from the client stopped by backpressure */
 	int client_lowat;      /* SO_RCVLOWAT set on the client socket (0: the default) */
 	bool upstream_paused;  /* reading from upstream stopped by backpressure */
+	/* Sides whose reads are mongoguard's own (own_reads), and of those the
+	 * ones whose read event is off because the input holds the read
+	 * high-watermark (plain_read_cb): bits SIDE_CLIENT, SIDE_UPSTREAM. */
+	uint8_t owned_reads, stopped_reads;
 
 	/* One timer for the state's deadline, as the states never need two:
 	 * ACTIVE, a started request must finish arriving (net.maxFrameWaitMS);
@@ -211,9 +217,45 @@ static size_t upstream_out_len(session *s)
 	return s->upstream ? evbuffer_get_length(bufferevent_get_output(s->upstream)) : 0;
 }
 
-static void set_read_need(struct bufferevent *bev, size_t need)
+static unsigned side_of(const session *s, const struct bufferevent *bev)
 {
-	bufferevent_setwatermark(bev, EV_READ, 0, need > READ_CHUNK ? need : READ_CHUNK);
+	return bev == s->client ? SIDE_CLIENT : SIDE_UPSTREAM;
+}
+
+/* A side whose reads stopped at the read high-watermark reads again once
+ * its input is below it. Called where input is consumed (the end of
+ * process_client and process_upstream) and where the watermark rises. */
+static void restart_reads(session *s, struct bufferevent *bev)
+{
+	unsigned side = side_of(s, bev);
+	if (!(s->stopped_reads & side) ||
+	    evbuffer_get_length(bufferevent_get_input(bev)) >= bev->wm_read.high)
+		return;
+	s->stopped_reads &= (uint8_t)~side;
+	if (bufferevent_get_enabled(bev) & EV_READ)
+		event_add(&bev->ev_read,
+		          evutil_timerisset(&bev->timeout_read) ? &bev->timeout_read : NULL);
+}
+
+/* The read high-watermark: reading a side stops while its input holds
+ * this much (a request or reply being gathered whole raises it to that
+ * message's length). On a side whose reads are ours it lives in wm_read
+ * without libevent's watermark callback, which runs on every change of the
+ * input buffer and re-adds the read event under the base lock each time
+ * (a fifth of the user time per small request); plain_read_cb stops and
+ * restart_reads restarts. TLS sides keep libevent's. Unchanged marks cost
+ * nothing either way. */
+static void set_read_need(session *s, struct bufferevent *bev, size_t need)
+{
+	size_t high = need > READ_CHUNK ? need : READ_CHUNK;
+	if (bev->wm_read.high == high)
+		return;
+	if (!(s->owned_reads & side_of(s, bev))) {
+		bufferevent_setwatermark(bev, EV_READ, 0, high);
+		return;
+	}
+	bev->wm_read.high = high;
+	restart_reads(s, bev);
 }
 
 /* The rest of a large request is awaited without a wake-up per packet: the
@@ -794,15 +836,15 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 			await_client_bytes(s, (size_t)h.length - avail);
 		if (cut_allowed(s, in, avail, &h) && (s->cut.buf = malloc((size_t)h.length))) {
 			s->cut.len = (size_t)h.length;
-			set_read_need(s->client, READ_CHUNK);
+			set_read_need(s, s->client, READ_CHUNK);
 		} else {
-			set_read_need(s->client, (size_t)h.length);
+			set_read_need(s, s->client, (size_t)h.length);
 		}
 		return 0;
 	}
 	evtimer_del(s->timer);
 	await_client_bytes(s, 0);
-	set_read_need(s->client, READ_CHUNK);
+	set_read_need(s, s->client, READ_CHUNK);
 	return (size_t)h.length;
 }
 
@@ -890,6 +932,7 @@ static void process_client(session *s)
 {
 	process_client_requests(s);
 	flush_stage(s);
+	restart_reads(s, s->client);
 }
 
 /* ---- replies ---- */
@@ -1072,7 +1115,7 @@ static void process_upstream_replies(session *s)
 		                          &st, &err)) {
 		case FRAMER_GATHER:
 			if (st.n > avail) {
-				set_read_need(s->upstream, st.n);
+				set_read_need(s, s->upstream, st.n);
 				return;
 			}
 			continue;
@@ -1107,7 +1150,7 @@ static void process_upstream_replies(session *s)
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))
-			set_read_need(s->upstream, READ_CHUNK);
+			set_read_need(s, s->upstream, READ_CHUNK);
 		if (s->cap_reply && !reply_framer_mid_reply(&s->framer))
 			capture_reply_end(s);
 		if (st.completes)
@@ -1120,6 +1163,8 @@ static void process_upstream(session *s)
 	process_upstream_replies(s);
 	if (s->client)
 		flush_replies(s);
+	if (s->upstream)
+		restart_reads(s, s->upstream);
 }
 
 /* ---- states ---- */
@@ -1290,26 +1335,31 @@ static ssize_t read_into(struct evbuffer *in, int fd, size_t want)
  * back full, more is waiting (a large message, cut through or held), and
  * one readv of up to a read chunk follows straight into the input buffer,
  * as it does at once when SMALL_READ bytes of a large message already wait
- * there. The bufferevent's enabling, disabling and watermark suspension all
- * work on its ev_read, whatever callback that event has, so they are
- * unchanged. Bytes read are handed on before an end of stream or an error
- * met after them (the socket stays readable, the next call meets it again),
- * which is reported as libevent reports it: reading disabled, then the
- * event callback. */
+ * there. At the watermark the read event goes off (set_read_need,
+ * restart_reads). The bufferevent's enabling and disabling work on its
+ * ev_read, whatever callback that event has, so they are unchanged; an
+ * enable while stopped wakes this once, which stops again. Bytes read are
+ * handed on before an end of stream or an error met after them (the
+ * socket stays readable, the next call meets it again), which is reported
+ * as libevent reports it: reading disabled, then the event callback. */
 static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct bufferevent *bev = arg;
+	session *s = bev->cbarg;
 	if (what == EV_TIMEOUT) { /* no read timeouts are set; as libevent would */
 		bufferevent_disable(bev, EV_READ);
 		bev->errorcb(bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, bev->cbarg);
 		return;
 	}
 	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t have = evbuffer_get_length(in), high = 0;
-	if (bufferevent_getwatermark(bev, EV_READ, NULL, &high) != 0 || high == 0)
-		high = have + READ_CHUNK; /* no limit set (session_wire always sets one) */
-	if (high <= have)
-		return; /* the watermark callback suspends reading */
+	size_t have = evbuffer_get_length(in), high = bev->wm_read.high;
+	if (high == 0)
+		high = have + READ_CHUNK; /* no limit set (init_reads always sets one) */
+	if (high <= have) {
+		event_del(&bev->ev_read);
+		s->stopped_reads |= (uint8_t)side_of(s, bev);
+		return;
+	}
 	size_t room = high - have, got = 0;
 	ssize_t n = 0; /* the last call's result */
 	bool large = have >= SMALL_READ && room >= SMALL_READ;
@@ -1349,8 +1399,8 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
  * event is the one libevent assigned (after bufferevent_socket_new, or
  * bufferevent_socket_connect for the upstream, which assigns it again);
  * it must not be added yet. If it does not look like that one (another
- * libevent, another layout), libevent's own read stays. */
-static void own_reads(struct bufferevent *bev)
+ * libevent, another layout), libevent's own read stays: false. */
+static bool own_reads(struct bufferevent *bev)
 {
 	struct event *rd = &bev->ev_read;
 	evutil_socket_t fd = bufferevent_getfd(bev);
@@ -1358,8 +1408,19 @@ static void own_reads(struct bufferevent *bev)
 	if (bufferevent_openssl_get_ssl(bev) || fd < 0 || event_get_fd(rd) != fd ||
 	    event_get_base(rd) != bufferevent_get_base(bev) || event_get_events(rd) != evs ||
 	    event_get_callback_arg(rd) != bev || event_pending(rd, EV_READ, NULL))
-		return;
+		return false;
 	event_assign(rd, bufferevent_get_base(bev), fd, evs, plain_read_cb, bev);
+	return true;
+}
+
+/* A side's reads, once its read event is final (the client's when it is
+ * created, the upstream's after the connect): ours where they can be, and
+ * the first read high-watermark. */
+static void init_reads(session *s, struct bufferevent *bev)
+{
+	if (own_reads(bev))
+		s->owned_reads |= (uint8_t)side_of(s, bev);
+	set_read_need(s, bev, READ_CHUNK);
 }
 
 static void client_read_cb(struct bufferevent *bev, void *arg)
@@ -1682,8 +1743,6 @@ static bool session_wire(session *s, int fd, bool client_tls)
 		s->client_tls = s->client != NULL;
 	} else {
 		s->client = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-		if (s->client)
-			own_reads(s->client);
 	}
 	if (!s->client) {
 		close(fd);
@@ -1718,8 +1777,7 @@ static bool session_wire(session *s, int fd, bool client_tls)
 	bufferevent_setcb(s->upstream, upstream_read_cb, upstream_write_cb, upstream_event_cb, s);
 	bufferevent_setwatermark(s->client, EV_WRITE, OUT_LOW, 0);
 	bufferevent_setwatermark(s->upstream, EV_WRITE, OUT_LOW, 0);
-	set_read_need(s->client, READ_CHUNK);
-	set_read_need(s->upstream, READ_CHUNK);
+	init_reads(s, s->client); /* the upstream's: session_relay */
 	/* libevent writes (and, for TLS, reads) at most 16 KiB per call by
 	 * default: a 1 MiB message then costs 64 calls and as many loop
 	 * turns. A read chunk per call keeps large messages to a few system
@@ -1758,7 +1816,7 @@ static void session_relay(session *s, int fd, bool client_tls)
 		               evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		return;
 	}
-	own_reads(s->upstream); /* the connect assigned its read event */
+	init_reads(s, s->upstream); /* the connect assigned its read event */
 	bufferevent_enable(s->client, EV_READ);
 	bufferevent_enable(s->upstream, EV_READ);
 }
