@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "protocol/frame.h"
+#include "protocol/wire_doc.h"
 
 #define CMD_SUFFIX ".$cmd"
 
@@ -34,24 +35,31 @@ bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
 		               "OP_MSG body of %zu bytes is not a BSON document", m->body_len);
 		return false;
 	}
-	if (!take_name(v, "OP_MSG", err))
+	/* opmsg_parse validated the body (wire_doc_validate): its first key
+	 * and $db are read bare, without bson_iter's checks again. */
+	if (m->body_len <= 5) {
+		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
+		               "OP_MSG command document is empty; its first key names the command");
 		return false;
-
-	bson_iter_t it;
-	if (!bson_iter_init_find(&it, &v->body, "$db")) {
+	}
+	v->name = (const char *)m->body + 5;
+	const uint8_t *e = wire_doc_find(m->body, m->body_len, "$db", 3);
+	if (!e) {
 		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
 		               "OP_MSG command '%s' has no $db field", v->name);
 		return false;
 	}
-	uint32_t db_len = 0;
-	if (!BSON_ITER_HOLDS_UTF8(&it) || (v->db = bson_iter_utf8(&it, &db_len), db_len == 0) ||
-	    strlen(v->db) != db_len) {
+	/* type, "$db\0", then a string's int32 length (with its NUL, at least
+	 * 1 in a validated document) and bytes */
+	const char *db = (const char *)e + 5 + 4;
+	size_t db_len = e[0] == BSON_TYPE_UTF8 ? (size_t)wire_read_u32(e + 5) - 1 : 0;
+	if (db_len == 0 || strlen(db) != db_len) {
 		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
 		               "OP_MSG command '%s' has a $db that is not a non-empty string",
 		               v->name);
-		v->db = NULL;
 		return false;
 	}
+	v->db = db;
 	return true;
 }
 

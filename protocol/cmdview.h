@@ -35,7 +35,8 @@ typedef struct cmdview {
 	char db_buf[128]; /* backing store for an OP_QUERY database name */
 } cmdview;
 
-/* From a parsed OP_MSG. Fails when the body has no first key or no $db. */
+/* From an OP_MSG that opmsg_parse() accepted (so its body is validated).
+ * Fails when the body has no first key or no $db. */
 bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
     __attribute__((warn_unused_result));
 

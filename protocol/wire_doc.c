@@ -284,6 +284,20 @@ static size_t value_size(const uint8_t *v, uint8_t type)
 	}
 }
 
+const uint8_t *wire_doc_find(const uint8_t *p, size_t len, const char *key, size_t keylen)
+{
+	size_t pos = 4, end = len - 1;
+	while (pos < end) {
+		const char *k = (const char *)p + pos + 1;
+		size_t kl = strlen(k);
+		if (kl == keylen && memcmp(k, key, keylen) == 0)
+			return p + pos;
+		size_t v = pos + 1 + kl + 1;
+		pos = v + value_size(p + v, p[pos]);
+	}
+	return NULL;
+}
+
 size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *lens, size_t cap)
 {
 	size_t n = 0, pos = 4, end = len - 1;

@@ -66,4 +66,9 @@ bool wire_doc_validate(const uint8_t *p, size_t len, wire_error *err, const char
  * bson_iter_next costs per element, which re-checks each one. */
 size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *lens, size_t cap);
 
+/* The first top-level element of a document that passed wire_doc_validate()
+ * whose key is the keylen bytes of key: a pointer at its type byte (the key
+ * follows it, then the value), or NULL. The same bare pass. */
+const uint8_t *wire_doc_find(const uint8_t *p, size_t len, const char *key, size_t keylen);
+
 #endif

@@ -394,6 +394,37 @@ static void test_keys_match_the_iterator(void **state)
 	bson_destroy(d);
 }
 
+/* wire_doc_find lands on the same element as bson_iter_find for every key
+ * of the every-type document (each type's size walked over), takes the
+ * first of two equal keys, and compares whole keys only. */
+static void test_find_matches_the_iterator(void **state)
+{
+	bson_t *d = every_type();
+	BSON_APPEND_INT32(d, "int32", 2); /* a second "int32" */
+	const uint8_t *p = bson_get_data(d);
+	bson_iter_t it;
+	assert_true(bson_iter_init(&it, d));
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		bson_iter_t first;
+		assert_true(bson_iter_init_find(&first, d, k));
+		const uint8_t *e = wire_doc_find(p, d->len, k, strlen(k));
+		assert_non_null(e);
+		assert_ptr_equal(e + 1, (const uint8_t *)bson_iter_key(&first));
+		assert_int_equal(e[0], bson_iter_type(&first));
+	}
+	const uint8_t *first = wire_doc_find(p, d->len, "int32", 5);
+	int32_t v;
+	memcpy(&v, first + 1 + 6, sizeof(v)); /* after the type and "int32\0" */
+	assert_int_equal(v, -7);
+	assert_null(wire_doc_find(p, d->len, "int3", 4));
+	assert_null(wire_doc_find(p, d->len, "int32x", 6));
+	assert_null(wire_doc_find(p, d->len, "absent", 6));
+	const uint8_t empty[5] = {5, 0, 0, 0, 0};
+	assert_null(wire_doc_find(empty, 5, "", 0));
+	bson_destroy(d);
+}
+
 /* Behaviour change: bson_validate refused a key that is not UTF-8 (it never
  * checked string values); the structural check accepts both, as mongod's
  * default validation does. */
@@ -575,6 +606,7 @@ int main(void)
 	    cmocka_unit_test(test_top_level_frame),
 	    cmocka_unit_test(test_depth_limit),
 	    cmocka_unit_test(test_every_type_accepted),
+	    cmocka_unit_test(test_find_matches_the_iterator),
 	    cmocka_unit_test(test_invalid_utf8_accepted),
 	    cmocka_unit_test(test_differential_mutations),
 	};
