@@ -165,6 +165,7 @@ struct session {
 	 * CLOSED, made active to free the session at the next loop turn. One
 	 * event instead of four keeps idle sessions small (state_timer_cb). */
 	struct event *timer;
+	bool timer_on; /* timer is pending: kept here, as asking libevent takes its lock */
 	struct event *reply_timer; /* upstream.replyTimeoutMS: see arm_reply_timer */
 	int64_t reply_due;         /* the head request's deadline (ns); 0: none */
 	int64_t reply_wake;        /* when reply_timer fires (ns); 0: not added */
@@ -345,10 +346,20 @@ static const char *unreachable_why(const session *s)
 	return s->unreachable_why ? s->unreachable_why : "upstream unreachable";
 }
 
-static void add_timer_ms(struct event *ev, uint32_t ms)
+/* The state's timer, (re)started or stopped; every request that arrives
+ * whole stops it, so stopping one that is not running costs nothing. */
+static void set_timer(session *s, uint32_t ms)
 {
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	evtimer_add(ev, &tv);
+	evtimer_add(s->timer, &tv);
+	s->timer_on = true;
+}
+
+static void clear_timer(session *s)
+{
+	if (s->timer_on)
+		evtimer_del(s->timer);
+	s->timer_on = false;
 }
 
 static void pause_client(session *s)
@@ -677,8 +688,8 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
  * net.maxFrameWaitMS, counted from its first bytes. */
 static void arm_frame_timer(session *s)
 {
-	if (!evtimer_pending(s->timer, NULL))
-		add_timer_ms(s->timer, snap(s)->cfg.max_frame_wait_ms);
+	if (!s->timer_on)
+		set_timer(s, snap(s)->cfg.max_frame_wait_ms);
 }
 
 /* The stream cannot be resynchronised after a bad length: answer if the
@@ -807,7 +818,7 @@ static bool cut_step(session *s, struct evbuffer *in)
 			await_client_bytes(s, s->cut.len - s->cut.got);
 			return true;
 		}
-		evtimer_del(s->timer);
+		clear_timer(s);
 		await_client_bytes(s, 0);
 	}
 	return cut_finish(s, in);
@@ -842,7 +853,7 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 		}
 		return 0;
 	}
-	evtimer_del(s->timer);
+	clear_timer(s);
 	await_client_bytes(s, 0);
 	set_read_need(s, s->client, READ_CHUNK);
 	return (size_t)h.length;
@@ -1171,7 +1182,7 @@ static void process_upstream(session *s)
 
 static void enter_flushing(session *s)
 {
-	evtimer_del(s->timer);
+	clear_timer(s);
 	flush_replies(s);
 	if (s->upstream) {
 		/* a reply cut short must not be followed by anything else */
@@ -1185,7 +1196,7 @@ static void enter_flushing(session *s)
 		return;
 	}
 	bufferevent_setwatermark(s->client, EV_WRITE, 0, 0);
-	add_timer_ms(s->timer, FLUSH_TIMEOUT_MS);
+	set_timer(s, FLUSH_TIMEOUT_MS);
 }
 
 static void enter_closed(session *s)
@@ -1194,7 +1205,7 @@ static void enter_closed(session *s)
 		bufferevent_disable(s->client, EV_READ | EV_WRITE);
 	if (s->upstream)
 		bufferevent_disable(s->upstream, EV_READ | EV_WRITE);
-	evtimer_del(s->timer);
+	clear_timer(s);
 	evtimer_del(s->reply_timer);
 	s->reply_due = s->reply_wake = 0;
 	event_active(s->timer, EV_TIMEOUT, 0);
@@ -1234,13 +1245,13 @@ static bool session_enter(session *s, session_state to)
 	switch (to) {
 	case SESSION_WAITING:
 		bufferevent_disable(s->client, EV_READ);
-		add_timer_ms(s->timer, snap(s)->cfg.engine.index_wait_ms);
+		set_timer(s, snap(s)->cfg.engine.index_wait_ms);
 		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
 		           "Holding a request until the index list arrives");
 		break;
 	case SESSION_ACTIVE:
 		s->wait_expired = false;
-		evtimer_del(s->timer);
+		clear_timer(s);
 		if (!s->client_paused)
 			bufferevent_enable(s->client, EV_READ);
 		break;
@@ -1600,8 +1611,8 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (inflight_count(&s->inflight) == 0 && !s->unreachable) {
 		s->unreachable = true;
 		s->unreachable_why = strdup(why);
-		evtimer_del(s->timer);
-		add_timer_ms(s->timer, UNREACHABLE_WAIT_MS);
+		clear_timer(s);
+		set_timer(s, UNREACHABLE_WAIT_MS);
 		process_client(s);
 		return;
 	}
@@ -1642,6 +1653,7 @@ static void flush_timeout(session *s)
 static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
+	s->timer_on = false; /* it fired (or was made active to free the session) */
 	switch (s->state) {
 	case SESSION_ACTIVE:
 		frame_timeout(s);
