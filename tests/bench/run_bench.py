@@ -10,6 +10,8 @@ several ways, interleaved in rounds so that machine noise hits all alike:
   mg-off     loadgen -> mongoguard, analysis: {enabled: false} -> backend
   mg-log     loadgen -> mongoguard, every rule at log -> backend
   mg-block   loadgen -> mongoguard, every rule at block -> backend
+  mg-log-1w  as mg-log with one worker (--workers 1): what the other
+             workers add (a table of mg-log / mg-log-1w)
   mg-log-base  with --baseline BIN: another mongoguard binary, every rule at
              log (an earlier build, for before/after figures in one run)
 
@@ -84,7 +86,7 @@ QUICK_LOADS = {
     "cursor c1": ["--op", "cursor", "--connections", "1"],
     "ping c2 d4": ["--op", "ping", "--connections", "2", "--depth", "4"],
 }
-ALL_TARGETS = ["direct", "haproxy", "mg-off", "mg-log", "mg-block"]
+ALL_TARGETS = ["direct", "haproxy", "mg-off", "mg-log", "mg-block", "mg-log-1w"]
 
 
 # --- processes ---------------------------------------------------------------
@@ -145,7 +147,7 @@ def mongoguard_config(kind: str) -> str:
 
 
 def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: Path,
-                     name: str | None = None) -> Target:
+                     name: str | None = None, note: str | None = None) -> Target:
     name = name or f"mg-{kind}"
     lp = free_port()
     cfg = tmp / f"{name}.yaml"
@@ -158,8 +160,8 @@ def start_mongoguard(binary: str, kind: str, upstream: str, workers: int, tmp: P
     wait_port(lp, 15, p, f"mongoguard ({kind})")
     label = {"off": "mongoguard analysis off", "log": "mongoguard all rules log",
              "block": "mongoguard all rules block"}[kind]
-    if name != f"mg-{kind}":
-        label += f" ({binary})"
+    if note:
+        label += f" ({note})"
     return Target(name, lp, p, label, log)
 
 
@@ -364,6 +366,18 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
         lines += ["", "HAProxy: the better of nbthread "
                   + " and ".join(h.split("-")[1].rstrip("t") for h in hap_names)
                   + " for each row (in brackets: 1t, 2t = threads)."]
+    if "mg-log" in mg_cols and "mg-log-1w" in mg_cols:
+        w = info.get("mg_workers")
+        lines += ["", f"## Workers: mg-log ({w} workers) / mg-log-1w (1 worker)", "",
+                  "Throughput with every rule at log, the same binary and load. Where the"
+                  " proxy's own work is the bottleneck (pipelined loads) the other workers"
+                  " add to it; where the machine's cores are already busy with the load"
+                  " generator and the backend, they cannot.", "",
+                  "| load | mg-log | mg-log-1w | ratio |", "|---|---|---|---|"]
+        for load, row in summary.items():
+            lines.append(f"| {load} | {fmt_ops(row['mg-log']['ops_per_s'])} | "
+                         f"{fmt_ops(row['mg-log-1w']['ops_per_s'])} | "
+                         f"{ratio(row['mg-log']['ops_per_s'], row['mg-log-1w']['ops_per_s'])} |")
     lines += ["", "## Latency (µs, p50 / p99; medians over rounds)", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for load, row in summary.items():
@@ -516,9 +530,13 @@ def main() -> int:
                 t = start_mongoguard(mg_bin, kind, upstream_uri, a.mg_workers, tmp)
                 procs.append(t.proc)
                 tlist.append(t)
+        if "mg-log-1w" in targets:
+            t = start_mongoguard(mg_bin, "log", upstream_uri, 1, tmp, "mg-log-1w", "1 worker")
+            procs.append(t.proc)
+            tlist.append(t)
         if a.baseline:
             t = start_mongoguard(a.baseline, "log", upstream_uri, a.mg_workers, tmp,
-                                 "mg-log-base")
+                                 "mg-log-base", a.baseline)
             procs.append(t.proc)
             tlist.append(t)
         mg_cols = [t.name for t in tlist if t.name.startswith("mg-")]
@@ -566,6 +584,7 @@ def main() -> int:
         info = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
                 "mongoguard_version": mg_version, "backend": backend_desc, "rounds": rounds,
                 "duration": duration, "warmup": warmup,
+                "mg_workers": a.mg_workers or os.cpu_count(),
                 "command": " ".join(["tests/bench/run_bench.py"] + sys.argv[1:])}
         text = render(summary, idle, info, mg_cols, hap_names, findings, peaks)
         md, js = out_dir / f"results-{stamp}.md", out_dir / f"results-{stamp}.json"

@@ -120,7 +120,8 @@ def test_run_bench_quick(tmp_path):
     mds, jss = list(tmp_path.glob("results-*.md")), list(tmp_path.glob("results-*.json"))
     assert len(mds) == 1 and len(jss) == 1
     data = json.loads(jss[0].read_text())
-    targets = {"direct", "haproxy-1t", "mg-off", "mg-log", "mg-block", "mg-log-base"}
+    targets = {"direct", "haproxy-1t", "mg-off", "mg-log", "mg-block", "mg-log-1w",
+               "mg-log-base"}
     for load, cells in data["raw"].items():
         assert set(cells) == targets, load
         for target, runs in cells.items():
@@ -129,5 +130,8 @@ def test_run_bench_quick(tmp_path):
                 assert run["ops"] > 0, (load, target, run)
     assert {i["target"] for i in data["idle"]} == targets
     assert all(i["connections"] == 50 and i["failed"] == 0 for i in data["idle"])
-    assert data["findings"] == {"mg-off": 0, "mg-log": 0, "mg-block": 0, "mg-log-base": 0}
-    assert "| load |" in mds[0].read_text()
+    assert data["findings"] == {"mg-off": 0, "mg-log": 0, "mg-block": 0, "mg-log-1w": 0,
+                                "mg-log-base": 0}
+    md = mds[0].read_text()
+    assert "| load |" in md
+    assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
