@@ -38,8 +38,10 @@
  * per call. Small messages are read with one recv into the stack and
  * copied into the input buffer; a large one in progress is read straight
  * into it, a read chunk at a time, and SO_RCVLOWAT makes the kernel wake us
- * only when a read chunk of it has arrived (await_client_bytes). TLS
- * bufferevents read through OpenSSL as before.
+ * only when a read chunk of it has arrived (await_client_bytes). The read
+ * high-watermark of such a side is kept without libevent's watermark
+ * callback (set_read_need, restart_reads). TLS bufferevents read through
+ * OpenSSL, with libevent's watermark, as before.
  *
  * Upstream -> client. The reply framer (reply_framer.h) reads each reply's
  * header and flag bits and then says forward, drop or gather N bytes; the

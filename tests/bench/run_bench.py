@@ -372,10 +372,10 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
     if "mg-log" in mg_cols and "mg-log-1w" in mg_cols:
         w = info.get("mg_workers")
         lines += ["", f"## Workers: mg-log ({w} workers) / mg-log-1w (1 worker)", "",
-                  "Throughput with every rule at log, the same binary and load. Where the"
-                  " proxy's own work is the bottleneck (pipelined loads) the other workers"
-                  " add to it; where the machine's cores are already busy with the load"
-                  " generator and the backend, they cannot.", "",
+                  "Throughput with every rule at log, the same binary and load. More"
+                  " workers can only add where a worker thread is what limits; where the"
+                  " load generator and the backend share the machine's cores, the cores"
+                  " limit, and the ratio is noise around 1.", "",
                   "| load | mg-log | mg-log-1w | ratio |", "|---|---|---|---|"]
         for load, row in summary.items():
             lines.append(f"| {load} | {fmt_ops(row['mg-log']['ops_per_s'])} | "
