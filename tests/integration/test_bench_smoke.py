@@ -4,7 +4,9 @@
   closed-loop and pipelined;
 - mg_fastbackend is a server pymongo can use (handshake, cursors, writes);
 - run_bench.py --quick exits 0 with every cell non-empty and error-free,
-  and writes its results files.
+  and writes its results files;
+- instructions.py counts, under callgrind, instructions per request for
+  mongoguard and HAProxy (the figure is not checked, only that it is one).
 
 Binaries come from the CMake build (build/tests/mg_loadgen and
 build/tests/mg_fastbackend; MONGOGUARD_BENCH_BUILD overrides the build
@@ -135,3 +137,26 @@ def test_run_bench_quick(tmp_path):
     md = mds[0].read_text()
     assert "| load |" in md
     assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
+
+
+def test_instructions_per_request(tmp_path):
+    """The build's own mongoguard, not $MONGOGUARD_BIN: valgrind cannot run
+    the ASan binary the second pass of the suite uses."""
+    for tool in ("valgrind", "callgrind_control", "haproxy"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} is not installed (scripts/setup.sh --tests installs it)",
+                        pytrace=False)
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "instructions.py"),
+                        "--requests", "300", "--loads", "find-id c16", "--build",
+                        str(BENCH_BUILD), "--mongoguard", need(BENCH_BUILD / "mongoguard"),
+                        "--json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    data = json.loads(r.stdout.strip().splitlines()[-1])
+    for proxy in ("mongoguard", "haproxy"):
+        f = data["results"][proxy]["find-id c16"]
+        assert f["requests"] == 300 and f["errors"] == 0, (proxy, f)
+        # a count of this process's work: far above nothing, far below a
+        # count that would include the whole start-up
+        assert 100 < f["per_request"] < 200_000, (proxy, f)
+    assert "| find-id c16 |" in r.stdout
