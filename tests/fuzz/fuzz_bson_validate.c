@@ -1,6 +1,6 @@
 /* libFuzzer target, differential: the input is one BSON document, judged by
- * wire_doc_validate() (protocol/wire_doc.c) and by libbson. Two properties,
- * abort() on either failing:
+ * wire_doc_validate() (protocol/wire_doc.c) and by libbson. Three properties,
+ * abort() on any failing:
  *
  *  - what wire_doc_validate accepts, libbson's reader can walk to the last
  *    nested element (bson_iter_next / recurse / every accessor, each
@@ -13,7 +13,10 @@
  *    nested document whose frame is bad without looking inside) or the
  *    document is nested deeper than the limit (bson_validate has none);
  *    and what wire_doc_validate accepts and bson_validate refuses has a
- *    key that is not UTF-8 (the one check dropped on purpose).
+ *    key that is not UTF-8 (the one check dropped on purpose);
+ *  - on what it accepts, the bare top-level passes agree with the
+ *    iterator: wire_doc_keys gives its keys in order, wire_doc_find the
+ *    element bson_iter_find lands on.
  *
  * The first four bytes are overwritten with the input's size, so the
  * fuzzer's time goes into elements rather than into the outer frame. The judge
@@ -57,6 +60,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * separate the two */
 	if (ours && !theirs && readable == 1 && bw_keys_utf8(doc, size))
 		abort();
+	/* the bare top-level passes over what passed: wire_doc_keys names the
+	 * keys libbson's iterator meets, in order, and wire_doc_find lands on
+	 * the first element of each name, as bson_iter_find does */
+	bson_iter_t it, first;
+	if (ours && bson_init_static(&b, doc, size) && bson_iter_init(&it, &b)) {
+		const char *keys[64];
+		uint32_t lens[64];
+		size_t n = 0, total = wire_doc_keys(doc, size, keys, lens, 64);
+		while (bson_iter_next(&it)) {
+			const char *k = bson_iter_key(&it);
+			const uint8_t *e = wire_doc_find(doc, size, k, strlen(k));
+			if ((n < 64 && (keys[n] != k || lens[n] != strlen(k))) ||
+			    !bson_iter_init_find(&first, &b, k) || !e ||
+			    (const char *)e + 1 != bson_iter_key(&first))
+				abort();
+			n++;
+		}
+		if (n != total)
+			abort();
+	}
 	free(doc);
 	return 0;
 }
