@@ -31,8 +31,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_bench import LOADS, ROOT, free_port, mongoguard_config, start_backend, stop  # noqa: E402
-from run_bench import wait_port  # noqa: E402
+from run_bench import LOADS, ROOT, free_port, haproxy_config, mongoguard_config  # noqa: E402
+from run_bench import start_backend, stop, wait_port  # noqa: E402
 
 DEFAULT_LOADS = ["find-id c16", "find-id c16 d16", "ping c16 d16"]
 WARMUP_REQUESTS = 500
@@ -147,18 +147,7 @@ def main() -> int:
         if not a.no_haproxy:
             hp = free_port()
             hcfg = tmp / "haproxy.cfg"
-            hcfg.write_text(f"""global
-  maxconn 2000
-  nbthread 1
-defaults
-  mode tcp
-  timeout connect 5s
-  timeout client 1h
-  timeout server 1h
-listen mongo
-  bind 127.0.0.1:{hp}
-  server up 127.0.0.1:{up_port}
-""")
+            hcfg.write_text(haproxy_config(1, hp, "127.0.0.1", up_port, 2000))
             h_out = tmp / "cg-haproxy.out"
             h = callgrind(["haproxy", "-db", "-f", str(hcfg)], h_out, tmp / "haproxy.out")
             procs.append(h)

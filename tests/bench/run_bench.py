@@ -117,10 +117,9 @@ def start_backend(binary: Path, threads: int, logdir: Path) -> tuple[subprocess.
     return p, int(line.rsplit(":", 1)[1])
 
 
-def start_haproxy(threads: int, host: str, port: int, maxconn: int, tmp: Path) -> Target:
-    lp = free_port()
-    cfg = tmp / f"haproxy-{threads}t.cfg"
-    cfg.write_text(f"""global
+def haproxy_config(threads: int, listen_port: int, host: str, port: int, maxconn: int) -> str:
+    """HAProxy in TCP mode: bytes from 127.0.0.1:listen_port to host:port."""
+    return f"""global
   maxconn {maxconn}
   nbthread {threads}
 defaults
@@ -130,9 +129,15 @@ defaults
   timeout client 1h
   timeout server 1h
 listen mongo
-  bind 127.0.0.1:{lp}
+  bind 127.0.0.1:{listen_port}
   server up {host}:{port}
-""")
+"""
+
+
+def start_haproxy(threads: int, host: str, port: int, maxconn: int, tmp: Path) -> Target:
+    lp = free_port()
+    cfg = tmp / f"haproxy-{threads}t.cfg"
+    cfg.write_text(haproxy_config(threads, lp, host, port, maxconn))
     out = open(tmp / f"haproxy-{threads}t.out", "wb")
     p = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL)
