@@ -374,6 +374,20 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
         lines += ["", "HAProxy: the better of nbthread "
                   + " and ".join(h.split("-")[1].rstrip("t") for h in hap_names)
                   + " for each row (in brackets: 1t, 2t = threads)."]
+    if has_hap and mg_cols:
+        lines += ["", "## Spread: each mongoguard target / HAProxy, round by round", "",
+                  "Ratios of cells run one after the other in the same round (HAProxy at the"
+                  " thread count of its row): median, lowest and highest over the rounds. A"
+                  " median ratio near 1 whose range spans 1 is no difference this machine can"
+                  " show.", "",
+                  "| load | " + " | ".join(mg_cols) + " |", "|---|" + "---|" * len(mg_cols)]
+        for load, row in summary.items():
+            hr = row[row["haproxy"]["best_of"]]["rounds"]
+            cells = []
+            for c in mg_cols:
+                rs = [m / h for m, h in zip(row[c]["rounds"], hr) if h]
+                cells.append(f"{med(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})" if rs else "-")
+            lines.append(f"| {load} | " + " | ".join(cells) + " |")
     if "mg-log" in mg_cols and "mg-log-1w" in mg_cols:
         w = info.get("mg_workers")
         lines += ["", f"## Workers: mg-log ({w} workers) / mg-log-1w (1 worker)", "",

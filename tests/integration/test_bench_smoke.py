@@ -137,6 +137,8 @@ def test_run_bench_quick(tmp_path):
     md = mds[0].read_text()
     assert "| load |" in md
     assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
+    spread = md.split("## Spread")[1].split("##")[0]
+    assert "| ping c2 d4 | " in spread and spread.count("(") >= 5  # median (min-max) per target
 
 
 def test_instructions_per_request(tmp_path):
