@@ -284,34 +284,37 @@ static size_t value_size(const uint8_t *v, uint8_t type)
 	}
 }
 
+/* The bare top-level pass of wire_doc_find and wire_doc_keys: the key of
+ * the element at pos (its length in *kl) and, in *next, where the next one
+ * starts; the document's terminator is at len - 1. */
+static const char *element_key(const uint8_t *p, size_t pos, size_t *kl, size_t *next)
+{
+	const char *k = (const char *)p + pos + 1;
+	*kl = strlen(k);
+	size_t v = pos + 1 + *kl + 1;
+	*next = v + value_size(p + v, p[pos]);
+	return k;
+}
+
 const uint8_t *wire_doc_find(const uint8_t *p, size_t len, const char *key, size_t keylen)
 {
-	size_t pos = 4, end = len - 1;
-	while (pos < end) {
-		const char *k = (const char *)p + pos + 1;
-		size_t kl = strlen(k);
+	for (size_t pos = 4, next, kl; pos < len - 1; pos = next) {
+		const char *k = element_key(p, pos, &kl, &next);
 		if (kl == keylen && memcmp(k, key, keylen) == 0)
 			return p + pos;
-		size_t v = pos + 1 + kl + 1;
-		pos = v + value_size(p + v, p[pos]);
 	}
 	return NULL;
 }
 
 size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *lens, size_t cap)
 {
-	size_t n = 0, pos = 4, end = len - 1;
-	while (pos < end) {
-		uint8_t type = p[pos];
-		const char *k = (const char *)p + pos + 1;
-		size_t kl = strlen(k);
+	size_t n = 0;
+	for (size_t pos = 4, next, kl; pos < len - 1; pos = next, n++) {
+		const char *k = element_key(p, pos, &kl, &next);
 		if (n < cap) {
 			keys[n] = k;
 			lens[n] = (uint32_t)kl;
 		}
-		n++;
-		size_t v = pos + 1 + kl + 1;
-		pos = v + value_size(p + v, type);
 	}
 	return n;
 }

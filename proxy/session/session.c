@@ -156,10 +156,10 @@ struct session {
 	bool client_paused;    /* reading from the client stopped by backpressure */
 	int client_lowat;      /* SO_RCVLOWAT set on the client socket (0: the default) */
 	bool upstream_paused;  /* reading from upstream stopped by backpressure */
-	/* Sides whose reads are mongoguard's own (own_reads), and of those the
-	 * ones whose read event is off because the input holds the read
-	 * high-watermark (plain_read_cb): bits SIDE_CLIENT, SIDE_UPSTREAM. */
-	uint8_t owned_reads, stopped_reads;
+	/* Sides whose reads are mongoguard's own (reads_owned) and whose read
+	 * event is off because the input holds the read high-watermark
+	 * (plain_read_cb): bits SIDE_CLIENT, SIDE_UPSTREAM. */
+	uint8_t stopped_reads;
 
 	/* One timer for the state's deadline, as the states never need two:
 	 * ACTIVE, a started request must finish arriving (net.maxFrameWaitMS);
@@ -220,6 +220,14 @@ static size_t upstream_out_len(session *s)
 	return s->upstream ? evbuffer_get_length(bufferevent_get_output(s->upstream)) : 0;
 }
 
+static void plain_read_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Whether a side's reads are mongoguard's own (own_reads). */
+static bool reads_owned(const struct bufferevent *bev)
+{
+	return event_get_callback(&bev->ev_read) == plain_read_cb;
+}
+
 static unsigned side_of(const session *s, const struct bufferevent *bev)
 {
 	return bev == s->client ? SIDE_CLIENT : SIDE_UPSTREAM;
@@ -253,7 +261,7 @@ static void set_read_need(session *s, struct bufferevent *bev, size_t need)
 	size_t high = need > READ_CHUNK ? need : READ_CHUNK;
 	if (bev->wm_read.high == high)
 		return;
-	if (!(s->owned_reads & side_of(s, bev))) {
+	if (!reads_owned(bev)) {
 		bufferevent_setwatermark(bev, EV_READ, 0, high);
 		return;
 	}
@@ -1369,6 +1377,9 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 	if (high == 0)
 		high = have + READ_CHUNK; /* no limit set (init_reads always sets one) */
 	if (high <= have) {
+		/* Not reached as processing stands (it leaves less than the mark
+		 * buffered, or reading disabled), and no test reaches it: the
+		 * guard that keeps a full buffer from spinning the loop. */
 		event_del(&bev->ev_read);
 		s->stopped_reads |= (uint8_t)side_of(s, bev);
 		return;
@@ -1412,8 +1423,8 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
  * event is the one libevent assigned (after bufferevent_socket_new, or
  * bufferevent_socket_connect for the upstream, which assigns it again);
  * it must not be added yet. If it does not look like that one (another
- * libevent, another layout), libevent's own read stays: false. */
-static bool own_reads(struct bufferevent *bev)
+ * libevent, another layout), libevent's own read stays. */
+static void own_reads(struct bufferevent *bev)
 {
 	struct event *rd = &bev->ev_read;
 	evutil_socket_t fd = bufferevent_getfd(bev);
@@ -1421,9 +1432,8 @@ static bool own_reads(struct bufferevent *bev)
 	if (bufferevent_openssl_get_ssl(bev) || fd < 0 || event_get_fd(rd) != fd ||
 	    event_get_base(rd) != bufferevent_get_base(bev) || event_get_events(rd) != evs ||
 	    event_get_callback_arg(rd) != bev || event_pending(rd, EV_READ, NULL))
-		return false;
+		return;
 	event_assign(rd, bufferevent_get_base(bev), fd, evs, plain_read_cb, bev);
-	return true;
 }
 
 /* A side's reads, once its read event is final (the client's when it is
@@ -1431,8 +1441,7 @@ static bool own_reads(struct bufferevent *bev)
  * the first read high-watermark. */
 static void init_reads(session *s, struct bufferevent *bev)
 {
-	if (own_reads(bev))
-		s->owned_reads |= (uint8_t)side_of(s, bev);
+	own_reads(bev);
 	set_read_need(s, bev, READ_CHUNK);
 }
 
@@ -1613,8 +1622,7 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (inflight_count(&s->inflight) == 0 && !s->unreachable) {
 		s->unreachable = true;
 		s->unreachable_why = strdup(why);
-		clear_timer(s);
-		set_timer(s, UNREACHABLE_WAIT_MS);
+		set_timer(s, UNREACHABLE_WAIT_MS); /* replaces the frame wait, if any */
 		process_client(s);
 		return;
 	}
