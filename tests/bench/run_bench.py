@@ -70,7 +70,7 @@ LOADS = {
     "cursor c1": ["--op", "cursor", "--connections", "1"],
     "ping c16 d16": ["--op", "ping", "--connections", "16", "--depth", "16"],
     # Pipelined finds: every message decoded and analysed, 16 to a read, so
-    # the proxy's own work is what limits (where its workers show).
+    # the proxy's own per-message work weighs most.
     "find-id c16 d16": ["--op", "find-id", "--connections", "16", "--depth", "16"],
     # Peak memory: every connection holds a 16 MB request at once. A round
     # of 128 takes seconds even direct, hence the reply timeout.
