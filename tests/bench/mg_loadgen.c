@@ -163,6 +163,7 @@ static struct {
 	const char *coll;
 	int keys;
 	int batch;
+	int statements;
 	double timeout;
 	bool setup;
 	bool quiet;
@@ -182,6 +183,7 @@ static struct {
     .coll = "items",
     .keys = 1000,
     .batch = 100,
+    .statements = 1,
     .timeout = 10.0,
     .label = "",
 };
@@ -212,14 +214,23 @@ static void wr64(uint8_t *p, uint64_t v)
 	wr32(p + 4, (uint32_t)(v >> 32));
 }
 
-static void *xmalloc(size_t n)
+static void *checked(void *p, size_t n)
 {
-	void *p = calloc(1, n);
 	if (!p) {
 		fprintf(stderr, "mg_loadgen: out of memory (%zu bytes)\n", n);
 		exit(1);
 	}
 	return p;
+}
+
+static void *xmalloc(size_t n)
+{
+	return checked(calloc(1, n), n);
+}
+
+static void *xrealloc(void *old, size_t n)
+{
+	return checked(realloc(old, n), n);
 }
 
 /* --- request templates -------------------------------------------------- */
@@ -258,11 +269,13 @@ static void find_patches(lg_tmpl *t, const void *pat, size_t plen, lg_patch_kind
 	}
 }
 
-/* An OP_MSG from a body and, optionally, one kind-1 sequence of one document. */
-static lg_tmpl tmpl_build(const bson_t *body, const char *seq_id, const bson_t *seq_doc)
+/* An OP_MSG from a body and, optionally, one kind-1 sequence of the
+ * documents in seq (docs_len bytes, one after the other). */
+static lg_tmpl tmpl_build(const bson_t *body, const char *seq_id, const uint8_t *seq,
+                          size_t docs_len)
 {
 	lg_tmpl t = {0};
-	size_t seq_len = seq_doc ? 1 + 4 + strlen(seq_id) + 1 + seq_doc->len : 0;
+	size_t seq_len = seq ? 1 + 4 + strlen(seq_id) + 1 + docs_len : 0;
 	t.len = 16 + 4 + 1 + body->len + seq_len;
 	t.msg = xmalloc(t.len);
 	wr32(t.msg, (uint32_t)t.len);
@@ -271,13 +284,13 @@ static lg_tmpl tmpl_build(const bson_t *body, const char *seq_id, const bson_t *
 	t.msg[20] = 0;
 	memcpy(p, bson_get_data(body), body->len);
 	p += body->len;
-	if (seq_doc) {
+	if (seq) {
 		*p++ = 1;
 		wr32(p, (uint32_t)(seq_len - 1));
 		p += 4;
 		memcpy(p, seq_id, strlen(seq_id) + 1);
 		p += strlen(seq_id) + 1;
-		memcpy(p, bson_get_data(seq_doc), seq_doc->len);
+		memcpy(p, seq, docs_len);
 	}
 	t.head = 16;
 	int32_t k = S_KEY, v = S_VAL;
@@ -301,10 +314,12 @@ static lg_tmpls templates(void)
 {
 	lg_tmpls ts = {0};
 	bson_t *b = BCON_NEW("hello", BCON_INT32(1), "$db", "admin");
-	ts.hello = tmpl_build(b, NULL, NULL);
+	ts.hello = tmpl_build(b, NULL, NULL, 0);
 	bson_destroy(b);
 	bson_t *seq = NULL;
 	const char *seq_id = NULL;
+	uint8_t *docs = NULL;
+	size_t docs_len = 0;
 	switch (opt.op) {
 	case OP_PING:
 		b = BCON_NEW("ping", BCON_INT32(1), "$db", "admin");
@@ -322,8 +337,17 @@ static lg_tmpls templates(void)
 	case OP_UPDATE:
 		b = BCON_NEW("update", BCON_UTF8(opt.coll), "ordered", BCON_BOOL(true), "$db",
 		             BCON_UTF8(opt.db));
-		seq = BCON_NEW("q", "{", "_id", BCON_INT32(S_KEY), "}", "u", "{", "$set", "{", "v",
-		               BCON_INT32(S_VAL), "}", "}");
+		/* The first statement's key and value are patched per request; the
+		 * others (--statements) are fixed: keys 1.. of --keys, value 0. */
+		for (int i = 0; i < opt.statements; i++) {
+			bson_t *st = BCON_NEW(
+			    "q", "{", "_id", BCON_INT32(i ? (int32_t)(i % opt.keys) : S_KEY), "}",
+			    "u", "{", "$set", "{", "v", BCON_INT32(i ? 0 : S_VAL), "}", "}");
+			docs = xrealloc(docs, docs_len + st->len);
+			memcpy(docs + docs_len, bson_get_data(st), st->len);
+			docs_len += st->len;
+			bson_destroy(st);
+		}
 		seq_id = "updates";
 		break;
 	case OP_INSERT: {
@@ -346,15 +370,20 @@ static lg_tmpls templates(void)
 		             BCON_INT32(opt.batch), "$db", BCON_UTF8(opt.db));
 		bson_t *g = BCON_NEW("getMore", BCON_INT64(S_UNIQUE), "collection", "cursor",
 		                     "batchSize", BCON_INT32(opt.batch), "$db", BCON_UTF8(opt.db));
-		ts.getmore = tmpl_build(g, NULL, NULL);
+		ts.getmore = tmpl_build(g, NULL, NULL, 0);
 		bson_destroy(g);
 		break;
 	}
 	}
-	ts.main = tmpl_build(b, seq_id, seq);
-	bson_destroy(b);
-	if (seq)
+	if (seq) {
+		docs = xmalloc(seq->len);
+		memcpy(docs, bson_get_data(seq), seq->len);
+		docs_len = seq->len;
 		bson_destroy(seq);
+	}
+	ts.main = tmpl_build(b, seq_id, docs, docs_len);
+	bson_destroy(b);
+	free(docs);
 	ts.head_max = ts.main.head > ts.getmore.head ? ts.main.head : ts.getmore.head;
 	if (ts.hello.head > ts.head_max)
 		ts.head_max = ts.hello.head;
@@ -938,6 +967,8 @@ static void usage(FILE *f)
 	    "  --coll NAME          collection                             [items]\n"
 	    "  --keys N             _id values used (0..N-1)               [1000]\n"
 	    "  --batch-size N       cursor batch size                      [100]\n"
+	    "  --statements N       update: statements per command (the first patched,\n"
+	    "                       the rest fixed: _id 1..N-1 mod --keys)  [1]\n"
 	    "  --timeout S          a reply later than this is an error    [10]\n"
 	    "  --label TEXT         copied into the JSON line\n"
 	    "  --quiet              no human summary on stderr\n"
@@ -982,6 +1013,7 @@ int main(int argc, char **argv)
 	                                         {"coll", required_argument, NULL, 'C'},
 	                                         {"keys", required_argument, NULL, 'k'},
 	                                         {"batch-size", required_argument, NULL, 'B'},
+	                                         {"statements", required_argument, NULL, 'N'},
 	                                         {"timeout", required_argument, NULL, 'T'},
 	                                         {"label", required_argument, NULL, 'l'},
 	                                         {"quiet", no_argument, NULL, 'q'},
@@ -1040,6 +1072,9 @@ int main(int argc, char **argv)
 		case 'B':
 			opt.batch = atoi(optarg);
 			break;
+		case 'N':
+			opt.statements = atoi(optarg);
+			break;
 		case 'T':
 			opt.timeout = atof(optarg);
 			break;
@@ -1067,7 +1102,8 @@ int main(int argc, char **argv)
 	bad |= optind < argc || opt.port <= 0 || opt.port > 65535 || opt.conns < 1 ||
 	       opt.conns > LG_MAX_CONNS || opt.depth < 1 || opt.depth > LG_MAX_DEPTH ||
 	       opt.duration <= 0 || opt.warmup < 0 || opt.requests < 0 || opt.keys < 1 ||
-	       opt.batch < 1 || opt.timeout <= 0 || opt.threads < 1;
+	       opt.batch < 1 || opt.statements < 1 || opt.statements > 100000 ||
+	       (opt.statements > 1 && opt.op != OP_UPDATE) || opt.timeout <= 0 || opt.threads < 1;
 	if (bad) {
 		usage(stderr);
 		return 2;

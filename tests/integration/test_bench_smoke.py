@@ -63,6 +63,7 @@ def loadgen(port: int, *args: str) -> dict:
     ["--op", "find-id", "--connections", "3"],
     ["--op", "find-sort", "--connections", "2"],
     ["--op", "update", "--connections", "2"],
+    ["--op", "update", "--statements", "100", "--connections", "2"],
     ["--op", "insert", "--size", "1k"],
     ["--op", "insert", "--size", "64k"],
     ["--op", "insert", "--size", "1m"],
@@ -86,6 +87,20 @@ def test_loadgen_request_count_mode(backend):
     res = loadgen(backend, "--op", "find-id", "--requests", "500", "--connections", "2")
     assert res["errors"] == 0 and res["exit"] == 0, res
     assert res["ops"] == 500, res
+
+
+def test_loadgen_statements_are_sent(backend):
+    """--statements N puts N update statements in each command: the bytes
+    sent grow by (N-1) statements a request, each at least the 30 bytes of
+    {q: {_id: <int32>}, u: {$set: {v: <int32>}}}."""
+    one = loadgen(backend, "--op", "update", "--requests", "200")
+    many = loadgen(backend, "--op", "update", "--statements", "50", "--requests", "200")
+    assert one["exit"] == 0 and many["exit"] == 0, (one, many)
+    assert many["bytes_sent"] - one["bytes_sent"] >= 200 * 49 * 30, (one, many)
+    # Only update has statements: anything else is a usage error.
+    r = subprocess.run([need(LOADGEN), "--op", "find-id", "--statements", "2"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--statements" in r.stderr, r
 
 
 def test_loadgen_counts_a_dead_server_as_errors():
