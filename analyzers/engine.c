@@ -32,6 +32,7 @@
 #include "analyzers/rule_api.h"
 #include "analyzers/rules.h"
 #include "analyzers/shape.h"
+#include "protocol/wire_iter.h"
 
 /* A batch with many bad ops reports this many findings, then only decides
  * the verdict: a 100,000-op batch must not render 100,000 shapes. */
@@ -685,7 +686,7 @@ static void run_document(actx *ax, const rule_site *s, const bson_t *doc)
 static const char *coll_of(const bson_t *body)
 {
 	bson_iter_t it;
-	if (bson_iter_init(&it, body) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
+	if (bson_iter_init(&it, body) && wire_iter_next(&it) && WIRE_ITER_HOLDS_UTF8(&it))
 		return bson_iter_utf8(&it, NULL);
 	return NULL;
 }
@@ -695,7 +696,7 @@ static bool doc_view(const bson_iter_t *it, bson_t *out)
 {
 	uint32_t len;
 	const uint8_t *data;
-	if (!BSON_ITER_HOLDS_DOCUMENT(it))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
 		return false;
 	bson_iter_document(it, &len, &data);
 	return bson_init_static(out, data, len);
@@ -704,7 +705,7 @@ static bool doc_view(const bson_iter_t *it, bson_t *out)
 /* hint: a key pattern document or an index name. */
 static void take_hint(const bson_iter_t *it, bson_t *doc, sort_query *q)
 {
-	if (BSON_ITER_HOLDS_UTF8(it))
+	if (WIRE_ITER_HOLDS_UTF8(it))
 		q->hint_name = bson_iter_utf8(it, NULL);
 	else if (doc_view(it, doc))
 		q->hint_doc = doc;
@@ -832,8 +833,8 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 	bson_iter_t it;
 	if (!bson_iter_init(&it, doc))
 		return false;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it); /* shown as is; lives as the body */
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
 		body_key key = key_of(k);
 		if (!(wanted & (1u << key)))
 			continue; /* BK_NONE is never wanted */
@@ -843,7 +844,7 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 		case BK_FILTER:
 		case BK_QUERY:
 		case BK_Q:
-			if ((taken = BSON_ITER_HOLDS_DOCUMENT(&it))) {
+			if ((taken = WIRE_ITER_HOLDS_DOCUMENT(&it))) {
 				b->filter = it;
 				b->has_filter = true;
 				mode = SHAPE_FILTER;
@@ -857,7 +858,7 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			mode = SHAPE_UPDATE;
 			break;
 		case BK_PIPELINE:
-			if ((taken = BSON_ITER_HOLDS_ARRAY(&it))) {
+			if ((taken = WIRE_ITER_HOLDS_ARRAY(&it))) {
 				b->pipeline = it;
 				b->has_pipeline = true;
 				mode = SHAPE_PIPELINE;
@@ -882,12 +883,12 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			 * instead of run; it refuses any other type, so reading
 			 * {explain: "false"} as explain (libbson calls every
 			 * string true) would only have let it go unblocked. */
-			b->explain |= (BSON_ITER_HOLDS_BOOL(&it) || BSON_ITER_HOLDS_NUMBER(&it)) &&
+			b->explain |= (WIRE_ITER_HOLDS_BOOL(&it) || WIRE_ITER_HOLDS_NUMBER(&it)) &&
 			              bson_iter_as_bool(&it);
 			taken = false; /* not part of the shape */
 			break;
 		case BK_LIMIT:
-			if (BSON_ITER_HOLDS_NUMBER(&it)) {
+			if (WIRE_ITER_HOLDS_NUMBER(&it)) {
 				int64_t n = bson_iter_as_int64(&it);
 				b->limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
 			}
@@ -901,7 +902,7 @@ static bool body_walk(body *b, const bson_t *doc, unsigned wanted)
 			b->min_max = true;
 			break;
 		case BK_KEY:
-			if (BSON_ITER_HOLDS_UTF8(&it))
+			if (WIRE_ITER_HOLDS_UTF8(&it))
 				b->key = bson_iter_utf8(&it, NULL);
 			break;
 		case BK_UPSERT:
@@ -1009,8 +1010,8 @@ static bool blocks_somewhere(const engine *e, int r, unsigned parts)
 static verdict collection_by_uuid(actx *ax, const cmdview *v)
 {
 	bson_iter_t it;
-	if (ax->explain || !bson_iter_init(&it, &v->body) || !bson_iter_next(&it) ||
-	    !BSON_ITER_HOLDS_BINARY(&it))
+	if (ax->explain || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
+	    !WIRE_ITER_HOLDS_BINARY(&it))
 		return VERDICT_FORWARD;
 	bson_subtype_t st;
 	uint32_t len;
@@ -1078,13 +1079,13 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 	bson_iter_t s, c;
 	l->owned = l->has_sort = false;
 	l->filter = NULL;
-	if (!bson_iter_recurse(pipeline, &s))
+	if (!wire_iter_recurse(pipeline, &s))
 		return;
-	while (bson_iter_next(&s)) {
-		if (!BSON_ITER_HOLDS_DOCUMENT(&s) || !bson_iter_recurse(&s, &c) ||
-		    !bson_iter_next(&c))
+	while (wire_iter_next(&s)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
+		    !wire_iter_next(&c))
 			return;
-		const char *k = bson_iter_key(&c);
+		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$sort")) {
 			l->has_sort = doc_view(&c, &l->sort);
 			return;
@@ -1312,7 +1313,7 @@ static bool bulk_nsinfo_init(bulk_nsinfo *b, const cmdview *v)
 	cmdview_docs_init(&d, v, "nsInfo");
 	while (b->n < count && cmdview_docs_next(&d, &doc)) {
 		bson_iter_t it;
-		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && BSON_ITER_HOLDS_UTF8(&it)
+		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && WIRE_ITER_HOLDS_UTF8(&it)
 		                    ? bson_iter_utf8(&it, NULL)
 		                    : NULL;
 	}
@@ -1343,14 +1344,14 @@ static verdict analyze_bulk_write(actx *ax, const cmdview *v)
 	cmdview_docs_init(&d, v, "ops");
 	while (cmdview_docs_next(&d, &op)) {
 		bson_iter_t it;
-		if (!bson_iter_init(&it, &op) || !bson_iter_next(&it))
+		if (!bson_iter_init(&it, &op) || !wire_iter_next(&it))
 			continue;
-		const char *kind = bson_iter_key(&it);
+		const char *kind = wire_iter_key(&it);
 		bool is_update = key_eq(kind, "update");
 		bool is_insert = !is_update && key_eq(kind, "insert");
 		if (!is_update && !is_insert && !key_eq(kind, "delete"))
 			continue;
-		if (!BSON_ITER_HOLDS_INT(&it))
+		if (!WIRE_ITER_HOLDS_INT(&it))
 			continue;
 		/* The shape names the namespace: bulkWrite spans several. */
 		char ns[256], db[128];
@@ -1419,15 +1420,15 @@ static verdict dispatch(actx *ax, const cmdview *v)
 static bool explained(const cmdview *v, cmdview *inner)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
 		return false;
 	memset(inner, 0, sizeof(*inner));
 	inner->origin = v->origin;
 	inner->db = v->db;
 	if (!doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
-	    !bson_iter_next(&it))
+	    !wire_iter_next(&it))
 		return false;
-	inner->name = bson_iter_key(&it);
+	inner->name = wire_iter_key(&it);
 	return true;
 }
 
@@ -1572,9 +1573,9 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	if (!e->ic || !v->db || kind == DDL_NONE)
 		return;
 	bson_iter_t it;
-	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it))
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
 		return;
-	const char *arg = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
+	const char *arg = WIRE_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
 	switch (kind) {
 	case DDL_COLL:
 		if (arg)
@@ -1586,11 +1587,11 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	case DDL_RENAME: /* on admin: "db.coll" to "db.coll" */
 		if (arg)
 			invalidate_dotted(e->ic, arg);
-		if (bson_iter_init_find(&it, &v->body, "to") && BSON_ITER_HOLDS_UTF8(&it))
+		if (bson_iter_init_find(&it, &v->body, "to") && WIRE_ITER_HOLDS_UTF8(&it))
 			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL));
 		break;
 	case DDL_CLONE:
-		if (bson_iter_init_find(&it, &v->body, "toCollection") && BSON_ITER_HOLDS_UTF8(&it))
+		if (bson_iter_init_find(&it, &v->body, "toCollection") && WIRE_ITER_HOLDS_UTF8(&it))
 			index_cache_invalidate(e->ic, v->db, bson_iter_utf8(&it, NULL));
 		break;
 	default:

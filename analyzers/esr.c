@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/wire_iter.h"
+
 #define ESR_MAX_FIELDS 32 /* the server's limit on compound index keys */
 
 static void field_dir(text_buf *b, const char *field, int dir, bool first)
@@ -30,13 +32,13 @@ void esr_put_doc(text_buf *b, const bson_t *doc)
 
 	text_str(b, "{");
 	if (doc != NULL && bson_iter_init(&it, doc)) {
-		while (bson_iter_next(&it)) {
+		while (wire_iter_next(&it)) {
 			if (!first)
 				text_str(b, ", ");
 			first = false;
-			text_json(b, bson_iter_key(&it));
+			text_json(b, wire_iter_key(&it));
 			text_str(b, ": ");
-			switch (bson_iter_type(&it)) {
+			switch (wire_iter_type(&it)) {
 			case BSON_TYPE_UTF8:
 				text_json(b, bson_iter_utf8(&it, NULL));
 				break;

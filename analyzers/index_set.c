@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/wire_iter.h"
+
 struct index_set {
 	atomic_uint refs;
 	size_t n;
@@ -35,7 +37,7 @@ static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated
  * hashed, 2d, 2dsphere, columnstore) whose order is not the field's order. */
 static int key_direction(const bson_iter_t *it, bool *odd)
 {
-	switch (bson_iter_type(it)) {
+	switch (wire_iter_type(it)) {
 	case BSON_TYPE_INT32:
 		return bson_iter_int32(it) >= 0 ? 1 : -1;
 	case BSON_TYPE_INT64:
@@ -81,12 +83,12 @@ static bson_t *copy_collation(const bson_iter_t *it)
 	bson_t view;
 	bson_iter_t loc;
 
-	if (!BSON_ITER_HOLDS_DOCUMENT(it))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
 		return NULL;
 	bson_iter_document(it, &len, &data);
 	if (!bson_init_static(&view, data, len) || bson_count_keys(&view) == 0)
 		return NULL;
-	if (bson_iter_init_find(&loc, &view, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+	if (bson_iter_init_find(&loc, &view, "locale") && WIRE_ITER_HOLDS_UTF8(&loc) &&
 	    strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0)
 		return NULL;
 	return bson_copy(&view);
@@ -107,9 +109,9 @@ static bool build_def(index_def *d, const bson_t *spec)
 		d->odd = true;
 		return true;
 	}
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (strcmp(k, "name") == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (strcmp(k, "name") == 0 && WIRE_ITER_HOLDS_UTF8(&it)) {
 			copy_bounded(d->name, sizeof d->name, bson_iter_utf8(&it, NULL), &odd);
 		} else if (strcmp(k, "hidden") == 0) {
 			d->hidden = truthy(&it);
@@ -119,13 +121,13 @@ static bool build_def(index_def *d, const bson_t *spec)
 			d->partial = true;
 		} else if (strcmp(k, "collation") == 0) {
 			d->collation = copy_collation(&it);
-		} else if (strcmp(k, "key") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-		           bson_iter_recurse(&it, &kit)) {
+		} else if (strcmp(k, "key") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+		           wire_iter_recurse(&it, &kit)) {
 			size_t cap = 8;
 			d->keys = calloc(cap, sizeof *d->keys);
 			if (d->keys == NULL)
 				return false;
-			while (bson_iter_next(&kit)) {
+			while (wire_iter_next(&kit)) {
 				if (d->nkeys == cap) {
 					index_key *grown =
 					    realloc(d->keys, 2 * cap * sizeof *d->keys);
@@ -135,10 +137,10 @@ static bool build_def(index_def *d, const bson_t *spec)
 					cap *= 2;
 				}
 				index_key *key = &d->keys[d->nkeys++];
-				copy_bounded(key->field, sizeof key->field, bson_iter_key(&kit),
+				copy_bounded(key->field, sizeof key->field, wire_iter_key(&kit),
 				             &odd);
 				key->direction = key_direction(&kit, &odd);
-				if (BSON_ITER_HOLDS_UTF8(&kit) &&
+				if (WIRE_ITER_HOLDS_UTF8(&kit) &&
 				    strcmp(bson_iter_utf8(&kit, NULL), "hashed") != 0)
 					d->plugin = true;
 				if (is_wildcard_field(key->field))
@@ -227,10 +229,10 @@ index_set *index_set_from_json(const char *json, char *err, size_t errlen)
 	if (docs == NULL || ptrs == NULL)
 		goto out;
 	bson_iter_init(&it, arr);
-	while (bson_iter_next(&it)) {
+	while (wire_iter_next(&it)) {
 		const uint8_t *data;
 		uint32_t len;
-		if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it)) {
 			if (err != NULL && errlen > 0)
 				snprintf(err, errlen,
 				         "index list JSON: element %zu is not a document", i);
@@ -267,7 +269,7 @@ void index_def_key_pattern(const index_def *d, bson_t *out)
 
 static bool str_is(const bson_iter_t *it, const char *want)
 {
-	return BSON_ITER_HOLDS_UTF8(it) && strcmp(bson_iter_utf8(it, NULL), want) == 0;
+	return WIRE_ITER_HOLDS_UTF8(it) && strcmp(bson_iter_utf8(it, NULL), want) == 0;
 }
 
 /* One stage document: an IXSCAN of index d with both facts. found: some
@@ -280,23 +282,23 @@ static void ixscan_facts(const bson_t *stage, const index_def *d, bool *found, u
 	uint32_t m = 0;
 	if (!bson_iter_init(&it, stage))
 		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
 		if (strcmp(k, "stage") == 0)
 			ixscan = str_is(&it, "IXSCAN");
 		else if (strcmp(k, "indexName") == 0)
 			named = str_is(&it, d->name);
-		else if (strcmp(k, "isMultiKey") == 0 && BSON_ITER_HOLDS_BOOL(&it))
+		else if (strcmp(k, "isMultiKey") == 0 && WIRE_ITER_HOLDS_BOOL(&it))
 			has_multi = true;
-		else if (strcmp(k, "multiKeyPaths") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-		         bson_iter_recurse(&it, &paths)) {
+		else if (strcmp(k, "multiKeyPaths") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+		         wire_iter_recurse(&it, &paths)) {
 			has_paths = true;
-			while (bson_iter_next(&paths)) {
-				bool array = BSON_ITER_HOLDS_ARRAY(&paths) &&
-				             bson_iter_recurse(&paths, &arr) &&
-				             bson_iter_next(&arr);
+			while (wire_iter_next(&paths)) {
+				bool array = WIRE_ITER_HOLDS_ARRAY(&paths) &&
+				             wire_iter_recurse(&paths, &arr) &&
+				             wire_iter_next(&arr);
 				for (size_t i = 0; array && i < d->nkeys && i < 32; i++)
-					if (strcmp(d->keys[i].field, bson_iter_key(&paths)) == 0)
+					if (strcmp(d->keys[i].field, wire_iter_key(&paths)) == 0)
 						m |= 1u << i;
 			}
 		}
@@ -311,9 +313,9 @@ static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, ui
                       int depth)
 {
 	bson_iter_t c;
-	if (depth > EXPLAIN_MAX_DEPTH || !bson_iter_recurse(it, &c))
+	if (depth > EXPLAIN_MAX_DEPTH || !wire_iter_recurse(it, &c))
 		return;
-	if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+	if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
 		uint32_t len;
 		const uint8_t *data;
 		bson_t doc;
@@ -321,8 +323,8 @@ static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, ui
 		if (bson_init_static(&doc, data, len))
 			ixscan_facts(&doc, d, found, mask);
 	}
-	while (bson_iter_next(&c))
-		if (BSON_ITER_HOLDS_DOCUMENT(&c) || BSON_ITER_HOLDS_ARRAY(&c))
+	while (wire_iter_next(&c))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c))
 			walk_plan(&c, d, found, mask, depth + 1);
 }
 
@@ -332,11 +334,11 @@ bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
 	bool found = false;
 	uint32_t mask = 0;
 	if (i >= s->n || !bson_iter_init_find(&it, reply, "queryPlanner") ||
-	    !BSON_ITER_HOLDS_DOCUMENT(&it))
+	    !WIRE_ITER_HOLDS_DOCUMENT(&it))
 		return false;
 	/* The winning plan only: a rejected plan may scan another index. */
 	bson_iter_t qp;
-	if (!bson_iter_recurse(&it, &qp) || !bson_iter_find(&qp, "winningPlan"))
+	if (!wire_iter_recurse(&it, &qp) || !bson_iter_find(&qp, "winningPlan"))
 		return false;
 	walk_plan(&qp, &s->defs[i], &found, &mask, 0);
 	if (!found)

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "protocol/wire_iter.h"
+
 void query_preds_init(query_preds *p)
 {
 	p->n = 0;
@@ -60,7 +62,7 @@ static void note_points(query_pred *q, uint32_t n, bool nc)
  * any element equal to it, so its bounds are two points, not one. */
 static void note_equality(query_pred *q, const bson_iter_t *v)
 {
-	bson_type_t t = bson_iter_type(v);
+	bson_type_t t = wire_iter_type(v);
 	q->any = true;
 	q->equality = true;
 	if (t == BSON_TYPE_ARRAY) {
@@ -81,10 +83,10 @@ static void note_in(query_pred *q, const bson_iter_t *v)
 	bool nc = true;
 
 	q->any = true;
-	if (!BSON_ITER_HOLDS_ARRAY(v) || !bson_iter_recurse(v, &el))
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return; /* the server rejects it */
-	while (bson_iter_next(&el)) {
-		bson_type_t t = bson_iter_type(&el);
+	while (wire_iter_next(&el)) {
+		bson_type_t t = wire_iter_type(&el);
 		if (t == BSON_TYPE_REGEX) {
 			/* A regex in $in scans ranges of strings. */
 			q->range = true;
@@ -114,8 +116,8 @@ static void note_in(query_pred *q, const bson_iter_t *v)
 
 static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
 {
-	bson_type_t t = bson_iter_type(a);
-	if (t != bson_iter_type(b))
+	bson_type_t t = wire_iter_type(a);
+	if (t != wire_iter_type(b))
 		return false;
 	switch (t) {
 	case BSON_TYPE_INT32:
@@ -140,9 +142,9 @@ static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
 static bool is_operator_doc(const bson_iter_t *v)
 {
 	bson_iter_t it;
-	if (!bson_iter_recurse(v, &it) || !bson_iter_next(&it))
+	if (!wire_iter_recurse(v, &it) || !wire_iter_next(&it))
 		return false;
-	const char *k = bson_iter_key(&it);
+	const char *k = wire_iter_key(&it);
 	return k[0] == '$' && strcmp(k, "$ref") != 0 && strcmp(k, "$id") != 0 &&
 	       strcmp(k, "$db") != 0;
 }
@@ -152,12 +154,12 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 	bson_iter_t it, gte, lte;
 	bool has_gte = false, has_lte = false, only_gte_lte = true;
 
-	if (!bson_iter_recurse(v, &it))
+	if (!wire_iter_recurse(v, &it))
 		return;
 	q->any = true;
-	while (bson_iter_next(&it)) {
-		const char *op = bson_iter_key(&it);
-		bson_type_t t = bson_iter_type(&it);
+	while (wire_iter_next(&it)) {
+		const char *op = wire_iter_key(&it);
+		bson_type_t t = wire_iter_type(&it);
 		if (strcmp(op, "$eq") == 0) {
 			note_equality(q, &it);
 		} else if (strcmp(op, "$in") == 0) {
@@ -200,20 +202,20 @@ bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or
 {
 	bson_iter_t it;
 	uint32_t count = 0;
-	if (!BSON_ITER_HOLDS_ARRAY(arr) || !bson_iter_recurse(arr, &it))
+	if (!WIRE_ITER_HOLDS_ARRAY(arr) || !wire_iter_recurse(arr, &it))
 		return false;
-	while (bson_iter_next(&it))
+	while (wire_iter_next(&it))
 		count++;
 	if (is_or && count >= 2) {
 		bson_iter_array(arr, or_len, or_data);
 		return true;
 	}
-	bson_iter_recurse(arr, &it);
-	while (bson_iter_next(&it)) {
+	wire_iter_recurse(arr, &it);
+	while (wire_iter_next(&it)) {
 		const uint8_t *data;
 		uint32_t len;
 		bson_t sub;
-		if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it))
 			continue;
 		bson_iter_document(&it, &len, &data);
 		if (bson_init_static(&sub, data, len))
@@ -248,8 +250,8 @@ void query_preds_collect(query_preds *p, const bson_t *filter)
 
 	if (filter == NULL || !bson_iter_init(&it, filter))
 		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
 		if (k[0] == '$') {
 			if (strcmp(k, "$and") == 0)
 				collect_array(p, &it, false);
@@ -263,7 +265,7 @@ void query_preds_collect(query_preds *p, const bson_t *filter)
 		query_pred *q = slot(p, k);
 		if (q == NULL)
 			continue;
-		switch (bson_iter_type(&it)) {
+		switch (wire_iter_type(&it)) {
 		case BSON_TYPE_REGEX:
 			q->any = true;
 			q->range = true;
@@ -289,15 +291,15 @@ sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out)
 	out->n = 0;
 	if (sort == NULL || !bson_iter_init(&it, sort))
 		return SORT_SPEC_NONE;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
 		double d;
 		if (strcmp(k, "$natural") == 0)
 			return SORT_SPEC_NONE;
-		switch (bson_iter_type(&it)) {
+		switch (wire_iter_type(&it)) {
 		case BSON_TYPE_DOCUMENT: {
 			bson_iter_t meta;
-			if (bson_iter_recurse(&it, &meta) && bson_iter_find(&meta, "$meta"))
+			if (wire_iter_recurse(&it, &meta) && bson_iter_find(&meta, "$meta"))
 				return SORT_SPEC_NONE;
 			invalid = true;
 			continue;
@@ -327,7 +329,7 @@ sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out)
 static const char *utf8_field(const bson_t *doc, const char *key)
 {
 	bson_iter_t it;
-	if (doc != NULL && bson_iter_init_find(&it, doc, key) && BSON_ITER_HOLDS_UTF8(&it))
+	if (doc != NULL && bson_iter_init_find(&it, doc, key) && WIRE_ITER_HOLDS_UTF8(&it))
 		return bson_iter_utf8(&it, NULL);
 	return NULL;
 }
@@ -343,7 +345,7 @@ bool query_collation_is_simple(const bson_t *c)
 static int64_t strength(const bson_t *c)
 {
 	bson_iter_t it;
-	if (bson_iter_init_find(&it, c, "strength") && BSON_ITER_HOLDS_NUMBER(&it))
+	if (bson_iter_init_find(&it, c, "strength") && WIRE_ITER_HOLDS_NUMBER(&it))
 		return bson_iter_as_int64(&it);
 	return 3;
 }

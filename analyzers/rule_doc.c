@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyzers/rule_api.h"
+#include "protocol/wire_iter.h"
 
 #define DOC_MAX_DEPTH   200 /* what the server's parser accepts for commands */
 #define DOC_SHAPE_PARTS 12  /* a statement's parts, and the field */
@@ -189,7 +190,7 @@ static void largest_path(const bson_t *doc, doc_hit *hit)
 		return;
 	for (int depth = 0; depth < DOC_MAX_DEPTH; depth++) {
 		best_size = 0;
-		while (bson_iter_next(&it)) {
+		while (wire_iter_next(&it)) {
 			uint64_t size = it.next_off - it.off; /* the whole element */
 			if (size > best_size) {
 				best_size = size;
@@ -198,11 +199,11 @@ static void largest_path(const bson_t *doc, doc_hit *hit)
 		}
 		if (best_size == 0 || best_size * 2 <= whole)
 			return;
-		path_push(hit->path, sizeof hit->path, bson_iter_key(&best));
+		path_push(hit->path, sizeof hit->path, wire_iter_key(&best));
 		hit->size = best_size;
 		whole = best_size;
-		if (!(BSON_ITER_HOLDS_DOCUMENT(&best) || BSON_ITER_HOLDS_ARRAY(&best)) ||
-		    !bson_iter_recurse(&best, &it))
+		if (!(WIRE_ITER_HOLDS_DOCUMENT(&best) || WIRE_ITER_HOLDS_ARRAY(&best)) ||
+		    !wire_iter_recurse(&best, &it))
 			return;
 	}
 }
@@ -271,8 +272,8 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 	uint32_t len;
 	const uint8_t *data;
 	bson_t doc;
-	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &first) ||
-	    !bson_iter_next(&first) || bson_iter_key(&first)[0] == '$')
+	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &first) ||
+	    !wire_iter_next(&first) || wire_iter_key(&first)[0] == '$')
 		return;
 	bson_iter_document(u, &len, &data);
 	if (bson_init_static(&doc, data, len))

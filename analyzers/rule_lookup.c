@@ -14,6 +14,7 @@
 #include "analyzers/keys.h"
 #include "analyzers/lru_map.h"
 #include "analyzers/rule_api.h"
+#include "protocol/wire_iter.h"
 
 #define MAX_DEPTH 100
 
@@ -24,7 +25,7 @@ static bool sub_pipeline(const bson_iter_t *doc, const char **stage, char *from,
                          int depth)
 {
 	bson_iter_t c;
-	return BSON_ITER_HOLDS_DOCUMENT(doc) && bson_iter_recurse(doc, &c) &&
+	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, &c) &&
 	       bson_iter_find(&c, "pipeline") && walk(&c, stage, from, from_len, depth + 1);
 }
 
@@ -32,23 +33,23 @@ static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, si
                  int depth)
 {
 	bson_iter_t s, c;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_ARRAY(pipeline) ||
-	    !bson_iter_recurse(pipeline, &s))
+	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_ARRAY(pipeline) ||
+	    !wire_iter_recurse(pipeline, &s))
 		return false;
-	while (bson_iter_next(&s)) {
-		if (!BSON_ITER_HOLDS_DOCUMENT(&s) || !bson_iter_recurse(&s, &c))
+	while (wire_iter_next(&s)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c))
 			continue;
-		while (bson_iter_next(&c)) {
-			const char *k = bson_iter_key(&c);
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
 			if (key_eq(k, "$lookup") || key_eq(k, "$graphLookup")) {
 				*stage = key_eq(k, "$lookup") ? "$lookup" : "$graphLookup";
 				if (from && from_len) {
 					bson_iter_t f;
 					from[0] = '\0';
-					if (BSON_ITER_HOLDS_DOCUMENT(&c) &&
-					    bson_iter_recurse(&c, &f) &&
+					if (WIRE_ITER_HOLDS_DOCUMENT(&c) &&
+					    wire_iter_recurse(&c, &f) &&
 					    bson_iter_find(&f, "from") &&
-					    BSON_ITER_HOLDS_UTF8(&f)) {
+					    WIRE_ITER_HOLDS_UTF8(&f)) {
 						size_t n = strlen(bson_iter_utf8(&f, NULL));
 						if (n >= from_len)
 							n = from_len - 1;
@@ -61,10 +62,10 @@ static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, si
 			if (key_eq(k, "$unionWith") &&
 			    sub_pipeline(&c, stage, from, from_len, depth))
 				return true;
-			if (key_eq(k, "$facet") && BSON_ITER_HOLDS_DOCUMENT(&c)) {
+			if (key_eq(k, "$facet") && WIRE_ITER_HOLDS_DOCUMENT(&c)) {
 				bson_iter_t b;
-				if (bson_iter_recurse(&c, &b))
-					while (bson_iter_next(&b))
+				if (wire_iter_recurse(&c, &b))
+					while (wire_iter_next(&b))
 						if (walk(&b, stage, from, from_len, depth + 1))
 							return true;
 			}
@@ -203,7 +204,7 @@ static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *p
 	lookup_facts f;
 	uint32_t len;
 	const uint8_t *data;
-	if (rule_ctx_explain(c) || !BSON_ITER_HOLDS_ARRAY(pipeline))
+	if (rule_ctx_explain(c) || !WIRE_ITER_HOLDS_ARRAY(pipeline))
 		return;
 	/* Most pipelines join nothing: a byte search says so without a walk. */
 	bson_iter_array(pipeline, &len, &data);

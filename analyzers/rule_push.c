@@ -6,6 +6,7 @@
 
 #include "analyzers/keys.h"
 #include "analyzers/rule_api.h"
+#include "protocol/wire_iter.h"
 
 /* How deep update expressions are walked. Beyond it (and for an assigned
  * path too long for the buffers below) the walk cannot tell whether the
@@ -53,7 +54,7 @@ static bool path_is(const guard_path *g, const char *path)
 /* A finite number: the only bound a counter can be compared with. */
 static bool is_number(const bson_iter_t *it)
 {
-	switch (bson_iter_type(it)) {
+	switch (wire_iter_type(it)) {
 	case BSON_TYPE_INT32:
 	case BSON_TYPE_INT64:
 		return true;
@@ -70,12 +71,12 @@ static bool is_number(const bson_iter_t *it)
 static bool only_lower_bound(const bson_iter_t *v)
 {
 	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c))
 		return false;
-	const char *k = bson_iter_key(&c);
+	const char *k = wire_iter_key(&c);
 	if (!(key_eq(k, "$gte") || key_eq(k, "$gt")) || !is_number(&c))
 		return false;
-	return !bson_iter_next(&c);
+	return !wire_iter_next(&c);
 }
 
 /* The operators on one field: an upper bound on a counter, or an
@@ -83,16 +84,16 @@ static bool only_lower_bound(const bson_iter_t *v)
 static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 {
 	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return;
 	bool counter = false, absent = false;
-	while (bson_iter_next(&c)) {
-		const char *op = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *op = wire_iter_key(&c);
 		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
 			counter = true;
 		else if (key_eq(op, "$not") && only_lower_bound(&c))
 			counter = true;
-		else if (key_eq(op, "$exists") && (BSON_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
+		else if (key_eq(op, "$exists") && (WIRE_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
 		         !bson_iter_as_bool(&c))
 			absent = true;
 	}
@@ -114,19 +115,19 @@ static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 static const char *size_of_path(const bson_iter_t *v)
 {
 	bson_iter_t c, a;
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c) ||
-	    !key_eq(bson_iter_key(&c), "$size"))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c) ||
+	    !key_eq(wire_iter_key(&c), "$size"))
 		return NULL;
 	const bson_iter_t *arg = &c;
-	if (BSON_ITER_HOLDS_ARRAY(&c)) {
-		if (!bson_iter_recurse(&c, &a) || !bson_iter_next(&a))
+	if (WIRE_ITER_HOLDS_ARRAY(&c)) {
+		if (!wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
 			return NULL;
 		arg = &a;
 	}
-	if (!BSON_ITER_HOLDS_UTF8(arg))
+	if (!WIRE_ITER_HOLDS_UTF8(arg))
 		return NULL;
 	const char *path = bson_iter_utf8(arg, NULL);
-	bool one = arg == &c ? !bson_iter_next(&c) : (!bson_iter_next(&a) && !bson_iter_next(&c));
+	bool one = arg == &c ? !wire_iter_next(&c) : (!wire_iter_next(&a) && !wire_iter_next(&c));
 	/* "$$var" is a variable, not a field path */
 	return one && path[0] == '$' && path[1] && path[1] != '$' ? path + 1 : NULL;
 }
@@ -136,26 +137,26 @@ static const char *size_of_path(const bson_iter_t *v)
 static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 {
 	bson_iter_t c, args, x, y;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(e) || !bson_iter_recurse(e, &c) ||
-	    !bson_iter_next(&c))
+	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
+	    !wire_iter_next(&c))
 		return;
-	const char *op = bson_iter_key(&c);
-	if (!BSON_ITER_HOLDS_ARRAY(&c) || !bson_iter_recurse(&c, &args))
+	const char *op = wire_iter_key(&c);
+	if (!WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
 		return;
 	if (key_eq(op, "$and")) {
-		while (bson_iter_next(&args))
+		while (wire_iter_next(&args))
 			expr_guards(g, &args, depth + 1);
 		return;
 	}
 	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
 	bool above = key_eq(op, "$gt") || key_eq(op, "$gte");
-	if (!(below || above) || !bson_iter_next(&args))
+	if (!(below || above) || !wire_iter_next(&args))
 		return;
 	x = args;
-	if (!bson_iter_next(&args))
+	if (!wire_iter_next(&args))
 		return;
 	y = args;
-	if (bson_iter_next(&args))
+	if (wire_iter_next(&args))
 		return; /* the server wants exactly two */
 	const char *path = below ? size_of_path(&x) : size_of_path(&y);
 	if (path && is_number(below ? &y : &x))
@@ -165,16 +166,16 @@ static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
 {
 	bson_iter_t c, el;
-	if (depth > MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(filter) ||
-	    !bson_iter_recurse(filter, &c))
+	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(filter) ||
+	    !wire_iter_recurse(filter, &c))
 		return;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (k[0] != '$') {
 			field_guards(g, k, &c);
-		} else if (key_eq(k, "$and") && BSON_ITER_HOLDS_ARRAY(&c) &&
-		           bson_iter_recurse(&c, &el)) {
-			while (bson_iter_next(&el))
+		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(&c) &&
+		           wire_iter_recurse(&c, &el)) {
+			while (wire_iter_next(&el))
 				filter_guards(g, &el, depth + 1);
 		} else if (key_eq(k, "$expr")) {
 			expr_guards(g, &c, 0);
@@ -189,16 +190,16 @@ static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
 static bool increments_counter(const bson_iter_t *update, const push_guards *g)
 {
 	bson_iter_t c, inc;
-	if (g->ncounters == 0 || !bson_iter_recurse(update, &c))
+	if (g->ncounters == 0 || !wire_iter_recurse(update, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		if (!key_eq(bson_iter_key(&c), "$inc") || !bson_iter_recurse(&c, &inc))
+	while (wire_iter_next(&c)) {
+		if (!key_eq(wire_iter_key(&c), "$inc") || !wire_iter_recurse(&c, &inc))
 			continue;
-		while (bson_iter_next(&inc)) {
+		while (wire_iter_next(&inc)) {
 			if (!is_number(&inc) || bson_iter_as_double(&inc) <= 0)
 				continue;
 			for (size_t i = 0; i < g->ncounters; i++)
-				if (path_is(&g->counters[i], bson_iter_key(&inc)))
+				if (path_is(&g->counters[i], wire_iter_key(&inc)))
 					return true;
 		}
 	}
@@ -228,10 +229,10 @@ static const char *push_value_form(const bson_iter_t *v)
 {
 	bson_iter_t c;
 	bool each = false, slice = false;
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return "has no $each + $slice";
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$each"))
 			each = true;
 		else if (key_eq(k, "$slice"))
@@ -249,16 +250,16 @@ static const char *push_value_form(const bson_iter_t *v)
 static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *hit)
 {
 	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_DOCUMENT(push) || !bson_iter_recurse(push, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
 		return false;
 	bool found = false;
-	while (bson_iter_next(&c)) {
+	while (wire_iter_next(&c)) {
 		const char *form = push_value_form(&c);
-		if (!form || guarded(g, bson_iter_key(&c)))
+		if (!form || guarded(g, wire_iter_key(&c)))
 			continue;
 		if (!hit->form)
 			hit->form = form;
-		add_field(hit, bson_iter_key(&c));
+		add_field(hit, wire_iter_key(&c));
 		found = true;
 	}
 	return found;
@@ -270,14 +271,14 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
 		return true; /* see MAX_DEPTH */
-	if (BSON_ITER_HOLDS_UTF8(it))
+	if (WIRE_ITER_HOLDS_UTF8(it))
 		return strcmp(bson_iter_utf8(it, NULL), path) == 0;
-	if (!(BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) ||
-	    !bson_iter_recurse(it, &c))
+	if (!(WIRE_ITER_HOLDS_DOCUMENT(it) || WIRE_ITER_HOLDS_ARRAY(it)) ||
+	    !wire_iter_recurse(it, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		if (BSON_ITER_HOLDS_DOCUMENT(it)) {
-			const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
+			const char *k = wire_iter_key(&c);
 			if (key_eq(k, "$slice") || key_eq(k, "$literal"))
 				continue;
 		}
@@ -294,18 +295,18 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
 		return true; /* see MAX_DEPTH */
-	if (!(BSON_ITER_HOLDS_DOCUMENT(expr) || BSON_ITER_HOLDS_ARRAY(expr)) ||
-	    !bson_iter_recurse(expr, &c))
+	if (!(WIRE_ITER_HOLDS_DOCUMENT(expr) || WIRE_ITER_HOLDS_ARRAY(expr)) ||
+	    !wire_iter_recurse(expr, &c))
 		return false;
-	bool doc = BSON_ITER_HOLDS_DOCUMENT(expr);
-	while (bson_iter_next(&c)) {
-		const char *k = doc ? bson_iter_key(&c) : NULL; /* NULL: array element */
+	bool doc = WIRE_ITER_HOLDS_DOCUMENT(expr);
+	while (wire_iter_next(&c)) {
+		const char *k = doc ? wire_iter_key(&c) : NULL; /* NULL: array element */
 		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
 			continue; /* bounded, or not an expression */
-		if (k && key_eq(k, "$concatArrays") && BSON_ITER_HOLDS_ARRAY(&c)) {
+		if (k && key_eq(k, "$concatArrays") && WIRE_ITER_HOLDS_ARRAY(&c)) {
 			bson_iter_t op;
-			if (bson_iter_recurse(&c, &op))
-				while (bson_iter_next(&op))
+			if (wire_iter_recurse(&c, &op))
+				while (wire_iter_next(&op))
 					if (refs_path_unbounded(&op, path, depth + 1))
 						return true;
 			/* Every $concatArrays nested in these operands (outside
@@ -334,10 +335,10 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 		hit->unjudged = true;
 		return true;
 	}
-	if (!BSON_ITER_HOLDS_DOCUMENT(fields) || !bson_iter_recurse(fields, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(fields) || !wire_iter_recurse(fields, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		char field[200], path[208];
 		int n = prefix[0] ? snprintf(field, sizeof(field), "%s.%s", prefix, k)
 		                  : snprintf(field, sizeof(field), "%s", k);
@@ -348,8 +349,8 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 			continue;
 		}
 		bson_iter_t first;
-		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
-		    bson_iter_next(&first) && bson_iter_key(&first)[0] != '$') {
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
+		    wire_iter_next(&first) && wire_iter_key(&first)[0] != '$') {
 			if (check_assignments(&c, field, g, hit, depth + 1))
 				found = true;
 			continue;
@@ -367,13 +368,13 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 {
 	bson_iter_t stage, c;
 	bool found = false;
-	if (!bson_iter_recurse(pipeline, &stage))
+	if (!wire_iter_recurse(pipeline, &stage))
 		return false;
-	while (bson_iter_next(&stage)) {
-		if (!BSON_ITER_HOLDS_DOCUMENT(&stage) || !bson_iter_recurse(&stage, &c))
+	while (wire_iter_next(&stage)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &c))
 			continue;
-		while (bson_iter_next(&c)) {
-			const char *k = bson_iter_key(&c);
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
 			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
 			    check_assignments(&c, "", g, hit, 0))
 				found = true;
@@ -392,25 +393,25 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 	bson_iter_t c, push;
 	push_guards g = {.ncounters = 0, .narrays = 0, .counted = false};
 	memset(hit, 0, sizeof(*hit));
-	if (BSON_ITER_HOLDS_ARRAY(u)) {
+	if (WIRE_ITER_HOLDS_ARRAY(u)) {
 		if (filter)
 			filter_guards(&g, filter, 0);
 		return check_pipeline(u, &g, hit);
 	}
-	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
 		return false;
 	/* Only a top-level $push is an operator; a replacement document's
 	 * fields are data, whatever they are called. */
-	if (!bson_iter_next(&c) || bson_iter_key(&c)[0] != '$')
+	if (!wire_iter_next(&c) || wire_iter_key(&c)[0] != '$')
 		return false;
 	bool has_push = false;
 	do {
-		if (key_eq(bson_iter_key(&c), "$push")) {
+		if (key_eq(wire_iter_key(&c), "$push")) {
 			push = c;
 			has_push = true;
 			break;
 		}
-	} while (bson_iter_next(&c));
+	} while (wire_iter_next(&c));
 	if (!has_push)
 		return false;
 	/* The guards are read only for an update that pushes: the common
@@ -424,8 +425,8 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 	 * {b: ...}} pushes to both), so checking the first alone let a bounded
 	 * push hide an unbounded one after it. */
 	bool found = check_push(&push, &g, hit);
-	while (bson_iter_next(&push))
-		if (key_eq(bson_iter_key(&push), "$push") && check_push(&push, &g, hit))
+	while (wire_iter_next(&push))
+		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &g, hit))
 			found = true;
 	return found;
 }

@@ -7,6 +7,7 @@
 
 #include "analyzers/keys.h"
 #include "analyzers/rule_api.h"
+#include "protocol/wire_iter.h"
 
 /* Query nesting is bounded by mongod (100 levels); deeper input is not
  * walked further. It is reported as a hit, not passed over: FerretDB runs a
@@ -98,9 +99,9 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 static bool walk_elem_match(const bson_iter_t *v, const char *field, regex_hit *hit, int depth)
 {
 	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &c) || !bson_iter_next(&c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c))
 		return false;
-	const char *k = bson_iter_key(&c);
+	const char *k = wire_iter_key(&c);
 	if (k[0] == '$' && !is_filter_level(k))
 		return walk_ops(v, field, hit, depth + 1);
 	return walk_filter(v, field, hit, depth + 1);
@@ -110,15 +111,15 @@ static bool walk_list(const bson_iter_t *arr, const char *field, const char *op,
                       int depth)
 {
 	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_ARRAY(arr) || !bson_iter_recurse(arr, &c))
+	if (!WIRE_ITER_HOLDS_ARRAY(arr) || !wire_iter_recurse(arr, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		if (BSON_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, op, hit))
+	while (wire_iter_next(&c)) {
+		if (WIRE_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, op, hit))
 			return true;
 		/* {$all: [{$elemMatch: {...}}, ...]} */
 		bson_iter_t em;
-		if (key_eq(op, "$all") && BSON_ITER_HOLDS_DOCUMENT(&c) &&
-		    bson_iter_recurse(&c, &em) && bson_iter_find(&em, "$elemMatch") &&
+		if (key_eq(op, "$all") && WIRE_ITER_HOLDS_DOCUMENT(&c) &&
+		    wire_iter_recurse(&c, &em) && bson_iter_find(&em, "$elemMatch") &&
 		    walk_elem_match(&em, field, hit, depth))
 			return true;
 	}
@@ -133,10 +134,10 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 	const char *options = NULL;
 	if (depth > MAX_DEPTH)
 		return too_deep(hit, field);
-	if (!bson_iter_recurse(ops, &c))
+	if (!wire_iter_recurse(ops, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (k[0] != '$')
 			continue;
 		if (key_eq(k, "$regex")) {
@@ -147,15 +148,15 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 			 * mongod takes a later one only when the earlier ones are
 			 * empty (and refuses the rest), other servers may take
 			 * either. */
-			if (BSON_ITER_HOLDS_UTF8(&c) && !rule_regex_options_insensitive(options))
+			if (WIRE_ITER_HOLDS_UTF8(&c) && !rule_regex_options_insensitive(options))
 				options = bson_iter_utf8(&c, NULL);
 		} else if (key_eq(k, "$in") || key_eq(k, "$nin") || key_eq(k, "$all")) {
 			if (walk_list(&c, field, k, hit, depth))
 				return true;
 		} else if (key_eq(k, "$not")) {
-			if (BSON_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
+			if (WIRE_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
 				return true;
-			if (BSON_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
+			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
 				char how[sizeof(hit->how)];
 				snprintf(how, sizeof(how), "%s under $not", hit->how);
 				memcpy(hit->how, how, sizeof(how));
@@ -171,9 +172,9 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 	/* The server takes flags from the BSON regex or from $options (not
 	 * both non-empty), and PCRE honours an inline group either way. */
 	const char *pattern = NULL, *flags = NULL;
-	if (BSON_ITER_HOLDS_REGEX(&re))
+	if (WIRE_ITER_HOLDS_REGEX(&re))
 		pattern = bson_iter_regex(&re, &flags);
-	else if (BSON_ITER_HOLDS_UTF8(&re))
+	else if (WIRE_ITER_HOLDS_UTF8(&re))
 		pattern = bson_iter_utf8(&re, NULL);
 	else
 		return false;
@@ -214,15 +215,15 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
 		return too_deep(hit, prefix);
-	if (!BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(doc) || !wire_iter_recurse(doc, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (k[0] == '$') {
 			if (key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor")) {
 				bson_iter_t e;
-				if (BSON_ITER_HOLDS_ARRAY(&c) && bson_iter_recurse(&c, &e))
-					while (bson_iter_next(&e))
+				if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
+					while (wire_iter_next(&e))
 						if (walk_filter(&e, prefix, hit, depth + 1))
 							return true;
 			} else if (key_eq(k, "$expr")) {
@@ -234,11 +235,11 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 			continue;
 		}
 		/* Scalars other than regexes match nothing by pattern. */
-		if (!BSON_ITER_HOLDS_REGEX(&c) && !BSON_ITER_HOLDS_DOCUMENT(&c))
+		if (!WIRE_ITER_HOLDS_REGEX(&c) && !WIRE_ITER_HOLDS_DOCUMENT(&c))
 			continue;
 		char path[sizeof(hit->field)];
 		join_path(path, sizeof(path), prefix, k);
-		if (BSON_ITER_HOLDS_REGEX(&c)) {
+		if (WIRE_ITER_HOLDS_REGEX(&c)) {
 			if (check_regex_value(&c, path, NULL, hit))
 				return true;
 			continue;
@@ -248,8 +249,8 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 		 * pattern, whatever its fields are called ("$options" or "i"
 		 * included). */
 		bson_iter_t first;
-		if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &first) &&
-		    bson_iter_next(&first) && bson_iter_key(&first)[0] == '$' &&
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
+		    wire_iter_next(&first) && wire_iter_key(&first)[0] == '$' &&
 		    walk_ops(&c, path, hit, depth + 1))
 			return true;
 	}
@@ -261,20 +262,20 @@ static bool check_regex_expr(const bson_iter_t *args, const char *op, regex_hit 
 {
 	bson_iter_t c;
 	const char *field = "", *options = NULL, *pattern = NULL, *flags = NULL;
-	if (!BSON_ITER_HOLDS_DOCUMENT(args) || !bson_iter_recurse(args, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(args) || !wire_iter_recurse(args, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
-		if (key_eq(k, "input") && BSON_ITER_HOLDS_UTF8(&c)) {
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "input") && WIRE_ITER_HOLDS_UTF8(&c)) {
 			const char *in = bson_iter_utf8(&c, NULL);
 			if (in[0] == '$' && in[1] != '$')
 				field = in + 1;
 		} else if (key_eq(k, "regex")) {
-			if (BSON_ITER_HOLDS_REGEX(&c))
+			if (WIRE_ITER_HOLDS_REGEX(&c))
 				pattern = bson_iter_regex(&c, &flags);
-			else if (BSON_ITER_HOLDS_UTF8(&c))
+			else if (WIRE_ITER_HOLDS_UTF8(&c))
 				pattern = bson_iter_utf8(&c, NULL);
-		} else if (key_eq(k, "options") && BSON_ITER_HOLDS_UTF8(&c)) {
+		} else if (key_eq(k, "options") && WIRE_ITER_HOLDS_UTF8(&c)) {
 			options = bson_iter_utf8(&c, NULL);
 		}
 	}
@@ -297,17 +298,17 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
 		return too_deep(hit, NULL);
-	if (BSON_ITER_HOLDS_ARRAY(it)) {
-		if (bson_iter_recurse(it, &c))
-			while (bson_iter_next(&c))
+	if (WIRE_ITER_HOLDS_ARRAY(it)) {
+		if (wire_iter_recurse(it, &c))
+			while (wire_iter_next(&c))
 				if (walk_expr(&c, hit, depth + 1))
 					return true;
 		return false;
 	}
-	if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$literal"))
 			continue;
 		if (key_eq(k, "$regexMatch") || key_eq(k, "$regexFind") ||
@@ -315,7 +316,7 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 			if (check_regex_expr(&c, k, hit))
 				return true;
 		}
-		if ((BSON_ITER_HOLDS_DOCUMENT(&c) || BSON_ITER_HOLDS_ARRAY(&c)) &&
+		if ((WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
 		    walk_expr(&c, hit, depth + 1))
 			return true;
 	}
@@ -333,7 +334,7 @@ static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth
 
 static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
 {
-	return BSON_ITER_HOLDS_DOCUMENT(doc) && bson_iter_recurse(doc, out) &&
+	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, out) &&
 	       bson_iter_find(out, key);
 }
 
@@ -344,9 +345,9 @@ static bool joined(const bson_iter_t *stage_arg, const char *key, regex_hit *hit
 	bson_iter_t c;
 	if (hit->coll[0])
 		return true;
-	if (BSON_ITER_HOLDS_UTF8(stage_arg)) /* {$unionWith: "coll"} */
+	if (WIRE_ITER_HOLDS_UTF8(stage_arg)) /* {$unionWith: "coll"} */
 		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(stage_arg, NULL));
-	else if (find_sub(stage_arg, key, &c) && BSON_ITER_HOLDS_UTF8(&c))
+	else if (find_sub(stage_arg, key, &c) && WIRE_ITER_HOLDS_UTF8(&c))
 		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(&c, NULL));
 	return true;
 }
@@ -354,10 +355,10 @@ static bool joined(const bson_iter_t *stage_arg, const char *key, regex_hit *hit
 static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 {
 	bson_iter_t c, sub;
-	if (!BSON_ITER_HOLDS_DOCUMENT(stage) || !bson_iter_recurse(stage, &c))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
 		return false;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$match")) {
 			if (walk_filter(&c, NULL, hit, depth + 1))
 				return true;
@@ -365,8 +366,8 @@ static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
 			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
 				return joined(&c, k[1] == 'l' ? "from" : "coll", hit);
 		} else if (key_eq(k, "$facet")) {
-			if (BSON_ITER_HOLDS_DOCUMENT(&c) && bson_iter_recurse(&c, &sub))
-				while (bson_iter_next(&sub))
+			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &sub))
+				while (wire_iter_next(&sub))
 					if (walk_pipeline(&sub, hit, depth + 1))
 						return true;
 		} else if (key_eq(k, "$graphLookup")) {
@@ -386,9 +387,9 @@ static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
 		return too_deep(hit, NULL);
-	if (!BSON_ITER_HOLDS_ARRAY(pipeline) || !bson_iter_recurse(pipeline, &c))
+	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &c))
 		return false;
-	while (bson_iter_next(&c))
+	while (wire_iter_next(&c))
 		if (walk_stage(&c, hit, depth + 1))
 			return true;
 	return false;

@@ -17,6 +17,7 @@
 #include "analyzers/query_preds.h"
 #include "analyzers/rule_api.h"
 #include "analyzers/rule_sort.h"
+#include "protocol/wire_iter.h"
 
 #define SCAN_FIELDS_MAX 32 /* more and the rule stays silent */
 #define SCAN_ORS_MAX    4
@@ -156,7 +157,7 @@ static bool regex_value_bounded(const bson_iter_t *v, const char *extra_options)
 /* {f: v} and {f: {$eq: v}}: a point, or the null bracket. */
 static unsigned equality_bounds(const bson_iter_t *v)
 {
-	bson_type_t t = bson_iter_type(v);
+	bson_type_t t = wire_iter_type(v);
 	if (t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED)
 		return B_ANY | B_POINT; /* a sparse index lacks the missing fields */
 	return B_ANY | B_SPARSE | B_POINT;
@@ -167,10 +168,10 @@ static unsigned in_bounds(const bson_iter_t *v, bool *bounded)
 	bson_iter_t el;
 	unsigned b = B_ANY | B_SPARSE | B_POINT;
 	*bounded = true;
-	if (!BSON_ITER_HOLDS_ARRAY(v) || !bson_iter_recurse(v, &el))
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return b; /* the server refuses it */
-	while (bson_iter_next(&el)) {
-		bson_type_t t = bson_iter_type(&el);
+	while (wire_iter_next(&el)) {
+		bson_type_t t = wire_iter_type(&el);
 		if (t == BSON_TYPE_REGEX) {
 			b &= ~(unsigned)B_POINT;
 			if (!regex_value_bounded(&el, NULL))
@@ -187,8 +188,8 @@ static unsigned in_bounds(const bson_iter_t *v, bool *bounded)
 static const char *options_of(const bson_iter_t *v)
 {
 	bson_iter_t opt;
-	if (bson_iter_recurse(v, &opt) && bson_iter_find(&opt, "$options") &&
-	    BSON_ITER_HOLDS_UTF8(&opt))
+	if (wire_iter_recurse(v, &opt) && bson_iter_find(&opt, "$options") &&
+	    WIRE_ITER_HOLDS_UTF8(&opt))
 		return bson_iter_utf8(&opt, NULL);
 	return NULL;
 }
@@ -200,7 +201,7 @@ static void field_operators(scan_preds *p, const char *field, const bson_iter_t 
 	bson_iter_t it = *it_first;
 	p->predicates = true;
 	do {
-		const char *op = bson_iter_key(&it);
+		const char *op = wire_iter_key(&it);
 		bool ok;
 		if (key_eq(op, "$eq")) {
 			add_bounds(p, field, equality_bounds(&it));
@@ -221,9 +222,9 @@ static void field_operators(scan_preds *p, const char *field, const bson_iter_t 
 		} else if (key_eq(op, "$regex")) {
 			bool b;
 			const char *options = options_of(v);
-			if (BSON_ITER_HOLDS_REGEX(&it))
+			if (WIRE_ITER_HOLDS_REGEX(&it))
 				b = regex_value_bounded(&it, options);
-			else if (BSON_ITER_HOLDS_UTF8(&it))
+			else if (WIRE_ITER_HOLDS_UTF8(&it))
 				b = rule_scan_regex_bounded(bson_iter_utf8(&it, NULL), options);
 			else
 				b = false;
@@ -244,25 +245,25 @@ static void field_operators(scan_preds *p, const char *field, const bson_iter_t 
 			 * complement or no bounds at all. */
 			add_why(p, field, op);
 		}
-	} while (bson_iter_next(&it));
+	} while (wire_iter_next(&it));
 }
 
 /* An operator document: its first key is an operator (a DBRef, {$ref,
  * $id}, is a value). *it is left on that first key. */
 static bool is_operator_doc(const bson_iter_t *v, bson_iter_t *it)
 {
-	if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, it) || !bson_iter_next(it))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, it) || !wire_iter_next(it))
 		return false;
-	const char *k = bson_iter_key(it);
+	const char *k = wire_iter_key(it);
 	return k[0] == '$' && !key_eq(k, "$ref") && !key_eq(k, "$id") && !key_eq(k, "$db");
 }
 
 /* A constant operand: not a field path, a variable, or an expression. */
 static bool expr_constant(const bson_iter_t *v)
 {
-	if (BSON_ITER_HOLDS_UTF8(v))
+	if (WIRE_ITER_HOLDS_UTF8(v))
 		return bson_iter_utf8(v, NULL)[0] != '$';
-	return !BSON_ITER_HOLDS_DOCUMENT(v) && !BSON_ITER_HOLDS_ARRAY(v);
+	return !WIRE_ITER_HOLDS_DOCUMENT(v) && !WIRE_ITER_HOLDS_ARRAY(v);
 }
 
 /* The $expr forms mongod rewrites into an index-usable match:
@@ -270,28 +271,28 @@ static bool expr_constant(const bson_iter_t *v)
 static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 {
 	bson_iter_t c, args, x, y;
-	if (depth > SCAN_MAX_DEPTH || !BSON_ITER_HOLDS_DOCUMENT(e) || !bson_iter_recurse(e, &c) ||
-	    !bson_iter_next(&c) || !BSON_ITER_HOLDS_ARRAY(&c) || !bson_iter_recurse(&c, &args)) {
+	if (depth > SCAN_MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
+	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args)) {
 		add_why(p, NULL, "$expr");
 		return;
 	}
-	const char *op = bson_iter_key(&c);
+	const char *op = wire_iter_key(&c);
 	if (key_eq(op, "$and")) {
-		while (bson_iter_next(&args))
+		while (wire_iter_next(&args))
 			expr_bounds(p, &args, depth + 1);
 		return;
 	}
-	if (key_eq(op, "$eq") && bson_iter_next(&args)) {
+	if (key_eq(op, "$eq") && wire_iter_next(&args)) {
 		x = args;
-		if (bson_iter_next(&args)) {
+		if (wire_iter_next(&args)) {
 			y = args;
 			const bson_iter_t *path = NULL, *k = NULL;
-			if (BSON_ITER_HOLDS_UTF8(&x) && bson_iter_utf8(&x, NULL)[0] == '$')
+			if (WIRE_ITER_HOLDS_UTF8(&x) && bson_iter_utf8(&x, NULL)[0] == '$')
 				path = &x, k = &y;
-			else if (BSON_ITER_HOLDS_UTF8(&y) && bson_iter_utf8(&y, NULL)[0] == '$')
+			else if (WIRE_ITER_HOLDS_UTF8(&y) && bson_iter_utf8(&y, NULL)[0] == '$')
 				path = &y, k = &x;
 			const char *f = path ? bson_iter_utf8(path, NULL) + 1 : NULL;
-			if (f && f[0] && f[0] != '$' && !bson_iter_next(&args) &&
+			if (f && f[0] && f[0] != '$' && !wire_iter_next(&args) &&
 			    expr_constant(k)) {
 				add_bounds(p, f, B_ANY | B_POINT);
 				return;
@@ -340,8 +341,8 @@ static void collect(scan_preds *p, const bson_t *filter, int depth)
 	}
 	if (filter == NULL || !bson_iter_init(&it, filter))
 		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
 		if (k[0] == '$') {
 			if (key_eq(k, "$and"))
 				collect_array(p, &it, false, depth);
@@ -355,7 +356,7 @@ static void collect(scan_preds *p, const bson_t *filter, int depth)
 				add_why(p, NULL, k); /* $where, $nor, $jsonSchema, ... */
 			continue;
 		}
-		if (BSON_ITER_HOLDS_REGEX(&it)) {
+		if (WIRE_ITER_HOLDS_REGEX(&it)) {
 			if (regex_value_bounded(&it, NULL))
 				add_bounds(p, k, B_ANY | B_SPARSE);
 			else
@@ -439,11 +440,11 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted, co
 	scan_verdict v = SCAN_BOUNDED;
 	if (!bson_init_static(&arr, data, len) || !bson_iter_init(&it, &arr))
 		return SCAN_UNKNOWN;
-	while (bson_iter_next(&it)) {
+	while (wire_iter_next(&it)) {
 		const uint8_t *d;
 		uint32_t l;
 		bson_t branch;
-		if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it))
 			return SCAN_UNKNOWN;
 		bson_iter_document(&it, &l, &d);
 		if (!bson_init_static(&branch, d, l))
@@ -486,10 +487,10 @@ static bool hint_matches(const index_def *d, const bson_t *hint)
 	size_t i = 0;
 	if (!bson_iter_init(&it, hint))
 		return false;
-	while (bson_iter_next(&it)) {
-		if (i == d->nkeys || strcmp(bson_iter_key(&it), d->keys[i].field) != 0)
+	while (wire_iter_next(&it)) {
+		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
 			return false;
-		if (BSON_ITER_HOLDS_NUMBER(&it)) {
+		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
 			if (d->keys[i].direction != (bson_iter_as_double(&it) >= 0 ? 1 : -1))
 				return false;
 		} else if (d->keys[i].direction != 0) {
@@ -511,9 +512,9 @@ static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const cha
 	if (!doc && !name)
 		return HINT_NONE;
 	if (doc) {
-		if (!bson_iter_init(&it, doc) || !bson_iter_next(&it))
+		if (!bson_iter_init(&it, doc) || !wire_iter_next(&it))
 			return HINT_NONE;
-		if (key_eq(bson_iter_key(&it), "$natural"))
+		if (key_eq(wire_iter_key(&it), "$natural"))
 			return HINT_NATURAL;
 	}
 	for (size_t i = 0; i < index_set_count(set); i++) {
@@ -674,15 +675,15 @@ static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *sta
 	bson_iter_t it;
 	const char *from = NULL, *foreign = NULL;
 	bool local = false;
-	if (!bson_iter_recurse(stage, &it))
+	if (!wire_iter_recurse(stage, &it))
 		return;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if (key_eq(k, "from") && BSON_ITER_HOLDS_UTF8(&it))
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (key_eq(k, "from") && WIRE_ITER_HOLDS_UTF8(&it))
 			from = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "foreignField") && BSON_ITER_HOLDS_UTF8(&it))
+		else if (key_eq(k, "foreignField") && WIRE_ITER_HOLDS_UTF8(&it))
 			foreign = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "localField") && BSON_ITER_HOLDS_UTF8(&it))
+		else if (key_eq(k, "localField") && WIRE_ITER_HOLDS_UTF8(&it))
 			local = true;
 	}
 	if (!from || !foreign || !local || !from[0] || !foreign[0])
@@ -712,23 +713,23 @@ static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *sta
 static void walk_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline, int depth)
 {
 	bson_iter_t stage, k, sub;
-	if (depth > SCAN_MAX_DEPTH || !BSON_ITER_HOLDS_ARRAY(pipeline) ||
-	    !bson_iter_recurse(pipeline, &stage))
+	if (depth > SCAN_MAX_DEPTH || !WIRE_ITER_HOLDS_ARRAY(pipeline) ||
+	    !wire_iter_recurse(pipeline, &stage))
 		return;
-	while (bson_iter_next(&stage) && rule_wanted(c, s, RULE_COLLECTION_SCAN)) {
-		if (!BSON_ITER_HOLDS_DOCUMENT(&stage) || !bson_iter_recurse(&stage, &k) ||
-		    !bson_iter_next(&k) || !BSON_ITER_HOLDS_DOCUMENT(&k))
+	while (wire_iter_next(&stage) && rule_wanted(c, s, RULE_COLLECTION_SCAN)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &k) ||
+		    !wire_iter_next(&k) || !WIRE_ITER_HOLDS_DOCUMENT(&k))
 			continue;
-		const char *name = bson_iter_key(&k);
+		const char *name = wire_iter_key(&k);
 		if (key_eq(name, "$lookup")) {
 			check_lookup(c, s, &k);
-			if (bson_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
+			if (wire_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
 				walk_pipeline(c, s, &sub, depth + 1);
 		} else if (key_eq(name, "$unionWith")) {
-			if (bson_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
+			if (wire_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
 				walk_pipeline(c, s, &sub, depth + 1);
-		} else if (key_eq(name, "$facet") && bson_iter_recurse(&k, &sub)) {
-			while (bson_iter_next(&sub))
+		} else if (key_eq(name, "$facet") && wire_iter_recurse(&k, &sub)) {
+			while (wire_iter_next(&sub))
 				walk_pipeline(c, s, &sub, depth + 1);
 		}
 	}
@@ -738,7 +739,7 @@ static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *p
 {
 	uint32_t len;
 	const uint8_t *data;
-	if (!rule_ctx_index_cache(c) || !BSON_ITER_HOLDS_ARRAY(pipeline))
+	if (!rule_ctx_index_cache(c) || !WIRE_ITER_HOLDS_ARRAY(pipeline))
 		return;
 	bson_iter_array(pipeline, &len, &data);
 	if (key_maybe_in(data, len, "$lookup")) /* most pipelines join nothing */

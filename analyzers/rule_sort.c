@@ -59,6 +59,7 @@
 #include "analyzers/index_cache.h"
 #include "analyzers/rule_api.h"
 #include "protocol/text.h"
+#include "protocol/wire_iter.h"
 
 #define KEYS_MAX QUERY_SORT_MAX /* longer key patterns cannot matter to a sort */
 
@@ -302,14 +303,14 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
 		    !bson_iter_init(&it, &arr))
 			continue;
-		while (bson_iter_next(&it) && all) {
+		while (wire_iter_next(&it) && all) {
 			const uint8_t *data;
 			uint32_t len;
 			bson_t branch;
 			query_preds bp = *p;
 			eval_out bo = {0};
 
-			if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			if (!WIRE_ITER_HOLDS_DOCUMENT(&it)) {
 				all = false;
 				break;
 			}
@@ -353,10 +354,10 @@ static bool hint_matches(const index_def *d, const bson_t *hint)
 
 	if (!bson_iter_init(&it, hint))
 		return false;
-	while (bson_iter_next(&it)) {
-		if (i == d->nkeys || strcmp(bson_iter_key(&it), d->keys[i].field) != 0)
+	while (wire_iter_next(&it)) {
+		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
 			return false;
-		if (BSON_ITER_HOLDS_NUMBER(&it)) {
+		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
 			double v = bson_iter_as_double(&it);
 			if (d->keys[i].direction != (v >= 0 ? 1 : -1))
 				return false;
@@ -386,9 +387,9 @@ static hint_kind resolve_hint(const index_set *set, const sort_query *q, const i
 			}
 		}
 	} else if (q->hint_doc != NULL) {
-		if (!bson_iter_init(&it, q->hint_doc) || !bson_iter_next(&it))
+		if (!bson_iter_init(&it, q->hint_doc) || !wire_iter_next(&it))
 			return HINT_NONE;
-		if (strcmp(bson_iter_key(&it), "$natural") == 0)
+		if (strcmp(wire_iter_key(&it), "$natural") == 0)
 			return HINT_NATURAL;
 		for (size_t i = 0; i < index_set_count(set); i++) {
 			const index_def *d = index_set_get(set, i);

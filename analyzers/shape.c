@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "protocol/text.h"
+#include "protocol/wire_iter.h"
 
 /* Internal mode beyond the public ones: a field's operator document. */
 #define SHAPE_PREDICATE ((shape_mode)(SHAPE_FILTER_LIST + 1))
@@ -152,7 +153,7 @@ static size_t jw_finish(jw *w)
 
 static const char *type_placeholder(const bson_iter_t *it)
 {
-	switch (bson_iter_type(it)) {
+	switch (wire_iter_type(it)) {
 	case BSON_TYPE_UTF8:
 		return "?string";
 	case BSON_TYPE_INT32:
@@ -199,7 +200,7 @@ static const char *type_placeholder(const bson_iter_t *it)
 /* A scalar's placeholder; regexes keep their flags ("?regex/i"). */
 static size_t placeholder(const bson_iter_t *it, char *out, size_t cap)
 {
-	if (BSON_ITER_HOLDS_REGEX(it)) {
+	if (WIRE_ITER_HOLDS_REGEX(it)) {
 		const char *opts = NULL;
 		bson_iter_regex(it, &opts);
 		if (opts && *opts)
@@ -222,8 +223,8 @@ static void w_array_placeholder(jw *w, const char *key, const bson_iter_t *arr)
 	bson_iter_t c;
 	char first[40] = "", cur[40];
 	bool mixed = false, any = false;
-	if (bson_iter_recurse(arr, &c)) {
-		while (bson_iter_next(&c)) {
+	if (wire_iter_recurse(arr, &c)) {
+		while (wire_iter_next(&c)) {
 			placeholder(&c, cur, sizeof(cur));
 			if (!any) {
 				memcpy(first, cur, sizeof(first));
@@ -270,7 +271,7 @@ static void render_verbatim_scalar(jw *w, const char *key, const bson_iter_t *it
 	char num[64];
 	int n;
 	size_t save;
-	switch (bson_iter_type(it)) {
+	switch (wire_iter_type(it)) {
 	case BSON_TYPE_UTF8: {
 		uint32_t len;
 		const char *s = bson_iter_utf8(it, &len);
@@ -389,7 +390,7 @@ static void render_verbatim_scalar(jw *w, const char *key, const bson_iter_t *it
 
 static void render_verbatim(jw *w, const char *key, const bson_iter_t *it, int depth)
 {
-	bool doc = BSON_ITER_HOLDS_DOCUMENT(it), arr = BSON_ITER_HOLDS_ARRAY(it);
+	bool doc = WIRE_ITER_HOLDS_DOCUMENT(it), arr = WIRE_ITER_HOLDS_ARRAY(it);
 	if (!doc && !arr) {
 		render_verbatim_scalar(w, key, it);
 		return;
@@ -400,9 +401,9 @@ static void render_verbatim(jw *w, const char *key, const bson_iter_t *it, int d
 	}
 	bson_iter_t c;
 	w_open(w, key, doc ? '{' : '[');
-	if (bson_iter_recurse(it, &c))
-		while (bson_iter_next(&c))
-			render_verbatim(w, doc ? bson_iter_key(&c) : NULL, &c, depth + 1);
+	if (wire_iter_recurse(it, &c))
+		while (wire_iter_next(&c))
+			render_verbatim(w, doc ? wire_iter_key(&c) : NULL, &c, depth + 1);
 	w_close(w);
 }
 
@@ -413,8 +414,8 @@ static void render(jw *w, const char *key, const bson_iter_t *it, shape_mode mod
 static bool first_key_is_operator(const bson_iter_t *it)
 {
 	bson_iter_t c;
-	return BSON_ITER_HOLDS_DOCUMENT(it) && bson_iter_recurse(it, &c) && bson_iter_next(&c) &&
-	       bson_iter_key(&c)[0] == '$';
+	return WIRE_ITER_HOLDS_DOCUMENT(it) && wire_iter_recurse(it, &c) && wire_iter_next(&c) &&
+	       wire_iter_key(&c)[0] == '$';
 }
 
 /* Renders a document member by member, each value in a mode chosen by its
@@ -426,9 +427,9 @@ static void render_members(jw *w, const char *key, const bson_iter_t *it, mode_f
 {
 	bson_iter_t c;
 	w_open(w, key, '{');
-	if (bson_iter_recurse(it, &c))
-		while (bson_iter_next(&c)) {
-			const char *k = bson_iter_key(&c);
+	if (wire_iter_recurse(it, &c))
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
 			render(w, k, &c, pick(k, &c), depth + 1);
 		}
 	w_close(w);
@@ -439,8 +440,8 @@ static void render_elements(jw *w, const char *key, const bson_iter_t *it, shape
 {
 	bson_iter_t c;
 	w_open(w, key, '[');
-	if (bson_iter_recurse(it, &c))
-		while (bson_iter_next(&c))
+	if (wire_iter_recurse(it, &c))
+		while (wire_iter_next(&c))
 			render(w, NULL, &c, mode, depth + 1);
 	w_close(w);
 }
@@ -460,7 +461,7 @@ static void render_data(jw *w, const char *key, const bson_iter_t *it, int depth
 		render_verbatim(w, key, it, depth);
 		return;
 	}
-	if (BSON_ITER_HOLDS_ARRAY(it)) {
+	if (WIRE_ITER_HOLDS_ARRAY(it)) {
 		w_array_placeholder(w, key, it);
 		return;
 	}
@@ -485,8 +486,8 @@ static shape_mode pick_pred_op(const char *k, const bson_iter_t *v)
 		/* Document form ({a: 1, b: {$gt: 2}}) is a filter on the
 		 * elements; value form ({$gt: 2}) applies to them. */
 		bson_iter_t c;
-		if (BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_recurse(v, &c) && bson_iter_next(&c)) {
-			const char *f = bson_iter_key(&c);
+		if (WIRE_ITER_HOLDS_DOCUMENT(v) && wire_iter_recurse(v, &c) && wire_iter_next(&c)) {
+			const char *f = wire_iter_key(&c);
 			if (f[0] != '$' || is_logical(f) || strcmp(f, "$expr") == 0 ||
 			    strcmp(f, "$where") == 0)
 				return SHAPE_FILTER;
@@ -542,12 +543,12 @@ static shape_mode pick_expr(const char *k, const bson_iter_t *v)
 static bool array_is_literal_list(const bson_iter_t *it)
 {
 	bson_iter_t c;
-	if (!bson_iter_recurse(it, &c))
+	if (!wire_iter_recurse(it, &c))
 		return true;
-	while (bson_iter_next(&c)) {
-		if (BSON_ITER_HOLDS_DOCUMENT(&c) || BSON_ITER_HOLDS_ARRAY(&c))
+	while (wire_iter_next(&c)) {
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c))
 			return false;
-		if (BSON_ITER_HOLDS_UTF8(&c) && bson_iter_utf8(&c, NULL)[0] == '$')
+		if (WIRE_ITER_HOLDS_UTF8(&c) && bson_iter_utf8(&c, NULL)[0] == '$')
 			return false;
 	}
 	return true;
@@ -555,7 +556,7 @@ static bool array_is_literal_list(const bson_iter_t *it)
 
 static void render_expr(jw *w, const char *key, const bson_iter_t *it, int depth)
 {
-	if (BSON_ITER_HOLDS_UTF8(it)) {
+	if (WIRE_ITER_HOLDS_UTF8(it)) {
 		uint32_t len;
 		const char *s = bson_iter_utf8(it, &len);
 		if (s[0] == '$') { /* field path or $$variable */
@@ -565,20 +566,20 @@ static void render_expr(jw *w, const char *key, const bson_iter_t *it, int depth
 		render_data(w, key, it, depth);
 		return;
 	}
-	if (BSON_ITER_HOLDS_ARRAY(it)) {
+	if (WIRE_ITER_HOLDS_ARRAY(it)) {
 		if (array_is_literal_list(it))
 			render_data(w, key, it, depth);
 		else
 			render_elements(w, key, it, SHAPE_EXPR, depth);
 		return;
 	}
-	if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+	if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
 		bson_iter_t c;
 		w_open(w, key, '{');
-		if (bson_iter_recurse(it, &c))
-			while (bson_iter_next(&c)) {
-				const char *k = bson_iter_key(&c);
-				if (is_regex_expr(k) && BSON_ITER_HOLDS_DOCUMENT(&c))
+		if (wire_iter_recurse(it, &c))
+			while (wire_iter_next(&c)) {
+				const char *k = wire_iter_key(&c);
+				if (is_regex_expr(k) && WIRE_ITER_HOLDS_DOCUMENT(&c))
 					render_members(w, k, &c, pick_regex_expr, depth + 1);
 				else
 					render(w, k, &c, pick_expr(k, &c), depth + 1);
@@ -651,7 +652,7 @@ static shape_mode pick_merge(const char *k, const bson_iter_t *v)
 {
 	if (strcmp(k, "let") == 0)
 		return SHAPE_EXPR;
-	if (strcmp(k, "whenMatched") == 0 && BSON_ITER_HOLDS_ARRAY(v))
+	if (strcmp(k, "whenMatched") == 0 && WIRE_ITER_HOLDS_ARRAY(v))
 		return SHAPE_PIPELINE;
 	return SHAPE_VERBATIM; /* into, on, whenMatched/whenNotMatched actions */
 }
@@ -659,7 +660,7 @@ static shape_mode pick_merge(const char *k, const bson_iter_t *v)
 /* $project: 1/0/true/false say include or exclude, which is structure. */
 static shape_mode pick_project(const char *k, const bson_iter_t *v)
 {
-	if (BSON_ITER_HOLDS_BOOL(v) || BSON_ITER_HOLDS_NUMBER(v))
+	if (WIRE_ITER_HOLDS_BOOL(v) || WIRE_ITER_HOLDS_NUMBER(v))
 		return SHAPE_VERBATIM;
 	return SHAPE_EXPR;
 }
@@ -668,10 +669,10 @@ static void render_stage(jw *w, const bson_iter_t *stage, int depth)
 {
 	bson_iter_t c;
 	w_open(w, NULL, '{');
-	if (bson_iter_recurse(stage, &c))
-		while (bson_iter_next(&c)) {
-			const char *k = bson_iter_key(&c);
-			bool doc = BSON_ITER_HOLDS_DOCUMENT(&c);
+	if (wire_iter_recurse(stage, &c))
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
+			bool doc = WIRE_ITER_HOLDS_DOCUMENT(&c);
 			mode_for_key pick = NULL;
 			shape_mode mode = SHAPE_EXPR;
 			if (strcmp(k, "$match") == 0)
@@ -716,11 +717,11 @@ static shape_mode pick_update_op(const char *k, const bson_iter_t *v)
 
 static void render_update(jw *w, const char *key, const bson_iter_t *it, int depth)
 {
-	if (BSON_ITER_HOLDS_ARRAY(it)) {
+	if (WIRE_ITER_HOLDS_ARRAY(it)) {
 		render(w, key, it, SHAPE_PIPELINE, depth);
 		return;
 	}
-	if (!BSON_ITER_HOLDS_DOCUMENT(it)) {
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it)) {
 		render_data(w, key, it, depth);
 		return;
 	}
@@ -728,10 +729,10 @@ static void render_update(jw *w, const char *key, const bson_iter_t *it, int dep
 	 * A replacement document keeps its top-level field names. */
 	bson_iter_t c;
 	w_open(w, key, '{');
-	if (bson_iter_recurse(it, &c))
-		while (bson_iter_next(&c)) {
-			const char *k = bson_iter_key(&c);
-			if (k[0] == '$' && BSON_ITER_HOLDS_DOCUMENT(&c))
+	if (wire_iter_recurse(it, &c))
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
+			if (k[0] == '$' && WIRE_ITER_HOLDS_DOCUMENT(&c))
 				render_members(w, k, &c, pick_update_op, depth + 1);
 			else
 				render_data(w, k, &c, depth + 1);
@@ -755,13 +756,13 @@ static void render(jw *w, const char *key, const bson_iter_t *it, shape_mode mod
 		render_data(w, key, it, depth);
 		return;
 	case SHAPE_FILTER:
-		if (BSON_ITER_HOLDS_DOCUMENT(it))
+		if (WIRE_ITER_HOLDS_DOCUMENT(it))
 			render_members(w, key, it, pick_filter, depth);
 		else
 			render_data(w, key, it, depth);
 		return;
 	case SHAPE_FILTER_LIST:
-		if (BSON_ITER_HOLDS_ARRAY(it))
+		if (WIRE_ITER_HOLDS_ARRAY(it))
 			render_elements(w, key, it, SHAPE_FILTER, depth);
 		else
 			render_data(w, key, it, depth);
@@ -770,12 +771,12 @@ static void render(jw *w, const char *key, const bson_iter_t *it, shape_mode mod
 		render_expr(w, key, it, depth);
 		return;
 	case SHAPE_PIPELINE:
-		if (BSON_ITER_HOLDS_ARRAY(it)) {
+		if (WIRE_ITER_HOLDS_ARRAY(it)) {
 			bson_iter_t c;
 			w_open(w, key, '[');
-			if (bson_iter_recurse(it, &c))
-				while (bson_iter_next(&c)) {
-					if (BSON_ITER_HOLDS_DOCUMENT(&c))
+			if (wire_iter_recurse(it, &c))
+				while (wire_iter_next(&c)) {
+					if (WIRE_ITER_HOLDS_DOCUMENT(&c))
 						render_stage(w, &c, depth + 1);
 					else
 						render_data(w, NULL, &c, depth + 1);

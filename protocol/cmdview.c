@@ -6,6 +6,7 @@
 
 #include "protocol/frame.h"
 #include "protocol/wire_doc.h"
+#include "protocol/wire_iter.h"
 
 #define CMD_SUFFIX ".$cmd"
 
@@ -13,13 +14,13 @@
 static bool take_name(cmdview *v, const char *form, wire_error *err)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, &v->body) || !bson_iter_next(&it)) {
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it)) {
 		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
 		               "%s command document is empty; its first key names the command",
 		               form);
 		return false;
 	}
-	v->name = bson_iter_key(&it);
+	v->name = wire_iter_key(&it);
 	return true;
 }
 
@@ -93,16 +94,16 @@ bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
 	/* Old drivers wrap the command as {$query: {...}, $readPreference: ...}
 	 * (or {query: ...}); the command is the wrapped document. */
 	bson_iter_t it;
-	if (bson_iter_init(&it, &v->body) && bson_iter_next(&it) &&
-	    (strcmp(bson_iter_key(&it), "$query") == 0 ||
-	     strcmp(bson_iter_key(&it), "query") == 0) &&
-	    BSON_ITER_HOLDS_DOCUMENT(&it)) {
+	if (bson_iter_init(&it, &v->body) && wire_iter_next(&it) &&
+	    (strcmp(wire_iter_key(&it), "$query") == 0 ||
+	     strcmp(wire_iter_key(&it), "query") == 0) &&
+	    WIRE_ITER_HOLDS_DOCUMENT(&it)) {
 		uint32_t len;
 		const uint8_t *data;
 		bson_iter_document(&it, &len, &data);
 		if (!bson_init_static(&v->body, data, len)) {
 			wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
-			               "OP_QUERY %s document is not BSON", bson_iter_key(&it));
+			               "OP_QUERY %s document is not BSON", wire_iter_key(&it));
 			return false;
 		}
 	}
@@ -130,7 +131,7 @@ void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field)
 	bson_iter_t it;
 	if (!bson_iter_init_find(&it, &v->body, field))
 		return; /* absent: nothing to iterate, nothing wrong */
-	if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &d->it)) {
+	if (!WIRE_ITER_HOLDS_ARRAY(&it) || !wire_iter_recurse(&it, &d->it)) {
 		d->corrupt = true; /* present but not an array of documents */
 		return;
 	}
@@ -155,7 +156,7 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
 	}
 	if (!d->iter_ok)
 		return false;
-	if (!bson_iter_next(&d->it)) {
+	if (!wire_iter_next(&d->it)) {
 		/* The iterator stops early (err_off set) on corrupt bytes. */
 		d->corrupt = d->it.err_off != 0;
 		d->iter_ok = false;
@@ -163,7 +164,7 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
 	}
 	uint32_t len;
 	const uint8_t *data;
-	if (!BSON_ITER_HOLDS_DOCUMENT(&d->it)) {
+	if (!WIRE_ITER_HOLDS_DOCUMENT(&d->it)) {
 		d->corrupt = true;
 		return false;
 	}

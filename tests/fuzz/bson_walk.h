@@ -7,7 +7,11 @@
  * nested document or scope must frame like a bson_t would (length >= 5,
  * declared length consistent, last byte 0): bson_iter_recurse does not
  * check that itself, so a child with a bad frame would read as silently
- * cut short. Test-only code. */
+ * cut short.
+ *
+ * bw_iters_agree() steps libbson's iterator and protocol/wire_iter.h's side
+ * by side over any bytes, recursing as far as both go, and says whether
+ * they were in the same state after every step. Test-only code. */
 #ifndef MG_TESTS_FUZZ_BSON_WALK_H
 #define MG_TESTS_FUZZ_BSON_WALK_H
 
@@ -18,6 +22,7 @@
 
 #include "protocol/frame.h"
 #include "protocol/wire_doc.h"
+#include "protocol/wire_iter.h"
 
 static volatile unsigned bw_sink;
 
@@ -131,6 +136,54 @@ static bool bw_keys_utf8(const uint8_t *p, size_t len)
 		}
 	}
 	return true;
+}
+
+/* Every field libbson's accessors read (all but the value scratch). */
+static bool bw_same_state(const bson_iter_t *a, const bson_iter_t *b)
+{
+	return a->raw == b->raw && a->len == b->len && a->off == b->off && a->type == b->type &&
+	       a->key == b->key && a->d1 == b->d1 && a->d2 == b->d2 && a->d3 == b->d3 &&
+	       a->d4 == b->d4 && a->next_off == b->next_off && a->err_off == b->err_off;
+}
+
+/* a (libbson) and b (wire_iter) start in the same state; both are stepped
+ * to the end, each document or array both can enter entered (to a depth a
+ * little past the limit). False at the first step whose results or states
+ * differ. */
+static bool bw_iters_agree_from(bson_iter_t *a, bson_iter_t *b, int depth)
+{
+	for (;;) {
+		bool ra = bson_iter_next(a), rb = wire_iter_next(b);
+		if (ra != rb || !bw_same_state(a, b))
+			return false;
+		if (!ra)
+			return true;
+		if (wire_iter_type(b) != bson_iter_type(a) || wire_iter_key(b) != bson_iter_key(a))
+			return false;
+		if (depth > WIRE_MAX_BSON_DEPTH + 2)
+			continue;
+		bson_iter_t ca, cb;
+		memset(&ca, 0xa5, sizeof ca); /* what recurse leaves alone must not matter */
+		memcpy(&cb, &ca, sizeof cb);
+		bool ea = bson_iter_recurse(a, &ca), eb = wire_iter_recurse(b, &cb);
+		if (ea != eb || (ea && !bw_same_state(&ca, &cb)))
+			return false;
+		if (ea && !bw_iters_agree_from(&ca, &cb, depth + 1))
+			return false;
+	}
+}
+
+/* p/len: any bytes, len >= 5; iterated as bson_iter_init would set up a
+ * bson_t of them (nothing about the frame is required). */
+static bool bw_iters_agree(const uint8_t *p, uint32_t len)
+{
+	bson_iter_t a, b;
+	memset(&a, 0, sizeof a);
+	a.raw = p;
+	a.len = len;
+	a.next_off = 4;
+	b = a;
+	return bw_iters_agree_from(&a, &b, 0);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* libFuzzer target, differential: the input is one BSON document, judged by
- * wire_doc_validate() (protocol/wire_doc.c) and by libbson. Three properties,
+ * wire_doc_validate() (protocol/wire_doc.c) and by libbson. Four properties,
  * abort() on any failing:
  *
  *  - what wire_doc_validate accepts, libbson's reader can walk to the last
@@ -16,7 +16,10 @@
  *    key that is not UTF-8 (the one check dropped on purpose);
  *  - on what it accepts, the bare top-level passes agree with the
  *    iterator: wire_doc_keys gives its keys in order, wire_doc_find the
- *    element bson_iter_find lands on.
+ *    element bson_iter_find lands on;
+ *  - on anything, wire_iter_next / wire_iter_recurse (protocol/wire_iter.h)
+ *    step exactly as bson_iter_next / bson_iter_recurse do: the same result
+ *    and the same iterator state after every step, at every depth.
  *
  * The first four bytes are overwritten with the input's size, so the
  * fuzzer's time goes into elements rather than into the outer frame. The judge
@@ -43,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(doc, data, size);
 	wire_write_i32(doc, (int32_t)size);
+	if (!bw_iters_agree(doc, (uint32_t)size))
+		abort();
 	wire_error err = {0};
 	bool ours = wire_doc_validate(doc, size, &err, "fuzz document");
 	int readable = bw_walk_all(doc, size, 0);

@@ -56,6 +56,12 @@ static void refused_at(uint8_t *b, size_t n, size_t at, const char *words, int l
 		        want, words);
 		fail();
 	}
+	/* wire_iter (wire_iter.h) stops on each corruption where libbson's
+	 * iterator stops, in the same state */
+	if (!bw_iters_agree(b, (uint32_t)n)) {
+		fprintf(stderr, "line %d: wire_iter and libbson's iterator differ\n", line);
+		fail();
+	}
 }
 
 static void test_corrupt_types_and_keys(void **state)
@@ -362,6 +368,55 @@ static void test_every_type_accepted(void **state)
 	bson_destroy(d);
 }
 
+/* wire_iter_next and wire_iter_recurse (wire_iter.h) leave the iterator in
+ * libbson's state at every step over every type, at the top, nested in a
+ * document and an array, inside a scope; and the accessors read the same
+ * values through either. */
+static void test_iter_steps_as_libbson(void **state)
+{
+	bson_t *d = every_type(), *outer = bson_new(), arr, scope;
+	BSON_APPEND_DOCUMENT(outer, "d", d);
+	BSON_APPEND_ARRAY_BEGIN(outer, "a", &arr);
+	BSON_APPEND_DOCUMENT(&arr, "0", d);
+	bson_append_array_end(outer, &arr);
+	bson_init(&scope);
+	BSON_APPEND_DOCUMENT(&scope, "d", d);
+	BSON_APPEND_CODE_WITH_SCOPE(outer, "c", "f()", &scope);
+	assert_true(bw_iters_agree(bson_get_data(d), d->len));
+	assert_true(bw_iters_agree(bson_get_data(outer), outer->len));
+	/* by hand, for a few accessors: the state is what they read */
+	bson_iter_t it;
+	size_t n = 0;
+	assert_true(bson_iter_init(&it, d));
+	while (wire_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		if (!strcmp(k, "string"))
+			assert_string_equal(bson_iter_utf8(&it, NULL), "hello");
+		if (!strcmp(k, "regex")) {
+			const char *opts;
+			assert_string_equal(bson_iter_regex(&it, &opts), "^a.*");
+			assert_string_equal(opts, "i");
+		}
+		if (!strcmp(k, "int64"))
+			assert_true(bson_iter_int64(&it) == INT64_MIN);
+		if (!strcmp(k, "array")) {
+			bson_iter_t child;
+			assert_true(wire_iter_recurse(&it, &child));
+			assert_true(wire_iter_next(&child) && bson_iter_int32(&child) == 1);
+			assert_true(wire_iter_next(&child));
+			assert_string_equal(bson_iter_utf8(&child, NULL), "two");
+			assert_false(wire_iter_next(&child));
+			assert_int_equal(child.err_off, 0);
+		}
+		n++;
+	}
+	assert_int_equal(n, bson_count_keys(d));
+	assert_int_equal(it.err_off, 0);
+	bson_destroy(&scope);
+	bson_destroy(outer);
+	bson_destroy(d);
+}
+
 /* wire_doc_keys walks every type's size as libbson's iterator does: the
  * same keys, in order, for the every-type document and a nested one; a
  * short `cap` still counts them all. */
@@ -553,6 +608,11 @@ static void test_differential_mutations(void **state)
 			wire_error err;
 			bool ours = wire_doc_validate(doc, len, &err, "mutant");
 			bool readable = bw_walk_all(doc, len, 0) == 1;
+			if (!bw_iters_agree(doc, (uint32_t)len)) {
+				fprintf(stderr, "seed %d round %d: wire_iter and libbson differ\n",
+				        s, round);
+				fail();
+			}
 			bson_t b;
 			size_t off;
 			bool theirs = bson_init_static(&b, doc, len) &&
@@ -607,6 +667,7 @@ int main(void)
 	    cmocka_unit_test(test_depth_limit),
 	    cmocka_unit_test(test_every_type_accepted),
 	    cmocka_unit_test(test_find_matches_the_iterator),
+	    cmocka_unit_test(test_iter_steps_as_libbson),
 	    cmocka_unit_test(test_invalid_utf8_accepted),
 	    cmocka_unit_test(test_differential_mutations),
 	};

@@ -1,0 +1,180 @@
+/* wire_iter.h: libbson's iterator steps, without the calls. */
+#include "protocol/wire_iter.h"
+
+#include <string.h>
+
+static uint32_t le32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, sizeof v);
+	return BSON_UINT32_FROM_LE(v);
+}
+
+/* One more than the bytes a value of a fixed-size type takes after its
+ * key; 0 for the types whose extent is read from the value, for the end of
+ * the document and for unknown types. */
+static const uint8_t fixed_plus_one[256] = {
+    [BSON_TYPE_DOUBLE] = 9,    [BSON_TYPE_DATE_TIME] = 9, [BSON_TYPE_INT64] = 9,
+    [BSON_TYPE_TIMESTAMP] = 9, [BSON_TYPE_INT32] = 5,     [BSON_TYPE_DECIMAL128] = 17,
+    [BSON_TYPE_OID] = 13,      [BSON_TYPE_NULL] = 1,      [BSON_TYPE_UNDEFINED] = 1,
+    [BSON_TYPE_MINKEY] = 1,    [BSON_TYPE_MAXKEY] = 1,
+};
+
+/* The iterator's state after a failed step, as libbson leaves it. */
+static bool ended(bson_iter_t *it)
+{
+	it->raw = NULL;
+	it->len = 0;
+	it->next_off = 0;
+	return false;
+}
+
+static bool corrupt_at(bson_iter_t *it, uint32_t off)
+{
+	it->err_off = off;
+	return ended(it);
+}
+
+/* The offset of the first 0x00 at or after o, or len if there is none. */
+static uint32_t nul_from(const uint8_t *raw, uint32_t o, uint32_t len)
+{
+	while (o < len && raw[o])
+		o++;
+	return o;
+}
+
+/* The checks below are libbson's, in libbson's order and with its unsigned
+ * arithmetic (a length that does not fit fails the same comparison), so
+ * the same element fails with the same err_off. */
+bool wire_iter_next(bson_iter_t *it)
+{
+	const uint8_t *raw = it->raw;
+	if (!raw)
+		return false;
+	uint32_t len = it->len, at = it->next_off;
+	it->off = at;
+	it->type = at;
+	it->key = at + 1;
+	it->d1 = it->d2 = it->d3 = it->d4 = 0;
+	uint32_t o = nul_from(raw, at + 1, len);
+	if (o >= len)
+		return ended(it); /* an unterminated key: no err_off, as libbson */
+	it->d1 = ++o;
+	uint8_t type = raw[at];
+	uint32_t next, l;
+	if (fixed_plus_one[type]) {
+		next = o + fixed_plus_one[type] - 1u;
+	} else {
+		switch (type) {
+		case BSON_TYPE_UTF8:
+		case BSON_TYPE_CODE:
+		case BSON_TYPE_SYMBOL:
+			if (o + 4 >= len)
+				return corrupt_at(it, o);
+			it->d2 = o + 4;
+			l = le32(raw + o);
+			if (l > len - (o + 4))
+				return corrupt_at(it, o);
+			next = o + 4 + l;
+			if (l == 0 || next >= len)
+				return corrupt_at(it, o);
+			if (raw[o + 4 + l - 1] != 0)
+				return corrupt_at(it, o + 4 + l - 1);
+			break;
+		case BSON_TYPE_DOCUMENT:
+		case BSON_TYPE_ARRAY:
+			if (o >= len - 4)
+				return corrupt_at(it, o);
+			l = le32(raw + o);
+			if (l > len || l > len - o)
+				return corrupt_at(it, o);
+			next = o + l;
+			break;
+		case BSON_TYPE_BOOL:
+			if (o >= len || raw[o] > 1)
+				return corrupt_at(it, o);
+			next = o + 1;
+			break;
+		case BSON_TYPE_BINARY:
+			if (o >= len - 4)
+				return corrupt_at(it, o);
+			it->d2 = o + 4;
+			it->d3 = o + 5;
+			l = le32(raw + o);
+			if (l >= len - o - 4)
+				return corrupt_at(it, o);
+			/* the old binary subtype repeats its length inside */
+			if (raw[o + 4] == BSON_SUBTYPE_BINARY_DEPRECATED &&
+			    (l < 4 || le32(raw + o + 5) + 4u != l))
+				return corrupt_at(it, l < 4 ? o : o + 5);
+			next = o + 5 + l;
+			break;
+		case BSON_TYPE_REGEX:
+			/* two C strings, pattern and options; an unterminated
+			 * one is reported at the element, as libbson does */
+			o = nul_from(raw, o, len);
+			if (o >= len)
+				return corrupt_at(it, at);
+			it->d2 = ++o;
+			o = nul_from(raw, o, len);
+			if (o >= len)
+				return corrupt_at(it, at);
+			next = o + 1;
+			break;
+		case BSON_TYPE_DBPOINTER:
+			if (o >= len - 4)
+				return corrupt_at(it, o);
+			it->d2 = o + 4;
+			l = le32(raw + o);
+			if (l == 0 || l > len - o - 4)
+				return corrupt_at(it, o);
+			if (raw[o + l + 3] != 0)
+				return corrupt_at(it, o + l + 3);
+			it->d3 = o + 4 + l;
+			next = o + 4 + l + 12;
+			break;
+		case BSON_TYPE_CODEWSCOPE: {
+			if (len < 19 || o >= len - 14)
+				return corrupt_at(it, o);
+			it->d2 = o + 4;
+			it->d3 = o + 8;
+			l = le32(raw + o);
+			if (l < 14 || l >= len - o)
+				return corrupt_at(it, o);
+			next = o + l;
+			if (next >= len)
+				return corrupt_at(it, o);
+			uint32_t code = le32(raw + o + 4);
+			if (code == 0 || code >= len - o - 8)
+				return corrupt_at(it, o);
+			if (o + 8 + code + 4 >= next)
+				return corrupt_at(it, o + 4);
+			it->d4 = o + 8 + code;
+			if (o + 8 + code + le32(raw + it->d4) != next)
+				return corrupt_at(it, it->d4);
+			break;
+		}
+		default: /* the end of the document, or a type libbson does not know */
+			return corrupt_at(it, o);
+		}
+	}
+	if (next >= len)
+		return corrupt_at(it, o);
+	it->next_off = next;
+	it->err_off = 0;
+	return true;
+}
+
+bool wire_iter_recurse(const bson_iter_t *it, bson_iter_t *child)
+{
+	uint8_t type = it->raw[it->type];
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	child->raw = it->raw + it->d1;
+	child->len = le32(it->raw + it->d1);
+	child->off = child->type = child->key = 0;
+	child->d1 = child->d2 = child->d3 = child->d4 = 0;
+	child->next_off = 4;
+	child->err_off = 0;
+	return true;
+}
