@@ -2,10 +2,11 @@
  *
  * Every analyzer reads BSON with bson_iter_t, and walks a find's body, its
  * filter and each update statement several times over (once per rule).
- * bson_iter_next costs about 75 instructions an element in libbson 1.23: a
+ * bson_iter_next costs 75-90 instructions an element in libbson 1.23: a
  * call through the PLT into a wrapper, a call into the decoder, a byte loop
- * for the key, assertions. It was the largest single cost of analysing an
- * update statement (a third of it, with bson_iter_recurse).
+ * for the key, assertions; bson_iter_type and bson_iter_key are calls too.
+ * Together they were half of what analysing an update statement cost
+ * (tests/bench/instructions.py, load `update c16 s100`).
  *
  * wire_iter_next() is a drop-in for bson_iter_next() and
  * wire_iter_recurse() for bson_iter_recurse(): the same checks on the same
