@@ -80,7 +80,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/bufferevent_struct.h> /* ev_read: see own_reads() */
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write: own_reads(), relay_bytes() */
 #include <errno.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -305,7 +305,9 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 		/* send or sendmsg, not writev: the socket calls skip the file
 		 * layer, and send copies no iovec in */
 		struct msghdr m = {.msg_iov = io, .msg_iovlen = (size_t)n};
-		int fd = bufferevent_getfd(dst);
+		/* a socket bufferevent's events hold its fd; bufferevent_getfd
+		 * asks through its ctrl call, under its lock (60 instructions) */
+		int fd = event_get_fd(&dst->ev_write);
 		ssize_t w = n == 1 ? send(fd, io[0].iov_base, io[0].iov_len, MSG_NOSIGNAL)
 		                   : sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (w > 0) {
