@@ -72,10 +72,11 @@ LOADS = {
     # Pipelined finds: every message decoded and analysed, 16 to a read, so
     # the proxy's own per-message work weighs most.
     "find-id c16 d16": ["--op", "find-id", "--connections", "16", "--depth", "16"],
-    # A bulk update of 100 statements a command, each one analysed: the
-    # load where the proxy's work, not the machine, limits, so the one the
-    # workers table can show a second worker on.
+    # Bulk updates of 100 and 1,000 statements a command, each statement
+    # analysed: the proxy's own work weighs most, and at 1,000 it, not the
+    # machine, is the limit, so the workers table can show a second worker.
     "update c16 s100": ["--op", "update", "--statements", "100", "--connections", "16"],
+    "update c16 s1000": ["--op", "update", "--statements", "1000", "--connections", "16"],
     # Peak memory: every connection holds a 16 MB request at once. A round
     # of 128 takes seconds even direct, hence the reply timeout.
     "insert 16MB c128": ["--op", "insert", "--size", "16000000", "--connections", "128",
