@@ -24,13 +24,29 @@ static bool take_name(cmdview *v, const char *form, wire_error *err)
 	return true;
 }
 
+/* The first top-level element named $db: among the keys the view kept, or
+ * by a second pass when the body has more. */
+static const uint8_t *find_db(const opmsg *m, const cmdview *v)
+{
+	if (v->ntop > CMDVIEW_TOP_KEYS)
+		return wire_doc_find(m->body, m->body_len, "$db", 3);
+	for (size_t i = 0; i < v->ntop; i++)
+		if (v->top_lens[i] == 3 && memcmp(v->top_keys[i], "$db", 3) == 0)
+			return (const uint8_t *)v->top_keys[i] - 1; /* its type byte */
+	return NULL;
+}
+
 bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
 {
-	memset(v, 0, sizeof(*v));
+	/* Field by field, not memset: the key arrays are written only as far
+	 * as ntop says, and this runs on every request. */
 	v->origin = CMDVIEW_FROM_OPMSG;
+	v->db = v->name = NULL;
 	v->seqs = m->seqs;
 	v->nseqs = m->nseqs;
 	v->flags = m->flags;
+	v->ntop = 0;
+	v->db_buf[0] = '\0';
 	if (!bson_init_static(&v->body, m->body, m->body_len)) {
 		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
 		               "OP_MSG body of %zu bytes is not a BSON document", m->body_len);
@@ -44,7 +60,8 @@ bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
 		return false;
 	}
 	v->name = (const char *)m->body + 5;
-	const uint8_t *e = wire_doc_find(m->body, m->body_len, "$db", 3);
+	v->ntop = wire_doc_keys(m->body, m->body_len, v->top_keys, v->top_lens, CMDVIEW_TOP_KEYS);
+	const uint8_t *e = find_db(m, v);
 	if (!e) {
 		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
 		               "OP_MSG command '%s' has no $db field", v->name);

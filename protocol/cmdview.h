@@ -24,6 +24,10 @@ typedef enum {
 	CMDVIEW_FROM_OPQUERY,
 } cmdview_origin;
 
+/* How many top-level keys of an OP_MSG body the view keeps (drivers send
+ * fewer than a dozen). */
+#define CMDVIEW_TOP_KEYS 32
+
 typedef struct cmdview {
 	cmdview_origin origin;
 	const char *db;             /* $db (OP_MSG) or the part before ".$cmd" (OP_QUERY) */
@@ -31,7 +35,15 @@ typedef struct cmdview {
 	bson_t body;                /* static view of the command document */
 	const opmsg_sequence *seqs; /* OP_MSG kind-1 sections; NULL for OP_QUERY */
 	size_t nseqs;
-	uint32_t flags;   /* OP_MSG flagBits, 0 for OP_QUERY */
+	uint32_t flags; /* OP_MSG flagBits, 0 for OP_QUERY */
+	/* OP_MSG: the body's top-level keys in order, as wire_doc_keys() gives
+	 * them: top_keys[i] / top_lens[i] for the first CMDVIEW_TOP_KEYS, ntop
+	 * how many there are (it may be more). The one bare pass that finds $db
+	 * also serves the decoder's repeated-field check (request.c). 0 and
+	 * unset for OP_QUERY. */
+	size_t ntop;
+	const char *top_keys[CMDVIEW_TOP_KEYS];
+	uint32_t top_lens[CMDVIEW_TOP_KEYS];
 	char db_buf[128]; /* backing store for an OP_QUERY database name */
 } cmdview;
 

@@ -5,7 +5,9 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fixtures/wire_builder.h"
 #include "fixtures/wire_captures.h"
@@ -247,6 +249,47 @@ static void test_opmsg_refusals(void **state)
 	}
 }
 
+/* The view keeps the body's top-level keys (the first CMDVIEW_TOP_KEYS,
+ * counting all) and finds $db among them, or past them: the first $db
+ * either way, the same element a walk of the body finds first. */
+static void test_top_keys_and_db(void **state)
+{
+	const int fill[] = {0,
+	                    5,
+	                    CMDVIEW_TOP_KEYS - 2,
+	                    CMDVIEW_TOP_KEYS - 1,
+	                    CMDVIEW_TOP_KEYS,
+	                    CMDVIEW_TOP_KEYS + 7};
+	for (size_t t = 0; t < sizeof(fill) / sizeof(fill[0]); t++) {
+		/* find, fill keys, then $db twice: "d" first, "e" second */
+		bson_t *body = BCON_NEW("find", "c");
+		char key[16];
+		for (int k = 0; k < fill[t]; k++) {
+			snprintf(key, sizeof(key), "k%d", k);
+			BSON_APPEND_INT32(body, key, k);
+		}
+		BSON_APPEND_UTF8(body, "$db", "d");
+		BSON_APPEND_UTF8(body, "$db", "e");
+		wb b;
+		build_opmsg(&b, body);
+		wb_finish(&b);
+		opmsg m;
+		cmdview v;
+		view_opmsg(b.buf, b.n, &m, &v);
+		assert_string_equal(v.db, "d");
+		assert_int_equal(v.ntop, (size_t)fill[t] + 3);
+		bson_iter_t it;
+		size_t i = 0;
+		assert_true(bson_iter_init(&it, body));
+		while (bson_iter_next(&it) && i < CMDVIEW_TOP_KEYS) {
+			assert_string_equal(v.top_keys[i], bson_iter_key(&it));
+			assert_int_equal(v.top_lens[i], strlen(bson_iter_key(&it)));
+			i++;
+		}
+		bson_destroy(body);
+	}
+}
+
 static void view_opquery(const uint8_t *msg, size_t len, opquery *q, cmdview *v)
 {
 	wire_error err = {0};
@@ -377,6 +420,7 @@ int main(void)
 	    cmocka_unit_test(test_body_array_with_non_document),
 	    cmocka_unit_test(test_bulkwrite_two_sequences),
 	    cmocka_unit_test(test_opmsg_refusals),
+	    cmocka_unit_test(test_top_keys_and_db),
 	    cmocka_unit_test(test_real_ismaster_opquery),
 	    cmocka_unit_test(test_query_wrappers),
 	    cmocka_unit_test(test_opquery_refusals),
