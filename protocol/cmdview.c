@@ -24,6 +24,15 @@ static bool take_name(cmdview *v, const char *form, wire_error *err)
 	return true;
 }
 
+/* The body's top-level keys, from one bare pass: the body is validated
+ * (opmsg_parse, opquery_parse; a wrapped {$query: ...} is a nested
+ * document of a validated one). */
+static void keep_top_keys(cmdview *v)
+{
+	v->ntop = wire_doc_keys(bson_get_data(&v->body), v->body.len, v->top_keys, v->top_lens,
+	                        CMDVIEW_TOP_KEYS);
+}
+
 /* The first top-level element named $db: among the keys the view kept, or
  * by a second pass when the body has more. */
 static const uint8_t *find_db(const opmsg *m, const cmdview *v)
@@ -60,7 +69,7 @@ bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
 		return false;
 	}
 	v->name = (const char *)m->body + 5;
-	v->ntop = wire_doc_keys(m->body, m->body_len, v->top_keys, v->top_lens, CMDVIEW_TOP_KEYS);
+	keep_top_keys(v);
 	const uint8_t *e = find_db(m, v);
 	if (!e) {
 		wire_error_set(err, WIRE_ERR_BAD_VALUE, "BadValue",
@@ -124,6 +133,7 @@ bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
 			return false;
 		}
 	}
+	keep_top_keys(v);
 	return take_name(v, "OP_QUERY", err);
 }
 

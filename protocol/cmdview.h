@@ -24,8 +24,8 @@ typedef enum {
 	CMDVIEW_FROM_OPQUERY,
 } cmdview_origin;
 
-/* How many top-level keys of an OP_MSG body the view keeps (drivers send
- * fewer than a dozen). */
+/* How many top-level keys of the body the view keeps (drivers send fewer
+ * than a dozen). */
 #define CMDVIEW_TOP_KEYS 32
 
 typedef struct cmdview {
@@ -36,11 +36,10 @@ typedef struct cmdview {
 	const opmsg_sequence *seqs; /* OP_MSG kind-1 sections; NULL for OP_QUERY */
 	size_t nseqs;
 	uint32_t flags; /* OP_MSG flagBits, 0 for OP_QUERY */
-	/* OP_MSG: the body's top-level keys in order, as wire_doc_keys() gives
-	 * them: top_keys[i] / top_lens[i] for the first CMDVIEW_TOP_KEYS, ntop
-	 * how many there are (it may be more). The one bare pass that finds $db
-	 * also serves the decoder's repeated-field check (request.c). 0 and
-	 * unset for OP_QUERY. */
+	/* The body's top-level keys in order, as wire_doc_keys() gives them:
+	 * top_keys[i] / top_lens[i] for the first CMDVIEW_TOP_KEYS, ntop how
+	 * many there are (it may be more). One bare pass serves the $db lookup
+	 * (OP_MSG) and the decoder's repeated-field check (request.c). */
 	size_t ntop;
 	const char *top_keys[CMDVIEW_TOP_KEYS];
 	uint32_t top_lens[CMDVIEW_TOP_KEYS];

@@ -26,9 +26,9 @@ static bool opquery_allowed(const char *name)
 /* mongod's code for a repeated field in a command (IDL's duplicate field). */
 #define REQUEST_ERR_DUPLICATE_FIELD 40413
 
-/* Bodies with at most this many top-level keys are checked on the stack;
- * a larger one (no driver sends one) is sorted in a malloc'd copy. An
- * OP_MSG view holds this many already. */
+/* Bodies with at most this many top-level keys (the ones the view keeps)
+ * are checked in place; a larger one (no driver sends one) is sorted in a
+ * malloc'd copy. */
 #define UNIQUE_KEYS_INLINE CMDVIEW_TOP_KEYS
 
 typedef struct key_ref {
@@ -83,18 +83,11 @@ static bool unique_keys(const cmdview *v, wire_error *err)
 {
 	const uint8_t *p = bson_get_data(&v->body);
 	size_t len = v->body.len;
-	const char *own_keys[UNIQUE_KEYS_INLINE];
-	uint32_t own_lens[UNIQUE_KEYS_INLINE];
 	uint8_t bit[UNIQUE_KEYS_INLINE];
-	/* An OP_MSG view walked the body's top level already (for $db). */
+	/* the view walked the body's top level already */
 	const char *const *keys = v->top_keys;
 	const uint32_t *lens = v->top_lens;
 	size_t n = v->ntop;
-	if (v->origin != CMDVIEW_FROM_OPMSG) {
-		n = wire_doc_keys(p, len, own_keys, own_lens, UNIQUE_KEYS_INLINE);
-		keys = own_keys;
-		lens = own_lens;
-	}
 	const char *dup = NULL;
 	if (n > UNIQUE_KEYS_INLINE) {
 		if (!repeated_key_sorted(p, len, n, &dup)) {

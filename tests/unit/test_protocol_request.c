@@ -156,6 +156,29 @@ static void test_duplicate_top_level_field_refused(void **state)
 		assert_non_null(strstr(err.msg, "duplicate field"));
 		request_release(&r);
 	}
+	/* The handshake over OP_QUERY too, bare or wrapped in $query: the
+	 * view's kept keys are the command's, not the wrapper's. */
+	for (int wrapped = 0; wrapped < 2; wrapped++) {
+		bson_t *cmd =
+		    BCON_NEW("isMaster", BCON_INT32(1), "client", "{", "}", "client", "{", "}");
+		bson_t *q = wrapped ? BCON_NEW("$query", BCON_DOCUMENT(cmd)) : bson_copy(cmd);
+		wb b;
+		request r;
+		wire_error err = {0};
+		wb_header(&b, 14, 0, OP_QUERY);
+		wb_i32(&b, 0);
+		wb_cstr(&b, "admin.$cmd");
+		wb_i32(&b, 0);
+		wb_i32(&b, -1);
+		wb_doc(&b, q);
+		wb_finish(&b);
+		assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
+		assert_int_equal(err.code, 40413);
+		assert_non_null(strstr(err.msg, "isMaster.client"));
+		request_release(&r);
+		bson_destroy(q);
+		bson_destroy(cmd);
+	}
 	/* The same key at different depths is no repetition. */
 	wb b;
 	request r;
