@@ -310,13 +310,21 @@ typedef struct lg_tmpls {
 	size_t head_max;
 } lg_tmpls;
 
+/* Appends d's bytes to the sequence being built and frees d. */
+static void seq_append(uint8_t **docs, size_t *len, bson_t *d)
+{
+	*docs = xrealloc(*docs, *len + d->len);
+	memcpy(*docs + *len, bson_get_data(d), d->len);
+	*len += d->len;
+	bson_destroy(d);
+}
+
 static lg_tmpls templates(void)
 {
 	lg_tmpls ts = {0};
 	bson_t *b = BCON_NEW("hello", BCON_INT32(1), "$db", "admin");
 	ts.hello = tmpl_build(b, NULL, NULL, 0);
 	bson_destroy(b);
-	bson_t *seq = NULL;
 	const char *seq_id = NULL;
 	uint8_t *docs = NULL;
 	size_t docs_len = 0;
@@ -339,15 +347,12 @@ static lg_tmpls templates(void)
 		             BCON_UTF8(opt.db));
 		/* The first statement's key and value are patched per request; the
 		 * others (--statements) are fixed: keys 1.. of --keys, value 0. */
-		for (int i = 0; i < opt.statements; i++) {
-			bson_t *st = BCON_NEW(
-			    "q", "{", "_id", BCON_INT32(i ? (int32_t)(i % opt.keys) : S_KEY), "}",
-			    "u", "{", "$set", "{", "v", BCON_INT32(i ? 0 : S_VAL), "}", "}");
-			docs = xrealloc(docs, docs_len + st->len);
-			memcpy(docs + docs_len, bson_get_data(st), st->len);
-			docs_len += st->len;
-			bson_destroy(st);
-		}
+		for (int i = 0; i < opt.statements; i++)
+			seq_append(&docs, &docs_len,
+			           BCON_NEW("q", "{", "_id",
+			                    BCON_INT32(i ? (int32_t)(i % opt.keys) : S_KEY), "}",
+			                    "u", "{", "$set", "{", "v", BCON_INT32(i ? 0 : S_VAL),
+			                    "}", "}"));
 		seq_id = "updates";
 		break;
 	case OP_INSERT: {
@@ -357,11 +362,12 @@ static lg_tmpls templates(void)
 		             BCON_UTF8(opt.db));
 		uint8_t *payload = xmalloc((size_t)opt.size);
 		memset(payload, 'x', (size_t)opt.size);
-		seq = bson_new();
-		BSON_APPEND_INT64(seq, "_id", S_UNIQUE);
-		bson_append_binary(seq, "payload", -1, BSON_SUBTYPE_BINARY, payload,
+		bson_t *doc = bson_new();
+		BSON_APPEND_INT64(doc, "_id", S_UNIQUE);
+		bson_append_binary(doc, "payload", -1, BSON_SUBTYPE_BINARY, payload,
 		                   (uint32_t)opt.size);
 		free(payload);
+		seq_append(&docs, &docs_len, doc);
 		seq_id = "documents";
 		break;
 	}
@@ -374,12 +380,6 @@ static lg_tmpls templates(void)
 		bson_destroy(g);
 		break;
 	}
-	}
-	if (seq) {
-		docs = xmalloc(seq->len);
-		memcpy(docs, bson_get_data(seq), seq->len);
-		docs_len = seq->len;
-		bson_destroy(seq);
 	}
 	ts.main = tmpl_build(b, seq_id, docs, docs_len);
 	bson_destroy(b);
