@@ -12,6 +12,7 @@ allows it (root, `ip netns`, veth)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shutil
@@ -79,7 +80,35 @@ def baseline(proxy) -> tuple[int, dict]:
     return n, fd_table(proxy.proc.pid)
 
 
+def end_client_sockets(proxy, timeout: float = 10.0) -> None:
+    """Ends every connection this process (the test's pymongo clients)
+    still has to mongoguard. A MongoClient closed while its monitor is
+    reconnecting can leave that connection open, referenced by no thread and
+    never closed (seen on a loaded machine: no pymongo thread left, the
+    socket ESTABLISHED 30 s on); mongoguard then rightly keeps the session
+    and its upstream connection. Whatever is still open after `timeout` is
+    shut down from this side (a duplicate of the descriptor, so pymongo's
+    own stays valid), as a client going away would, and mongoguard must
+    then free that session like any other."""
+    def held() -> set[str]:
+        return {inode for inode, v in tcp_peers(os.getpid()).items()
+                if f"-> 127.0.0.1:{proxy.port} " in v and "ESTABLISHED" in v}
+
+    deadline = time.monotonic() + timeout
+    while held() and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.1)
+    left = held()
+    if left:
+        print(f"  {len(left)} connection(s) pymongo left open after close(): shut down here")
+    for fd, what in fd_table(os.getpid()).items():
+        if what.startswith("socket:[") and what[8:-1] in left:
+            with socket.socket(fileno=os.dup(fd)) as s:
+                s.shutdown(socket.SHUT_RDWR)
+
+
 def assert_no_leak(proxy, base: tuple[int, dict]) -> None:
+    end_client_sockets(proxy)
     n = fds_back_to(proxy.proc.pid, base[0], 10)
     if n > base[0]:
         now = fd_table(proxy.proc.pid)
