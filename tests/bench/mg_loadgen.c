@@ -19,8 +19,11 @@
  *
  * Throughput counts operations completed within the measured window
  * (after --warmup, for --duration); latency is kept in a log-linear
- * histogram (1/64 relative precision). Output: one JSON line on stdout, a
- * human summary on stderr. Exit 0 when no error was counted, 1 otherwise.
+ * histogram (1/64 relative precision). With --cpu-of PID, the CPU time that
+ * process spent over the same window (read from /proc at its start and end)
+ * is reported per operation: a proxy's cost per request, whatever share of
+ * the cores it got. Output: one JSON line on stdout, a human summary on
+ * stderr. Exit 0 when no error was counted, 1 otherwise.
  *
  * --setup prepares a real server for the loads instead (drop and fill the
  * collections, create the index the sorted find uses). */
@@ -50,13 +53,14 @@
 
 #include <bson/bson.h>
 
-#define LG_MSG_MIN   16
-#define LG_MSG_MAX   48000000
-#define LG_OP_MSG    2013
-#define LG_MORE      (1u << 1)
-#define LG_CHECKSUM  (1u << 0)
-#define LG_MAX_DEPTH 1024
-#define LG_MAX_CONNS 100000
+#define LG_MSG_MIN    16
+#define LG_MSG_MAX    48000000
+#define LG_OP_MSG     2013
+#define LG_MORE       (1u << 1)
+#define LG_CHECKSUM   (1u << 0)
+#define LG_MAX_DEPTH  1024
+#define LG_MAX_CONNS  100000
+#define LG_MAX_CPU_OF 4
 
 /* Sentinels written into templates and patched per send. */
 #define S_KEY    0x13579BDF           /* int32: _id or grp */
@@ -168,6 +172,8 @@ static struct {
 	bool setup;
 	bool quiet;
 	const char *label;
+	int ncpu_of;
+	int cpu_of[LG_MAX_CPU_OF];
 } opt = {
     .host = "127.0.0.1",
     .port = 27017,
@@ -942,6 +948,57 @@ static int run_setup(void)
 	return ok ? 0 : 1;
 }
 
+/* --- another process's CPU time ------------------------------------------ */
+
+/* User and system CPU seconds of every thread of process `pid`, from
+ * /proc/PID/stat (fields 14 and 15, in clock ticks); false when it cannot
+ * be read. */
+static bool cpu_times(int pid, double *user, double *sys)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+	unsigned long long ut, st;
+	if (!p ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return false;
+	double tick = (double)sysconf(_SC_CLK_TCK);
+	*user = (double)ut / tick;
+	*sys = (double)st / tick;
+	return true;
+}
+
+/* The --cpu-of processes' CPU times, at the start and the end of the
+ * measured window. */
+typedef struct {
+	double user[2][LG_MAX_CPU_OF], sys[2][LG_MAX_CPU_OF];
+	bool ok[LG_MAX_CPU_OF];
+} cpu_window;
+
+static void cpu_sample(cpu_window *w, int end)
+{
+	for (int i = 0; i < opt.ncpu_of; i++) {
+		bool got = cpu_times(opt.cpu_of[i], &w->user[end][i], &w->sys[end][i]);
+		w->ok[i] = end ? w->ok[i] && got : got;
+	}
+}
+
+static void sleep_until(uint64_t t)
+{
+	uint64_t now;
+	while (!interrupted && (now = now_ns()) < t) {
+		struct timespec ts = {(time_t)((t - now) / 1000000000u),
+		                      (long)((t - now) % 1000000000u)};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* --- command line and report -------------------------------------------- */
 
 static void usage(FILE *f)
@@ -971,6 +1028,9 @@ static void usage(FILE *f)
 	    "                       the rest fixed: _id 1..N-1 mod --keys)  [1]\n"
 	    "  --timeout S          a reply later than this is an error    [10]\n"
 	    "  --label TEXT         copied into the JSON line\n"
+	    "  --cpu-of PID         also report process PID's user and system CPU time per\n"
+	    "                       operation over the measured window (from /proc; 10 ms\n"
+	    "                       ticks, so use windows of a second or more); up to 4\n"
 	    "  --quiet              no human summary on stderr\n"
 	    "  --setup              prepare a real server instead: drop and fill <coll> with\n"
 	    "                       --keys documents, index {grp: 1, v: 1}, fill 'cursor'\n"
@@ -1016,6 +1076,7 @@ int main(int argc, char **argv)
 	                                         {"statements", required_argument, NULL, 'N'},
 	                                         {"timeout", required_argument, NULL, 'T'},
 	                                         {"label", required_argument, NULL, 'l'},
+	                                         {"cpu-of", required_argument, NULL, 'P'},
 	                                         {"quiet", no_argument, NULL, 'q'},
 	                                         {"setup", no_argument, NULL, 'S'},
 	                                         {"help", no_argument, NULL, 'h'},
@@ -1081,6 +1142,11 @@ int main(int argc, char **argv)
 		case 'l':
 			opt.label = optarg;
 			break;
+		case 'P':
+			bad |= opt.ncpu_of == LG_MAX_CPU_OF || atoi(optarg) <= 0;
+			if (opt.ncpu_of < LG_MAX_CPU_OF)
+				opt.cpu_of[opt.ncpu_of++] = atoi(optarg);
+			break;
 		case 'q':
 			opt.quiet = true;
 			break;
@@ -1142,6 +1208,13 @@ int main(int argc, char **argv)
 		t_end = t_measure + (uint64_t)(opt.duration * 1e9);
 	}
 	pthread_barrier_wait(&barrier);
+	cpu_window cw;
+	if (opt.ncpu_of) {
+		sleep_until(t_measure);
+		cpu_sample(&cw, 0);
+		if (!opt.requests)
+			sleep_until(t_end);
+	}
 
 	lg_hist *h = xmalloc(sizeof *h);
 	uint64_t ops = 0, frames = 0, out = 0, in = 0, last = t_start, err[E_KINDS] = {0};
@@ -1162,6 +1235,8 @@ int main(int argc, char **argv)
 		if (!*first && ths[t].first_error[0])
 			first = ths[t].first_error;
 	}
+	if (opt.ncpu_of)
+		cpu_sample(&cw, 1);
 	uint64_t errors = 0;
 	for (int k = 0; k < E_KINDS; k++)
 		errors += err[k];
@@ -1196,7 +1271,23 @@ int main(int argc, char **argv)
 	       mean, errors);
 	for (int k = 0; k < E_KINDS; k++)
 		printf("%s\"%s\":%" PRIu64, k ? "," : "", err_names[k], err[k]);
-	printf("},\"connections_alive\":%d,\"first_error\":\"%s\"}\n", live, esc);
+	printf("},\"connections_alive\":%d", live);
+	if (opt.ncpu_of) {
+		/* µs of CPU per operation completed in the window; null when the
+		 * process could not be read or nothing completed */
+		printf(",\"cpu_us_per_op\":{");
+		for (int i = 0; i < opt.ncpu_of; i++) {
+			printf("%s\"%d\":", i ? "," : "", opt.cpu_of[i]);
+			if (cw.ok[i] && ops)
+				printf("{\"user\":%.3f,\"system\":%.3f}",
+				       (cw.user[1][i] - cw.user[0][i]) * 1e6 / (double)ops,
+				       (cw.sys[1][i] - cw.sys[0][i]) * 1e6 / (double)ops);
+			else
+				printf("null");
+		}
+		printf("}");
+	}
+	printf(",\"first_error\":\"%s\"}\n", esc);
 	fflush(stdout);
 	if (!opt.quiet) {
 		char what[64];

@@ -259,21 +259,26 @@ def raise_fd_limit(n: int) -> int:
 # --- the run -----------------------------------------------------------------
 
 def run_loadgen(loadgen: Path, port: int, args: list[str], duration: float, warmup: float,
-                label: str) -> dict:
+                label: str, cpu_pid: int | None = None) -> dict:
+    """One cell. With cpu_pid, the load generator also reports that process's
+    CPU time per operation over the measured window (`cpu_us`)."""
     cmd = [str(loadgen), "--port", str(port), "--duration", str(duration), "--warmup",
            str(warmup), "--quiet", "--label", label] + args
+    if cpu_pid:
+        cmd += ["--cpu-of", str(cpu_pid)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 90)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
         if lines:
             res = json.loads(lines[-1])
             res["exit"] = r.returncode
+            res["cpu_us"] = (res.pop("cpu_us_per_op", None) or {}).get(str(cpu_pid))
             return res
         why = f"exit {r.returncode}: {r.stderr.strip()[-300:]}"
     except subprocess.TimeoutExpired:
         why = "timed out"
     return {"label": label, "ops_per_s": 0.0, "ops": 0, "errors": 1, "first_error": why,
-            "latency_us": {"p50": 0, "p99": 0, "p999": 0}, "exit": -1}
+            "latency_us": {"p50": 0, "p99": 0, "p999": 0}, "exit": -1, "cpu_us": None}
 
 
 def machine() -> dict:
@@ -322,6 +327,10 @@ def summarise(results: dict, loads: list[str], targets: list[str], hap_names: li
                       "p999_us": med([r["latency_us"]["p999"] for r in rs]),
                       "errors": sum(r["errors"] for r in rs),
                       "rounds": [r["ops_per_s"] for r in rs]}
+            cpus = [r["cpu_us"] for r in rs if r.get("cpu_us")]
+            if cpus:
+                row[t]["cpu_us"] = {k: med([c[k] for c in cpus]) for k in ("user", "system")}
+                row[t]["cpu_us"]["total"] = med([c["user"] + c["system"] for c in cpus])
         if hap_names:
             best = max(hap_names, key=lambda h: row[h]["ops_per_s"])
             row["haproxy"] = dict(row[best], best_of=best)
@@ -411,6 +420,29 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
         cols = ["direct"] + (["haproxy"] if has_hap else []) + mg_cols
         lines.append("| " + " | ".join([load] + [
             f"{row[c]['p50_us']:.0f} / {row[c]['p99_us']:.0f}" for c in cols]) + " |")
+    cpu_cols = (["haproxy"] if has_hap else []) + mg_cols
+    if any("cpu_us" in row[c] for row in summary.values() for c in cpu_cols):
+        lines += ["", "## Proxy CPU time per request (µs, user + system; medians over rounds)",
+                  "",
+                  "Every thread of the proxy process, over the measured window, from"
+                  " /proc/PID/stat (10 ms ticks), divided by the operations completed in it."
+                  " Less noisy than throughput on a shared machine: it does not depend on"
+                  " how the cores were shared out, only on what the proxy did per request"
+                  " (most of it the kernel's socket work).", "",
+                  "| load | " + " | ".join(cpu_cols) + " | "
+                  + " | ".join(f"{c} / HAProxy" for c in mg_cols if has_hap) + " |",
+                  "|---|" + "---|" * (len(cpu_cols) + (len(mg_cols) if has_hap else 0))]
+        for load, row in summary.items():
+            def cell(c):
+                u = row[c].get("cpu_us")
+                return f"{u['user']:.1f} + {u['system']:.1f}" if u else "-"
+            rs = []
+            h = row["haproxy"].get("cpu_us") if has_hap else None
+            for c in mg_cols if has_hap else []:
+                u = row[c].get("cpu_us")
+                rs.append(ratio(u["total"], h["total"]) if u and h else "-")
+            lines.append(f"| {load} | " + " | ".join(cell(c) for c in cpu_cols)
+                         + (" | " + " | ".join(rs) if rs else "") + " |")
     if idle:
         lines += ["", "## Idle connections (resident memory)", "",
                   "| process | idle connections | RSS before (MiB) | RSS after (MiB) | "
@@ -591,7 +623,8 @@ def main() -> int:
                         setup()  # keeps the inserted volume bounded on a real server
                     res = run_loadgen(loadgen, t.port, largs,
                                       max(duration, MIN_DURATION.get(load, 0.0)), warmup,
-                                      f"{load} via {t.name}")
+                                      f"{load} via {t.name}",
+                                      t.proc.pid if t.proc and t.name != "direct" else None)
                     results[load][t.name].append(res)
                     flag = f"  ERRORS {res['errors']}: {res.get('first_error')}" \
                         if res["errors"] else ""

@@ -1,10 +1,11 @@
 """The benchmark tooling works: never its figures, only that it runs clean.
 
 - mg_loadgen against mg_fastbackend reports zero errors for every op kind,
-  closed-loop and pipelined;
+  closed-loop and pipelined, and another process's CPU time per operation
+  (--cpu-of);
 - mg_fastbackend is a server pymongo can use (handshake, cursors, writes);
 - run_bench.py --quick exits 0 with every cell non-empty and error-free,
-  and writes its results files;
+  a CPU figure for every proxy cell, and writes its results files;
 - instructions.py counts, under callgrind, instructions per request for
   mongoguard and HAProxy (the figure is not checked, only that it is one).
 
@@ -38,14 +39,20 @@ def need(binary: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def backend():
+def backend_proc():
+    """The fast backend's port and pid."""
     p = subprocess.Popen([need(BACKEND), "--port", "0"], stdout=subprocess.PIPE,
                          stdin=subprocess.DEVNULL, text=True)
     line = p.stdout.readline()
     assert "listening on" in line, line
-    yield int(line.rsplit(":", 1)[1])
+    yield int(line.rsplit(":", 1)[1]), p.pid
     p.terminate()
     assert p.wait(10) == 0
+
+
+@pytest.fixture(scope="module")
+def backend(backend_proc):
+    return backend_proc[0]
 
 
 def loadgen(port: int, *args: str) -> dict:
@@ -103,6 +110,27 @@ def test_loadgen_statements_are_sent(backend):
     assert r.returncode == 2 and "--statements" in r.stderr, r
 
 
+def test_loadgen_reports_another_process_cpu(backend_proc):
+    """--cpu-of PID: the CPU time PID spent per operation over the window.
+    The backend answers every request, so it spent some; a pid that does not
+    exist gives null, not a figure; a bad pid is a usage error."""
+    port, pid = backend_proc
+    res = loadgen(port, "--op", "find-id", "--connections", "4", "--duration", "1",
+                  "--warmup", "0.1", "--cpu-of", str(pid), "--cpu-of", "2147483646")
+    assert res["exit"] == 0, res
+    cpu = res["cpu_us_per_op"]
+    assert cpu["2147483646"] is None, res
+    mine = cpu[str(pid)]
+    # 1 s of requests costs the backend more than a 10 ms tick: not zero,
+    # and no operation costs a second of its CPU.
+    assert mine["user"] >= 0 and mine["system"] >= 0, res
+    assert 0 < mine["user"] + mine["system"] < 1e6, res
+    assert "cpu_us_per_op" not in loadgen(port, "--op", "ping", "--requests", "10")
+    r = subprocess.run([need(LOADGEN), "--cpu-of", "0"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and "--cpu-of" in r.stderr, r
+
+
 def test_loadgen_counts_a_dead_server_as_errors():
     from conftest import free_port
     res = loadgen(free_port(), "--op", "ping", "--duration", "0.1")
@@ -154,6 +182,14 @@ def test_run_bench_quick(tmp_path):
     assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
     spread = md.split("## Spread")[1].split("##")[0]
     assert "| ping c2 d4 | " in spread and spread.count("(") >= 5  # median (min-max) per target
+    # Every proxy cell measured the proxy's CPU (direct has no proxy), and
+    # the table shows it.
+    for load, cells in data["raw"].items():
+        for target, runs in cells.items():
+            for run in runs:
+                assert (run["cpu_us"] is None) == (target == "direct"), (load, target, run)
+    cpu = md.split("## Proxy CPU time per request")[1].split("##")[0]
+    assert "| ping c2 d4 | " in cpu and "mg-log / HAProxy" in cpu
 
 
 def test_instructions_per_request(tmp_path):
