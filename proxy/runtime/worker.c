@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "proxy/sinks/log.h"
@@ -111,6 +112,11 @@ static void take_config(worker *w)
 static void wakeup_cb(evutil_socket_t fd, short what, void *arg)
 {
 	worker *w = arg;
+	uint64_t count;
+	/* the flags and the inbox say what to do; the count only woke us */
+	if (read(fd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: another wake-up read it first; nothing else can fail */
+	}
 	unsigned flags = atomic_exchange(&w->pending, 0);
 	if (flags & WORKER_CONFIG_CHANGED)
 		take_config(w);
@@ -134,14 +140,46 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* A base without libevent's locks: only the worker's thread ever touches
+ * it (see worker.h), and on the request path they were a lock and an
+ * unlock at every event added, deleted or made active, several a request. */
+static struct event_base *unlocked_base(void)
+{
+	struct event_config *cfg = event_config_new();
+	if (!cfg)
+		return NULL;
+	struct event_base *b = NULL;
+	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) == 0)
+		b = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	return b;
+}
+
+/* Another thread wakes the worker: an eventfd, since its base has no
+ * locks for event_active() from outside. */
+static void wake(worker *w)
+{
+	uint64_t one = 1;
+	if (write(w->wakeup_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so a wake-up is pending anyway */
+	}
+}
+
 bool worker_init(worker *w, int index, const worker_shared *shared, char *err, size_t errlen)
 {
 	memset(w, 0, sizeof(*w));
 	w->index = index;
 	w->shared = shared;
 	pthread_mutex_init(&w->lock, NULL);
-	w->base = event_base_new();
-	w->wakeup = w->base ? event_new(w->base, -1, EV_PERSIST, wakeup_cb, w) : NULL;
+	w->base = unlocked_base();
+	w->wakeup_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->wakeup = w->base && w->wakeup_fd >= 0
+	                ? event_new(w->base, w->wakeup_fd, EV_READ | EV_PERSIST, wakeup_cb, w)
+	                : NULL;
+	if (w->wakeup && event_add(w->wakeup, NULL) != 0) {
+		event_free(w->wakeup);
+		w->wakeup = NULL;
+	}
 	w->stage = evbuffer_new();
 	w->stage_replies = evbuffer_new();
 	if (!w->wakeup || !w->stage || !w->stage_replies) {
@@ -201,20 +239,21 @@ bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrl
 	memcpy(&c->addr, addr, (size_t)addrlen);
 	c->addrlen = addrlen;
 	pthread_mutex_unlock(&w->lock);
-	event_active(w->wakeup, EV_READ, 0);
+	wake(w);
 	return true;
 }
 
 void worker_notify(worker *w, worker_flag flags)
 {
 	atomic_fetch_or(&w->pending, (unsigned)flags);
-	event_active(w->wakeup, EV_READ, 0);
+	wake(w);
 }
 
 void worker_join(worker *w)
 {
 	pthread_join(w->thread, NULL);
 	event_free(w->wakeup);
+	close(w->wakeup_fd);
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);

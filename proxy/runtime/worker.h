@@ -60,7 +60,8 @@ typedef struct worker {
 	const worker_shared *shared;
 	pthread_t thread;
 	struct event_base *base;
-	struct event *wakeup;                   /* activated from other threads */
+	int wakeup_fd;        /* an eventfd: other threads write it to wake the loop */
+	struct event *wakeup; /* reads wakeup_fd */
 	struct evbuffer *stage, *stage_replies; /* its sessions' env.stage* */
 
 	pthread_mutex_t lock; /* guards the inbox only */
