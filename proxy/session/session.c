@@ -1120,6 +1120,14 @@ static void process_upstream_replies(session *s)
 			return;
 		}
 		size_t avail = evbuffer_get_length(in);
+		if (avail == 0) {
+			/* What the framer would say with nothing here: gather a
+			 * header, or one more byte of the reply it is in, which
+			 * is a read chunk's mark either way. Every reply read
+			 * ends here, so it is said without asking. */
+			set_read_need(s, s->upstream, READ_CHUNK);
+			return;
+		}
 		size_t want = reply_framer_want(&s->framer);
 		size_t have = avail < want ? avail : want;
 		uint8_t buf[REPLY_PEEK_LEN];
