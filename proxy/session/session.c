@@ -319,6 +319,22 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 		evbuffer_remove_buffer(src, out, len);
 }
 
+/* One message's len bytes, at the front of src, on their way to dst: into
+ * the worker's stage, to go out with the others of this turn, or, when
+ * they are all src holds (`all`, which the callers know without asking
+ * src) and nothing is staged, to dst at once
+ * (relay_bytes), as the stage would have sent them alone at the turn's end
+ * anyway. A read of one request, or of one reply, is the common case; this
+ * saves it the move into the stage. */
+static void stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
+                           struct bufferevent *dst, bool connected)
+{
+	if (all && dst && evbuffer_get_length(stage) == 0)
+		relay_bytes(src, dst, connected, len);
+	else
+		evbuffer_remove_buffer(src, stage, len);
+}
+
 /* The requests staged by this turn of process_client go upstream, in one
  * write when nothing is queued ahead of them. Called before anything else
  * is added to the upstream's output, so the order is kept. */
@@ -871,9 +887,10 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 	return (size_t)h.length;
 }
 
-/* Does to the request's bytes what handling decided. False when the loop
- * must stop (waiting, or the session ended). */
-static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
+/* Does to the request's bytes what handling decided (`all`: they are all
+ * the input holds). False when the loop must stop (waiting, or the session
+ * ended). */
+static bool apply(session *s, struct evbuffer *in, size_t len, bool all, handled *h)
 {
 	switch (h->outcome) {
 	case REQ_WAIT:
@@ -883,7 +900,7 @@ static bool apply(session *s, struct evbuffer *in, size_t len, handled *h)
 	case REQ_CLOSE:
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		evbuffer_remove_buffer(in, s->env.stage, len);
+		stage_or_relay(in, len, all, s->env.stage, s->upstream, s->upstream_connected);
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
@@ -946,7 +963,7 @@ static void process_client_requests(session *s)
 			session_finish(s, LOG_WARNING, "%s", unreachable_why(s));
 			return;
 		}
-		if (!apply(s, in, len, &h))
+		if (!apply(s, in, len, len == avail, &h))
 			return;
 	}
 }
@@ -1169,7 +1186,7 @@ static void process_upstream_replies(session *s)
 				note_reply_start(s);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
-			evbuffer_remove_buffer(in, out, st.n);
+			stage_or_relay(in, st.n, st.n == avail, out, s->client, true);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		case FRAMER_WHOLE:
