@@ -281,6 +281,15 @@ def run_loadgen(loadgen: Path, port: int, args: list[str], duration: float, warm
             "latency_us": {"p50": 0, "p99": 0, "p999": 0}, "exit": -1, "cpu_us": None}
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """All CPUs' time and the part the hypervisor stole (/proc/stat, ticks)."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(f[:8]), f[7] if len(f) > 7 else 0
+    except (OSError, ValueError):
+        return 0, 0
+
+
 def machine() -> dict:
     cpu = "unknown"
     try:
@@ -360,6 +369,10 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
              f"- backend: {info['backend']}",
              f"- {info['rounds']} rounds x {info['duration']} s per cell (after "
              f"{info['warmup']} s warm-up), targets interleaved; medians over rounds",
+             f"- CPU time the hypervisor took for other guests (steal, /proc/stat) during"
+             f" a cell: median {100 * info['steal']['median']:.0f} %, highest"
+             f" {100 * info['steal']['max']:.0f} % (above a few per cent, the cell's"
+             f" figures say more about the host than about the proxies)",
              f"- command: `{info['command']}`", ""]
     head = ["load", "direct"] + (["HAProxy"] if has_hap else []) + mg_cols
     ratios = []
@@ -621,16 +634,20 @@ def main() -> int:
                 for t in order:
                     if a.upstream and "insert" in load:
                         setup()  # keeps the inserted volume bounded on a real server
+                    t0 = cpu_ticks()
                     res = run_loadgen(loadgen, t.port, largs,
                                       max(duration, MIN_DURATION.get(load, 0.0)), warmup,
                                       f"{load} via {t.name}",
                                       t.proc.pid if t.proc and t.name != "direct" else None)
+                    t1 = cpu_ticks()
+                    res["steal"] = (t1[1] - t0[1]) / (t1[0] - t0[0]) if t1[0] > t0[0] else 0.0
                     results[load][t.name].append(res)
                     flag = f"  ERRORS {res['errors']}: {res.get('first_error')}" \
                         if res["errors"] else ""
                     print(f"round {r + 1}/{rounds} {load:<16} {t.name:<11} "
                           f"{res['ops_per_s']:>11,.0f} ops/s  p50 "
-                          f"{res['latency_us']['p50']:>8.0f} us{flag}", file=sys.stderr)
+                          f"{res['latency_us']['p50']:>8.0f} us  steal "
+                          f"{100 * res['steal']:3.0f} %{flag}", file=sys.stderr)
                     if res["errors"] or res["ops"] == 0:
                         status = 1
         findings = {}
@@ -641,7 +658,9 @@ def main() -> int:
         peaks = {t.name: k for t in tlist if t.proc is not None
                  and (k := peak_kib(t.proc.pid)) is not None}
         summary = summarise(results, list(loads), [t.name for t in tlist], hap_names)
+        steals = [c["steal"] for cells in results.values() for rs in cells.values() for c in rs]
         info = {"started": started.isoformat(timespec="seconds"), "machine": machine(),
+                "steal": {"median": med(steals), "max": max(steals, default=0.0)},
                 "mongoguard_version": mg_version, "backend": backend_desc, "rounds": rounds,
                 "duration": duration, "warmup": warmup,
                 "mg_workers": a.mg_workers or os.cpu_count(),

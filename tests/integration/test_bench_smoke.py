@@ -188,6 +188,8 @@ def test_run_bench_quick(tmp_path):
         for target, runs in cells.items():
             for run in runs:
                 assert (run["cpu_us"] is None) == (target == "direct"), (load, target, run)
+                assert 0.0 <= run["steal"] <= 1.0, (load, target, run)
+    assert "(steal, /proc/stat) during a cell: median " in md
     cpu = md.split("## Proxy CPU time per request")[1].split("##")[0]
     assert "| ping c2 d4 | " in cpu and "mg-log / HAProxy" in cpu
 
