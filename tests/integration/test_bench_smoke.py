@@ -159,7 +159,7 @@ def test_run_bench_quick(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "run_bench.py"),
                         "--quick", "--duration", "0.15", "--build", str(BENCH_BUILD),
                         "--mongoguard", mg, "--baseline", mg, "--out", str(tmp_path),
-                        "--idle-conns", "50"],
+                        "--idle-conns", "50", "--max-steal", "0", "--steal-retries", "1"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     mds, jss = list(tmp_path.glob("results-*.md")), list(tmp_path.glob("results-*.json"))
@@ -189,7 +189,15 @@ def test_run_bench_quick(tmp_path):
             for run in runs:
                 assert (run["cpu_us"] is None) == (target == "direct"), (load, target, run)
                 assert 0.0 <= run["steal"] <= 1.0, (load, target, run)
+                # --max-steal 0: a cell kept at its first try had none
+                # stolen; any other was tried once more, and that is kept.
+                assert run["attempts"] in (1, 2), (load, target, run)
+                assert run["attempts"] == 2 or run["steal"] == 0.0, (load, target, run)
     assert "(steal, /proc/stat) during a cell: median " in md
+    st = data["info"]["steal"]
+    assert st["repeated"] == sum(1 for by_target in data["raw"].values()
+                                 for runs in by_target.values() for r in runs
+                                 if r["attempts"] == 2)
     cpu = md.split("## Proxy CPU time per request")[1].split("##")[0]
     assert "| ping c2 d4 | " in cpu and "mg-log / HAProxy" in cpu
 
