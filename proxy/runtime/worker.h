@@ -2,7 +2,8 @@
  * their whole life, so a session is only ever touched by one thread. Other
  * threads reach a worker only through worker_hand() (a locked inbox of
  * accepted sockets) and worker_notify() (atomic flags), both of which wake
- * its loop. */
+ * its loop through an eventfd. Since nothing else crosses, the worker's
+ * event base is made without libevent's locks. */
 #ifndef MG_PROXY_RUNTIME_WORKER_H
 #define MG_PROXY_RUNTIME_WORKER_H
 
