@@ -921,7 +921,8 @@ static bool apply(session *s, struct evbuffer *in, size_t len, bool all, handled
 
 /* Called when the client side may have work: new bytes, room upstream, the
  * index cache answering, or a wait timing out. The requests forwarded are
- * staged and written together when it returns (flush_stage). */
+ * staged and written together when it returns (flush_stage); one that is
+ * all its read held goes at once (stage_or_relay). */
 static void process_client_requests(session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->client);
@@ -1121,7 +1122,8 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 }
 
 /* Relays what the upstream sent. The replies go through the worker's
- * stage_replies and out together when it returns (flush_replies). */
+ * stage_replies and out together when it returns (flush_replies); one
+ * that is all its read held goes at once (stage_or_relay). */
 static void process_upstream_replies(session *s)
 {
 	struct evbuffer *out = s->env.stage_replies;
