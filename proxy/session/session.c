@@ -322,10 +322,10 @@ static void relay_bytes(struct evbuffer *src, struct bufferevent *dst, bool conn
 /* One message's len bytes, at the front of src, on their way to dst: into
  * the worker's stage, to go out with the others of this turn, or, when
  * they are all src holds (`all`, which the callers know without asking
- * src) and nothing is staged, to dst at once
- * (relay_bytes), as the stage would have sent them alone at the turn's end
- * anyway. A read of one request, or of one reply, is the common case; this
- * saves it the move into the stage. */
+ * src) and nothing is staged, to dst at once (relay_bytes), as the stage
+ * would have sent them alone at the turn's end anyway. A read of one
+ * request, or of one reply, is the common case; this saves it the move
+ * into the stage. */
 static void stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
                            struct bufferevent *dst, bool connected)
 {
