@@ -114,6 +114,11 @@ class FakeServer:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+            if not self._thread.is_alive():
+                # closed here, not by the garbage collector at exit, where
+                # its self-pipe may already be gone ("Invalid file
+                # descriptor: -1" printed after the run)
+                self._loop.close()
 
     def run(self, coro, timeout: float = 10):
         """Run a coroutine on the server's loop from test code."""
