@@ -133,12 +133,21 @@ static void test_real_find(void **state)
 	assert_int_equal(bson_allocs, before);
 }
 
+/* A whole OP_MSG of one body section. */
 static void build_opmsg(wb *b, const bson_t *body)
 {
 	wb_header(b, 1, 0, OP_MSG);
 	wb_i32(b, 0);
 	wb_u8(b, 0);
 	wb_doc(b, body);
+	wb_finish(b);
+}
+
+/* The view of an OP_MSG of one body section, built in b. */
+static void view_body(wb *b, const bson_t *body, opmsg *m, cmdview *v)
+{
+	build_opmsg(b, body);
+	view_opmsg(b->buf, b->n, m, v);
 }
 
 static void test_body_array(void **state)
@@ -148,11 +157,9 @@ static void test_body_array(void **state)
 	             BCON_INT32(1), "}", "}", "}", "{", "q", "{", "}", "u", "{", "$inc", "{", "n",
 	             BCON_INT32(2), "}", "}", "}", "]", "$db", "test");
 	wb b;
-	build_opmsg(&b, body);
-	wb_finish(&b);
 	opmsg m;
 	cmdview v;
-	view_opmsg(b.buf, b.n, &m, &v);
+	view_body(&b, body, &m, &v);
 	size_t before = bson_allocs;
 	cmdview_docs d;
 	bson_t doc;
@@ -171,11 +178,9 @@ static void test_body_array_with_non_document(void **state)
 	bson_t *body = BCON_NEW("delete", "c", "deletes", "[", "{", "q", "{", "}", "}",
 	                        BCON_INT32(5), "{", "q", "{", "}", "}", "]", "$db", "test");
 	wb b;
-	build_opmsg(&b, body);
-	wb_finish(&b);
 	opmsg m;
 	cmdview v;
-	view_opmsg(b.buf, b.n, &m, &v);
+	view_body(&b, body, &m, &v);
 	cmdview_docs d;
 	bson_t doc;
 	cmdview_docs_init(&d, &v, "deletes");
@@ -238,7 +243,6 @@ static void test_opmsg_refusals(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		wb b;
 		build_opmsg(&b, cases[i].body);
-		wb_finish(&b);
 		opmsg m;
 		cmdview v;
 		wire_error err = {0};
@@ -271,11 +275,9 @@ static void test_top_keys_and_db(void **state)
 		BSON_APPEND_UTF8(body, "$db", "d");
 		BSON_APPEND_UTF8(body, "$db", "e");
 		wb b;
-		build_opmsg(&b, body);
-		wb_finish(&b);
 		opmsg m;
 		cmdview v;
-		view_opmsg(b.buf, b.n, &m, &v);
+		view_body(&b, body, &m, &v);
 		assert_string_equal(v.db, "d");
 		assert_int_equal(v.ntop, (size_t)fill[t] + 3);
 		bson_iter_t it;
@@ -315,17 +317,6 @@ static void test_real_ismaster_opquery(void **state)
 	assert_int_equal(bson_allocs, before);
 }
 
-static void query_msg(wb *b, const char *ns, const bson_t *query)
-{
-	wb_header(b, 1, 0, OP_QUERY);
-	wb_i32(b, 0);
-	wb_cstr(b, ns);
-	wb_i32(b, 0);
-	wb_i32(b, -1);
-	wb_doc(b, query);
-	wb_finish(b);
-}
-
 static void test_query_wrappers(void **state)
 {
 	const char *wrappers[] = {"$query", "query"};
@@ -334,7 +325,7 @@ static void test_query_wrappers(void **state)
 		                         BCON_BOOL(true), "}", "$readPreference", "{", "mode",
 		                         "primaryPreferred", "}");
 		wb b;
-		query_msg(&b, "test.$cmd", query);
+		wb_opquery(&b, 1, 0, "test.$cmd", query);
 		opquery q;
 		cmdview v;
 		view_opquery(b.buf, b.n, &q, &v);
@@ -348,7 +339,7 @@ static void test_query_wrappers(void **state)
 	/* a first key "query" that is not a document is the command itself */
 	bson_t *query = BCON_NEW("query", BCON_INT32(1));
 	wb b;
-	query_msg(&b, "admin.$cmd", query);
+	wb_opquery(&b, 1, 0, "admin.$cmd", query);
 	opquery q;
 	cmdview v;
 	view_opquery(b.buf, b.n, &q, &v);
@@ -364,7 +355,7 @@ static void test_opquery_refusals(void **state)
 	cmdview v;
 	wire_error err = {0};
 
-	query_msg(&b, "test.coll", hello);
+	wb_opquery(&b, 1, 0, "test.coll", hello);
 	assert_true(opquery_parse(b.buf, b.n, &q, &err));
 	assert_false(cmdview_from_opquery(&q, &v, &err));
 	assert_wire_error(err, WIRE_ERR_UNSUPPORTED_OPQUERY,
@@ -374,19 +365,19 @@ static void test_opquery_refusals(void **state)
 	char ns[200];
 	memset(ns, 'd', 128);
 	strcpy(ns + 128, ".$cmd");
-	query_msg(&b, ns, hello);
+	wb_opquery(&b, 1, 0, ns, hello);
 	assert_true(opquery_parse(b.buf, b.n, &q, &err));
 	assert_false(cmdview_from_opquery(&q, &v, &err));
 	assert_wire_error(err, WIRE_ERR_BAD_VALUE, "database name of 128 bytes is longer than 127");
 	/* 127 fits */
 	strcpy(ns + 127, ".$cmd");
-	query_msg(&b, ns, hello);
+	wb_opquery(&b, 1, 0, ns, hello);
 	assert_true(opquery_parse(b.buf, b.n, &q, &err));
 	assert_true(cmdview_from_opquery(&q, &v, &err));
 	assert_int_equal(strlen(v.db), 127);
 
 	bson_t *empty = bson_new();
-	query_msg(&b, "admin.$cmd", empty);
+	wb_opquery(&b, 1, 0, "admin.$cmd", empty);
 	assert_true(opquery_parse(b.buf, b.n, &q, &err));
 	assert_false(cmdview_from_opquery(&q, &v, &err));
 	assert_wire_error(err, WIRE_ERR_BAD_VALUE, "OP_QUERY command document is empty");

@@ -87,13 +87,7 @@ static void test_strip_wrapped_opquery(void **state)
 	                         "zstd", "snappy", "]", "helloOk", BCON_BOOL(true), "}",
 	                         "$readPreference", "{", "mode", "primaryPreferred", "}");
 	wb b;
-	wb_header(&b, 31, 0, OP_QUERY);
-	wb_i32(&b, 4); /* secondaryOk */
-	wb_cstr(&b, "admin.$cmd");
-	wb_i32(&b, 0);
-	wb_i32(&b, -1);
-	wb_doc(&b, query);
-	wb_finish(&b);
+	wb_opquery(&b, 31, 4 /* secondaryOk */, "admin.$cmd", query);
 	opquery q;
 	cmdview v;
 	view_query(b.buf, b.n, &q, &v);

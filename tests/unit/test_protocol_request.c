@@ -100,13 +100,7 @@ static void test_opquery_handshake_and_refusals(void **state)
 	/* find over OP_QUERY: refused as a 5.1+ server refuses it */
 	bson_t *q = BCON_NEW("find", "c");
 	wb b;
-	wb_header(&b, 3, 0, OP_QUERY);
-	wb_i32(&b, 0);
-	wb_cstr(&b, "d.$cmd");
-	wb_i32(&b, 0);
-	wb_i32(&b, -1);
-	wb_doc(&b, q);
-	wb_finish(&b);
+	wb_opquery(&b, 3, 0, "d.$cmd", q);
 	bson_destroy(q);
 	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
 	assert_wire_error(err, WIRE_ERR_UNSUPPORTED_OPQUERY, "Unsupported OP_QUERY command: find");
@@ -165,13 +159,7 @@ static void test_duplicate_top_level_field_refused(void **state)
 		wb b;
 		request r;
 		wire_error err = {0};
-		wb_header(&b, 14, 0, OP_QUERY);
-		wb_i32(&b, 0);
-		wb_cstr(&b, "admin.$cmd");
-		wb_i32(&b, 0);
-		wb_i32(&b, -1);
-		wb_doc(&b, q);
-		wb_finish(&b);
+		wb_opquery(&b, 14, 0, "admin.$cmd", q);
 		assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_REJECT);
 		assert_int_equal(err.code, 40413);
 		assert_non_null(strstr(err.msg, "isMaster.client"));
