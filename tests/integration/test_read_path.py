@@ -4,7 +4,7 @@ every read and reads 4 KiB at a time. If the own read path stopped being
 used (a libevent whose bufferevent no longer looks as own_reads() expects,
 say), everything would still work, only slower: this test is what notices.
 It runs mongoguard under strace and counts the system calls of real
-traffic, small requests and a large one."""
+traffic, small requests and a large one both ways."""
 
 from __future__ import annotations
 
@@ -59,12 +59,20 @@ def test_plain_sockets_are_read_without_fionread(mongoguard_bin, upstream, dbnam
     fionread = [ln for ln in lines if "FIONREAD" in ln]
     recvs = [ln for ln in lines if re.search(r"\brecvfrom\(\d+, .*\) = \d+$", ln)]
     readvs = [ln for ln in lines if re.search(r"\breadv\(\d+, .*\) = (\d+)$", ln)]
-    big_readvs = [ln for ln in readvs
-                  if int(re.search(r"= (\d+)$", ln).group(1)) > 16384]
-    print(f"  {len(lines)} traced calls: {len(recvs)} recvfrom, {len(readvs)} readv "
-          f"({len(big_readvs)} of more than 16 KiB), {len(fionread)} FIONREAD")
+
+    def large(calls):
+        return [ln for ln in calls if int(re.search(r"= (\d+)$", ln).group(1)) > 16384]
+
+    big_recvs, big_readvs = large(recvs), large(readvs)
+    print(f"  {len(lines)} traced calls: {len(recvs)} recvfrom ({len(big_recvs)} of more "
+          f"than 16 KiB), {len(readvs)} readv ({len(big_readvs)} of more than 16 KiB), "
+          f"{len(fionread)} FIONREAD")
     assert not fionread, f"libevent's read path is back: {fionread[:3]}"
     # every request and every reply is read with a recv: two per round trip
     assert len(recvs) >= 2 * n_small, f"only {len(recvs)} recvfrom calls for {n_small} finds"
-    # the 1 MiB insert and its read-back go in large reads straight into the buffer
-    assert big_readvs, "no large readv: the 1 MiB messages were read 16 KiB at a time"
+    # the 1 MiB insert is cut through (no rule can block it): read in large
+    # recvs straight into the buffer it is judged and forwarded from
+    assert big_recvs, ("no large recvfrom: the 1 MiB insert was not read straight into its "
+                       "own buffer")
+    # its 1 MiB read-back streams through the input buffer in large readvs
+    assert big_readvs, "no large readv: the 1 MiB reply was read 16 KiB at a time"
