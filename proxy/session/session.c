@@ -2,52 +2,59 @@
  * requests in flight between them.
  *
  * Client -> upstream. Bytes wait in the client bufferevent's input buffer
- * until a whole frame is there (a large one that cannot be blocked is cut
- * through instead, see below) (the header's length is checked against the
+ * until a whole frame is there (the header's length is checked against the
  * protocol limits first, and the read high-watermark is raised to exactly
  * that frame, so a connection never buffers more than one request beyond a
- * read chunk). The frame is then made contiguous and decoded by the request
- * path (protocol/request.h) into a command view, analysed, and one of four
- * things happens to it:
+ * read chunk); a large one still arriving goes into a buffer of its own
+ * instead (see "Large requests" below). The frame is then made contiguous
+ * and decoded by the request path (protocol/request.h) into a command view,
+ * analysed, and one of four things happens to it:
  *   forward  - the original bytes move to the upstream output buffer
- *              (evbuffer_remove_buffer: chains move, nothing is copied);
+ *              (evbuffer_remove_buffer: chains move, nothing is copied), or
+ *              are sent from the large request's buffer;
  *   replace  - the handshake with `compression` removed goes instead;
  *   answer   - mongoguard replies itself (block, malformed request, legacy
  *              opcode) and the request is dropped;
  *   wait     - the index list the sort rule needs is being fetched: the
- *              frame stays in the input buffer, reading stops, and the
+ *              frame stays where it is, reading stops, and the
  *              request is analysed again when the cache changes or the wait
  *              times out (SESSION_WAITING).
  *
- * Cut-through. A large request (an OP_MSG of CUT_MIN bytes or more that has
- * not all arrived, with nothing else in flight) is relayed while it
- * arrives when the configuration cannot block it (engine_may_block: no rule
- * at block, or for an insert no document rule at block): its bytes go into
- * a buffer of the request's length (what the input buffer held first; on a
- * plain socket the rest is read straight into it, up to CUT_READ at a time)
- * and from there upstream at once, all but the last bytes; the whole buffer
- * is then decoded and analysed as any request, and only then do the last
- * bytes go, so the findings, the in-flight entry and a wait for an index
- * list come before the server can answer. A request that must not go
- * after all (malformed, or blockable after a reload) ends the upstream
- * connection before the server has all of it, so it never runs; the client
- * gets mongoguard's answer and the close. Store-and-forward would add the
- * whole transfer time of the request to its latency.
+ * Large requests. A request of CUT_MIN bytes or more that has not all
+ * arrived goes into a buffer of its own length (s->large: what the input
+ * buffer held first; on a plain socket the rest is read straight into it,
+ * up to CUT_READ at a time), which is then judged and forwarded as it is,
+ * with no second copy to make it contiguous. It is held there until judged,
+ * unless it can be cut through.
+ *
+ * Cut-through. A large request (an OP_MSG, with nothing else in flight) is
+ * relayed while it arrives when the configuration cannot block it
+ * (engine_may_block: no rule at block, or for an insert no document rule
+ * at block): its bytes go upstream from its buffer as they come, all but
+ * the last ones; the whole buffer is then decoded and analysed as any
+ * request, and only then do the last bytes go, so the findings, the
+ * in-flight entry and a wait for an index list come before the server can
+ * answer. A request that must not go after all (malformed, or blockable
+ * after a reload) ends the upstream connection before the server has all
+ * of it, so it never runs; the client gets mongoguard's answer and the
+ * close. Store-and-forward would add the whole transfer time of the
+ * request to its latency.
  *
  * Reads. On plain sockets mongoguard reads itself (plain_read_cb), not
  * through libevent's bufferevent read: that one asks FIONREAD before every
  * read (a system call per message on each side) and reads at most 4 KiB
  * per call. Small messages are read with one recv into the stack and
- * copied into the input buffer; a large one held whole is read straight
- * into it, a read chunk at a time, and SO_RCVLOWAT makes the kernel wake us
- * only when a read chunk of it has arrived (await_client_bytes). One cut
- * through is read into its own buffer with no such mark: it goes on as it
- * comes, and making the sender fill a chunk before we read stalled the
- * client, mongoguard and the server in turn (1 MiB inserts: 0.71 of
- * HAProxy's throughput with the mark and a copy aside, 0.95 without). The read
- * high-watermark of such a side is kept without libevent's watermark
- * callback (set_read_need, restart_reads). TLS bufferevents read through
- * OpenSSL, with libevent's watermark, as before.
+ * copied into the input buffer; when that recv comes back full, a readv
+ * of up to a read chunk follows straight into the input buffer. The rest
+ * of a large request is read straight into its own buffer; for one held
+ * whole SO_RCVLOWAT makes the kernel wake us only when a read chunk of it
+ * has arrived (await_client_bytes). One cut through is read with no such
+ * mark: it goes on as it comes, and making the sender fill a chunk before
+ * we read stalled the client, mongoguard and the server in turn (1 MiB
+ * inserts: 0.71 of HAProxy's throughput with the mark and a copy aside,
+ * 0.95 without). The read high-watermark of such a side is kept without
+ * libevent's watermark callback (set_read_need, restart_reads). TLS
+ * bufferevents read through OpenSSL, with libevent's watermark, as before.
  *
  * Upstream -> client. The reply framer (reply_framer.h) reads each reply's
  * header and flag bits and then says forward, drop or gather N bytes; the
@@ -71,7 +78,9 @@
  * Backpressure: a side's output buffer above OUT_HIGH stops reading from the
  * other side until it drains below OUT_LOW. Per connection, memory is bounded
  * by one request (<= 48,000,000 bytes, the protocol maximum) plus about
- * 2 x (OUT_HIGH + READ_CHUNK) of streaming buffers.
+ * 2 x (OUT_HIGH + READ_CHUNK) of streaming buffers, and, while a large
+ * request is relayed to a slow upstream, up to CUT_READ - READ_CHUNK more
+ * of it queued there (a read of it lands whole before reading stops).
  *
  * States (session_enter() is the only place one changes):
  *   ACTIVE -> WAITING -> ACTIVE   a request held for an index list;
@@ -183,15 +192,16 @@ struct session {
 	reply_framer framer;
 	inflight_ring inflight;
 
-	/* The large request being relayed while it arrives (cut-through, see
-	 * the top of this file): read into buf as it comes, forwarded from it,
-	 * judged when whole. */
+	/* A large request arriving (see "Large requests" at the top of this
+	 * file): read into buf as it comes, judged when whole; relayed while it
+	 * arrives (cut-through) or held until judged. */
 	struct {
 		uint8_t *buf;
 		size_t len;  /* the request's length; 0: none in progress */
 		size_t got;  /* bytes of it in buf */
 		size_t sent; /* bytes of those already forwarded */
-	} cut;
+		bool relay;  /* cut through: forwarded as it arrives */
+	} large;
 
 	/* The reply being captured (env.capture set): its bytes, copied as
 	 * they are forwarded, when it is small enough to be read. */
@@ -443,7 +453,7 @@ static bool session_idle(session *s)
 {
 	return !s->client ||
 	       (inflight_only_awaiting(&s->inflight) && !reply_framer_mid_reply(&s->framer) &&
-	        s->cut.len == 0 && evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
+	        s->large.len == 0 && evbuffer_get_length(bufferevent_get_input(s->client)) == 0);
 }
 
 /* ---- answers in order ---- */
@@ -766,7 +776,7 @@ static void refuse_frame(session *s, const uint8_t *hdr, const wire_error *err)
 	session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
 }
 
-/* ---- cut-through: large requests relayed while they arrive ---- */
+/* ---- large requests: read into their own buffer, relayed or held ---- */
 
 static void count_relayed(session *s, mx_direction d, size_t len)
 {
@@ -803,11 +813,11 @@ static bool cut_allowed(session *s, struct evbuffer *in, size_t avail, const fra
 	return !e || !engine_may_block(e, peek_command(in, avail, head, sizeof(head)));
 }
 
-static void cut_end(session *s)
+static void large_end(session *s)
 {
-	free(s->cut.buf);
-	s->cut.buf = NULL;
-	s->cut.len = s->cut.got = s->cut.sent = 0;
+	free(s->large.buf);
+	s->large.buf = NULL;
+	s->large.len = s->large.got = s->large.sent = 0;
 }
 
 /* The whole request is here; all but the last bytes read are upstream.
@@ -818,27 +828,27 @@ static void cut_end(session *s)
  * answer, then the close. */
 static bool cut_finish(session *s)
 {
-	size_t rest = s->cut.len - s->cut.sent;
+	size_t rest = s->large.len - s->large.sent;
 	handled h;
-	handle_request(s, s->cut.buf, s->cut.len, &h);
+	handle_request(s, s->large.buf, s->large.len, &h);
 	switch (h.outcome) {
 	case REQ_WAIT:
 		if (s->state == SESSION_ACTIVE)
 			session_enter(s, SESSION_WAITING);
 		return false; /* the tail stays in cut.buf; judged again later */
 	case REQ_CLOSE:
-		cut_end(s);
+		large_end(s);
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
 		flush_stage(s);
-		if (!relay_mem(s->upstream, s->upstream_connected, s->cut.buf + s->cut.sent,
+		if (!relay_mem(s->upstream, s->upstream_connected, s->large.buf + s->large.sent,
 		               rest)) {
 			session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request",
-			               s->cut.len);
-			cut_end(s);
+			               s->large.len);
+			large_end(s);
 			return false;
 		}
-		count_relayed(s, MX_DIR_REQUEST, s->cut.len);
+		count_relayed(s, MX_DIR_REQUEST, s->large.len);
 		break;
 	case REQ_REPLACE:
 	case REQ_DROP:
@@ -847,56 +857,69 @@ static bool cut_finish(session *s)
 		    s, LOG_WARNING,
 		    "a %zu-byte request relayed while it arrived could not be sent as it "
 		    "was (%s); the upstream connection ended before the server had all of it",
-		    s->cut.len,
+		    s->large.len,
 		    h.outcome == REQ_REPLACE ? "a handshake to rewrite" : "answered by mongoguard");
-		cut_end(s);
+		large_end(s);
 		return false;
 	}
-	cut_end(s);
+	large_end(s);
 	s->nrequests++;
 	if (s->state == SESSION_WAITING) /* the held request went through */
 		session_enter(s, SESSION_ACTIVE);
 	return true;
 }
 
-/* n more bytes of the request being cut through are in cut.buf. The frame
- * timer, armed when it started, ends once the request is whole. */
-static void cut_took(session *s, size_t n)
+/* n more bytes of the large request are in its buffer. One held whole is
+ * awaited a read chunk at a time (SO_RCVLOWAT); one relayed goes on as it
+ * comes. The frame timer, armed when it started, ends once it is whole. */
+static void large_took(session *s, size_t n)
 {
-	s->cut.got += n;
-	if (s->cut.got == s->cut.len)
+	s->large.got += n;
+	await_client_bytes(s, s->large.relay ? 0 : s->large.len - s->large.got);
+	if (s->large.got == s->large.len)
 		clear_timer(s);
 }
 
-/* Takes what the input buffer holds of the request being cut through into
- * cut.buf (on a plain socket plain_read_cb reads the rest straight there)
- * and forwards what arrived, keeping back the last bytes until the whole
- * request has been judged. False when the loop must stop. */
-static bool cut_step(session *s, struct evbuffer *in)
+static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
+                  handled *h);
+
+/* Takes what the input buffer holds of the large request into its buffer
+ * (on a plain socket plain_read_cb reads the rest straight there). One
+ * relayed goes upstream as it arrives, all but the last bytes until the
+ * whole has been judged; one held is judged once whole, as any request.
+ * False when the loop must stop. */
+static bool large_step(session *s, struct evbuffer *in)
 {
-	size_t n = s->cut.len - s->cut.got, avail = evbuffer_get_length(in);
+	size_t n = s->large.len - s->large.got, avail = evbuffer_get_length(in);
 	if (n > avail)
 		n = avail;
-	if (n > 0 && evbuffer_remove(in, s->cut.buf + s->cut.got, n) == (int)n)
-		cut_took(s, n);
-	if (s->cut.got == s->cut.len)
+	if (n > 0 && evbuffer_remove(in, s->large.buf + s->large.got, n) == (int)n)
+		large_took(s, n);
+	if (s->large.got == s->large.len && s->large.relay)
 		return cut_finish(s);
-	if (s->cut.got > s->cut.sent) {
+	if (s->large.got == s->large.len) {
+		handled h;
+		bool go = judge(s, NULL, s->large.buf, s->large.len, true, &h);
+		if (h.outcome != REQ_WAIT)
+			large_end(s); /* else it stays, judged again later */
+		return go;
+	}
+	if (s->large.relay && s->large.got > s->large.sent) {
 		flush_stage(s);
-		if (!relay_mem(s->upstream, s->upstream_connected, s->cut.buf + s->cut.sent,
-		               s->cut.got - s->cut.sent)) {
+		if (!relay_mem(s->upstream, s->upstream_connected, s->large.buf + s->large.sent,
+		               s->large.got - s->large.sent)) {
 			session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request",
-			               s->cut.len);
+			               s->large.len);
 			return false;
 		}
-		s->cut.sent = s->cut.got;
+		s->large.sent = s->large.got;
 	}
 	return true;
 }
 
 /* The length of the next whole request in the client's buffer, or 0 when
  * it has not all arrived yet (or the stream was refused, or a large one
- * started being cut through: s->cut.len). */
+ * started arriving into its own buffer: s->large.len). */
 static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 {
 	uint8_t hdr[WIRE_HEADER_LEN];
@@ -913,12 +936,13 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 	}
 	if (avail < (size_t)h.length) {
 		arm_frame_timer(s);
-		if (cut_allowed(s, in, avail, &h) && (s->cut.buf = malloc((size_t)h.length))) {
-			s->cut.len = (size_t)h.length;
+		if ((size_t)h.length >= CUT_MIN && (s->large.buf = malloc((size_t)h.length))) {
+			s->large.len = (size_t)h.length;
+			s->large.relay = cut_allowed(s, in, avail, &h);
 			set_read_need(s, s->client, READ_CHUNK);
 		} else {
-			if ((size_t)h.length >= CUT_MIN)
-				await_client_bytes(s, (size_t)h.length - avail);
+			/* small, or no memory for a buffer of its own: gathered
+			 * in the input buffer and made contiguous there */
 			set_read_need(s, s->client, (size_t)h.length);
 		}
 		return 0;
@@ -929,10 +953,12 @@ static size_t next_frame(session *s, struct evbuffer *in, size_t avail)
 	return (size_t)h.length;
 }
 
-/* Does to the request's bytes what handling decided (`all`: they are all
- * the input holds). False when the loop must stop (waiting, or the session
- * ended). */
-static bool apply(session *s, struct evbuffer *in, size_t len, bool all, handled *h)
+/* Does to the request's bytes what handling decided. They are at the front
+ * of `in` (`all`: they are all it holds), or, with `in` NULL, at msg, a
+ * large request's own buffer. False when the loop must stop (waiting, or
+ * the session ended). */
+static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
+                  handled *h)
 {
 	switch (h->outcome) {
 	case REQ_WAIT:
@@ -942,23 +968,54 @@ static bool apply(session *s, struct evbuffer *in, size_t len, bool all, handled
 	case REQ_CLOSE:
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		stage_or_relay(in, len, all, s->env.stage, s->upstream, s->upstream_connected);
+		if (in) {
+			stage_or_relay(in, len, all, s->env.stage, s->upstream,
+			               s->upstream_connected);
+		} else {
+			flush_stage(s); /* the requests before it go first */
+			if (!relay_mem(s->upstream, s->upstream_connected, msg, len)) {
+				session_finish(s, LOG_ERROR,
+				               "out of memory relaying a %zu-byte request", len);
+				return false;
+			}
+		}
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
-		evbuffer_drain(in, len);
+		if (in)
+			evbuffer_drain(in, len);
 		evbuffer_add(s->env.stage, h->replacement, h->replacement_len);
 		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
 		free(h->replacement);
 		break;
 	case REQ_DROP:
-		evbuffer_drain(in, len);
+		if (in)
+			evbuffer_drain(in, len);
 		break;
 	}
 	s->nrequests++;
 	if (s->state == SESSION_WAITING) /* the held request went through */
 		session_enter(s, SESSION_ACTIVE);
 	return true;
+}
+
+/* Judges one whole request and does what handling decided (apply; `in` and
+ * `all` as there). False when the loop must stop. */
+static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
+                  handled *h)
+{
+	handle_request(s, msg, len, h);
+	if (s->unreachable && (h->outcome == REQ_FORWARD || h->outcome == REQ_REPLACE)) {
+		/* no upstream to forward to: answered (it is queued) */
+		if (h->outcome == REQ_REPLACE)
+			free(h->replacement);
+		if (in)
+			evbuffer_drain(in, len);
+		fail_inflight(s, unreachable_why(s));
+		session_finish(s, LOG_WARNING, "%s", unreachable_why(s));
+		return false;
+	}
+	return apply(s, in, msg, len, all, h);
 }
 
 /* Called when the client side may have work: new bytes, room upstream, the
@@ -970,25 +1027,25 @@ static void process_client_requests(session *s)
 	struct evbuffer *in = bufferevent_get_input(s->client);
 	while (s->state == SESSION_ACTIVE || s->state == SESSION_WAITING) {
 		size_t avail = evbuffer_get_length(in);
-		if (avail == 0 && !s->cut.len)
-			break; /* a request cut through may have arrived in cut.buf */
+		if (avail == 0 && !s->large.len)
+			break; /* a large request may have arrived in its own buffer */
 		/* Stop while the upstream has not taken what we sent, or the
 		 * pipeline is full: the client waits, our memory does not grow. */
 		if (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight)) {
 			pause_client(s);
 			break;
 		}
-		if (s->cut.len) {
-			if (!cut_step(s, in))
+		if (s->large.len) {
+			if (!large_step(s, in))
 				return;
-			if (s->cut.len)
+			if (s->large.len)
 				break; /* the rest of it has not arrived */
 			continue;
 		}
 		size_t len = next_frame(s, in, avail);
 		if (len == 0) {
-			if (s->cut.len)
-				continue; /* a large request started: relay what is here */
+			if (s->large.len)
+				continue; /* a large request started: take what is here */
 			break;
 		}
 		const uint8_t *msg = evbuffer_pullup(in, (ev_ssize_t)len);
@@ -998,17 +1055,7 @@ static void process_client_requests(session *s)
 			return;
 		}
 		handled h;
-		handle_request(s, msg, len, &h);
-		if (s->unreachable && (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {
-			/* no upstream to forward to: answered (it is queued) */
-			if (h.outcome == REQ_REPLACE)
-				free(h.replacement);
-			evbuffer_drain(in, len);
-			fail_inflight(s, unreachable_why(s));
-			session_finish(s, LOG_WARNING, "%s", unreachable_why(s));
-			return;
-		}
-		if (!apply(s, in, len, len == avail, &h))
+		if (!judge(s, in, msg, len, len == avail, &h))
 			return;
 	}
 }
@@ -1378,7 +1425,7 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
-	free(s->cut.buf); /* a request cut short by the end of the session */
+	free(s->large.buf); /* a request cut short by the end of the session */
 	free(s->unreachable_why);
 	free(s->end_reason);
 	free(s->app_owned);
@@ -1462,13 +1509,13 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t have = evbuffer_get_length(in), high = bev->wm_read.high;
 	ssize_t n = 0; /* the last call's result */
-	if (bev == s->client && s->cut.got < s->cut.len && have == 0) {
-		/* The rest of a request being cut through: straight into the
-		 * copy it is judged from, and forwarded from there (cut_step). */
-		size_t want = s->cut.len - s->cut.got;
-		n = recv(fd, s->cut.buf + s->cut.got, want < CUT_READ ? want : CUT_READ, 0);
+	if (bev == s->client && s->large.got < s->large.len && have == 0) {
+		/* The rest of a large request: straight into its own buffer,
+		 * judged and forwarded from there (large_step). */
+		size_t want = s->large.len - s->large.got;
+		n = recv(fd, s->large.buf + s->large.got, want < CUT_READ ? want : CUT_READ, 0);
 		if (n > 0) {
-			cut_took(s, (size_t)n);
+			large_took(s, (size_t)n);
 			bev->readcb(bev, bev->cbarg); /* last: it may end the session */
 			return;
 		}

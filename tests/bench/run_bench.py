@@ -474,7 +474,7 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
                   "Highest resident memory each process reached; the largest load"
                   " (`insert 16MB c128` when it ran: 128 connections each holding a 16 MB"
                   " request) sets it. mongoguard's documented bound per connection is one"
-                  " request plus about 2.5 MiB of streaming buffers.", "",
+                  " request plus about 3.3 MiB of streaming buffers.", "",
                   "| process | peak (MiB) |", "|---|---|"]
         for name, kib in peaks.items():
             lines.append(f"| {name} | {kib / 1024:,.0f} |")

@@ -160,6 +160,27 @@ def test_blockable_insert_waits_whole_and_is_blocked(start_proxy, raw):
     s.close()
 
 
+def test_blockable_insert_that_passes_goes_whole_and_in_order(start_proxy, raw):
+    """large-document at block, the document under its limit: held until it
+    is whole (in its own buffer), then sent exactly as it came, and a request
+    the client sent right behind it (in the same write as its last bytes)
+    follows it, whole and in order."""
+    p = start_proxy(raw.uri, config(large_document={"action": "block", "maxBytes": 8 * MiB}))
+    msg = big_insert("held-pass", 3 * MiB)
+    ping = w.op_msg({"ping": 1, "$db": "heldping"})
+    s = w.connect(p.port)
+    s.sendall(msg[: len(msg) // 2])
+    time.sleep(0.5)
+    assert raw.with_marker(b"cutdb") is None, "a blockable request must not be relayed early"
+    s.sendall(msg[len(msg) // 2:] + ping)
+    c = until(lambda: (c := raw.with_marker(b"heldping")) and c, what="both requests upstream")
+    until(lambda: len(c.data) >= len(msg) + len(ping), what="every byte upstream")
+    time.sleep(0.1)
+    assert bytes(c.data) == msg + ping, "the held request and the next must arrive exactly"
+    assert not p.log.findings("large-document")
+    s.close()
+
+
 def test_only_inserts_skip_rules_that_cannot_read_them(start_proxy, raw):
     """A regex rule at block cannot block an insert, so inserts are still cut
     through; a large find (which it can block) is held until judged."""
