@@ -31,8 +31,8 @@
  * relayed while it arrives when the configuration cannot block it
  * (engine_may_block: no rule at block, or for an insert no document rule
  * at block): its bytes go upstream from its buffer as they come, all but
- * the last ones; the whole buffer is then decoded and analysed as any
- * request, and only then do the last bytes go, so the findings, the
+ * the last CUT_HELD; the whole buffer is then decoded and analysed as any
+ * request, and only then do those last bytes go, so the findings, the
  * in-flight entry and a wait for an index list come before the server can
  * answer. A request that must not go after all (malformed, or blockable
  * after a reload) ends the upstream connection before the server has all
@@ -124,6 +124,7 @@ enum {
 	READ_CHUNK = 256 * 1024,
 	CUT_MIN = 64 * 1024,    /* smallest request relayed while it arrives */
 	CUT_READ = 1024 * 1024, /* most read at once of such a request */
+	CUT_HELD = 16,          /* its last bytes, held until it is judged */
 	SMALL_READ = 16 * 1024, /* plain_read_cb's recv into the stack */
 	SIDE_CLIENT = 1,
 	SIDE_UPSTREAM = 2,
@@ -820,7 +821,7 @@ static void large_end(session *s)
 	s->large.len = s->large.got = s->large.sent = 0;
 }
 
-/* The whole request is here; all but the last bytes read are upstream.
+/* The whole request is here; all but its last CUT_HELD bytes are upstream.
  * Judged like any other. Only "forward" can still be honoured as asked:
  * anything else (a block after a reload made one possible, a malformed
  * request, a handshake to rewrite) ends the upstream connection before the
@@ -895,24 +896,30 @@ static bool large_step(session *s, struct evbuffer *in)
 		n = avail;
 	if (n > 0 && evbuffer_remove(in, s->large.buf + s->large.got, n) == (int)n)
 		large_took(s, n);
-	if (s->large.got == s->large.len && s->large.relay)
-		return cut_finish(s);
+	if (s->large.relay) {
+		/* all of it but the last CUT_HELD bytes, as they come: the
+		 * server cannot run it before the verdict lets those go */
+		size_t upto =
+		    s->large.got < s->large.len - CUT_HELD ? s->large.got : s->large.len - CUT_HELD;
+		if (upto > s->large.sent) {
+			flush_stage(s);
+			if (!relay_mem(s->upstream, s->upstream_connected,
+			               s->large.buf + s->large.sent, upto - s->large.sent)) {
+				session_finish(s, LOG_ERROR,
+				               "out of memory relaying a %zu-byte request",
+				               s->large.len);
+				return false;
+			}
+			s->large.sent = upto;
+		}
+		return s->large.got < s->large.len || cut_finish(s);
+	}
 	if (s->large.got == s->large.len) {
 		handled h;
 		bool go = judge(s, NULL, s->large.buf, s->large.len, true, &h);
 		if (h.outcome != REQ_WAIT)
 			large_end(s); /* else it stays, judged again later */
 		return go;
-	}
-	if (s->large.relay && s->large.got > s->large.sent) {
-		flush_stage(s);
-		if (!relay_mem(s->upstream, s->upstream_connected, s->large.buf + s->large.sent,
-		               s->large.got - s->large.sent)) {
-			session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request",
-			               s->large.len);
-			return false;
-		}
-		s->large.sent = s->large.got;
 	}
 	return true;
 }
