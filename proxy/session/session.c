@@ -836,7 +836,7 @@ static bool cut_finish(session *s)
 	case REQ_WAIT:
 		if (s->state == SESSION_ACTIVE)
 			session_enter(s, SESSION_WAITING);
-		return false; /* the tail stays in cut.buf; judged again later */
+		return false; /* the tail stays in large.buf; judged again later */
 	case REQ_CLOSE:
 		large_end(s);
 		return false; /* session_finish already ran */
