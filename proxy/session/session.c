@@ -785,6 +785,18 @@ static void count_relayed(session *s, mx_direction d, size_t len)
 	mx_add(&s->env.mx->bytes[d], len);
 }
 
+/* n bytes at p of a large request (whole bytes long) from its own buffer
+ * to the upstream, after what this turn staged. False when the session
+ * ended (out of memory). */
+static bool large_send(session *s, const uint8_t *p, size_t n, size_t whole)
+{
+	flush_stage(s);
+	if (relay_mem(s->upstream, s->upstream_connected, p, n))
+		return true;
+	session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request", whole);
+	return false;
+}
+
 /* The command's name, when the first section is the body and its first key
  * has arrived; else NULL. head holds the copied bytes. */
 static const char *peek_command(struct evbuffer *in, size_t avail, char *head, size_t size)
@@ -841,11 +853,7 @@ static bool cut_finish(session *s)
 		large_end(s);
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		flush_stage(s);
-		if (!relay_mem(s->upstream, s->upstream_connected, s->large.buf + s->large.sent,
-		               rest)) {
-			session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request",
-			               s->large.len);
+		if (!large_send(s, s->large.buf + s->large.sent, rest, s->large.len)) {
 			large_end(s);
 			return false;
 		}
@@ -902,14 +910,9 @@ static bool large_step(session *s, struct evbuffer *in)
 		size_t upto =
 		    s->large.got < s->large.len - CUT_HELD ? s->large.got : s->large.len - CUT_HELD;
 		if (upto > s->large.sent) {
-			flush_stage(s);
-			if (!relay_mem(s->upstream, s->upstream_connected,
-			               s->large.buf + s->large.sent, upto - s->large.sent)) {
-				session_finish(s, LOG_ERROR,
-				               "out of memory relaying a %zu-byte request",
-				               s->large.len);
+			if (!large_send(s, s->large.buf + s->large.sent, upto - s->large.sent,
+			                s->large.len))
 				return false;
-			}
 			s->large.sent = upto;
 		}
 		return s->large.got < s->large.len || cut_finish(s);
@@ -975,17 +978,11 @@ static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 	case REQ_CLOSE:
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		if (in) {
+		if (in)
 			stage_or_relay(in, len, all, s->env.stage, s->upstream,
 			               s->upstream_connected);
-		} else {
-			flush_stage(s); /* the requests before it go first */
-			if (!relay_mem(s->upstream, s->upstream_connected, msg, len)) {
-				session_finish(s, LOG_ERROR,
-				               "out of memory relaying a %zu-byte request", len);
-				return false;
-			}
-		}
+		else if (!large_send(s, msg, len, len))
+			return false;
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
 	case REQ_REPLACE:
