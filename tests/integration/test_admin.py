@@ -97,6 +97,23 @@ def test_metrics_count_a_known_workload(admin_proxy, clients, dbname):
     assert SECRET not in text
 
 
+def test_a_request_held_for_the_index_list_counts_once(start_proxy, upstream, clients,
+                                                        dbname):
+    """A find whose sort needs the index list is held until the list comes,
+    then judged again; the command is counted once, when it goes."""
+    port = free_port()
+    p = start_proxy(upstream.uri,
+                    config=admin_config(port, **{"index-mismatched-sort": "block"}))
+    clients.direct()[dbname].items.create_index("a")  # unknown to mongoguard
+    coll = clients.via(p)[dbname].items
+    assert list(coll.find({}).sort("a", 1)) == []
+    status, _, text = get(port, "/metrics")
+    assert status == 200
+    m = samples(text)
+    assert m['mongoguard_commands_total{command="find"}'] == 1
+    assert m['mongoguard_messages_total{direction="request"}'] >= 1
+
+
 def test_promtool_accepts_the_exposition(admin_proxy, clients, dbname):
     assert shutil.which("promtool"), "promtool (Debian's prometheus) is installed by setup.sh"
     clients.via(admin_proxy)[dbname].c.find_one({})

@@ -195,15 +195,18 @@ def test_thousands_of_connections(upstream, start_proxy):
 # --- a client that stops reading -------------------------------------------------
 
 def documented_bound() -> tuple[int, int]:
-    """OUT_HIGH and READ_CHUNK from proxy/session/session.c, whose design
-    comment bounds a connection's streaming buffers by 2 x (OUT_HIGH +
-    READ_CHUNK): read from the code so the test follows it."""
-    src = (ROOT / "proxy" / "session" / "session.c").read_text()
-    assert "2 x (OUT_HIGH + READ_CHUNK)" in src, "session.c no longer documents the bound"
+    """OUT_HIGH and READ_CHUNK from proxy/session/ (session_int.h and
+    transport.h), as session.c's design comment bounds a connection's
+    streaming buffers by 2 x (OUT_HIGH + READ_CHUNK): read from the code so
+    the test follows it."""
+    session = ROOT / "proxy" / "session"
+    doc = (session / "session.c").read_text()
+    assert "2 x (OUT_HIGH + READ_CHUNK)" in doc, "session.c no longer documents the bound"
+    src = (session / "session_int.h").read_text() + (session / "transport.h").read_text()
     vals = {}
     for name in ("OUT_HIGH", "READ_CHUNK"):
         m = re.search(rf"\b{name}\s*=\s*([0-9 *]+),", src)
-        assert m, f"no {name} in session.c"
+        assert m, f"no {name} in proxy/session/"
         vals[name] = eval(m.group(1), {"__builtins__": {}})  # e.g. "1024 * 1024"
     return vals["OUT_HIGH"], vals["READ_CHUNK"]
 

@@ -1,0 +1,168 @@
+/* The in-flight queue's side of a session (session_int.h): mongoguard's
+ * own answers in request order, completions, the reply deadline.
+ *
+ * The queue (inflight.h) holds one entry per request that will get a
+ * reply, in request order. A reply without moreToCome completes the head
+ * entry; with moreToCome (exhaust cursors, streaming hello) the head stays,
+ * since more replies will follow unasked. A request mongoguard answers
+ * itself is queued too, with its answer attached: the answer is written
+ * when it reaches the head at a reply boundary, so even a pipelining client
+ * gets its replies in order and never half a server reply spliced with
+ * ours. Requests with moreToCome get no entry: nothing will answer them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/request.h"
+#include "proxy/runtime/clock.h"
+#include "proxy/session/session_int.h"
+
+void answers_flush_replies(session *s)
+{
+	size_t n = evbuffer_get_length(s->env.stage_replies);
+	if (n > 0)
+		transport_relay(s->env.stage_replies, &s->cl, true, n);
+}
+
+void answers_flush(session *s)
+{
+	inflight *f;
+	while (!reply_framer_mid_reply(&s->framer) && (f = inflight_head(&s->inflight)) &&
+	       f->answer) {
+		answers_flush_replies(s); /* the replies relayed before it go first */
+		evbuffer_add(session_client_out(s), f->answer, f->answer_len);
+		inflight_pop(&s->inflight);
+	}
+}
+
+void answers_queue(session *s, int32_t request_id, reply_form form, uint8_t *msg, size_t len)
+{
+	/* process_client checks the queue has room first: only memory fails */
+	inflight *f = msg ? inflight_push(&s->inflight, request_id, INFLIGHT_PLAIN, form) : NULL;
+	if (!f) {
+		free(msg);
+		/* The client would wait for an answer that never comes: the
+		 * close tells it instead. */
+		session_finish(s, LOG_ERROR, "out of memory answering request %d", (int)request_id);
+		return;
+	}
+	f->answer = msg;
+	f->answer_len = len;
+	answers_flush(s);
+}
+
+int32_t answers_next_request_id(session *s)
+{
+	return (int32_t)(atomic_fetch_add(&s->env.ids->next_request, 1) & 0x7fffffff);
+}
+
+uint8_t *answers_make_error(session *s, reply_form form, int32_t request_id, int code,
+                            const char *code_name, const char *errmsg, size_t *len)
+{
+	return reply_error(form, answers_next_request_id(s), request_id, code, code_name, errmsg,
+	                   NULL, len);
+}
+
+void answers_error(session *s, reply_form form, int32_t request_id, int code, const char *code_name,
+                   const char *errmsg)
+{
+	size_t len = 0;
+	uint8_t *msg = answers_make_error(s, form, request_id, code, code_name, errmsg, &len);
+	answers_queue(s, request_id, form, msg, len);
+}
+
+void answers_fail_all(session *s, const char *why)
+{
+	if (reply_framer_mid_reply(&s->framer))
+		return;
+	for (unsigned i = 0; i < inflight_count(&s->inflight); i++) {
+		inflight *f = inflight_at(&s->inflight, i);
+		if (!f->answer)
+			f->answer =
+			    answers_make_error(s, f->form, f->request_id, CODE_HOST_UNREACHABLE,
+			                       "HostUnreachable", why, &f->answer_len);
+	}
+	answers_flush(s);
+}
+
+/* A DDL command's reply passed: the index cache forgets what it changed. */
+static void note_ddl_done(session *s, const inflight *f)
+{
+	engine *e = session_snap(s)->engine;
+	request r;
+	wire_error err = {0};
+	if (!e || !f->ddl_copy)
+		return;
+	if (request_decode(&r, f->ddl_copy, f->ddl_len, &err) == REQUEST_COMMAND)
+		engine_note_ddl(e, &r.view);
+	request_release(&r);
+}
+
+void answers_complete_head(session *s)
+{
+	inflight *f = inflight_head(&s->inflight);
+	if (!f)
+		return; /* the framer relays only replies to a queued request */
+	if (f->kind == INFLIGHT_DDL)
+		note_ddl_done(s, f);
+	inflight_pop(&s->inflight);
+	answers_flush(s);
+	answers_arm_deadline(s, true, 0);
+}
+
+/* The reply timer fires at reply_due, or earlier: it is added only when
+ * nothing would wake it by then (answers_reply_timeout_cb looks again). */
+static void wake_reply_timer(session *s, int64_t now)
+{
+	if (s->reply_wake && s->reply_wake <= s->reply_due)
+		return;
+	int64_t us = (s->reply_due - now) / 1000;
+	struct timeval tv = {us > 0 ? us / 1000000 : 0, us > 0 ? us % 1000000 : 0};
+	evtimer_add(s->reply_timer, &tv);
+	s->reply_wake = s->reply_due;
+}
+
+/* upstream.replyTimeoutMS: the oldest request waiting for the upstream
+ * must see its reply begin within the limit, counted from when it became
+ * the oldest. Awaitable hellos wait by design and are left out, and so is
+ * a stream of moreToCome replies once it has begun. The deadline is a
+ * number, moved on every request and reply; the timer is added only when
+ * it would wake too late, and looks at the deadline when it fires: a timer
+ * added and deleted per request would cost both under the event base's
+ * lock. */
+void answers_arm_deadline(session *s, bool restart, int64_t now)
+{
+	uint32_t ms = session_snap(s)->cfg.reply_timeout_ms;
+	const inflight *f = inflight_head(&s->inflight);
+	bool wanted = ms && f && !f->answer && f->kind != INFLIGHT_AWAIT && session_relaying(s);
+	if (!wanted) {
+		s->reply_due = 0;
+		return;
+	}
+	if (!restart && s->reply_due)
+		return;
+	if (!now) /* 0: the caller has not read the clock */
+		now = mg_now_ns();
+	s->reply_due = now + (int64_t)ms * 1000000;
+	wake_reply_timer(s, now);
+}
+
+/* The upstream took longer than upstream.replyTimeoutMS to begin a reply:
+ * end the client connection, as a network error the driver retries or
+ * reports (an error reply would claim the command failed, when it may have
+ * run). */
+void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	session *s = arg;
+	s->reply_wake = 0;
+	if (!s->reply_due)
+		return; /* no request is waiting any more */
+	int64_t now = mg_now_ns();
+	if (now < s->reply_due) { /* the deadline moved on */
+		wake_reply_timer(s, now);
+		return;
+	}
+	session_finish(s, LOG_WARNING,
+	               "upstream %s sent no reply within %u ms (upstream.replyTimeoutMS); "
+	               "connection closed",
+	               s->env.up->name, session_snap(s)->cfg.reply_timeout_ms);
+}

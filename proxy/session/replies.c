@@ -1,0 +1,258 @@
+/* Upstream -> client (session_int.h). The reply framer (reply_framer.h)
+ * reads each reply's header and flag bits and then says forward, drop or
+ * gather N bytes; the body streams through in whatever chunks arrive. Only
+ * an OP_COMPRESSED reply is gathered whole, to read its flag bits, and a
+ * reply to a hello whose hosts are rewritten (hello_rewrite.h). The replies
+ * one read relays go through the worker's stage_replies and out together
+ * when the turn ends (answers_flush_replies); one that is all its read held
+ * goes at once. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "proxy/runtime/clock.h"
+#include "proxy/session/session_int.h"
+#include "proxy/sinks/capture.h"
+
+static void note_dropped_reply(session *s, const frame_header *h)
+{
+	const int32_t *expect = inflight_expect(&s->inflight);
+	s->ndiscarded++;
+	log_line *l =
+	    log_begin(s->ndiscarded == 1 ? LOG_WARNING : LOG_DEBUG, "NETWORK", LOGID_BAD_REPLY,
+	              s->ctx, "Dropped a reply that answers no request in flight");
+	log_attr_int(l, "responseTo", h->response_to);
+	log_attr_int(l, "expected", expect ? *expect : -1);
+	log_attr_str(l, "why",
+	             "the upstream answered a request that allowed no reply (moreToCome), or an "
+	             "unknown one");
+	log_end(l);
+}
+
+/* A relayed reply begins: count it, and time its request's first one. */
+static void note_reply_start(session *s)
+{
+	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
+	/* The upstream answers: no deadline while the reply streams (a slow
+	 * client may hold it back); the next request's starts when it ends. */
+	s->reply_due = 0;
+	inflight *f = inflight_head(&s->inflight);
+	if (f && f->sent_ns) {
+		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
+		f->sent_ns = 0;
+	}
+}
+
+/* The first bytes of the upstream's buffer that the framer wants to see,
+ * contiguous: copied when they fit the stack, pulled up otherwise. */
+static const uint8_t *peek_upstream(struct evbuffer *in, size_t have, uint8_t *buf, size_t bufsize)
+{
+	if (have <= bufsize) {
+		evbuffer_copyout(in, buf, have);
+		return buf;
+	}
+	return evbuffer_pullup(in, (ev_ssize_t)have);
+}
+
+/* Capture: a relayed reply's bytes are copied as they pass (the framer
+ * forwards a reply in as many pieces as arrive), and handed to the writer
+ * when it ends. */
+static void capture_reply_step(session *s, struct evbuffer *in, const framer_step *st)
+{
+	if (st->starts) {
+		s->cap_reply = true;
+		s->cap_len = (size_t)st->peek.h.length;
+		s->cap_off = 0;
+		s->cap_rt = st->peek.h.response_to;
+		s->cap_buf = capture_sink_reply_buffer(s->env.capture, s->cap_len);
+	}
+	if (s->cap_buf && st->n <= s->cap_len - s->cap_off) {
+		evbuffer_copyout(in, s->cap_buf + s->cap_off, st->n);
+		s->cap_off += st->n;
+	}
+}
+
+static void capture_reply_end(session *s)
+{
+	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
+	if (s->cap_buf && s->cap_off != s->cap_len) {
+		free(s->cap_buf);
+		s->cap_buf = NULL;
+	}
+	capture_sink_reply(s->env.capture, &o, s->cap_rt, s->cap_len, s->cap_buf);
+	s->cap_buf = NULL;
+	s->cap_reply = false;
+}
+
+/* The hosts a hello reply named that no listener serves: left out of the
+ * reply (hello_rewrite.h), and said loudly, since a driver that needs that
+ * member cannot reach it through mongoguard. */
+static void warn_unmapped(session *s, const hello_rewrite_result *r)
+{
+	char hosts[512] = "";
+	size_t used = 0;
+	for (unsigned i = 0; i < r->nunmapped && i < HELLO_MAX_UNMAPPED; i++)
+		used +=
+		    (size_t)snprintf(hosts + used, used < sizeof(hosts) ? sizeof(hosts) - used : 0,
+		                     "%s%s", i ? ", " : "", r->unmapped[i]);
+	log_line *l = log_begin(s->warned_unmapped ? LOG_DEBUG : LOG_WARNING, "NETWORK",
+	                        LOGID_HELLO_REWRITE, s->ctx,
+	                        "Replica-set members without a mongoguard listener left out of "
+	                        "hello, so drivers cannot bypass mongoguard");
+	log_attr_str(l, "members", hosts);
+	log_attr_bool(l, "primaryRemoved", r->primary_dropped);
+	log_attr_str(l, "fix", "add each member to upstream.members with a listen address");
+	log_end(l);
+	s->warned_unmapped = true;
+}
+
+/* A hello reply with serviceId comes from a load balancer (or a server
+ * behind one): the driver is in load-balanced mode and pins its cursors
+ * and transactions to a serviceId, which mongoguard neither adds nor
+ * checks, and the hosts behind the balancer are not mongoguard's to map.
+ * Said once per connection: the mode works only as far as the balancer
+ * itself is reached through mongoguard. */
+static void warn_load_balanced(session *s)
+{
+	if (s->warned_lb)
+		return;
+	s->warned_lb = true;
+	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_HELLO_REWRITE, s->ctx,
+	                        "Upstream answers as a load balancer (serviceId in hello): "
+	                        "load-balanced mode passes through unchecked");
+	log_attr_str(l, "upstream", s->env.up->name);
+	log_attr_str(l, "reason",
+	             "load-balanced mode: each client connection is paired with one connection "
+	             "to the balancer and serviceId passes unchecked, so the balancer, not "
+	             "mongoguard, picks the server behind it; mongoguard cannot map or watch "
+	             "those servers");
+	log_end(l);
+}
+
+/* A whole reply to a hello: rewritten so the set's members are named by
+ * their listeners, or passed as it was when there is nothing to change. */
+static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, const uint8_t *p,
+                        size_t n)
+{
+	hello_rewrite_result r;
+	wire_error err = {0};
+	switch (hello_rewrite(p, n, s->env.hello, &r, &err)) {
+	case HELLO_REWRITTEN:
+		evbuffer_drain(in, n);
+		evbuffer_add(out, r.msg, r.len);
+		free(r.msg);
+		break;
+	case HELLO_INVALID:
+		log_reason(LOG_WARNING, "NETWORK", LOGID_HELLO_REWRITE, s->ctx,
+		           "Cannot read a hello reply to rewrite its hosts; passed on as it is: %s",
+		           err.msg);
+		/* fall through */
+	case HELLO_UNCHANGED:
+		evbuffer_remove_buffer(in, out, n);
+		break;
+	}
+	if (r.nunmapped)
+		warn_unmapped(s, &r);
+	if (r.load_balanced)
+		warn_load_balanced(s);
+}
+
+/* Relays what the upstream sent. The replies go through the worker's
+ * stage_replies and out together when it returns (flush_replies); one
+ * that is all its read held goes at once. */
+static void process_upstream_replies(session *s)
+{
+	struct evbuffer *out = s->env.stage_replies;
+	/* A step may end the session (a malformed reply, out of memory):
+	 * look again before every one. */
+	while (s->up.bev && session_relaying(s)) {
+		struct evbuffer *in = bufferevent_get_input(s->up.bev);
+		if (evbuffer_get_length(out) + evbuffer_get_length(session_client_out(s)) >=
+		    OUT_HIGH) {
+			s->up.paused = true;
+			bufferevent_disable(s->up.bev, EV_READ);
+			return;
+		}
+		size_t avail = evbuffer_get_length(in);
+		if (avail == 0) {
+			/* What the framer would say with nothing here: gather a
+			 * header, or one more byte of the reply it is in, which
+			 * is a read chunk's mark either way. Every reply read
+			 * ends here, so it is said without asking. */
+			transport_set_read_need(&s->up, READ_CHUNK);
+			return;
+		}
+		size_t want = reply_framer_want(&s->framer);
+		size_t have = avail < want ? avail : want;
+		uint8_t buf[REPLY_PEEK_LEN];
+		const uint8_t *p = peek_upstream(in, have, buf, sizeof(buf));
+		framer_step st;
+		wire_error err = {0};
+		const inflight *head = inflight_head(&s->inflight);
+		reply_framer_set_whole(&s->framer, s->env.hello && head && !head->answer &&
+		                                       inflight_is_hello(head->kind));
+		if (!p) {
+			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
+			               have);
+			return;
+		}
+		switch (reply_framer_next(&s->framer, p, have, avail, inflight_expect(&s->inflight),
+		                          &st, &err)) {
+		case FRAMER_GATHER:
+			if (st.n > avail) {
+				transport_set_read_need(&s->up, st.n);
+				return;
+			}
+			continue;
+		case FRAMER_INVALID: {
+			log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REPLY, s->ctx,
+			                        "Malformed reply from upstream");
+			log_attr_str(l, "reason", err.msg);
+			log_end(l);
+			session_finish(s, LOG_WARNING, "upstream sent a malformed reply: %s",
+			               err.msg);
+			return;
+		}
+		case FRAMER_DROP:
+			if (st.starts)
+				note_dropped_reply(s, &st.peek.h);
+			evbuffer_drain(in, st.n);
+			break;
+		case FRAMER_FORWARD:
+			if (st.starts)
+				note_reply_start(s);
+			if (s->env.capture)
+				capture_reply_step(s, in, &st);
+			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true);
+			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
+			break;
+		case FRAMER_WHOLE:
+			note_reply_start(s);
+			if (s->env.capture)
+				capture_reply_step(s, in, &st);
+			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
+			relay_hello(s, in, out, p, st.n);
+			break;
+		}
+		if (!reply_framer_mid_reply(&s->framer))
+			transport_set_read_need(&s->up, READ_CHUNK);
+		if (s->cap_reply && !reply_framer_mid_reply(&s->framer))
+			capture_reply_end(s);
+		if (st.completes)
+			answers_complete_head(s);
+	}
+}
+
+void replies_process(session *s)
+{
+	process_upstream_replies(s);
+	if (s->cl.bev)
+		answers_flush_replies(s);
+	if (s->up.bev)
+		transport_restart_reads(&s->up);
+}
+
+void replies_release(session *s)
+{
+	free(s->cap_buf);
+	s->cap_buf = NULL;
+}

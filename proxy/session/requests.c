@@ -1,0 +1,583 @@
+/* Client -> upstream (session_int.h). The request framer
+ * (request_framer.h) reads each request's header and says what to do with
+ * its bytes; this file carries the verbs out.
+ *
+ * A request arrives whole in the client's input buffer (the header's
+ * length is checked against the protocol limits first, and the read mark
+ * is raised to exactly that request, so a connection never buffers more
+ * than one request beyond a read chunk), or, when it is large (CUT_MIN
+ * bytes or more) and has not all arrived, into a buffer of its own
+ * (s->large_buf: what the input held first, then on a plain socket the
+ * rest read straight into it), judged and forwarded from there with no
+ * second copy. It is then decoded by the request path (protocol/request.h)
+ * into a command view, analysed, and one of four things happens to it:
+ *   forward  - the original bytes move to the upstream output buffer
+ *              (evbuffer_remove_buffer: chains move, nothing is copied), or
+ *              are sent from the large request's buffer;
+ *   replace  - the handshake with `compression` removed goes instead;
+ *   answer   - mongoguard replies itself (block, malformed request, legacy
+ *              opcode) and the request is dropped (answers.c keeps the
+ *              replies in order);
+ *   wait     - the index list a rule needs is being fetched: the request
+ *              stays where it is, reading stops, and it is judged again
+ *              when the cache changes or the wait times out (HOLD_WAITING).
+ *
+ * Cut-through. A large request (an OP_MSG, with nothing else in flight) is
+ * relayed while it arrives when the configuration cannot block it
+ * (engine_may_block: no rule at block, or for an insert no document rule
+ * at block): its bytes go upstream from its buffer as they come, all but
+ * the last CUT_HELD; the whole buffer is then decoded and analysed as any
+ * request, and only then do those last bytes go, so the findings, the
+ * in-flight entry and a wait for an index list come before the server can
+ * answer. A request that must not go after all (malformed, or blockable
+ * after a reload) ends the upstream connection before the server has all
+ * of it, so it never runs; the client gets mongoguard's answer and the
+ * close. Store-and-forward would add the whole transfer time of the
+ * request to its latency. A large request held whole is awaited a read
+ * chunk at a time (SO_RCVLOWAT); one cut through is read with no such mark:
+ * it goes on as it comes, and making the sender fill a chunk before it is
+ * read stalls the client, mongoguard and the server in turn. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/handshake.h"
+#include "protocol/request.h"
+#include "proxy/runtime/clock.h"
+#include "proxy/session/session_int.h"
+#include "proxy/sinks/capture.h"
+
+typedef enum {
+	REQ_FORWARD,
+	REQ_REPLACE, /* forward the replacement instead */
+	REQ_DROP,    /* answered (or dropped) by us */
+	REQ_WAIT,
+	REQ_CLOSE,
+} req_outcome;
+
+/* What handling a request produced for the bytes to send upstream. */
+typedef struct handled {
+	req_outcome outcome;
+	uint8_t *replacement; /* REQ_REPLACE: owned */
+	size_t replacement_len;
+} handled;
+
+static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
+                            const char *action)
+{
+	mx_add(&s->env.mx->bad_requests, 1);
+	log_line *l =
+	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
+	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
+	log_attr_int(l, "requestID", h->request_id);
+	log_attr_int(l, "code", err->code);
+	log_attr_str(l, "reason", err->msg);
+	log_attr_str(l, "action", action);
+	log_end(l);
+}
+
+/* A request we do not forward: answer it with the error when a reply is
+ * allowed, else close the connection. */
+static req_outcome reject(session *s, const request *r, const wire_error *err)
+{
+	if (r->legacy_opcode)
+		log_reason(LOG_WARNING, "NETWORK", LOGID_LEGACY_OPCODE, s->ctx,
+		           "Legacy %s refused with an error reply", frame_opcode_name(r->h.opcode));
+	if (r->more_to_come) {
+		log_bad_request(s, &r->h, err, "connection closed (no reply allowed)");
+		session_finish(s, LOG_WARNING, "malformed request with moreToCome: %s", err->msg);
+		return REQ_CLOSE;
+	}
+	log_bad_request(s, &r->h, err, "error reply");
+	answers_error(s, r->form, r->h.request_id, err->code,
+	              err->code_name ? err->code_name : "ProtocolError", err->msg);
+	return REQ_DROP;
+}
+
+/* The handshake: remember the client's app name, and strip compression so
+ * every later message stays readable. */
+static void note_hello(session *s, const request *r, handled *out)
+{
+	char app[128];
+	if (!s->seen_hello && handshake_app_name(&r->view, app, sizeof(app)) &&
+	    (s->app_owned = strdup(app))) {
+		s->app = s->app_owned;
+		log_line *l =
+		    log_begin(LOG_DEBUG, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Client metadata");
+		log_attr_str(l, "appName", s->app);
+		log_end(l);
+	}
+	s->seen_hello = true;
+	out->replacement = request_strip_compression(r, &out->replacement_len);
+	if (out->replacement)
+		log_reason(LOG_DEBUG, "NETWORK", LOGID_COMPRESSION_STRIPPED, s->ctx,
+		           "Removed compression from the handshake so requests stay readable");
+}
+
+static void answer_block(session *s, const request *r, const block_info *block)
+{
+	s->nblocked++;
+	if ((unsigned)block->rule < RULE_COUNT)
+		mx_add(&s->env.mx->blocked[block->rule], 1);
+	if (r->more_to_come)
+		return; /* nothing may answer it: dropped, and the finding says so */
+	size_t len = 0;
+	bson_t extra = BSON_INITIALIZER;
+	BSON_APPEND_UTF8(&extra, "mongoguardRule", rule_name(block->rule));
+	uint8_t *msg = reply_error(r->form, answers_next_request_id(s), r->h.request_id,
+	                           CODE_BLOCKED, "OperationFailed", block->errmsg, &extra, &len);
+	bson_destroy(&extra);
+	answers_queue(s, r->h.request_id, r->form, msg, len);
+}
+
+/* Capture: the request goes to the writer's queue as it arrived. */
+static void capture_request(session *s, const request *r, const char *outcome)
+{
+	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
+	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
+}
+
+/* A decoded command: analyse it, then queue it for its reply. */
+static req_outcome handle_command(session *s, const request *r, handled *out)
+{
+	engine *e = session_snap(s)->engine;
+	if (r->hello)
+		note_hello(s, r, out);
+	/* Two clock reads per request: around the analysis, the second one
+	 * also the time the request is sent (its reply's latency). */
+	int64_t now = mg_now_ns();
+	if (e) {
+		request_ctx rc = {
+		    .app_name = s->app,
+		    .client = s->peer,
+		    .now_ms = now / 1000000,
+		    .no_wait = s->hold == HOLD_EXPIRED,
+		};
+		block_info block;
+		int64_t t0 = now;
+		verdict vd = engine_analyze(e, &r->view, &rc, &block);
+		now = mg_now_ns();
+		mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
+		if (vd != VERDICT_FORWARD) {
+			free(out->replacement);
+			out->replacement = NULL;
+		}
+		if (vd == VERDICT_WAIT_INDEXES)
+			return REQ_WAIT; /* counted when it is judged for good */
+		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
+		if (vd == VERDICT_BLOCK) {
+			if (s->env.capture)
+				capture_request(s, r, "block");
+			answer_block(s, r, &block);
+			return REQ_DROP;
+		}
+	} else {
+		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
+	}
+	if (s->env.capture)
+		capture_request(s, r, "forward");
+	if (!r->more_to_come) {
+		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
+		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
+		                     : r->hello                   ? INFLIGHT_HELLO
+		                                                  : INFLIGHT_PLAIN;
+		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
+		if (f)
+			f->sent_ns = now;
+		answers_arm_deadline(s, false, now);
+		if (f && kind == INFLIGHT_DDL && (f->ddl_copy = malloc(r->plain_len))) {
+			memcpy(f->ddl_copy, r->plain, r->plain_len);
+			f->ddl_len = r->plain_len;
+		}
+	}
+	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
+}
+
+static void handle_request(session *s, const uint8_t *msg, size_t len, handled *out)
+{
+	request r;
+	wire_error err = {0};
+	out->replacement = NULL;
+	switch (request_decode(&r, msg, len, &err)) {
+	case REQUEST_COMMAND:
+		out->outcome = handle_command(s, &r, out);
+		break;
+	case REQUEST_REJECT:
+		out->outcome = reject(s, &r, &err);
+		break;
+	case REQUEST_CLOSE:
+		mx_add(&s->env.mx->bad_requests, 1);
+		session_finish(s, LOG_WARNING, "%s", err.msg);
+		out->outcome = REQ_CLOSE;
+		break;
+	}
+	request_release(&r);
+}
+
+/* The stream cannot be resynchronised after a bad length: answer if the
+ * opcode says how, then close. */
+static void refuse_frame(session *s, const frame_header *h, const wire_error *err)
+{
+	log_bad_request(s, h, err, "error reply and close");
+	if ((h->opcode == OP_MSG || h->opcode == OP_QUERY) && inflight_count(&s->inflight) == 0 &&
+	    !reply_framer_mid_reply(&s->framer)) {
+		size_t len = 0;
+		uint8_t *msg = answers_make_error(
+		    s, h->opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY, h->request_id,
+		    err->code, err->code_name, err->msg, &len);
+		answers_flush_replies(s);
+		if (msg)
+			evbuffer_add(session_client_out(s), msg, len);
+		free(msg);
+	}
+	session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
+}
+
+/* The requests staged by this turn go upstream, in one write when nothing
+ * is queued ahead of them. Called before anything else is added to the
+ * upstream's output, so the order is kept. */
+static void flush_stage(session *s)
+{
+	size_t n = evbuffer_get_length(s->env.stage);
+	if (n == 0)
+		return;
+	if (s->up.bev)
+		transport_relay(s->env.stage, &s->up, s->state == SESSION_ACTIVE, n);
+	else
+		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
+}
+
+static void count_relayed(session *s, mx_direction d, size_t len)
+{
+	mx_add(&s->env.mx->messages[d], 1);
+	mx_add(&s->env.mx->bytes[d], len);
+}
+
+/* ---- large requests: read into their own buffer, relayed or held ---- */
+
+/* n bytes at p of a large request (whole bytes long) from its own buffer
+ * to the upstream, after what this turn staged. False when the session
+ * ended (out of memory). */
+static bool large_send(session *s, const uint8_t *p, size_t n, size_t whole)
+{
+	flush_stage(s);
+	if (transport_relay_mem(&s->up, s->state == SESSION_ACTIVE, p, n))
+		return true;
+	session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request", whole);
+	return false;
+}
+
+/* The command's name, when the first section is the body and its first key
+ * has arrived; else NULL. head holds the copied bytes. */
+static const char *peek_command(struct evbuffer *in, size_t avail, char *head, size_t size)
+{
+	enum { KIND_AT = WIRE_HEADER_LEN + 4, NAME_AT = KIND_AT + 1 + 4 + 1 };
+	size_t n = avail < size ? avail : size;
+	if (n <= NAME_AT)
+		return NULL;
+	evbuffer_copyout(in, head, n);
+	if (head[KIND_AT] != 0 || !memchr(head + NAME_AT, '\0', n - NAME_AT))
+		return NULL;
+	return head + NAME_AT;
+}
+
+/* May this large request, not all here yet, go upstream while it arrives?
+ * Only an uncompressed OP_MSG, with nothing else in flight (so our answer,
+ * if one is needed after all, comes next), to an upstream being reached,
+ * and only when the configuration cannot block it: a block must be
+ * decided before the server has anything. */
+static bool cut_allowed(session *s, struct evbuffer *in, size_t avail, const frame_header *h)
+{
+	if (h->opcode != OP_MSG || (s->state != SESSION_CONNECTING && s->state != SESSION_ACTIVE) ||
+	    s->hold != HOLD_NONE || !s->up.bev || inflight_count(&s->inflight) != 0)
+		return false;
+	const engine *e = session_snap(s)->engine;
+	char head[WIRE_HEADER_LEN + 64];
+	return !e || !engine_may_block(e, peek_command(in, avail, head, sizeof(head)));
+}
+
+/* A large request has begun: a buffer of its own, which reads on a plain
+ * socket go straight into. False without memory for it: it gathers in
+ * the input buffer then, and is made contiguous there. */
+static bool large_begin(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
+{
+	if (!(s->large_buf = malloc(st->n)))
+		return false;
+	request_framer_large(&s->reqf, st->n, cut_allowed(s, in, avail, &st->head));
+	transport_direct(&s->cl, s->large_buf, st->n);
+	transport_set_read_need(&s->cl, READ_CHUNK);
+	return true;
+}
+
+/* n more bytes of the large request are in its buffer. One held whole is
+ * awaited a read chunk at a time (SO_RCVLOWAT); one relayed goes on as it
+ * comes. The frame timer, armed when it started, ends once it is whole. */
+static void large_took(session *s, size_t n)
+{
+	const request_framer *f = &s->reqf;
+	request_framer_took(&s->reqf, n);
+	transport_direct(&s->cl, s->large_buf + f->got, request_framer_room(f));
+	transport_await(&s->cl, f->mode == REQF_RELAYED ? 0 : request_framer_room(f));
+	if (request_framer_room(f) == 0)
+		session_clear_timer(s);
+}
+
+static void large_end(session *s)
+{
+	free(s->large_buf);
+	s->large_buf = NULL;
+	request_framer_done(&s->reqf);
+	transport_direct(&s->cl, NULL, 0);
+}
+
+void requests_release(session *s)
+{
+	free(s->large_buf);
+	s->large_buf = NULL;
+}
+
+/* ---- judging, and what is done with the bytes ---- */
+
+/* A request that went (or was answered): counted, and a held one lets go. */
+static void request_done(session *s)
+{
+	s->nrequests++;
+	if (s->hold != HOLD_NONE)
+		requests_hold(s, HOLD_NONE);
+}
+
+/* The request waits for the index list: held, unless the session ended. */
+static void request_wait(session *s)
+{
+	if (session_relaying(s) && s->hold == HOLD_NONE)
+		requests_hold(s, HOLD_WAITING);
+}
+
+/* Judges a whole large request cut through: all but its last CUT_HELD
+ * bytes are upstream. Only "forward" can still be honoured as asked:
+ * anything else (a block after a reload made one possible, a malformed
+ * request, a handshake to rewrite) ends the upstream connection before the
+ * server has the whole message, so it never runs, and the client gets our
+ * answer, then the close. */
+static bool cut_finish(session *s, const reqf_step *st, handled *h)
+{
+	size_t len = s->reqf.len;
+	switch (h->outcome) {
+	case REQ_WAIT:
+		request_wait(s);
+		return false; /* the tail stays in large_buf; judged again later */
+	case REQ_CLOSE:
+		large_end(s);
+		return false; /* session_finish already ran */
+	case REQ_FORWARD:
+		if (!large_send(s, s->large_buf + st->at, st->n, len)) {
+			large_end(s);
+			return false;
+		}
+		count_relayed(s, MX_DIR_REQUEST, len);
+		break;
+	case REQ_REPLACE:
+	case REQ_DROP:
+		free(h->replacement);
+		session_finish(
+		    s, LOG_WARNING,
+		    "a %zu-byte request relayed while it arrived could not be sent as it "
+		    "was (%s); the upstream connection ended before the server had all of it",
+		    len,
+		    h->outcome == REQ_REPLACE ? "a handshake to rewrite"
+		                              : "answered by mongoguard");
+		large_end(s);
+		return false;
+	}
+	large_end(s);
+	request_done(s);
+	return true;
+}
+
+/* Does to a request's bytes what handling decided. They are at the front
+ * of `in` (`all`: they are all it holds), or, with `in` NULL, at msg, a
+ * large request's own buffer. False when the loop must stop (waiting, or
+ * the session ended). */
+static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
+                  handled *h)
+{
+	switch (h->outcome) {
+	case REQ_WAIT:
+		request_wait(s);
+		return false;
+	case REQ_CLOSE:
+		return false; /* session_finish already ran */
+	case REQ_FORWARD:
+		if (in)
+			transport_stage_or_relay(in, len, all, s->env.stage, &s->up,
+			                         s->state == SESSION_ACTIVE);
+		else if (!large_send(s, msg, len, len))
+			return false;
+		count_relayed(s, MX_DIR_REQUEST, len);
+		break;
+	case REQ_REPLACE:
+		if (in)
+			evbuffer_drain(in, len);
+		evbuffer_add(s->env.stage, h->replacement, h->replacement_len);
+		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
+		free(h->replacement);
+		break;
+	case REQ_DROP:
+		if (in)
+			evbuffer_drain(in, len);
+		break;
+	}
+	request_done(s);
+	return true;
+}
+
+/* Judges one whole request and does what handling decided: from the front
+ * of `in`, or (in NULL) a large request from its buffer, cut through or
+ * held. False when the loop must stop. */
+static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
+                  const reqf_step *st)
+{
+	handled h;
+	handle_request(s, msg, len, &h);
+	if (s->state == SESSION_UNREACHABLE &&
+	    (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {
+		/* no upstream to forward to: answered (it is queued) */
+		if (h.outcome == REQ_REPLACE)
+			free(h.replacement);
+		if (in)
+			evbuffer_drain(in, len);
+		else
+			large_end(s);
+		const char *why = s->unreachable_why ? s->unreachable_why : "upstream unreachable";
+		answers_fail_all(s, why);
+		session_finish(s, LOG_WARNING, "%s", why);
+		return false;
+	}
+	if (!in && s->reqf.mode == REQF_RELAYED)
+		return cut_finish(s, st, &h);
+	bool go = apply(s, in, msg, len, all, &h);
+	if (!in && h.outcome != REQ_WAIT)
+		large_end(s); /* else it stays, judged again later */
+	return go;
+}
+
+/* ---- the loop ---- */
+
+/* A request has started arriving: it must be complete within
+ * net.maxFrameWaitMS, counted from its first bytes. */
+static void arm_frame_timer(session *s)
+{
+	if (!s->timer_on)
+		session_set_timer(s, session_snap(s)->cfg.max_frame_wait_ms);
+}
+
+static size_t upstream_out_len(session *s)
+{
+	return s->up.bev ? evbuffer_get_length(bufferevent_get_output(s->up.bev)) : 0;
+}
+
+/* One verb of the request framer carried out. False when the loop must
+ * stop: the framer waits for bytes, or the session waits or ended. */
+static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
+{
+	switch (st->verb) {
+	case REQF_NEED:
+		if (st->started)
+			arm_frame_timer(s);
+		if (!requests_in_large(s))
+			transport_set_read_need(&s->cl, st->n);
+		return false;
+	case REQF_REFUSE:
+		return false; /* refuse_frame ran in requests_process */
+	case REQF_LARGE:
+		arm_frame_timer(s);
+		if (large_begin(s, in, avail, st))
+			return true; /* take what is here */
+		/* no memory for a buffer of its own: gathered in the input */
+		transport_set_read_need(&s->cl, st->n);
+		return false;
+	case REQF_TAKE:
+		if (evbuffer_remove(in, s->large_buf + st->at, st->n) == (int)st->n)
+			large_took(s, st->n);
+		return true;
+	case REQF_SEND:
+		if (!large_send(s, s->large_buf + st->at, st->n, s->reqf.len))
+			return false;
+		request_framer_sent(&s->reqf, st->n);
+		return true;
+	case REQF_JUDGE:
+		return judge(s, NULL, s->large_buf, s->reqf.len, true, st);
+	case REQF_WHOLE:
+		break;
+	}
+	session_clear_timer(s);
+	transport_await(&s->cl, 0);
+	transport_set_read_need(&s->cl, READ_CHUNK);
+	const uint8_t *msg = evbuffer_pullup(in, (ev_ssize_t)st->n);
+	if (!msg) {
+		session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte request", st->n);
+		return false;
+	}
+	return judge(s, in, msg, st->n, st->n == avail, st);
+}
+
+/* Called when the client side may have work: new bytes, room upstream, the
+ * index cache answering, or a wait timing out. The requests forwarded are
+ * staged and written together when it returns (flush_stage); one that is
+ * all its read held goes at once (transport_stage_or_relay). */
+static void process_requests(session *s)
+{
+	struct evbuffer *in = bufferevent_get_input(s->cl.bev);
+	size_t direct = transport_claim(&s->cl);
+	if (direct)
+		large_took(s, direct); /* read straight into the large request's buffer */
+	while (session_relaying(s)) {
+		size_t avail = evbuffer_get_length(in);
+		uint8_t hdr[WIRE_HEADER_LEN] = {0};
+		reqf_step st;
+		wire_error err = {0};
+		if (avail == 0 && !requests_in_large(s))
+			break;
+		if (avail >= WIRE_HEADER_LEN && !requests_in_large(s))
+			evbuffer_copyout(in, hdr, sizeof(hdr));
+		request_framer_next(&s->reqf, hdr, avail, &st, &err);
+		/* Stop while the upstream has not taken what we sent, or the
+		 * pipeline is full: the client waits, our memory does not grow.
+		 * A large request judged once whole is not stopped: its bytes
+		 * are here, and its room in the pipeline was there when it
+		 * began. */
+		if (st.verb != REQF_JUDGE &&
+		    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight))) {
+			session_pause_client(s);
+			break;
+		}
+		if (st.verb == REQF_REFUSE) {
+			refuse_frame(s, &st.head, &err);
+			break;
+		}
+		if (!step(s, in, avail, &st))
+			break;
+	}
+}
+
+void requests_process(session *s)
+{
+	process_requests(s);
+	flush_stage(s);
+	transport_restart_reads(&s->cl);
+}
+
+void requests_hold(session *s, session_hold to)
+{
+	session_hold from = s->hold;
+	s->hold = to;
+	if (to == HOLD_WAITING && from == HOLD_NONE) {
+		bufferevent_disable(s->cl.bev, EV_READ);
+		session_set_timer(s, session_snap(s)->cfg.engine.index_wait_ms);
+		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
+		           "Holding a request until the index list arrives");
+	} else if (to == HOLD_NONE) {
+		session_clear_timer(s);
+		if (!s->cl.paused)
+			bufferevent_enable(s->cl.bev, EV_READ);
+	}
+}

@@ -1,0 +1,194 @@
+/* Inside a session: the struct the five session files share, and what
+ * each of them offers the others. Only the session files include it.
+ *
+ *   session.c    lifecycle: the state machine, start, the sockets' events,
+ *                timers, the end; it alone calls into both directions
+ *   requests.c   client -> upstream: framing (request_framer.h), judging,
+ *                forwarding, large requests held or cut through
+ *   replies.c    upstream -> client: framing (reply_framer.h), hello
+ *                rewriting, capture of replies
+ *   answers.c    the in-flight queue's side: mongoguard's own answers in
+ *                order, completions, the reply deadline; both directions
+ *                use it
+ *   transport.c  sockets: mongoguard's own reads and writes (transport.h)
+ *
+ * The two directions never call each other: a reply that frees room in
+ * the queue is followed by the lifecycle resuming the client side. */
+#ifndef MG_PROXY_SESSION_SESSION_INT_H
+#define MG_PROXY_SESSION_SESSION_INT_H
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "protocol/reply.h"
+#include "proxy/session/inflight.h"
+#include "proxy/session/reply_framer.h"
+#include "proxy/session/request_framer.h"
+#include "proxy/session/session.h"
+#include "proxy/session/transport.h"
+#include "proxy/sinks/log.h"
+
+enum {
+	OUT_HIGH = 1024 * 1024, /* a side's output above this stops reading the other */
+	OUT_LOW = 256 * 1024,   /* ... until it drains below this */
+	END_REASON_LEN = 256,
+	/* Error codes for replies mongoguard writes itself. */
+	CODE_HOST_UNREACHABLE = 6,
+	CODE_BLOCKED = 96, /* OperationFailed: never retried by drivers */
+};
+
+/* The session's life (session_enter() is the only place it changes):
+ *   SNIFFING -> CONNECTING      the client's first bytes said plain or TLS
+ *                               (at once without TLS); the upstream is dialled
+ *   CONNECTING -> ACTIVE        the upstream answered the connect
+ *   CONNECTING -> UNREACHABLE   it did not, before the client asked anything:
+ *                               the first request is answered HostUnreachable
+ *   CONNECTING | ACTIVE | UNREACHABLE -> FLUSHING
+ *                               ending: the upstream goes at once, what is
+ *                               queued for the client is written first
+ *                               (bounded by FLUSH_TIMEOUT_MS)
+ *   any -> CLOSED               freed at the next loop turn, so no caller up
+ *                               the stack ever touches a freed session
+ * Requests are read and relayed in CONNECTING, ACTIVE and UNREACHABLE
+ * (session_relaying); the upstream's socket is written only in ACTIVE. */
+typedef enum {
+	SESSION_SNIFFING,
+	SESSION_CONNECTING,
+	SESSION_ACTIVE,
+	SESSION_UNREACHABLE,
+	SESSION_FLUSHING,
+	SESSION_CLOSED,
+} session_state;
+
+/* A request held for an index list (requests_hold() is the only place it
+ * changes): NONE -> WAITING -> NONE, or WAITING -> EXPIRED (the wait ran
+ * out: judged once more without waiting) -> NONE. While not NONE the
+ * client is not read and the state's timer is the wait's. */
+typedef enum {
+	HOLD_NONE,
+	HOLD_WAITING,
+	HOLD_EXPIRED,
+} session_hold;
+
+struct session {
+	session_env env;
+	void *token; /* the owner's, handed back by on_closed */
+	session_state state;
+	session_hold hold;
+	uint64_t id;
+	char ctx[32];  /* "conn42" */
+	char peer[80]; /* the client's address, "127.0.0.1:51234" */
+	/* client.application.name from the handshake, "" until then (or
+	 * without one): malloc'd, since most connections are idle pool members. */
+	const char *app;
+	char *app_owned;
+	bool seen_hello;
+	bool warned_unmapped; /* the hello bypass warning, once per connection */
+	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
+
+	transport_side cl;      /* the client; cl.bev NULL while SNIFFING */
+	struct event *sniff_ev; /* net.tls.mode != disabled: plain or TLS? */
+	transport_side up;      /* the upstream; up.bev NULL from FLUSHING on */
+	char *unreachable_why;  /* UNREACHABLE: why (malloc'd: rare) */
+
+	/* One timer for the state's deadline, as the states never need two:
+	 * a started request must finish arriving (net.maxFrameWaitMS; in
+	 * UNREACHABLE, the wait for the first request); a held request, the
+	 * index list; FLUSHING, the client reading the rest; CLOSED, made
+	 * active to free the session at the next loop turn. One event instead
+	 * of four keeps idle sessions small. */
+	struct event *timer;
+	bool timer_on; /* timer is pending: kept here, as asking libevent takes its lock */
+	struct event *reply_timer; /* upstream.replyTimeoutMS: see answers_arm_deadline */
+	int64_t reply_due;         /* the head request's deadline (ns); 0: none */
+	int64_t reply_wake;        /* when reply_timer fires (ns); 0: not added */
+
+	request_framer reqf;
+	uint8_t *large_buf; /* the large request's own buffer (reqf.len bytes) */
+	reply_framer framer;
+	inflight_ring inflight;
+
+	/* The reply being captured (env.capture set): its bytes, copied as
+	 * they are forwarded, when it is small enough to be read. */
+	bool cap_reply;
+	uint8_t *cap_buf;
+	size_t cap_len, cap_off;
+	int32_t cap_rt;
+
+	uint64_t nrequests, nblocked, ndiscarded;
+	char *end_reason;          /* END_REASON_LEN bytes once the session ends (reason_buf) */
+	log_severity end_severity; /* of the "Connection ended" line */
+};
+
+static inline const snapshot *session_snap(const session *s)
+{
+	return *s->env.snap;
+}
+
+/* Requests are read and relayed (see session_state). */
+static inline bool session_relaying(const session *s)
+{
+	return s->state >= SESSION_CONNECTING && s->state <= SESSION_UNREACHABLE;
+}
+
+static inline struct evbuffer *session_client_out(session *s)
+{
+	return bufferevent_get_output(s->cl.bev);
+}
+
+/* ---- session.c: lifecycle ---- */
+bool session_enter(session *s, session_state to);
+/* Ends the session: the upstream goes now; what is already queued for the
+ * client is written first, then the client connection closes. */
+void session_finish(session *s, log_severity sev, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Why the session ended: END_REASON_LEN bytes, allocated when first asked. */
+char *session_reason_buf(session *s);
+void session_set_timer(session *s, uint32_t ms);
+void session_clear_timer(session *s);
+/* Backpressure: the client is not read until there is room again. */
+void session_pause_client(session *s);
+
+/* ---- requests.c: client -> upstream ---- */
+/* Reads, judges and forwards what the client sent, as far as it can. */
+void requests_process(session *s);
+/* Held for an index list, or not (the only place s->hold changes). */
+void requests_hold(session *s, session_hold to);
+/* Frees a large request cut short by the end of the session. */
+void requests_release(session *s);
+/* A large request arriving: nothing else is read until it is whole. */
+static inline bool requests_in_large(const session *s)
+{
+	return request_framer_in_large(&s->reqf);
+}
+
+/* ---- replies.c: upstream -> client ---- */
+/* Relays what the upstream sent, as far as the client takes it. */
+void replies_process(session *s);
+/* Frees a reply capture cut short by the end of the session. */
+void replies_release(session *s);
+
+/* ---- answers.c: the in-flight queue ---- */
+/* The replies staged this turn go to the client (before anything else). */
+void answers_flush_replies(session *s);
+/* Writes every answer of ours that has reached the head, at a reply boundary. */
+void answers_flush(session *s);
+/* Queues our own reply (a malloc'd message, owned from here on; NULL:
+ * it could not be built, and the session ends) behind the requests in
+ * flight. */
+void answers_queue(session *s, int32_t request_id, reply_form form, uint8_t *msg, size_t len);
+uint8_t *answers_make_error(session *s, reply_form form, int32_t request_id, int code,
+                            const char *code_name, const char *errmsg, size_t *len);
+void answers_error(session *s, reply_form form, int32_t request_id, int code, const char *code_name,
+                   const char *errmsg);
+int32_t answers_next_request_id(session *s);
+/* The upstream could not be reached at all: every request waiting gets an error. */
+void answers_fail_all(session *s, const char *why);
+/* A reply without moreToCome was relayed: its request is complete. */
+void answers_complete_head(session *s);
+/* upstream.replyTimeoutMS for the oldest request (restart: it changed). */
+void answers_arm_deadline(session *s, bool restart, int64_t now);
+void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg);
+
+#endif

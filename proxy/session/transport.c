@@ -1,0 +1,248 @@
+/* The transport (see transport.h). */
+#include "proxy/session/transport.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h> /* ev_read, ev_write, wm_read, readcb, errorcb */
+#include <event2/event.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+enum { SMALL_READ = 16 * 1024 }; /* plain_read_cb's recv into the stack */
+
+static void plain_read_cb(evutil_socket_t fd, short what, void *arg);
+
+static bool reads_owned(const transport_side *t)
+{
+	return event_get_callback(&t->bev->ev_read) == plain_read_cb;
+}
+
+void transport_restart_reads(transport_side *t)
+{
+	struct bufferevent *bev = t->bev;
+	if (!t->stopped || evbuffer_get_length(bufferevent_get_input(bev)) >= bev->wm_read.high)
+		return;
+	t->stopped = false;
+	if (bufferevent_get_enabled(bev) & EV_READ)
+		event_add(&bev->ev_read, NULL); /* no read timeouts are ever set */
+}
+
+void transport_set_read_need(transport_side *t, size_t need)
+{
+	struct bufferevent *bev = t->bev;
+	size_t high = need > READ_CHUNK ? need : READ_CHUNK;
+	if (bev->wm_read.high == high)
+		return;
+	if (!reads_owned(t)) {
+		bufferevent_setwatermark(bev, EV_READ, 0, high);
+		return;
+	}
+	bev->wm_read.high = high;
+	transport_restart_reads(t);
+}
+
+void transport_await(transport_side *t, size_t remaining)
+{
+	int lowat = remaining > READ_CHUNK ? READ_CHUNK : (int)remaining;
+	if (t->tls || lowat == t->lowat || (lowat <= 1 && t->lowat <= 1))
+		return;
+	int v = lowat > 1 ? lowat : 1;
+	if (setsockopt(bufferevent_getfd(t->bev), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)) == 0)
+		t->lowat = lowat;
+}
+
+void transport_direct(transport_side *t, uint8_t *buf, size_t room)
+{
+	t->direct = buf;
+	t->direct_room = buf ? room : 0;
+	t->direct_got = 0;
+}
+
+size_t transport_claim(transport_side *t)
+{
+	size_t n = t->direct_got;
+	t->direct_got = 0;
+	return n;
+}
+
+void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(dst->bev);
+	struct evbuffer_iovec v[8];
+	struct iovec io[8];
+	int n;
+	if (connected && len > 0 && len == evbuffer_get_length(src) &&
+	    evbuffer_get_length(out) == 0 && !dst->tls &&
+	    (n = evbuffer_peek(src, (ev_ssize_t)len, NULL, v, 8)) > 0 && n <= 8) {
+		for (int i = 0; i < n; i++)
+			io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+		/* send or sendmsg, not writev: the socket calls skip the file
+		 * layer, and send copies no iovec in */
+		struct msghdr m = {.msg_iov = io, .msg_iovlen = (size_t)n};
+		/* a socket bufferevent's events hold its fd; bufferevent_getfd
+		 * asks through its ctrl call, under its lock */
+		int fd = event_get_fd(&dst->bev->ev_write);
+		ssize_t w = n == 1 ? send(fd, io[0].iov_base, io[0].iov_len, MSG_NOSIGNAL)
+		                   : sendmsg(fd, &m, MSG_NOSIGNAL);
+		if (w > 0) {
+			evbuffer_drain(src, (size_t)w);
+			len -= (size_t)w;
+		}
+	}
+	if (len > 0)
+		evbuffer_remove_buffer(src, out, len);
+}
+
+void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
+                              transport_side *dst, bool connected)
+{
+	if (all && dst->bev && evbuffer_get_length(stage) == 0)
+		transport_relay(src, dst, connected, len);
+	else
+		evbuffer_remove_buffer(src, stage, len);
+}
+
+bool transport_relay_mem(transport_side *dst, bool connected, const uint8_t *p, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(dst->bev);
+	if (connected && len > 0 && evbuffer_get_length(out) == 0 && !dst->tls) {
+		ssize_t w = send(event_get_fd(&dst->bev->ev_write), p, len, MSG_NOSIGNAL);
+		if (w > 0) {
+			p += w;
+			len -= (size_t)w;
+		}
+	}
+	return len == 0 || evbuffer_add(out, p, len) == 0;
+}
+
+/* One readv of up to want bytes straight into the end of in: the return
+ * of readv, or -2 without memory for the space. */
+static ssize_t read_into(struct evbuffer *in, int fd, size_t want)
+{
+	struct evbuffer_iovec v[2];
+	struct iovec io[2];
+	int n = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+	if (n <= 0)
+		return -2;
+	for (int i = 0; i < n; i++)
+		io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+	ssize_t got = readv(fd, io, n);
+	size_t left = got > 0 ? (size_t)got : 0;
+	for (int i = 0; i < n; i++) {
+		v[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+		left -= v[i].iov_len;
+	}
+	evbuffer_commit_space(in, v, n);
+	return got;
+}
+
+/* A read that got nothing (n: its result; -2 when the input buffer could
+ * not grow): nothing to do when the socket is merely empty, else the end
+ * of the stream or the error, reported as libevent reports it: reading
+ * disabled, then the event callback. */
+static void read_failed(struct bufferevent *bev, ssize_t n)
+{
+	if (n < 0 && n != -2 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n == -2)
+		errno = ENOMEM;
+	bufferevent_disable(bev, EV_READ);
+	bev->errorcb(bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
+	             bev->cbarg);
+}
+
+/* Up to `room` bytes into the input: one recv into the stack, copied; when
+ * that comes back full (or SMALL_READ bytes of a large message already
+ * wait), one readv of up to a read chunk straight into the input. The
+ * bytes got, or 0 with *n the failed call's result. */
+static size_t read_input(struct bufferevent *bev, int fd, size_t have, size_t room, ssize_t *n)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t got = 0;
+	bool large = have >= SMALL_READ && room >= SMALL_READ;
+	/* A bufferevent keeps its input's end frozen except while it reads. */
+	evbuffer_unfreeze(in, 0);
+	if (!large) {
+		uint8_t buf[SMALL_READ];
+		*n = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+		if (*n > 0 && evbuffer_add(in, buf, (size_t)*n) != 0)
+			*n = -2;
+		if (*n > 0) {
+			got = (size_t)*n;
+			room -= got;
+			large = got == sizeof(buf) && room > 0;
+		}
+	}
+	if (large) {
+		*n = read_into(in, fd, room < READ_CHUNK ? room : READ_CHUNK);
+		if (*n > 0)
+			got += (size_t)*n;
+	}
+	evbuffer_freeze(in, 0);
+	return got;
+}
+
+/* A plain socket's read event (see the top of transport.h). The
+ * bufferevent's enabling and disabling work on its ev_read whatever
+ * callback that event has, so they are unchanged; an enable while stopped
+ * wakes this once, which stops again. Bytes read are handed on before an
+ * end of stream or an error met after them (the socket stays readable, the
+ * next call meets it again). */
+static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct bufferevent *bev = arg;
+	transport_side *t = bev->cbarg;
+	size_t have = evbuffer_get_length(bufferevent_get_input(bev)), high = bev->wm_read.high;
+	ssize_t n = 0;
+	if (t->direct_room > t->direct_got && have == 0) {
+		size_t want = t->direct_room - t->direct_got;
+		n = recv(fd, t->direct + t->direct_got, want < DIRECT_READ ? want : DIRECT_READ, 0);
+		if (n > 0) {
+			t->direct_got += (size_t)n;
+			bev->readcb(bev, bev->cbarg); /* last: it may end the session */
+			return;
+		}
+		read_failed(bev, n);
+		return;
+	}
+	if (high <= have) {
+		/* The input holds the read mark: stop until it is consumed
+		 * (transport_restart_reads). The session consumes what it can
+		 * before it returns, so this is a backstop against spinning. */
+		event_del(&bev->ev_read);
+		t->stopped = true;
+		return;
+	}
+	size_t got = read_input(bev, fd, have, high - have, &n);
+	if (got > 0) {
+		bev->readcb(bev, bev->cbarg); /* last: it may end the session */
+		return;
+	}
+	read_failed(bev, n);
+}
+
+/* Points a plain socket bufferevent's read event at plain_read_cb. If it
+ * does not look like the one libevent assigned (another libevent, another
+ * layout), libevent's own read stays. */
+static void own_reads(transport_side *t)
+{
+	struct bufferevent *bev = t->bev;
+	struct event *rd = &bev->ev_read;
+	evutil_socket_t fd = bufferevent_getfd(bev);
+	short evs = EV_READ | EV_PERSIST | EV_FINALIZE;
+	if (t->tls || fd < 0 || event_get_fd(rd) != fd ||
+	    event_get_base(rd) != bufferevent_get_base(bev) || event_get_events(rd) != evs ||
+	    event_get_callback_arg(rd) != bev || event_pending(rd, EV_READ, NULL))
+		return;
+	/* the argument stays the bufferevent: libevent finalizes the event
+	 * with it when the bufferevent is freed */
+	event_assign(rd, bufferevent_get_base(bev), fd, evs, plain_read_cb, bev);
+}
+
+void transport_init_reads(transport_side *t)
+{
+	own_reads(t);
+	transport_set_read_need(t, READ_CHUNK);
+}

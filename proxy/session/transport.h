@@ -1,0 +1,109 @@
+/* The transport: one side of a session (the client's or the upstream's
+ * connection) as a bufferevent plus mongoguard's own reads and writes. The
+ * only file that knows libevent's struct bufferevent layout.
+ *
+ * Reads. On a plain socket mongoguard reads itself, not through libevent's
+ * bufferevent read, which asks FIONREAD before every read (a system call
+ * per message on each side) and reads at most 4 KiB per call. A small
+ * message is one recv into the stack, copied into the input buffer; when
+ * that recv comes back full, a readv of up to a read chunk follows
+ * straight into the input buffer. While the side has a direct buffer
+ * (transport_direct: the rest of a large request) and its input is empty,
+ * reads go straight there instead, up to DIRECT_READ at a time, and the
+ * bytes are claimed with transport_claim. A TLS side reads through
+ * OpenSSL and libevent (its direct buffer is never used: what it reads
+ * lands in its input buffer, from which the session takes it).
+ *
+ * The read high-watermark: reading a side stops while its input holds
+ * this much (a message gathered whole raises it to that message's length).
+ * On a side whose reads are ours it is kept without libevent's watermark
+ * callback, which runs on every change of the input buffer and re-adds the
+ * read event under the base lock each time; the read callback stops at the
+ * mark and transport_restart_reads restarts. TLS sides keep libevent's.
+ *
+ * Writes. A message that is all its source holds, with nothing queued
+ * before it, goes out with one send when the side is a connected plain
+ * socket, and only what the socket does not take is queued: through the
+ * output buffer a small message costs an epoll_ctl to watch for
+ * writability, a loop turn, and an epoll_ctl to stop watching. Batches
+ * (pipelined requests, a reply with more behind it) go through the buffer
+ * whole, one writev later. A write error is left for the bufferevent's own
+ * write to meet and report. */
+#ifndef MG_PROXY_SESSION_TRANSPORT_H
+#define MG_PROXY_SESSION_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct bufferevent;
+struct evbuffer;
+
+enum {
+	READ_CHUNK = 256 * 1024,   /* the read mark and the most read or written per call */
+	DIRECT_READ = 1024 * 1024, /* the most read at once into a direct buffer */
+};
+
+/* A side's bufferevent callbacks are given the side as their argument
+ * (bufferevent_setcb): the read callback finds it there.
+ * Invariant: direct_got <= direct_room; `stopped` only on a side whose
+ * reads are ours. */
+typedef struct transport_side {
+	struct bufferevent *bev; /* NULL until made (the client's: after the sniff) */
+	bool tls;
+	bool paused;        /* reading stopped by the session's backpressure */
+	bool stopped;       /* reads ours, and off: the input holds the read mark */
+	int lowat;          /* SO_RCVLOWAT set on the socket (0: the default) */
+	uint8_t *direct;    /* where reads go while the input is empty, or NULL */
+	size_t direct_room; /* bytes the direct buffer still takes */
+	size_t direct_got;  /* bytes read into it since the last claim */
+} transport_side;
+
+/* Makes the side's reads ours where they can be (a plain socket whose read
+ * event libevent assigned and has not added yet: after
+ * bufferevent_socket_new, or bufferevent_socket_connect for the upstream,
+ * which assigns it again) and sets the first read mark. */
+void transport_init_reads(transport_side *t);
+
+/* The read mark for the next message: need bytes (at least READ_CHUNK). */
+void transport_set_read_need(transport_side *t, size_t need);
+
+/* A side whose reads stopped at the mark reads again once its input is
+ * below it. Called where input is consumed and where the mark rises. */
+void transport_restart_reads(transport_side *t);
+
+/* The rest of a large request is awaited without a wake-up per packet:
+ * the kernel reports the socket readable once `remaining` bytes (at most a
+ * read chunk) are queued, or at its end. Plain sockets only (TLS records
+ * do not map to request bytes); 0 puts the default back. */
+void transport_await(transport_side *t, size_t remaining);
+
+/* Reads go into buf (room bytes) while the input is empty; NULL stops. */
+void transport_direct(transport_side *t, uint8_t *buf, size_t room);
+
+/* The bytes read into the direct buffer since the last call; the caller
+ * points it anew (transport_direct) past them. */
+size_t transport_claim(transport_side *t);
+
+/* Moves len bytes from the front of src to dst's output, or, when they are
+ * all src holds, dst's output is empty and dst is connected (an upstream
+ * still connecting is not), writes them at once (see the top of this
+ * file). */
+void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len);
+
+/* One message's len bytes, at the front of src, on their way to dst: into
+ * the worker's stage, to go out with the others of this turn, or, when
+ * they are all src holds (`all`, which the callers know without asking
+ * src) and nothing is staged, to dst at once (transport_relay), as the
+ * stage would have sent them alone at the turn's end anyway. A read of one
+ * request, or of one reply, is the common case. dst->bev NULL (the side
+ * is gone): staged, for the caller to drop. */
+void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
+                              transport_side *dst, bool connected);
+
+/* len bytes at p on their way to dst, the same way as transport_relay; whatever the socket
+ * does not take is copied into dst's output. False when that copy could
+ * not be made (out of memory). */
+bool transport_relay_mem(transport_side *dst, bool connected, const uint8_t *p, size_t len);
+
+#endif
