@@ -1,0 +1,79 @@
+/* The command table: one row per command the engine knows, saying
+ * everything the engine does differently for it: its names, the body keys
+ * its rules read, the analyser that finds its parts, whether explain can
+ * wrap it, the question it asks the collection-scan rule, how the offline
+ * report's shape of it is made, and what it does to the index cache.
+ *
+ * Adding a command is one row in commands.c and, unless an existing
+ * analyser fits, one analyser in engine_parts.c. A command without a row
+ * is forwarded at once, unanalysed (hello, getMore, ...).
+ *
+ * Engine-internal: only the engine's files and their tests include it. */
+#ifndef MG_ANALYZERS_COMMANDS_H
+#define MG_ANALYZERS_COMMANDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "analyzers/engine.h"
+#include "analyzers/rule_api.h"
+#include "protocol/cmdview.h"
+
+/* What a command does to the index cache when it completes (engine_ddl.c). */
+typedef enum {
+	DDL_NONE,
+	DDL_COLL,     /* the collection its first value names */
+	DDL_DATABASE, /* the whole database */
+	DDL_RENAME,   /* "db.coll" (its first value) and its "to" */
+	DDL_CLONE,    /* its "toCollection" */
+} ddl_kind;
+
+/* How engine_shape() finds the parts of the offline report's shape: the
+ * same parts the live findings on the command show, where they have one
+ * shape (insert and bulkWrite findings are per document / per op). */
+typedef enum {
+	CMD_SHAPE_NAME,       /* the command and its collection alone */
+	CMD_SHAPE_BODY,       /* the body's `keys` */
+	CMD_SHAPE_FIRST_STMT, /* the first statement's `stmt_keys` */
+	CMD_SHAPE_INNER,      /* explain: the command it wraps, marked explain */
+} cmd_shape;
+
+typedef struct command_def command_def;
+
+/* Finds the parts of the request and runs the checks on them; ax->cmd is
+ * the row. Reads only the view and the engine, so it can run again on a
+ * saved copy of the request (a held one is analysed again when its index
+ * list comes). */
+typedef verdict (*command_fn)(rule_ctx *ax, const cmdview *v);
+
+struct command_def {
+	const char *name;   /* as the server spells it; the log and shapes show it */
+	const char *alias;  /* another spelling the server accepts, or NULL */
+	command_fn analyze; /* NULL: no rule reads it (a DDL-only row) */
+	unsigned keys;      /* BK bits (body.h): the body keys its rules read */
+	const char *stmts;  /* the sequence of its statements ("updates"), or NULL */
+	unsigned stmt_keys; /* BK bits of each statement */
+	/* PART_* (engine_int.h): the parts its analyser can hand to checks; a
+	 * request goes unwalked where no rule not off reads one. */
+	unsigned parts;
+	rule_query_kind query; /* what it asks the collection-scan rule */
+	bool explainable;      /* {explain: {<it>: ...}} is analysed, as never run */
+	bool db_wide;          /* may name no collection ({aggregate: 1}) */
+	cmd_shape shape;
+	ddl_kind ddl;
+};
+
+/* The row of a command name as the server looks it up: case-sensitive,
+ * name or alias; NULL for a command the engine does not know (or NULL).
+ * As cheap as the switch it replaced: one group of rows, by first letter,
+ * compared two bytes before strcmp (keys.h). */
+const command_def *commands_find(const char *name);
+
+/* The row of a name compared without case, among the rows with a ddl kind;
+ * NULL when none. On every forwarded request (engine_is_ddl). */
+const command_def *commands_find_ddl(const char *name);
+
+/* The i-th row, for tests and for listing; NULL past the last. */
+const command_def *commands_at(size_t i);
+
+#endif
