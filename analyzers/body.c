@@ -87,7 +87,7 @@ body_key body_key_of(const char *k)
 }
 
 /* One switch case per key, hence its length. */
-bool body_walk(body *b, const bson_t *doc, unsigned wanted)
+bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 {
 	bson_iter_t it;
 	if (!bson_iter_init(&it, doc))

@@ -51,7 +51,7 @@ typedef enum {
 
 /* What the walk found. Views point into the body; the bson_t slots live
  * here because a view is never copied by value. */
-typedef struct body {
+typedef struct cmd_body {
 	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
@@ -64,7 +64,7 @@ typedef struct body {
 	bson_t filter_doc, sort, collation, hint;
 	shape_part parts[BODY_MAX_PARTS]; /* the shape, in the body's order */
 	size_t n;
-} body;
+} cmd_body;
 
 /* The key's BK_ value (BK_NONE for a key no rule reads). Exposed for tests. */
 body_key body_key_of(const char *k);
@@ -72,7 +72,7 @@ body_key body_key_of(const char *k);
 /* Leaves the bson_t slots alone: on the request path, and only written
  * when their key is met. Inline: it ran inline when it shared a file with
  * its callers, and every analysed request calls it. */
-static inline void body_init(body *b, const char *db, const char *coll)
+static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
 	b->min_max = false;
@@ -88,7 +88,7 @@ static inline void body_init(body *b, const char *db, const char *coll)
  * filter, pipeline, sort or collation of the wrong type is passed over; a
  * repeated key counts as its last occurrence. Parts already in b->parts
  * (a bulkWrite op's kind) stay first. False when doc cannot be read. */
-bool body_walk(body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
+bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
 
 /* A static view of the document under it (false when it is not one). */
 static inline bool body_doc_view(const bson_iter_t *it, bson_t *out)
@@ -112,7 +112,7 @@ static inline const char *body_coll_of(const bson_t *doc)
 
 /* The sort rule's question. The filter's view is made only here: only
  * the sort rule reads it as a document, and only when there is a sort. */
-static inline const sort_query *body_sort_query(body *b)
+static inline const sort_query *body_sort_query(cmd_body *b)
 {
 	if (b->has_filter && b->q.sort && body_doc_view(&b->filter, &b->filter_doc))
 		b->q.filter = &b->filter_doc;

@@ -1,14 +1,12 @@
 /* The command table (commands.h). Rows are grouped by the first letter of
  * their name, so a lookup reads one short group, as the switch on the first
  * letter it replaced did; within a group the commands the rules read come
- * first, the busiest first. An alias starts with its name's letter. */
+ * first, the busiest first. An alias starts with its name's letter. A row
+ * with a ddl kind in a new group sets that group's ddl flag. */
 #include "analyzers/commands.h"
-
-#include <strings.h>
 
 #include "analyzers/body.h"
 #include "analyzers/engine_int.h"
-#include "analyzers/keys.h"
 
 /* What the query-like commands read: one collection, one filter, and for
  * some a sort and an update. */
@@ -151,53 +149,18 @@ static const command_def rows_u[] = {
     {0},
 };
 
-#define LETTERS ('z' - 'a' + 1)
-
-/* Each group ends with a row whose name is NULL. */
-static const command_def *const groups[LETTERS] = {
-    ['a' - 'a'] = rows_a, ['b' - 'a'] = rows_b, ['c' - 'a'] = rows_c,
-    ['d' - 'a'] = rows_d, ['e' - 'a'] = rows_e, ['f' - 'a'] = rows_f,
-    ['i' - 'a'] = rows_i, ['r' - 'a'] = rows_r, ['u' - 'a'] = rows_u,
+/* ddl: set where a row of the group has a ddl kind (test_engine_commands
+ * checks every flag against the rows). */
+const command_group commands_groups[COMMANDS_LETTERS] = {
+    ['a' - 'a'] = {rows_a, false}, ['b' - 'a'] = {rows_b, false}, ['c' - 'a'] = {rows_c, true},
+    ['d' - 'a'] = {rows_d, true},  ['e' - 'a'] = {rows_e, false}, ['f' - 'a'] = {rows_f, false},
+    ['i' - 'a'] = {rows_i, false}, ['r' - 'a'] = {rows_r, true},  ['u' - 'a'] = {rows_u, false},
 };
-
-const command_def *commands_find(const char *name)
-{
-	if (!name)
-		return NULL;
-	unsigned i = (unsigned char)name[0] - 'a';
-	if (i >= LETTERS || !groups[i])
-		return NULL;
-	for (const command_def *c = groups[i]; c->name; c++)
-		if (key_eq(name, c->name) || (c->alias && key_eq(name, c->alias)))
-			return c;
-	return NULL;
-}
-
-/* Without case: tolower on both sides equal implies |0x20 on both sides
- * equal, so the second byte rules a row out before strcasecmp is called. */
-static bool ddl_name_eq(const char *name, const char *row)
-{
-	return (name[1] | 0x20) == (row[1] | 0x20) && strcasecmp(name, row) == 0;
-}
-
-const command_def *commands_find_ddl(const char *name)
-{
-	if (!name || !name[0])
-		return NULL;
-	unsigned i = ((unsigned char)name[0] | 0x20) - 'a';
-	if (i >= LETTERS || !groups[i])
-		return NULL;
-	for (const command_def *c = groups[i]; c->name; c++)
-		if (c->ddl != DDL_NONE &&
-		    (ddl_name_eq(name, c->name) || (c->alias && ddl_name_eq(name, c->alias))))
-			return c;
-	return NULL;
-}
 
 const command_def *commands_at(size_t n)
 {
-	for (size_t i = 0; i < LETTERS; i++)
-		for (const command_def *c = groups[i]; c && c->name; c++)
+	for (size_t i = 0; i < COMMANDS_LETTERS; i++)
+		for (const command_def *c = commands_groups[i].rows; c && c->name; c++)
 			if (n-- == 0)
 				return c;
 	return NULL;

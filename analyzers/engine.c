@@ -159,7 +159,7 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 /* ---- the entry points ---- */
 
 /* The parts engine_shape() shows, found as the row says (cmd_shape). */
-static bool shape_parts(const command_def *c, const cmdview *v, body *b)
+static bool shape_parts(const command_def *c, const cmdview *v, cmd_body *b)
 {
 	cmdview_docs d;
 	bson_t stmt;
@@ -191,7 +191,7 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 	if (c && (!c->analyze || c->shape == CMD_SHAPE_INNER))
 		c = NULL;
 	const char *coll = body_coll_of(&v->body);
-	body b;
+	cmd_body b;
 	body_init(&b, v->db, coll);
 	const char *name = c ? c->name : v->name ? v->name : "";
 	if (!shape_parts(c, v, &b))

@@ -83,7 +83,7 @@ static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_si
 
 /* The collection-scan question of a filter: the filter as a document (a
  * static view, made only when a rule asks), and what bounds the work. */
-static void run_body_query(actx *ax, const rule_site *s, body *b, rule_query_kind kind)
+static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query_kind kind)
 {
 	rule_query rq;
 	rq.kind = kind;
@@ -109,7 +109,7 @@ static void run_body_query(actx *ax, const rule_site *s, body *b, rule_query_kin
 
 /* The checks of a filter, an update and a query, after the sort checks.
  * The update checks see the statement's filter through the site. */
-static void check_filter_update(actx *ax, rule_site *s, body *b, const target *t,
+static void check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
                                 rule_query_kind kind)
 {
 	if (b->has_filter) {
@@ -165,7 +165,7 @@ static verdict collection_by_uuid(actx *ax, const cmdview *v)
 verdict analyze_query(actx *ax, const cmdview *v)
 {
 	target t;
-	body b;
+	cmd_body b;
 	const char *coll = body_coll_of(&v->body);
 	if (!coll)
 		return collection_by_uuid(ax, v);
@@ -238,7 +238,7 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 verdict analyze_aggregate(actx *ax, const cmdview *v)
 {
 	target t;
-	body b;
+	cmd_body b;
 	const char *coll = body_coll_of(&v->body); /* NULL for {aggregate: 1} */
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, ax->cmd->keys))
@@ -282,7 +282,7 @@ verdict analyze_aggregate(actx *ax, const cmdview *v)
 verdict analyze_view(actx *ax, const cmdview *v)
 {
 	target t;
-	body b;
+	cmd_body b;
 	const char *coll = body_coll_of(&v->body);
 	bson_iter_t it;
 	if (!coll || !bson_iter_init_find(&it, &v->body, "pipeline"))
@@ -306,7 +306,7 @@ static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned 
                          rule_query_kind kind, const char *command, const char *shape_target,
                          const char *op)
 {
-	body b;
+	cmd_body b;
 	body_init(&b, NULL, NULL);
 	if (op) {
 		b.parts[0].key = "op";
