@@ -5,7 +5,7 @@
  * report's shape of it is made, and what it does to the index cache.
  *
  * Adding a command is one row in commands.c and, unless an existing
- * analyser fits, one analyser in engine_parts.c. A command without a row
+ * analyser fits, one analyser in engine_parts.c (declared in engine_int.h). A command without a row
  * is forwarded at once, unanalysed (hello, getMore, ...).
  *
  * Engine-internal: only the engine's files and their tests include it. */
@@ -30,9 +30,11 @@ typedef enum {
 	DDL_CLONE,    /* its "toCollection" */
 } ddl_kind;
 
-/* How engine_shape() finds the parts of the offline report's shape: the
- * same parts the live findings on the command show, where they have one
- * shape (insert and bulkWrite findings are per document / per op). */
+/* How engine_shape() finds the parts of the offline report's shape: for
+ * the query-like commands and statements, the parts their findings show.
+ * insert and bulkWrite findings are per document / per op, so their row
+ * has the command alone; so have create and collMod, although a view's
+ * findings show its pipeline (as engine_shape always did). */
 typedef enum {
 	CMD_SHAPE_NAME,       /* the command and its collection alone */
 	CMD_SHAPE_BODY,       /* the body's `keys` */
@@ -55,8 +57,9 @@ struct command_def {
 	unsigned keys;      /* BK bits (body.h): the body keys its rules read */
 	const char *stmts;  /* the sequence of its statements ("updates"), or NULL */
 	unsigned stmt_keys; /* BK bits of each statement */
-	/* PART_* (engine_int.h): the parts its analyser can hand to checks; a
-	 * request goes unwalked where no rule not off reads one. */
+	/* PART_* (engine_int.h): the parts its analyser can hand to checks.
+	 * The statement and view analysers walk nothing where no rule not off
+	 * reads one; engine_may_block reads it for insert's PART_DOCUMENT. */
 	unsigned parts;
 	rule_query_kind query; /* what it asks the collection-scan rule */
 	bool explainable;      /* {explain: {<it>: ...}} is analysed, as never run */
