@@ -84,7 +84,7 @@ bool rule_can_block(const rule_config *rc)
 {
 	if (rc->action == RULE_BLOCK)
 		return true;
-	for (size_t i = 0; i < rc->nscopes; i++)
+	for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
 		if (rc->scopes[i].action == RULE_BLOCK)
 			return true;
 	return false;

@@ -68,7 +68,9 @@ int rule_action_from_name(const char *name);
 rule_action rule_effective(const rule_config *rc, const char *ns, const char *app, uint8_t *sample);
 rule_action rule_effective_action(const rule_config *rc, const char *ns, const char *app);
 
-/* True when the rule's action or any scope's is block, for some request. */
+/* True when the rule's action or any scope's is block, for some request.
+ * The one answer to "could this rule block anything": the engine asks it
+ * for engine_may_block and for a query naming its collection by UUID. */
 bool rule_can_block(const rule_config *rc);
 
 /* Whether a block of the shape with this hash really blocks under sample. */
