@@ -350,6 +350,7 @@ const rule_def rule_doc_def = {
     .name = "large-document",
     .summary = "an inserted or replacement document is over maxBytes or holds an array over "
                "maxArrayLength",
+    .fix_kind = "subset, bucket or outlier pattern; GridFS for blobs",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

@@ -684,5 +684,6 @@ const rule_def rule_sort_def = {
     .id = RULE_INDEX_MISMATCHED_SORT,
     .name = "index-mismatched-sort",
     .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
+    .fix_kind = "ESR createIndex",
     .checks = &checks,
 };
