@@ -834,7 +834,7 @@ static void stop(server *srv)
 	resolver_stop(srv->resolver);
 	if (srv->routes_init)
 		routes_slot_destroy(&srv->routes); /* the sessions' references went with them */
-	if (srv->config.current) {
+	if (srv->config.s.current) {
 		flush_summaries(srv); /* the repeats counted since the last timer */
 		snapshot_slot_destroy(&srv->config);
 	}
