@@ -41,7 +41,7 @@ typedef struct model_shape {
 	uint64_t errors;      /* replies with ok: 0 */
 	unsigned rules;       /* bit per rule_id found on this shape */
 	char app[128];        /* the first app seen */
-	double p50, p95, p99; /* ms, after model_finish */
+	double p50, p95, p99; /* ms, after aggregator_finish */
 } model_shape;
 
 typedef struct model_finding {
