@@ -265,6 +265,42 @@ void index_def_key_pattern(const index_def *d, bson_t *out)
 	}
 }
 
+bool index_def_matches_hint(const index_def *d, const bson_t *hint)
+{
+	bson_iter_t it;
+	size_t i = 0;
+	if (!bson_iter_init(&it, hint))
+		return false;
+	while (wire_iter_next(&it)) {
+		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
+			return false;
+		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
+			if (d->keys[i].direction != (bson_iter_as_double(&it) >= 0 ? 1 : -1))
+				return false;
+		} else if (d->keys[i].direction != 0) {
+			return false;
+		}
+		i++;
+	}
+	return i == d->nkeys;
+}
+
+size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson_t *hint_doc,
+                           const index_def **out)
+{
+	size_t matches = 0;
+	*out = NULL;
+	for (size_t i = 0; i < index_set_count(s); i++) {
+		const index_def *d = index_set_get(s, i);
+		if (hint_name ? strcmp(d->name, hint_name) == 0
+		              : index_def_matches_hint(d, hint_doc)) {
+			*out = d;
+			matches++;
+		}
+	}
+	return matches;
+}
+
 #define EXPLAIN_MAX_DEPTH 64
 
 static bool str_is(const bson_iter_t *it, const char *want)

@@ -1,5 +1,6 @@
 /* One collection's indexes, as listIndexes describes them, reduced to what
- * the sort rule needs. An index_set is immutable once built and shared
+ * the sort and collection-scan rules need, and which of them a hint names.
+ * An index_set is immutable once built and shared
  * between threads by reference count (index_set_retain/release). */
 #ifndef MG_ANALYZERS_INDEX_SET_H
 #define MG_ANALYZERS_INDEX_SET_H
@@ -64,6 +65,18 @@ bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *explain_repl
 
 /* The hint that names index i by its key pattern (for that explain). */
 void index_def_key_pattern(const index_def *d, bson_t *out);
+
+/* Whether hint, a key-pattern hint ({a: 1, b: -1}), names index d: the same
+ * fields in the same order, each number's sign its direction and any other
+ * value a special key (text, hashed, ...). */
+bool index_def_matches_hint(const index_def *d, const bson_t *hint);
+
+/* The indexes of s that a hint names: by name when hint_name is set, else
+ * by key pattern (hint_doc, not $natural: the caller decides that). Returns
+ * how many match; *out is the last of them (NULL when none). One match is
+ * the index the server uses; several is a hint it refuses. */
+size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson_t *hint_doc,
+                           const index_def **out);
 
 /* The collection's estimated document count, learned with the index list
  * (the collection-scan rule reports only above a size); -1 when unknown,

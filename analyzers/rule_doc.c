@@ -31,8 +31,8 @@ static uint64_t least_bytes(uint32_t max)
 /* ---- a raw walk over BSON bytes ----
  *
  * bson_iter_next decodes and checks every element, which made walking a
- * 1 MB document of 8,000 short strings cost 12 ns a field; this walk needs
- * only each element's type, key and extent. Every length is checked
+ * large document of many short strings costly (tests/bench/README.md);
+ * this walk needs only each element's type, key and extent. Every length is checked
  * against its container, so corrupt bytes end the walk (and report
  * nothing). */
 
@@ -350,6 +350,7 @@ const rule_def rule_doc_def = {
     .name = "large-document",
     .summary = "an inserted or replacement document is over maxBytes or holds an array over "
                "maxArrayLength",
+    .fix_kind = "subset, bucket or outlier pattern; GridFS for blobs",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

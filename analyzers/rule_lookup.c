@@ -282,6 +282,7 @@ const rule_def rule_lookup_def = {
     .id = RULE_HOT_PATH_LOOKUP,
     .name = "hot-path-lookup",
     .summary = "an aggregation with $lookup / $graphLookup runs often (threshold in window)",
+    .fix_kind = "embedding / extended reference",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

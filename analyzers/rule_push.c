@@ -501,5 +501,6 @@ const rule_def rule_push_def = {
     .id = RULE_UNBOUNDED_PUSH,
     .name = "unbounded-push",
     .summary = "an update appends to an array with nothing bounding its length",
+    .fix_kind = "$each + $slice",
     .checks = &checks,
 };

@@ -503,5 +503,8 @@ const rule_def rule_regex_def = {
     .id = RULE_CASE_INSENSITIVE_REGEX,
     .name = "case-insensitive-regex",
     .summary = "a regex with the i flag selects documents: no index can bound it",
+    .fix_kind = "collation index",
+    .profile_row = "Case-insensitive regex",
+    .profile_key = "caseInsensitiveRegex",
     .checks = &checks,
 };

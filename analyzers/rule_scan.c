@@ -481,32 +481,11 @@ static scan_verdict preds_verdict(const index_set *set, const index_def *hinted,
 	return v;
 }
 
-static bool hint_matches(const index_def *d, const bson_t *hint)
-{
-	bson_iter_t it;
-	size_t i = 0;
-	if (!bson_iter_init(&it, hint))
-		return false;
-	while (wire_iter_next(&it)) {
-		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
-			return false;
-		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
-			if (d->keys[i].direction != (bson_iter_as_double(&it) >= 0 ? 1 : -1))
-				return false;
-		} else if (d->keys[i].direction != 0) {
-			return false;
-		}
-		i++;
-	}
-	return i == d->nkeys;
-}
-
 typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
 
 static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const char *name,
                               const index_def **out)
 {
-	size_t matches = 0;
 	bson_iter_t it;
 	*out = NULL;
 	if (!doc && !name)
@@ -517,13 +496,7 @@ static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const cha
 		if (key_eq(wire_iter_key(&it), "$natural"))
 			return HINT_NATURAL;
 	}
-	for (size_t i = 0; i < index_set_count(set); i++) {
-		const index_def *d = index_set_get(set, i);
-		if (name ? strcmp(d->name, name) == 0 : hint_matches(d, doc)) {
-			*out = d;
-			matches++;
-		}
-	}
+	size_t matches = index_set_find_hint(set, name, doc, out);
 	return matches == 1 && !(*out)->hidden ? HINT_INDEX : HINT_UNUSABLE;
 }
 
@@ -919,6 +892,7 @@ const rule_def rule_scan_def = {
     .id = RULE_COLLECTION_SCAN,
     .name = "collection-scan",
     .summary = "no index can bound the filter: mongod reads every document (suggests an ESR index)",
+    .fix_kind = "an index on the filter's fields (ESR createIndex)",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

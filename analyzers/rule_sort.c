@@ -347,60 +347,23 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 	return best;
 }
 
-static bool hint_matches(const index_def *d, const bson_t *hint)
-{
-	bson_iter_t it;
-	size_t i = 0;
-
-	if (!bson_iter_init(&it, hint))
-		return false;
-	while (wire_iter_next(&it)) {
-		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
-			return false;
-		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
-			double v = bson_iter_as_double(&it);
-			if (d->keys[i].direction != (v >= 0 ? 1 : -1))
-				return false;
-		} else if (d->keys[i].direction != 0) {
-			return false;
-		}
-		i++;
-	}
-	return i == d->nkeys;
-}
-
 typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
 
 static hint_kind resolve_hint(const index_set *set, const sort_query *q, const index_def **out,
                               const char **why)
 {
-	size_t matches = 0;
 	bson_iter_t it;
 
 	*out = NULL;
-	if (q->hint_name != NULL) {
-		for (size_t i = 0; i < index_set_count(set); i++) {
-			const index_def *d = index_set_get(set, i);
-			if (strcmp(d->name, q->hint_name) == 0) {
-				*out = d;
-				matches++;
-			}
-		}
-	} else if (q->hint_doc != NULL) {
+	if (q->hint_name == NULL && q->hint_doc == NULL)
+		return HINT_NONE;
+	if (q->hint_name == NULL) {
 		if (!bson_iter_init(&it, q->hint_doc) || !wire_iter_next(&it))
 			return HINT_NONE;
 		if (strcmp(wire_iter_key(&it), "$natural") == 0)
 			return HINT_NATURAL;
-		for (size_t i = 0; i < index_set_count(set); i++) {
-			const index_def *d = index_set_get(set, i);
-			if (hint_matches(d, q->hint_doc)) {
-				*out = d;
-				matches++;
-			}
-		}
-	} else {
-		return HINT_NONE;
 	}
+	size_t matches = index_set_find_hint(set, q->hint_name, q->hint_doc, out);
 	if (matches != 1) {
 		*why =
 		    matches == 0 ? "the hint names no index" : "the hint matches several indexes";
@@ -684,5 +647,6 @@ const rule_def rule_sort_def = {
     .id = RULE_INDEX_MISMATCHED_SORT,
     .name = "index-mismatched-sort",
     .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
+    .fix_kind = "ESR createIndex",
     .checks = &checks,
 };

@@ -1,12 +1,13 @@
 /* The rule table: one row per rule, each row defined by the rule's own file
  * (rule_regex.c, rule_push.c, rule_lookup.c, rule_sort.c, rule_scan.c,
- * rule_doc.c), which owns its
- * id, its one-line summary, its parameters, its check and its words.
+ * rule_doc.c), which owns its id, its one-line summary, its parameters,
+ * its check and its words, the report's included.
  *
  * Everything that lists rules reads this table: the engine (which checks to
  * run), the config loader (rule names, parameters and their bounds), the
- * --help text. Adding a rule is one file, one rule_id value here and one
- * row in rules.c.
+ * --help text, the offline report (each rule's fix and profile row).
+ * Adding a rule is one file, one rule_id value here and one row in
+ * rules.c.
  *
  * Plain data: no libbson, no libyaml. The checks' side of a row is in
  * analyzers/rule_api.h, which only the engine and the rule files read. */
@@ -52,6 +53,13 @@ typedef struct rule_def {
 	rule_id id;
 	const char *name;    /* the id: a contract (DESIGN.md, "Rule ids") */
 	const char *summary; /* one line: --help and the README's rule list */
+	/* The offline report's words: the kind of fix, a few words, in the
+	 * rule list, the Markdown table and each finding's JSON "fix" (never
+	 * empty); and, when the collection profile has a row counting this
+	 * rule's findings per namespace, its label (HTML) and key (JSON),
+	 * else both NULL. */
+	const char *fix_kind;
+	const char *profile_row, *profile_key;
 	const rule_param *params;
 	size_t nparams;
 	const rule_checks *checks;

@@ -2,11 +2,10 @@
  *
  * Every analyzer reads BSON with bson_iter_t, and walks a find's body, its
  * filter and each update statement several times over (once per rule).
- * bson_iter_next costs 75-90 instructions an element in libbson 1.23: a
- * call through the PLT into a wrapper, a call into the decoder, a byte loop
- * for the key, assertions; bson_iter_type and bson_iter_key are calls too.
- * Together they were half of what analysing an update statement cost
- * (tests/bench/instructions.py, load `update c16 s100`).
+ * bson_iter_next is a call through the PLT into a wrapper, a call into the
+ * decoder, a byte loop for the key and assertions; bson_iter_type and
+ * bson_iter_key are calls too. Together they were a large share of what
+ * analysing an update statement cost (figures: tests/bench/README.md).
  *
  * wire_iter_next() is a drop-in for bson_iter_next() and
  * wire_iter_recurse() for bson_iter_recurse(): the same checks on the same

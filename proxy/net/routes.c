@@ -91,7 +91,7 @@ upstream_routes *routes_resolve(const routes_spec *spec, const upstream_routes *
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	atomic_init(&r->refs, 1);
+	refcount_init(&r->refs);
 	r->srv = srv_is_srv_uri(spec->uri);
 	bool ok = r->srv
 	              ? srv_expand(spec->uri, spec->dns_server, r->uri, sizeof(r->uri), err, errlen)
@@ -117,13 +117,13 @@ upstream_routes *routes_resolve(const routes_spec *spec, const upstream_routes *
 
 upstream_routes *routes_ref(upstream_routes *r)
 {
-	atomic_fetch_add(&r->refs, 1);
+	refcount_take(&r->refs);
 	return r;
 }
 
 void routes_unref(upstream_routes *r)
 {
-	if (r && atomic_fetch_sub(&r->refs, 1) == 1)
+	if (r && refcount_drop(&r->refs))
 		free(r);
 }
 
@@ -219,32 +219,34 @@ void routes_log_change(const routes_spec *spec, const upstream_routes *was,
 	}
 }
 
-void routes_slot_init(routes_slot *slot, upstream_routes *first)
+static void slot_retain(void *r)
 {
-	pthread_mutex_init(&slot->lock, NULL);
-	slot->current = first;
+	routes_ref(r);
 }
 
-void routes_slot_destroy(routes_slot *slot)
+static void slot_release(void *r)
 {
-	routes_unref(slot->current);
-	slot->current = NULL;
-	pthread_mutex_destroy(&slot->lock);
+	routes_unref(r);
 }
 
-upstream_routes *routes_slot_get(routes_slot *slot)
+static const ref_slot_ops routes_slot_ops = {slot_retain, slot_release};
+
+void routes_slot_init(routes_slot *rs, upstream_routes *first)
 {
-	pthread_mutex_lock(&slot->lock);
-	upstream_routes *r = routes_ref(slot->current);
-	pthread_mutex_unlock(&slot->lock);
-	return r;
+	ref_slot_init(&rs->s, &routes_slot_ops, first);
 }
 
-void routes_slot_publish(routes_slot *slot, upstream_routes *r)
+void routes_slot_destroy(routes_slot *rs)
 {
-	pthread_mutex_lock(&slot->lock);
-	upstream_routes *old = slot->current;
-	slot->current = r;
-	pthread_mutex_unlock(&slot->lock);
-	routes_unref(old);
+	ref_slot_destroy(&rs->s);
+}
+
+upstream_routes *routes_slot_get(routes_slot *rs)
+{
+	return ref_slot_get(&rs->s);
+}
+
+void routes_slot_publish(routes_slot *rs, upstream_routes *r)
+{
+	ref_slot_publish(&rs->s, r);
 }

@@ -9,13 +9,13 @@
 #ifndef MG_PROXY_NET_ROUTES_H
 #define MG_PROXY_NET_ROUTES_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "protocol/hello_rewrite.h"
 #include "proxy/net/upstream.h"
+#include "proxy/ref_slot.h"
 
 enum { ROUTES_MAX = 24 };
 
@@ -71,11 +71,10 @@ bool routes_same(const upstream_routes *a, const upstream_routes *b);
 void routes_log_change(const routes_spec *spec, const upstream_routes *was,
                        const upstream_routes *now, const char *trigger);
 
-/* Where the routes in force are published. Taken once per accepted
- * connection and replaced once per DNS change: a mutex is enough. */
+/* Where the routes in force are published (proxy/ref_slot.h). Taken once per
+ * accepted connection and replaced once per DNS change. */
 typedef struct routes_slot {
-	pthread_mutex_t lock;
-	upstream_routes *current; /* the slot's reference */
+	ref_slot s;
 } routes_slot;
 
 void routes_slot_init(routes_slot *slot, upstream_routes *first); /* takes first's reference */

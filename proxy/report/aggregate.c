@@ -250,8 +250,8 @@ static void on_finding(void *arg, const finding *f)
 	if (j < mf->napps)
 		mf->app_counts[j] += n;
 	app_get(a, f->app_name)->findings[f->rule] += n;
-	if (f->rule == RULE_CASE_INSENSITIVE_REGEX)
-		ns_get(a, f->ns)->regex_ci += n;
+	if (rule_table[f->rule]->profile_row) /* counted per namespace for its profile row */
+		ns_get(a, f->ns)->findings[f->rule] += n;
 }
 
 /* ---- shapes, as the engine makes them ---- */

@@ -25,19 +25,3 @@ size_t *model_shapes_by_time(const model *m)
 	qsort(o, m->nshapes, sizeof *o, by_time);
 	return o;
 }
-
-const char *model_rule_fix_kind(rule_id r)
-{
-	switch (r) {
-	case RULE_CASE_INSENSITIVE_REGEX:
-		return "collation index";
-	case RULE_UNBOUNDED_PUSH:
-		return "$each + $slice";
-	case RULE_HOT_PATH_LOOKUP:
-		return "embedding / extended reference";
-	case RULE_INDEX_MISMATCHED_SORT:
-		return "ESR createIndex";
-	default:
-		return "";
-	}
-}

@@ -246,9 +246,11 @@ static void rules(out_t *o, const model *m)
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t,
 		            "<h3 id=\"rule-%s\"><code>%s</code>: %" PRIu64
-		            " findings</h3><p class=\"muted\">%s. Fix: %s.</p>",
+		            " findings</h3><p class=\"muted\">%s. Fix: ",
 		            rule_name((rule_id)r), rule_name((rule_id)r), m->rule_totals[r],
-		            rule_table[r]->summary, model_rule_fix_kind((rule_id)r));
+		            rule_table[r]->summary);
+		h(&o->t, rule_table[r]->fix_kind);
+		text_str(&o->t, ".</p>");
 		out_flush(o);
 		for (size_t i = 0; i < m->nfindings; i++) {
 			const model_finding *f = &m->findings[i];
@@ -332,9 +334,16 @@ static void schema_ns(out_t *o, const model *m, const model_ns *n)
 		text_str(&o->t, j ? ", " : "; joined: ");
 		h(&o->t, n->joined[j]);
 	}
-	text_str(&o->t, "</td></tr><tr><th>Case-insensitive regex</th><td>");
-	text_printf(&o->t, "%s%" PRIu64 "%s queries", n->regex_ci ? "<b class=\"bad\">" : "",
-	            n->regex_ci, n->regex_ci ? "</b>" : "");
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const char *row = rule_table[r]->profile_row;
+		uint64_t k = n->findings[r];
+		if (!row)
+			continue;
+		text_str(&o->t, "</td></tr><tr><th>");
+		h(&o->t, row);
+		text_printf(&o->t, "</th><td>%s%" PRIu64 "%s queries", k ? "<b class=\"bad\">" : "",
+		            k, k ? "</b>" : "");
+	}
 	text_str(&o->t, "</td></tr><tr><th>Unnecessary indexes</th><td>");
 	if (!n->have_indexes)
 		text_str(&o->t, "<span class=\"muted\">index list not known</span>");

@@ -118,8 +118,9 @@ static void findings(out_t *o, const model *m)
 		const model_finding *f = &m->findings[i];
 		char hex[17];
 		snprintf(hex, sizeof hex, "%016" PRIx64, f->hash);
-		text_printf(&o->t, "%s{\"rule\":\"%s\",\"fix\":\"%s\",\"shapeHash\":\"%s\",\"ns\":",
-		            i ? "," : "", rule_name(f->rule), model_rule_fix_kind(f->rule), hex);
+		text_printf(&o->t, "%s{\"rule\":\"%s\",\"fix\":", i ? "," : "", rule_name(f->rule));
+		jstr(&o->t, rule_table[f->rule]->fix_kind);
+		text_printf(&o->t, ",\"shapeHash\":\"%s\",\"ns\":", hex);
 		jstr(&o->t, f->ns);
 		text_str(&o->t, ",\"command\":");
 		jstr(&o->t, f->command);
@@ -165,12 +166,17 @@ static void schema(out_t *o, const model *m)
 		jstr(&o->t, n->ns);
 		text_printf(&o->t,
 		            ",\"ops\":%" PRIu64 ",\"reads\":%" PRIu64
-		            ",\"readsWithLookup\":%" PRIu64 ",\"caseInsensitiveRegex\":%" PRIu64
+		            ",\"readsWithLookup\":%" PRIu64,
+		            n->ops, n->reads, n->lookups);
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (rule_table[r]->profile_key)
+				text_printf(&o->t, ",\"%s\":%" PRIu64, rule_table[r]->profile_key,
+				            n->findings[r]);
+		text_printf(&o->t,
 		            ",\"pushes\":%" PRIu64 ",\"documentsSampled\":%" PRIu64
 		            ",\"documentBytes\":%" PRIu64 ",\"largestDocument\":%" PRId64
 		            ",\"sizeBuckets\":[",
-		            n->ops, n->reads, n->lookups, n->regex_ci, n->pushes, n->docs,
-		            n->doc_bytes, n->doc_max);
+		            n->pushes, n->docs, n->doc_bytes, n->doc_max);
 		for (int b = 0; b < MODEL_BLOAT_BUCKETS; b++)
 			text_printf(&o->t, "%s%" PRIu64, b ? "," : "", n->bloat[b]);
 		text_str(&o->t, "],\"joined\":[");

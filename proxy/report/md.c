@@ -40,7 +40,7 @@ bool report_write_md(const model *m, FILE *f)
 	text_str(&o.t, "\n## Findings per rule\n\n| rule | findings | fix |\n|---|---:|---|\n");
 	for (int r = 0; r < RULE_COUNT; r++)
 		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
-		            m->rule_totals[r], model_rule_fix_kind((rule_id)r));
+		            m->rule_totals[r], rule_table[r]->fix_kind);
 	out_flush(&o);
 	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
 	               "| ns | command | count | p50 ms | p95 ms | total ms | rules | shape |\n"

@@ -41,7 +41,7 @@ typedef struct model_shape {
 	uint64_t errors;      /* replies with ok: 0 */
 	unsigned rules;       /* bit per rule_id found on this shape */
 	char app[128];        /* the first app seen */
-	double p50, p95, p99; /* ms, after model_finish */
+	double p50, p95, p99; /* ms, after aggregator_finish */
 } model_shape;
 
 typedef struct model_finding {
@@ -74,7 +74,8 @@ typedef struct model_index {
 
 typedef struct model_ns {
 	char ns[MODEL_NS_LEN];
-	uint64_t ops, reads, lookups, regex_ci, pushes;
+	uint64_t ops, reads, lookups, pushes;
+	uint64_t findings[RULE_COUNT]; /* of the rules with a profile row (rules.h) */
 	char joined[8][MODEL_NS_LEN];
 	size_t njoined;
 	model_field *push; /* $push / $addToSet targets */
@@ -135,8 +136,8 @@ bool report_write_json(const model *m, FILE *f) __attribute__((warn_unused_resul
 bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result));
 
 /* Shared by the writers: the shapes sorted by total time (indexes into
- * m->shapes, malloc'd), and the runnable fix of a rule. */
+ * m->shapes, malloc'd). Each rule's words come from its row of
+ * rule_table. */
 size_t *model_shapes_by_time(const model *m);
-const char *model_rule_fix_kind(rule_id r);
 
 #endif

@@ -24,6 +24,7 @@
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
+#include "proxy/runtime/restart_only.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
@@ -421,67 +422,15 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 
 /* ---- reload ---- */
 
-/* Keys a reload cannot change while connections run: named in the log as
- * needing a restart, and left as they are. */
+/* Names each restart-only setting (restart_only.h) that the file changed. */
 static void warn_restart_only(const mg_config *was, const mg_config *now)
 {
-	struct {
-		const char *key;
-		bool changed;
-	} keys[] = {
-	    {"net.listen", strcmp(was->listen, now->listen) != 0},
-	    {"net.maxConnections", was->max_connections != now->max_connections},
-	    {"upstream.uri", strcmp(was->upstream_uri, now->upstream_uri) != 0},
-	    {"upstream.dnsServer", strcmp(was->dns_server, now->dns_server) != 0},
-	    {"upstream.dnsRefreshSecs", was->dns_refresh_secs != now->dns_refresh_secs},
-	    {"workers", was->workers != now->workers},
-	    {"shutdownGraceMS", was->shutdown_grace_ms != now->shutdown_grace_ms},
-	    {"log.path", strcmp(was->log_path, now->log_path) != 0},
-	    {"analysis.enabled", was->analysis_enabled != now->analysis_enabled},
-	    {"analysis.indexRefreshSecs", was->index_refresh_secs != now->index_refresh_secs},
-	    {"analysis.summaryIntervalSecs",
-	     was->summary_interval_secs != now->summary_interval_secs},
-	    {"admin.listen", strcmp(was->admin_listen, now->admin_listen) != 0},
-	    {"admin.tokenFile", strcmp(was->admin_token_file, now->admin_token_file) != 0},
-	    {"instanceName", strcmp(was->instance_name, now->instance_name) != 0},
-	    {"sinks.mongodb",
-	     memcmp(&was->sink_mongodb, &now->sink_mongodb, sizeof(now->sink_mongodb)) != 0},
-	    {"capture", memcmp(&was->capture, &now->capture, sizeof(now->capture)) != 0},
-	    {"upstream.members", was->nmembers != now->nmembers ||
-	                             memcmp(was->members, now->members, sizeof(now->members)) != 0},
-	    {"upstream.credentialsFile", strcmp(was->credentials_file, now->credentials_file) != 0},
-	};
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (keys[i].changed)
+	for (size_t i = 0; i < restart_only_count(); i++)
+		if (restart_only_changed(i, was, now))
 			log_reason(LOG_WARNING, "CONTROL", LOGID_RELOAD, NULL,
 			           "Reload: %s changed, but takes effect only after a restart; "
 			           "the running value stays",
-			           keys[i].key);
-}
-
-/* The restart-only keys of `next` are put back to what is running, so a
- * snapshot never claims a setting that is not in force. */
-static void keep_restart_only(mg_config *next, const mg_config *running)
-{
-	memcpy(next->listen, running->listen, sizeof(next->listen));
-	next->max_connections = running->max_connections;
-	memcpy(next->upstream_uri, running->upstream_uri, sizeof(next->upstream_uri));
-	memcpy(next->dns_server, running->dns_server, sizeof(next->dns_server));
-	next->dns_refresh_secs = running->dns_refresh_secs;
-	next->workers = running->workers;
-	next->shutdown_grace_ms = running->shutdown_grace_ms;
-	memcpy(next->log_path, running->log_path, sizeof(next->log_path));
-	next->analysis_enabled = running->analysis_enabled;
-	next->index_refresh_secs = running->index_refresh_secs;
-	next->summary_interval_secs = running->summary_interval_secs;
-	memcpy(next->admin_listen, running->admin_listen, sizeof(next->admin_listen));
-	memcpy(next->admin_token_file, running->admin_token_file, sizeof(next->admin_token_file));
-	memcpy(next->instance_name, running->instance_name, sizeof(next->instance_name));
-	next->sink_mongodb = running->sink_mongodb;
-	next->capture = running->capture;
-	memcpy(next->members, running->members, sizeof(next->members));
-	next->nmembers = running->nmembers;
-	memcpy(next->credentials_file, running->credentials_file, sizeof(next->credentials_file));
+			           restart_only_key(i));
 }
 
 static void log_reloaded(const mg_config *cfg, unsigned generation, const char *source)
@@ -511,7 +460,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 		snprintf(err, errlen, "there is no configuration file to reload");
 	if (ok) {
 		warn_restart_only(&running->cfg, next);
-		keep_restart_only(next, &running->cfg);
+		restart_only_keep(next, &running->cfg);
 		engine *e = NULL;
 		net_tls tls = {0};
 		/* certificate and key files are read again here */
@@ -834,7 +783,7 @@ static void stop(server *srv)
 	resolver_stop(srv->resolver);
 	if (srv->routes_init)
 		routes_slot_destroy(&srv->routes); /* the sessions' references went with them */
-	if (srv->config.current) {
+	if (srv->config.s.current) {
 		flush_summaries(srv); /* the repeats counted since the last timer */
 		snapshot_slot_destroy(&srv->config);
 	}

@@ -16,19 +16,19 @@ snapshot *snapshot_new(const mg_config *cfg, engine *e, const net_tls *tls, unsi
 	s->engine = e;
 	s->tls = t;
 	s->generation = generation;
-	atomic_init(&s->refs, 1);
+	refcount_init(&s->refs);
 	return s;
 }
 
 snapshot *snapshot_ref(snapshot *s)
 {
-	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+	refcount_take(&s->refs);
 	return s;
 }
 
 void snapshot_unref(snapshot *s)
 {
-	if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+	if (!s || !refcount_drop(&s->refs))
 		return;
 	if (s->engine) /* repeats counted since the last summary are not lost */
 		engine_flush_summaries(s->engine);
@@ -37,32 +37,34 @@ void snapshot_unref(snapshot *s)
 	free(s);
 }
 
-void snapshot_slot_init(snapshot_slot *slot, snapshot *first)
+static void slot_retain(void *s)
 {
-	pthread_mutex_init(&slot->lock, NULL);
-	slot->current = first;
+	snapshot_ref(s);
 }
 
-void snapshot_slot_destroy(snapshot_slot *slot)
+static void slot_release(void *s)
 {
-	snapshot_unref(slot->current);
-	slot->current = NULL;
-	pthread_mutex_destroy(&slot->lock);
+	snapshot_unref(s);
 }
 
-snapshot *snapshot_slot_get(snapshot_slot *slot)
+static const ref_slot_ops snapshot_slot_ops = {slot_retain, slot_release};
+
+void snapshot_slot_init(snapshot_slot *ss, snapshot *first)
 {
-	pthread_mutex_lock(&slot->lock);
-	snapshot *s = snapshot_ref(slot->current);
-	pthread_mutex_unlock(&slot->lock);
-	return s;
+	ref_slot_init(&ss->s, &snapshot_slot_ops, first);
 }
 
-void snapshot_slot_publish(snapshot_slot *slot, snapshot *s)
+void snapshot_slot_destroy(snapshot_slot *ss)
 {
-	pthread_mutex_lock(&slot->lock);
-	snapshot *old = slot->current;
-	slot->current = s;
-	pthread_mutex_unlock(&slot->lock);
-	snapshot_unref(old);
+	ref_slot_destroy(&ss->s);
+}
+
+snapshot *snapshot_slot_get(snapshot_slot *ss)
+{
+	return ref_slot_get(&ss->s);
+}
+
+void snapshot_slot_publish(snapshot_slot *ss, snapshot *s)
+{
+	ref_slot_publish(&ss->s, s);
 }

@@ -9,12 +9,12 @@
 #ifndef MG_PROXY_RUNTIME_SNAPSHOT_H
 #define MG_PROXY_RUNTIME_SNAPSHOT_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 
 #include "analyzers/engine.h"
 #include "proxy/net/tls.h"
 #include "proxy/runtime/config.h"
+#include "proxy/ref_slot.h"
 
 typedef struct snapshot {
 	mg_config cfg;
@@ -37,11 +37,10 @@ snapshot *snapshot_ref(snapshot *s);
 /* Drops a reference; the last one frees the snapshot and its engine. */
 void snapshot_unref(snapshot *s);
 
-/* Where the snapshot in force is published. Taking it is rare (a worker
- * does it once at start and once per publication), so a mutex is enough. */
+/* Where the snapshot in force is published (proxy/ref_slot.h). A worker takes
+ * it once at start and once per publication. */
 typedef struct snapshot_slot {
-	pthread_mutex_t lock;
-	snapshot *current; /* the slot's reference */
+	ref_slot s;
 } snapshot_slot;
 
 void snapshot_slot_init(snapshot_slot *slot, snapshot *first);
