@@ -50,6 +50,8 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
+		e->needs_facts[r] =
+		    rule_table[r]->needs_indexes ? e->parts[r] & (PART_SORT | PART_QUERY) : 0;
 		for (int c = 0; c < CHECK_KINDS; c++)
 			if (e->parts[r] & (1u << c))
 				e->checks[c][e->nchecks[c]++] = (rule_id)r;
@@ -210,6 +212,11 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
 {
+	if (block) { /* nothing owed, nothing skipped, whatever the command */
+		block->late.n = 0;
+		block->late.lost = 0;
+		block->skipped = 0;
+	}
 	const command_def *c = commands_find(v->name);
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
@@ -224,12 +231,21 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.explain = false;
 	ax.verdict = VERDICT_FORWARD;
 	ax.nreported = 0;
+	ax.late_call = rc && rc->late;
 	ax.memo_used = false;
 	ax.memo_r = INDEXES_UNAVAILABLE;
 	ax.memo_set = NULL;
 	verdict vd = c->analyze(&ax, v);
 	index_set_release(ax.memo_set);
 	return vd;
+}
+
+uint64_t engine_ns_hash(const char *ns)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *ns; ns++)
+		h = (h ^ (uint8_t)*ns) * 1099511628211ull;
+	return h;
 }
 
 void engine_flush_summaries(engine *e)

@@ -27,23 +27,50 @@ typedef struct engine engine;
 typedef enum {
 	VERDICT_FORWARD,      /* send it on unchanged */
 	VERDICT_BLOCK,        /* do not forward; answer with the block error */
-	VERDICT_WAIT_INDEXES, /* index list not known yet: hold the request and call
+	VERDICT_WAIT_INDEXES, /* index list not known yet, and a rule that reads it
+	                         could block or dry-run the request: hold it and call
 	                         engine_analyze() again once index_cache says it
 	                         changed, or with no_wait set when the wait ends */
 } verdict;
 
+/* The facts the index-aware rules read (a namespace's index list and
+ * document count) are looked up before any check runs. When they are not
+ * known yet and none of those rules could block or dry-run the request
+ * there, the verdict is given without them and they are owed: the proxy
+ * forwards at once, keeps a copy, and calls engine_analyze() again with
+ * `late` set once the index cache changes. That call runs only the rules
+ * owed, at the namespaces they are owed at, and marks their findings late;
+ * it can owe them again (still unknown). */
+enum { ENGINE_LATE_MAX = 4 };
+
+typedef struct engine_late {
+	unsigned n;
+	struct {
+		uint64_t ns_hash; /* engine_ns_hash("db.coll") */
+		uint32_t rules;   /* bit r: rule_id r */
+	} at[ENGINE_LATE_MAX];
+	uint32_t lost; /* owed where no room was left: never judged (counted) */
+} engine_late;
+
+uint64_t engine_ns_hash(const char *ns);
+
 /* Who sent the request. */
 typedef struct request_ctx {
-	const char *app_name; /* from the handshake, "" if none */
-	const char *client;   /* "host:port" */
-	int64_t now_ms;       /* monotonic milliseconds */
-	bool no_wait;         /* true: an unknown index list means "no verdict", never WAIT */
+	const char *app_name;    /* from the handshake, "" if none */
+	const char *client;      /* "host:port" */
+	int64_t now_ms;          /* monotonic milliseconds */
+	bool no_wait;            /* true: an unknown index list means "no verdict", never WAIT */
+	const engine_late *late; /* non-NULL: a late call (see engine_late) */
 } request_ctx;
 
-/* Filled when the verdict is VERDICT_BLOCK: what the client is told. */
+/* What comes with a verdict: for VERDICT_BLOCK, what the client is told;
+ * with any verdict, the rules owed late and those given no verdict for
+ * good (their facts did not come within the wait: no_wait). */
 typedef struct block_info {
 	rule_id rule;
 	char errmsg[1024];
+	engine_late late;
+	uint32_t skipped; /* bit r: rule r gave no verdict, its facts unknown */
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */
@@ -70,6 +97,13 @@ void engine_note_ddl(engine *e, const cmdview *v);
  * cloneCollectionAsCapped, dropDatabase, renameCollection; names compared
  * without case), so the proxy can tell which replies to report. */
 bool engine_is_ddl(const cmdview *v);
+
+/* Writes the index cache's document counts follow: for an insert (+1) or
+ * a delete (-1), "db.coll" into ns (cap bytes); 0 for anything else, or
+ * without an index cache. The proxy reads n from the write's reply and
+ * calls engine_note_docs(e, ns, sign * n). */
+int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap);
+void engine_note_docs(engine *e, const char *ns, int64_t delta);
 
 /* The shape of a request as the engine keys findings on it (the same parts,
  * redacted, the same hash), for a command whether or not a rule fires: the

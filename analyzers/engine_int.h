@@ -88,6 +88,9 @@ struct engine {
 	findings_table *findings;
 	void *state[RULE_COUNT];    /* each rule's own, from its state_new */
 	unsigned parts[RULE_COUNT]; /* PART_*: what each rule's checks read */
+	/* PART_SORT | PART_QUERY, of the parts each rule reads, for which it
+	 * needs the index list first (rule_def.needs_indexes); else 0. */
+	unsigned needs_facts[RULE_COUNT];
 	/* The rules with a check of each kind, in table order, so a request
 	 * walks only the checks that exist. */
 	rule_id checks[CHECK_KINDS][RULE_COUNT];
@@ -118,6 +121,7 @@ struct rule_ctx {
 	bool explain;           /* never blocked, never counted as an execution */
 	verdict verdict;        /* FORWARD or BLOCK */
 	unsigned nreported;     /* findings sent this request */
+	bool late_call;         /* rc->late: only the rules owed run (target_init) */
 	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
 	 * set is released when the request is done. */
 	bool memo_used;

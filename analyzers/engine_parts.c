@@ -33,6 +33,8 @@ typedef struct target {
 	unsigned parts; /* PART_* */
 } target;
 
+static bool late_only(actx *ax, target *t);
+
 static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 {
 	t->db = db;
@@ -43,7 +45,7 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 		memcpy(t->act, ax->explain ? e->act_explain : e->act, sizeof(t->act));
 		memcpy(t->sample, e->sample, sizeof(t->sample));
 		t->parts = ax->explain ? e->parts_explain : e->parts_all;
-		return t->parts != 0;
+		return ax->late_call ? late_only(ax, t) : t->parts != 0;
 	}
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	t->parts = 0;
@@ -55,7 +57,86 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 		if (a != RULE_OFF)
 			t->parts |= ax->e->parts[r];
 	}
+	return ax->late_call ? late_only(ax, t) : t->parts != 0;
+}
+
+/* A late call: only the rules owed at this namespace run, and none can
+ * block any more (the request went on): what would have blocked says so
+ * as a dry run does. */
+static bool late_only(actx *ax, target *t)
+{
+	const engine_late *late = ax->rc->late;
+	uint64_t h = engine_ns_hash(t->ns);
+	uint32_t owed = 0;
+	for (unsigned i = 0; i < late->n; i++)
+		if (late->at[i].ns_hash == h)
+			owed |= late->at[i].rules;
+	t->parts = 0;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		if (!(owed >> r & 1))
+			t->act[r] = RULE_OFF;
+		else if (t->act[r] == RULE_BLOCK)
+			t->act[r] = RULE_DRY_RUN;
+		if (t->act[r] != RULE_OFF)
+			t->parts |= ax->e->parts[r];
+	}
 	return t->parts != 0;
+}
+
+/* The rules in `rules` are owed at t's namespace (engine_late). */
+static void owe(actx *ax, target *t, uint32_t rules)
+{
+	block_info *b = ax->block;
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (rules >> r & 1)
+			t->act[r] = RULE_OFF; /* their checks would find nothing to read */
+	if (!b)
+		return;
+	uint64_t h = engine_ns_hash(t->ns);
+	for (unsigned i = 0; i < b->late.n; i++)
+		if (b->late.at[i].ns_hash == h) {
+			b->late.at[i].rules |= rules;
+			return;
+		}
+	if (b->late.n == ENGINE_LATE_MAX) {
+		b->late.lost |= rules;
+		return;
+	}
+	b->late.at[b->late.n].ns_hash = h;
+	b->late.at[b->late.n++].rules = rules;
+}
+
+/* The facts the index-aware rules read (the namespace's index list and
+ * document count), looked up before any check runs on t for the parts
+ * the request has (present: PART_SORT, PART_QUERY), so the request either
+ * waits for them whole or is judged without those rules and owes them
+ * (engine.h). Waiting is for when one of them could block or dry-run the
+ * request and nothing has been reported yet (a request that waits is
+ * analysed again from the start). False when the request waits. */
+static bool facts_ready(actx *ax, target *t, unsigned present)
+{
+	const engine *e = ax->e;
+	uint32_t need = 0;
+	bool decisive = false;
+	if (!e->ic || !t->coll)
+		return true;
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (t->act[r] != RULE_OFF && (e->needs_facts[r] & present)) {
+			need |= 1u << r;
+			decisive |= t->act[r] >= RULE_DRY_RUN;
+		}
+	const index_set *set;
+	if (!need || rule_ctx_indexes(ax, t->db, t->coll, &set) != INDEXES_PENDING)
+		return true;
+	if (ax->rc && ax->rc->no_wait) {
+		if (ax->block)
+			ax->block->skipped |= need; /* the wait ended: no verdict */
+		return true;
+	}
+	if (decisive && !ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
+		return false;
+	owe(ax, t, need);
+	return true;
 }
 
 static rule_site site_of(const target *t, const shape_spec *spec)
@@ -174,9 +255,12 @@ verdict analyze_query(actx *ax, const cmdview *v)
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, ax->cmd->keys))
 		return VERDICT_FORWARD;
+	const sort_query *sq = body_sort_query(&b);
+	if (!facts_ready(ax, &t, (nonempty_doc(sq->sort) ? PART_SORT : 0) | PART_QUERY))
+		return VERDICT_WAIT_INDEXES;
 	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
-	if (!run_sort(ax, &site, body_sort_query(&b)))
+	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
 	check_filter_update(ax, &site, &b, &t, ax->cmd->query);
 	return ax->verdict;
@@ -254,6 +338,12 @@ verdict analyze_aggregate(actx *ax, const cmdview *v)
 	leading l = {.owned = false, .filter = NULL, .has_sort = false};
 	if (coll && (t.parts & (PART_SORT | PART_QUERY)) && ax->e->ic) {
 		leading_stages(&b.pipeline, &l);
+		if (!facts_ready(ax, &t,
+		                 (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0))) {
+			if (l.owned)
+				bson_destroy(&l.merged);
+			return VERDICT_WAIT_INDEXES;
+		}
 		if (l.has_sort && (t.parts & PART_SORT)) {
 			b.q.filter = l.filter;
 			b.q.sort = &l.sort;
@@ -335,6 +425,8 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	if (!(t.parts & c->parts))
 		return VERDICT_FORWARD; /* e.g. a delete has only filters */
+	if (!facts_ready(ax, &t, PART_QUERY))
+		return VERDICT_WAIT_INDEXES;
 	cmdview_docs d;
 	bson_t doc;
 	cmdview_docs_init(&d, v, c->stmts);
@@ -469,6 +561,10 @@ verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		target t;
 		if (!target_init(ax, &t, db, coll))
 			continue;
+		if (!is_insert && !facts_ready(ax, &t, PART_QUERY)) {
+			bulk_nsinfo_free(&nsinfo);
+			return VERDICT_WAIT_INDEXES;
+		}
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
 		else

@@ -225,6 +225,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .repeats = 0,
 	    .would_block = action == RULE_DRY_RUN ? would : NULL,
 	    .sampled_out = sampled_out,
+	    .late = ax->late_call,
 	};
 	findings_table_report(ax->e->findings, &f, ax->e->sink, ax->e->sink_arg);
 }

@@ -26,6 +26,9 @@ typedef struct finding {
 	 * rule said block and its sample left this shape out. */
 	const char *would_block;
 	bool sampled_out;
+	/* judged after the request went on, once its facts arrived (the same
+	 * finding as an on-time one: same shape hash, counts and sinks) */
+	bool late;
 } finding;
 
 typedef void (*engine_sink_fn)(void *arg, const finding *f);

@@ -890,6 +890,7 @@ static const rule_checks checks = {
 
 const rule_def rule_scan_def = {
     .id = RULE_COLLECTION_SCAN,
+    .needs_indexes = true,
     .name = "collection-scan",
     .summary = "no index can bound the filter: mongod reads every document (suggests an ESR index)",
     .fix_kind = "an index on the filter's fields (ESR createIndex)",

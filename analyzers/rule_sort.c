@@ -645,6 +645,7 @@ static const rule_checks checks = {
 
 const rule_def rule_sort_def = {
     .id = RULE_INDEX_MISMATCHED_SORT,
+    .needs_indexes = true,
     .name = "index-mismatched-sort",
     .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
     .fix_kind = "ESR createIndex",

@@ -14,6 +14,7 @@
 #ifndef MG_ANALYZERS_RULES_H
 #define MG_ANALYZERS_RULES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,10 @@ typedef struct rule_checks rule_checks; /* analyzers/rule_api.h */
 
 typedef struct rule_def {
 	rule_id id;
+	/* The rule's sort or query checks read the namespace's index list and
+	 * document count: the engine looks them up before any check runs, so
+	 * a request waits for them whole or is judged late (engine.h). */
+	bool needs_indexes;
 	const char *name;    /* the id: a contract (DESIGN.md, "Rule ids") */
 	const char *summary; /* one line: --help and the README's rule list */
 	/* The offline report's words: the kind of fix, a few words, in the
