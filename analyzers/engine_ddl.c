@@ -1,9 +1,12 @@
-/* DDL passing by: when a command that changes indexes or collections
- * completes, the index cache forgets what it knew about what it named. The
- * commands and their kinds are rows of the command table (commands.c). */
+/* What the index cache learns from commands passing by. DDL: when a
+ * command that changes indexes or collections completes, the cache forgets
+ * what it knew about what it named (the commands and their kinds are rows
+ * of the command table, commands.c). Writes: the documents an insert or a
+ * delete reports in its reply move the collection's known count. */
 #include <bson/bson.h>
 
 #include "analyzers/engine_int.h"
+#include "analyzers/keys.h"
 #include "protocol/wire_iter.h"
 
 static void invalidate_dotted(index_cache *ic, const char *dotted)
@@ -57,4 +60,25 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	default:
 		break;
 	}
+}
+
+int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap)
+{
+	if (!e->ic || !v->db || !v->name)
+		return 0;
+	int sign = key_eq(v->name, "insert") ? 1 : key_eq(v->name, "delete") ? -1 : 0;
+	bson_iter_t it;
+	if (!sign || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
+	    !WIRE_ITER_HOLDS_UTF8(&it))
+		return 0;
+	ns_join(ns, cap, v->db, bson_iter_utf8(&it, NULL));
+	return sign;
+}
+
+void engine_note_docs(engine *e, const char *ns, int64_t delta)
+{
+	char db[128];
+	const char *coll;
+	if (e->ic && split_ns(ns, db, sizeof(db), &coll))
+		index_cache_note_docs(e->ic, db, coll, delta);
 }

@@ -326,6 +326,26 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
+void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta)
+{
+	char ns[IC_NS_MAX];
+	if (ic == NULL || delta == 0 || !make_ns(ns, db, coll))
+		return;
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
+		int64_t moved = index_set_note_docs(e->set, delta);
+		int64_t read = index_set_read_count(e->set);
+		int64_t far = (int64_t)((double)(read > 0 ? read : 0) * INDEX_CACHE_RECOUNT);
+		if (far < INDEX_CACHE_RECOUNT_MIN)
+			far = INDEX_CACHE_RECOUNT_MIN;
+		bool missing = index_set_is_opaque(e->set, NULL) && delta > 0;
+		if (missing || moved > far || moved < -far)
+			enqueue_locked(ic, e); /* a refresh: the old set serves meanwhile */
+	}
+	pthread_mutex_unlock(&ic->mu);
+}
+
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 {
 	char ns[IC_NS_MAX];

@@ -56,6 +56,17 @@ typedef enum {
 
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
 
+/* Documents were inserted (delta > 0) or deleted in db.coll, as the
+ * replies said: the known count follows (index_set_note_docs). When the
+ * estimate has moved by more than INDEX_CACHE_RECOUNT of the count read
+ * (and at least INDEX_CACHE_RECOUNT_MIN documents), or the collection was
+ * missing and is written now, the list and count are fetched again early;
+ * the old set serves until the new one lands. Nothing when db.coll is not
+ * known. */
+#define INDEX_CACHE_RECOUNT     0.5
+#define INDEX_CACHE_RECOUNT_MIN 8
+void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta);
+
 /* Forgets what is known about db.coll (coll NULL: every collection of db)
  * and refetches on next use. Safe from any thread. */
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);

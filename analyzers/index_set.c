@@ -19,6 +19,9 @@ struct index_set {
 	bool opaque;
 	char reason[96];
 	int64_t doc_count; /* -1: unknown */
+	/* Documents inserted less those deleted since doc_count was read, as
+	 * the proxy saw the replies pass (index_set_note_docs): any thread. */
+	_Atomic int64_t written;
 };
 
 static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated)
@@ -385,6 +388,19 @@ bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
 }
 
 int64_t index_set_doc_count(const index_set *s)
+{
+	if (s->doc_count < 0)
+		return -1;
+	int64_t n = s->doc_count + atomic_load_explicit(&s->written, memory_order_relaxed);
+	return n > 0 ? n : 0;
+}
+
+int64_t index_set_note_docs(index_set *s, int64_t delta)
+{
+	return atomic_fetch_add_explicit(&s->written, delta, memory_order_relaxed) + delta;
+}
+
+int64_t index_set_read_count(const index_set *s)
 {
 	return s->doc_count;
 }

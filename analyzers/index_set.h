@@ -83,6 +83,12 @@ size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson
  * which is what a set starts with. Set once, before the set is shared. */
 int64_t index_set_doc_count(const index_set *s);
 void index_set_set_doc_count(index_set *s, int64_t n);
+/* The count follows the writes: documents inserted (delta > 0) or deleted
+ * since it was read are added to what index_set_doc_count answers (from
+ * any thread, on a shared set). Returns the total added so far. The count
+ * as it was read: index_set_read_count. */
+int64_t index_set_note_docs(index_set *s, int64_t delta);
+int64_t index_set_read_count(const index_set *s);
 void index_set_release(index_set *s);
 
 /* A set that stands for "nothing to reason about": the collection does not

@@ -222,6 +222,20 @@ static void render_rules(const metrics *m, text_buf *t)
 		sample(t, "blocked_total", labels,
 		       sum(m, offsetof(metrics_shard, blocked) + (size_t)r * sizeof(mx_counter)));
 	}
+	static const char *const reasons[MX_SKIP_REASONS] = {"wait_expired", "facts_never_came",
+	                                                     "no_room"};
+	family(t, "verdicts_skipped_total", "counter",
+	       "Requests a rule gave no verdict on, its facts (index list, document count) "
+	       "unknown, by rule and reason.");
+	for (int r = 0; r < RULE_COUNT; r++)
+		for (int why = 0; why < MX_SKIP_REASONS; why++) {
+			snprintf(labels, sizeof(labels), "{rule=\"%s\",reason=\"%s\"}",
+			         rule_name((rule_id)r), reasons[why]);
+			sample(t, "verdicts_skipped_total", labels,
+			       sum(m, offsetof(metrics_shard, skipped) +
+			                  ((size_t)r * MX_SKIP_REASONS + (size_t)why) *
+			                      sizeof(mx_counter)));
+		}
 }
 
 void metrics_render(const metrics *m, text_buf *out)

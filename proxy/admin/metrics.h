@@ -69,6 +69,17 @@ typedef enum {
 /* Actions as labels: every rule_action. */
 #define MX_ACTIONS (RULE_BLOCK + 1)
 
+/* Why a rule gave no verdict on a request (mongoguard_verdicts_skipped_total):
+ * the facts it reads (an index list, a document count) did not come. */
+typedef enum {
+	MX_SKIP_WAIT_EXPIRED, /* a held request's wait (analysis.indexWaitMS) ran out */
+	MX_SKIP_NEVER_CAME,   /* a late verdict's facts did not come in time, or the
+	                         connection ended first */
+	MX_SKIP_NO_ROOM,      /* too many late verdicts owed at once, or a request
+	                         too large to keep a copy of */
+	MX_SKIP_REASONS,
+} mx_skip_reason;
+
 /* Histogram bounds in nanoseconds (Prometheus "le", shown in seconds):
  * 1 us .. 10 s, so one set serves analysis (around a microsecond) and
  * round trips (loopback tens of microseconds, blocking sorts seconds). */
@@ -91,6 +102,7 @@ typedef struct metrics_shard {
 	mx_counter bytes[MX_DIRS];
 	mx_counter commands[MX_CMD_LABELS];
 	mx_counter blocked[RULE_COUNT];
+	mx_counter skipped[RULE_COUNT][MX_SKIP_REASONS];
 	mx_counter bad_requests;
 	mx_counter upstream_connect_failures;
 	mx_hist latency;  /* request forwarded -> first byte of its reply */

@@ -90,9 +90,9 @@ static void note_ddl_done(session *s, const inflight *f)
 	engine *e = session_snap(s)->engine;
 	request r;
 	wire_error err = {0};
-	if (!e || !f->ddl_copy)
+	if (!e || !f->kept)
 		return;
-	if (request_decode(&r, f->ddl_copy, f->ddl_len, &err) == REQUEST_COMMAND)
+	if (request_decode(&r, f->kept, f->kept_len, &err) == REQUEST_COMMAND)
 		engine_note_ddl(e, &r.view);
 	request_release(&r);
 }

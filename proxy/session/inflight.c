@@ -14,7 +14,7 @@ void inflight_init(inflight_ring *r)
 static void entry_free(inflight *f)
 {
 	free(f->answer);
-	free(f->ddl_copy);
+	free(f->kept);
 	memset(f, 0, sizeof(*f));
 }
 

@@ -20,10 +20,18 @@ enum { INFLIGHT_MAX = 64 }; /* a client pipelining more waits for replies */
 
 typedef enum {
 	INFLIGHT_PLAIN,
-	INFLIGHT_DDL,   /* changes indexes/collections: tell the index cache on reply */
-	INFLIGHT_AWAIT, /* awaitable hello (a hello too): the reply may take seconds; not "work" */
-	INFLIGHT_HELLO, /* hello / isMaster: its reply names hosts, which may be rewritten */
+	INFLIGHT_DDL,    /* changes indexes/collections: tell the index cache on reply */
+	INFLIGHT_AWAIT,  /* awaitable hello (a hello too): the reply may take seconds; not "work" */
+	INFLIGHT_HELLO,  /* hello / isMaster: its reply names hosts, which may be rewritten */
+	INFLIGHT_INSERT, /* its reply's n: documents the index cache's count gains */
+	INFLIGHT_DELETE, /* ... or loses */
 } inflight_kind;
+
+/* A write whose reply says how many documents it inserted or deleted. */
+static inline bool inflight_is_write(inflight_kind k)
+{
+	return k == INFLIGHT_INSERT || k == INFLIGHT_DELETE;
+}
 
 /* Both kinds of hello get replies that list the set's hosts. */
 static inline bool inflight_is_hello(inflight_kind k)
@@ -37,8 +45,10 @@ typedef struct inflight {
 	reply_form form;
 	uint8_t *answer; /* owned: mongoguard's own reply, or NULL: upstream answers */
 	size_t answer_len;
-	uint8_t *ddl_copy; /* owned: INFLIGHT_DDL's request, re-read on completion */
-	size_t ddl_len;
+	/* owned: what completing the entry reads (INFLIGHT_DDL: the request;
+	 * INFLIGHT_INSERT / _DELETE: "db.coll", NUL-terminated) */
+	uint8_t *kept;
+	size_t kept_len;
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
 } inflight;
 

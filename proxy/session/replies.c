@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "protocol/opmsg.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
@@ -156,6 +157,24 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 		warn_load_balanced(s);
 }
 
+/* A write's reply, whole: the documents it says it inserted or deleted
+ * move the index cache's count of that collection. */
+static void note_write_reply(session *s, const inflight *f, const uint8_t *p, size_t n)
+{
+	engine *e = session_snap(s)->engine;
+	opmsg m;
+	wire_error err = {0};
+	bson_t body;
+	bson_iter_t it;
+	if (!e || !opmsg_parse(p, n, &m, &err) || !bson_init_static(&body, m.body, m.body_len) ||
+	    !bson_iter_init_find(&it, &body, "n") || !BSON_ITER_HOLDS_NUMBER(&it))
+		return;
+	int64_t docs = bson_iter_as_int64(&it);
+	if (docs > 0)
+		engine_note_docs(e, (const char *)f->kept,
+		                 f->kind == INFLIGHT_INSERT ? docs : -docs);
+}
+
 /* Relays what the upstream sent. The replies go through the worker's
  * stage_replies and out together when it returns (flush_replies); one
  * that is all its read held goes at once. */
@@ -188,8 +207,10 @@ static void process_upstream_replies(session *s)
 		framer_step st;
 		wire_error err = {0};
 		const inflight *head = inflight_head(&s->inflight);
-		reply_framer_set_whole(&s->framer, s->env.hello && head && !head->answer &&
-		                                       inflight_is_hello(head->kind));
+		reply_framer_set_whole(&s->framer,
+		                       head && !head->answer &&
+		                           ((s->env.hello && inflight_is_hello(head->kind)) ||
+		                            (head->kept && inflight_is_write(head->kind))));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
 			               have);
@@ -230,7 +251,12 @@ static void process_upstream_replies(session *s)
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
-			relay_hello(s, in, out, p, st.n);
+			if (head && inflight_is_write(head->kind)) {
+				note_write_reply(s, head, p, st.n);
+				evbuffer_remove_buffer(in, out, st.n);
+			} else {
+				relay_hello(s, in, out, p, st.n);
+			}
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))

@@ -388,7 +388,10 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	session *s = of_upstream(arg);
 	const char *up = s->env.up->name;
 	if (what & BEV_EVENT_CONNECTED) {
-		upstream_connected(s, bev);
+		/* libevent can report a connect that already failed as made
+		 * once reading is enabled: the first word stands */
+		if (s->state == SESSION_CONNECTING)
+			upstream_connected(s, bev);
 		return;
 	}
 	char why[512];
@@ -485,6 +488,8 @@ static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 void session_index_changed(session *s)
 {
+	if (s->nlate)
+		requests_judge_late(s);
 	if (s->hold == HOLD_WAITING && session_relaying(s))
 		requests_process(s);
 }

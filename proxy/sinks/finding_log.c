@@ -72,6 +72,8 @@ static void log_finding(const finding *f, const char *hash)
 		log_attr_str(l, "wouldBlock", f->would_block);
 	if (f->sampled_out)
 		log_attr_str(l, "decidedBy", "sample");
+	if (f->late) /* judged after the request went on, once its facts came */
+		log_attr_bool(l, "late", true);
 	log_end(l);
 }
 
@@ -111,6 +113,8 @@ static void finding_json(text_buf *t, const finding *f, const char *hash)
 		json_field(t, "wouldBlock", f->would_block);
 	if (f->sampled_out)
 		json_field(t, "decidedBy", "sample");
+	if (f->late)
+		text_printf(t, ",\"late\":true");
 	text_char(t, '}');
 }
 

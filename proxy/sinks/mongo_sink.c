@@ -93,6 +93,8 @@ static bson_t *record_of(const mongo_sink *s, const finding *f)
 		BSON_APPEND_UTF8(b, "wouldBlock", f->would_block);
 	if (f->sampled_out)
 		BSON_APPEND_UTF8(b, "decidedBy", "sample");
+	if (f->late)
+		BSON_APPEND_BOOL(b, "late", true);
 	return b;
 }
 

@@ -324,7 +324,8 @@ class ProxyFactory:
 
 
 def log_shape_problems(p: Proxy) -> list[str]:
-    """Every line of the log is a JSON object in mongod's structured shape."""
+    """Every line of the log is a JSON object in mongod's structured shape, and
+    none reports an internal error (a state change the code refused)."""
     bad = []
     for i, ln in enumerate(p.log.lines()):
         why = None
@@ -340,6 +341,8 @@ def log_shape_problems(p: Proxy) -> list[str]:
             why = "ctx/msg missing"
         elif "attr" in ln and not isinstance(ln["attr"], dict):
             why = "attr not an object"
+        elif ln["msg"].startswith("Internal error"):
+            why = "internal error"
         if why:
             bad.append(f"{p.log.path} line {i + 1}: {why}: {str(ln)[:300]}")
     return bad[:5]

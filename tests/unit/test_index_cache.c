@@ -103,6 +103,47 @@ static void test_put_then_get(void **state)
 	index_cache_free(ic);
 }
 
+/* The count follows the writes the proxy saw, and is read again early once
+ * it has moved by more than half of what was read (at least 8 documents),
+ * the old set serving meanwhile. */
+static void test_count_follows_writes(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *put = set_of(ID_AND_A), *got = NULL;
+	index_set_set_doc_count(put, 20);
+	index_cache_put(ic, "shop", "orders", put);
+	index_set_release(put);
+	char ns[64];
+	uint64_t gen;
+	index_cache_note_docs(ic, "shop", "orders", 5);
+	index_cache_note_docs(ic, "shop", "other", 500); /* not known: nothing */
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_KNOWN);
+	assert_int_equal(index_set_doc_count(got), 25);
+	assert_int_equal(index_set_read_count(got), 20);
+	index_set_release(got);
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen)); /* +5 of 20: not yet */
+	index_cache_note_docs(ic, "shop", "orders", 6);                 /* +11 > 10 */
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, "shop.orders");
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got),
+	                 INDEXES_KNOWN); /* serves on */
+	assert_int_equal(index_set_doc_count(got), 31);
+	index_set_release(got);
+	/* deletes bring it down, never below zero */
+	index_cache_note_docs(ic, "shop", "orders", -100);
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_KNOWN);
+	assert_int_equal(index_set_doc_count(got), 0);
+	index_set_release(got);
+	/* a collection that did not exist is read again once written */
+	index_set *none = index_set_new_opaque("the collection does not exist");
+	index_cache_put(ic, "shop", "later", none);
+	index_set_release(none);
+	index_cache_note_docs(ic, "shop", "later", 1);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, "shop.later");
+	index_cache_free(ic);
+}
+
 static void test_miss_queues_one_fetch(void **state)
 {
 	index_cache *ic = new_cache();
@@ -459,6 +500,7 @@ int main(void)
 	    cmocka_unit_test(test_invalidate_whole_database),
 	    cmocka_unit_test(test_namespaces_are_bounded),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
+	    cmocka_unit_test(test_count_follows_writes),
 	    cmocka_unit_test(test_thread_reports_an_unreachable_server),
 	    cmocka_unit_test(test_thread_against_a_real_server),
 	};

@@ -1,0 +1,138 @@
+"""Issue 24: a verdict for the first request to a collection, and counts that
+follow the writes mongoguard relays. Every query here is sent once, as a test
+suite or a batch job sends most of its queries: none is repeated until the
+verdict shows.
+
+At `log` the request goes on at once and the rules that read the index list
+and document count judge it when they arrive (a late finding, marked
+"late"); at `block` it is held for them, so the first scan is refused."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from pymongo.errors import OperationFailure
+
+from test_admin import get, samples
+from test_analyzers import assert_blocked, config
+from test_rules_round2 import rules
+from conftest import free_port
+
+SCAN = "collection-scan"
+SORT = "index-mismatched-sort"
+
+
+def scan_rules(action="log", min_docs=100, **more):
+    return rules(collection_scan={"action": action, "minDocuments": min_docs}, **more)
+
+
+def findings(p, rule, coll, since=0):
+    return [f for f in p.log.findings(rule, since) if f["attr"]["ns"].endswith("." + coll)]
+
+
+def wait_one(p, rule, coll, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = findings(p, rule, coll)
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"no {rule} finding for {coll}; log tail:\n" +
+                         "\n".join(p.log.raw_lines()[-20:]))
+
+
+def test_first_scan_at_log_is_found_late(start_proxy, upstream, clients, dbname):
+    clients.direct()[dbname].orders.insert_many([{"qty": i, "c": i % 7} for i in range(300)])
+    p = start_proxy(upstream.uri, config=config(scan_rules()))
+    coll = clients.via(p)[dbname].orders
+    t0 = time.monotonic()
+    assert len(list(coll.find({"qty": {"$gt": 10}}))) == 289  # once
+    took = time.monotonic() - t0
+    got = wait_one(p, SCAN, "orders")
+    assert len(got) == 1
+    a = got[0]["attr"]
+    assert a["late"] is True and a["action"] == "log"
+    assert "qty" in a["suggestion"]
+    # forwarded at once: it did not wait for the index list
+    assert took < 2.0
+    # the same shape again, on time now: a repeat, not a second finding
+    list(coll.find({"qty": {"$gt": 11}}))
+    time.sleep(0.3)
+    assert len(findings(p, SCAN, "orders")) == 1
+
+
+def test_sort_verdict_at_log_comes_late_too(start_proxy, upstream, clients, dbname):
+    clients.direct()[dbname].items.insert_many([{"a": i, "b": -i} for i in range(20)])
+    p = start_proxy(upstream.uri, config=config(rules(index_mismatched_sort="log")))
+    list(clients.via(p)[dbname].items.find({"a": {"$gte": 0}}).sort("b", 1))
+    got = wait_one(p, SORT, "items")
+    assert got[0]["attr"]["late"] is True
+
+
+def test_block_refuses_the_first_scan(start_proxy, upstream, clients, dbname):
+    clients.direct()[dbname].big.insert_many([{"qty": i} for i in range(300)])
+    p = start_proxy(upstream.uri, config=config(scan_rules("block")))
+    coll = clients.via(p)[dbname].big
+    with pytest.raises(OperationFailure) as e:
+        coll.find_one({"qty": 5})  # the first request to the collection
+    assert_blocked(e.value, SCAN)
+    # an indexed lookup passes (the list is known now)
+    some_id = clients.direct()[dbname].big.find_one()["_id"]
+    assert coll.find_one({"_id": some_id})
+
+
+def test_collection_filled_then_queried_at_once(start_proxy, upstream, clients, dbname):
+    """The count the side channel read (one document) follows the 150 inserts
+    relayed after it: the query right after them is judged on 151."""
+    p = start_proxy(upstream.uri, config=config(scan_rules(min_docs=100)))
+    coll = clients.via(p)[dbname].fresh
+    coll.insert_one({"qty": 0})
+    assert coll.find_one({"qty": 0})  # the index list and count (1) are learned here
+    time.sleep(0.5)
+    assert findings(p, SCAN, "fresh") == []  # 1 document: small
+    coll.insert_many([{"qty": i} for i in range(1, 151)])
+    assert len(list(coll.find({"qty": {"$lt": 200}}))) == 151  # once
+    got = wait_one(p, SCAN, "fresh")
+    assert len(got) == 1
+    # and deletes bring it down again: a fresh shape on a small collection is silent
+    coll.delete_many({"qty": {"$gte": 10}})
+    time.sleep(0.3)
+    mark = p.log.mark()
+    list(coll.find({"c": {"$exists": False}}))
+    time.sleep(1.0)
+    assert findings(p, SCAN, "fresh", since=mark) == []
+
+
+def test_restart_with_a_warm_workload(start_proxy, upstream, clients, dbname):
+    """After a restart every collection is unknown again: the warm workload's
+    first queries still get their verdicts."""
+    clients.direct()[dbname].warm.insert_many([{"qty": i, "s": str(i)} for i in range(200)])
+    queries = [{"qty": 3}, {"s": "x"}, {"qty": {"$in": [1, 2]}, "s": "1"}]
+    for _ in range(2):
+        p = start_proxy(upstream.uri, config=config(scan_rules()))
+        coll = clients.via(p)[dbname].warm
+        for q in queries:
+            list(coll.find(q))
+        deadline = time.monotonic() + 10
+        while len(findings(p, SCAN, "warm")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(findings(p, SCAN, "warm")) == 3
+        p.stop()
+
+
+def test_skipped_verdicts_are_counted(start_proxy, upstream, clients, dbname):
+    """A held request whose index list does not come within indexWaitMS goes
+    on without a verdict, and the skip is counted by rule and reason."""
+    clients.direct()[dbname].slow.insert_many([{"qty": i} for i in range(300)])
+    port = free_port()
+    cfg = {"admin": {"listen": f"127.0.0.1:{port}"},
+           "analysis": {"indexWaitMS": 0},
+           "rules": scan_rules("block")}
+    p = start_proxy(upstream.uri, config=json.dumps(cfg) + "\n")
+    assert clients.via(p)[dbname].slow.find_one({"qty": 5})  # the wait (0 ms) ran out first
+    status, _, text = get(port, "/metrics")
+    m = samples(text)
+    key = 'mongoguard_verdicts_skipped_total{rule="collection-scan",reason="wait_expired"}'
+    assert m[key] == 1
