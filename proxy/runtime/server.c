@@ -25,6 +25,7 @@
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/runtime/restart_only.h"
+#include "proxy/runtime/rotate.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/worker.h"
 
@@ -61,6 +62,7 @@ typedef struct server {
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
 	unsigned generation;         /* of the snapshot in force; under reload_lock */
 	struct event *sighup;
+	struct event *sigusr1;      /* rotate the log, start a new capture file */
 	struct event *accept_retry; /* resumes accepting after a pause */
 	struct event *fds_out;      /* activated by workers out of descriptors */
 	uint32_t accept_backoff_ms; /* 0 while accepting works */
@@ -478,6 +480,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 			srv->generation++;
 			snapshot_slot_publish(&srv->config, s);
 			log_set_max(next->log_verbosity ? LOG_DEBUG : LOG_INFO);
+			log_set_format(next->log_fmt);
 			log_reloaded(next, srv->generation, source);
 		} else if (ok) {
 			snprintf(err, errlen, "out of memory");
@@ -506,6 +509,15 @@ static void sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	char err[1024];
 	(void)server_reload(arg, "SIGHUP", err, sizeof(err));
+}
+
+/* log.rotate is read from the snapshot in force: a reload changes it. */
+static void sigusr1_cb(evutil_socket_t sig, short what, void *arg)
+{
+	server *srv = arg;
+	snapshot *s = snapshot_slot_get(&srv->config);
+	rotate_logs(s->cfg.log_rot, srv->capture);
+	snapshot_unref(s);
 }
 
 static bool admin_reload(void *arg, char *err, size_t errlen)
@@ -649,16 +661,17 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	srv->sigterm = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
 	srv->sigint = evsignal_new(srv->base, SIGINT, signal_cb, srv);
 	srv->sighup = evsignal_new(srv->base, SIGHUP, sighup_cb, srv);
+	srv->sigusr1 = evsignal_new(srv->base, SIGUSR1, sigusr1_cb, srv);
 	srv->poll_done = add_timer(srv, poll_done_cb, EV_PERSIST, 50);
 	srv->summary =
 	    add_timer(srv, summary_cb, EV_PERSIST, srv->cfg->summary_interval_secs * 1000);
 	srv->grace = add_timer(srv, grace_cb, 0, 0);
 	srv->accept_retry = add_timer(srv, accept_retry_cb, 0, 0);
 	srv->fds_out = add_timer(srv, fds_out_cb, 0, 0);
-	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->poll_done || !srv->summary ||
-	    !srv->grace || !srv->accept_retry || !srv->fds_out ||
+	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->sigusr1 || !srv->poll_done ||
+	    !srv->summary || !srv->grace || !srv->accept_retry || !srv->fds_out ||
 	    evsignal_add(srv->sigterm, NULL) < 0 || evsignal_add(srv->sigint, NULL) < 0 ||
-	    evsignal_add(srv->sighup, NULL) < 0) {
+	    evsignal_add(srv->sighup, NULL) < 0 || evsignal_add(srv->sigusr1, NULL) < 0) {
 		snprintf(err, errlen, "cannot set up signal handlers and timers");
 		return false;
 	}
@@ -788,8 +801,9 @@ static void stop(server *srv)
 		snapshot_slot_destroy(&srv->config);
 	}
 	mongo_sink_stop(srv->fleet); /* after the last summaries reached it */
-	struct event *evs[] = {srv->sigterm, srv->sigint, srv->sighup,       srv->poll_done,
-	                       srv->summary, srv->grace,  srv->accept_retry, srv->fds_out};
+	struct event *evs[] = {srv->sigterm, srv->sigint,       srv->sighup,
+	                       srv->sigusr1, srv->poll_done,    srv->summary,
+	                       srv->grace,   srv->accept_retry, srv->fds_out};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
