@@ -27,6 +27,7 @@
 #include "proxy/runtime/restart_only.h"
 #include "proxy/runtime/rotate.h"
 #include "proxy/runtime/snapshot.h"
+#include "proxy/runtime/upstream_watch.h"
 #include "proxy/runtime/worker.h"
 
 #ifndef MG_VERSION
@@ -58,6 +59,7 @@ typedef struct server {
 	bool routes_init;
 	resolver *resolver;
 	finding_sink *findings;
+	upstream_watch *watch; /* "Upstream reachable/unreachable", and /readyz */
 	admin *admin;
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
 	unsigned generation;         /* of the snapshot in force; under reload_lock */
@@ -705,7 +707,9 @@ static bool start_metrics(server *srv, char *err, size_t errlen)
 		if (!srv->fleet)
 			return false;
 	}
-	srv->findings = srv->metrics ? finding_sink_new(srv->metrics, srv->fleet) : NULL;
+	srv->findings = srv->metrics
+	                    ? finding_sink_new(srv->metrics, srv->fleet, srv->cfg->findings_ring)
+	                    : NULL;
 	if (!srv->findings) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -713,10 +717,25 @@ static bool start_metrics(server *srv, char *err, size_t errlen)
 	return true;
 }
 
-static void admin_findings(void *arg, text_buf *out)
+static void admin_findings(void *arg, const admin_filter *f, text_buf *out)
 {
 	server *srv = arg;
-	finding_sink_recent_json(srv->findings, out);
+	finding_query q = {f->rule, f->ns, f->app, f->since, f->limit};
+	finding_sink_recent_json(srv->findings, &q, out);
+}
+
+static bool admin_ready(void *arg, char *why, size_t whylen)
+{
+	server *srv = arg;
+	return upstream_watch_probe(srv->watch, why, whylen);
+}
+
+/* The upstream's reachability, in the log from start-up on. */
+static bool start_watch(server *srv, char *err, size_t errlen)
+{
+	srv->watch = upstream_watch_start(&srv->plan->listeners[0].up, connect_failures,
+	                                  srv->metrics, err, errlen);
+	return srv->watch != NULL;
 }
 
 static void admin_config(void *arg, text_buf *out)
@@ -733,7 +752,7 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	if (!p->admin)
 		return true;
 	admin_sources src = {.metrics = srv->metrics,
-	                     .upstream = &p->listeners[0].up,
+	                     .ready = admin_ready,
 	                     .findings_json = admin_findings,
 	                     .config_json = admin_config,
 	                     .reload = admin_reload,
@@ -764,7 +783,8 @@ static bool start(server *srv, char *err, size_t errlen)
 	       start_capture(srv, err, errlen) && start_routes(srv, err, errlen) &&
 	       start_events(srv, err, errlen) && start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
-	       start_admin(srv, err, errlen) && start_listeners(srv, err, errlen);
+	       start_watch(srv, err, errlen) && start_admin(srv, err, errlen) &&
+	       start_listeners(srv, err, errlen);
 }
 
 /* ---- teardown: whatever start() got to ---- */
@@ -776,7 +796,8 @@ static void stop(server *srv)
 	pthread_mutex_lock(&srv->hooks_lock);
 	srv->hooks_off = true;
 	pthread_mutex_unlock(&srv->hooks_lock);
-	admin_stop(srv->admin); /* it reads the snapshot and the counters */
+	admin_stop(srv->admin);          /* it reads the snapshot and the counters */
+	upstream_watch_stop(srv->watch); /* it reads the counters */
 	/* Before the workers stop: the cache's thread tells them about new
 	 * index lists (index_changed) until it is joined. A listIndexes the
 	 * upstream never answers holds it for the side connection's socket
