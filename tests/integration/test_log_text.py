@@ -140,3 +140,24 @@ def test_text_on_a_terminal_is_coloured(mongoguard_bin):
         os.close(master)
         srv.stop()
     assert "\033[" in out and "Waiting for connections" in out, out
+
+
+def test_sighup_switches_the_format(mongoguard_bin, tmp_path):
+    import signal
+    srv = FakeServer()
+    srv.start()
+    log = tmp_path / "mg.log"
+    g = Mongoguard(mongoguard_bin, "logtext-reload", ["--upstream", srv.uri, "--log", str(log)],
+                   "log: {format: json}\n")
+    try:
+        g.command({"ping": 1})
+        (g.base.with_suffix(".yaml")).write_text("log: {format: text}\n")
+        g.signal(signal.SIGHUP)
+        wait_until(lambda: "Configuration reloaded" in log.read_text(), what="reload")
+        g.command({"ping": 1})
+    finally:
+        assert g.stop() == 0
+        srv.stop()
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("{") and not lines[-1].startswith("{")
+    assert TIME.match(lines[-1]) and lines[-1].endswith("Shutdown complete")
