@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/report/logview.h"
 #include "proxy/report/report.h"
+#include "proxy/runtime/check.h"
 #include "proxy/runtime/config.h"
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/server.h"
@@ -33,9 +35,13 @@ static void mongoc_log_cb(mongoc_log_level_t level, const char *domain, const ch
 
 static void usage(FILE *out)
 {
-	fputs("Usage: mongoguard [OPTIONS]\n"
-	      "       mongoguard report CAPTURE... [--indexes-from URI] [-o report.html]\n"
-	      "                         [--json FILE] [--md FILE]   (report --help)\n"
+	fputs("Usage: mongoguard [OPTIONS]                       serve (the default)\n"
+	      "       mongoguard report CAPTURE... [OPTIONS]     the offline report over capture\n"
+	      "                                                  files (report --help)\n"
+	      "       mongoguard log FILE... [--rule R] [--ns NS] [--app A] [--follow]\n"
+	      "                                                  a JSON log as text (log --help)\n"
+	      "       mongoguard --check-config [OPTIONS]        validate, try the listen\n"
+	      "                                                  addresses and the upstream\n"
 	      "\n"
 	      "A MongoDB wire-protocol proxy that analyses every request for query and\n"
 	      "schema anti-patterns, logging them or blocking them before they reach the\n"
@@ -46,16 +52,22 @@ static void usage(FILE *out)
 	      "  -l, --listen HOST:PORT address to accept clients on (default 127.0.0.1:27018)\n"
 	      "  -u, --upstream URI     the real server, any mongodb:// URI\n"
 	      "                         (default mongodb://127.0.0.1:27017/)\n"
-	      "  -L, --log PATH         JSON-lines log file, '-' for stdout (default -)\n"
+	      "  -L, --log PATH         log file, '-' for stdout (default -)\n"
+	      "      --log-format F     json (JSON lines, the default) or text (for people;\n"
+	      "                         coloured on a terminal) (log.format)\n"
 	      "  -w, --workers N        worker threads, 0 = one per core (default 0)\n"
 	      "      --capture DIR      record traffic into capture files in DIR (capture.dir)\n"
 	      "  -v, --verbose          debug logging (log.verbosity: 1)\n"
-	      "      --check-config     validate the configuration and exit\n"
+	      "      --check-config     validate the configuration, try binding each listen\n"
+	      "                         address and ping the upstream (warnings), and exit:\n"
+	      "                         0 when the configuration is valid, 2 when not\n"
 	      "  -h, --help             this help\n"
 	      "  -V, --version          print the version\n"
 	      "\n"
-	      "Rules (set each under `rules:` to an action: off, log, block; or to a\n"
-	      "mapping with `action:` and the rule's parameters):\n",
+	      "Rules (set each under `rules:` to an action, or to a mapping with `action:`\n"
+	      "and the rule's parameters). Actions: off; log (forward, log the finding);\n"
+	      "dry-run (forward, log it as \"would have been blocked\"); block (answer the\n"
+	      "client with an error naming the rule; the request never reaches the server):\n",
 	      out);
 	for (int r = 0; r < RULE_COUNT; r++) {
 		const rule_def *d = rule_table[r];
@@ -67,14 +79,17 @@ static void usage(FILE *out)
 	}
 	fputs("Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish\n"
 	      "(shutdownGraceMS), then exit 0. SIGHUP re-reads the configuration file\n"
-	      "(rules, scopes, parameters, redaction, log verbosity, timeouts); a file that\n"
-	      "does not load is refused and the running configuration stays.\n",
+	      "(rules, scopes, parameters, redaction, log verbosity and format, timeouts); a\n"
+	      "file that does not load is refused and the running configuration stays.\n"
+	      "SIGUSR1 reopens the log file (log.rotate: reopen, or rename it to\n"
+	      "FILE.YYYY-MM-DDTHH-MM-SS first) and starts a new capture file.\n",
 	      out);
 }
 
 /* What the command line says; NULL / -1 / false where it says nothing. */
 typedef struct cli {
 	const char *config_path, *listen, *upstream, *logp, *capture;
+	int log_format; /* -1: as the file says */
 	long workers;
 	bool verbose, check_only;
 } cli;
@@ -84,19 +99,15 @@ typedef struct cli {
 static int parse_cli(int argc, char **argv, cli *o)
 {
 	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'},
-	    {"listen", required_argument, NULL, 'l'},
-	    {"upstream", required_argument, NULL, 'u'},
-	    {"log", required_argument, NULL, 'L'},
-	    {"workers", required_argument, NULL, 'w'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"check-config", no_argument, NULL, 'C'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {"capture", required_argument, NULL, 'K'},
-	    {NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},     {"listen", required_argument, NULL, 'l'},
+	    {"upstream", required_argument, NULL, 'u'},   {"log", required_argument, NULL, 'L'},
+	    {"workers", required_argument, NULL, 'w'},    {"verbose", no_argument, NULL, 'v'},
+	    {"check-config", no_argument, NULL, 'C'},     {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},          {"capture", required_argument, NULL, 'K'},
+	    {"log-format", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0},
 	};
-	*o = (cli){.workers = -1};
+	*o = (cli){.workers = -1, .log_format = -1};
+	char why[600];
 	int c;
 	while ((c = getopt_long(argc, argv, "c:l:u:L:w:vhV", opts, NULL)) != -1) {
 		switch (c) {
@@ -104,7 +115,18 @@ static int parse_cli(int argc, char **argv, cli *o)
 			o->config_path = optarg;
 			break;
 		case 'l':
+			if (!check_listen_spec(optarg, "--listen", why, sizeof(why))) {
+				fprintf(stderr, "mongoguard: %s\n", why);
+				return 2;
+			}
 			o->listen = optarg;
+			break;
+		case 'F':
+			o->log_format = log_format_from_name(optarg);
+			if (o->log_format < 0) {
+				fprintf(stderr, "mongoguard: --log-format takes json or text\n");
+				return 2;
+			}
 			break;
 		case 'u':
 			o->upstream = optarg;
@@ -171,6 +193,8 @@ static bool load_config(void *arg, mg_config *cfg, char *err, size_t errlen)
 		cfg->workers = (uint32_t)o->workers;
 	if (o->verbose)
 		cfg->log_verbosity = 1;
+	if (o->log_format >= 0)
+		cfg->log_fmt = (log_format)o->log_format;
 	return true;
 }
 
@@ -188,6 +212,8 @@ static void log_startup(const mg_config *cfg, const char *config_path)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "log") == 0)
+		return logview_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "report") == 0) {
 		mongoc_init(); /* --indexes-from */
 		int rs = report_main(argc - 1, argv + 1);
@@ -218,6 +244,9 @@ int main(int argc, char **argv)
 	if (o.check_only) {
 		printf("mongoguard: configuration OK (listen %s, upstream %s)\n", cfg.listen,
 		       plan.listeners[0].up.name);
+		(void)check_live(&plan,
+		                 stdout); /* warnings: a proxy may start before its database */
+		mongoc_cleanup();
 		return 0;
 	}
 	if (!log_open(cfg.log_path, cfg.log_verbosity ? LOG_DEBUG : LOG_INFO)) {
@@ -225,6 +254,7 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		return 2;
 	}
+	log_set_format(cfg.log_fmt);
 	log_startup(&cfg, o.config_path);
 	bool ok = server_run(&plan, err, sizeof(err));
 	if (!ok) {

@@ -1,41 +1,97 @@
 #!/usr/bin/env bash
 # One command: install what is missing, build, start FerretDB (SQLite, data
 # under build/) as the default upstream, and run mongoguard in front of it in
-# the foreground. Ctrl-C stops both.
+# the foreground. Ctrl-C stops both; so does mongoguard exiting or failing
+# to start: FerretDB never outlives this script.
+#
+# stdout is mongoguard's log alone, from its first line (scripts/run.sh |
+# jq . works); the build, FerretDB's notes and the connection URI go to
+# stderr. The URI is printed once mongoguard accepts connections.
 #
 # Environment: MG_LISTEN (default 127.0.0.1:27018), MG_FERRETDB_PORT (27117),
-# MG_CONFIG (default configs/staging.yaml). Extra arguments go to mongoguard,
-# e.g. scripts/run.sh --upstream mongodb://db.example:27017 skips FerretDB.
+# MG_CONFIG (default configs/staging.yaml), MG_FERRETDB_DATA (default
+# build/ferretdb-data). MG_FERRETDB and MG_MONGOGUARD name prebuilt binaries
+# to use instead of build/tools/ferretdb and build/mongoguard; with both set
+# the setup step is skipped. Extra arguments go to mongoguard, e.g.
+# scripts/run.sh --upstream mongodb://db.example:27017 skips FerretDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # libmongoc's per-process /dev/shm counters: see README, Logs
 export MONGOC_DISABLE_SHM=1
-scripts/setup.sh
+
+ferretdb_bin=${MG_FERRETDB:-build/tools/ferretdb}
+mongoguard_bin=${MG_MONGOGUARD:-build/mongoguard}
+if [[ -z ${MG_FERRETDB:-} || -z ${MG_MONGOGUARD:-} ]]; then
+  scripts/setup.sh >&2
+fi
+mkdir -p build
 
 listen=${MG_LISTEN:-127.0.0.1:27018}
 config=${MG_CONFIG:-configs/staging.yaml}
 args=(--config "$config" --listen "$listen" --log -)
 
-if [[ " $* " != *" --upstream "* && " $* " != *" -u "* ]]; then
-  port=${MG_FERRETDB_PORT:-27117}
-  data=build/ferretdb-data
-  mkdir -p "$data"
-  build/tools/ferretdb --handler=sqlite --sqlite-url="file:$PWD/$data/" \
-    --listen-addr="127.0.0.1:$port" --telemetry=disable --debug-addr=- \
-    --state-dir="$PWD/$data" --log-level=warn >build/ferretdb.log 2>&1 &
-  ferret=$!
-  trap 'kill $ferret 2>/dev/null; wait $ferret 2>/dev/null' EXIT
-  for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
-    kill -0 $ferret 2>/dev/null || { cat build/ferretdb.log >&2; exit 1; }
-    sleep 0.1
-  done
-  args+=(--upstream "mongodb://127.0.0.1:$port/")
-  echo "FerretDB $(build/tools/ferretdb --version | sed -n 's/^version: //p') on 127.0.0.1:$port (data in $data, log in build/ferretdb.log)" >&2
+# Both children are stopped on every way out: mongoguard first (it drains),
+# then FerretDB.
+ferret='' mg=''
+cleanup() {
+  trap - EXIT INT TERM
+  if [[ -n $mg ]]; then
+    kill -TERM "$mg" 2>/dev/null || true
+    wait "$mg" 2>/dev/null || true
+  fi
+  if [[ -n $ferret ]]; then
+    kill -TERM "$ferret" 2>/dev/null || true
+    wait "$ferret" 2>/dev/null || true
+  fi
+}
+trap 'status=$?; cleanup; exit $status' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Does something accept connections at host:port?
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+host=${listen%:*} port=${listen##*:}
+host=${host#[} host=${host%]}
+[[ -z $host || $host == 0.0.0.0 || $host == :: ]] && host=127.0.0.1
+if answers "$host" "$port"; then
+  echo "run.sh: $listen is in use already (MG_LISTEN sets another address)" >&2
+  exit 1
 fi
 
-echo "mongoguard listening on $listen. Connect with:  mongodb://$listen/" >&2
-build/mongoguard "${args[@]}" "$@" &
+if [[ " $* " != *" --upstream "* && " $* " != *" -u "* ]]; then
+  fport=${MG_FERRETDB_PORT:-27117}
+  data=${MG_FERRETDB_DATA:-build/ferretdb-data}
+  mkdir -p "$data"
+  data=$(cd "$data" && pwd)
+  "$ferretdb_bin" --handler=sqlite --sqlite-url="file:$data/" \
+    --listen-addr="127.0.0.1:$fport" --telemetry=disable --debug-addr=- \
+    --state-dir="$data" --log-level=warn >build/ferretdb.log 2>&1 &
+  ferret=$!
+  for _ in $(seq 100); do
+    answers 127.0.0.1 "$fport" && break
+    kill -0 "$ferret" 2>/dev/null || { cat build/ferretdb.log >&2; exit 1; }
+    sleep 0.1
+  done
+  answers 127.0.0.1 "$fport" || { echo "run.sh: FerretDB did not start" >&2; exit 1; }
+  args+=(--upstream "mongodb://127.0.0.1:$fport/")
+  echo "FerretDB $("$ferretdb_bin" --version | sed -n 's/^version: //p') on 127.0.0.1:$fport (data in $data, log in build/ferretdb.log)" >&2
+fi
+
+"$mongoguard_bin" "${args[@]}" "$@" &
 mg=$!
-trap 'kill -TERM $mg 2>/dev/null; wait $mg; kill ${ferret:-} 2>/dev/null; wait' EXIT INT TERM
-wait $mg
+until answers "$host" "$port"; do
+  if ! kill -0 "$mg" 2>/dev/null; then
+    status=0
+    wait "$mg" || status=$?
+    mg=''
+    echo "run.sh: mongoguard exited (status $status) before it listened" >&2
+    exit $((status ? status : 1))
+  fi
+  sleep 0.05
+done
+echo "mongoguard listening on $listen. Connect with:  mongodb://$listen/" >&2
+status=0
+wait "$mg" || status=$?
+mg=''
+exit "$status"

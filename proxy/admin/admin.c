@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +23,6 @@ enum {
 	MAX_HEAD = 16 * 1024, /* request line and headers */
 	MAX_BODY = 4 * 1024,
 	TIMEOUT_SECS = 10,
-	READY_PROBE_MS = 1000,
 	TEXT_BIG = 256 * 1024, /* /findings and /config bodies */
 };
 
@@ -92,24 +90,6 @@ static bool token_ok(const admin *a, const char *header)
 	return diff == 0;
 }
 
-/* A TCP connection to the upstream within READY_PROBE_MS. */
-static bool upstream_ready(const net_addr *up)
-{
-	int fd = socket(up->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	bool ok = connect(fd, (const struct sockaddr *)&up->ss, up->len) == 0;
-	if (!ok && errno == EINPROGRESS) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		int soerr = 0;
-		socklen_t len = sizeof(soerr);
-		ok = poll(&p, 1, READY_PROBE_MS) == 1 &&
-		     getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0;
-	}
-	close(fd);
-	return ok;
-}
-
 static void reply(struct evhttp_request *req, int code, const char *reason,
                   const char *content_type, const char *body, size_t len)
 {
@@ -131,9 +111,10 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
 	reply(req, code, reason, "text/plain; charset=utf-8", msg, strlen(msg));
 }
 
-/* Renders with fn into a heap buffer of `size` bytes and sends it. */
+/* Renders with fn (given ctx) into a heap buffer of `size` bytes and sends it. */
 static void reply_rendered(admin *a, struct evhttp_request *req, const char *content_type,
-                           size_t size, void (*fn)(admin *a, text_buf *t))
+                           size_t size, void (*fn)(admin *a, const void *ctx, text_buf *t),
+                           const void *ctx)
 {
 	char *buf = malloc(size);
 	if (!buf) {
@@ -142,22 +123,47 @@ static void reply_rendered(admin *a, struct evhttp_request *req, const char *con
 	}
 	text_buf t;
 	text_init_reserve(&t, buf, size, 16); /* room to close a cut JSON array */
-	fn(a, &t);
+	fn(a, ctx, &t);
 	reply(req, 200, "OK", content_type, buf, t.len);
 	free(buf);
 }
 
-static void render_metrics(admin *a, text_buf *t)
+static void render_metrics(admin *a, const void *ctx, text_buf *t)
 {
 	metrics_render(a->src.metrics, t);
 }
 
-static void render_findings(admin *a, text_buf *t)
+static void render_findings(admin *a, const void *filter, text_buf *t)
 {
-	a->src.findings_json(a->src.arg, t);
+	a->src.findings_json(a->src.arg, filter, t);
 }
 
-static void render_config(admin *a, text_buf *t)
+static void findings(admin *a, struct evhttp_request *req)
+{
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	char store[1024], err[300];
+	admin_filter f;
+	if (!admin_filter_parse(query, &f, store, sizeof(store), err, sizeof(err))) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "%s\n", err);
+		reply_text(req, 400, "Bad Request", msg);
+		return;
+	}
+	reply_rendered(a, req, "application/json", TEXT_BIG, render_findings, &f);
+}
+
+static void readyz(admin *a, struct evhttp_request *req)
+{
+	char why[512], msg[600];
+	if (a->src.ready(a->src.arg, why, sizeof(why))) {
+		reply_text(req, 200, "OK", "ready\n");
+		return;
+	}
+	snprintf(msg, sizeof(msg), "upstream not reachable: %s\n", why);
+	reply_text(req, 503, "Service Unavailable", msg);
+}
+
+static void render_config(admin *a, const void *ctx, text_buf *t)
 {
 	a->src.config_json(a->src.arg, t);
 }
@@ -215,17 +221,15 @@ static void handle(struct evhttp_request *req, void *arg)
 	}
 	if (!strcmp(path, "/metrics"))
 		reply_rendered(a, req, "text/plain; version=0.0.4; charset=utf-8",
-		               metrics_text_size(), render_metrics);
+		               metrics_text_size(), render_metrics, NULL);
 	else if (!strcmp(path, "/healthz"))
 		reply_text(req, 200, "OK", "ok\n");
 	else if (!strcmp(path, "/readyz"))
-		upstream_ready(a->src.upstream)
-		    ? reply_text(req, 200, "OK", "ready\n")
-		    : reply_text(req, 503, "Service Unavailable", "upstream not reachable\n");
+		readyz(a, req);
 	else if (!strcmp(path, "/findings"))
-		reply_rendered(a, req, "application/json", TEXT_BIG, render_findings);
+		findings(a, req);
 	else
-		reply_rendered(a, req, "application/json", TEXT_BIG, render_config);
+		reply_rendered(a, req, "application/json", TEXT_BIG, render_config, NULL);
 }
 
 static void *admin_main(void *arg)

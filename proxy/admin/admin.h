@@ -4,7 +4,10 @@
  *   GET  /metrics   Prometheus text (metrics.h)
  *   GET  /healthz   200 while the process runs
  *   GET  /readyz    200 when the upstream accepts a TCP connection, else 503
- *   GET  /findings  the most recent findings, JSON, redacted as the log
+ *                   (the probe that logs "Upstream reachable/unreachable")
+ *   GET  /findings  the most recent findings, JSON, redacted as the log;
+ *                   ?rule=&ns=&app=&since=&limit= narrow them (admin_filter),
+ *                   400 for a parameter that does not parse
  *   GET  /config    the effective configuration, secrets masked
  *   POST /reload    re-read the configuration file, as SIGHUP does
  *
@@ -17,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "protocol/text.h"
 #include "proxy/admin/metrics.h"
@@ -24,12 +28,28 @@
 
 typedef struct admin admin;
 
+/* /findings' query: NULL or 0 where the query says nothing. ns and app are
+ * globs (fnmatch), as rule scopes are; since is seconds since the epoch
+ * (the query takes those or an ISO-8601 UTC time); limit keeps the newest. */
+typedef struct admin_filter {
+	const char *rule, *ns, *app;
+	int64_t since;
+	unsigned limit;
+} admin_filter;
+
+/* Parses the query part of a /findings URI into f, whose strings point into
+ * store (cap bytes). False with err set for an unknown parameter or a bad
+ * value. Pure. */
+bool admin_filter_parse(const char *query, admin_filter *f, char *store, size_t cap, char *err,
+                        size_t errlen) __attribute__((warn_unused_result));
+
 /* What the endpoint reads; every pointer outlives the admin. Callbacks run
  * on the admin thread. */
 typedef struct admin_sources {
 	const metrics *metrics;
-	const net_addr *upstream; /* probed by /readyz */
-	void (*findings_json)(void *arg, text_buf *out);
+	/* /readyz: does the upstream answer (why not, in why)? */
+	bool (*ready)(void *arg, char *why, size_t whylen);
+	void (*findings_json)(void *arg, const admin_filter *f, text_buf *out);
 	void (*config_json)(void *arg, text_buf *out);
 	bool (*reload)(void *arg, char *err, size_t errlen); /* POST /reload */
 	void *arg;

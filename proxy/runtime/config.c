@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "proxy/net/dns.h"
+#include "proxy/runtime/check.h"
 
 void config_defaults(mg_config *c)
 {
@@ -22,6 +24,9 @@ void config_defaults(mg_config *c)
 	c->shutdown_grace_ms = 10000;
 	snprintf(c->log_path, sizeof(c->log_path), "-");
 	c->log_verbosity = 0;
+	c->log_fmt = LOG_FORMAT_JSON;
+	c->log_rot = LOG_ROTATE_REOPEN;
+	c->findings_ring = 100;
 	c->analysis_enabled = true;
 	c->index_refresh_secs = 60;
 	c->summary_interval_secs = 60;
@@ -81,6 +86,19 @@ static bool get_u32(cfg_ctx *x, yaml_node_t *n, const char *key, uint32_t min, u
 		return fail(x, n, "%s must be a whole number from %u to %u", key, min, max);
 	*out = (uint32_t)v;
 	return true;
+}
+
+/* A listen address, its form and port checked (check.h); "" (off) only
+ * where may_be_empty. */
+static bool get_listen(cfg_ctx *x, yaml_node_t *n, const char *key, char *out, size_t size,
+                       bool may_be_empty)
+{
+	char why[600];
+	if (!get_string(x, n, key, out, size))
+		return false;
+	if (may_be_empty && !out[0])
+		return true;
+	return check_listen_spec(out, key, why, sizeof(why)) || fail(x, n, "%s", why);
 }
 
 static bool get_bool(cfg_ctx *x, yaml_node_t *n, const char *key, bool *out)
@@ -158,7 +176,7 @@ static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "tls"))
 		return walk_map(x, v, "net.tls", tls_key, &c->tls);
 	if (!strcmp(key, "listen"))
-		return get_string(x, v, "net.listen", c->listen, sizeof(c->listen));
+		return get_listen(x, v, "net.listen", c->listen, sizeof(c->listen), false);
 	if (!strcmp(key, "maxConnections"))
 		return get_u32(x, v, "net.maxConnections", 1, 1000000, &c->max_connections);
 	if (!strcmp(key, "maxFrameWaitMS"))
@@ -172,7 +190,8 @@ static bool member_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "host"))
 		return get_string(x, v, "upstream.members host", m->host, sizeof(m->host));
 	if (!strcmp(key, "listen"))
-		return get_string(x, v, "upstream.members listen", m->listen, sizeof(m->listen));
+		return get_listen(x, v, "upstream.members listen", m->listen, sizeof(m->listen),
+		                  false);
 	return unknown(x, v, "upstream.members", key);
 }
 
@@ -243,6 +262,22 @@ static bool log_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		c->log_verbosity = (int)vb;
 		return true;
 	}
+	if (!strcmp(key, "format")) {
+		const char *s = scalar(v);
+		int f = s ? log_format_from_name(s) : -1;
+		if (f < 0)
+			return fail(x, v, "log.format must be json or text");
+		c->log_fmt = (log_format)f;
+		return true;
+	}
+	if (!strcmp(key, "rotate")) {
+		const char *s = scalar(v);
+		int r = s ? log_rotate_from_name(s) : -1;
+		if (r < 0)
+			return fail(x, v, "log.rotate must be reopen or rename");
+		c->log_rot = (log_rotate)r;
+		return true;
+	}
 	return unknown(x, v, "log", key);
 }
 
@@ -267,7 +302,10 @@ static bool admin_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
 	if (!strcmp(key, "listen"))
-		return get_string(x, v, "admin.listen", c->admin_listen, sizeof(c->admin_listen));
+		return get_listen(x, v, "admin.listen", c->admin_listen, sizeof(c->admin_listen),
+		                  true);
+	if (!strcmp(key, "findingsRing"))
+		return get_u32(x, v, "admin.findingsRing", 1, 10000, &c->findings_ring);
 	if (!strcmp(key, "tokenFile"))
 		return get_string(x, v, "admin.tokenFile", c->admin_token_file,
 		                  sizeof(c->admin_token_file));
@@ -488,6 +526,13 @@ static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 
 bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
 {
+	/* fopen() opens a directory, and libyaml then says "input error" */
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot read %s: it is a directory, not a configuration file",
+		         path);
+		return false;
+	}
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));

@@ -12,6 +12,7 @@
 #include "proxy/sinks/mongo_sink.h"
 #include "proxy/sinks/capture.h"
 #include "proxy/net/tls.h"
+#include "proxy/sinks/log.h"
 
 /* A replica-set member and the listener that serves it (upstream.members). */
 enum { MG_MAX_MEMBERS = 16 };
@@ -42,6 +43,8 @@ typedef struct mg_config {
 	/* log */
 	char log_path[1024]; /* "-" = stdout */
 	int log_verbosity;   /* 0 info, 1 debug */
+	log_format log_fmt;  /* log.format: json (the default) or text */
+	log_rotate log_rot;  /* log.rotate: what SIGUSR1 does to the file */
 	/* analysis */
 	bool analysis_enabled;
 	uint32_t index_refresh_secs;
@@ -50,6 +53,7 @@ typedef struct mg_config {
 	/* admin endpoint */
 	char admin_listen[256];      /* "" = off */
 	char admin_token_file[1024]; /* "" = no token required */
+	uint32_t findings_ring;      /* admin.findingsRing: findings /findings keeps */
 	/* sinks */
 	char instance_name[256]; /* on every sink record; "" = host:port of net.listen */
 	mongo_sink_config sink_mongodb;

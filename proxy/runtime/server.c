@@ -25,7 +25,9 @@
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/runtime/restart_only.h"
+#include "proxy/runtime/rotate.h"
 #include "proxy/runtime/snapshot.h"
+#include "proxy/runtime/upstream_watch.h"
 #include "proxy/runtime/worker.h"
 
 #ifndef MG_VERSION
@@ -57,10 +59,12 @@ typedef struct server {
 	bool routes_init;
 	resolver *resolver;
 	finding_sink *findings;
+	upstream_watch *watch; /* "Upstream reachable/unreachable", and /readyz */
 	admin *admin;
 	pthread_mutex_t reload_lock; /* SIGHUP (main thread) and POST /reload (admin) */
 	unsigned generation;         /* of the snapshot in force; under reload_lock */
 	struct event *sighup;
+	struct event *sigusr1;      /* rotate the log, start a new capture file */
 	struct event *accept_retry; /* resumes accepting after a pause */
 	struct event *fds_out;      /* activated by workers out of descriptors */
 	uint32_t accept_backoff_ms; /* 0 while accepting works */
@@ -478,6 +482,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 			srv->generation++;
 			snapshot_slot_publish(&srv->config, s);
 			log_set_max(next->log_verbosity ? LOG_DEBUG : LOG_INFO);
+			log_set_format(next->log_fmt);
 			log_reloaded(next, srv->generation, source);
 		} else if (ok) {
 			snprintf(err, errlen, "out of memory");
@@ -506,6 +511,15 @@ static void sighup_cb(evutil_socket_t sig, short what, void *arg)
 {
 	char err[1024];
 	(void)server_reload(arg, "SIGHUP", err, sizeof(err));
+}
+
+/* log.rotate is read from the snapshot in force: a reload changes it. */
+static void sigusr1_cb(evutil_socket_t sig, short what, void *arg)
+{
+	server *srv = arg;
+	snapshot *s = snapshot_slot_get(&srv->config);
+	rotate_logs(s->cfg.log_rot, srv->capture);
+	snapshot_unref(s);
 }
 
 static bool admin_reload(void *arg, char *err, size_t errlen)
@@ -649,16 +663,17 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	srv->sigterm = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
 	srv->sigint = evsignal_new(srv->base, SIGINT, signal_cb, srv);
 	srv->sighup = evsignal_new(srv->base, SIGHUP, sighup_cb, srv);
+	srv->sigusr1 = evsignal_new(srv->base, SIGUSR1, sigusr1_cb, srv);
 	srv->poll_done = add_timer(srv, poll_done_cb, EV_PERSIST, 50);
 	srv->summary =
 	    add_timer(srv, summary_cb, EV_PERSIST, srv->cfg->summary_interval_secs * 1000);
 	srv->grace = add_timer(srv, grace_cb, 0, 0);
 	srv->accept_retry = add_timer(srv, accept_retry_cb, 0, 0);
 	srv->fds_out = add_timer(srv, fds_out_cb, 0, 0);
-	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->poll_done || !srv->summary ||
-	    !srv->grace || !srv->accept_retry || !srv->fds_out ||
+	if (!srv->sigterm || !srv->sigint || !srv->sighup || !srv->sigusr1 || !srv->poll_done ||
+	    !srv->summary || !srv->grace || !srv->accept_retry || !srv->fds_out ||
 	    evsignal_add(srv->sigterm, NULL) < 0 || evsignal_add(srv->sigint, NULL) < 0 ||
-	    evsignal_add(srv->sighup, NULL) < 0) {
+	    evsignal_add(srv->sighup, NULL) < 0 || evsignal_add(srv->sigusr1, NULL) < 0) {
 		snprintf(err, errlen, "cannot set up signal handlers and timers");
 		return false;
 	}
@@ -692,7 +707,9 @@ static bool start_metrics(server *srv, char *err, size_t errlen)
 		if (!srv->fleet)
 			return false;
 	}
-	srv->findings = srv->metrics ? finding_sink_new(srv->metrics, srv->fleet) : NULL;
+	srv->findings = srv->metrics
+	                    ? finding_sink_new(srv->metrics, srv->fleet, srv->cfg->findings_ring)
+	                    : NULL;
 	if (!srv->findings) {
 		snprintf(err, errlen, "out of memory");
 		return false;
@@ -700,10 +717,25 @@ static bool start_metrics(server *srv, char *err, size_t errlen)
 	return true;
 }
 
-static void admin_findings(void *arg, text_buf *out)
+static void admin_findings(void *arg, const admin_filter *f, text_buf *out)
 {
 	server *srv = arg;
-	finding_sink_recent_json(srv->findings, out);
+	finding_query q = {f->rule, f->ns, f->app, f->since, f->limit};
+	finding_sink_recent_json(srv->findings, &q, out);
+}
+
+static bool admin_ready(void *arg, char *why, size_t whylen)
+{
+	server *srv = arg;
+	return upstream_watch_probe(srv->watch, why, whylen);
+}
+
+/* The upstream's reachability, in the log from start-up on. */
+static bool start_watch(server *srv, char *err, size_t errlen)
+{
+	srv->watch = upstream_watch_start(&srv->plan->listeners[0].up, connect_failures,
+	                                  srv->metrics, err, errlen);
+	return srv->watch != NULL;
 }
 
 static void admin_config(void *arg, text_buf *out)
@@ -720,7 +752,7 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	if (!p->admin)
 		return true;
 	admin_sources src = {.metrics = srv->metrics,
-	                     .upstream = &p->listeners[0].up,
+	                     .ready = admin_ready,
 	                     .findings_json = admin_findings,
 	                     .config_json = admin_config,
 	                     .reload = admin_reload,
@@ -751,7 +783,8 @@ static bool start(server *srv, char *err, size_t errlen)
 	       start_capture(srv, err, errlen) && start_routes(srv, err, errlen) &&
 	       start_events(srv, err, errlen) && start_workers(srv, err, errlen) &&
 	       (!srv->ic || index_cache_start(srv->ic, err, errlen)) &&
-	       start_admin(srv, err, errlen) && start_listeners(srv, err, errlen);
+	       start_watch(srv, err, errlen) && start_admin(srv, err, errlen) &&
+	       start_listeners(srv, err, errlen);
 }
 
 /* ---- teardown: whatever start() got to ---- */
@@ -763,7 +796,8 @@ static void stop(server *srv)
 	pthread_mutex_lock(&srv->hooks_lock);
 	srv->hooks_off = true;
 	pthread_mutex_unlock(&srv->hooks_lock);
-	admin_stop(srv->admin); /* it reads the snapshot and the counters */
+	admin_stop(srv->admin);          /* it reads the snapshot and the counters */
+	upstream_watch_stop(srv->watch); /* it reads the counters */
 	/* Before the workers stop: the cache's thread tells them about new
 	 * index lists (index_changed) until it is joined. A listIndexes the
 	 * upstream never answers holds it for the side connection's socket
@@ -788,8 +822,9 @@ static void stop(server *srv)
 		snapshot_slot_destroy(&srv->config);
 	}
 	mongo_sink_stop(srv->fleet); /* after the last summaries reached it */
-	struct event *evs[] = {srv->sigterm, srv->sigint, srv->sighup,       srv->poll_done,
-	                       srv->summary, srv->grace,  srv->accept_retry, srv->fds_out};
+	struct event *evs[] = {srv->sigterm, srv->sigint,       srv->sighup,
+	                       srv->sigusr1, srv->poll_done,    srv->summary,
+	                       srv->grace,   srv->accept_retry, srv->fds_out};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);

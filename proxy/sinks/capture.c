@@ -70,6 +70,7 @@ struct capture_sink {
 	int64_t drop_from, drop_to;
 	uint64_t dropped_total;
 	atomic_uint_fast64_t replies_seen; /* for the reply sample */
+	atomic_bool rotate_asked;          /* capture_sink_rotate(); the writer clears it */
 
 	/* the writer's own */
 	pthread_t thread;
@@ -407,8 +408,19 @@ static void maybe_rotate(capture_sink *c)
 	bool by_size = c->file_bytes >= c->max_file;
 	bool by_age = c->s.rotate_secs &&
 	              capture_now_us() - c->file_opened_us >= (int64_t)c->s.rotate_secs * 1000000;
-	if (by_size || by_age)
+	bool asked = atomic_exchange(&c->rotate_asked, false);
+	if (by_size || by_age || asked)
 		open_file(c);
+}
+
+void capture_sink_rotate(capture_sink *c)
+{
+	if (!c)
+		return;
+	atomic_store(&c->rotate_asked, true);
+	pthread_mutex_lock(&c->lock);
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- index lists ---- */
@@ -531,7 +543,7 @@ static void *writer_main(void *arg)
 	capture_sink *c = arg;
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		while (!c->head && !c->stopping && !c->dropped) {
+		while (!c->head && !c->stopping && !c->dropped && !atomic_load(&c->rotate_asked)) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_sec += 1;

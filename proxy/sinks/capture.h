@@ -73,6 +73,10 @@ uint8_t *capture_sink_reply_buffer(capture_sink *c, size_t len);
 void capture_sink_reply(capture_sink *c, const capture_origin *o, int32_t response_to, size_t len,
                         uint8_t *bytes);
 
+/* SIGUSR1: the writer starts a new file before its next record (or at its
+ * next wake-up, within a second). Any thread; never waits. */
+void capture_sink_rotate(capture_sink *c);
+
 /* So far; records and files are the writer's and may lag. */
 void capture_sink_get_stats(capture_sink *c, capture_stats *st);
 

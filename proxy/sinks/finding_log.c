@@ -2,33 +2,45 @@
  * for the metrics, and entries in a small ring for /findings. */
 #include "proxy/sinks/finding_log.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "proxy/sinks/log.h"
 
 enum {
-	RECENT_MAX = 100,      /* findings /findings keeps */
-	RECENT_LEN = 8 * 1024, /* bytes of one entry's JSON */
+	RECENT_LEN = 8 * 1024, /* bytes of one entry's JSON, at most */
 };
+
+/* One of the recent findings: its JSON and what /findings filters on.
+ * json, ns and app share one allocation (json's). */
+typedef struct recent {
+	char *json; /* NULL: an empty slot */
+	const char *ns, *app;
+	int rule;
+	int64_t t; /* seconds since the epoch */
+	size_t len;
+} recent;
 
 struct finding_sink {
 	metrics *m;
 	mongo_sink *fleet;
 	pthread_mutex_t lock; /* guards the ring */
-	char (*ring)[RECENT_LEN];
-	unsigned head, count;
+	recent *ring;
+	unsigned size, head, count;
 };
 
-finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet)
+finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet, unsigned ring_size)
 {
 	finding_sink *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->ring = calloc(RECENT_MAX, RECENT_LEN);
+	s->size = ring_size ? ring_size : 1;
+	s->ring = calloc(s->size, sizeof(*s->ring));
 	if (!s->ring) {
 		free(s);
 		return NULL;
@@ -44,6 +56,8 @@ void finding_sink_free(finding_sink *s)
 	if (!s)
 		return;
 	pthread_mutex_destroy(&s->lock);
+	for (unsigned i = 0; i < s->size; i++)
+		free(s->ring[i].json);
 	free(s->ring);
 	free(s);
 }
@@ -85,10 +99,9 @@ static void json_field(text_buf *t, const char *key, const char *value)
 }
 
 /* The finding as the log line's attr object, plus its time. */
-static void finding_json(text_buf *t, const finding *f, const char *hash)
+static void finding_json(text_buf *t, const finding *f, const char *hash, time_t now)
 {
 	char when[32];
-	time_t now = time(NULL);
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -118,23 +131,53 @@ static void finding_json(text_buf *t, const finding *f, const char *hash)
 	text_char(t, '}');
 }
 
-static void remember(finding_sink *s, const finding *f, const char *hash)
+static const char *nz(const char *s)
+{
+	return s ? s : "";
+}
+
+/* The entry for f: its JSON, then ns and app, in one allocation. */
+static bool recent_make(recent *r, const finding *f, const char *hash)
 {
 	char entry[RECENT_LEN];
 	text_buf t;
 	text_init(&t, entry, sizeof(entry));
-	finding_json(&t, f, hash);
+	time_t now = time(NULL);
+	finding_json(&t, f, hash, now);
 	if (t.overflow)
-		return; /* a partial object would break the array: keep it out */
-	text_finish(&t);
+		return false; /* a partial object would break the array: keep it out */
+	size_t ns = strlen(nz(f->ns)) + 1, app = strlen(nz(f->app_name)) + 1;
+	char *p = malloc(t.len + 1 + ns + app);
+	if (!p)
+		return false;
+	memcpy(p, entry, t.len);
+	p[t.len] = '\0';
+	memcpy(p + t.len + 1, nz(f->ns), ns);
+	memcpy(p + t.len + 1 + ns, nz(f->app_name), app);
+	*r = (recent){.json = p,
+	              .ns = p + t.len + 1,
+	              .app = p + t.len + 1 + ns,
+	              .rule = (int)f->rule,
+	              .t = (int64_t)now,
+	              .len = t.len};
+	return true;
+}
+
+static void remember(finding_sink *s, const finding *f, const char *hash)
+{
+	recent r;
+	if (!recent_make(&r, f, hash))
+		return;
 	pthread_mutex_lock(&s->lock);
-	unsigned slot = (s->head + s->count) % RECENT_MAX;
-	if (s->count == RECENT_MAX)
-		s->head = (s->head + 1) % RECENT_MAX;
+	unsigned slot = (s->head + s->count) % s->size;
+	if (s->count == s->size)
+		s->head = (s->head + 1) % s->size;
 	else
 		s->count++;
-	memcpy(s->ring[slot], entry, t.len + 1);
+	char *old = s->ring[slot].json;
+	s->ring[slot] = r;
 	pthread_mutex_unlock(&s->lock);
+	free(old);
 }
 
 void server_log_finding(void *arg, const finding *f)
@@ -152,21 +195,39 @@ void server_log_finding(void *arg, const finding *f)
 		mongo_sink_push(s->fleet, f);
 }
 
-void finding_sink_recent_json(finding_sink *s, text_buf *out)
+static bool wanted(const recent *r, const finding_query *q)
 {
+	return (!q->rule || !strcmp(q->rule, rule_name((rule_id)r->rule))) &&
+	       (!q->ns || fnmatch(q->ns, r->ns, 0) == 0) &&
+	       (!q->app || fnmatch(q->app, r->app, 0) == 0) && r->t >= q->since;
+}
+
+void finding_sink_recent_json(finding_sink *s, const finding_query *q, text_buf *out)
+{
+	static const finding_query all = {0};
+	q = q ? q : &all;
 	text_char(out, '[');
 	pthread_mutex_lock(&s->lock);
-	for (unsigned i = 0; i < s->count; i++) {
-		size_t mark = text_mark(out);
-		if (i)
+	/* newest first, as many as are asked for and fit; then written oldest
+	 * first (newest last, like the log) */
+	unsigned *pick = malloc((s->count ? s->count : 1) * sizeof(*pick)), n = 0;
+	size_t room = out->limit > out->len + 2 ? out->limit - out->len - 2 : 0, used = 0;
+	for (unsigned i = s->count; pick && i-- > 0 && (!q->limit || n < q->limit);) {
+		const recent *r = &s->ring[(s->head + i) % s->size];
+		if (!wanted(r, q))
+			continue;
+		if (used + r->len + 1 > room)
+			break; /* keep the array whole: the older ones do not fit */
+		used += r->len + 1;
+		pick[n++] = (s->head + i) % s->size;
+	}
+	for (unsigned i = n; i-- > 0;) {
+		if (i != n - 1)
 			text_char(out, ',');
-		text_str(out, s->ring[(s->head + i) % RECENT_MAX]);
-		if (out->overflow) { /* keep the array whole: drop what does not fit */
-			text_rewind(out, mark);
-			break;
-		}
+		text_str(out, s->ring[pick[i]].json);
 	}
 	pthread_mutex_unlock(&s->lock);
+	free(pick);
 	text_close(out, "]");
 	text_finish(out);
 }

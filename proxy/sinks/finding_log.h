@@ -12,8 +12,9 @@
 typedef struct finding_sink finding_sink;
 
 /* m may be NULL (no counting), fleet may be NULL (no findings collection;
- * not owned). NULL when out of memory. */
-finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet);
+ * not owned). ring_size: how many recent findings /findings keeps
+ * (admin.findingsRing). NULL when out of memory. */
+finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet, unsigned ring_size);
 void finding_sink_free(finding_sink *s);
 
 /* The engine_sink_fn: one "c":"ANALYZER" log line per finding (DESIGN.md,
@@ -21,8 +22,18 @@ void finding_sink_free(finding_sink *s);
  * NULL for the log line alone. Any thread. */
 void server_log_finding(void *arg, const finding *f);
 
-/* The recent findings, newest last, as a JSON array of objects with the
- * log line's attributes (redacted as the log is). Any thread. */
-void finding_sink_recent_json(finding_sink *s, text_buf *out);
+/* Which recent findings: NULL or 0 where any will do. rule is a rule id,
+ * ns and app are globs (fnmatch), since is seconds since the epoch, limit
+ * keeps the newest. */
+typedef struct finding_query {
+	const char *rule, *ns, *app;
+	int64_t since;
+	unsigned limit;
+} finding_query;
+
+/* The recent findings q asks for (NULL: all), newest last, as a JSON array
+ * of objects with the log line's attributes (redacted as the log is). When
+ * they do not all fit in out, the newest that do. Any thread. */
+void finding_sink_recent_json(finding_sink *s, const finding_query *q, text_buf *out);
 
 #endif

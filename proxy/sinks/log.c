@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "protocol/text.h"
+#include "proxy/sinks/log_text.h"
 
 /* One line is at most this long. A string that does not fit is cut at a
  * character boundary; any other attribute that does not fit is left out;
@@ -27,9 +28,48 @@ struct log_line {
 	bool has_attr;
 };
 
+/* A text line: the JSON line's text, the fix line and colour codes. */
+#define LOG_TEXT_MAX (LOG_LINE_MAX + 4096)
+
+/* log_fd is set by log_open before any other thread runs, and keeps its
+ * number for the process's life: log_reopen() swaps the file under it
+ * with dup2(), so a thread in write() never sees a closed or reused fd. */
 static int log_fd = -1;
 static _Atomic int log_max = LOG_INFO; /* a reload may change it from any thread */
+static _Atomic int log_fmt = LOG_FORMAT_JSON;
+static _Atomic bool log_tty; /* the log is a terminal: text is coloured */
+static char log_path[1024];  /* "" for stdout */
 static _Thread_local log_line tl_line;
+static _Thread_local char tl_text[LOG_TEXT_MAX];
+
+int log_format_from_name(const char *name)
+{
+	return !strcmp(name, "json")   ? LOG_FORMAT_JSON
+	       : !strcmp(name, "text") ? LOG_FORMAT_TEXT
+	                               : -1;
+}
+
+int log_rotate_from_name(const char *name)
+{
+	return !strcmp(name, "reopen")   ? LOG_ROTATE_REOPEN
+	       : !strcmp(name, "rename") ? LOG_ROTATE_RENAME
+	                                 : -1;
+}
+
+const char *log_format_name(log_format f)
+{
+	return f == LOG_FORMAT_TEXT ? "text" : "json";
+}
+
+const char *log_rotate_name(log_rotate r)
+{
+	return r == LOG_ROTATE_RENAME ? "rename" : "reopen";
+}
+
+void log_set_format(log_format f)
+{
+	atomic_store_explicit(&log_fmt, (int)f, memory_order_relaxed);
+}
 
 void log_set_max(log_severity max_severity)
 {
@@ -41,13 +81,60 @@ bool log_open(const char *path, log_severity max_severity)
 	log_set_max(max_severity);
 	if (!path || strcmp(path, "-") == 0) {
 		log_fd = STDOUT_FILENO;
+		log_path[0] = '\0';
+		atomic_store(&log_tty, isatty(log_fd) == 1);
 		return true;
 	}
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return false;
 	log_fd = fd;
+	snprintf(log_path, sizeof(log_path), "%s", path);
+	atomic_store(&log_tty, isatty(log_fd) == 1);
 	return true;
+}
+
+/* PATH.YYYY-MM-DDTHH-MM-SS (UTC), as mongod names a rotated log. */
+static void rotated_name(char *out, size_t cap)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	char stamp[32];
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H-%M-%S", &tm);
+	snprintf(out, cap, "%s.%s", log_path, stamp);
+}
+
+bool log_reopen(log_rotate how, char *renamed_to, size_t renamed_cap, char *err, size_t errlen)
+{
+	if (renamed_cap)
+		renamed_to[0] = '\0';
+	if (!log_path[0] || log_fd < 0) {
+		snprintf(err, errlen, "the log is on stdout: nothing to reopen");
+		return false;
+	}
+	if (how == LOG_ROTATE_RENAME) {
+		char to[sizeof(log_path) + 32];
+		rotated_name(to, sizeof(to));
+		/* an existing name (two rotations within a second) is not overwritten */
+		bool exists = access(to, F_OK) == 0;
+		if (exists || rename(log_path, to) != 0) {
+			snprintf(err, errlen, "cannot rename %s to %s: %s", log_path, to,
+			         exists ? "it exists" : strerror(errno));
+			return false;
+		}
+		snprintf(renamed_to, renamed_cap, "%s", to);
+	}
+	int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", log_path, strerror(errno));
+		return false;
+	}
+	bool ok = dup2(fd, log_fd) >= 0;
+	if (!ok)
+		snprintf(err, errlen, "cannot switch to the new %s: %s", log_path, strerror(errno));
+	close(fd);
+	return ok;
 }
 
 void log_close(void)
@@ -55,6 +142,7 @@ void log_close(void)
 	if (log_fd > STDERR_FILENO)
 		close(log_fd);
 	log_fd = -1;
+	log_path[0] = '\0';
 }
 
 bool log_enabled(log_severity s)
@@ -183,6 +271,22 @@ void log_attr_fmt(log_line *l, const char *key, const char *fmt, ...)
 	log_attr_str(l, key, tmp);
 }
 
+/* The line just closed, rendered for people (log_text.h): the same text
+ * `mongoguard log` gives for it, since both read the JSON. */
+static size_t as_text(const log_line *l, const char **out)
+{
+	log_event ev;
+	if (!log_event_parse(l->buf, l->t.len, &ev)) {
+		*out = l->buf; /* cannot happen for a line built here; keep it anyway */
+		return l->t.len;
+	}
+	text_buf t;
+	text_init_reserve(&t, tl_text, sizeof(tl_text), 8);
+	log_text_render(&ev, atomic_load_explicit(&log_tty, memory_order_relaxed), &t);
+	*out = tl_text;
+	return t.len;
+}
+
 void log_end(log_line *l)
 {
 	if (!l)
@@ -194,6 +298,8 @@ void log_end(log_line *l)
 		text_close(&l->t, l->has_attr ? "}}\n" : "}\n");
 	const char *p = l->buf;
 	size_t left = l->t.len;
+	if (atomic_load_explicit(&log_fmt, memory_order_relaxed) == LOG_FORMAT_TEXT)
+		left = as_text(l, &p);
 	while (left > 0) {
 		ssize_t w = write(log_fd, p, left);
 		if (w < 0 && errno == EINTR)

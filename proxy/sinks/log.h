@@ -13,6 +13,7 @@
 #define MG_PROXY_SINKS_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -34,6 +35,9 @@ enum {
 	LOGID_RELOAD_FAILED = 1007,
 	LOGID_ADMIN = 1008,
 	LOGID_INTERNAL = 1009,
+	LOGID_LOG_ROTATED = 1010,
+	LOGID_UPSTREAM_REACHABLE = 1011, /* the upstream answers again, or at start */
+	LOGID_UPSTREAM_UNREACHABLE = 1012,
 	LOGID_CONN_ACCEPTED = 2000,
 	LOGID_CONN_ENDED = 2001,
 	LOGID_CONN_REFUSED = 2002,
@@ -52,11 +56,34 @@ enum {
 	LOGID_SINK = 4005,
 };
 
+/* log.format: JSON lines (the contract other tools read), or text for
+ * people (log_text.h; one line per event, coloured on a terminal). */
+typedef enum { LOG_FORMAT_JSON = 0, LOG_FORMAT_TEXT = 1 } log_format;
+/* log.rotate, what SIGUSR1 does with the file (mongod's systemLog.logRotate):
+ * reopen the path (logrotate's `create` mode has moved the file already),
+ * or rename the file to PATH.YYYY-MM-DDTHH-MM-SS and open a new one. */
+typedef enum { LOG_ROTATE_REOPEN = 0, LOG_ROTATE_RENAME = 1 } log_rotate;
+
+int log_format_from_name(const char *name); /* -1 when unknown */
+int log_rotate_from_name(const char *name);
+const char *log_format_name(log_format f);
+const char *log_rotate_name(log_rotate r);
+
 typedef struct log_line log_line;
 
 /* path: a file (appended) or "-" for stdout. Returns false with errno set. */
 bool log_open(const char *path, log_severity max_severity);
 void log_close(void);
+/* Any thread, at any time (a reload). Text is coloured when the log is a
+ * terminal. */
+void log_set_format(log_format f);
+/* SIGUSR1: a new file at the log's path, swapped in under the lines being
+ * written (each goes whole to the old file or the new one). With rename,
+ * renamed_to gets the old file's new name. A log on stdout is left alone
+ * (false, err says so). False with err set when the new file cannot be
+ * opened: the log stays where it was. One caller at a time. */
+bool log_reopen(log_rotate how, char *renamed_to, size_t renamed_cap, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 /* Changes the level at run time (a reload); any thread. */
 void log_set_max(log_severity max_severity);
 bool log_enabled(log_severity s);

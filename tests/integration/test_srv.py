@@ -14,7 +14,7 @@ from bson import ObjectId
 from pymongo import MongoClient
 from pymongo.errors import ServerSelectionTimeoutError
 
-from conftest import line_text, unique_name
+from conftest import free_port, line_text, unique_name
 from dns_stub import SRV, TXT, A, DnsStub
 from fakeserver import FakeServer
 from topology_helpers import certs, ferret  # noqa: F401 -- fixtures
@@ -150,7 +150,7 @@ def test_dns_failure_at_start_is_a_clear_error(dns, mongoguard_bin, tmp_path):
     cfg = tmp_path / "mg.yaml"
     cfg.write_text(_config(dns))
     # the serving path, not only --check-config
-    r = subprocess.run([mongoguard_bin, "--config", str(cfg), "--listen", "127.0.0.1:0",
+    r = subprocess.run([mongoguard_bin, "--config", str(cfg), "--listen", f"127.0.0.1:{free_port()}",
                         "--upstream", f"mongodb+srv://{SRV_HOST}/", "--log", "-"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "proxy/admin/config_json.h"
@@ -82,11 +84,64 @@ static void test_mask_uri(void **state)
 	assert_string_equal(buf, "mongodb://host:27017/?x=a@b");
 }
 
+/* How many objects the JSON array in buf holds. */
+static unsigned array_len(const char *buf)
+{
+	unsigned n = 0;
+	for (const char *p = buf; (p = strstr(p, "\"shapeHash\"")); p++)
+		n++;
+	return n;
+}
+
+static void test_recent_findings_filters(void **state)
+{
+	assert_true(log_open("/dev/null", LOG_INFO));
+	finding_sink *s = finding_sink_new(NULL, NULL, 5);
+	finding f = {.rule = RULE_CASE_INSENSITIVE_REGEX,
+	             .action = RULE_LOG,
+	             .command = "find",
+	             .shape = "{}",
+	             .app_name = "shop",
+	             .client = "c"};
+	const char *ns[] = {"a.x", "a.y", "b.x", "a.x", "b.y", "a.x", "b.x"};
+	for (int i = 0; i < 7; i++) {
+		f.ns = ns[i];
+		f.shape_hash = (uint64_t)i;
+		f.rule = i == 6 ? RULE_UNBOUNDED_PUSH : RULE_CASE_INSENSITIVE_REGEX;
+		f.app_name = i == 5 ? "admin" : "shop";
+		server_log_finding(s, &f);
+	}
+	static char buf[64 * 1024];
+	text_buf t;
+	struct {
+		finding_query q;
+		unsigned n;
+		const char *first;
+	} cases[] = {
+	    {{0}, 5, "0000000000000002"}, /* the ring keeps 5 */
+	    {{.ns = "a.*"}, 2, "0000000000000003"},
+	    {{.rule = "unbounded-push"}, 1, "0000000000000006"},
+	    {{.app = "adm*"}, 1, "0000000000000005"},
+	    {{.limit = 2}, 2, "0000000000000005"}, /* the newest two */
+	    {{.since = (int64_t)time(NULL) + 60}, 0, NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		text_init_reserve(&t, buf, sizeof(buf), 16);
+		finding_sink_recent_json(s, &cases[i].q, &t);
+		assert_int_equal(array_len(buf), cases[i].n);
+		if (cases[i].first) /* oldest first */
+			assert_ptr_equal(strstr(buf, cases[i].first),
+			                 strstr(buf, "\"shapeHash\"") + 13);
+	}
+	finding_sink_free(s);
+	log_close();
+}
+
 static void test_recent_findings_ring(void **state)
 {
 	assert_true(log_open("/dev/null", LOG_INFO));
 	metrics *m = metrics_new(1, NULL, "x");
-	finding_sink *s = finding_sink_new(m, NULL);
+	finding_sink *s = finding_sink_new(m, NULL, 100);
 	finding f = {.rule = RULE_CASE_INSENSITIVE_REGEX,
 	             .action = RULE_LOG,
 	             .ns = "d.c",
@@ -104,7 +159,7 @@ static void test_recent_findings_ring(void **state)
 	static char buf[1024 * 1024];
 	text_buf t;
 	text_init_reserve(&t, buf, sizeof(buf), 16);
-	finding_sink_recent_json(s, &t);
+	finding_sink_recent_json(s, NULL, &t);
 	bson_error_t err;
 	char wrapped[sizeof(buf) + 16];
 	snprintf(wrapped, sizeof(wrapped), "{\"a\":%s}", buf);
@@ -133,6 +188,7 @@ int main(void)
 	    cmocka_unit_test(test_histogram_is_cumulative),
 	    cmocka_unit_test(test_mask_uri),
 	    cmocka_unit_test(test_recent_findings_ring),
+	    cmocka_unit_test(test_recent_findings_filters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
