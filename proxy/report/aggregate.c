@@ -148,6 +148,7 @@ static model_ns *ns_get(aggregator *a, const char *ns)
 	memset(n, 0, sizeof *n);
 	snprintf(n->ns, sizeof n->ns, "%s", ns);
 	n->doc_max = -1;
+	n->doc_count = -1;
 	imap_put(&a->nss, k, m->nnss);
 	/* its database, for "too many collections" */
 	char db[128];
@@ -658,9 +659,11 @@ static void on_reply(aggregator *a, const bson_t *rec)
 }
 
 /* An index list into the cache the engine reads and into the model.
- * specs NULL: the collection has none to reason about (opaque). */
+ * specs NULL: the collection has none to reason about (opaque). count: the
+ * estimated document count the capture had with it (-1: none, as in a
+ * version-1 capture: the collection-scan rule then has no verdict). */
 static void put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n,
-                        const char *opaque)
+                        const char *opaque, int64_t count)
 {
 	const char *dot = strchr(ns, '.');
 	char db[128];
@@ -671,8 +674,12 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 	index_set *set = opaque ? index_set_new_opaque(opaque) : index_set_from_specs(specs, n);
 	if (!set)
 		return;
+	if (!opaque)
+		index_set_set_doc_count(set, count);
 	index_cache_put(a->ic, db, dot + 1, set);
 	model_ns *mn = ns_get(a, ns);
+	if (!opaque)
+		mn->doc_count = count;
 	if (opaque) {
 		index_set_release(set);
 		return;
@@ -707,7 +714,7 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 
 void aggregator_put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n)
 {
-	put_indexes(a, ns, specs, n, NULL);
+	put_indexes(a, ns, specs, n, NULL, -1);
 }
 
 /* A snapshot record; ignored when the indexes come from --indexes-from. */
@@ -720,7 +727,7 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 	if (a->m->indexes_live)
 		return;
 	if (bson_iter_init_find(&it, rec, "opaque")) {
-		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"));
+		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"), -1);
 		return;
 	}
 	if (!bson_iter_init_find(&it, rec, "indexes") || !bson_iter_recurse(&it, &e))
@@ -736,7 +743,7 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 			n++;
 		}
 	}
-	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL);
+	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
 }
 
 void aggregator_index_ops(aggregator *a, const char *ns, const char *name, int64_t ops)

@@ -188,8 +188,9 @@ static void schema(out_t *o, const model *m)
 		text_char(&o->t, ']');
 		fields(&o->t, "pushTargets", n->push, n->npush, false);
 		fields(&o->t, "arrayLengths", n->arrays, n->narrays, true);
-		text_printf(&o->t, ",\"indexesKnown\":%s,\"indexes\":[",
-		            n->have_indexes ? "true" : "false");
+		text_printf(&o->t,
+		            ",\"estimatedDocuments\":%" PRId64 ",\"indexesKnown\":%s,\"indexes\":[",
+		            n->doc_count, n->have_indexes ? "true" : "false");
 		for (size_t k = 0; k < n->nindexes; k++) {
 			const model_index *x = &n->indexes[k];
 			text_str(&o->t, k ? ",{\"name\":" : "{\"name\":");

@@ -90,6 +90,7 @@ typedef struct model_ns {
 	model_index *indexes;
 	size_t nindexes;
 	bool have_indexes;
+	int64_t doc_count; /* estimated, with the last index list; -1 unknown */
 } model_ns;
 
 typedef struct model_app {
