@@ -222,6 +222,15 @@ static void inspect_body(const bson_t *body, bool sample, capture_reply_facts *f
 		f->ok = bson_iter_as_double(&it) == 1.0;
 	if (bson_iter_init_find(&it, body, "code") && BSON_ITER_HOLDS_NUMBER(&it))
 		f->code = (int32_t)bson_iter_as_int64(&it);
+	if (bson_iter_init_find(&it, body, "writeErrors") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &c))
+		while (bson_iter_next(&c)) {
+			bson_iter_t e;
+			if (!f->write_errors++ && !f->code && BSON_ITER_HOLDS_DOCUMENT(&c) &&
+			    bson_iter_recurse(&c, &e) && bson_iter_find(&e, "code") &&
+			    BSON_ITER_HOLDS_NUMBER(&e))
+				f->code = (int32_t)bson_iter_as_int64(&e);
+		}
 	if (bson_iter_init_find(&it, body, "cursor") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
 	    bson_iter_recurse(&it, &c)) {
 		while (bson_iter_next(&c)) {
@@ -294,6 +303,8 @@ void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_
 	BSON_APPEND_BOOL(out, "ok", f->ok);
 	if (f->code)
 		BSON_APPEND_INT32(out, "code", f->code);
+	if (f->write_errors)
+		BSON_APPEND_INT64(out, "we", f->write_errors);
 	BSON_APPEND_INT64(out, "n", f->n);
 	BSON_APPEND_INT64(out, "cid", f->cid);
 	if (!f->sampled)

@@ -14,7 +14,9 @@
  *            becomes a stub, capture_doc_stub) or msg (the whole message,
  *            redaction off).
  *   reply    one reply: t, conn, rt (responseTo), len, and when the reply
- *            was read: ok, code, n (documents returned), cid (cursor id);
+ *            was read: ok, code, n (documents returned), cid (cursor id),
+ *            we (writeErrors, from version 2, when any; code is then the
+ *            first one's when the reply itself is ok);
  *            for a sample of replies: docs {n, max, total} (document sizes)
  *            and arrays {path: longest length seen}. Reply documents
  *            themselves are never stored.
@@ -80,10 +82,11 @@ void capture_build_request(bson_t *out, const capture_origin *o, const request *
 typedef struct capture_reply_facts {
 	bool read; /* the body was parsed: the fields below mean something */
 	bool ok;
-	int32_t code; /* 0 when ok */
-	int64_t n;    /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
-	int64_t cid;  /* cursor id, 0 when exhausted or none */
-	bool sampled; /* docs and arrays are filled */
+	int32_t code;         /* 0 when ok; else the reply's, or its first writeError's */
+	int64_t write_errors; /* entries of writeErrors (an ok reply can hold them) */
+	int64_t n;            /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
+	int64_t cid;          /* cursor id, 0 when exhausted or none */
+	bool sampled;         /* docs and arrays are filled */
 	int64_t docs_n, docs_max, docs_total;
 	bson_t arrays; /* {path: max length}, sampled only; owned */
 } capture_reply_facts;

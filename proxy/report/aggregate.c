@@ -351,8 +351,9 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	app_get(a, s->app)->total_us += lat;
 	s->bytes += rec_count(rec, "len");
 	bson_iter_t it;
-	if (bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it))
-		s->errors++;
+	if ((bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it)) ||
+	    rec_int(rec, "we", 0) > 0)
+		agg_note_failure(s, (int32_t)rec_int(rec, "code", 0));
 	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
 	    !strcmp(s->command, "getMore"))
 		s->docs += rec_count(rec, "n");
@@ -623,6 +624,7 @@ void aggregator_finish(aggregator *a)
 		s->p50 = pct(s->lat_us, s->nlat, 0.50);
 		s->p95 = pct(s->lat_us, s->nlat, 0.95);
 		s->p99 = pct(s->lat_us, s->nlat, 0.99);
+		agg_finish_failures(s);
 		app_get(a, s->app)->shapes++;
 	}
 	for (size_t i = 0; i < m->nnss; i++)

@@ -92,4 +92,9 @@ void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
 /* The schema view's raw facts from one (redacted) request of n. */
 void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon);
 
+/* A failed reply of s with its code; after the last record, the codes
+ * ranked and the shape marked when most of its replies failed. */
+void agg_note_failure(model_shape *s, int32_t code);
+void agg_finish_failures(model_shape *s);
+
 #endif

@@ -202,6 +202,24 @@ static void rule_tags(text_buf *t, unsigned rules)
 		}
 }
 
+/* The failed replies, their share and codes; a shape that mostly fails
+ * is marked, so its quick replies do not read as a fast query. */
+static void failures_cell(text_buf *t, const model_shape *s)
+{
+	text_printf(t, "<td class=\"n\" data-v=\"%" PRIu64 "\">%" PRIu64, s->errors, s->errors);
+	if (s->errors) {
+		text_printf(t, " (%.0f%%)", model_failed_share(s) * 100);
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(t, "%s%" PRId32 "&nbsp;×%" PRIu64, c ? ", " : "<br>codes ",
+			            s->codes[c], s->code_counts[c]);
+		if (s->other_codes)
+			text_printf(t, ", others ×%" PRIu64, s->other_codes);
+	}
+	if (s->mostly_fails)
+		text_str(t, "<br><span class=\"tag\">mostly fails</span>");
+	text_str(t, "</td>");
+}
+
 static void shapes(out_t *o, const model *m)
 {
 	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
@@ -212,7 +230,8 @@ static void shapes(out_t *o, const model *m)
 	         "<thead><tr><th>namespace</th><th>command</th><th class=\"n\">count</th>"
 	         "<th class=\"n\">rate/s</th><th class=\"n\">p50 ms</th><th class=\"n\">p95 ms</th>"
 	         "<th class=\"n\">p99 ms</th><th class=\"n\">total ms</th><th class=\"n\">docs</th>"
-	         "<th class=\"n\">bytes</th><th>rules</th><th>shape</th></tr></thead><tbody>");
+	         "<th class=\"n\">bytes</th><th class=\"n\">failed</th><th>rules</th><th>shape</th>"
+	         "</tr></thead><tbody>");
 	out_flush(o);
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes; k++) {
@@ -226,9 +245,11 @@ static void shapes(out_t *o, const model *m)
 		    "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.2f</td>"
 		    "<td class=\"n\">%.2f</td><td class=\"n\">%.2f</td><td class=\"n\">%.2f</td>"
 		    "<td class=\"n\">%.1f</td><td class=\"n\">%" PRIu64 "</td>"
-		    "<td class=\"n\">%" PRIu64 "</td><td>",
+		    "<td class=\"n\">%" PRIu64 "</td>",
 		    s->count, secs > 0 ? (double)s->count / secs : 0, s->p50, s->p95, s->p99,
 		    (double)s->total_us / 1000.0, s->docs, s->bytes);
+		failures_cell(&o->t, s);
+		text_str(&o->t, "<td>");
 		rule_tags(&o->t, s->rules);
 		text_str(&o->t, "</td><td><code>");
 		h(&o->t, s->shape);

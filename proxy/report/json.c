@@ -104,7 +104,12 @@ static void shapes(out_t *o, const model *m)
 		    s->count, secs > 0 ? (double)s->count / secs : 0.0, s->nlat, s->p50, s->p95,
 		    s->p99, (double)s->total_us / 1000.0, s->docs, s->bytes, s->errors);
 		rules_list(&o->t, s->rules);
-		text_char(&o->t, '}');
+		text_printf(&o->t, ",\"failedShare\":%.3f,\"mostlyFails\":%s,\"errorCodes\":[",
+		            model_failed_share(s), s->mostly_fails ? "true" : "false");
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(&o->t, "%s{\"code\":%" PRId32 ",\"count\":%" PRIu64 "}",
+			            c ? "," : "", s->codes[c], s->code_counts[c]);
+		text_printf(&o->t, "],\"otherErrorCodes\":%" PRIu64 "}", s->other_codes);
 		out_flush(o);
 	}
 	free(order);

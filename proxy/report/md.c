@@ -15,6 +15,20 @@ static void cell(text_buf *t, const char *s, size_t max)
 	text_char(t, '`');
 }
 
+/* "3 (60%, codes 11000 ×2, 121), **mostly fails**", or "0". */
+static void failures_cell(text_buf *t, const model_shape *s)
+{
+	text_printf(t, "%" PRIu64, s->errors);
+	if (s->errors) {
+		text_printf(t, " (%.0f%%", model_failed_share(s) * 100);
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(t, "%s%" PRId32 " ×%" PRIu64, c ? ", " : ", codes ",
+			            s->codes[c], s->code_counts[c]);
+		text_str(t, s->mostly_fails ? "), **mostly fails**" : ")");
+	}
+	text_str(t, " | ");
+}
+
 bool report_write_md(const model *m, FILE *f)
 {
 	static out_t o;
@@ -43,8 +57,8 @@ bool report_write_md(const model *m, FILE *f)
 		            m->rule_totals[r], rule_table[r]->fix_kind);
 	out_flush(&o);
 	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
-	               "| ns | command | count | p50 ms | p95 ms | total ms | rules | shape |\n"
-	               "|---|---|---:|---:|---:|---:|---|---|\n");
+	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
+	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
 		const model_shape *s = &m->shapes[order[k]];
@@ -52,6 +66,7 @@ bool report_write_md(const model *m, FILE *f)
 		cell(&o.t, s->ns, 100);
 		text_printf(&o.t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
 		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		failures_cell(&o.t, s);
 		for (int r = 0; r < RULE_COUNT; r++)
 			if (s->rules & (1u << r))
 				text_printf(&o.t, "`%s` ", rule_name((rule_id)r));

@@ -15,6 +15,7 @@
 #define MODEL_NS_LEN           256
 #define MODEL_APPS_PER_FINDING 8
 #define MODEL_BLOAT_BUCKETS    7 /* <1K, <16K, <128K, <1M, <4M, <16M, >=16M */
+#define MODEL_ERROR_CODES      4 /* error codes kept per shape */
 
 typedef struct model_input {
 	char path[1024];
@@ -38,7 +39,15 @@ typedef struct model_shape {
 	size_t nlat, caplat;
 	int64_t total_us;
 	uint64_t docs, bytes; /* returned */
-	uint64_t errors;      /* replies with ok: 0 */
+	uint64_t errors;      /* failed replies: ok: 0, or writeErrors */
+	/* The codes of the failures, most frequent first after
+	 * aggregator_finish: the first MODEL_ERROR_CODES distinct codes seen,
+	 * the rest counted in other_codes. */
+	int32_t codes[MODEL_ERROR_CODES];
+	uint64_t code_counts[MODEL_ERROR_CODES];
+	size_t ncodes;
+	uint64_t other_codes;
+	bool mostly_fails;    /* more than half its replies failed: its latency is no speed */
 	unsigned rules;       /* bit per rule_id found on this shape */
 	char app[128];        /* the first app seen */
 	double p50, p95, p99; /* ms, after aggregator_finish */
@@ -139,6 +148,8 @@ bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result)
 /* Shared by the writers: the shapes sorted by total time (indexes into
  * m->shapes, malloc'd). Each rule's words come from its row of
  * rule_table. */
+/* Failed replies as a share of the shape's paired replies (0..1). */
+double model_failed_share(const model_shape *s);
 size_t *model_shapes_by_time(const model *m);
 
 #endif

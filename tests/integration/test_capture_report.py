@@ -317,6 +317,11 @@ def six_rule_workload(c, dbname: str) -> None:
     db.blobs.insert_one({"name": MARKER, "lines": [MARKER] * 150})
     db.blobs.insert_many([{"name": MARKER, "payload": {"blob": MARKER * 800}} for _ in range(2)])
     db.blobs.insert_one({"name": MARKER, "small": [1, 2, 3]})
+    for _ in range(2):  # failures: duplicate keys come back as writeErrors in an ok reply
+        try:
+            db.items.insert_one({"_id": 0, "sku": MARKER})
+        except Exception:
+            pass
 
 
 def test_all_six_rules_offline_as_live(tmp_path, upstream, start_proxy, clients, dbname,
@@ -352,6 +357,15 @@ def test_all_six_rules_offline_as_live(tmp_path, upstream, start_proxy, clients,
     assert got_rule == per_rule
     assert got == live
     assert MARKER.encode() not in out.read_bytes()
+    # failures in sight: the refused $lookup (ok: 0) and the duplicate inserts
+    # (writeErrors) are counted per shape with their codes, and marked
+    by_cmd = {s["command"]: s for s in rep["shapes"] if s["ns"] == f"{dbname}.items"}
+    agg, ins = by_cmd["aggregate"], by_cmd["insert"]
+    assert agg["errors"] == 3 and agg["mostlyFails"] and agg["failedShare"] == 1.0
+    assert agg["errorCodes"][0]["count"] == 3 and agg["errorCodes"][0]["code"] != 0
+    assert ins["errors"] == 2 and ins["mostlyFails"]
+    assert ins["errorCodes"] == [{"code": 11000, "count": 2}]
+    assert not by_cmd["update"]["mostlyFails"] and by_cmd["update"]["errors"] == 0
     items = [c for c in rep["collections"] if c["ns"] == f"{dbname}.items"][0]
     assert items["estimatedDocuments"] >= 200
 
