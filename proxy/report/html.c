@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 static const char css[] =
@@ -288,8 +289,13 @@ static void rules(out_t *o, const model *m)
 				text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
 			}
 			text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
+			if (f->count > 1) /* one occurrence's figures, not every one's */
+				text_printf(&o->t,
+				            "<span class=\"muted\">First of %" PRIu64
+				            " occurrences:</span> ",
+				            f->count);
 			h(&o->t, f->detail);
-			text_str(&o->t, "</p><p>Example (redacted):</p><pre>");
+			text_str(&o->t, "</p><p>Shape (literals replaced):</p><pre>");
 			h(&o->t, f->shape);
 			text_str(&o->t, "</pre><p>Fix:</p><pre class=\"fix\">");
 			h(&o->t, f->suggestion);
@@ -451,6 +457,7 @@ bool report_write_html(const model *m, FILE *f)
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
 	overview(&o, m);
+	report_diff_html(&o, m);
 	shapes(&o, m);
 	rules(&o, m);
 	schema(&o, m);

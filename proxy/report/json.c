@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 static void jstr(text_buf *t, const char *s)
@@ -131,8 +132,13 @@ static void findings(out_t *o, const model *m)
 		jstr(&o->t, f->command);
 		text_printf(&o->t, ",\"count\":%" PRIu64 ",\"example\":", f->count);
 		jstr(&o->t, f->shape);
+		/* the detail is one occurrence's (the first): said, so its figures
+		 * are not read as every occurrence's */
 		text_str(&o->t, ",\"detail\":");
 		jstr(&o->t, f->detail);
+		text_printf(&o->t, ",\"detailOf\":\"%s\",\"new\":%s",
+		            f->count > 1 ? "first occurrence" : "the occurrence",
+		            model_finding_is_new(m, i) ? "true" : "false");
 		text_str(&o->t, ",\"suggestion\":");
 		jstr(&o->t, f->suggestion);
 		text_str(&o->t, ",\"apps\":{");
@@ -248,6 +254,7 @@ bool report_write_json(const model *m, FILE *f)
 	overview(&o, m);
 	shapes(&o, m);
 	findings(&o, m);
+	report_diff_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);
 	text_str(&o.t, "}\n");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
@@ -76,6 +77,7 @@ bool report_write_md(const model *m, FILE *f)
 		out_flush(&o);
 	}
 	free(order);
+	report_diff_md(&o, m);
 	text_str(&o.t, "\n## What to change\n");
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
@@ -84,6 +86,8 @@ bool report_write_md(const model *m, FILE *f)
 		            fd->ns, fd->count);
 		cell(&o.t, fd->shape, 1000);
 		text_str(&o.t, "\n\n");
+		if (fd->count > 1) /* one occurrence's figures, not every one's */
+			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
 		text_str(&o.t, fd->detail);
 		text_str(&o.t, "\n\n```js\n");
 		text_str(&o.t, fd->suggestion);

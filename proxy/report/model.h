@@ -115,6 +115,24 @@ typedef struct model_db {
 	uint64_t collections;
 } model_db;
 
+/* --baseline: what changed from the baseline's model to this one. Indexes
+ * into the models' arrays; before stays owned by report.c until the
+ * writers are done. */
+typedef struct model_regression {
+	size_t shape;           /* in the new model */
+	double before_p95, p95; /* ms */
+} model_regression;
+
+typedef struct model_diff {
+	const struct model *before;
+	size_t *new_shapes, nnew_shapes;       /* in the new model */
+	size_t *gone_shapes, ngone_shapes;     /* in before */
+	size_t *new_findings, nnew_findings;   /* in the new model */
+	size_t *gone_findings, ngone_findings; /* in before */
+	model_regression *regressions;
+	size_t nregressions;
+} model_diff;
+
 typedef struct model {
 	model_input *inputs;
 	size_t ninputs;
@@ -136,14 +154,38 @@ typedef struct model {
 	size_t ndbs;
 	bool indexes_live; /* --indexes-from */
 	char indexes_from[512];
-	bool redacted; /* every input was redacted */
+	bool redacted;          /* every input was redacted */
+	const model_diff *diff; /* NULL without --baseline */
 } model;
 
-/* ---- the writers ---- */
+/* ---- the diff (diff.c) ---- */
 
-bool report_write_html(const model *m, FILE *f) __attribute__((warn_unused_result));
-bool report_write_json(const model *m, FILE *f) __attribute__((warn_unused_result));
-bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result));
+/* A latency regression: p95 at least this much slower, by at least
+ * MODEL_REGRESSION_MIN_MS, with MODEL_REGRESSION_MIN_REPLIES timed replies
+ * on each side (fewer say nothing about a percentile). */
+#define MODEL_REGRESSION_FACTOR      1.5
+#define MODEL_REGRESSION_MIN_MS      1.0
+#define MODEL_REGRESSION_MIN_REPLIES 5
+
+void model_diff_build(const model *now, const model *before, model_diff *d);
+void model_diff_free(model_diff *d);
+/* Whether finding i of m is new (no baseline: every finding is). */
+bool model_finding_is_new(const model *m, size_t i);
+
+/* --fail-on new|any|RULE[,RULE] (gate.c). */
+typedef struct report_gate {
+	bool on;
+	bool any, only_new;
+	unsigned rules; /* bit per rule_id; 0 with any or only_new */
+} report_gate;
+
+/* False with err set when spec is not one of the forms. */
+bool report_gate_parse(const char *spec, report_gate *g, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+/* Whether finding i of m matches: `any` every finding, `new` those not in
+ * the baseline, RULE,... those of the rules (new ones only when there is
+ * a baseline). */
+bool report_gate_matches(const report_gate *g, const model *m, size_t i);
 
 /* Shared by the writers: the shapes sorted by total time (indexes into
  * m->shapes, malloc'd). Each rule's words come from its row of
@@ -151,5 +193,16 @@ bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result)
 /* Failed replies as a share of the shape's paired replies (0..1). */
 double model_failed_share(const model_shape *s);
 size_t *model_shapes_by_time(const model *m);
+
+/* ---- the writers ---- */
+
+bool report_write_html(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_json(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result));
+/* CI formats (ci.c): SARIF 2.1.0, one result per finding; JUnit XML, one
+ * testcase per shape, a failure per finding --fail-on matched. */
+bool report_write_sarif(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_junit(const model *m, const report_gate *g, FILE *f)
+    __attribute__((warn_unused_result));
 
 #endif

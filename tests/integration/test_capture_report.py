@@ -278,7 +278,9 @@ def test_unknown_format_version_refused(tmp_path, mongoguard_bin):
     g = tmp_path / "capture-not.bson"
     g.write_bytes(bson.encode({"hello": 1}))
     r = run_report(mongoguard_bin, [g], "--json", tmp_path / "r2.json", check=False)
-    assert r.returncode == 1 and "not a mongoguard capture" in r.stderr
+    # not a capture at all: a mistake on the command line (exit 2, no report)
+    assert r.returncode == 2 and "not a mongoguard capture" in r.stderr
+    assert not (tmp_path / "r2.json").exists()
 
 
 # --- every verdict offline (issue 25) -----------------------------------------
