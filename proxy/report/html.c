@@ -452,7 +452,10 @@ bool report_write_html(const model *m, FILE *f)
 	               "<title>mongoguard design review</title><style>");
 	text_str(&o.t, css);
 	text_str(&o.t, "</style></head><body><h1>mongoguard design review</h1>"
-	               "<nav><a href=\"#overview\">Overview</a><a href=\"#shapes\">Query shapes</a>"
+	               "<nav><a href=\"#overview\">Overview</a>");
+	if (m->diff)
+		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
+	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
 	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
