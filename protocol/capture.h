@@ -10,17 +10,28 @@
  *            (requestID), op (command name), db, ns, len (bytes on the
  *            wire), mtc (moreToCome), verdict; and either body + seqs
  *            (redacted: every literal replaced by a placeholder of the same
- *            BSON type, see capture_redact_command) or msg (the whole
- *            message, redaction off).
+ *            BSON type, see capture_redact_command; an inserted document
+ *            becomes a stub, capture_doc_stub) or msg (the whole message,
+ *            redaction off).
  *   reply    one reply: t, conn, rt (responseTo), len, and when the reply
- *            was read: ok, code, n (documents returned), cid (cursor id);
+ *            was read: ok, code, n (documents returned), cid (cursor id),
+ *            we (writeErrors, from version 2, when any; code is then the
+ *            first one's when the reply itself is ok);
  *            for a sample of replies: docs {n, max, total} (document sizes)
  *            and arrays {path: longest length seen}. Reply documents
  *            themselves are never stored.
  *   indexes  the index list of ns as mongoguard learned it: t, ns, and
- *            indexes (listIndexes-style specs) or opaque (why none).
+ *            indexes (listIndexes-style specs) or opaque (why none); from
+ *            version 2, count (the estimated document count the index
+ *            cache had with it) when known. A new record is written when
+ *            the list or the count changes.
  *   gap      records lost because the writer's queue was full: t, dropped,
  *            from, to (µs).
+ *
+ * Versions: 1 kept inserted documents as {$size} and index lists without
+ * counts; 2 adds both facts. A reader reads every version from
+ * CAPTURE_FORMAT_OLDEST up; an older capture simply lacks those facts, so
+ * the collection-scan and large-document rules stay silent over it.
  *
  * Pure: builds and reads documents in memory; files are the writer's and
  * the report's business. */
@@ -35,7 +46,8 @@
 #include "protocol/request.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 1
+#define CAPTURE_FORMAT_VERSION 2
+#define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {
 	CAPTURE_REC_HEADER,
@@ -70,10 +82,11 @@ void capture_build_request(bson_t *out, const capture_origin *o, const request *
 typedef struct capture_reply_facts {
 	bool read; /* the body was parsed: the fields below mean something */
 	bool ok;
-	int32_t code; /* 0 when ok */
-	int64_t n;    /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
-	int64_t cid;  /* cursor id, 0 when exhausted or none */
-	bool sampled; /* docs and arrays are filled */
+	int32_t code;         /* 0 when ok; else the reply's, or its first writeError's */
+	int64_t write_errors; /* entries of writeErrors (an ok reply can hold them) */
+	int64_t n;            /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
+	int64_t cid;          /* cursor id, 0 when exhausted or none */
+	bool sampled;         /* docs and arrays are filled */
 	int64_t docs_n, docs_max, docs_total;
 	bson_t arrays; /* {path: max length}, sampled only; owned */
 } capture_reply_facts;
@@ -86,9 +99,10 @@ void capture_reply_facts_free(capture_reply_facts *f);
 void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_to, size_t len,
                          const capture_reply_facts *f);
 
-/* specs: listIndexes documents (or NULL with opaque set). */
+/* specs: listIndexes documents (or NULL with opaque set). doc_count: the
+ * estimated document count, -1 when unknown (not written). */
 void capture_build_indexes(bson_t *out, int64_t t_us, const char *ns, const bson_t *const *specs,
-                           size_t n, const char *opaque);
+                           size_t n, const char *opaque, int64_t doc_count);
 
 void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from_us, int64_t to_us);
 
@@ -97,6 +111,38 @@ void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from
  * placeholder of the same BSON type, while the structure the analyzers read
  * is kept (README, "Capture and design review", says exactly what). */
 void capture_redact_command(const bson_t *body, bson_t *out);
+/* The same for one document of an updates / deletes / ops sequence (or of
+ * nsInfo, which names namespaces and is kept whole). */
+void capture_redact_statement(const bson_t *doc, bool ns_info, bson_t *out);
+
+/* ---- inserted documents (capture_docs.c) ----
+ *
+ * An inserted document is data through and through; what the
+ * large-document rule reads of it is kept, no value: its size, the field
+ * path that holds most of it (followed down while one field holds more
+ * than half of its container, as the rule names a document over maxBytes)
+ * and the path and length of its longest array (the first of the longest,
+ * in document order). Field names and array positions are structure, as
+ * everywhere else in a redacted capture. */
+#define CAPTURE_PATH_LEN 256
+
+typedef struct capture_doc_facts {
+	uint32_t size;
+	char big[CAPTURE_PATH_LEN]; /* "" when no field holds most of it */
+	char arr[CAPTURE_PATH_LEN]; /* "" when it holds no array */
+	uint32_t arr_len;
+} capture_doc_facts;
+
+void capture_doc_measure(const bson_t *doc, capture_doc_facts *f);
+/* {$size, $len, $arr, $big}: the stub a redacted record holds. */
+void capture_doc_stub(const capture_doc_facts *f, bson_t *out);
+/* The report's side: a document of exactly the stub's size whose longest
+ * array and largest field are at the stub's paths, made of nulls and
+ * zero bytes, so the large-document rule judges it as it judged the real
+ * one. False (out untouched) for anything but a version-2 stub, or when
+ * the stub asks for more than budget bytes. */
+bool capture_doc_synthesize(const bson_t *stub, size_t budget, bson_t *out)
+    __attribute__((warn_unused_result));
 
 /* ---- reading ---- */
 
@@ -118,9 +164,11 @@ capture_rec_kind capture_kind(const bson_t *rec);
  * version is one this reader does not know. */
 bool capture_check_header(const bson_t *rec, char *err, size_t errlen)
     __attribute__((warn_unused_result));
+int capture_header_version(const bson_t *rec); /* -1 when it says none */
 
 /* Rebuilds the message a request record stands for: the stored one, or an
- * OP_MSG made of the redacted body and sequences, so the report decodes it
+ * OP_MSG made of the redacted body and sequences (inserted documents'
+ * stubs stood back up by capture_doc_synthesize), so the report decodes it
  * with request_decode like the live path. malloc'd; NULL when the record
  * holds neither. */
 uint8_t *capture_request_message(const bson_t *rec, size_t *len);

@@ -28,115 +28,9 @@
 #include "analyzers/shape.h"
 #include "protocol/capture.h"
 #include "protocol/request.h"
-#include "proxy/report/aggregate.h"
+#include "proxy/report/aggregate_int.h"
 
-/* ---- small growable tables ---- */
-
-#define GROW(arr, n, cap)                                                                          \
-	do {                                                                                       \
-		if ((n) == (cap)) {                                                                \
-			size_t nc = (cap) ? (cap)*2 : 16;                                          \
-			void *np = realloc((arr), nc * sizeof(*(arr)));                            \
-			if (!np)                                                                   \
-				abort(); /* the report has nothing sensible to do */               \
-			(arr) = np;                                                                \
-			(cap) = nc;                                                                \
-		}                                                                                  \
-	} while (0)
-
-static uint64_t fnv(const void *p, size_t n, uint64_t h)
-{
-	const unsigned char *s = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return h;
-}
-#define FNV0 1469598103934665603ull
-
-/* Open addressing from a 64-bit key to an index + 1 (0 = empty). */
-typedef struct imap {
-	uint64_t *keys;
-	size_t *vals;
-	size_t cap, n;
-} imap;
-
-static size_t imap_get(const imap *m, uint64_t k)
-{
-	if (!m->cap)
-		return 0;
-	for (size_t i = k & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->vals[i])
-			return 0;
-		if (m->keys[i] == k)
-			return m->vals[i];
-	}
-}
-
-static void imap_put(imap *m, uint64_t k, size_t v);
-
-static void imap_grow(imap *m)
-{
-	imap old = *m;
-	m->cap = old.cap ? old.cap * 2 : 1024;
-	m->n = 0;
-	m->keys = calloc(m->cap, sizeof *m->keys);
-	m->vals = calloc(m->cap, sizeof *m->vals);
-	if (!m->keys || !m->vals)
-		abort();
-	for (size_t i = 0; i < old.cap; i++)
-		if (old.vals[i])
-			imap_put(m, old.keys[i], old.vals[i]);
-	free(old.keys);
-	free(old.vals);
-}
-
-static void imap_put(imap *m, uint64_t k, size_t v)
-{
-	if ((m->n + 1) * 2 > m->cap)
-		imap_grow(m);
-	size_t i = k & (m->cap - 1);
-	while (m->vals[i] && m->keys[i] != k)
-		i = (i + 1) & (m->cap - 1);
-	if (!m->vals[i])
-		m->n++;
-	m->keys[i] = k;
-	m->vals[i] = v;
-}
-
-static void imap_free(imap *m)
-{
-	free(m->keys);
-	free(m->vals);
-}
-
-/* ---- the reader's state ---- */
-
-typedef struct pending {
-	uint64_t key;
-	size_t shape, ns; /* + 1; 0 = none */
-	int64_t t_us;
-	struct pending *next;
-} pending;
-
-#define PENDING_BUCKETS 65536
-
-struct aggregator {
-	model *m;
-	engine *e;
-	index_cache *ic;
-	imap shapes, findings, nss, apps, dbs;
-	pending *pend[PENDING_BUCKETS];
-	uint64_t instance; /* of the file being read */
-	bool rules_set;
-	engine_config cfg;
-};
-
-static uint64_t str_key(const char *s)
-{
-	return fnv(s, strlen(s), FNV0);
-}
-
-static model_ns *ns_get(aggregator *a, const char *ns)
+model_ns *agg_ns_get(aggregator *a, const char *ns)
 {
 	model *m = a->m;
 	uint64_t k = str_key(ns);
@@ -148,6 +42,7 @@ static model_ns *ns_get(aggregator *a, const char *ns)
 	memset(n, 0, sizeof *n);
 	snprintf(n->ns, sizeof n->ns, "%s", ns);
 	n->doc_max = -1;
+	n->doc_count = -1;
 	imap_put(&a->nss, k, m->nnss);
 	/* its database, for "too many collections" */
 	char db[128];
@@ -174,7 +69,7 @@ static model_ns *ns_get(aggregator *a, const char *ns)
 	return n;
 }
 
-static size_t ns_index(aggregator *a, const model_ns *n)
+size_t agg_ns_index(aggregator *a, const model_ns *n)
 {
 	return (size_t)(n - a->m->nss) + 1;
 }
@@ -192,27 +87,6 @@ static model_app *app_get(aggregator *a, const char *app)
 	snprintf(p->app, sizeof p->app, "%s", app);
 	imap_put(&a->apps, k, m->napps);
 	return p;
-}
-
-static void field_note(model_field **arr, size_t *n, const char *path, int64_t len)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp((*arr)[i].path, path) == 0) {
-			(*arr)[i].count++;
-			if (len > (*arr)[i].max_len)
-				(*arr)[i].max_len = len;
-			return;
-		}
-	if (*n >= 256)
-		return; /* enough to show; the rest would not be read */
-	model_field *na = realloc(*arr, (*n + 1) * sizeof **arr);
-	if (!na)
-		abort();
-	*arr = na;
-	snprintf(na[*n].path, sizeof na[*n].path, "%s", path);
-	na[*n].count = 1;
-	na[*n].max_len = len;
-	(*n)++;
 }
 
 /* ---- findings: the engine's sink ---- */
@@ -251,7 +125,7 @@ static void on_finding(void *arg, const finding *f)
 		mf->app_counts[j] += n;
 	app_get(a, f->app_name)->findings[f->rule] += n;
 	if (rule_table[f->rule]->profile_row) /* counted per namespace for its profile row */
-		ns_get(a, f->ns)->findings[f->rule] += n;
+		agg_ns_get(a, f->ns)->findings[f->rule] += n;
 }
 
 /* ---- shapes, as the engine makes them ---- */
@@ -288,153 +162,6 @@ static model_shape *shape_get(aggregator *a, uint64_t hash, const char *ns, cons
 	snprintf(s->app, sizeof s->app, "%s", app);
 	imap_put(&a->shapes, hash, m->nshapes);
 	return s;
-}
-
-/* ---- the schema view's raw facts from a (redacted) request ---- */
-
-static void note_filter_fields(model_ns *n, const bson_iter_t *filter, int depth)
-{
-	bson_iter_t c;
-	if (depth > 8 || !bson_iter_recurse(filter, &c))
-		return;
-	while (bson_iter_next(&c)) {
-		const char *k = bson_iter_key(&c);
-		if (k[0] != '$') {
-			field_note(&n->used, &n->nused, k, -1);
-		} else if ((!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) &&
-		           BSON_ITER_HOLDS_ARRAY(&c)) {
-			bson_iter_t e;
-			if (bson_iter_recurse(&c, &e))
-				while (bson_iter_next(&e))
-					if (BSON_ITER_HOLDS_DOCUMENT(&e))
-						note_filter_fields(n, &e, depth + 1);
-		}
-	}
-}
-
-static void note_keys(model_ns *n, const bson_iter_t *doc, const char *prefix)
-{
-	bson_iter_t c;
-	if (!BSON_ITER_HOLDS_DOCUMENT(doc) || !bson_iter_recurse(doc, &c))
-		return;
-	while (bson_iter_next(&c)) {
-		char p[160];
-		snprintf(p, sizeof p, "%s%s", prefix, bson_iter_key(&c));
-		field_note(&n->used, &n->nused, p, -1);
-	}
-}
-
-static void note_update(model_ns *n, const bson_iter_t *u)
-{
-	bson_iter_t c, f;
-	if (!BSON_ITER_HOLDS_DOCUMENT(u) || !bson_iter_recurse(u, &c))
-		return;
-	while (bson_iter_next(&c)) {
-		const char *op = bson_iter_key(&c);
-		if ((strcmp(op, "$push") && strcmp(op, "$addToSet")) || !bson_iter_recurse(&c, &f))
-			continue;
-		while (bson_iter_next(&f)) {
-			field_note(&n->push, &n->npush, bson_iter_key(&f), -1);
-			n->pushes++;
-		}
-	}
-}
-
-static void note_pipeline(aggregator *a, model_ns *n, const char *db, const bson_iter_t *pl)
-{
-	bson_iter_t st, c, l;
-	bool leading = true, joined = false;
-	if (!bson_iter_recurse(pl, &st))
-		return;
-	while (bson_iter_next(&st)) {
-		if (!BSON_ITER_HOLDS_DOCUMENT(&st) || !bson_iter_recurse(&st, &c) ||
-		    !bson_iter_next(&c))
-			continue;
-		const char *k = bson_iter_key(&c);
-		if (leading && !strcmp(k, "$match"))
-			note_filter_fields(n, &c, 0);
-		else if (leading && !strcmp(k, "$sort"))
-			note_keys(n, &c, "");
-		else
-			leading = false;
-		if ((!strcmp(k, "$lookup") || !strcmp(k, "$graphLookup")) &&
-		    bson_iter_recurse(&c, &l)) {
-			const char *from = NULL, *foreign = NULL;
-			while (bson_iter_next(&l)) {
-				if (!strcmp(bson_iter_key(&l), "from") && BSON_ITER_HOLDS_UTF8(&l))
-					from = bson_iter_utf8(&l, NULL);
-				if ((!strcmp(bson_iter_key(&l), "foreignField") ||
-				     !strcmp(bson_iter_key(&l), "connectToField")) &&
-				    BSON_ITER_HOLDS_UTF8(&l))
-					foreign = bson_iter_utf8(&l, NULL);
-			}
-			joined = true;
-			if (from) {
-				char fns[MODEL_NS_LEN];
-				snprintf(fns, sizeof fns, "%s.%s", db, from);
-				size_t j = 0;
-				while (j < n->njoined && strcmp(n->joined[j], fns))
-					j++;
-				if (j == n->njoined && j < 8)
-					snprintf(n->joined[n->njoined++], MODEL_NS_LEN, "%s", fns);
-				size_t self = ns_index(a, n);
-				model_ns *fn = ns_get(a, fns); /* may move a->m->nss */
-				if (foreign)
-					field_note(&fn->used, &fn->nused, foreign, -1);
-				n = &a->m->nss[self - 1];
-			}
-		}
-	}
-	if (joined)
-		n->lookups++;
-}
-
-static void note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon)
-{
-	bson_iter_t it;
-	size_t self = ns_index(a, n);
-	if (!bson_iter_init(&it, &v->body))
-		return;
-	bool read = !strcmp(canon, "find") || !strcmp(canon, "aggregate") ||
-	            !strcmp(canon, "count") || !strcmp(canon, "distinct");
-	if (read)
-		n->reads++;
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
-		if ((!strcmp(k, "filter") || !strcmp(k, "query")) && BSON_ITER_HOLDS_DOCUMENT(&it))
-			note_filter_fields(n, &it, 0);
-		else if (!strcmp(k, "sort"))
-			note_keys(n, &it, "");
-		else if (!strcmp(k, "hint") && BSON_ITER_HOLDS_UTF8(&it)) {
-			char p[160];
-			snprintf(p, sizeof p, "hint:%s", bson_iter_utf8(&it, NULL));
-			field_note(&n->used, &n->nused, p, -1);
-		} else if (!strcmp(k, "hint"))
-			note_keys(n, &it, "");
-		else if (!strcmp(k, "key") && BSON_ITER_HOLDS_UTF8(&it))
-			field_note(&n->used, &n->nused, bson_iter_utf8(&it, NULL), -1);
-		else if (!strcmp(k, "update"))
-			note_update(n, &it);
-		else if (!strcmp(k, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it)) {
-			note_pipeline(a, n, v->db, &it);
-			n = &a->m->nss[self - 1];
-		}
-	}
-	const char *seq = !strcmp(canon, "update")   ? "updates"
-	                  : !strcmp(canon, "delete") ? "deletes"
-	                                             : NULL;
-	if (!seq)
-		return;
-	cmdview_docs d;
-	bson_t stmt;
-	cmdview_docs_init(&d, v, seq);
-	while (cmdview_docs_next(&d, &stmt)) {
-		bson_iter_t s;
-		if (bson_iter_init_find(&s, &stmt, "q") && BSON_ITER_HOLDS_DOCUMENT(&s))
-			note_filter_fields(n, &s, 0);
-		if (bson_iter_init_find(&s, &stmt, "u"))
-			note_update(n, &s);
-	}
 }
 
 /* ---- records ---- */
@@ -557,10 +284,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 	ap->ops++;
 	model_ns *n = NULL;
 	if (!strstr(ns, ".$cmd")) {
-		n = ns_get(a, ns);
+		n = agg_ns_get(a, ns);
 		n->ops++;
-		note_schema(a, n, &r.view, cmd);
-		n = ns_get(a, ns); /* note_schema may have moved the table */
+		agg_note_schema(a, n, &r.view, cmd);
+		n = agg_ns_get(a, ns); /* note_schema may have moved the table */
 	}
 	if (a->e) {
 		request_ctx rc = {.app_name = app,
@@ -578,7 +305,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 			abort();
 		p->key = k;
 		p->shape = (size_t)(s - m->shapes) + 1;
-		p->ns = n ? ns_index(a, n) : 0;
+		p->ns = n ? agg_ns_index(a, n) : 0;
 		p->t_us = t;
 		p->next = a->pend[k % PENDING_BUCKETS];
 		a->pend[k % PENDING_BUCKETS] = p;
@@ -624,8 +351,9 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	app_get(a, s->app)->total_us += lat;
 	s->bytes += rec_count(rec, "len");
 	bson_iter_t it;
-	if (bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it))
-		s->errors++;
+	if ((bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it)) ||
+	    rec_int(rec, "we", 0) > 0)
+		agg_note_failure(s, (int32_t)rec_int(rec, "code", 0));
 	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
 	    !strcmp(s->command, "getMore"))
 		s->docs += rec_count(rec, "n");
@@ -651,16 +379,18 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		}
 		if (bson_iter_init_find(&d, rec, "arrays") && bson_iter_recurse(&d, &c))
 			while (bson_iter_next(&c))
-				field_note(&ns->arrays, &ns->narrays, bson_iter_key(&c),
-				           bson_iter_as_int64(&c));
+				agg_field_note(&ns->arrays, &ns->narrays, bson_iter_key(&c),
+				               bson_iter_as_int64(&c));
 	}
 	free(p);
 }
 
 /* An index list into the cache the engine reads and into the model.
- * specs NULL: the collection has none to reason about (opaque). */
+ * specs NULL: the collection has none to reason about (opaque). count: the
+ * estimated document count the capture had with it (-1: none, as in a
+ * version-1 capture: the collection-scan rule then has no verdict). */
 static void put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n,
-                        const char *opaque)
+                        const char *opaque, int64_t count)
 {
 	const char *dot = strchr(ns, '.');
 	char db[128];
@@ -671,8 +401,12 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 	index_set *set = opaque ? index_set_new_opaque(opaque) : index_set_from_specs(specs, n);
 	if (!set)
 		return;
+	if (!opaque)
+		index_set_set_doc_count(set, count);
 	index_cache_put(a->ic, db, dot + 1, set);
-	model_ns *mn = ns_get(a, ns);
+	model_ns *mn = agg_ns_get(a, ns);
+	if (!opaque)
+		mn->doc_count = count;
 	if (opaque) {
 		index_set_release(set);
 		return;
@@ -707,7 +441,7 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 
 void aggregator_put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n)
 {
-	put_indexes(a, ns, specs, n, NULL);
+	put_indexes(a, ns, specs, n, NULL, -1);
 }
 
 /* A snapshot record; ignored when the indexes come from --indexes-from. */
@@ -720,7 +454,7 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 	if (a->m->indexes_live)
 		return;
 	if (bson_iter_init_find(&it, rec, "opaque")) {
-		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"));
+		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"), -1);
 		return;
 	}
 	if (!bson_iter_init_find(&it, rec, "indexes") || !bson_iter_recurse(&it, &e))
@@ -736,7 +470,7 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 			n++;
 		}
 	}
-	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL);
+	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
 }
 
 void aggregator_index_ops(aggregator *a, const char *ns, const char *name, int64_t ops)
@@ -890,6 +624,7 @@ void aggregator_finish(aggregator *a)
 		s->p50 = pct(s->lat_us, s->nlat, 0.50);
 		s->p95 = pct(s->lat_us, s->nlat, 0.95);
 		s->p99 = pct(s->lat_us, s->nlat, 0.99);
+		agg_finish_failures(s);
 		app_get(a, s->app)->shapes++;
 	}
 	for (size_t i = 0; i < m->nnss; i++)

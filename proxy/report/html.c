@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 static const char css[] =
@@ -202,6 +203,24 @@ static void rule_tags(text_buf *t, unsigned rules)
 		}
 }
 
+/* The failed replies, their share and codes; a shape that mostly fails
+ * is marked, so its quick replies do not read as a fast query. */
+static void failures_cell(text_buf *t, const model_shape *s)
+{
+	text_printf(t, "<td class=\"n\" data-v=\"%" PRIu64 "\">%" PRIu64, s->errors, s->errors);
+	if (s->errors) {
+		text_printf(t, " (%.0f%%)", model_failed_share(s) * 100);
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(t, "%s%" PRId32 "&nbsp;×%" PRIu64, c ? ", " : "<br>codes ",
+			            s->codes[c], s->code_counts[c]);
+		if (s->other_codes)
+			text_printf(t, ", others ×%" PRIu64, s->other_codes);
+	}
+	if (s->mostly_fails)
+		text_str(t, "<br><span class=\"tag\">mostly fails</span>");
+	text_str(t, "</td>");
+}
+
 static void shapes(out_t *o, const model *m)
 {
 	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
@@ -212,7 +231,8 @@ static void shapes(out_t *o, const model *m)
 	         "<thead><tr><th>namespace</th><th>command</th><th class=\"n\">count</th>"
 	         "<th class=\"n\">rate/s</th><th class=\"n\">p50 ms</th><th class=\"n\">p95 ms</th>"
 	         "<th class=\"n\">p99 ms</th><th class=\"n\">total ms</th><th class=\"n\">docs</th>"
-	         "<th class=\"n\">bytes</th><th>rules</th><th>shape</th></tr></thead><tbody>");
+	         "<th class=\"n\">bytes</th><th class=\"n\">failed</th><th>rules</th><th>shape</th>"
+	         "</tr></thead><tbody>");
 	out_flush(o);
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes; k++) {
@@ -226,9 +246,11 @@ static void shapes(out_t *o, const model *m)
 		    "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.2f</td>"
 		    "<td class=\"n\">%.2f</td><td class=\"n\">%.2f</td><td class=\"n\">%.2f</td>"
 		    "<td class=\"n\">%.1f</td><td class=\"n\">%" PRIu64 "</td>"
-		    "<td class=\"n\">%" PRIu64 "</td><td>",
+		    "<td class=\"n\">%" PRIu64 "</td>",
 		    s->count, secs > 0 ? (double)s->count / secs : 0, s->p50, s->p95, s->p99,
 		    (double)s->total_us / 1000.0, s->docs, s->bytes);
+		failures_cell(&o->t, s);
+		text_str(&o->t, "<td>");
 		rule_tags(&o->t, s->rules);
 		text_str(&o->t, "</td><td><code>");
 		h(&o->t, s->shape);
@@ -267,8 +289,13 @@ static void rules(out_t *o, const model *m)
 				text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
 			}
 			text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
+			if (f->count > 1) /* one occurrence's figures, not every one's */
+				text_printf(&o->t,
+				            "<span class=\"muted\">First of %" PRIu64
+				            " occurrences:</span> ",
+				            f->count);
 			h(&o->t, f->detail);
-			text_str(&o->t, "</p><p>Example (redacted):</p><pre>");
+			text_str(&o->t, "</p><p>Shape (literals replaced):</p><pre>");
 			h(&o->t, f->shape);
 			text_str(&o->t, "</pre><p>Fix:</p><pre class=\"fix\">");
 			h(&o->t, f->suggestion);
@@ -425,11 +452,15 @@ bool report_write_html(const model *m, FILE *f)
 	               "<title>mongoguard design review</title><style>");
 	text_str(&o.t, css);
 	text_str(&o.t, "</style></head><body><h1>mongoguard design review</h1>"
-	               "<nav><a href=\"#overview\">Overview</a><a href=\"#shapes\">Query shapes</a>"
+	               "<nav><a href=\"#overview\">Overview</a>");
+	if (m->diff)
+		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
+	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
 	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
 	overview(&o, m);
+	report_diff_html(&o, m);
 	shapes(&o, m);
 	rules(&o, m);
 	schema(&o, m);

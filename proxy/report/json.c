@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 static void jstr(text_buf *t, const char *s)
@@ -104,7 +105,12 @@ static void shapes(out_t *o, const model *m)
 		    s->count, secs > 0 ? (double)s->count / secs : 0.0, s->nlat, s->p50, s->p95,
 		    s->p99, (double)s->total_us / 1000.0, s->docs, s->bytes, s->errors);
 		rules_list(&o->t, s->rules);
-		text_char(&o->t, '}');
+		text_printf(&o->t, ",\"failedShare\":%.3f,\"mostlyFails\":%s,\"errorCodes\":[",
+		            model_failed_share(s), s->mostly_fails ? "true" : "false");
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(&o->t, "%s{\"code\":%" PRId32 ",\"count\":%" PRIu64 "}",
+			            c ? "," : "", s->codes[c], s->code_counts[c]);
+		text_printf(&o->t, "],\"otherErrorCodes\":%" PRIu64 "}", s->other_codes);
 		out_flush(o);
 	}
 	free(order);
@@ -126,8 +132,13 @@ static void findings(out_t *o, const model *m)
 		jstr(&o->t, f->command);
 		text_printf(&o->t, ",\"count\":%" PRIu64 ",\"example\":", f->count);
 		jstr(&o->t, f->shape);
+		/* the detail is one occurrence's (the first): said, so its figures
+		 * are not read as every occurrence's */
 		text_str(&o->t, ",\"detail\":");
 		jstr(&o->t, f->detail);
+		text_printf(&o->t, ",\"detailOf\":\"%s\",\"new\":%s",
+		            f->count > 1 ? "first occurrence" : "the occurrence",
+		            model_finding_is_new(m, i) ? "true" : "false");
 		text_str(&o->t, ",\"suggestion\":");
 		jstr(&o->t, f->suggestion);
 		text_str(&o->t, ",\"apps\":{");
@@ -188,8 +199,9 @@ static void schema(out_t *o, const model *m)
 		text_char(&o->t, ']');
 		fields(&o->t, "pushTargets", n->push, n->npush, false);
 		fields(&o->t, "arrayLengths", n->arrays, n->narrays, true);
-		text_printf(&o->t, ",\"indexesKnown\":%s,\"indexes\":[",
-		            n->have_indexes ? "true" : "false");
+		text_printf(&o->t,
+		            ",\"estimatedDocuments\":%" PRId64 ",\"indexesKnown\":%s,\"indexes\":[",
+		            n->doc_count, n->have_indexes ? "true" : "false");
 		for (size_t k = 0; k < n->nindexes; k++) {
 			const model_index *x = &n->indexes[k];
 			text_str(&o->t, k ? ",{\"name\":" : "{\"name\":");
@@ -242,6 +254,7 @@ bool report_write_json(const model *m, FILE *f)
 	overview(&o, m);
 	shapes(&o, m);
 	findings(&o, m);
+	report_diff_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);
 	text_str(&o.t, "}\n");

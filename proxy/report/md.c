@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "proxy/report/model.h"
+#include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
@@ -13,6 +14,20 @@ static void cell(text_buf *t, const char *s, size_t max)
 	for (size_t i = 0; s[i] && i < max; i++)
 		text_char(t, s[i] == '`' ? '\'' : s[i] == '|' ? '/' : s[i] == '\n' ? ' ' : s[i]);
 	text_char(t, '`');
+}
+
+/* "3 (60%, codes 11000 ×2, 121), **mostly fails**", or "0". */
+static void failures_cell(text_buf *t, const model_shape *s)
+{
+	text_printf(t, "%" PRIu64, s->errors);
+	if (s->errors) {
+		text_printf(t, " (%.0f%%", model_failed_share(s) * 100);
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(t, "%s%" PRId32 " ×%" PRIu64, c ? ", " : ", codes ",
+			            s->codes[c], s->code_counts[c]);
+		text_str(t, s->mostly_fails ? "), **mostly fails**" : ")");
+	}
+	text_str(t, " | ");
 }
 
 bool report_write_md(const model *m, FILE *f)
@@ -43,8 +58,8 @@ bool report_write_md(const model *m, FILE *f)
 		            m->rule_totals[r], rule_table[r]->fix_kind);
 	out_flush(&o);
 	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
-	               "| ns | command | count | p50 ms | p95 ms | total ms | rules | shape |\n"
-	               "|---|---|---:|---:|---:|---:|---|---|\n");
+	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
+	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
 		const model_shape *s = &m->shapes[order[k]];
@@ -52,6 +67,7 @@ bool report_write_md(const model *m, FILE *f)
 		cell(&o.t, s->ns, 100);
 		text_printf(&o.t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
 		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		failures_cell(&o.t, s);
 		for (int r = 0; r < RULE_COUNT; r++)
 			if (s->rules & (1u << r))
 				text_printf(&o.t, "`%s` ", rule_name((rule_id)r));
@@ -61,6 +77,7 @@ bool report_write_md(const model *m, FILE *f)
 		out_flush(&o);
 	}
 	free(order);
+	report_diff_md(&o, m);
 	text_str(&o.t, "\n## What to change\n");
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
@@ -69,6 +86,8 @@ bool report_write_md(const model *m, FILE *f)
 		            fd->ns, fd->count);
 		cell(&o.t, fd->shape, 1000);
 		text_str(&o.t, "\n\n");
+		if (fd->count > 1) /* one occurrence's figures, not every one's */
+			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
 		text_str(&o.t, fd->detail);
 		text_str(&o.t, "\n\n```js\n");
 		text_str(&o.t, fd->suggestion);

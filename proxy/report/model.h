@@ -15,6 +15,7 @@
 #define MODEL_NS_LEN           256
 #define MODEL_APPS_PER_FINDING 8
 #define MODEL_BLOAT_BUCKETS    7 /* <1K, <16K, <128K, <1M, <4M, <16M, >=16M */
+#define MODEL_ERROR_CODES      4 /* error codes kept per shape */
 
 typedef struct model_input {
 	char path[1024];
@@ -38,7 +39,15 @@ typedef struct model_shape {
 	size_t nlat, caplat;
 	int64_t total_us;
 	uint64_t docs, bytes; /* returned */
-	uint64_t errors;      /* replies with ok: 0 */
+	uint64_t errors;      /* failed replies: ok: 0, or writeErrors */
+	/* The codes of the failures, most frequent first after
+	 * aggregator_finish: the first MODEL_ERROR_CODES distinct codes seen,
+	 * the rest counted in other_codes. */
+	int32_t codes[MODEL_ERROR_CODES];
+	uint64_t code_counts[MODEL_ERROR_CODES];
+	size_t ncodes;
+	uint64_t other_codes;
+	bool mostly_fails;    /* more than half its replies failed: its latency is no speed */
 	unsigned rules;       /* bit per rule_id found on this shape */
 	char app[128];        /* the first app seen */
 	double p50, p95, p99; /* ms, after aggregator_finish */
@@ -90,6 +99,7 @@ typedef struct model_ns {
 	model_index *indexes;
 	size_t nindexes;
 	bool have_indexes;
+	int64_t doc_count; /* estimated, with the last index list; -1 unknown */
 } model_ns;
 
 typedef struct model_app {
@@ -104,6 +114,24 @@ typedef struct model_db {
 	char db[128];
 	uint64_t collections;
 } model_db;
+
+/* --baseline: what changed from the baseline's model to this one. Indexes
+ * into the models' arrays; before stays owned by report.c until the
+ * writers are done. */
+typedef struct model_regression {
+	size_t shape;           /* in the new model */
+	double before_p95, p95; /* ms */
+} model_regression;
+
+typedef struct model_diff {
+	const struct model *before;
+	size_t *new_shapes, nnew_shapes;       /* in the new model */
+	size_t *gone_shapes, ngone_shapes;     /* in before */
+	size_t *new_findings, nnew_findings;   /* in the new model */
+	size_t *gone_findings, ngone_findings; /* in before */
+	model_regression *regressions;
+	size_t nregressions;
+} model_diff;
 
 typedef struct model {
 	model_input *inputs;
@@ -126,18 +154,55 @@ typedef struct model {
 	size_t ndbs;
 	bool indexes_live; /* --indexes-from */
 	char indexes_from[512];
-	bool redacted; /* every input was redacted */
+	bool redacted;          /* every input was redacted */
+	const model_diff *diff; /* NULL without --baseline */
 } model;
+
+/* ---- the diff (diff.c) ---- */
+
+/* A latency regression: p95 at least this much slower, by at least
+ * MODEL_REGRESSION_MIN_MS, with MODEL_REGRESSION_MIN_REPLIES timed replies
+ * on each side (fewer say nothing about a percentile). */
+#define MODEL_REGRESSION_FACTOR      1.5
+#define MODEL_REGRESSION_MIN_MS      1.0
+#define MODEL_REGRESSION_MIN_REPLIES 5
+
+void model_diff_build(const model *now, const model *before, model_diff *d);
+void model_diff_free(model_diff *d);
+/* Whether finding i of m is new (no baseline: every finding is). */
+bool model_finding_is_new(const model *m, size_t i);
+
+/* --fail-on new|any|RULE[,RULE] (gate.c). */
+typedef struct report_gate {
+	bool on;
+	bool any, only_new;
+	unsigned rules; /* bit per rule_id; 0 with any or only_new */
+} report_gate;
+
+/* False with err set when spec is not one of the forms. */
+bool report_gate_parse(const char *spec, report_gate *g, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+/* Whether finding i of m matches: `any` every finding, `new` those not in
+ * the baseline, RULE,... those of the rules (new ones only when there is
+ * a baseline). */
+bool report_gate_matches(const report_gate *g, const model *m, size_t i);
+
+/* Shared by the writers: the shapes sorted by total time (indexes into
+ * m->shapes, malloc'd). Each rule's words come from its row of
+ * rule_table. */
+/* Failed replies as a share of the shape's paired replies (0..1). */
+double model_failed_share(const model_shape *s);
+size_t *model_shapes_by_time(const model *m);
 
 /* ---- the writers ---- */
 
 bool report_write_html(const model *m, FILE *f) __attribute__((warn_unused_result));
 bool report_write_json(const model *m, FILE *f) __attribute__((warn_unused_result));
 bool report_write_md(const model *m, FILE *f) __attribute__((warn_unused_result));
-
-/* Shared by the writers: the shapes sorted by total time (indexes into
- * m->shapes, malloc'd). Each rule's words come from its row of
- * rule_table. */
-size_t *model_shapes_by_time(const model *m);
+/* CI formats (ci.c): SARIF 2.1.0, one result per finding; JUnit XML, one
+ * testcase per shape, a failure per finding --fail-on matched. */
+bool report_write_sarif(const model *m, FILE *f) __attribute__((warn_unused_result));
+bool report_write_junit(const model *m, const report_gate *g, FILE *f)
+    __attribute__((warn_unused_result));
 
 #endif

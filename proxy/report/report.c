@@ -167,134 +167,232 @@ static bool write_out(const char *path, const model *m, bool (*fn)(const model *
 	return ok;
 }
 
-bool report_run(const report_options *o, unsigned long long *records, char *err, size_t errlen)
+/* Reads inputs (both passes) into m. False with err set when nothing
+ * could be read at all; *bad: inputs refused. */
+static bool build_model(const char *const *inputs, size_t n, const char *indexes_from,
+                        bool show_progress, model *m, unsigned long long *records, size_t *bad,
+                        char *err, size_t errlen)
 {
-	model m;
-	memset(&m, 0, sizeof m);
-	m.inputs = calloc(o->ninputs ? o->ninputs : 1, sizeof *m.inputs);
-	aggregator *a = m.inputs ? aggregator_new(&m) : NULL;
+	memset(m, 0, sizeof *m);
+	m->inputs = calloc(n ? n : 1, sizeof *m->inputs);
+	aggregator *a = m->inputs ? aggregator_new(m) : NULL;
 	if (!a) {
 		snprintf(err, errlen, "out of memory");
-		free(m.inputs);
 		return false;
 	}
-	m.ninputs = o->ninputs;
-	progress pg = {.on = o->progress, .shown = -1};
-	for (size_t i = 0; i < o->ninputs; i++) {
+	m->ninputs = n;
+	progress pg = {.on = show_progress, .shown = -1};
+	for (size_t i = 0; i < n; i++) {
 		struct stat sb;
-		snprintf(m.inputs[i].path, sizeof m.inputs[i].path, "%s", o->inputs[i]);
-		if (stat(o->inputs[i], &sb) == 0)
+		snprintf(m->inputs[i].path, sizeof m->inputs[i].path, "%s", inputs[i]);
+		if (stat(inputs[i], &sb) == 0)
 			pg.total += (uint64_t)sb.st_size;
 	}
 	live_ctx *live = NULL;
-	if (o->indexes_from) {
-		m.indexes_live = true;
-		snprintf(m.indexes_from, sizeof m.indexes_from, "%s", o->indexes_from);
-		live = live_new(o->indexes_from, err, errlen);
-		if (!live) {
+	if (indexes_from) {
+		m->indexes_live = true;
+		snprintf(m->indexes_from, sizeof m->indexes_from, "%s", indexes_from);
+		if (!(live = live_new(indexes_from, err, errlen))) {
 			aggregator_free(a);
-			model_free(&m);
 			return false;
 		}
 	}
-	for (size_t i = 0; i < m.ninputs; i++)
-		read_file(a, &m.inputs[i], 1, &pg, 0, live);
-	qsort(m.inputs, m.ninputs, sizeof *m.inputs, cmp_inputs);
+	for (size_t i = 0; i < m->ninputs; i++)
+		read_file(a, &m->inputs[i], 1, &pg, 0, live);
+	qsort(m->inputs, m->ninputs, sizeof *m->inputs, cmp_inputs);
 	if (live && !live_fetch(live, a, err, errlen)) {
 		live_free(live);
 		aggregator_free(a);
-		model_free(&m);
 		return false;
 	}
 	uint64_t base = 0;
-	m.redacted = true;
-	for (size_t i = 0; i < m.ninputs; i++) {
+	m->redacted = true;
+	for (size_t i = 0; i < m->ninputs; i++) {
 		struct stat sb;
-		read_file(a, &m.inputs[i], 2, &pg, base, NULL);
-		if (stat(m.inputs[i].path, &sb) == 0)
+		read_file(a, &m->inputs[i], 2, &pg, base, NULL);
+		if (stat(m->inputs[i].path, &sb) == 0)
 			base += (uint64_t)sb.st_size;
-		if (!m.inputs[i].refused && strcmp(m.inputs[i].redaction, "shapes") != 0)
-			m.redacted = false;
-		*records += m.inputs[i].records;
+		if (!m->inputs[i].refused && strcmp(m->inputs[i].redaction, "shapes") != 0)
+			m->redacted = false;
+		*records += m->inputs[i].records;
 	}
 	progress_show(&pg, pg.total);
 	aggregator_finish(a);
 	if (live)
-		live_apply(live, &m);
-	bool ok = true;
-	if (o->html)
-		ok = write_out(o->html, &m, report_write_html, err, errlen) && ok;
-	if (ok && o->json)
-		ok = write_out(o->json, &m, report_write_json, err, errlen) && ok;
-	if (ok && o->md)
-		ok = write_out(o->md, &m, report_write_md, err, errlen) && ok;
-	size_t bad = 0;
-	for (size_t i = 0; i < m.ninputs; i++) {
-		const model_input *in = &m.inputs[i];
+		live_apply(live, m);
+	*bad = 0;
+	for (size_t i = 0; i < m->ninputs; i++) {
+		const model_input *in = &m->inputs[i];
 		if (in->refused || in->truncated)
 			fprintf(stderr, "mongoguard report: %s: %s\n", in->path, in->problem);
-		bad += in->refused;
+		*bad += in->refused;
 	}
+	live_free(live);
+	aggregator_free(a);
+	return true;
+}
+
+static bool junit_out(const model *m, FILE *f);
+static const report_gate *junit_gate; /* for junit_out: one report per process */
+
+/* Every output named, in turn; false with err at the first that fails. */
+static bool write_all(const report_options *o, const model *m, const report_gate *g, char *err,
+                      size_t errlen)
+{
+	junit_gate = g;
+	bool ok = true;
+	if (o->html)
+		ok = write_out(o->html, m, report_write_html, err, errlen);
+	if (ok && o->json)
+		ok = write_out(o->json, m, report_write_json, err, errlen);
+	if (ok && o->md)
+		ok = write_out(o->md, m, report_write_md, err, errlen);
+	if (ok && o->sarif)
+		ok = write_out(o->sarif, m, report_write_sarif, err, errlen);
+	if (ok && o->junit)
+		ok = write_out(o->junit, m, junit_out, err, errlen);
+	return ok;
+}
+
+static bool junit_out(const model *m, FILE *f)
+{
+	return report_write_junit(m, junit_gate, f);
+}
+
+bool report_run_gated(const report_options *o, unsigned long long *records, size_t *matched,
+                      char *err, size_t errlen)
+{
+	model m, before;
+	model_diff d = {0};
+	report_gate g = {0};
+	size_t bad = 0, bad_before = 0;
+	unsigned long long before_records = 0;
+	*matched = 0;
+	if (o->fail_on && !report_gate_parse(o->fail_on, &g, err, errlen))
+		return false;
+	if (!build_model(o->inputs, o->ninputs, o->indexes_from, o->progress, &m, records, &bad,
+	                 err, errlen))
+		return false;
+	memset(&before, 0, sizeof before);
+	if (o->nbaseline) {
+		if (!build_model(o->baseline, o->nbaseline, NULL, false, &before, &before_records,
+		                 &bad_before, err, errlen)) {
+			model_free(&m);
+			return false;
+		}
+		model_diff_build(&m, &before, &d);
+		m.diff = &d;
+	}
+	for (size_t i = 0; i < m.nfindings; i++)
+		*matched += report_gate_matches(&g, &m, i);
+	bool ok = write_all(o, &m, &g, err, errlen);
+	bad += bad_before;
 	if (ok && bad)
-		snprintf(err, errlen, "%zu of %zu inputs refused", bad, m.ninputs);
+		snprintf(err, errlen, "%zu of %zu inputs refused", bad, m.ninputs + before.ninputs);
 	if (!o->quiet)
 		fprintf(stderr,
 		        "mongoguard report: %llu records, %llu requests, %zu query shapes, %zu "
-		        "findings\n",
-		        *records, (unsigned long long)m.requests, m.nshapes, m.nfindings);
-	live_free(live);
-	aggregator_free(a);
+		        "findings%s\n",
+		        *records, (unsigned long long)m.requests, m.nshapes, m.nfindings,
+		        o->nbaseline ? " (and a baseline)" : "");
+	model_diff_free(&d);
+	model_free(&before);
 	model_free(&m);
 	return ok && !bad;
 }
 
+bool report_run(const report_options *o, unsigned long long *records, char *err, size_t errlen)
+{
+	size_t matched;
+	return report_run_gated(o, records, &matched, err, errlen);
+}
+
 static void report_usage(FILE *f)
 {
-	fputs("Usage: mongoguard report CAPTURE... [--indexes-from URI] [-o report.html]\n"
-	      "                         [--json FILE] [--md FILE] [--progress|--no-progress]\n"
+	fputs("Usage: mongoguard report CAPTURE... [--baseline CAPTURE]... [--fail-on SPEC]\n"
+	      "                         [--indexes-from URI] [-o report.html] [--json FILE]\n"
+	      "                         [--md FILE] [--sarif FILE] [--junit FILE]\n"
+	      "                         [--progress|--no-progress]\n"
 	      "\n"
-	      "Reads capture files (capture.dir, --capture DIR), reruns the analyzers over\n"
-	      "every captured request and writes a design-review report. With no output\n"
-	      "named, writes report.html in the current directory. '-' is stdout.\n"
+	      "Reads captures (capture files, or capture directories: capture.dir, --capture\n"
+	      "DIR), reruns the analyzers over every captured request and writes a\n"
+	      "design-review report. With no output named, writes report.html in the\n"
+	      "current directory. '-' is stdout.\n"
+	      "  --baseline CAPTURE  (repeatable) compare with an earlier capture: new and\n"
+	      "                      gone shapes and findings, p95 latency regressions\n"
+	      "  --fail-on SPEC      exit 1 when a finding matches: new (not in the baseline),\n"
+	      "                      any, or RULE[,RULE] (new ones with a baseline); else 0\n"
+	      "  --sarif FILE        SARIF 2.1.0, one result per finding\n"
+	      "  --junit FILE        JUnit XML, a testcase per shape, a failure per matched\n"
+	      "                      finding\n"
 	      "  --indexes-from URI  judge against the live indexes (and $indexStats) of URI\n"
-	      "                      instead of the index lists recorded in the capture\n",
+	      "                      instead of the index lists recorded in the capture\n"
+	      "Exit status: 0; 1 when an input cannot be read or --fail-on matched; 2 for a\n"
+	      "bad command line, or a name that is not a capture.\n",
 	      f);
 }
 
-int report_main(int argc, char **argv)
+typedef struct cli {
+	report_options o;
+	const char **baseline;
+	size_t nbaseline;
+	int force; /* --progress / --no-progress, -1: neither */
+} cli;
+
+/* The options; -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, cli *c)
 {
 	static const struct option opts[] = {
 	    {"indexes-from", required_argument, NULL, 'I'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"json", required_argument, NULL, 'j'},
 	    {"md", required_argument, NULL, 'm'},
+	    {"sarif", required_argument, NULL, 's'},
+	    {"junit", required_argument, NULL, 'u'},
+	    {"baseline", required_argument, NULL, 'b'},
+	    {"fail-on", required_argument, NULL, 'f'},
 	    {"progress", no_argument, NULL, 'p'},
 	    {"no-progress", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	report_options o = {0};
-	int force = -1, c;
+	int ch;
+	c->force = -1;
+	c->baseline = calloc((size_t)argc, sizeof *c->baseline);
+	if (!c->baseline)
+		return 1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-		switch (c) {
+	while ((ch = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (ch) {
 		case 'I':
-			o.indexes_from = optarg;
+			c->o.indexes_from = optarg;
 			break;
 		case 'o':
-			o.html = optarg;
+			c->o.html = optarg;
 			break;
 		case 'j':
-			o.json = optarg;
+			c->o.json = optarg;
 			break;
 		case 'm':
-			o.md = optarg;
+			c->o.md = optarg;
+			break;
+		case 's':
+			c->o.sarif = optarg;
+			break;
+		case 'u':
+			c->o.junit = optarg;
+			break;
+		case 'b':
+			c->baseline[c->nbaseline++] = optarg;
+			break;
+		case 'f':
+			c->o.fail_on = optarg;
 			break;
 		case 'p':
-			force = 1;
+			c->force = 1;
 			break;
 		case 'P':
-			force = 0;
+			c->force = 0;
 			break;
 		case 'h':
 			report_usage(stdout);
@@ -305,27 +403,66 @@ int report_main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "mongoguard report: name at least one capture file\n");
+		fprintf(stderr, "mongoguard report: name at least one capture file or directory\n");
 		report_usage(stderr);
 		return 2;
 	}
-	o.inputs = (const char *const *)argv + optind;
-	o.ninputs = (size_t)(argc - optind);
-	if (!o.html && !o.json && !o.md)
-		o.html = "report.html";
+	report_gate g;
+	char err[512];
+	if (c->o.fail_on && !report_gate_parse(c->o.fail_on, &g, err, sizeof err)) {
+		fprintf(stderr, "mongoguard report: %s\n", err);
+		return 2;
+	}
+	return -1;
+}
+
+int report_main(int argc, char **argv)
+{
+	cli c = {0};
+	int st = parse_args(argc, argv, &c);
+	char **in = NULL, **base = NULL;
+	size_t nin = 0, nbase = 0;
+	char err[1024] = "";
+	if (st < 0 &&
+	    (!report_inputs_expand((const char *const *)argv + optind, (size_t)(argc - optind), &in,
+	                           &nin, err, sizeof err) ||
+	     !report_inputs_expand(c.baseline, c.nbaseline, &base, &nbase, err, sizeof err))) {
+		fprintf(stderr, "mongoguard report: %s\n", err);
+		st = 2;
+	}
+	if (st >= 0) {
+		report_inputs_free(in, nin);
+		free(c.baseline);
+		return st;
+	}
+	report_options *o = &c.o;
+	o->inputs = (const char *const *)in;
+	o->ninputs = nin;
+	o->baseline = (const char *const *)base;
+	o->nbaseline = nbase;
+	if (!o->html && !o->json && !o->md && !o->sarif && !o->junit)
+		o->html = "report.html";
 	uint64_t total = 0;
-	for (size_t i = 0; i < o.ninputs; i++) {
+	for (size_t i = 0; i < o->ninputs; i++) {
 		struct stat sb;
-		if (stat(o.inputs[i], &sb) == 0)
+		if (stat(o->inputs[i], &sb) == 0)
 			total += (uint64_t)sb.st_size;
 	}
 	/* A bar is worth drawing for inputs that take a moment. */
-	o.progress = force >= 0 ? force == 1 : isatty(2) && total > (8u << 20);
-	char err[1024] = "";
+	o->progress = c.force >= 0 ? c.force == 1 : isatty(2) && total > (8u << 20);
 	unsigned long long records = 0;
-	if (!report_run(&o, &records, err, sizeof err)) {
+	size_t matched = 0;
+	st = 0;
+	if (!report_run_gated(o, &records, &matched, err, sizeof err)) {
 		fprintf(stderr, "mongoguard report: %s\n", err);
-		return 1;
+		st = 1;
+	} else if (matched) {
+		fprintf(stderr, "mongoguard report: --fail-on %s matched %zu finding%s\n",
+		        o->fail_on, matched, matched == 1 ? "" : "s");
+		st = 1;
 	}
-	return 0;
+	report_inputs_free(in, nin);
+	report_inputs_free(base, nbase);
+	free(c.baseline);
+	return st;
 }

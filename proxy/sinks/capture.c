@@ -45,6 +45,7 @@ typedef struct item {
 typedef struct ns_slot {
 	char ns[256]; /* "" = free */
 	index_set *last;
+	int64_t last_count; /* the document count last written with it */
 	int64_t checked_ms;
 	bool pending; /* asked, no list yet */
 } ns_slot;
@@ -282,7 +283,8 @@ static void write_snapshot(capture_sink *c, const char *ns, const index_set *s)
 	const char *why = NULL;
 	bson_t rec;
 	if (index_set_is_opaque(s, &why)) {
-		capture_build_indexes(&rec, capture_now_us(), ns, NULL, 0, why ? why : "opaque");
+		capture_build_indexes(&rec, capture_now_us(), ns, NULL, 0, why ? why : "opaque",
+		                      -1);
 	} else {
 		size_t n = index_set_count(s);
 		bson_t **specs = calloc(n ? n : 1, sizeof *specs);
@@ -290,7 +292,7 @@ static void write_snapshot(capture_sink *c, const char *ns, const index_set *s)
 			return;
 		specs_of(s, specs);
 		capture_build_indexes(&rec, capture_now_us(), ns, (const bson_t *const *)specs, n,
-		                      NULL);
+		                      NULL, index_set_doc_count(s));
 		for (size_t i = 0; i < n; i++)
 			bson_destroy(specs[i]);
 		free(specs);
@@ -433,7 +435,9 @@ static uint64_t fnv(const char *s)
 	return h;
 }
 
-/* Looks at ns's list now and then; a list not seen before is written. */
+/* Looks at ns's list now and then; a list not seen before is written, and
+ * so is the same list with another document count (the collection-scan
+ * rule reads the count, and the index cache may follow the writes). */
 static void check_indexes(capture_sink *c, const char *db, const char *coll, bool force)
 {
 	char ns[256];
@@ -459,13 +463,15 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, boo
 	sl->pending = r == INDEXES_PENDING;
 	if (r != INDEXES_KNOWN)
 		return;
-	if (s == sl->last) {
+	int64_t count = index_set_doc_count(s);
+	if (s == sl->last && count == sl->last_count) {
 		index_set_release(s);
 		return;
 	}
 	if (sl->last)
 		index_set_release(sl->last);
 	sl->last = s;
+	sl->last_count = count;
 	write_snapshot(c, ns, s);
 }
 

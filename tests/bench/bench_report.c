@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 	    BCON_NEW("v", BCON_INT32(2), "key", "{", "status", BCON_INT32(1), "}", "name",
 	             "status_1")};
 	capture_build_indexes(&ix, 1700000000000000, "shop.orders", (const bson_t *const *)spec, 2,
-	                      NULL);
+	                      NULL, -1);
 	put(f, &ix);
 	bson_t *bodies[4] = {
 	    BCON_NEW("find", "orders", "filter", "{", "_id", BCON_INT32(0), "}", "$db", "shop"),

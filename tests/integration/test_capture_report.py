@@ -108,7 +108,7 @@ def test_capture_is_bson_with_header_and_redacted(captured):
     for f in files:
         docs = list(bson.decode_file_iter(open(f, "rb")))
         assert docs[0]["k"] == "header" and docs[0]["format"] == "mongoguard-capture"
-        assert docs[0]["v"] == 1 and docs[0]["redaction"] == "shapes"
+        assert docs[0]["v"] == 2 and docs[0]["redaction"] == "shapes"
         assert "mongoguard" in docs[0] and "start" in docs[0]
         for d in docs:
             kinds[d["k"]] = kinds.get(d["k"], 0) + 1
@@ -278,4 +278,118 @@ def test_unknown_format_version_refused(tmp_path, mongoguard_bin):
     g = tmp_path / "capture-not.bson"
     g.write_bytes(bson.encode({"hello": 1}))
     r = run_report(mongoguard_bin, [g], "--json", tmp_path / "r2.json", check=False)
-    assert r.returncode == 1 and "not a mongoguard capture" in r.stderr
+    # not a capture at all: a mistake on the command line (exit 2, no report)
+    assert r.returncode == 2 and "not a mongoguard capture" in r.stderr
+    assert not (tmp_path / "r2.json").exists()
+
+
+# --- every verdict offline (issue 25) -----------------------------------------
+
+SIX = {"case-insensitive-regex": "log", "unbounded-push": "log", "index-mismatched-sort": "log",
+       "hot-path-lookup": {"action": "log", "threshold": 2, "windowSeconds": 60},
+       "collection-scan": {"action": "log", "minDocuments": 50},
+       "large-document": {"action": "log", "maxBytes": 8192, "maxArrayLength": 100}}
+
+
+def six_rule_workload(c, dbname: str) -> None:
+    """Traffic that breaks each of the six rules a few times."""
+    db = c[dbname]
+    # The live collection-scan check gives no verdict (not a late one) while
+    # the index list is still being fetched; the report judges those requests
+    # against the capture's first snapshot. Learn the list first, so both
+    # judge every request with it.
+    db.items.find_one({"_id": 0})
+    time.sleep(0.5)
+    for _ in range(4):  # collection-scan: no index on color, 200 documents
+        list(db.items.find({"color": MARKER}))
+    for _ in range(3):  # case-insensitive-regex (and a scan: email has no index)
+        list(db.items.find({"email": Regex(MARKER, "i")}))
+    for i in range(3):  # unbounded-push
+        db.items.update_one({"_id": i}, {"$push": {"tags": MARKER}})
+    for _ in range(3):  # index-mismatched-sort: sku_1 cannot give created's order
+        list(db.items.find({"sku": MARKER}).sort("created", -1))
+    for _ in range(3):  # hot-path-lookup (FerretDB refuses $lookup; the request was sent)
+        try:
+            list(db.items.aggregate([{"$match": {"sku": MARKER}},
+                                     {"$lookup": {"from": "users", "localField": "sku",
+                                                  "foreignField": "sku", "as": "u"}}]))
+        except Exception:
+            pass
+    # large-document: an array over 100 elements, and documents over 8 KiB
+    db.blobs.insert_one({"name": MARKER, "lines": [MARKER] * 150})
+    db.blobs.insert_many([{"name": MARKER, "payload": {"blob": MARKER * 800}} for _ in range(2)])
+    db.blobs.insert_one({"name": MARKER, "small": [1, 2, 3]})
+    for _ in range(2):  # failures: duplicate keys come back as writeErrors in an ok reply
+        try:
+            db.items.insert_one({"_id": 0, "sku": MARKER})
+        except Exception:
+            pass
+
+
+def test_all_six_rules_offline_as_live(tmp_path, upstream, start_proxy, clients, dbname,
+                                       mongoguard_bin):
+    direct = clients.direct()[dbname]
+    direct.items.insert_many([{"_id": i, "sku": f"s{i}", "created": i, "tags": []}
+                              for i in range(200)])
+    direct.items.create_index([("sku", ASCENDING)])
+    cdir = tmp_path / "cap"
+    cfg = json.loads(capture_config(cdir))
+    cfg["rules"] = SIX
+    p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
+    six_rule_workload(clients.via(p, appname="six"), dbname)
+    time.sleep(1.5)  # index snapshots and a summary interval
+    assert p.stop() == 0
+    live = live_findings(p)
+    per_rule: dict = {}
+    for (rule, _), n in live.items():
+        per_rule[rule] = per_rule.get(rule, 0) + n
+    assert set(per_rule) == set(SIX), per_rule
+
+    files = captures(cdir)
+    snaps = [d for f in files for d in bson.decode_file_iter(open(f, "rb"))
+             if d["k"] == "indexes" and d["ns"] == f"{dbname}.items"]
+    assert snaps and snaps[0]["count"] >= 200, snaps
+    data = b"".join(f.read_bytes() for f in files)
+    assert MARKER.encode() not in data
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, files, "--json", out)
+    rep = json.loads(out.read_text())
+    got_rule = {r: n for r, n in rep["overview"]["findingsPerRule"].items() if n}
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in rep["findings"]}
+    assert got_rule == per_rule
+    assert got == live
+    assert MARKER.encode() not in out.read_bytes()
+    # failures in sight: the refused $lookup (ok: 0) and the duplicate inserts
+    # (writeErrors) are counted per shape with their codes, and marked
+    by_cmd = {s["command"]: s for s in rep["shapes"] if s["ns"] == f"{dbname}.items"}
+    agg, ins = by_cmd["aggregate"], by_cmd["insert"]
+    assert agg["errors"] == 3 and agg["mostlyFails"] and agg["failedShare"] == 1.0
+    assert agg["errorCodes"][0]["count"] == 3 and agg["errorCodes"][0]["code"] != 0
+    assert ins["errors"] == 2 and ins["mostlyFails"]
+    assert ins["errorCodes"] == [{"code": 11000, "count": 2}]
+    assert not by_cmd["update"]["mostlyFails"] and by_cmd["update"]["errors"] == 0
+    items = [c for c in rep["collections"] if c["ns"] == f"{dbname}.items"][0]
+    assert items["estimatedDocuments"] >= 200
+
+
+def test_version_1_capture_reads_without_the_new_facts(tmp_path, mongoguard_bin):
+    """A capture from before version 2: no counts, inserts as {$size}. It reads; the two
+    rules that need those facts just have no verdict over it."""
+    recs = [{"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.9",
+             "instance": "i", "redaction": "shapes", "startUs": 1,
+             "rules": {"collection-scan": {"action": "log", "minDocuments": 1},
+                       "large-document": {"action": "log", "maxBytes": 100}}},
+            {"k": "indexes", "t": 1, "ns": "s.c",
+             "indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]}]
+    base = {"t": 2, "conn": 1, "client": "", "app": "", "len": 100, "mtc": False,
+            "verdict": "forward", "db": "s", "ns": "s.c"}
+    recs.append({"k": "req", **base, "rid": 1, "op": "insert", "body": {"insert": "c"},
+                 "seqs": {"documents": [{"$size": 5000}]}})
+    recs.append({"k": "req", **base, "rid": 2, "op": "find",
+                 "body": {"find": "c", "filter": {"color": "?"}}})
+    f = tmp_path / "capture-v1.bson"
+    f.write_bytes(b"".join(bson.encode(r) for r in recs))
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, [f], "--json", out)
+    rep = json.loads(out.read_text())
+    assert rep["overview"]["requests"] == 2 and rep["findings"] == []

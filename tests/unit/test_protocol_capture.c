@@ -211,6 +211,23 @@ static void test_header_versions(void **st)
 	assert_false(capture_check_header(old, err, sizeof err));
 	assert_non_null(strstr(err, "capture format version 0 is not one this mongoguard reads"));
 	bson_destroy(old);
+	/* version 1 (no counts, size-only insert stubs) still reads */
+	bson_t *v1 = BCON_NEW("k", "header", "format", CAPTURE_FORMAT_NAME, "v", BCON_INT32(1));
+	assert_true(capture_check_header(v1, err, sizeof err));
+	bson_destroy(v1);
+	bson_t *next = BCON_NEW("k", "header", "format", CAPTURE_FORMAT_NAME, "v",
+	                        BCON_INT32(CAPTURE_FORMAT_VERSION + 1));
+	assert_false(capture_check_header(next, err, sizeof err));
+	bson_destroy(next);
+	/* an index snapshot carries the document count when it is known */
+	bson_t ix;
+	bson_iter_t it;
+	capture_build_indexes(&ix, 1, "shop.orders", NULL, 0, NULL, 123456);
+	assert_true(bson_iter_init_find(&it, &ix, "count") && bson_iter_as_int64(&it) == 123456);
+	bson_destroy(&ix);
+	capture_build_indexes(&ix, 1, "shop.orders", NULL, 0, NULL, -1);
+	assert_false(bson_iter_init_find(&it, &ix, "count"));
+	bson_destroy(&ix);
 	bson_t *other = BCON_NEW("hello", BCON_INT32(1));
 	assert_false(capture_check_header(other, err, sizeof err));
 	assert_non_null(strstr(err, "not a mongoguard capture"));
