@@ -240,6 +240,12 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	return vd;
 }
 
+void engine_set_tally(engine *e, engine_tally_fn fn, void *arg)
+{
+	e->tally = fn;
+	e->tally_arg = arg;
+}
+
 uint64_t engine_ns_hash(const char *ns)
 {
 	uint64_t h = 1469598103934665603ull; /* FNV-1a */

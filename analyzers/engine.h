@@ -77,6 +77,10 @@ typedef struct block_info {
 engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink, void *sink_arg);
 void engine_free(engine *e);
 
+/* Counts every finding when it happens (finding.h); call before the engine
+ * is shared. */
+void engine_set_tally(engine *e, engine_tally_fn fn, void *arg);
+
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block);
 
 /* Could engine_analyze() answer VERDICT_BLOCK under this configuration for

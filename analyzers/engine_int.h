@@ -85,6 +85,8 @@ struct engine {
 	index_cache *ic;
 	engine_sink_fn sink;
 	void *sink_arg;
+	engine_tally_fn tally; /* may be NULL */
+	void *tally_arg;
 	findings_table *findings;
 	void *state[RULE_COUNT];    /* each rule's own, from its state_new */
 	unsigned parts[RULE_COUNT]; /* PART_*: what each rule's checks read */

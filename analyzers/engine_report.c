@@ -178,6 +178,8 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 	if (!first_block && !to_sink)
 		return;
+	if (to_sink && ax->e->tally)
+		ax->e->tally(ax->e->tally_arg, rule, action);
 	if (to_sink && !hashed)
 		hash = finding_hash(ax, s, redacted, &shape);
 	/* A repeat that blocks nothing is only counted: its words would be

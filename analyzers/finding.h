@@ -33,4 +33,9 @@ typedef struct finding {
 
 typedef void (*engine_sink_fn)(void *arg, const finding *f);
 
+/* Told of every finding as it happens, a first occurrence or a repeat the
+ * sink hears of only in the next summary: for counters that must not lag
+ * behind the summaries (engine_set_tally). */
+typedef void (*engine_tally_fn)(void *arg, rule_id rule, rule_action action);
+
 #endif

@@ -91,6 +91,8 @@ void config_json(const mg_config *c, text_buf *t)
 	text_str(t, ",\"log\":{");
 	field(t, "path", c->log_path, false);
 	number(t, "verbosity", (unsigned long long)c->log_verbosity, true);
+	field(t, "format", log_format_name(c->log_fmt), true);
+	field(t, "rotate", log_rotate_name(c->log_rot), true);
 	text_str(t, "},\"analysis\":{");
 	boolean(t, "enabled", c->analysis_enabled, false);
 	boolean(t, "redactLiterals", c->engine.redact_literals, true);
@@ -100,6 +102,7 @@ void config_json(const mg_config *c, text_buf *t)
 	text_str(t, "},\"admin\":{");
 	field(t, "listen", c->admin_listen, false);
 	field(t, "tokenFile", c->admin_token_file, true);
+	number(t, "findingsRing", c->findings_ring, true);
 	text_str(t, "}");
 	field(t, "instanceName", c->instance_name, true);
 	const mongo_sink_config *m = &c->sink_mongodb;

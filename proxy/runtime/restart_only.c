@@ -38,6 +38,7 @@ static const restart_key keys[] = {
     {.key = "capture", .kind = RK_BYTES, FIELD(capture)},
     {.key = "upstream.members", .kind = RK_BYTES, FIELD(members), FIELD2(nmembers)},
     {.key = "upstream.credentialsFile", .kind = RK_TEXT, FIELD(credentials_file)},
+    {.key = "admin.findingsRing", .kind = RK_BYTES, FIELD(findings_ring)},
 };
 
 size_t restart_only_count(void)

@@ -476,6 +476,8 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 			tls_free(&tls);
 			ok = false;
 		}
+		if (e)
+			engine_set_tally(e, server_count_finding, srv->findings);
 		pthread_mutex_lock(&srv->reload_lock);
 		snapshot *s = ok ? snapshot_new(next, e, &tls, srv->generation + 1) : NULL;
 		if (s) {
@@ -545,6 +547,7 @@ static bool start_config(server *srv, char *err, size_t errlen)
 			snprintf(err, errlen, "cannot create the rule engine");
 			return false;
 		}
+		engine_set_tally(e, server_count_finding, srv->findings);
 	}
 	srv->generation = 1;
 	/* the plan's TLS contexts (built to check the config) are the first

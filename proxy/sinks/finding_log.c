@@ -188,11 +188,16 @@ void server_log_finding(void *arg, const finding *f)
 	log_finding(f, hash);
 	if (!s)
 		return;
-	if (s->m && (unsigned)f->rule < RULE_COUNT && (unsigned)f->action < MX_ACTIONS)
-		mx_add_shared(&s->m->findings[f->rule][f->action], f->repeats ? f->repeats : 1);
 	remember(s, f, hash);
 	if (s->fleet)
 		mongo_sink_push(s->fleet, f);
+}
+
+void server_count_finding(void *arg, rule_id rule, rule_action action)
+{
+	finding_sink *s = arg;
+	if (s && s->m && (unsigned)rule < RULE_COUNT && (unsigned)action < MX_ACTIONS)
+		mx_add_shared(&s->m->findings[rule][action], 1);
 }
 
 static bool wanted(const recent *r, const finding_query *q)

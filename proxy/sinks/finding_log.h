@@ -21,6 +21,9 @@ void finding_sink_free(finding_sink *s);
  * "Log"), counted, and kept among the recent ones. arg: a finding_sink, or
  * NULL for the log line alone. Any thread. */
 void server_log_finding(void *arg, const finding *f);
+/* The engine's tally (engine_set_tally): mongoguard_findings_total counts
+ * each finding when it happens; the log's summaries only shorten the log. */
+void server_count_finding(void *arg, rule_id rule, rule_action action);
 
 /* Which recent findings: NULL or 0 where any will do. rule is a rule id,
  * ns and app are globs (fnmatch), since is seconds since the epoch, limit

@@ -84,9 +84,6 @@ def metric(g, name):
     return 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="needs a repeat hook in analyzers/ (engine_report.c "
-                   "counts repeats in its dedupe table without telling the sink); see the "
-                   "ops branch's report")
 def test_counter_counts_each_finding_when_it_happens(guarded):
     g = guarded
     name = 'mongoguard_findings_total{rule="case-insensitive-regex",action="log"}'

@@ -33,6 +33,7 @@ static const char *const expected[] = {
     "capture",
     "upstream.members",
     "upstream.credentialsFile",
+    "admin.findingsRing",
 };
 #define NKEYS (sizeof(expected) / sizeof(expected[0]))
 
@@ -92,6 +93,9 @@ static void change(mg_config *c, size_t i)
 		break; /* the count alone is a change */
 	case 17:
 		snprintf(c->credentials_file, sizeof c->credentials_file, "/tmp/c");
+		break;
+	case 18:
+		c->findings_ring++;
 		break;
 	default:
 		fail();
