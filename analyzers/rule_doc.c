@@ -676,10 +676,14 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 	doc_facts f = {.replacement = false};
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) && !WIRE_ITER_HOLDS_ARRAY(u))
 		return;
-	limits_at(c, s, &f);
+	const rule_config *rc = rule_ctx_config(c, RULE_LARGE_DOCUMENT);
 	doc_val v = val_of(u);
-	if (v.len < floor_of(f.max_bytes, f.max_array) || !rule_wanted(c, s, RULE_LARGE_DOCUMENT))
+	/* the parameters' floor: GridFS's exemption only raises it */
+	if (v.len <
+	        floor_of(rc->params[DOC_PARAM_MAX_BYTES], rc->params[DOC_PARAM_MAX_ARRAY_LENGTH]) ||
+	    !rule_wanted(c, s, RULE_LARGE_DOCUMENT))
 		return;
+	limits_at(c, s, &f);
 	if (WIRE_ITER_HOLDS_DOCUMENT(u) && wire_iter_recurse(u, &first) && wire_iter_next(&first) &&
 	    wire_iter_key(&first)[0] != '$') {
 		f.replacement = true;
