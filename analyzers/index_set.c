@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/query_preds.h"
 #include "protocol/wire_iter.h"
 
 struct index_set {
@@ -437,4 +438,28 @@ void index_set_release(index_set *s)
 		return;
 	free_defs(s->defs, s->n);
 	free(s);
+}
+
+static bool case_level(const bson_t *c)
+{
+	bson_iter_t it;
+	return c && bson_iter_init_find(&it, c, "caseLevel") && bson_iter_as_bool(&it);
+}
+
+bool index_collation_same(const bson_t *a, const bson_t *b)
+{
+	if (!query_collation_equal(a, b))
+		return false;
+	return query_collation_is_simple(a) || case_level(a) == case_level(b);
+}
+
+const index_def *index_set_id_index(const index_set *s)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		const index_def *d = &s->defs[i];
+		if (d->nkeys == 1 && d->keys[0].direction != 0 &&
+		    strcmp(d->keys[0].field, "_id") == 0 && strcmp(d->name, "_id_") == 0)
+			return d;
+	}
+	return NULL;
 }

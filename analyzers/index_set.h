@@ -78,6 +78,18 @@ bool index_def_matches_hint(const index_def *d, const bson_t *hint);
 size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson_t *hint_doc,
                            const index_def **out);
 
+/* Whether an index of collation a serves comparisons of a query with
+ * collation b (NULL, {} and {locale: "simple"} are the simple collation):
+ * the same locale and strength (3 when absent), and the same caseLevel
+ * (false when absent). listIndexes spells out every option of an index's
+ * collation; queries usually give locale and strength only, so the
+ * options with defaults beyond these are not compared. */
+bool index_collation_same(const bson_t *a, const bson_t *b);
+
+/* The _id index ({_id: 1}, named "_id_"), or NULL. Its collation is the
+ * collection's default, which indexes created without one inherit. */
+const index_def *index_set_id_index(const index_set *s);
+
 /* The collection's estimated document count, learned with the index list
  * (the collection-scan rule reports only above a size); -1 when unknown,
  * which is what a set starts with. Set once, before the set is shared. */

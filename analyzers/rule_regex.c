@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyzers/index_set.h"
 #include "analyzers/keys.h"
+#include "analyzers/query_preds.h"
 #include "analyzers/rule_api.h"
 #include "protocol/wire_iter.h"
 
@@ -208,6 +210,8 @@ static void join_path(char *out, size_t cap, const char *prefix, const char *key
 	out[n + b] = '\0';
 }
 
+static bool walk_fields(bson_iter_t *c, const char *prefix, regex_hit *hit, int depth);
+
 /* A filter document; prefix is the enclosing field for $elemMatch's
  * document form, so the hit names the full path. */
 static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *hit, int depth)
@@ -217,17 +221,26 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 		return too_deep(hit, prefix);
 	if (!WIRE_ITER_HOLDS_DOCUMENT(doc) || !wire_iter_recurse(doc, &c))
 		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
+	return walk_fields(&c, prefix, hit, depth);
+}
+
+/* The members of a filter document, it before the first (stepped on).
+ * Inlined into walk_filter, as it was one function with it: the call per
+ * filter level showed in bench_analyze. */
+static inline __attribute__((always_inline)) bool walk_fields(bson_iter_t *it, const char *prefix,
+                                                              regex_hit *hit, int depth)
+{
+	while (wire_iter_next(it)) {
+		const char *k = wire_iter_key(it);
 		if (k[0] == '$') {
 			if (key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor")) {
 				bson_iter_t e;
-				if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
+				if (WIRE_ITER_HOLDS_ARRAY(it) && wire_iter_recurse(it, &e))
 					while (wire_iter_next(&e))
 						if (walk_filter(&e, prefix, hit, depth + 1))
 							return true;
 			} else if (key_eq(k, "$expr")) {
-				if (walk_expr(&c, hit, depth + 1))
+				if (walk_expr(it, hit, depth + 1))
 					return true;
 			}
 			/* $text, $where, $comment, $jsonSchema, unknown: no
@@ -235,12 +248,12 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 			continue;
 		}
 		/* Scalars other than regexes match nothing by pattern. */
-		if (!WIRE_ITER_HOLDS_REGEX(&c) && !WIRE_ITER_HOLDS_DOCUMENT(&c))
+		if (!WIRE_ITER_HOLDS_REGEX(it) && !WIRE_ITER_HOLDS_DOCUMENT(it))
 			continue;
 		char path[sizeof(hit->field)];
 		join_path(path, sizeof(path), prefix, k);
-		if (WIRE_ITER_HOLDS_REGEX(&c)) {
-			if (check_regex_value(&c, path, NULL, hit))
+		if (WIRE_ITER_HOLDS_REGEX(it)) {
+			if (check_regex_value(it, path, NULL, hit))
 				return true;
 			continue;
 		}
@@ -249,9 +262,9 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 		 * pattern, whatever its fields are called ("$options" or "i"
 		 * included). */
 		bson_iter_t first;
-		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
+		if (WIRE_ITER_HOLDS_DOCUMENT(it) && wire_iter_recurse(it, &first) &&
 		    wire_iter_next(&first) && wire_iter_key(&first)[0] == '$' &&
-		    walk_ops(&c, path, hit, depth + 1))
+		    walk_ops(it, path, hit, depth + 1))
 			return true;
 	}
 	return false;
@@ -330,6 +343,15 @@ bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 	return walk_filter(filter, NULL, hit, 0);
 }
 
+/* The same for a filter held as a document (a query's, rule_query). */
+static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
+{
+	bson_iter_t c;
+	hit->coll[0] = '\0';
+	hit->too_deep = false;
+	return bson_iter_init(&c, filter) && walk_fields(&c, NULL, hit, 0);
+}
+
 static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth);
 
 static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
@@ -402,20 +424,209 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 	return walk_pipeline(pipeline, hit, 0);
 }
 
+/* ---- a case-insensitive collation that no index of it serves ----
+ *
+ * {find, filter: {name: "bob"}, collation: {locale: "en", strength: 2}}
+ * compares strings without case, but only an index with that same
+ * collation can bound such comparisons: the planner will not use an index
+ * of another collation (the simple one included) for them, so without one
+ * the query scans. What serves a query, read as collection-scan reads it
+ * (query_preds): an index whose leading field is a filter field (or a
+ * sort field) and whose collation is the query's; or an index of any
+ * collation whose leading field has a bound that holds no strings
+ * ({age: 5}); for an $or, each branch served. Unknown indexes (odd,
+ * wildcard), a hint, $text / $near, more fields than are read: no
+ * verdict. */
+
+/* A query's collation of strength 1 or 2: its locale and strength. */
+static bool insensitive_collation(const bson_t *c, collation_hit *h)
+{
+	bson_iter_t it;
+	if (query_collation_is_simple(c) || !bson_iter_init_find(&it, c, "strength") ||
+	    !WIRE_ITER_HOLDS_NUMBER(&it))
+		return false;
+	h->strength = bson_iter_as_int64(&it);
+	if (h->strength != 1 && h->strength != 2)
+		return false;
+	h->locale = bson_iter_init_find(&it, c, "locale") && WIRE_ITER_HOLDS_UTF8(&it)
+	                ? bson_iter_utf8(&it, NULL)
+	                : "";
+	h->case_level = bson_iter_init_find(&it, c, "caseLevel") && bson_iter_as_bool(&it);
+	return true;
+}
+
+/* A predicate whose bounds may hold strings (or documents or arrays): the
+ * comparisons the collation decides. */
+static bool collated_pred(const query_pred *q)
+{
+	return q->any && !q->bounded_nc;
+}
+
+/* The collated fields of p from its from-th on, for the words. */
+static void note_fields(collation_hit *h, const query_preds *p, size_t from)
+{
+	for (size_t i = from; i < p->n; i++) {
+		if (!collated_pred(&p->p[i]))
+			continue;
+		bool known = false;
+		for (size_t j = 0; j < h->nfields && !known; j++)
+			known = strcmp(h->fields[j], p->p[i].field) == 0;
+		if (known)
+			continue;
+		if (h->nfields == COLLATION_FIELDS_MAX) {
+			h->more = true;
+			return;
+		}
+		h->fields[h->nfields++] = p->p[i].field;
+	}
+}
+
+typedef enum { CI_SERVED, CI_UNSERVED, CI_UNKNOWN } ci_verdict;
+
+static bool sorts_on(const sort_spec *sort, const char *field)
+{
+	for (size_t i = 0; i < sort->n; i++)
+		if (strcmp(sort->keys[i].field, field) == 0)
+			return true;
+	return false;
+}
+
+/* One conjunction: some index serves it (see above). */
+static ci_verdict conj_served(const index_set *set, const bson_t *qc, const query_preds *p,
+                              const sort_spec *sort)
+{
+	bool unknown = false;
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (d->hidden || d->plugin || d->nkeys == 0)
+			continue;
+		if (d->odd || d->wildcard) {
+			unknown = true;
+			continue;
+		}
+		const char *lead = d->keys[0].field;
+		bool same = index_collation_same(d->collation, qc);
+		const query_pred *q = query_preds_find(p, lead);
+		if ((q && q->any && (same || q->bounded_nc)) || (same && sorts_on(sort, lead)))
+			return CI_SERVED;
+	}
+	return unknown ? CI_UNKNOWN : CI_UNSERVED;
+}
+
+/* An $or clause (its array's bytes): served when every branch is, each
+ * read on top of the predicates around it. */
+static ci_verdict or_served(const index_set *set, const bson_t *qc, const query_preds *base,
+                            const uint8_t *data, uint32_t len, const sort_spec *sort,
+                            collation_hit *h)
+{
+	bson_t arr, branch;
+	bson_iter_t it;
+	ci_verdict v = CI_SERVED;
+	if (!bson_init_static(&arr, data, len) || !bson_iter_init(&it, &arr))
+		return CI_UNKNOWN;
+	while (wire_iter_next(&it)) {
+		uint32_t blen;
+		const uint8_t *bdata;
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it))
+			return CI_UNKNOWN;
+		bson_iter_document(&it, &blen, &bdata);
+		if (!bson_init_static(&branch, bdata, blen))
+			return CI_UNKNOWN;
+		query_preds bp = *base; /* 2.6 KB, only for a collated query with an $or */
+		size_t from = bp.n;
+		query_preds_collect(&bp, &branch);
+		if (bp.overflow || bp.text_or_near)
+			return CI_UNKNOWN;
+		ci_verdict b = conj_served(set, qc, &bp, sort);
+		if (b == CI_UNSERVED) {
+			note_fields(h, &bp, from); /* the words name what is not served */
+			v = CI_UNSERVED;
+		} else if (b == CI_UNKNOWN && v == CI_SERVED) {
+			v = CI_UNKNOWN;
+		}
+	}
+	return v;
+}
+
+static ci_verdict query_served(const index_set *set, const bson_t *qc, const query_preds *p,
+                               const sort_spec *sort, collation_hit *h)
+{
+	note_fields(h, p, 0);
+	ci_verdict v = conj_served(set, qc, p, sort);
+	for (size_t i = 0; v != CI_SERVED && i < p->nors; i++) {
+		ci_verdict o = or_served(set, qc, p, p->ors[i].data, p->ors[i].len, sort, h);
+		if (o == CI_SERVED)
+			return CI_SERVED;
+		if (o == CI_UNKNOWN)
+			v = CI_UNKNOWN;
+	}
+	return v;
+}
+
+/* Whether rq, run with a case-insensitive collation, has collated
+ * predicates that no index of its collection with that collation serves;
+ * the fields and the collation in h. A case-insensitive regex in the
+ * filter is the filter check's finding already. */
+static bool collation_unserved(rule_ctx *c, const rule_site *s, const rule_query *rq,
+                               collation_hit *h)
+{
+	const bson_t *qc = rq->q.collation;
+	query_preds p;
+	sort_spec sort;
+	regex_hit re;
+	const index_set *set;
+	h->nfields = 0;
+	h->more = false;
+	if (!rq->q.filter || !insensitive_collation(qc, h) || rq->q.hint_doc || rq->q.hint_name)
+		return false;
+	query_preds_init(&p);
+	query_preds_collect(&p, rq->q.filter);
+	if (p.overflow || p.text_or_near || p.ors_overflow ||
+	    filter_doc_has_regex(rq->q.filter, &re))
+		return false;
+	if (query_sort_parse(rq->q.sort, &sort) != SORT_SPEC_KEYS)
+		sort.n = 0;
+	if (rule_ctx_indexes(c, s->db, s->coll, &set) != INDEXES_KNOWN ||
+	    index_set_is_opaque(set, NULL))
+		return false; /* no verdict without the list */
+	const index_def *id = index_set_id_index(set);
+	if (id && index_collation_same(id->collation, qc))
+		return false; /* the collection's default: its indexes have it */
+	return query_served(set, qc, &p, &sort, h) == CI_UNSERVED && h->nfields > 0;
+}
+
 /* ---- the rule: check and words ---- */
+
+/* A finding's facts: one of the two. */
+typedef struct ci_facts {
+	const regex_hit *regex;
+	const collation_hit *collation;
+} ci_facts;
 
 static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *filter)
 {
 	regex_hit hit;
+	ci_facts f = {&hit, NULL};
 	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) && rule_regex_filter(filter, &hit))
-		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &hit);
+		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
 static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)
 {
 	regex_hit hit;
+	ci_facts f = {&hit, NULL};
 	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) && rule_regex_pipeline(pipeline, &hit))
-		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &hit);
+		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
+}
+
+/* Most queries carry no collation: one comparison. */
+static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
+{
+	collation_hit hit;
+	ci_facts f = {NULL, &hit};
+	if (rq->q.collation && s->coll && rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) &&
+	    collation_unserved(c, s, rq, &hit))
+		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
 /* The inside of a JavaScript / JSON string literal. */
@@ -424,9 +635,58 @@ static void js(text_buf *t, const char *s)
 	text_json_str(t, s, strlen(s), 0);
 }
 
+/* {locale: "en", strength: 2}, as the query gave it. */
+static void collation_text(text_buf *t, const collation_hit *h)
+{
+	text_str(t, "{locale: \"");
+	js(t, h->locale);
+	text_printf(t, "\", strength: %d%s}", (int)h->strength,
+	            h->case_level ? ", caseLevel: true" : "");
+}
+
+static void collation_words(const rule_site *s, const collation_hit *h, rule_words *w)
+{
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+	size_t start = text_mark(&t);
+	for (size_t i = 0; i < h->nfields; i++) {
+		text_str(&t, i ? ", \"" : "\"");
+		js(&t, h->fields[i]);
+		text_char(&t, '"');
+	}
+	text_str(&t, h->more ? " and more are" : h->nfields > 1 ? " are" : " is");
+	text_str(&t, " compared case-insensitively with collation ");
+	collation_text(&t, h);
+	text_str(&t, ", but no index of ");
+	js(&t, s->ns);
+	text_str(&t, " with that collation serves the query, and an index of another collation "
+	             "cannot bound string comparisons: the query scans the collection");
+	w->detail = rule_words_piece(&t, start);
+	start = text_mark(&t);
+	text_str(&t, "db.getSiblingDB(\"");
+	js(&t, s->db);
+	text_str(&t, "\").getCollection(\"");
+	js(&t, s->coll);
+	text_str(&t, "\").createIndex({\"");
+	js(&t, h->fields[0]);
+	text_str(&t, "\": 1}, {collation: ");
+	collation_text(&t, h);
+	text_str(&t, "}): an index with the query's collation whose leading field is one it "
+	             "compares (or run the query without a collation against a stored "
+	             "lower-cased copy of the field)");
+	w->suggestion = rule_words_piece(&t, start);
+	w->fix = "create an index with the query's collation on a field it compares, e.g. "
+	         "createIndex({field: 1}, {collation: {locale: \"en\", strength: 2}})";
+}
+
 static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
 {
-	const regex_hit *hit = facts;
+	const ci_facts *f = facts;
+	if (f->collation) {
+		collation_words(s, f->collation, w);
+		return;
+	}
+	const regex_hit *hit = f->regex;
 	/* Inside a join the field belongs to the joined collection. */
 	const char *where = hit->coll[0] ? hit->coll : s->coll;
 	text_buf t;
@@ -496,13 +756,15 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 static const rule_checks checks = {
     .filter = check_filter,
     .pipeline = check_pipeline,
+    .query = check_query,
     .words = words,
 };
 
 const rule_def rule_regex_def = {
     .id = RULE_CASE_INSENSITIVE_REGEX,
     .name = "case-insensitive-regex",
-    .summary = "a regex with the i flag selects documents: no index can bound it",
+    .summary = "a regex with the i flag selects documents, or a case-insensitive collation "
+               "that no index with that collation serves: the query scans",
     .fix_kind = "collation index",
     .profile_row = "Case-insensitive regex",
     .profile_key = "caseInsensitiveRegex",

@@ -235,18 +235,21 @@ def test_large_document_block(clients, upstream, start_proxy, dbname):
         c.insert_many([{"_id": 2}, {"_id": 3, "blob": "x" * (3 << 20)}])
     # Within the limits: written.
     c.insert_one({"_id": 4, "a": list(range(1000)), "s": "y" * 100000})
-    # A replacement document is judged; an update operator is not.
+    # A replacement document is judged, and so is what an update operator writes.
     with pytest.raises(OperationFailure) as ei:
         c.replace_one({"_id": 4}, {"a": list(range(1001))})
     assert_blocked(ei.value, "large-document")
     with pytest.raises((OperationFailure, BulkWriteError)):
         c.bulk_write([ReplaceOne({"_id": 4}, {"nested": {"deep": [list(range(2000))]}})])
-    c.update_one({"_id": 4}, {"$set": {"b": list(range(1500))}})
+    with pytest.raises(OperationFailure) as ei:
+        c.update_one({"_id": 4}, {"$set": {"b": list(range(1500))}})
+    assert_blocked(ei.value, "large-document")
+    c.update_one({"_id": 4}, {"$set": {"b": list(range(1000))}})
     got = clients.direct()[dbname]["docs"].find({}, {"_id": 1}).sort("_id", 1)
     assert [d["_id"] for d in got] == [4]
     big = clients.direct()[dbname]["docs"].find_one({"_id": 4})
-    assert len(big["a"]) == 1000 and len(big["b"]) == 1500
-    fs = wait_findings(p, rule="large-document", ns=ns, n=3)
+    assert len(big["a"]) == 1000 and len(big["b"]) == 1000
+    fs = wait_findings(p, rule="large-document", ns=ns, n=4)
     assert any("over maxBytes 2097152" in f["attr"]["detail"] and '"blob"' in f["attr"]["detail"]
                for f in fs)
 

@@ -1,7 +1,9 @@
 /* large-document: inserted and replacement documents over maxBytes or with
- * an array over maxArrayLength (hits), and the documents that stay within
- * the limits or are not inserted documents at all (near misses), through the
- * whole engine in log and block mode.
+ * an array over maxArrayLength, and update operators and pipelines that
+ * write such a value or append that many elements in one write (hits), and
+ * the writes that stay within the limits, are bounded ($slice), are GridFS
+ * chunks or are not writes at all (near misses), through the whole engine
+ * in log and block mode.
  *
  * Big values are written as placeholders expanded before parsing:
  *   @A<n>  an array of n zeros          @N<n>  an array of n nulls
@@ -46,6 +48,7 @@ typedef struct dcase {
 	}
 #define INS(d)         "{'insert':'c','documents':[" d "]}"
 #define REPL(d)        "{'update':'c','updates':[{'q':{'_id':1},'u':" d ",'upsert':true}]}"
+#define UPD(u)         "{'update':'c','updates':[{'q':{'_id':1},'u':" u "}]}"
 #define ARRAY(path, n) "holds array \"" path "\" of " #n " elements, over maxArrayLength 1000"
 #define OVER           "bytes for test.c is over maxBytes 2097152"
 #define FIELD(path)    "; field \"" path "\" holds "
@@ -99,6 +102,82 @@ static const dcase cases[] = {
         "'u':{'a':@A1001}}]}",
         "update", ARRAY("a", 1001)),
 
+    /* ---- hits: writes that grow a document in place ---- */
+    HIT("$set of a long array", UPD("{'$set':{'l':@A1500}}"), "update",
+        "$set writes array \"l\" of 1500 elements for test.c, over maxArrayLength 1000"),
+    HIT("$setOnInsert of a long array", UPD("{'$setOnInsert':{'l':@A1500}}"), "update",
+        "$setOnInsert writes array \"l\" of 1500"),
+    HIT("$set of a large string", UPD("{'$set':{'profile.bio':@S2200000}}"), "update",
+        "$set writes a value of 2200005 bytes for test.c, over maxBytes 2097152; field "
+        "\"profile.bio\" holds"),
+    HIT("$set of a document with a large part",
+        UPD("{'$set':{'meta':{'k':1,'payload':@S2500000}}}"), "update",
+        "field \"meta.payload\" holds"),
+    HIT("$set of a value holding a long array", UPD("{'$set':{'a':{'b':[{'c':@A1001}]}}}"),
+        "update", "$set writes array \"a.b.0.c\" of 1001"),
+    HIT("$push $each without $slice", UPD("{'$push':{'l':{'$each':@A1500}}}"), "update",
+        "$push appends 1500 elements to \"l\" in one write ($each with no $slice) for test.c, "
+        "over maxArrayLength 1000"),
+    HIT("$push $each with a $slice over the limit",
+        UPD("{'$push':{'l':{'$each':@A1500,'$slice':-1200}}}"), "update",
+        "$push appends 1500 elements to \"l\" in one write and its $slice: -1200 keeps more "
+        "than maxArrayLength 1000, for test.c"),
+    HIT("$addToSet $each", UPD("{'$addToSet':{'tags':{'$each':@A1200}}}"), "update",
+        "$addToSet adds up to 1200 elements to \"tags\" in one write ($each; $addToSet has "
+        "no $slice)"),
+    HIT("$push of one large value", UPD("{'$push':{'files':@S2200000}}"), "update",
+        "$push appends a value of 2200005 bytes to \"files\" for test.c"),
+    HIT("$push $each over maxBytes", UPD("{'$push':{'l':{'$each':[@S1200000,@S1200000]}}}"),
+        "update", "bytes to \"l\" in one write ($each)"),
+    HIT("$push after a small operator",
+        UPD("{'$inc':{'n':1},'$set':{'t':1},'$push':{'l':{'$each':@A1001}}}"), "update",
+        "$push appends 1001 elements"),
+    {"update statement in a kind-1 sequence",
+     "{'update':'c','ordered':true}",
+     {{"updates",
+       {"{'q':{'_id':1},'u':{'$set':{'a':1}}}",
+        "{'q':{'_id':2},'u':{'$push':{'l':{'$each':@A1001}}},'upsert':true}"}},
+      {NULL, {NULL}}},
+     true,
+     "test.c",
+     "update",
+     "$push appends 1001 elements to \"l\""},
+    HIT("findAndModify $push $each",
+        "{'findAndModify':'c','query':{'_id':1},'update':{'$push':{'l':{'$each':@A1001}}}}",
+        "findAndModify", "$push appends 1001 elements"),
+    HIT("findAndModify update pipeline",
+        "{'findAndModify':'c','query':{'_id':1},'update':[{'$set':{'l':@A1001}}]}", "findAndModify",
+        "update pipeline stage $set writes array \"l\" of 1001"),
+    {"bulkWrite updateMods $addToSet",
+     "{'bulkWrite':1}",
+     {{"ops",
+       {"{'update':0,'filter':{'_id':1},'updateMods':{'$addToSet':{'t':{'$each':@A1001}}}}"}},
+      {"nsInfo", {"{'ns':'test.c'}"}}},
+     true,
+     "test.c",
+     "bulkWrite",
+     "$addToSet adds up to 1001 elements to \"t\""},
+    HIT("pipeline $concatArrays literal", UPD("[{'$set':{'l':{'$concatArrays':['$l',@A1500]}}}]"),
+        "update",
+        "update pipeline stage $set appends at least 1500 literal elements to \"l\" with "
+        "$concatArrays for test.c"),
+    HIT("pipeline $concatArrays literals summed",
+        UPD("[{'$set':{'l':{'$concatArrays':['$l',@A600,{'$literal':@A600}]}}}]"), "update",
+        "appends at least 1200 literal elements"),
+    HIT("pipeline $literal long array", UPD("[{'$set':{'l':{'$literal':@A1500}}}]"), "update",
+        "update pipeline stage $set writes array \"l\" of 1500"),
+    HIT("pipeline $addFields object literal", UPD("[{'$addFields':{'stats':{'hist':@A1001}}}]"),
+        "update", "update pipeline stage $addFields writes array \"stats.hist\" of 1001"),
+    HIT("pipeline $replaceWith too large", UPD("[{'$replaceWith':{'a':1,'blob':@S2200000}}]"),
+        "update", "update pipeline stage $replaceWith writes a document of 22000"),
+    HIT("pipeline $replaceRoot $mergeObjects",
+        UPD("[{'$replaceRoot':{'newRoot':{'%mergeObjects':['$$ROOT',{'l':@A1001}]}}}]"), "update",
+        "update pipeline stage $replaceRoot writes array \"l\" of 1001"),
+    HIT("pipeline $set of a large string", UPD("[{'$set':{'s':@S2200000}}]"), "update",
+        "update pipeline stage $set writes a value of 2200005 bytes"),
+    HIT("pipeline second stage", UPD("[{'$unset':'x'},{'$set':{'l':[@A1001]}}]"), "update",
+        "writes array \"l.0\" of 1001"),
+
     /* ---- near misses ---- */
     MISS("array of exactly maxArrayLength", INS("{'tags':@A1000}")),
     MISS("string under maxBytes", INS("{'blob':@S2000000}")),
@@ -111,14 +190,6 @@ static const dcase cases[] = {
          INS("{'_id':1,'customers':@A1000,'has_extras':true}")),
     MISS("a long string is not an array", INS("{'s':@S50000}")),
     MISS("1,001 small documents in one insert", "{'insert':'c','documents':@D1001}"),
-    MISS("$set of a long array is an operator", "{'update':'c','updates':[{'q':{},'u':{'$set':{"
-                                                "'l':@A1500}}}]}"),
-    MISS("$push $each of many", "{'update':'c','updates':[{'q':{},'u':{'$push':{'l':{'$each':"
-                                "@A1500,'$slice':-5}}}}]}"),
-    MISS("$setOnInsert of a long array",
-         "{'update':'c','updates':[{'q':{},'u':{'$setOnInsert':{'l':@A1500}},'upsert':true}]}"),
-    MISS("update pipeline with a long literal",
-         "{'update':'c','updates':[{'q':{},'u':[{'$set':{'l':{'$literal':@A1500}}}]}]}"),
     MISS("a long $in in a filter", "{'find':'c','filter':{'a':{'$in':@A5000}}}"),
     MISS("a long $in in a delete",
          "{'delete':'c','deletes':[{'q':{'a':{'$in':@A5000}},'limit':0}]}"),
@@ -131,8 +202,51 @@ static const dcase cases[] = {
                              "'nsInfo':[{'ns':'test.c'}]}"),
     MISS("aggregate $documents",
          "{'aggregate':1,'pipeline':[{'$documents':[{'l':@A2000}]}],'cursor':{}}"),
-    MISS("findAndModify with operators",
-         "{'findAndModify':'c','query':{},'update':{'$set':{'l':@A2000}}}"),
+    /* ---- near misses: updates ---- */
+    MISS("$push $each capped by $slice (subset pattern)",
+         UPD("{'$push':{'l':{'$each':@A1500,'$slice':-5}}}")),
+    MISS("$push $each with $slice of exactly maxArrayLength",
+         UPD("{'$push':{'l':{'$each':@A1500,'$slice':1000}}}")),
+    MISS("$push $each $slice 0", UPD("{'$push':{'l':{'$each':@A1500,'$slice':0}}}")),
+    MISS("$push $each of exactly maxArrayLength", UPD("{'$push':{'l':{'$each':@A1000}}}")),
+    MISS("$addToSet $each of exactly maxArrayLength", UPD("{'$addToSet':{'l':{'$each':@A1000}}}")),
+    MISS("subset pattern: newest ten reviews, sorted",
+         UPD("{'$push':{'reviews':{'$each':[{'r':1}],'$sort':{'t':-1},'$slice':-10}}}")),
+    MISS("bucket pattern: a guarded push",
+         "{'update':'c','updates':[{'q':{'sensor':'s','count':{'$lt':200}},'u':{'$push':{"
+         "'readings':{'t':1,'v':2}},'$inc':{'count':1}},'upsert':true}]}"),
+    MISS("outlier pattern: overflow flagged on the parent",
+         UPD("{'$push':{'customers':{'$each':@A1000}},'$set':{'has_extras':true}}")),
+    MISS("$set of small values", UPD("{'$set':{'a':1,'b':'x','c':[1,2,3]}}")),
+    MISS("$set of a string under maxBytes", UPD("{'$set':{'s':@S2000000}}")),
+    MISS("$set of many arrays within the limit", UPD("{'$set':{'a':@A1000,'b':@A1000}}")),
+    MISS("$push of a small value", UPD("{'$push':{'l':{'k':1}}}")),
+    MISS("$pull with a long $in", UPD("{'$pull':{'l':{'$in':@A1500}}}")),
+    MISS("$pullAll of a long list", UPD("{'$pullAll':{'l':@A1500}}")),
+    MISS("GridFS chunk rewritten", "{'update':'fs.chunks','updates':[{'q':{'files_id':1,'n':0},"
+                                   "'u':{'$set':{'data':@S3000000}}}]}"),
+    MISS("GridFS chunk inserted, custom bucket and chunk size",
+         "{'insert':'photos.chunks','documents':[{'files_id':1,'n':0,'data':@S4000000}]}"),
+    MISS("pipeline $concatArrays of exactly maxArrayLength literals",
+         UPD("[{'$set':{'l':{'$concatArrays':['$l',@A1000]}}}]")),
+    MISS("pipeline $concatArrays capped by $slice",
+         UPD("[{'$set':{'l':{'%slice':[{'$concatArrays':['$l',@A1500]},-100]}}}]")),
+    MISS("pipeline $in of a long list computes a boolean",
+         UPD("[{'$set':{'flag':{'$in':['$x',@A1500]}}}]")),
+    MISS("pipeline $unset", UPD("[{'$unset':['a','b']}]")),
+    MISS("pipeline $replaceWith a field", UPD("[{'$replaceWith':'$sub'}]")),
+    MISS("pipeline $set of small literals", UPD("[{'$set':{'a':[1,2],'b':{'c':'x'}}}]")),
+    MISS("aggregate $group $push is an accumulator",
+         "{'aggregate':'c','pipeline':[{'$group':{'_id':'$k','all':{'$push':'$v'}}}],"
+         "'cursor':{}}"),
+    MISS("aggregate $set of a long literal is not a write",
+         "{'aggregate':'c','pipeline':[{'$set':{'l':@A1500}}],'cursor':{}}"),
+    MISS("bulkWrite updateMods $push capped",
+         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'_id':1},'updateMods':{'$push':{'l':{"
+         "'$each':@A1500,'$slice':-50}}}}],'nsInfo':[{'ns':'test.c'}]}"),
+    MISS("findAndModify $push of one value",
+         "{'findAndModify':'c','query':{'_id':1},'update':{'$push':{'l':1}}}"),
+    MISS("$setOnInsert of a small document", UPD("{'$setOnInsert':{'created':1,'tags':[]}}")),
     MISS("findAndModify remove",
          "{'findAndModify':'c','query':{'l':{'$in':@A2000}},'remove':true}"),
 };
