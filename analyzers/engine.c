@@ -52,6 +52,8 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 		e->parts[r] = parts_read(k);
 		e->needs_facts[r] =
 		    rule_table[r]->needs_indexes ? e->parts[r] & (PART_SORT | PART_QUERY) : 0;
+		if (rule_table[r]->needs_indexes_collated && (e->parts[r] & PART_QUERY))
+			e->needs_facts[r] |= PART_COLLATED;
 		for (int c = 0; c < CHECK_KINDS; c++)
 			if (e->parts[r] & (1u << c))
 				e->checks[c][e->nchecks[c]++] = (rule_id)r;

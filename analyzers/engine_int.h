@@ -51,6 +51,9 @@ enum {
 	PART_PIPELINE = 1u << CHECK_PIPELINE,
 	PART_QUERY = 1u << CHECK_QUERY,
 	PART_DOCUMENT = 1u << CHECK_DOCUMENT,
+	/* Not a part: the request's query has a collation (facts_ready, for a
+	 * rule whose facts matter only then: rule_def.needs_indexes_collated). */
+	PART_COLLATED = 1u << CHECK_KINDS,
 };
 
 static inline bool check_present(const rule_checks *k, check_kind kind)

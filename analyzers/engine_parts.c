@@ -256,7 +256,9 @@ verdict analyze_query(actx *ax, const cmdview *v)
 	if (!body_walk(&b, &v->body, ax->cmd->keys))
 		return VERDICT_FORWARD;
 	const sort_query *sq = body_sort_query(&b);
-	if (!facts_ready(ax, &t, (nonempty_doc(sq->sort) ? PART_SORT : 0) | PART_QUERY))
+	if (!facts_ready(ax, &t,
+	                 (nonempty_doc(sq->sort) ? PART_SORT : 0) | PART_QUERY |
+	                     (nonempty_doc(sq->collation) ? PART_COLLATED : 0)))
 		return VERDICT_WAIT_INDEXES;
 	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
@@ -339,7 +341,8 @@ verdict analyze_aggregate(actx *ax, const cmdview *v)
 	if (coll && (t.parts & (PART_SORT | PART_QUERY)) && ax->e->ic) {
 		leading_stages(&b.pipeline, &l);
 		if (!facts_ready(ax, &t,
-		                 (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0))) {
+		                 (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
+		                     (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
 			if (l.owned)
 				bson_destroy(&l.merged);
 			return VERDICT_WAIT_INDEXES;

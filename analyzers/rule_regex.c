@@ -762,6 +762,7 @@ static const rule_checks checks = {
 
 const rule_def rule_regex_def = {
     .id = RULE_CASE_INSENSITIVE_REGEX,
+    .needs_indexes_collated = true,
     .name = "case-insensitive-regex",
     .summary = "a regex with the i flag selects documents, or a case-insensitive collation "
                "that no index with that collation serves: the query scans",

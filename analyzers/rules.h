@@ -56,6 +56,9 @@ typedef struct rule_def {
 	 * document count: the engine looks them up before any check runs, so
 	 * a request waits for them whole or is judged late (engine.h). */
 	bool needs_indexes;
+	/* The same, only for a query run with a collation (its other checks
+	 * read no index). */
+	bool needs_indexes_collated;
 	const char *name;    /* the id: a contract (DESIGN.md, "Rule ids") */
 	const char *summary; /* one line: --help and the README's rule list */
 	/* The offline report's words: the kind of fix, a few words, in the
