@@ -28,6 +28,7 @@ if [ $with_tests = 1 ]; then
   pkgs+=(chromium) # the HTML report test (headless)
   pkgs+=(valgrind) # scripts/memcheck.sh
   pkgs+=(strace)   # test_read_path.py counts mongoguard's system calls
+  pkgs+=(busybox)  # test_deploy_configs.py runs the Kubernetes config reloader's loop
   # the fuzz smoke (tests/fuzz/run_all.sh): clang, and its runtime
   # libraries, where libFuzzer lives (only recommended by clang)
   pkgs+=(clang libclang-rt-dev)
