@@ -340,9 +340,10 @@ verdict analyze_aggregate(actx *ax, const cmdview *v)
 	leading l = {.owned = false, .filter = NULL, .has_sort = false};
 	if (coll && (t.parts & (PART_SORT | PART_QUERY)) && ax->e->ic) {
 		leading_stages(&b.pipeline, &l);
-		if (!facts_ready(ax, &t,
-		                 (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
-		                     (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
+		if (!facts_ready(
+		        ax, &t,
+		        (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
+		            (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
 			if (l.owned)
 				bson_destroy(&l.merged);
 			return VERDICT_WAIT_INDEXES;

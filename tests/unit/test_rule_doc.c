@@ -18,26 +18,9 @@
 #include "analyzers/rule_doc.h"
 #include "fixtures/analyzer_fixture.h"
 
-typedef struct dcase {
-	const char *name;
-	const char *json;
-	fx_seq seqs[2];
-	bool hit;
-	const char *ns;
-	const char *command;
-	const char *detail;
-} dcase;
+typedef fx_case dcase;
 
-#define NOSEQ                                                                                      \
-	{                                                                                          \
-		{NULL, {NULL}},                                                                    \
-		{                                                                                  \
-			NULL,                                                                      \
-			{                                                                          \
-				NULL                                                               \
-			}                                                                          \
-		}                                                                                  \
-	}
+#define NOSEQ FX_NOSEQ
 #define HIT(n, j, cmd, d)                                                                          \
 	{                                                                                          \
 		n, j, NOSEQ, true, "test.c", cmd, d                                                \

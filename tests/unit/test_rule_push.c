@@ -12,23 +12,16 @@
 #include "analyzers/rule_push.h"
 #include "fixtures/analyzer_fixture.h"
 
-typedef struct pcase {
-	const char *name;
-	const char *json;
-	fx_seq seqs[2]; /* id NULL: none */
-	bool hit;
-	const char *ns;
-	const char *command;
-	const char *detail; /* substring of the detail on a hit */
-} pcase;
+typedef fx_case pcase;
 
+#define NOSEQ FX_NOSEQ
 #define HIT(n, j, ns, cmd, d)                                                                      \
 	{                                                                                          \
-		n, j, {{NULL, {NULL}}, {NULL, {NULL}}}, true, ns, cmd, d                           \
+		n, j, NOSEQ, true, ns, cmd, d                                                      \
 	}
 #define MISS(n, j)                                                                                 \
 	{                                                                                          \
-		n, j, {{NULL, {NULL}}, {NULL, {NULL}}}, false, NULL, NULL, NULL                    \
+		n, j, NOSEQ, false, NULL, NULL, NULL                                               \
 	}
 #define UPD(u) "{'update':'posts','updates':[{'q':{'_id':7},'u':" u "}]}"
 

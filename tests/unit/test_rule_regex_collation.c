@@ -84,26 +84,9 @@ static int teardown(void **state)
 	return 0;
 }
 
-typedef struct ccase {
-	const char *name;
-	const char *json;
-	fx_seq seqs[2];
-	bool hit;
-	const char *ns;
-	const char *command;
-	const char *detail;
-} ccase;
+typedef fx_case ccase;
 
-#define NOSEQ                                                                                      \
-	{                                                                                          \
-		{NULL, {NULL}},                                                                    \
-		{                                                                                  \
-			NULL,                                                                      \
-			{                                                                          \
-				NULL                                                               \
-			}                                                                          \
-		}                                                                                  \
-	}
+#define NOSEQ FX_NOSEQ
 #define HIT(n, j, cmd, d)                                                                          \
 	{                                                                                          \
 		n, j, NOSEQ, true, "test.users", cmd, d                                            \
@@ -323,16 +306,16 @@ static void test_first_collated_query(void **state)
 	assert_int_equal(sink.n, 1);
 	assert_true(sink.f[0].late);
 	/* no collation: no index is read, nothing waits or is owed */
-	assert_int_equal(
-	    fx_analyze(e, "test", "{'find':'other','filter':{'name':" SECRET "}}", NULL, 0, NULL, &b),
-	    VERDICT_FORWARD);
+	assert_int_equal(fx_analyze(e, "test", "{'find':'other','filter':{'name':" SECRET "}}",
+	                            NULL, 0, NULL, &b),
+	                 VERDICT_FORWARD);
 	assert_int_equal(b.late.n, 0);
 	engine_free(e);
 	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
 	e = engine_new(&cfg, ic, fx_sink_fn, &sink);
 	assert_int_equal(fx_analyze(e, "test",
-	                            "{'find':'later2','filter':{'name':" SECRET "}," C2 "}", NULL, 0,
-	                            NULL, &b),
+	                            "{'find':'later2','filter':{'name':" SECRET "}," C2 "}", NULL,
+	                            0, NULL, &b),
 	                 VERDICT_WAIT_INDEXES);
 	engine_free(e);
 	fx_sink_free(&sink);
