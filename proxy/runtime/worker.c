@@ -9,6 +9,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "proxy/runtime/clock.h"
+#include "proxy/session/late.h"
 #include "proxy/sinks/log.h"
 
 /* A session ended: off the list, and one connection fewer. */
@@ -123,8 +125,10 @@ static void wakeup_cb(evutil_socket_t fd, short what, void *arg)
 	if (flags & (WORKER_DRAIN | WORKER_STOP))
 		atomic_store(&w->draining, true);
 	take_inbox(w);
-	if (flags & WORKER_INDEX_CHANGED)
+	if (flags & WORKER_INDEX_CHANGED) {
+		late_queue_judge(w->late, w->snap->engine, mg_now_ns() / 1000000);
 		each_session(w, index_changed, NULL);
+	}
 	if (flags & WORKER_STOP)
 		each_session(w, session_abort, "shutdown grace period over");
 	else if (atomic_load(&w->draining))
@@ -182,7 +186,8 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	}
 	w->stage = evbuffer_new();
 	w->stage_replies = evbuffer_new();
-	if (!w->wakeup || !w->stage || !w->stage_replies) {
+	w->late = late_queue_new(&shared->metrics->shards[index]);
+	if (!w->wakeup || !w->stage || !w->stage_replies || !w->late) {
 		snprintf(err, errlen, "cannot create the event loop of worker %d", index);
 		return false;
 	}
@@ -197,6 +202,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .stage = w->stage,
 	    .stage_replies = w->stage_replies,
 	    .capture = shared->capture,
+	    .late = w->late,
 	    .on_closed = session_closed,
 	    .out_of_fds = out_of_fds,
 	    .owner = w,
@@ -262,6 +268,7 @@ void worker_join(worker *w)
 		routes_unref(w->inbox[i].routes);
 	}
 	free(w->inbox);
+	late_queue_free(w->late);
 	pthread_mutex_destroy(&w->lock);
 	snapshot_unref(w->snap);
 }

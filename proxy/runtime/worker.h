@@ -73,8 +73,9 @@ typedef struct worker {
 	atomic_bool draining; /* sessions read it: end when idle */
 
 	/* Owned by the worker thread alone. */
-	snapshot *snap;  /* the snapshot its sessions read (their env.snap) */
-	session_env env; /* handed to every session it starts */
+	snapshot *snap;          /* the snapshot its sessions read (their env.snap) */
+	struct late_queue *late; /* its sessions' env.late */
+	session_env env;         /* handed to every session it starts */
 	session_node *sessions;
 	size_t nsessions;
 } worker;

@@ -43,6 +43,7 @@
 #include "protocol/handshake.h"
 #include "protocol/request.h"
 #include "proxy/runtime/clock.h"
+#include "proxy/session/late.h"
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
 
@@ -136,9 +137,6 @@ static void capture_request(session *s, const request *r, const char *outcome)
 	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
 }
 
-static void count_skipped(session *s, uint32_t rules, mx_skip_reason why);
-static void owe_late(session *s, const request *r, const engine_late *owed, int64_t now_ms);
-
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
@@ -168,8 +166,10 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			return REQ_WAIT; /* counted when it is judged for good */
 		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
 		if (block.skipped)
-			count_skipped(s, block.skipped, MX_SKIP_WAIT_EXPIRED);
-		owe_late(s, r, &block.late, now / 1000000);
+			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
+		if ((block.late.n || block.late.lost) && s->env.late)
+			late_queue_owe(s->env.late, r->plain, r->plain_len, &block.late, s->app,
+			               s->peer, now / 1000000);
 		if (vd == VERDICT_BLOCK) {
 			if (s->env.capture)
 				capture_request(s, r, "block");
@@ -341,99 +341,10 @@ static void large_end(session *s)
 	transport_direct(&s->cl, NULL, 0);
 }
 
-/* ---- late verdicts ---- */
-
-static void count_skipped(session *s, uint32_t rules, mx_skip_reason why)
-{
-	for (int r = 0; r < RULE_COUNT; r++)
-		if (rules >> r & 1)
-			mx_add(&s->env.mx->skipped[r][why], 1);
-}
-
-static uint32_t owed_rules(const engine_late *l)
-{
-	uint32_t rules = 0;
-	for (unsigned i = 0; i < l->n; i++)
-		rules |= l->at[i].rules;
-	return rules;
-}
-
-/* The request goes on now; the verdicts its facts were missing for are
- * owed: a copy of it waits for them (requests_judge_late). */
-static void owe_late(session *s, const request *r, const engine_late *owed, int64_t now_ms)
-{
-	if (owed->lost)
-		count_skipped(s, owed->lost, MX_SKIP_NO_ROOM);
-	if (!owed->n)
-		return;
-	late_req *l = NULL;
-	if (!s->late)
-		s->late = calloc(LATE_REQS_MAX, sizeof(*s->late));
-	if (s->late && s->nlate < LATE_REQS_MAX && r->plain_len <= LATE_COPY_MAX)
-		l = &s->late[s->nlate];
-	if (!l || !(l->msg = malloc(r->plain_len))) {
-		count_skipped(s, owed_rules(owed), MX_SKIP_NO_ROOM);
-		return;
-	}
-	memcpy(l->msg, r->plain, r->plain_len);
-	l->len = r->plain_len;
-	l->owed = *owed;
-	l->due_ms = now_ms + LATE_WAIT_MS;
-	s->nlate++;
-}
-
-/* One owed request judged again by the rules it owes. True when nothing
- * is owed any more. */
-static bool judge_late(session *s, engine *e, late_req *l, int64_t now_ms)
-{
-	request r;
-	wire_error err = {0};
-	bool done = true;
-	if (request_decode(&r, l->msg, l->len, &err) == REQUEST_COMMAND) {
-		engine_late owed = l->owed;
-		request_ctx rc = {
-		    .app_name = s->app, .client = s->peer, .now_ms = now_ms, .late = &owed};
-		block_info b;
-		engine_analyze(e, &r.view, &rc, &b);
-		if (b.late.lost)
-			count_skipped(s, b.late.lost, MX_SKIP_NO_ROOM);
-		l->owed = b.late;
-		done = b.late.n == 0;
-	}
-	request_release(&r);
-	if (!done && now_ms >= l->due_ms) {
-		count_skipped(s, owed_rules(&l->owed), MX_SKIP_NEVER_CAME);
-		done = true;
-	}
-	return done;
-}
-
-void requests_judge_late(session *s)
-{
-	engine *e = session_snap(s)->engine;
-	int64_t now_ms = mg_now_ns() / 1000000;
-	unsigned keep = 0;
-	for (unsigned i = 0; i < s->nlate; i++) {
-		late_req *l = &s->late[i];
-		if (!e || judge_late(s, e, l, now_ms))
-			free(l->msg);
-		else
-			s->late[keep++] = *l;
-	}
-	s->nlate = keep;
-}
-
 void requests_release(session *s)
 {
 	free(s->large_buf);
 	s->large_buf = NULL;
-	for (unsigned i = 0; i < s->nlate; i++) {
-		count_skipped(s, owed_rules(&s->late[i].owed), MX_SKIP_NEVER_CAME);
-		free(s->late[i].msg);
-	}
-	free(s->late);
-	s->late = NULL;
-	s->nlate = 0;
 }
 
 /* ---- judging, and what is done with the bytes ---- */

@@ -488,8 +488,6 @@ static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 void session_index_changed(session *s)
 {
-	if (s->nlate)
-		requests_judge_late(s);
 	if (s->hold == HOLD_WAITING && session_relaying(s))
 		requests_process(s);
 }

@@ -51,6 +51,9 @@ typedef struct session_env {
 	struct evbuffer *stage;
 	struct evbuffer *stage_replies;
 	capture_sink *capture; /* NULL: not capturing (proxy/sinks/capture.h) */
+	/* The worker's late verdicts (proxy/session/late.h): requests that
+	 * owe verdicts outlive their connection there. NULL: none kept. */
+	struct late_queue *late;
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);

@@ -71,22 +71,6 @@ typedef enum {
 	HOLD_EXPIRED,
 } session_hold;
 
-/* A request that went on before the facts some rule reads were known
- * (engine_late): a copy, judged again by those rules alone when the index
- * cache changes, until they are judged or LATE_WAIT_MS has passed. */
-typedef struct late_req {
-	uint8_t *msg;
-	size_t len;
-	engine_late owed;
-	int64_t due_ms; /* monotonic */
-} late_req;
-
-enum {
-	LATE_REQS_MAX = 4,         /* owed at once per connection */
-	LATE_COPY_MAX = 64 * 1024, /* the largest request kept for it */
-	LATE_WAIT_MS = 30000,
-};
-
 struct session {
 	session_env env;
 	void *token; /* the owner's, handed back by on_closed */
@@ -119,9 +103,6 @@ struct session {
 	struct event *reply_timer; /* upstream.replyTimeoutMS: see answers_arm_deadline */
 	int64_t reply_due;         /* the head request's deadline (ns); 0: none */
 	int64_t reply_wake;        /* when reply_timer fires (ns); 0: not added */
-
-	late_req *late; /* LATE_REQS_MAX slots, allocated when first needed */
-	unsigned nlate;
 
 	request_framer reqf;
 	uint8_t *large_buf; /* the large request's own buffer (reqf.len bytes) */
@@ -174,10 +155,7 @@ void session_pause_client(session *s);
 void requests_process(session *s);
 /* Held for an index list, or not (the only place s->hold changes). */
 void requests_hold(session *s, session_hold to);
-/* The index cache changed: the verdicts owed are given where they can be. */
-void requests_judge_late(session *s);
-/* Frees a large request cut short by the end of the session, and the late
- * verdicts still owed (counted as never given). */
+/* Frees a large request cut short by the end of the session. */
 void requests_release(session *s);
 /* A large request arriving: nothing else is read until it is whole. */
 static inline bool requests_in_large(const session *s)

@@ -63,6 +63,19 @@ def test_first_scan_at_log_is_found_late(start_proxy, upstream, clients, dbname)
     assert len(findings(p, SCAN, "orders")) == 1
 
 
+def test_late_verdict_outlives_the_connection(start_proxy, upstream, clients, dbname):
+    """A test suite closes its connection right after its query: the verdict
+    owed still comes."""
+    from pymongo import MongoClient
+    clients.direct()[dbname].gone.insert_many([{"qty": i} for i in range(300)])
+    p = start_proxy(upstream.uri, config=config(scan_rules()))
+    c = MongoClient(f"mongodb://127.0.0.1:{p.port}/", directConnection=True)
+    assert c[dbname].gone.find_one({"qty": 7})["qty"] == 7
+    c.close()
+    got = wait_one(p, SCAN, "gone")
+    assert got[0]["attr"]["late"] is True
+
+
 def test_sort_verdict_at_log_comes_late_too(start_proxy, upstream, clients, dbname):
     clients.direct()[dbname].items.insert_many([{"a": i, "b": -i} for i in range(20)])
     p = start_proxy(upstream.uri, config=config(rules(index_mismatched_sort="log")))

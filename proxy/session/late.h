@@ -1,0 +1,46 @@
+/* Late verdicts: requests that went on before the facts some rule reads
+ * were known (engine_late in analyzers/engine.h), kept as copies and judged
+ * again by those rules alone when the index cache changes, until they are
+ * judged or LATE_WAIT_MS has passed. One queue per worker, outliving the
+ * connection that sent them: a test suite or a batch job often closes its
+ * connection right after its last query. Only the worker's thread touches
+ * its queue. */
+#ifndef MG_PROXY_SESSION_LATE_H
+#define MG_PROXY_SESSION_LATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyzers/engine.h"
+#include "proxy/admin/metrics.h"
+
+enum {
+	LATE_QUEUE_MAX = 256,      /* owed at once per worker */
+	LATE_COPY_MAX = 64 * 1024, /* the largest request kept for it */
+	LATE_WAIT_MS = 30000,
+};
+
+typedef struct late_queue late_queue;
+
+/* mx: the worker's counters (mongoguard_verdicts_skipped_total). NULL
+ * when out of memory. */
+late_queue *late_queue_new(metrics_shard *mx);
+
+/* Frees the queue; what is still owed is counted as never given. */
+void late_queue_free(late_queue *q);
+
+/* The request (msg: its decoded bytes, as request_decode reads them) owes
+ * the verdicts in `owed`; app and client are the sender's, for the
+ * findings. A full queue or a request over LATE_COPY_MAX is counted
+ * instead (no_room). */
+void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_late *owed,
+                    const char *app, const char *client, int64_t now_ms);
+
+/* The index cache changed: every request owed is judged again by the
+ * rules it owes (e NULL: analysis is off now, they are dropped). */
+void late_queue_judge(late_queue *q, engine *e, int64_t now_ms);
+
+/* Counts rules (bit r: rule r) as given no verdict, for why. */
+void late_count_skipped(metrics_shard *mx, uint32_t rules, mx_skip_reason why);
+
+#endif
