@@ -54,6 +54,12 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 		    rule_table[r]->needs_indexes ? e->parts[r] & (PART_SORT | PART_QUERY) : 0;
 		if (rule_table[r]->needs_indexes_collated && (e->parts[r] & PART_QUERY))
 			e->needs_facts[r] |= PART_COLLATED;
+		const rule_config *rc = &e->cfg.rules[r];
+		bool holds = rc->action >= RULE_DRY_RUN;
+		for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+			holds |= rc->scopes[i].action >= RULE_DRY_RUN;
+		if (holds && e->needs_facts[r])
+			e->facts_may_hold |= 1u << r;
 		for (int c = 0; c < CHECK_KINDS; c++)
 			if (e->parts[r] & (1u << c))
 				e->checks[c][e->nchecks[c]++] = (rule_id)r;
@@ -138,7 +144,7 @@ index_cache *rule_ctx_index_cache(const rule_ctx *ax)
 	return ax->e->ic;
 }
 
-index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out)
 {
 	*out = NULL;
 	if (!ax->e->ic || !db || !coll)
@@ -158,6 +164,46 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 	}
 	*out = ax->memo_set;
 	return ax->memo_r;
+}
+
+void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds)
+{
+	block_info *b = ax->block;
+	if (!b)
+		return;
+	uint64_t h = engine_ns_hash(ns);
+	for (unsigned i = 0; i < b->late.n; i++)
+		if (b->late.at[i].ns_hash == h) {
+			b->late.at[i].rules |= rules;
+			b->late.at[i].kinds |= kinds;
+			return;
+		}
+	if (b->late.n == ENGINE_LATE_MAX) {
+		b->late.lost |= rules;
+		return;
+	}
+	b->late.at[b->late.n].ns_hash = h;
+	b->late.at[b->late.n].rules = rules;
+	b->late.at[b->late.n++].kinds = kinds;
+}
+
+/* A check asked for an index list the cache does not have yet: its rule,
+ * if it reads one (rule_def.needs_indexes...), owes the verdict for that
+ * kind of check at the site, given late; when the wait for it has already
+ * ended (no_wait), none is given, and that is counted. */
+index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+{
+	index_lookup r = engine_lookup(ax, db, coll, out);
+	const rule_site *s = ax->cur_site;
+	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
+		return r;
+	if (ax->rc && ax->rc->no_wait) {
+		if (ax->block)
+			ax->block->skipped |= 1u << ax->cur_rule;
+	} else {
+		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
+	}
+	return r;
 }
 
 /* ---- the entry points ---- */
@@ -234,6 +280,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.verdict = VERDICT_FORWARD;
 	ax.nreported = 0;
 	ax.late_call = rc && rc->late;
+	ax.cur_site = NULL;
 	ax.memo_used = false;
 	ax.memo_r = INDEXES_UNAVAILABLE;
 	ax.memo_set = NULL;

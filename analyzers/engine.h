@@ -48,6 +48,7 @@ typedef struct engine_late {
 	struct {
 		uint64_t ns_hash; /* engine_ns_hash("db.coll") */
 		uint32_t rules;   /* bit r: rule_id r */
+		uint32_t kinds;   /* which of their checks (the engine's own bits) */
 	} at[ENGINE_LATE_MAX];
 	uint32_t lost; /* owed where no room was left: never judged (counted) */
 } engine_late;

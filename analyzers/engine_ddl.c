@@ -64,7 +64,7 @@ void engine_note_ddl(engine *e, const cmdview *v)
 
 int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap)
 {
-	if (!e->ic || !v->db || !v->name)
+	if (!e->ic || !v->db || !v->name || (v->name[0] != 'i' && v->name[0] != 'd'))
 		return 0;
 	int sign = key_eq(v->name, "insert") ? 1 : key_eq(v->name, "delete") ? -1 : 0;
 	bson_iter_t it;

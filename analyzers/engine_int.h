@@ -96,6 +96,10 @@ struct engine {
 	/* PART_SORT | PART_QUERY, of the parts each rule reads, for which it
 	 * needs the index list first (rule_def.needs_indexes); else 0. */
 	unsigned needs_facts[RULE_COUNT];
+	/* The rules (bit r) that need the facts and could hold a request for
+	 * them somewhere: at dry-run or block, as their action or a scope's.
+	 * 0 in an all-log configuration: facts_ready then looks no further. */
+	uint32_t facts_may_hold;
 	/* The rules with a check of each kind, in table order, so a request
 	 * walks only the checks that exist. */
 	rule_id checks[CHECK_KINDS][RULE_COUNT];
@@ -127,6 +131,11 @@ struct rule_ctx {
 	verdict verdict;        /* FORWARD or BLOCK */
 	unsigned nreported;     /* findings sent this request */
 	bool late_call;         /* rc->late: only the rules owed run (target_init) */
+	/* The check running now (run_checks), for rule_ctx_indexes: a rule
+	 * that finds the index list not known yet owes its verdict. */
+	rule_id cur_rule;
+	unsigned cur_kind; /* PART_* */
+	const rule_site *cur_site;
 	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
 	 * set is released when the request is done. */
 	bool memo_used;
@@ -151,15 +160,22 @@ static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rul
                                                              check_kind kind, const void *part)
 {
 	const engine *e = ax->e;
+	if (ax->late_call && !(s->late_kinds & (1u << kind)))
+		return true; /* not owed here */
+	ax->cur_kind = 1u << kind;
+	ax->cur_site = s;
 	for (size_t i = 0; i < e->nchecks[kind]; i++) {
 		rule_id r = e->checks[kind][i];
 		if (s->act[r] == RULE_OFF)
 			continue;
+		ax->cur_rule = r;
 		const rule_checks *k = rule_table[r]->checks;
 		switch (kind) {
 		case CHECK_SORT:
-			if (k->sort(ax, s, part) == RULE_WAIT)
+			if (k->sort(ax, s, part) == RULE_WAIT) {
+				ax->cur_site = NULL;
 				return false;
+			}
 			break;
 		case CHECK_FILTER:
 			k->filter(ax, s, part);
@@ -180,6 +196,7 @@ static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rul
 			break;
 		}
 	}
+	ax->cur_site = NULL; /* s is the caller's: never kept past the checks */
 	return true;
 }
 
@@ -225,6 +242,16 @@ verdict analyze_explain(actx *ax, const cmdview *v);    /* explain: the inner co
 /* {explain: {find: ...}}: the inner command, in a view of its own (a
  * cmdview is never copied). False when there is none. */
 bool engine_explained(const cmdview *v, cmdview *inner) __attribute__((warn_unused_result));
+
+/* ---- engine.c ---- */
+
+/* The index list of db.coll, looked up once per request (rule_ctx_indexes
+ * without owing anything). */
+index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out);
+
+/* rules (bit r) owe their verdict at ns, for the check kinds in kinds
+ * (engine_late). */
+void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds);
 
 /* ---- engine_report.c ---- */
 

@@ -30,7 +30,8 @@ typedef struct target {
 	char ns[256];
 	rule_action act[RULE_COUNT];
 	uint8_t sample[RULE_COUNT];
-	unsigned parts; /* PART_* */
+	unsigned parts;      /* PART_* */
+	unsigned late_kinds; /* a late call: the check kinds owed here */
 } target;
 
 static bool late_only(actx *ax, target *t);
@@ -39,6 +40,7 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 {
 	t->db = db;
 	t->coll = coll;
+	t->late_kinds = 0;
 	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
 	const engine *e = ax->e;
 	if (!e->scoped) {
@@ -68,9 +70,12 @@ static bool late_only(actx *ax, target *t)
 	const engine_late *late = ax->rc->late;
 	uint64_t h = engine_ns_hash(t->ns);
 	uint32_t owed = 0;
+	t->late_kinds = 0;
 	for (unsigned i = 0; i < late->n; i++)
-		if (late->at[i].ns_hash == h)
+		if (late->at[i].ns_hash == h) {
 			owed |= late->at[i].rules;
+			t->late_kinds |= late->at[i].kinds;
+		}
 	t->parts = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
 		if (!(owed >> r & 1))
@@ -83,27 +88,14 @@ static bool late_only(actx *ax, target *t)
 	return t->parts != 0;
 }
 
-/* The rules in `rules` are owed at t's namespace (engine_late). */
+/* The rules in `rules` are owed at t's namespace, all their checks
+ * (engine_late): they do not run now. */
 static void owe(actx *ax, target *t, uint32_t rules)
 {
-	block_info *b = ax->block;
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (rules >> r & 1)
 			t->act[r] = RULE_OFF; /* their checks would find nothing to read */
-	if (!b)
-		return;
-	uint64_t h = engine_ns_hash(t->ns);
-	for (unsigned i = 0; i < b->late.n; i++)
-		if (b->late.at[i].ns_hash == h) {
-			b->late.at[i].rules |= rules;
-			return;
-		}
-	if (b->late.n == ENGINE_LATE_MAX) {
-		b->late.lost |= rules;
-		return;
-	}
-	b->late.at[b->late.n].ns_hash = h;
-	b->late.at[b->late.n++].rules = rules;
+	engine_owe(ax, t->ns, rules, ~0u);
 }
 
 /* The facts the index-aware rules read (the namespace's index list and
@@ -118,22 +110,21 @@ static bool facts_ready(actx *ax, target *t, unsigned present)
 	const engine *e = ax->e;
 	uint32_t need = 0;
 	bool decisive = false;
-	if (!e->ic || !t->coll)
-		return true;
+	if (!e->facts_may_hold || !e->ic || !t->coll)
+		return true; /* at log the checks owe what they miss (rule_ctx_indexes) */
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (t->act[r] != RULE_OFF && (e->needs_facts[r] & present)) {
 			need |= 1u << r;
 			decisive |= t->act[r] >= RULE_DRY_RUN;
 		}
+	/* At log the checks owe what they find missing themselves
+	 * (rule_ctx_indexes), and a request that needs no index list (an _id
+	 * lookup) costs no lookup. */
 	const index_set *set;
-	if (!need || rule_ctx_indexes(ax, t->db, t->coll, &set) != INDEXES_PENDING)
+	if (!decisive || engine_lookup(ax, t->db, t->coll, &set) != INDEXES_PENDING ||
+	    (ax->rc && ax->rc->no_wait))
 		return true;
-	if (ax->rc && ax->rc->no_wait) {
-		if (ax->block)
-			ax->block->skipped |= need; /* the wait ended: no verdict */
-		return true;
-	}
-	if (decisive && !ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
+	if (!ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
 		return false;
 	owe(ax, t, need);
 	return true;
@@ -141,7 +132,7 @@ static bool facts_ready(actx *ax, target *t, unsigned present)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL};
+	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, t->late_kinds};
 	return s;
 }
 

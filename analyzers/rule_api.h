@@ -41,6 +41,9 @@ typedef struct rule_site {
 	 * bulkWrite's filter), positioned on it; NULL when there is none. An
 	 * update check reads it for guards that bound the write. */
 	const bson_iter_t *filter;
+	/* The engine's: in a late call, the kinds of check owed here (only
+	 * they run). */
+	unsigned late_kinds;
 } rule_site;
 
 /* What a query plan is chosen from: the question the collection-scan rule

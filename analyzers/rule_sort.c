@@ -593,8 +593,8 @@ static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_que
 	switch (rule_ctx_indexes(c, s->db, s->coll, &set)) {
 	case INDEXES_KNOWN:
 		break;
-	case INDEXES_PENDING:
-		return rule_ctx_no_wait(c) ? RULE_READY : RULE_WAIT;
+	case INDEXES_PENDING: /* the engine owes the verdict, or the wait ended */
+		return RULE_READY;
 	default: /* INDEXES_UNAVAILABLE: no verdict possible */
 		return RULE_READY;
 	}
