@@ -77,6 +77,7 @@ struct aggregator {
 	uint64_t instance; /* of the file being read */
 	bool rules_set;
 	engine_config cfg;
+	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
 };
 
 static inline uint64_t str_key(const char *s)

@@ -5,11 +5,13 @@
  * script only add click-to-sort on table headers. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 static const char css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;"
@@ -27,7 +29,8 @@ static const char css[] =
     ".bad{color:#b42318}.ok{color:#067647}.tag{display:inline-block;background:#fde8e7;"
     "color:#b42318;border-radius:3px;padding:0 4px;margin:1px;font-size:12px}"
     ".muted{color:#667085}svg{max-width:100%;height:auto}"
-    "nav a{margin-right:12px}"
+    "nav a{margin-right:12px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
+    "font-size:12px}.rec-ns h3{margin-top:16px}"
     "@media print{nav{display:none}th{cursor:auto}h2{break-before:page}"
     "table,pre,svg{break-inside:avoid}}";
 
@@ -262,6 +265,28 @@ static void shapes(out_t *o, const model *m)
 	out_flush(o);
 }
 
+/* A runnable command in a code block (and the words after it as words);
+ * a fix in words as a paragraph, never in a code block. */
+static void fix_html(text_buf *t, const char *fix)
+{
+	size_t n = model_fix_command_len(fix);
+	if (n) {
+		text_str(t, "<pre class=\"fix\">");
+		text_html_str(t, fix, n);
+		text_str(t, "</pre>");
+		fix += n;
+		while (*fix == ' ')
+			fix++;
+		if (!strncmp(fix, "and ", 4))
+			fix += 4;
+	}
+	if (*fix) {
+		text_str(t, n ? "<p class=\"fix-words\">Then: " : "<p class=\"fix-words\">");
+		h(t, fix);
+		text_str(t, "</p>");
+	}
+}
+
 static void rules(out_t *o, const model *m)
 {
 	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
@@ -297,9 +322,9 @@ static void rules(out_t *o, const model *m)
 			h(&o->t, f->detail);
 			text_str(&o->t, "</p><p>Shape (literals replaced):</p><pre>");
 			h(&o->t, f->shape);
-			text_str(&o->t, "</pre><p>Fix:</p><pre class=\"fix\">");
-			h(&o->t, f->suggestion);
-			text_str(&o->t, "</pre></div>");
+			text_str(&o->t, "</pre><p>Fix:</p>");
+			fix_html(&o->t, f->suggestion);
+			text_str(&o->t, "</div>");
 			out_flush(o);
 		}
 	}
@@ -452,7 +477,8 @@ bool report_write_html(const model *m, FILE *f)
 	               "<title>mongoguard design review</title><style>");
 	text_str(&o.t, css);
 	text_str(&o.t, "</style></head><body><h1>mongoguard design review</h1>"
-	               "<nav><a href=\"#overview\">Overview</a>");
+	               "<nav><a href=\"#overview\">Overview</a>"
+	               "<a href=\"#recommendations\">Recommendations</a>");
 	if (m->diff)
 		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
 	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
@@ -460,6 +486,7 @@ bool report_write_html(const model *m, FILE *f)
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
 	overview(&o, m);
+	report_recs_html(&o, m);
 	report_diff_html(&o, m);
 	shapes(&o, m);
 	rules(&o, m);

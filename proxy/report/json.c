@@ -7,6 +7,7 @@
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 static void jstr(text_buf *t, const char *s)
 {
@@ -254,6 +255,7 @@ bool report_write_json(const model *m, FILE *f)
 	overview(&o, m);
 	shapes(&o, m);
 	findings(&o, m);
+	report_recs_json(&o, m);
 	report_diff_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);

@@ -2,10 +2,12 @@
  * the ten costliest shapes, and each rule's findings with their fixes. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
 static void cell(text_buf *t, const char *s, size_t max)
@@ -57,6 +59,7 @@ bool report_write_md(const model *m, FILE *f)
 		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
 		            m->rule_totals[r], rule_table[r]->fix_kind);
 	out_flush(&o);
+	report_recs_md(&o, m);
 	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
 	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
 	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
@@ -89,9 +92,15 @@ bool report_write_md(const model *m, FILE *f)
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
 			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
 		text_str(&o.t, fd->detail);
-		text_str(&o.t, "\n\n```js\n");
-		text_str(&o.t, fd->suggestion);
-		text_str(&o.t, "\n```\n");
+		size_t n = model_fix_command_len(fd->suggestion);
+		const char *rest = fd->suggestion + n;
+		if (n)
+			text_printf(&o.t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
+		while (*rest == ' ')
+			rest++;
+		if (n && !strncmp(rest, "and ", 4))
+			rest += 4;
+		text_printf(&o.t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
 		out_flush(&o);
 	}
 	return out_done(&o);

@@ -65,6 +65,14 @@ typedef struct model_finding {
 	char apps[MODEL_APPS_PER_FINDING][128];
 	uint64_t app_counts[MODEL_APPS_PER_FINDING];
 	size_t napps;
+	/* The ESR classification of the suggestion's key, from the request
+	 * that first gave it (recommend.c): its first esr_neq fields are
+	 * equality fields, the next esr_nsort sort fields; -1: not known (the
+	 * key is then taken in its order, as written). */
+	int esr_neq, esr_nsort;
+	char push_paths[4][128]; /* unbounded-push: the arrays its shape appends to */
+	size_t npush_paths;
+	bool array_bounded; /* unbounded-push: its arrays were seen only small (arrays.c) */
 } model_finding;
 
 typedef struct model_field {
@@ -77,8 +85,10 @@ typedef struct model_index {
 	char name[128];
 	char key[512]; /* the key pattern as JSON */
 	char first[128];
-	bool used;   /* some captured shape can use it (see aggregate.c) */
-	int64_t ops; /* $indexStats accesses.ops, -1 when unknown */
+	bool used;           /* some captured shape can use it (see aggregate.c) */
+	bool constraint;     /* unique, partial, sparse, TTL or hidden: never redundant */
+	char collation[256]; /* JSON, "" for the simple collation */
+	int64_t ops;         /* $indexStats accesses.ops, -1 when unknown */
 } model_index;
 
 typedef struct model_ns {
@@ -101,6 +111,30 @@ typedef struct model_ns {
 	bool have_indexes;
 	int64_t doc_count; /* estimated, with the last index list; -1 unknown */
 } model_ns;
+
+/* One fix for a collection (recommend.c): an index that serves some
+ * captured shapes (the merged ESR suggestions), or a design change named
+ * by its pattern. Ranked: collections by the time their shapes spent,
+ * then each collection's fixes by theirs. */
+#define MODEL_REC_REDUNDANT 8
+typedef struct model_rec {
+	char ns[MODEL_NS_LEN];
+	bool index;         /* an index to create; else a design change */
+	rule_id rule;       /* the rule whose findings ask for it (the costliest shape's) */
+	unsigned rules;     /* bit per rule whose findings ask for it */
+	char key[512];      /* index: its key, as JSON */
+	char command[1200]; /* index: the runnable createIndex */
+	char pattern[48];   /* design: the pattern to apply */
+	char change[1024];  /* design: the change in words; index: what else to do, or "" */
+	uint64_t *shapes;   /* shape hashes served (index) or asking (design) */
+	size_t nshapes;
+	char redundant[MODEL_REC_REDUNDANT][128]; /* existing indexes it makes redundant */
+	char redundant_key[MODEL_REC_REDUNDANT][512];
+	size_t nredundant;
+	bool exists;         /* the last index snapshot already holds it */
+	int64_t total_us;    /* of the shapes it serves */
+	int64_t ns_total_us; /* of every shape its collection's fixes name */
+} model_rec;
 
 typedef struct model_app {
 	char app[128];
@@ -154,6 +188,8 @@ typedef struct model {
 	size_t ndbs;
 	bool indexes_live; /* --indexes-from */
 	char indexes_from[512];
+	model_rec *recs; /* ranked (recommend.c) */
+	size_t nrecs;
 	bool redacted;          /* every input was redacted */
 	const model_diff *diff; /* NULL without --baseline */
 } model;
