@@ -100,6 +100,8 @@ static void note_new_finding(aggregator *a, model_finding *mf)
 {
 	rec_command c;
 	mf->esr_neq = mf->esr_nsort = -1;
+	if (mf->rule == RULE_UNBOUNDED_PUSH)
+		agg_finding_push_paths(mf);
 	if (a->cur &&
 	    (mf->rule == RULE_INDEX_MISMATCHED_SORT || mf->rule == RULE_COLLECTION_SCAN) &&
 	    rec_parse_command(mf->suggestion, &c))
@@ -397,8 +399,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		}
 		if (bson_iter_init_find(&d, rec, "arrays") && bson_iter_recurse(&d, &c))
 			while (bson_iter_next(&c))
-				agg_field_note(&ns->arrays, &ns->narrays, bson_iter_key(&c),
-				               bson_iter_as_int64(&c));
+				agg_array_sample(ns, bson_iter_key(&c), bson_iter_as_int64(&c), t);
 	}
 	free(p);
 }
@@ -674,6 +675,7 @@ void aggregator_finish(aggregator *a)
 	}
 	for (size_t i = 0; i < m->nnss; i++)
 		mark_used(&m->nss[i]);
+	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
 	report_recommend_build(m);
 }
 
@@ -704,6 +706,10 @@ void model_free(model *m)
 		free(m->shapes[i].lat_us);
 	for (size_t i = 0; i < m->nnss; i++) {
 		free(m->nss[i].push);
+		for (size_t k = 0; k < m->nss[i].narrays; k++) {
+			free(m->nss[i].arrays[k].sample_t);
+			free(m->nss[i].arrays[k].sample_len);
+		}
 		free(m->nss[i].arrays);
 		free(m->nss[i].used);
 		free(m->nss[i].indexes);

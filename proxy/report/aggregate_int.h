@@ -93,6 +93,13 @@ void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
 /* The schema view's raw facts from one (redacted) request of n. */
 void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon);
 
+/* Array evidence (arrays.c): a sampled reply's longest array under path,
+ * at time t; a new unbounded-push finding's target paths, from its shape;
+ * after the last record, each push finding's evidence. */
+void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t);
+void agg_finding_push_paths(model_finding *mf);
+void report_arrays_finish(model *m);
+
 /* A failed reply of s with its code; after the last record, the codes
  * ranked and the shape marked when most of its replies failed. */
 void agg_note_failure(model_shape *s, int32_t code);

@@ -28,6 +28,7 @@ static const char css[] =
     "padding:8px 12px;min-width:130px}.card b{display:block;font-size:20px}"
     ".bad{color:#b42318}.ok{color:#067647}.tag{display:inline-block;background:#fde8e7;"
     "color:#b42318;border-radius:3px;padding:0 4px;margin:1px;font-size:12px}"
+    ".muted{color:#667085}.ok-tag{background:#e3f4ea;color:#067647}p.evidence{margin:4px 0}"
     ".muted{color:#667085}svg{max-width:100%;height:auto}"
     "nav a{margin-right:12px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
     "font-size:12px}.rec-ns h3{margin-top:16px}"
@@ -287,8 +288,48 @@ static void fix_html(text_buf *t, const char *fix)
 	}
 }
 
+static void finding_html(out_t *o, const model_finding *f)
+{
+	text_str(&o->t, "<div class=\"finding\" data-ns=\"");
+	h(&o->t, f->ns);
+	text_printf(&o->t, "\" data-rules=\" %s \" data-apps=\"|", rule_name(f->rule));
+	for (size_t a = 0; a < f->napps; a++) {
+		h(&o->t, f->apps[a]);
+		text_char(&o->t, '|');
+	}
+	text_str(&o->t, "\"><p><b>");
+	h(&o->t, f->ns);
+	text_str(&o->t, "</b> ");
+	h(&o->t, f->command);
+	text_printf(&o->t, ", %" PRIu64 " times", f->count);
+	for (size_t a = 0; a < f->napps; a++) {
+		text_str(&o->t, a ? ", " : " (apps: ");
+		h(&o->t, f->apps[a][0] ? f->apps[a] : "(none)");
+		text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
+	}
+	text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
+	if (f->count > 1) /* one occurrence's figures, not every one's */
+		text_printf(&o->t,
+		            "<span class=\"muted\">First of %" PRIu64 " occurrences:</span> ",
+		            f->count);
+	h(&o->t, f->detail);
+	text_str(&o->t, "</p>");
+	if (f->rule == RULE_UNBOUNDED_PUSH)
+		report_arrays_html(&o->t, f);
+	text_str(&o->t, "<p>Shape (literals replaced):</p><pre>");
+	h(&o->t, f->shape);
+	text_str(&o->t, "</pre><p>Fix:</p>");
+	fix_html(&o->t, f->suggestion);
+	text_str(&o->t, "</div>");
+	out_flush(o);
+}
+
+/* Per rule, its findings; unbounded-push's ranked by how much their
+ * arrays grew (arrays.c), the others in the order first seen. */
 static void rules(out_t *o, const model *m)
 {
+	size_t npush = 0;
+	size_t *pushes = model_pushes_by_growth(m, &npush);
 	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t,
@@ -298,36 +339,22 @@ static void rules(out_t *o, const model *m)
 		            rule_table[r]->summary);
 		h(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, ".</p>");
+		if (r == RULE_UNBOUNDED_PUSH && npush)
+			text_str(&o->t,
+			         "<p class=\"muted\">Ranked by growth: the largest array "
+			         "length seen in the second half of the capture's time range "
+			         "minus the largest seen in the first half.</p>");
 		out_flush(o);
-		for (size_t i = 0; i < m->nfindings; i++) {
-			const model_finding *f = &m->findings[i];
-			if (f->rule != (rule_id)r)
-				continue;
-			text_str(&o->t, "<div class=\"finding\"><p><b>");
-			h(&o->t, f->ns);
-			text_str(&o->t, "</b> ");
-			h(&o->t, f->command);
-			text_printf(&o->t, ", %" PRIu64 " times", f->count);
-			for (size_t a = 0; a < f->napps; a++) {
-				text_str(&o->t, a ? ", " : " (apps: ");
-				h(&o->t, f->apps[a][0] ? f->apps[a] : "(none)");
-				text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
-			}
-			text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
-			if (f->count > 1) /* one occurrence's figures, not every one's */
-				text_printf(&o->t,
-				            "<span class=\"muted\">First of %" PRIu64
-				            " occurrences:</span> ",
-				            f->count);
-			h(&o->t, f->detail);
-			text_str(&o->t, "</p><p>Shape (literals replaced):</p><pre>");
-			h(&o->t, f->shape);
-			text_str(&o->t, "</pre><p>Fix:</p>");
-			fix_html(&o->t, f->suggestion);
-			text_str(&o->t, "</div>");
-			out_flush(o);
+		if (r == RULE_UNBOUNDED_PUSH && pushes) {
+			for (size_t k = 0; k < npush; k++)
+				finding_html(o, &m->findings[pushes[k]]);
+			continue;
 		}
+		for (size_t i = 0; i < m->nfindings; i++)
+			if (m->findings[i].rule == (rule_id)r)
+				finding_html(o, &m->findings[i]);
 	}
+	free(pushes);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }

@@ -120,6 +120,11 @@ static void shapes(out_t *o, const model *m)
 
 static void findings(out_t *o, const model *m)
 {
+	size_t npush = 0, *pushes = model_pushes_by_growth(m, &npush);
+	size_t *rank = calloc(m->nfindings ? m->nfindings : 1, sizeof *rank);
+	for (size_t k = 0; pushes && rank && k < npush; k++)
+		rank[pushes[k]] = k + 1;
+	free(pushes);
 	text_str(&o->t, "\"findings\":[");
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *f = &m->findings[i];
@@ -149,9 +154,12 @@ static void findings(out_t *o, const model *m)
 			jstr(&o->t, f->apps[a]);
 			text_printf(&o->t, ":%" PRIu64, f->app_counts[a]);
 		}
-		text_str(&o->t, "}}");
+		text_char(&o->t, '}');
+		report_arrays_json(&o->t, f, rank ? rank[i] : 0);
+		text_char(&o->t, '}');
 		out_flush(o);
 	}
+	free(rank);
 	text_str(&o->t, "],");
 }
 

@@ -53,6 +53,22 @@ typedef struct model_shape {
 	double p50, p95, p99; /* ms, after aggregator_finish */
 } model_shape;
 
+#define MODEL_ARRAY_SAMPLES (1u << 20)
+/* An array that never went past this, and did not grow from the first half
+ * of the capture to the second, is labelled as seen only small: bounded
+ * by the business (five addresses), not by the code. */
+#define MODEL_ARRAY_SMALL 20
+
+/* What sampled replies showed of an unbounded-push finding's array. */
+typedef struct model_array_evidence {
+	char path[128];
+	uint64_t samples;     /* sampled replies that held it */
+	int64_t largest, p95; /* elements */
+	int64_t first_half,
+	    second_half; /* largest in each half of the capture's time range; -1: none */
+	int64_t growth;  /* second_half - first_half (0 when a half saw none) */
+} model_array_evidence;
+
 typedef struct model_finding {
 	rule_id rule;
 	uint64_t hash;
@@ -73,12 +89,18 @@ typedef struct model_finding {
 	char push_paths[4][128]; /* unbounded-push: the arrays its shape appends to */
 	size_t npush_paths;
 	bool array_bounded; /* unbounded-push: its arrays were seen only small (arrays.c) */
+	bool has_evidence;  /* unbounded-push: arr holds what replies showed */
+	model_array_evidence arr;
 } model_finding;
 
 typedef struct model_field {
 	char path[128];
 	uint64_t count;
 	int64_t max_len; /* arrays: longest seen in replies (-1: none seen) */
+	/* arrays: each sampled reply's longest, with the reply's time (arrays.c;
+	 * at most MODEL_ARRAY_SAMPLES, then only max_len follows) */
+	int64_t *sample_t, *sample_len;
+	size_t nsamples, capsamples;
 } model_field;
 
 typedef struct model_index {

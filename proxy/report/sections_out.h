@@ -11,6 +11,15 @@ void report_recs_html(out_t *o, const model *m); /* <section id="recommendations
 void report_recs_json(out_t *o, const model *m); /* "recommendations":[...], */
 void report_recs_md(out_t *o, const model *m);   /* ## Recommendations */
 
+/* Array evidence of an unbounded-push finding (arrays.c). */
+void report_arrays_html(text_buf *t, const model_finding *f); /* <p class="evidence"> */
+void report_arrays_md(text_buf *t, const model_finding *f);
+void report_arrays_json(text_buf *t, const model_finding *f,
+                        size_t growth_rank); /* ,"arrayEvidence":... */
+/* The unbounded-push findings (indexes into m->findings), most growth first;
+ * *n of them. malloc'd. */
+size_t *model_pushes_by_growth(const model *m, size_t *n);
+
 /* The length of the runnable command a fix starts with (a createIndex),
  * 0 when the fix is words: a command goes in a code block, words never. */
 size_t model_fix_command_len(const char *fix);

@@ -103,3 +103,28 @@ def test_one_index_serves_both_sort_shapes_and_the_old_one_is_redundant(review):
     assert "## Recommendations" in md and r["command"] in md and 'dropIndex("a_1")' in md
     for f in list(review["out"].iterdir()) + review["files"]:
         assert MARKER.encode() not in f.read_bytes(), f
+
+
+def test_a_growing_array_ranks_above_one_the_business_bounds(review):
+    rep, db = review["rep"], review["db"]
+    pushes = [f for f in rep["findings"] if f["rule"] == "unbounded-push"
+              and f["ns"] == f"{db}.carts"]
+    assert len(pushes) == 2
+    ev = {f["arrayEvidence"]["path"]: f["arrayEvidence"] for f in pushes}
+    grow, small = ev["events"], ev["addresses"]
+    assert grow["largest"] == 40 and grow["samples"] >= 40
+    assert grow["secondHalfLargest"] > grow["firstHalfLargest"] >= 1
+    assert grow["growth"] == grow["secondHalfLargest"] - grow["firstHalfLargest"] > 0
+    assert grow["p95"] <= grow["largest"] and not grow["seenOnlySmall"]
+    assert small["largest"] == 5 and small["growth"] == 0 and small["seenOnlySmall"]
+    assert grow["growthRank"] == 1 and small["growthRank"] == 2
+    # the bounded one is labelled, not hidden; its fix is no redesign
+    design = {r["change"]: r["pattern"] for r in rep["recommendations"] if r["kind"] == "design"}
+    assert sorted(design.values()) == ["bucket pattern", "subset pattern"]
+    html = (review["out"] / "r.html").read_text()
+    sec = html[html.index('id="rule-unbounded-push"'):html.index('id="rule-hot-path-lookup"')]
+    assert sec.index("<code>events</code>") < sec.index("<code>addresses</code>")
+    assert "seen only small (at most 5" in sec and "largest <b>40</b>" in sec
+    md = (review["out"] / "r.md").read_text()
+    table = md[md.index("## Arrays that grow"):]
+    assert table.index("`events`") < table.index("`addresses`") and "seen only small" in table
