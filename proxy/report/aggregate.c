@@ -314,6 +314,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 		                  .no_wait = true};
 		block_info b;
 		a->cur = &r.view;
+		a->cur_t = t;
 		(void)engine_analyze(a->e, &r.view, &rc, &b);
 		a->cur = NULL;
 	}
@@ -365,7 +366,12 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		if (!nl)
 			abort();
 		s->lat_us = nl;
+		nl = realloc(s->lat_t, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_t = nl;
 	}
+	s->lat_t[s->nlat] = p->t_us;
 	s->lat_us[s->nlat++] = lat;
 	s->total_us += lat;
 	app_get(a, s->app)->total_us += lat;
@@ -580,8 +586,11 @@ index_cache *aggregator_index_cache(aggregator *a)
  * the capture ran with. */
 static void ensure_engine(aggregator *a)
 {
-	if (!a->e)
+	if (!a->e) {
 		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
+		if (a->e)
+			engine_set_tally(a->e, agg_tally, a);
+	}
 }
 
 void aggregator_record(aggregator *a, int pass, const bson_t *rec)
@@ -663,6 +672,7 @@ void aggregator_finish(aggregator *a)
 		if (s)
 			m->shapes[s - 1].rules |= 1u << m->findings[i].rule;
 	}
+	report_timeline_build(m); /* while lat_us still pairs with lat_t */
 	for (size_t i = 0; i < m->nshapes; i++) {
 		model_shape *s = &m->shapes[i];
 		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
@@ -702,8 +712,11 @@ void aggregator_free(aggregator *a)
 
 void model_free(model *m)
 {
-	for (size_t i = 0; i < m->nshapes; i++)
+	for (size_t i = 0; i < m->nshapes; i++) {
 		free(m->shapes[i].lat_us);
+		free(m->shapes[i].lat_t);
+	}
+	free(m->tl_ev);
 	for (size_t i = 0; i < m->nnss; i++) {
 		free(m->nss[i].push);
 		for (size_t k = 0; k < m->nss[i].narrays; k++) {

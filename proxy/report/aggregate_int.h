@@ -78,6 +78,7 @@ struct aggregator {
 	bool rules_set;
 	engine_config cfg;
 	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
+	int64_t cur_t;      /* its time */
 };
 
 static inline uint64_t str_key(const char *s)
@@ -99,6 +100,12 @@ void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *c
 void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t);
 void agg_finding_push_paths(model_finding *mf);
 void report_arrays_finish(model *m);
+
+/* Time charts (timeline.c): a finding of rule at time t (the engine's
+ * tally); after the last record, before latencies are sorted, the
+ * buckets. */
+void agg_tally(void *arg, rule_id rule, rule_action action);
+void report_timeline_build(model *m);
 
 /* A failed reply of s with its code; after the last record, the codes
  * ranked and the shape marked when most of its replies failed. */

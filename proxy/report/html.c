@@ -30,9 +30,11 @@ static const char css[] =
     "color:#b42318;border-radius:3px;padding:0 4px;margin:1px;font-size:12px}"
     ".muted{color:#667085}.ok-tag{background:#e3f4ea;color:#067647}p.evidence{margin:4px 0}"
     ".muted{color:#667085}svg{max-width:100%;height:auto}"
-    "nav a{margin-right:12px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
+    "nav a{margin-right:12px}form.filters{margin:10px 0;padding:6px 8px;background:#f4f6f9;"
+    "border-radius:6px}form.filters "
+    "label{margin-right:10px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
     "font-size:12px}.rec-ns h3{margin-top:16px}"
-    "@media print{nav{display:none}th{cursor:auto}h2{break-before:page}"
+    "@media print{nav,form.filters{display:none}th{cursor:auto}h2{break-before:page}"
     "table,pre,svg{break-inside:avoid}}";
 
 static const char js[] =
@@ -194,6 +196,7 @@ static void overview(out_t *o, const model *m)
 		labels[r] = rule_name((rule_id)r);
 	text_str(&o->t, "<h3>Findings per rule</h3>");
 	bar_chart(o, "rules-chart", "Findings per rule", labels, m->rule_totals, RULE_COUNT);
+	report_timeline_html(o, m);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
@@ -241,7 +244,15 @@ static void shapes(out_t *o, const model *m)
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes; k++) {
 		const model_shape *s = &m->shapes[order[k]];
-		text_str(&o->t, "<tr><td>");
+		text_str(&o->t, "<tr data-ns=\"");
+		h(&o->t, s->ns);
+		text_str(&o->t, "\" data-apps=\"|");
+		h(&o->t, s->app);
+		text_str(&o->t, "|\" data-rules=\" ");
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (s->rules & (1u << r))
+				text_printf(&o->t, "%s ", rule_name((rule_id)r));
+		text_str(&o->t, "\"><td>");
 		h(&o->t, s->ns);
 		text_str(&o->t, "</td><td>");
 		h(&o->t, s->command);
@@ -480,7 +491,9 @@ static void apps(out_t *o, const model *m)
 	text_str(&o->t, "</tr></thead><tbody>");
 	for (size_t i = 0; i < m->napps; i++) {
 		const model_app *a = &m->apps[i];
-		text_str(&o->t, "<tr><td>");
+		text_str(&o->t, "<tr data-apps=\"|");
+		h(&o->t, a->app);
+		text_str(&o->t, "|\"><td>");
 		h(&o->t, a->app[0] ? a->app : "(none)");
 		text_printf(&o->t,
 		            "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.1f</td>"
@@ -512,6 +525,8 @@ bool report_write_html(const model *m, FILE *f)
 	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
+	report_filters_html(&o, m);
+	out_flush(&o);
 	overview(&o, m);
 	report_recs_html(&o, m);
 	report_diff_html(&o, m);
@@ -521,6 +536,7 @@ bool report_write_html(const model *m, FILE *f)
 	apps(&o, m);
 	text_str(&o.t, "<script>");
 	text_str(&o.t, js);
+	text_str(&o.t, report_filter_js);
 	text_str(&o.t, "</script></body></html>\n");
 	return out_done(&o);
 }

@@ -261,6 +261,7 @@ bool report_write_json(const model *m, FILE *f)
 	text_str(&o.t, "{\"format\":\"mongoguard-report\",\"version\":1,");
 	inputs(&o, m);
 	overview(&o, m);
+	report_timeline_json(&o, m);
 	shapes(&o, m);
 	findings(&o, m);
 	report_recs_json(&o, m);

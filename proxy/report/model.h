@@ -36,6 +36,7 @@ typedef struct model_shape {
 	char shape[MODEL_SHAPE_LEN];
 	uint64_t count;
 	int64_t *lat_us; /* one per paired reply */
+	int64_t *lat_t;  /* its request's time, until aggregator_finish sorts lat_us */
 	size_t nlat, caplat;
 	int64_t total_us;
 	uint64_t docs, bytes; /* returned */
@@ -189,6 +190,27 @@ typedef struct model_diff {
 	size_t nregressions;
 } model_diff;
 
+/* Time charts (timeline.c): the capture's time range in
+ * MODEL_TIME_BUCKETS intervals; findings per rule in each, and the p95
+ * latency of the MODEL_TIME_SHAPES shapes with the most total time. */
+#define MODEL_TIME_BUCKETS 30
+#define MODEL_TIME_SHAPES  5
+
+typedef struct model_tl_event { /* findings of one rule within one second */
+	int64_t t_us;           /* the first one's */
+	rule_id rule;
+	uint64_t n;
+} model_tl_event;
+
+typedef struct model_timeline {
+	int64_t start_us, width_us; /* bucket b covers start + b*width, one width long */
+	size_t nb;                  /* 0: no requests */
+	uint64_t rule[RULE_COUNT][MODEL_TIME_BUCKETS];
+	size_t shape[MODEL_TIME_SHAPES]; /* into m->shapes */
+	size_t nshapes;
+	double p95[MODEL_TIME_SHAPES][MODEL_TIME_BUCKETS]; /* ms; -1: no reply then */
+} model_timeline;
+
 typedef struct model {
 	model_input *inputs;
 	size_t ninputs;
@@ -210,6 +232,9 @@ typedef struct model {
 	size_t ndbs;
 	bool indexes_live; /* --indexes-from */
 	char indexes_from[512];
+	model_tl_event *tl_ev; /* in record order, one per (second, rule) run */
+	size_t ntl_ev, captl_ev;
+	model_timeline tl;
 	model_rec *recs; /* ranked (recommend.c) */
 	size_t nrecs;
 	bool redacted;          /* every input was redacted */

@@ -20,6 +20,12 @@ void report_arrays_json(text_buf *t, const model_finding *f,
  * *n of them. malloc'd. */
 size_t *model_pushes_by_growth(const model *m, size_t *n);
 
+/* Time charts and filters (timeline.c). */
+void report_timeline_html(out_t *o, const model *m); /* two <svg> line charts */
+void report_timeline_json(out_t *o, const model *m); /* "timeline":{...}, */
+void report_filters_html(out_t *o, const model *m);  /* <form id="filters" hidden> */
+extern const char report_filter_js[];                /* shows and runs that form */
+
 /* The length of the runnable command a fix starts with (a createIndex),
  * 0 when the fix is words: a command goes in a code block, words never. */
 size_t model_fix_command_len(const char *fix);

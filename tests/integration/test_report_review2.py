@@ -128,3 +128,59 @@ def test_a_growing_array_ranks_above_one_the_business_bounds(review):
     md = (review["out"] / "r.md").read_text()
     table = md[md.index("## Arrays that grow"):]
     assert table.index("`events`") < table.index("`addresses`") and "seen only small" in table
+
+
+def _dom(tmp: Path, page: Path, *flags: str) -> str:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is installed by scripts/setup.sh"
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'chr'}", *flags,
+                        "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    console = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert not console, console
+    return r.stdout
+
+
+def test_time_charts_and_filters(review):
+    rep, db, tmp = review["rep"], review["db"], review["tmp"]
+    tl = rep["timeline"]
+    assert tl["buckets"] == 30 and tl["bucketUs"] * 30 >= rep["overview"]["end"] - \
+        rep["overview"]["start"]
+    for rule, n in rep["overview"]["findingsPerRule"].items():
+        assert sum(tl["findingsPerRule"][rule]) == n, rule
+    by_time = [s["shapeHash"] for s in rep["shapes"] if s["replies"]][:5]
+    assert [s["shapeHash"] for s in tl["busiestShapes"]] == by_time
+    html = (review["out"] / "r.html").read_text()
+    assert "<script src" not in html and "https://" not in html
+
+    def svg(id_: str) -> str:
+        i = html.index(f'<svg id="{id_}"')
+        return html[i:html.index("</svg>", i)]
+    rules_found = [r for r, n in rep["overview"]["findingsPerRule"].items() if n]
+    assert svg("rules-time-chart").count('class="series"') == len(rules_found) == 2
+    assert svg("p95-time-chart").count('class="series"') == len(by_time) == 5
+    for r in rules_found:
+        assert f'data-series="{r}"' in svg("rules-time-chart")
+
+    # without scripts (the page with its script taken out: --dump-dom needs
+    # them on): the filter form stays hidden and every row is there
+    assert html.count("<script>") == 1 and "getElementById('filters')" in html
+    bare = tmp / "bare.html"
+    bare.write_text(re.sub(r"<script>.*?</script>", "", html, flags=re.S))
+    off = _dom(tmp, bare)
+    assert '<form id="filters" class="filters" hidden=""' in off
+    rows = off.count("<tr data-ns=")
+    assert rows == len(rep["shapes"]) and 'style="display: none' not in off
+    # with them: the form shows, and choosing a namespace hides the others' rows
+    ns = f"{db}.carts"
+    probe = tmp / "probe.html"
+    probe.write_text(html.replace("</body>", (
+        "<script>var s=document.querySelector('select[data-filter=ns]');"
+        f"s.value={json.dumps(ns)};s.dispatchEvent(new Event('change'));</script></body>")))
+    on = _dom(tmp, probe)
+    assert '<form id="filters" class="filters">' in on
+    shown = re.findall(r'<tr data-ns="([^"]*)"[^>]*?(style="display: none;")?>', on)
+    assert {n for n, hid in shown if not hid} == {ns}
+    assert {n for n, hid in shown if hid} == {s["ns"] for s in rep["shapes"]} - {ns}
