@@ -328,6 +328,7 @@ void report_recommend_build(model *m)
 	index_recs(&b);
 	design_recs(&b);
 	ns_totals(&b);
-	qsort(m->recs, m->nrecs, sizeof *m->recs, by_rank);
+	if (m->nrecs > 1) /* recs is NULL when there are none */
+		qsort(m->recs, m->nrecs, sizeof *m->recs, by_rank);
 	imap_free(&b.shapes);
 }
