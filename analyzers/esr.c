@@ -7,8 +7,6 @@
 
 #include "protocol/wire_iter.h"
 
-#define ESR_MAX_FIELDS 32 /* the server's limit on compound index keys */
-
 static void field_dir(text_buf *b, const char *field, int dir, bool first)
 {
 	if (!first)
@@ -71,13 +69,7 @@ void esr_put_doc(text_buf *b, const bson_t *doc)
 	text_str(b, "}");
 }
 
-typedef struct esr_fields {
-	const char *field[ESR_MAX_FIELDS];
-	int dir[ESR_MAX_FIELDS];
-	size_t n;
-} esr_fields;
-
-static void add_field(esr_fields *f, const char *field, int dir)
+static void add_field(esr_key *f, const char *field, int dir)
 {
 	for (size_t i = 0; i < f->n; i++)
 		if (strcmp(f->field[i], field) == 0)
@@ -89,21 +81,28 @@ static void add_field(esr_fields *f, const char *field, int dir)
 	f->n++;
 }
 
+void esr_key_build(const query_preds *preds, const sort_spec *sort, esr_key *f)
+{
+	f->n = 0;
+	for (size_t i = 0; i < preds->n; i++)
+		if (preds->p[i].equality)
+			add_field(f, preds->p[i].field, 1);
+	f->neq = f->n;
+	for (size_t i = 0; i < sort->n; i++)
+		add_field(f, sort->keys[i].field, sort->keys[i].direction);
+	f->nsort = f->n - f->neq;
+	for (size_t i = 0; i < preds->n; i++)
+		if (preds->p[i].range)
+			add_field(f, preds->p[i].field, 1);
+}
+
 bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *preds,
                         const sort_spec *sort, const bson_t *collation, char *out, size_t len)
 {
-	esr_fields f = {.n = 0};
+	esr_key f;
 	text_buf b;
 
-	for (size_t i = 0; i < preds->n; i++)
-		if (preds->p[i].equality)
-			add_field(&f, preds->p[i].field, 1);
-	for (size_t i = 0; i < sort->n; i++)
-		add_field(&f, sort->keys[i].field, sort->keys[i].direction);
-	for (size_t i = 0; i < preds->n; i++)
-		if (preds->p[i].range)
-			add_field(&f, preds->p[i].field, 1);
-
+	esr_key_build(preds, sort, &f);
 	text_init(&b, out, len);
 	text_str(&b, "db.getSiblingDB(");
 	text_json(&b, db != NULL ? db : "");

@@ -24,6 +24,22 @@ void esr_put_sort(text_buf *t, const sort_key *keys, size_t n);
 /* A small document as single-line JSON: {"locale": "fr", "strength": 2}. */
 void esr_put_doc(text_buf *t, const bson_t *doc);
 
+/* The ESR key of a query, as fields: the first neq are its equality
+ * fields (in filter order; any order of them serves the query), the next
+ * nsort its sort fields (in order and direction), the rest its range
+ * fields. Each field once; names point into preds and sort. This is what
+ * esr_suggest_parsed writes, and what the report merges by (proxy/report/
+ * recommend.c). */
+#define ESR_MAX_FIELDS 32 /* the server's limit on compound index keys */
+
+typedef struct esr_key {
+	const char *field[ESR_MAX_FIELDS];
+	int dir[ESR_MAX_FIELDS];
+	size_t n, neq, nsort;
+} esr_key;
+
+void esr_key_build(const query_preds *preds, const sort_spec *sort, esr_key *out);
+
 /* The suggestion for an already-parsed query. Returns false (and writes
  * nothing useful) when the result does not fit in len. */
 bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *preds,

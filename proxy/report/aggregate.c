@@ -25,10 +25,12 @@
 #include "analyzers/engine.h"
 #include "analyzers/index_cache.h"
 #include "analyzers/index_set.h"
+#include "analyzers/query_preds.h"
 #include "analyzers/shape.h"
 #include "protocol/capture.h"
 #include "protocol/request.h"
 #include "proxy/report/aggregate_int.h"
+#include "proxy/report/recommend.h"
 
 model_ns *agg_ns_get(aggregator *a, const char *ns)
 {
@@ -91,6 +93,21 @@ static model_app *app_get(aggregator *a, const char *app)
 
 /* ---- findings: the engine's sink ---- */
 
+/* What a recommendation needs of the request that first gave a finding:
+ * the classes of its ESR key (recommend.c). Only while the request is at
+ * hand (a->cur), once per finding. */
+static void note_new_finding(aggregator *a, model_finding *mf)
+{
+	rec_command c;
+	mf->esr_neq = mf->esr_nsort = -1;
+	if (mf->rule == RULE_UNBOUNDED_PUSH)
+		agg_finding_push_paths(mf);
+	if (a->cur &&
+	    (mf->rule == RULE_INDEX_MISMATCHED_SORT || mf->rule == RULE_COLLECTION_SCAN) &&
+	    rec_parse_command(mf->suggestion, &c))
+		rec_classify(a->cur, &c, &mf->esr_neq, &mf->esr_nsort);
+}
+
 static void on_finding(void *arg, const finding *f)
 {
 	aggregator *a = arg;
@@ -112,6 +129,7 @@ static void on_finding(void *arg, const finding *f)
 		snprintf(mf->suggestion, sizeof mf->suggestion, "%s", f->suggestion);
 		snprintf(mf->detail, sizeof mf->detail, "%s", f->detail);
 		imap_put(&a->findings, k, m->nfindings);
+		note_new_finding(a, mf);
 	}
 	uint64_t n = f->repeats ? f->repeats : 1;
 	mf->count += n;
@@ -295,7 +313,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 		                  .now_ms = t / 1000,
 		                  .no_wait = true};
 		block_info b;
+		a->cur = &r.view;
+		a->cur_t = t;
 		(void)engine_analyze(a->e, &r.view, &rc, &b);
+		a->cur = NULL;
 	}
 	bson_iter_t it;
 	if (!(bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))) {
@@ -345,7 +366,12 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		if (!nl)
 			abort();
 		s->lat_us = nl;
+		nl = realloc(s->lat_t, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_t = nl;
 	}
+	s->lat_t[s->nlat] = p->t_us;
 	s->lat_us[s->nlat++] = lat;
 	s->total_us += lat;
 	app_get(a, s->app)->total_us += lat;
@@ -379,10 +405,35 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		}
 		if (bson_iter_init_find(&d, rec, "arrays") && bson_iter_recurse(&d, &c))
 			while (bson_iter_next(&c))
-				agg_field_note(&ns->arrays, &ns->narrays, bson_iter_key(&c),
-				               bson_iter_as_int64(&c));
+				agg_array_sample(ns, bson_iter_key(&c), bson_iter_as_int64(&c), t);
 	}
 	free(p);
+}
+
+/* What makes an index no candidate for "redundant": a constraint or an
+ * option a plain key prefix does not give; and its collation. */
+static void index_spec_facts(const bson_t *spec, model_index *mi)
+{
+	static const char *const opts[] = {"unique", "sparse", "hidden"};
+	bson_iter_t it;
+	for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
+		if (bson_iter_init_find(&it, spec, opts[k]) && bson_iter_as_bool(&it))
+			mi->constraint = true;
+	if (bson_iter_init_find(&it, spec, "partialFilterExpression") ||
+	    bson_iter_init_find(&it, spec, "expireAfterSeconds"))
+		mi->constraint = true;
+	mi->collation[0] = '\0';
+	if (bson_iter_init_find(&it, spec, "collation") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		uint32_t l;
+		const uint8_t *d;
+		bson_t c;
+		bson_iter_document(&it, &l, &d);
+		if (bson_init_static(&c, d, l) && !query_collation_is_simple(&c)) {
+			char *j = bson_as_relaxed_extended_json(&c, NULL);
+			snprintf(mi->collation, sizeof mi->collation, "%s", j ? j : "");
+			bson_free(j);
+		}
+	}
 }
 
 /* An index list into the cache the engine reads and into the model.
@@ -423,6 +474,7 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 		snprintf(mi->name, sizeof mi->name, "%s", def->name);
 		snprintf(mi->first, sizeof mi->first, "%s", def->nkeys ? def->keys[0].field : "");
 		mi->ops = -1;
+		index_spec_facts(specs[i], mi);
 		bson_iter_t ki;
 		uint32_t l;
 		const uint8_t *d;
@@ -534,8 +586,11 @@ index_cache *aggregator_index_cache(aggregator *a)
  * the capture ran with. */
 static void ensure_engine(aggregator *a)
 {
-	if (!a->e)
+	if (!a->e) {
 		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
+		if (a->e)
+			engine_set_tally(a->e, agg_tally, a);
+	}
 }
 
 void aggregator_record(aggregator *a, int pass, const bson_t *rec)
@@ -617,6 +672,7 @@ void aggregator_finish(aggregator *a)
 		if (s)
 			m->shapes[s - 1].rules |= 1u << m->findings[i].rule;
 	}
+	report_timeline_build(m); /* while lat_us still pairs with lat_t */
 	for (size_t i = 0; i < m->nshapes; i++) {
 		model_shape *s = &m->shapes[i];
 		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
@@ -629,6 +685,8 @@ void aggregator_finish(aggregator *a)
 	}
 	for (size_t i = 0; i < m->nnss; i++)
 		mark_used(&m->nss[i]);
+	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
+	report_recommend_build(m);
 }
 
 void aggregator_free(aggregator *a)
@@ -654,14 +712,24 @@ void aggregator_free(aggregator *a)
 
 void model_free(model *m)
 {
-	for (size_t i = 0; i < m->nshapes; i++)
+	for (size_t i = 0; i < m->nshapes; i++) {
 		free(m->shapes[i].lat_us);
+		free(m->shapes[i].lat_t);
+	}
+	free(m->tl_ev);
 	for (size_t i = 0; i < m->nnss; i++) {
 		free(m->nss[i].push);
+		for (size_t k = 0; k < m->nss[i].narrays; k++) {
+			free(m->nss[i].arrays[k].sample_t);
+			free(m->nss[i].arrays[k].sample_len);
+		}
 		free(m->nss[i].arrays);
 		free(m->nss[i].used);
 		free(m->nss[i].indexes);
 	}
+	for (size_t i = 0; i < m->nrecs; i++)
+		free(m->recs[i].shapes);
+	free(m->recs);
 	free(m->shapes);
 	free(m->findings);
 	free(m->nss);

@@ -77,6 +77,8 @@ struct aggregator {
 	uint64_t instance; /* of the file being read */
 	bool rules_set;
 	engine_config cfg;
+	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
+	int64_t cur_t;      /* its time */
 };
 
 static inline uint64_t str_key(const char *s)
@@ -91,6 +93,19 @@ size_t agg_ns_index(aggregator *a, const model_ns *n); /* its index + 1 */
 void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len);
 /* The schema view's raw facts from one (redacted) request of n. */
 void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon);
+
+/* Array evidence (arrays.c): a sampled reply's longest array under path,
+ * at time t; a new unbounded-push finding's target paths, from its shape;
+ * after the last record, each push finding's evidence. */
+void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t);
+void agg_finding_push_paths(model_finding *mf);
+void report_arrays_finish(model *m);
+
+/* Time charts (timeline.c): a finding of rule at time t (the engine's
+ * tally); after the last record, before latencies are sorted, the
+ * buckets. */
+void agg_tally(void *arg, rule_id rule, rule_action action);
+void report_timeline_build(model *m);
 
 /* A failed reply of s with its code; after the last record, the codes
  * ranked and the shape marked when most of its replies failed. */

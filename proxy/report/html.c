@@ -5,11 +5,13 @@
  * script only add click-to-sort on table headers. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 static const char css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;"
@@ -26,9 +28,13 @@ static const char css[] =
     "padding:8px 12px;min-width:130px}.card b{display:block;font-size:20px}"
     ".bad{color:#b42318}.ok{color:#067647}.tag{display:inline-block;background:#fde8e7;"
     "color:#b42318;border-radius:3px;padding:0 4px;margin:1px;font-size:12px}"
+    ".muted{color:#667085}.ok-tag{background:#e3f4ea;color:#067647}p.evidence{margin:4px 0}"
     ".muted{color:#667085}svg{max-width:100%;height:auto}"
-    "nav a{margin-right:12px}"
-    "@media print{nav{display:none}th{cursor:auto}h2{break-before:page}"
+    "nav a{margin-right:12px}form.filters{margin:10px 0;padding:6px 8px;background:#f4f6f9;"
+    "border-radius:6px}form.filters "
+    "label{margin-right:10px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
+    "font-size:12px}.rec-ns h3{margin-top:16px}"
+    "@media print{nav,form.filters{display:none}th{cursor:auto}h2{break-before:page}"
     "table,pre,svg{break-inside:avoid}}";
 
 static const char js[] =
@@ -190,6 +196,7 @@ static void overview(out_t *o, const model *m)
 		labels[r] = rule_name((rule_id)r);
 	text_str(&o->t, "<h3>Findings per rule</h3>");
 	bar_chart(o, "rules-chart", "Findings per rule", labels, m->rule_totals, RULE_COUNT);
+	report_timeline_html(o, m);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
@@ -237,7 +244,15 @@ static void shapes(out_t *o, const model *m)
 	size_t *order = model_shapes_by_time(m);
 	for (size_t k = 0; order && k < m->nshapes; k++) {
 		const model_shape *s = &m->shapes[order[k]];
-		text_str(&o->t, "<tr><td>");
+		text_str(&o->t, "<tr data-ns=\"");
+		h(&o->t, s->ns);
+		text_str(&o->t, "\" data-apps=\"|");
+		h(&o->t, s->app);
+		text_str(&o->t, "|\" data-rules=\" ");
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (s->rules & (1u << r))
+				text_printf(&o->t, "%s ", rule_name((rule_id)r));
+		text_str(&o->t, "\"><td>");
 		h(&o->t, s->ns);
 		text_str(&o->t, "</td><td>");
 		h(&o->t, s->command);
@@ -262,8 +277,70 @@ static void shapes(out_t *o, const model *m)
 	out_flush(o);
 }
 
+/* A runnable command in a code block (and the words after it as words);
+ * a fix in words as a paragraph, never in a code block. */
+static void fix_html(text_buf *t, const char *fix)
+{
+	size_t n = model_fix_command_len(fix);
+	if (n) {
+		text_str(t, "<pre class=\"fix\">");
+		text_html_str(t, fix, n);
+		text_str(t, "</pre>");
+		fix += n;
+		while (*fix == ' ')
+			fix++;
+		if (!strncmp(fix, "and ", 4))
+			fix += 4;
+	}
+	if (*fix) {
+		text_str(t, n ? "<p class=\"fix-words\">Then: " : "<p class=\"fix-words\">");
+		h(t, fix);
+		text_str(t, "</p>");
+	}
+}
+
+static void finding_html(out_t *o, const model_finding *f)
+{
+	text_str(&o->t, "<div class=\"finding\" data-ns=\"");
+	h(&o->t, f->ns);
+	text_printf(&o->t, "\" data-rules=\" %s \" data-apps=\"|", rule_name(f->rule));
+	for (size_t a = 0; a < f->napps; a++) {
+		h(&o->t, f->apps[a]);
+		text_char(&o->t, '|');
+	}
+	text_str(&o->t, "\"><p><b>");
+	h(&o->t, f->ns);
+	text_str(&o->t, "</b> ");
+	h(&o->t, f->command);
+	text_printf(&o->t, ", %" PRIu64 " times", f->count);
+	for (size_t a = 0; a < f->napps; a++) {
+		text_str(&o->t, a ? ", " : " (apps: ");
+		h(&o->t, f->apps[a][0] ? f->apps[a] : "(none)");
+		text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
+	}
+	text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
+	if (f->count > 1) /* one occurrence's figures, not every one's */
+		text_printf(&o->t,
+		            "<span class=\"muted\">First of %" PRIu64 " occurrences:</span> ",
+		            f->count);
+	h(&o->t, f->detail);
+	text_str(&o->t, "</p>");
+	if (f->rule == RULE_UNBOUNDED_PUSH)
+		report_arrays_html(&o->t, f);
+	text_str(&o->t, "<p>Shape (literals replaced):</p><pre>");
+	h(&o->t, f->shape);
+	text_str(&o->t, "</pre><p>Fix:</p>");
+	fix_html(&o->t, f->suggestion);
+	text_str(&o->t, "</div>");
+	out_flush(o);
+}
+
+/* Per rule, its findings; unbounded-push's ranked by how much their
+ * arrays grew (arrays.c), the others in the order first seen. */
 static void rules(out_t *o, const model *m)
 {
+	size_t npush = 0;
+	size_t *pushes = model_pushes_by_growth(m, &npush);
 	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t,
@@ -273,36 +350,22 @@ static void rules(out_t *o, const model *m)
 		            rule_table[r]->summary);
 		h(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, ".</p>");
+		if (r == RULE_UNBOUNDED_PUSH && npush)
+			text_str(&o->t,
+			         "<p class=\"muted\">Ranked by growth: the largest array "
+			         "length seen in the second half of the capture's time range "
+			         "minus the largest seen in the first half.</p>");
 		out_flush(o);
-		for (size_t i = 0; i < m->nfindings; i++) {
-			const model_finding *f = &m->findings[i];
-			if (f->rule != (rule_id)r)
-				continue;
-			text_str(&o->t, "<div class=\"finding\"><p><b>");
-			h(&o->t, f->ns);
-			text_str(&o->t, "</b> ");
-			h(&o->t, f->command);
-			text_printf(&o->t, ", %" PRIu64 " times", f->count);
-			for (size_t a = 0; a < f->napps; a++) {
-				text_str(&o->t, a ? ", " : " (apps: ");
-				h(&o->t, f->apps[a][0] ? f->apps[a] : "(none)");
-				text_printf(&o->t, " %" PRIu64, f->app_counts[a]);
-			}
-			text_str(&o->t, f->napps ? ")</p><p>" : "</p><p>");
-			if (f->count > 1) /* one occurrence's figures, not every one's */
-				text_printf(&o->t,
-				            "<span class=\"muted\">First of %" PRIu64
-				            " occurrences:</span> ",
-				            f->count);
-			h(&o->t, f->detail);
-			text_str(&o->t, "</p><p>Shape (literals replaced):</p><pre>");
-			h(&o->t, f->shape);
-			text_str(&o->t, "</pre><p>Fix:</p><pre class=\"fix\">");
-			h(&o->t, f->suggestion);
-			text_str(&o->t, "</pre></div>");
-			out_flush(o);
+		if (r == RULE_UNBOUNDED_PUSH && pushes) {
+			for (size_t k = 0; k < npush; k++)
+				finding_html(o, &m->findings[pushes[k]]);
+			continue;
 		}
+		for (size_t i = 0; i < m->nfindings; i++)
+			if (m->findings[i].rule == (rule_id)r)
+				finding_html(o, &m->findings[i]);
 	}
+	free(pushes);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
@@ -428,7 +491,9 @@ static void apps(out_t *o, const model *m)
 	text_str(&o->t, "</tr></thead><tbody>");
 	for (size_t i = 0; i < m->napps; i++) {
 		const model_app *a = &m->apps[i];
-		text_str(&o->t, "<tr><td>");
+		text_str(&o->t, "<tr data-apps=\"|");
+		h(&o->t, a->app);
+		text_str(&o->t, "|\"><td>");
 		h(&o->t, a->app[0] ? a->app : "(none)");
 		text_printf(&o->t,
 		            "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.1f</td>"
@@ -452,14 +517,18 @@ bool report_write_html(const model *m, FILE *f)
 	               "<title>mongoguard design review</title><style>");
 	text_str(&o.t, css);
 	text_str(&o.t, "</style></head><body><h1>mongoguard design review</h1>"
-	               "<nav><a href=\"#overview\">Overview</a>");
+	               "<nav><a href=\"#overview\">Overview</a>"
+	               "<a href=\"#recommendations\">Recommendations</a>");
 	if (m->diff)
 		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
 	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
 	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
+	report_filters_html(&o, m);
+	out_flush(&o);
 	overview(&o, m);
+	report_recs_html(&o, m);
 	report_diff_html(&o, m);
 	shapes(&o, m);
 	rules(&o, m);
@@ -467,6 +536,7 @@ bool report_write_html(const model *m, FILE *f)
 	apps(&o, m);
 	text_str(&o.t, "<script>");
 	text_str(&o.t, js);
+	text_str(&o.t, report_filter_js);
 	text_str(&o.t, "</script></body></html>\n");
 	return out_done(&o);
 }

@@ -7,6 +7,7 @@
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 static void jstr(text_buf *t, const char *s)
 {
@@ -119,6 +120,11 @@ static void shapes(out_t *o, const model *m)
 
 static void findings(out_t *o, const model *m)
 {
+	size_t npush = 0, *pushes = model_pushes_by_growth(m, &npush);
+	size_t *rank = calloc(m->nfindings ? m->nfindings : 1, sizeof *rank);
+	for (size_t k = 0; pushes && rank && k < npush; k++)
+		rank[pushes[k]] = k + 1;
+	free(pushes);
 	text_str(&o->t, "\"findings\":[");
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *f = &m->findings[i];
@@ -148,9 +154,12 @@ static void findings(out_t *o, const model *m)
 			jstr(&o->t, f->apps[a]);
 			text_printf(&o->t, ":%" PRIu64, f->app_counts[a]);
 		}
-		text_str(&o->t, "}}");
+		text_char(&o->t, '}');
+		report_arrays_json(&o->t, f, rank ? rank[i] : 0);
+		text_char(&o->t, '}');
 		out_flush(o);
 	}
+	free(rank);
 	text_str(&o->t, "],");
 }
 
@@ -252,8 +261,10 @@ bool report_write_json(const model *m, FILE *f)
 	text_str(&o.t, "{\"format\":\"mongoguard-report\",\"version\":1,");
 	inputs(&o, m);
 	overview(&o, m);
+	report_timeline_json(&o, m);
 	shapes(&o, m);
 	findings(&o, m);
+	report_recs_json(&o, m);
 	report_diff_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);

@@ -2,10 +2,12 @@
  * the ten costliest shapes, and each rule's findings with their fixes. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "proxy/report/model.h"
 #include "proxy/report/diff_out.h"
 #include "proxy/report/out.h"
+#include "proxy/report/sections_out.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
 static void cell(text_buf *t, const char *s, size_t max)
@@ -28,6 +30,37 @@ static void failures_cell(text_buf *t, const model_shape *s)
 		text_str(t, s->mostly_fails ? "), **mostly fails**" : ")");
 	}
 	text_str(t, " | ");
+}
+
+/* The pushes ranked by how much their arrays grew (arrays.c). */
+static void pushes_md(out_t *o, const model *m)
+{
+	size_t n = 0, *p = model_pushes_by_growth(m, &n);
+	if (p && n) {
+		text_str(&o->t,
+		         "\n## Arrays that grow (by growth: second-half largest minus "
+		         "first-half largest)\n\n| ns | array | largest | p95 | first half | "
+		         "second half | growth | |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+		for (size_t k = 0; k < n; k++) {
+			const model_finding *f = &m->findings[p[k]];
+			text_str(&o->t, "| ");
+			cell(&o->t, f->ns, 100);
+			text_str(&o->t, " | ");
+			if (!f->has_evidence) {
+				text_str(&o->t, "(none sampled) | | | | | | |\n");
+				continue;
+			}
+			cell(&o->t, f->arr.path, 100);
+			text_printf(&o->t,
+			            " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64
+			            " | %+" PRId64 " | %s |\n",
+			            f->arr.largest, f->arr.p95, f->arr.first_half,
+			            f->arr.second_half, f->arr.growth,
+			            f->array_bounded ? "seen only small" : "");
+			out_flush(o);
+		}
+	}
+	free(p);
 }
 
 bool report_write_md(const model *m, FILE *f)
@@ -57,6 +90,7 @@ bool report_write_md(const model *m, FILE *f)
 		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
 		            m->rule_totals[r], rule_table[r]->fix_kind);
 	out_flush(&o);
+	report_recs_md(&o, m);
 	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
 	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
 	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
@@ -78,6 +112,7 @@ bool report_write_md(const model *m, FILE *f)
 	}
 	free(order);
 	report_diff_md(&o, m);
+	pushes_md(&o, m);
 	text_str(&o.t, "\n## What to change\n");
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
@@ -89,9 +124,19 @@ bool report_write_md(const model *m, FILE *f)
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
 			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
 		text_str(&o.t, fd->detail);
-		text_str(&o.t, "\n\n```js\n");
-		text_str(&o.t, fd->suggestion);
-		text_str(&o.t, "\n```\n");
+		if (fd->rule == RULE_UNBOUNDED_PUSH) {
+			text_str(&o.t, "\n\n");
+			report_arrays_md(&o.t, fd);
+		}
+		size_t n = model_fix_command_len(fd->suggestion);
+		const char *rest = fd->suggestion + n;
+		if (n)
+			text_printf(&o.t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
+		while (*rest == ' ')
+			rest++;
+		if (n && !strncmp(rest, "and ", 4))
+			rest += 4;
+		text_printf(&o.t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
 		out_flush(&o);
 	}
 	return out_done(&o);

@@ -36,6 +36,7 @@ typedef struct model_shape {
 	char shape[MODEL_SHAPE_LEN];
 	uint64_t count;
 	int64_t *lat_us; /* one per paired reply */
+	int64_t *lat_t;  /* its request's time, until aggregator_finish sorts lat_us */
 	size_t nlat, caplat;
 	int64_t total_us;
 	uint64_t docs, bytes; /* returned */
@@ -53,6 +54,22 @@ typedef struct model_shape {
 	double p50, p95, p99; /* ms, after aggregator_finish */
 } model_shape;
 
+#define MODEL_ARRAY_SAMPLES (1u << 20)
+/* An array that never went past this, and did not grow from the first half
+ * of the capture to the second, is labelled as seen only small: bounded
+ * by the business (five addresses), not by the code. */
+#define MODEL_ARRAY_SMALL 20
+
+/* What sampled replies showed of an unbounded-push finding's array. */
+typedef struct model_array_evidence {
+	char path[128];
+	uint64_t samples;     /* sampled replies that held it */
+	int64_t largest, p95; /* elements */
+	int64_t first_half,
+	    second_half; /* largest in each half of the capture's time range; -1: none */
+	int64_t growth;  /* second_half - first_half (0 when a half saw none) */
+} model_array_evidence;
+
 typedef struct model_finding {
 	rule_id rule;
 	uint64_t hash;
@@ -65,20 +82,36 @@ typedef struct model_finding {
 	char apps[MODEL_APPS_PER_FINDING][128];
 	uint64_t app_counts[MODEL_APPS_PER_FINDING];
 	size_t napps;
+	/* The ESR classification of the suggestion's key, from the request
+	 * that first gave it (recommend.c): its first esr_neq fields are
+	 * equality fields, the next esr_nsort sort fields; -1: not known (the
+	 * key is then taken in its order, as written). */
+	int esr_neq, esr_nsort;
+	char push_paths[4][128]; /* unbounded-push: the arrays its shape appends to */
+	size_t npush_paths;
+	bool array_bounded; /* unbounded-push: its arrays were seen only small (arrays.c) */
+	bool has_evidence;  /* unbounded-push: arr holds what replies showed */
+	model_array_evidence arr;
 } model_finding;
 
 typedef struct model_field {
 	char path[128];
 	uint64_t count;
 	int64_t max_len; /* arrays: longest seen in replies (-1: none seen) */
+	/* arrays: each sampled reply's longest, with the reply's time (arrays.c;
+	 * at most MODEL_ARRAY_SAMPLES, then only max_len follows) */
+	int64_t *sample_t, *sample_len;
+	size_t nsamples, capsamples;
 } model_field;
 
 typedef struct model_index {
 	char name[128];
 	char key[512]; /* the key pattern as JSON */
 	char first[128];
-	bool used;   /* some captured shape can use it (see aggregate.c) */
-	int64_t ops; /* $indexStats accesses.ops, -1 when unknown */
+	bool used;           /* some captured shape can use it (see aggregate.c) */
+	bool constraint;     /* unique, partial, sparse, TTL or hidden: never redundant */
+	char collation[256]; /* JSON, "" for the simple collation */
+	int64_t ops;         /* $indexStats accesses.ops, -1 when unknown */
 } model_index;
 
 typedef struct model_ns {
@@ -101,6 +134,30 @@ typedef struct model_ns {
 	bool have_indexes;
 	int64_t doc_count; /* estimated, with the last index list; -1 unknown */
 } model_ns;
+
+/* One fix for a collection (recommend.c): an index that serves some
+ * captured shapes (the merged ESR suggestions), or a design change named
+ * by its pattern. Ranked: collections by the time their shapes spent,
+ * then each collection's fixes by theirs. */
+#define MODEL_REC_REDUNDANT 8
+typedef struct model_rec {
+	char ns[MODEL_NS_LEN];
+	bool index;         /* an index to create; else a design change */
+	rule_id rule;       /* the rule whose findings ask for it (the costliest shape's) */
+	unsigned rules;     /* bit per rule whose findings ask for it */
+	char key[512];      /* index: its key, as JSON */
+	char command[1200]; /* index: the runnable createIndex */
+	char pattern[48];   /* design: the pattern to apply */
+	char change[1024];  /* design: the change in words; index: what else to do, or "" */
+	uint64_t *shapes;   /* shape hashes served (index) or asking (design) */
+	size_t nshapes;
+	char redundant[MODEL_REC_REDUNDANT][128]; /* existing indexes it makes redundant */
+	char redundant_key[MODEL_REC_REDUNDANT][512];
+	size_t nredundant;
+	bool exists;         /* the last index snapshot already holds it */
+	int64_t total_us;    /* of the shapes it serves */
+	int64_t ns_total_us; /* of every shape its collection's fixes name */
+} model_rec;
 
 typedef struct model_app {
 	char app[128];
@@ -133,6 +190,27 @@ typedef struct model_diff {
 	size_t nregressions;
 } model_diff;
 
+/* Time charts (timeline.c): the capture's time range in
+ * MODEL_TIME_BUCKETS intervals; findings per rule in each, and the p95
+ * latency of the MODEL_TIME_SHAPES shapes with the most total time. */
+#define MODEL_TIME_BUCKETS 30
+#define MODEL_TIME_SHAPES  5
+
+typedef struct model_tl_event { /* findings of one rule within one second */
+	int64_t t_us;           /* the first one's */
+	rule_id rule;
+	uint64_t n;
+} model_tl_event;
+
+typedef struct model_timeline {
+	int64_t start_us, width_us; /* bucket b covers start + b*width, one width long */
+	size_t nb;                  /* 0: no requests */
+	uint64_t rule[RULE_COUNT][MODEL_TIME_BUCKETS];
+	size_t shape[MODEL_TIME_SHAPES]; /* into m->shapes */
+	size_t nshapes;
+	double p95[MODEL_TIME_SHAPES][MODEL_TIME_BUCKETS]; /* ms; -1: no reply then */
+} model_timeline;
+
 typedef struct model {
 	model_input *inputs;
 	size_t ninputs;
@@ -154,6 +232,11 @@ typedef struct model {
 	size_t ndbs;
 	bool indexes_live; /* --indexes-from */
 	char indexes_from[512];
+	model_tl_event *tl_ev; /* in record order, one per (second, rule) run */
+	size_t ntl_ev, captl_ev;
+	model_timeline tl;
+	model_rec *recs; /* ranked (recommend.c) */
+	size_t nrecs;
 	bool redacted;          /* every input was redacted */
 	const model_diff *diff; /* NULL without --baseline */
 } model;

@@ -22,6 +22,7 @@ void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
 	if (!na)
 		abort();
 	*arr = na;
+	memset(&na[*n], 0, sizeof na[*n]);
 	snprintf(na[*n].path, sizeof na[*n].path, "%s", path);
 	na[*n].count = 1;
 	na[*n].max_len = len;
