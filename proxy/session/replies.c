@@ -178,6 +178,32 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 /* Relays what the upstream sent. The replies go through the worker's
  * stage_replies and out together when it returns (flush_replies); one
  * that is all its read held goes at once. */
+/* A whole reply (FRAMER_WHOLE) to the head request f: a write's reply is
+ * read for its n and passed as it is; a hello's is rewritten. */
+static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
+                        const uint8_t *p, const framer_step *st)
+{
+	note_reply_start(s);
+	if (s->env.capture)
+		capture_reply_step(s, in, st);
+	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
+	if (f && inflight_is_write(f->kind)) {
+		note_write_reply(s, f, p, st->n);
+		evbuffer_remove_buffer(in, out, st->n);
+	} else {
+		relay_hello(s, in, out, p, st->n);
+	}
+}
+
+/* Replies to the head request gathered whole: a hello's, to rewrite its
+ * hosts, and a write's, to read how many documents it wrote. */
+static bool wanted_whole(const session *s, const inflight *f)
+{
+	return f && !f->answer &&
+	       ((s->env.hello && inflight_is_hello(f->kind)) ||
+	        (f->kept && inflight_is_write(f->kind)));
+}
+
 static void process_upstream_replies(session *s)
 {
 	struct evbuffer *out = s->env.stage_replies;
@@ -207,10 +233,7 @@ static void process_upstream_replies(session *s)
 		framer_step st;
 		wire_error err = {0};
 		const inflight *head = inflight_head(&s->inflight);
-		reply_framer_set_whole(&s->framer,
-		                       head && !head->answer &&
-		                           ((s->env.hello && inflight_is_hello(head->kind)) ||
-		                            (head->kept && inflight_is_write(head->kind))));
+		reply_framer_set_whole(&s->framer, wanted_whole(s, head));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
 			               have);
@@ -247,16 +270,7 @@ static void process_upstream_replies(session *s)
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			break;
 		case FRAMER_WHOLE:
-			note_reply_start(s);
-			if (s->env.capture)
-				capture_reply_step(s, in, &st);
-			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
-			if (head && inflight_is_write(head->kind)) {
-				note_write_reply(s, head, p, st.n);
-				evbuffer_remove_buffer(in, out, st.n);
-			} else {
-				relay_hello(s, in, out, p, st.n);
-			}
+			relay_whole(s, head, in, out, p, &st);
 			break;
 		}
 		if (!reply_framer_mid_reply(&s->framer))
