@@ -200,6 +200,9 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 	if (ax->rc && ax->rc->no_wait) {
 		if (ax->block)
 			ax->block->skipped |= 1u << ax->cur_rule;
+	} else if (s->act[ax->cur_rule] >= RULE_DRY_RUN && !ax->late_call && ax->nreported == 0 &&
+	           ax->verdict == VERDICT_FORWARD) {
+		ax->wait = true; /* a list facts_ready could not see: $lookup's other side */
 	} else {
 		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
 	}
@@ -281,10 +284,16 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.nreported = 0;
 	ax.late_call = rc && rc->late;
 	ax.cur_site = NULL;
+	ax.wait = false;
 	ax.memo_used = false;
 	ax.memo_r = INDEXES_UNAVAILABLE;
 	ax.memo_set = NULL;
 	verdict vd = c->analyze(&ax, v);
+	if (ax.wait) {
+		vd = VERDICT_WAIT_INDEXES;
+		if (block)
+			block->late.n = block->late.lost = 0; /* judged again whole */
+	}
 	index_set_release(ax.memo_set);
 	return vd;
 }

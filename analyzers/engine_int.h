@@ -136,6 +136,10 @@ struct rule_ctx {
 	rule_id cur_rule;
 	unsigned cur_kind; /* PART_* */
 	const rule_site *cur_site;
+	/* A check at dry-run or block found a list not known yet before
+	 * anything was reported: the request waits, and nothing more is
+	 * reported by this call (it is analysed again from the start). */
+	bool wait;
 	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
 	 * set is released when the request is done. */
 	bool memo_used;

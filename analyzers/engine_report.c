@@ -156,7 +156,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
                                              uint64_t pre_hash)
 {
 	rule_action action = s->act[rule];
-	if (action == RULE_OFF)
+	if (action == RULE_OFF || ax->wait)
 		return;
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	char redacted[SHAPE_BUF_LEN];

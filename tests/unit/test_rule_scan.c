@@ -431,6 +431,14 @@ static void test_first_request_gets_a_verdict(void **state)
 	assert_int_equal(
 	    fx_analyze(e, "test", "{'insert':'fresh4','documents':[{'a':1}]}", NULL, 0, NULL, &b),
 	    VERDICT_FORWARD);
+	/* the other side of a $lookup, not known yet: held too, then blocked */
+	put(ic, "big", BIG_INDEXES, 50000);
+	const char *q5 = "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$lookup':{"
+	                 "'from':'fresh5','localField':'qty','foreignField':'qty','as':'j'}}],"
+	                 "'cursor':{}}";
+	assert_int_equal(fx_analyze(e, "test", q5, NULL, 0, NULL, &b), VERDICT_WAIT_INDEXES);
+	put(ic, "fresh5", BIG_INDEXES, 50000);
+	assert_int_equal(fx_analyze(e, "test", q5, NULL, 0, NULL, &b), VERDICT_BLOCK);
 	engine_free(e);
 	fx_sink_free(&sink);
 	index_cache_free(ic);
