@@ -25,7 +25,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { MAX_REQUESTS = 24, MAX_STREAM = 8 * 1024 * 1024 };
+enum { MAX_REQUESTS = 24, MAX_STREAM = 2 * 1024 * 1024 };
 
 static size_t length_of(const uint8_t *p, bool *bad)
 {
