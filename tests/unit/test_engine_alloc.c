@@ -42,16 +42,7 @@ typedef struct acase {
 
 #define C(n, j)                                                                                    \
 	{                                                                                          \
-		n, j,                                                                              \
-		{                                                                                  \
-			{NULL, {NULL}},                                                            \
-			{                                                                          \
-				NULL,                                                              \
-				{                                                                  \
-					NULL                                                       \
-				}                                                                  \
-			}                                                                          \
-		}                                                                                  \
+		n, j, FX_NOSEQ                                                                     \
 	}
 
 static const acase cases[] = {

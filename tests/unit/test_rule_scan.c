@@ -65,16 +65,7 @@ typedef struct scase {
 	const char *suggestion_has;
 } scase;
 
-#define NOSEQ                                                                                      \
-	{                                                                                          \
-		{NULL, {NULL}},                                                                    \
-		{                                                                                  \
-			NULL,                                                                      \
-			{                                                                          \
-				NULL                                                               \
-			}                                                                          \
-		}                                                                                  \
-	}
+#define NOSEQ FX_NOSEQ
 #define HIT(n, j, cmd, d, sg)                                                                      \
 	{                                                                                          \
 		n, j, NOSEQ, true, "test.big", cmd, d, sg                                          \
