@@ -90,8 +90,12 @@ body_key body_key_of(const char *k)
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, doc))
-		return false;
+	return bson_iter_init(&it, doc) && body_walk_iter(b, &it, wanted);
+}
+
+bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+{
+	bson_iter_t it = *doc;
 	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
 		body_key key = key_of(k);

@@ -90,6 +90,11 @@ static inline void body_init(cmd_body *b, const char *db, const char *coll)
  * (a bulkWrite op's kind) stay first. False when doc cannot be read. */
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
 
+/* The same, from an iterator before the document's first element (as
+ * bson_iter_init leaves one); the views point into its bytes. */
+bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+    __attribute__((warn_unused_result));
+
 /* A static view of the document under it (false when it is not one). */
 static inline bool body_doc_view(const bson_iter_t *it, bson_t *out)
 {

@@ -61,13 +61,16 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 		if (holds && e->needs_facts[r])
 			e->facts_may_hold |= 1u << r;
 		for (int c = 0; c < CHECK_KINDS; c++)
-			if (e->parts[r] & (1u << c))
+			if (e->parts[r] & (1u << c)) {
+				e->when[c][e->nchecks[c]] = c == CHECK_FILTER   ? k->filter_when
+				                            : c == CHECK_UPDATE ? k->update_when
+				                            : c == CHECK_QUERY  ? k->query_when
+				                                                : 0;
 				e->checks[c][e->nchecks[c]++] = (rule_id)r;
-		if (k->document) {
-			uint32_t f = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;
-			if (f < e->doc_floor)
-				e->doc_floor = f;
-		}
+			}
+		e->floor[r] = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;
+		if (k->document && e->floor[r] < e->doc_floor)
+			e->doc_floor = e->floor[r];
 		if (k->state_new)
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
 		rule_action a = e->cfg.rules[r].action;

@@ -111,6 +111,11 @@ struct engine {
 	uint8_t sample[RULE_COUNT];
 	unsigned parts_all, parts_explain;
 	uint32_t doc_floor; /* the smallest document a document check reports */
+	/* Beside checks[kind][i]: the STMT_ bits that check is called for
+	 * (rule_checks.*_when; 0: always), and each rule's document_floor
+	 * (0: none), which its update check is not called below. */
+	unsigned when[CHECK_KINDS][RULE_COUNT];
+	uint32_t floor[RULE_COUNT];
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
@@ -155,11 +160,41 @@ static inline const char *actx_command(const actx *ax)
 	return ax->explain ? "explain" : ax->cmd->name;
 }
 
-/* Each check of one kind, for the rules not off at the site, in table
- * order; part is what that kind of check is given (rule_checks). Only the
+/* Each check of one kind, for the rules not off at the site (and not
+ * skipped by the facts), in table order; part is what that kind of check
+ * is given (rule_checks). Only the
  * sort checks can answer false (the request waits), and then the checks
  * after them do not run. always_inline: kind is a constant at every call,
  * so each call is the plain loop over one list. */
+/* Whether the i-th check of kind is not called at s: its rule is off
+ * there, or the statement's facts show it could find nothing. */
+static inline __attribute__((always_inline)) bool check_skipped(const engine *e, const rule_site *s,
+                                                                check_kind kind, size_t i)
+{
+	rule_id r = e->checks[kind][i];
+	if (s->act[r] == RULE_OFF)
+		return true;
+	if (!s->facts)
+		return false;
+	unsigned when = e->when[kind][i];
+	if (when && !(when & s->facts->have))
+		return true;
+	return kind == CHECK_UPDATE && s->facts->update.len < e->floor[r];
+}
+
+/* Whether some check of kind would be called at s (run_checks). */
+static inline __attribute__((always_inline)) bool any_check(const actx *ax, const rule_site *s,
+                                                            check_kind kind)
+{
+	const engine *e = ax->e;
+	if (ax->late_call && !(s->late_kinds & (1u << kind)))
+		return false;
+	for (size_t i = 0; i < e->nchecks[kind]; i++)
+		if (!check_skipped(e, s, kind, i))
+			return true;
+	return false;
+}
+
 static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rule_site *s,
                                                              check_kind kind, const void *part)
 {
@@ -170,7 +205,7 @@ static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rul
 	ax->cur_site = s;
 	for (size_t i = 0; i < e->nchecks[kind]; i++) {
 		rule_id r = e->checks[kind][i];
-		if (s->act[r] == RULE_OFF)
+		if (check_skipped(e, s, kind, i))
 			continue;
 		ax->cur_rule = r;
 		const rule_checks *k = rule_table[r]->checks;

@@ -132,7 +132,7 @@ static bool facts_ready(actx *ax, target *t, unsigned present)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, t->late_kinds};
+	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, NULL, t->late_kinds};
 	return s;
 }
 
@@ -180,18 +180,30 @@ static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query
 }
 
 /* The checks of a filter, an update and a query, after the sort checks.
- * The update checks see the statement's filter through the site. */
+ * The filter and the update are read once, into facts every check reads
+ * (facts.h), each only when some rule not off here reads it. The update
+ * checks see the statement's filter through the site. */
 static void check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
                                 rule_query_kind kind)
 {
+	stmt_facts f;
+	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
+	f.has_update = b->has_update && (t->parts & PART_UPDATE);
+	if (f.has_filter)
+		facts_filter(&f.filter, &b->filter);
+	if (f.has_update)
+		facts_update(&f.update, &b->update);
+	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
+	s->facts = &f;
 	if (b->has_filter) {
 		s->filter = &b->filter;
 		run_checks(ax, s, CHECK_FILTER, &b->filter);
 	}
 	if (b->has_update)
 		run_checks(ax, s, CHECK_UPDATE, &b->update);
-	if (t->parts & PART_QUERY)
+	if ((t->parts & PART_QUERY) && any_check(ax, s, CHECK_QUERY))
 		run_body_query(ax, s, b, kind);
+	s->facts = NULL; /* f is this call's */
 }
 
 /* ---- find, findAndModify, count, distinct ---- */
@@ -387,7 +399,7 @@ verdict analyze_view(actx *ax, const cmdview *v)
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once. */
-static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned keys,
+static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
                          const char *op)
 {
@@ -399,7 +411,7 @@ static void analyze_stmt(actx *ax, const target *t, const bson_t *doc, unsigned 
 		b.parts[0].mode = SHAPE_VERBATIM;
 		b.n = 1;
 	}
-	if (!body_walk(&b, doc, keys))
+	if (!body_walk_iter(&b, doc, keys))
 		return;
 	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
 		b.limit = b.multi ? 0 : 1;
@@ -423,9 +435,9 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 	if (!facts_ready(ax, &t, PART_QUERY))
 		return VERDICT_WAIT_INDEXES;
 	cmdview_docs d;
-	bson_t doc;
+	bson_iter_t doc;
 	cmdview_docs_init(&d, v, c->stmts);
-	while (cmdview_docs_next(&d, &doc))
+	while (cmdview_docs_next_iter(&d, &doc))
 		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL);
 	return ax->verdict;
 }
@@ -560,10 +572,11 @@ verdict analyze_bulk_write(actx *ax, const cmdview *v)
 			bulk_nsinfo_free(&nsinfo);
 			return VERDICT_WAIT_INDEXES;
 		}
+		bson_iter_t stmt;
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
-		else
-			analyze_stmt(ax, &t, &op, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
+		else if (bson_iter_init(&stmt, &op))
+			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
 			             ax->cmd->name, t.ns, kind);
 	}

@@ -11,10 +11,18 @@
 #include <stdint.h>
 #include <string.h>
 
-/* lit must be a non-empty literal. */
+/* lit must be a literal: its length is then known where this is inlined,
+ * so a one-letter name ("q", "u") costs two byte comparisons and a longer
+ * one a call for the rest only when the first two bytes match. */
 static inline bool key_eq(const char *k, const char *lit)
 {
-	return k[0] == lit[0] && (lit[0] == '\0' || k[1] == lit[1]) && strcmp(k, lit) == 0;
+	if (k[0] != lit[0])
+		return false;
+	if (lit[0] == '\0')
+		return true;
+	if (k[1] != lit[1])
+		return false;
+	return lit[1] == '\0' || strcmp(k + 2, lit + 2) == 0;
 }
 
 /* Whether key, with its NUL as BSON stores a key, occurs anywhere in the

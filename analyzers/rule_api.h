@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "analyzers/facts.h"
 #include "analyzers/index_cache.h"
 #include "analyzers/rule_config.h"
 #include "analyzers/shape.h"
@@ -41,6 +42,13 @@ typedef struct rule_site {
 	 * bulkWrite's filter), positioned on it; NULL when there is none. An
 	 * update check reads it for guards that bound the write. */
 	const bson_iter_t *filter;
+	/* The statement's filter and update as the engine read them once
+	 * (facts.h), for the checks to read instead of walking them again:
+	 * facts->filter describes the filter the filter and query checks are
+	 * given, facts->update the update the update checks are given. NULL
+	 * (or has_filter / has_update false) where the engine read none: the
+	 * checks then read the BSON. */
+	const stmt_facts *facts;
 	/* The engine's: in a late call, the kinds of check owed here (only
 	 * they run). */
 	unsigned late_kinds;
@@ -99,8 +107,17 @@ struct rule_checks {
 	void (*document)(rule_ctx *c, const rule_site *s, const bson_t *doc);
 	/* With document: the fewest bytes a document must have for the check
 	 * to report it under these parameters. An insert whose documents are
-	 * all smaller (the whole request is) is not walked at all. */
+	 * all smaller (the whole request is) is not walked at all. With update
+	 * too: an update whose document or pipeline is smaller (facts.h,
+	 * update_facts.len) is not given to the update check. */
 	uint32_t (*document_floor)(const rule_config *rc);
+	/* Where the engine read the statement (rule_site.facts): the STMT_
+	 * bits (facts.h) of which the statement must have one for the check
+	 * to be called; 0: called whatever the facts show. A rule names here
+	 * only what its check would return on at once without it, so the
+	 * verdict is the same either way; the engine then does not call, and
+	 * does not build a query for, checks that could find nothing. */
+	unsigned filter_when, update_when, query_when;
 	/* Renders the words of a finding from the facts the check reported. */
 	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
 	/* State kept per engine (hot-path counters), or NULL. state_new

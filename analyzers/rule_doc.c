@@ -673,7 +673,9 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 {
 	bson_iter_t first;
 	bson_t doc;
-	doc_facts f = {.replacement = false};
+	/* Written only past the floor: zeroing the hit's path on every
+	 * statement cost more than the rest of this check. */
+	doc_facts f;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) && !WIRE_ITER_HOLDS_ARRAY(u))
 		return;
 	const rule_config *rc = rule_ctx_config(c, RULE_LARGE_DOCUMENT);
@@ -683,6 +685,7 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 	        floor_of(rc->params[DOC_PARAM_MAX_BYTES], rc->params[DOC_PARAM_MAX_ARRAY_LENGTH]) ||
 	    !rule_wanted(c, s, RULE_LARGE_DOCUMENT))
 		return;
+	memset(&f, 0, sizeof(f));
 	limits_at(c, s, &f);
 	if (WIRE_ITER_HOLDS_DOCUMENT(u) && wire_iter_recurse(u, &first) && wire_iter_next(&first) &&
 	    wire_iter_key(&first)[0] != '$') {

@@ -184,6 +184,26 @@ static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
 	}
 }
 
+/* filter_guards of the filter the engine read (facts.h): the same members,
+ * without stepping the filter again. */
+static void facts_guards(push_guards *g, const filter_facts *f)
+{
+	bson_iter_t el;
+	for (unsigned i = 0; i < f->n; i++) {
+		const bson_iter_t *c = &f->m[i].it;
+		const char *k = wire_iter_key(c);
+		if (k[0] != '$') {
+			field_guards(g, k, c);
+		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(c) &&
+		           wire_iter_recurse(c, &el)) {
+			while (wire_iter_next(&el))
+				filter_guards(g, &el, 1);
+		} else if (key_eq(k, "$expr")) {
+			expr_guards(g, c, 0);
+		}
+	}
+}
+
 /* Whether the update document increments a guarded counter by a positive
  * amount: then every application moves the counter towards its bound, and
  * the write stops applying when it is reached. */
@@ -388,7 +408,18 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 	return found;
 }
 
-bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
+/* The guards of the statement's filter: from the facts when the engine read
+ * it (ff), else from the filter itself (NULL: none). */
+static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_facts *ff)
+{
+	if (ff)
+		facts_guards(g, ff);
+	else if (filter)
+		filter_guards(g, filter, 0);
+}
+
+static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
+                        push_hit *hit)
 {
 	bson_iter_t c, push;
 	/* Counts and flags only: on every update statement, zeroing the two
@@ -401,8 +432,7 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 	hit->pipeline = hit->unjudged = false;
 	hit->form = NULL;
 	if (WIRE_ITER_HOLDS_ARRAY(u)) {
-		if (filter)
-			filter_guards(&g, filter, 0);
+		guards_of(&g, filter, ff);
 		return check_pipeline(u, &g, hit);
 	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
@@ -423,8 +453,8 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 		return false;
 	/* The guards are read only for an update that pushes: the common
 	 * update ($set, $inc) pays nothing for them. */
-	if (filter) {
-		filter_guards(&g, filter, 0);
+	if (filter || ff) {
+		guards_of(&g, filter, ff);
 		g.counted = increments_counter(u, &g);
 	}
 	/* Every $push of the document, not only the first: mongod applies
@@ -438,12 +468,20 @@ bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit 
 	return found;
 }
 
+bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
+{
+	return push_update(u, filter, NULL, hit);
+}
+
 /* ---- the rule: check and words ---- */
 
 static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 {
 	push_hit hit;
-	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && rule_push_update(u, s->filter, &hit))
+	const stmt_facts *f = s->facts;
+	const filter_facts *ff =
+	    f && f->has_filter && f->filter.complete && s->filter ? &f->filter : NULL;
+	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && push_update(u, s->filter, ff, &hit))
 		rule_report(c, s, RULE_UNBOUNDED_PUSH, &hit);
 }
 
@@ -495,6 +533,9 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 static const rule_checks checks = {
     .update = check_update,
     .words = words,
+    /* push_update finds nothing in an update that is not a pipeline and
+     * has no $push */
+    .update_when = STMT_PUSH,
 };
 
 const rule_def rule_push_def = {

@@ -210,7 +210,7 @@ static void join_path(char *out, size_t cap, const char *prefix, const char *key
 	out[n + b] = '\0';
 }
 
-static bool walk_fields(bson_iter_t *c, const char *prefix, regex_hit *hit, int depth);
+static bool walk_member(const bson_iter_t *it, const char *prefix, regex_hit *hit, int depth);
 
 /* A filter document; prefix is the enclosing field for $elemMatch's
  * document form, so the hit names the full path. */
@@ -221,53 +221,46 @@ static bool walk_filter(const bson_iter_t *doc, const char *prefix, regex_hit *h
 		return too_deep(hit, prefix);
 	if (!WIRE_ITER_HOLDS_DOCUMENT(doc) || !wire_iter_recurse(doc, &c))
 		return false;
-	return walk_fields(&c, prefix, hit, depth);
+	while (wire_iter_next(&c))
+		if (walk_member(&c, prefix, hit, depth))
+			return true;
+	return false;
 }
 
-/* The members of a filter document, it before the first (stepped on).
- * Inlined into walk_filter, as it was one function with it: the call per
- * filter level showed in bench_analyze. */
-static inline __attribute__((always_inline)) bool walk_fields(bson_iter_t *it, const char *prefix,
-                                                              regex_hit *hit, int depth)
+/* One member of a filter document. Inlined into walk_filter, as it was
+ * one function with it: the call per member showed in bench_analyze. */
+static inline __attribute__((always_inline)) bool
+walk_member(const bson_iter_t *it, const char *prefix, regex_hit *hit, int depth)
 {
-	while (wire_iter_next(it)) {
-		const char *k = wire_iter_key(it);
-		if (k[0] == '$') {
-			if (key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor")) {
-				bson_iter_t e;
-				if (WIRE_ITER_HOLDS_ARRAY(it) && wire_iter_recurse(it, &e))
-					while (wire_iter_next(&e))
-						if (walk_filter(&e, prefix, hit, depth + 1))
-							return true;
-			} else if (key_eq(k, "$expr")) {
-				if (walk_expr(it, hit, depth + 1))
-					return true;
-			}
-			/* $text, $where, $comment, $jsonSchema, unknown: no
-			 * regex match the server would run through an index. */
-			continue;
-		}
-		/* Scalars other than regexes match nothing by pattern. */
-		if (!WIRE_ITER_HOLDS_REGEX(it) && !WIRE_ITER_HOLDS_DOCUMENT(it))
-			continue;
-		char path[sizeof(hit->field)];
-		join_path(path, sizeof(path), prefix, k);
-		if (WIRE_ITER_HOLDS_REGEX(it)) {
-			if (check_regex_value(it, path, NULL, hit))
+	const char *k = wire_iter_key(it);
+	if (k[0] == '$') {
+		if (key_eq(k, "$and") || key_eq(k, "$or") || key_eq(k, "$nor")) {
+			bson_iter_t e;
+			if (WIRE_ITER_HOLDS_ARRAY(it) && wire_iter_recurse(it, &e))
+				while (wire_iter_next(&e))
+					if (walk_filter(&e, prefix, hit, depth + 1))
+						return true;
+		} else if (key_eq(k, "$expr")) {
+			if (walk_expr(it, hit, depth + 1))
 				return true;
-			continue;
 		}
-		/* {f: {$op: ...}} is an operator document; {f: {a: 1}} is an
-		 * equality on an embedded document and matches nothing by
-		 * pattern, whatever its fields are called ("$options" or "i"
-		 * included). */
-		bson_iter_t first;
-		if (WIRE_ITER_HOLDS_DOCUMENT(it) && wire_iter_recurse(it, &first) &&
-		    wire_iter_next(&first) && wire_iter_key(&first)[0] == '$' &&
-		    walk_ops(it, path, hit, depth + 1))
-			return true;
+		/* $text, $where, $comment, $jsonSchema, unknown: no regex match
+		 * the server would run through an index. */
+		return false;
 	}
-	return false;
+	/* Scalars other than regexes match nothing by pattern. */
+	if (!WIRE_ITER_HOLDS_REGEX(it) && !WIRE_ITER_HOLDS_DOCUMENT(it))
+		return false;
+	char path[sizeof(hit->field)];
+	join_path(path, sizeof(path), prefix, k);
+	if (WIRE_ITER_HOLDS_REGEX(it))
+		return check_regex_value(it, path, NULL, hit);
+	/* {f: {$op: ...}} is an operator document; {f: {a: 1}} is an equality
+	 * on an embedded document and matches nothing by pattern, whatever its
+	 * fields are called ("$options" or "i" included). */
+	bson_iter_t first;
+	return wire_iter_recurse(it, &first) && wire_iter_next(&first) &&
+	       wire_iter_key(&first)[0] == '$' && walk_ops(it, path, hit, depth + 1);
 }
 
 /* {$regexMatch: {input, regex, options}} */
@@ -343,13 +336,35 @@ bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 	return walk_filter(filter, NULL, hit, 0);
 }
 
+/* The same question of a filter the engine has read (facts.h): only the
+ * members that can hide a pattern are walked, in the filter's order. */
+static bool regex_in_facts(const filter_facts *f, regex_hit *hit)
+{
+	hit->coll[0] = '\0';
+	hit->too_deep = false;
+	for (unsigned i = 0; i < f->n; i++) {
+		const fact_member *m = &f->m[i];
+		if ((m->kind == FM_OPS && (m->ops & FOP_PATTERN)) || m->kind == FM_REGEX ||
+		    m->kind == FM_TOP) {
+			if (walk_member(&m->it, NULL, hit, 0))
+				return true;
+		}
+	}
+	return false;
+}
+
 /* The same for a filter held as a document (a query's, rule_query). */
 static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 {
 	bson_iter_t c;
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return bson_iter_init(&c, filter) && walk_fields(&c, NULL, hit, 0);
+	if (!bson_iter_init(&c, filter))
+		return false;
+	while (wire_iter_next(&c))
+		if (walk_member(&c, NULL, hit, 0))
+			return true;
+	return false;
 }
 
 static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth);
@@ -607,7 +622,13 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 {
 	regex_hit hit;
 	ci_facts f = {&hit, NULL};
-	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) && rule_regex_filter(filter, &hit))
+	/* Called with facts only for a filter that may match by pattern
+	 * (filter_when): the members that can are walked. */
+	const filter_facts *ff = s->facts && s->facts->has_filter && s->facts->filter.complete
+	                             ? &s->facts->filter
+	                             : NULL;
+	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) &&
+	    (ff ? regex_in_facts(ff, &hit) : rule_regex_filter(filter, &hit)))
 		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
@@ -758,6 +779,10 @@ static const rule_checks checks = {
     .pipeline = check_pipeline,
     .query = check_query,
     .words = words,
+    /* walk_filter finds nothing in a filter without a regex, a pattern
+     * operator or a top-level operator; check_query needs a collation */
+    .filter_when = STMT_PATTERN,
+    .query_when = STMT_COLLATED,
 };
 
 const rule_def rule_regex_def = {

@@ -332,41 +332,54 @@ static void collect_array(scan_preds *p, const bson_iter_t *arr, bool is_or, int
 	p->nors++;
 }
 
+/* One member of a filter document, it on it. */
+static void collect_member(scan_preds *p, const bson_iter_t *it, int depth)
+{
+	bson_iter_t first;
+	const char *k = wire_iter_key(it);
+	if (k[0] == '$') {
+		if (key_eq(k, "$and"))
+			collect_array(p, it, false, depth);
+		else if (key_eq(k, "$or"))
+			collect_array(p, it, true, depth);
+		else if (key_eq(k, "$expr"))
+			expr_bounds(p, it, 0);
+		else if (key_eq(k, "$text"))
+			p->unknown = true;
+		else if (!key_eq(k, "$comment"))
+			add_why(p, NULL, k); /* $where, $nor, $jsonSchema, ... */
+		return;
+	}
+	if (WIRE_ITER_HOLDS_REGEX(it)) {
+		if (regex_value_bounded(it, NULL))
+			add_bounds(p, k, B_ANY | B_SPARSE);
+		else
+			add_why(p, k, "an unanchored or case-insensitive regex");
+	} else if (is_operator_doc(it, &first)) {
+		field_operators(p, k, it, &first);
+	} else {
+		add_bounds(p, k, equality_bounds(it));
+	}
+}
+
 static void collect(scan_preds *p, const bson_t *filter, int depth)
 {
-	bson_iter_t it, first;
+	bson_iter_t it;
 	if (depth > SCAN_MAX_DEPTH) {
 		p->unknown = true;
 		return;
 	}
 	if (filter == NULL || !bson_iter_init(&it, filter))
 		return;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (k[0] == '$') {
-			if (key_eq(k, "$and"))
-				collect_array(p, &it, false, depth);
-			else if (key_eq(k, "$or"))
-				collect_array(p, &it, true, depth);
-			else if (key_eq(k, "$expr"))
-				expr_bounds(p, &it, 0);
-			else if (key_eq(k, "$text"))
-				p->unknown = true;
-			else if (!key_eq(k, "$comment"))
-				add_why(p, NULL, k); /* $where, $nor, $jsonSchema, ... */
-			continue;
-		}
-		if (WIRE_ITER_HOLDS_REGEX(&it)) {
-			if (regex_value_bounded(&it, NULL))
-				add_bounds(p, k, B_ANY | B_SPARSE);
-			else
-				add_why(p, k, "an unanchored or case-insensitive regex");
-		} else if (is_operator_doc(&it, &first)) {
-			field_operators(p, k, &it, &first);
-		} else {
-			add_bounds(p, k, equality_bounds(&it));
-		}
-	}
+	while (wire_iter_next(&it))
+		collect_member(p, &it, depth);
+}
+
+/* The same, from the members the engine read (facts.h). */
+static void collect_facts(scan_preds *p, const filter_facts *f)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		collect_member(p, &f->m[i].it, 0);
 }
 
 /* ---- asking the indexes ---- */
@@ -575,10 +588,20 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 {
 	if (!s->coll || !rule_wanted(c, s, RULE_COLLECTION_SCAN))
 		return;
+	/* The facts describe rq's filter where the site has them (rule_api.h);
+	 * a filter whose view could not be made (rq->q.filter NULL) is read
+	 * as none, with or without them. */
+	const filter_facts *ff =
+	    rq->q.filter && s->facts && s->facts->has_filter && s->facts->filter.complete
+	        ? &s->facts->filter
+	        : NULL;
 	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
 	scan_preds p;
 	preds_init(&p);
-	collect(&p, rq->q.filter, 0);
+	if (ff)
+		collect_facts(&p, ff);
+	else
+		collect(&p, rq->q.filter, 0);
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
 	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
 		return; /* reads `limit` documents, or the collection's metadata */
@@ -886,6 +909,8 @@ static const rule_checks checks = {
     .query = check_query,
     .pipeline = check_pipeline,
     .words = words,
+    /* an equality on _id without a hint returns at has_id_bound */
+    .query_when = STMT_PLAN,
 };
 
 const rule_def rule_scan_def = {

@@ -165,7 +165,10 @@ void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field)
 	d->iter_ok = true;
 }
 
-bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
+/* The next document's bytes, framed as bson_init_static frames them
+ * (length prefix, size, terminating byte): the one place both views of a
+ * document list read it. */
+static bool docs_next_raw(cmdview_docs *d, const uint8_t **data, uint32_t *len)
 {
 	if (d->corrupt)
 		return false;
@@ -173,12 +176,14 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
 		if (d->p >= d->end)
 			return false;
 		size_t left = (size_t)(d->end - d->p);
-		int32_t len = left >= 4 ? wire_read_i32(d->p) : 0;
-		if (len < 5 || (size_t)len > left || !bson_init_static(doc, d->p, (size_t)len)) {
+		int32_t n = left >= 4 ? wire_read_i32(d->p) : 0;
+		if (n < 5 || (size_t)n > left || d->p[n - 1] != 0) {
 			d->corrupt = true;
 			return false;
 		}
-		d->p += len;
+		*data = d->p;
+		*len = (uint32_t)n;
+		d->p += n;
 		return true;
 	}
 	if (!d->iter_ok)
@@ -189,16 +194,34 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
 		d->iter_ok = false;
 		return false;
 	}
-	uint32_t len;
-	const uint8_t *data;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(&d->it)) {
 		d->corrupt = true;
 		return false;
 	}
-	bson_iter_document(&d->it, &len, &data);
-	if (!bson_init_static(doc, data, len)) {
+	bson_iter_document(&d->it, len, data);
+	if (*len < 5 || (*data)[*len - 1] != 0) {
 		d->corrupt = true;
 		return false;
 	}
 	return true;
+}
+
+bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
+{
+	const uint8_t *data;
+	uint32_t len;
+	if (!docs_next_raw(d, &data, &len))
+		return false;
+	if (!bson_init_static(doc, data, len)) { /* checks nothing docs_next_raw did not */
+		d->corrupt = true;
+		return false;
+	}
+	return true;
+}
+
+bool cmdview_docs_next_iter(cmdview_docs *d, bson_iter_t *it)
+{
+	const uint8_t *data;
+	uint32_t len;
+	return docs_next_raw(d, &data, &len) && wire_iter_init_raw(it, data, len);
 }

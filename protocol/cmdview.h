@@ -76,4 +76,10 @@ void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field);
  * input (check d->corrupt to tell them apart). */
 bool cmdview_docs_next(cmdview_docs *d, bson_t *doc);
 
+/* The same document as an iterator before its first element, as
+ * bson_iter_init would leave one on that view, without making the view:
+ * for a walk of every statement of a batch, where the view was two
+ * library calls a statement. */
+bool cmdview_docs_next_iter(cmdview_docs *d, bson_iter_t *it);
+
 #endif

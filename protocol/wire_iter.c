@@ -10,10 +10,8 @@ static uint32_t le32(const uint8_t *p)
 	return BSON_UINT32_FROM_LE(v);
 }
 
-/* One more than the bytes a value of a fixed-size type takes after its
- * key; 0 for the types whose extent is read from the value, for the end of
- * the document and for unknown types. */
-static const uint8_t fixed_plus_one[256] = {
+/* wire_iter.h */
+const uint8_t wire_iter_fixed_plus_one[256] = {
     [BSON_TYPE_DOUBLE] = 9,    [BSON_TYPE_DATE_TIME] = 9, [BSON_TYPE_INT64] = 9,
     [BSON_TYPE_TIMESTAMP] = 9, [BSON_TYPE_INT32] = 5,     [BSON_TYPE_DECIMAL128] = 17,
     [BSON_TYPE_OID] = 13,      [BSON_TYPE_NULL] = 1,      [BSON_TYPE_UNDEFINED] = 1,
@@ -46,7 +44,7 @@ static uint32_t nul_from(const uint8_t *raw, uint32_t o, uint32_t len)
 /* The checks below are libbson's, in libbson's order and with its unsigned
  * arithmetic (a length that does not fit fails the same comparison), so
  * the same element fails with the same err_off. */
-bool wire_iter_next(bson_iter_t *it)
+bool wire_iter_next_any(bson_iter_t *it)
 {
 	const uint8_t *raw = it->raw;
 	if (!raw)
@@ -62,8 +60,8 @@ bool wire_iter_next(bson_iter_t *it)
 	it->d1 = ++o;
 	uint8_t type = raw[at];
 	uint32_t next, l;
-	if (fixed_plus_one[type]) {
-		next = o + fixed_plus_one[type] - 1u;
+	if (wire_iter_fixed_plus_one[type]) {
+		next = o + wire_iter_fixed_plus_one[type] - 1u;
 	} else {
 		switch (type) {
 		case BSON_TYPE_UTF8:

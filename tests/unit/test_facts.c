@@ -1,0 +1,345 @@
+/* The statement facts (analyzers/facts.h): what they record of a filter and
+ * an update, and that a rule given them decides what it decides without
+ * them. The second is checked rule by rule: the same filters and updates,
+ * once as update statements through the engine (where the engine reads the
+ * facts and the rules read them) and once through the rule's own function
+ * on the BSON (rule_regex_filter, rule_push_update, rule_scan_filter). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "analyzers/facts.h"
+#include "analyzers/rule_push.h"
+#include "analyzers/rule_regex.h"
+#include "analyzers/rule_scan.h"
+#include "fixtures/analyzer_fixture.h"
+#include "protocol/frame.h"
+
+static void facts_of(const char *json, filter_facts *f, bson_t **keep)
+{
+	bson_iter_t it;
+	*keep = fx_json(json);
+	bson_t *wrap = bson_new();
+	BSON_APPEND_DOCUMENT(wrap, "q", *keep);
+	bson_destroy(*keep);
+	*keep = wrap;
+	assert_true(bson_iter_init_find(&it, wrap, "q"));
+	facts_filter(f, &it);
+}
+
+static void test_filter_members(void **state)
+{
+	static const struct {
+		const char *json;
+		unsigned n;
+		bool complete, regexes, tops, id_eq;
+		unsigned ops;
+	} rows[] = {
+	    {"{'_id': 5}", 1, true, false, false, true, 0},
+	    {"{'_id': {'a': 1}}", 1, true, false, false, true, 0},
+	    {"{'_id': {'$ref': 'c', '$id': 1}}", 1, true, false, false, true, FOP_OTHER},
+	    {"{'_id': {'$gt': 5}}", 1, true, false, false, false, FOP_OTHER},
+	    {"{'_id': {'$in': [1, 2]}}", 1, true, false, false, false, FOP_LIST},
+	    {"{'a': 1, 'b': {'$in': [1, 2]}, 'c': {'$not': {'$gt': 1}}}", 3, true, false, false,
+	     false, FOP_LIST | FOP_NOT},
+	    {"{'a': {'$elemMatch': {'x': 1}}, 'b': {'$regex': 'x', '$options': 'i'}}", 2, true,
+	     true, false, false, FOP_ELEM_MATCH}, /* test JSON makes a regex value of it */
+	    {"{'$or': [{'a': 1}, {'b': 2}]}", 1, true, false, true, false, 0},
+	    {"{}", 0, true, false, false, false, 0},
+	    {"{'a':1,'b':1,'c':1,'d':1,'e':1,'f':1,'g':1,'h':1}", 8, true, false, false, false, 0},
+	    {"{'a':1,'b':1,'c':1,'d':1,'e':1,'f':1,'g':1,'h':1,'i':1}", 8, false, false, false,
+	     false, 0},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		filter_facts f;
+		bson_t *doc;
+		facts_of(rows[i].json, &f, &doc);
+		if (f.n != rows[i].n || f.complete != rows[i].complete ||
+		    f.regexes != rows[i].regexes || f.tops != rows[i].tops ||
+		    f.id_eq != rows[i].id_eq || f.ops != rows[i].ops || !f.viewable)
+			fail_msg("%s: n %u complete %d regexes %d tops %d id_eq %d ops %#x",
+			         rows[i].json, f.n, f.complete, f.regexes, f.tops, f.id_eq, f.ops);
+		bson_destroy(doc);
+	}
+	/* a regex value: BCON, as test JSON has no regex literal */
+	bson_t *d = BCON_NEW("q", "{", "name", BCON_REGEX("^a", "i"), "}");
+	bson_iter_t it;
+	filter_facts f;
+	assert_true(bson_iter_init_find(&it, d, "q"));
+	facts_filter(&f, &it);
+	assert_int_equal(f.n, 1);
+	assert_true(f.regexes);
+	assert_int_equal(f.m[0].kind, FM_REGEX);
+	bson_destroy(d);
+	/* $regex as an operator, with $options */
+	d = BCON_NEW("q", "{", "name", "{", "$regex", BCON_UTF8("x"), "$options", BCON_UTF8("i"),
+	             "}", "}");
+	assert_true(bson_iter_init_find(&it, d, "q"));
+	facts_filter(&f, &it);
+	assert_int_equal(f.m[0].kind, FM_OPS);
+	assert_int_equal(f.ops, FOP_REGEX | FOP_OPTIONS);
+	assert_false(f.regexes);
+	bson_destroy(d);
+}
+
+static void test_update_forms(void **state)
+{
+	static const struct {
+		const char *json; /* {u: ...} */
+		unsigned form, ops;
+	} rows[] = {
+	    {"{'u': {'$set': {'a': 1}}}", FU_OPERATORS, UOP_OTHER},
+	    {"{'u': {'$set': {'a': 1}, '$push': {'b': 1}}}", FU_OPERATORS, UOP_OTHER | UOP_PUSH},
+	    {"{'u': {'$inc': {'n': 1}}}", FU_OPERATORS, UOP_INC},
+	    {"{'u': {'a': 1, '$push': {'b': 1}}}", FU_REPLACEMENT, 0},
+	    {"{'u': {}}", FU_EMPTY, 0},
+	    {"{'u': [{'$set': {'a': 1}}]}", FU_PIPELINE, 0},
+	    {"{'u': 5}", FU_OTHER, 0},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bson_t *d = fx_json(rows[i].json);
+		bson_iter_t it;
+		update_facts u;
+		assert_true(bson_iter_init_find(&it, d, "u"));
+		facts_update(&u, &it);
+		if (u.form != rows[i].form || u.ops != rows[i].ops)
+			fail_msg("%s: form %u ops %#x", rows[i].json, u.form, u.ops);
+		uint32_t want = 0;
+		if (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) {
+			const uint8_t *data;
+			if (BSON_ITER_HOLDS_DOCUMENT(&it))
+				bson_iter_document(&it, &want, &data);
+			else
+				bson_iter_array(&it, &want, &data);
+		}
+		assert_int_equal(u.len, want);
+		bson_destroy(d);
+	}
+}
+
+/* Filters of every kind the facts tell apart, regexes among them. */
+static const char *const filters[] = {
+    "{'_id': 5}",
+    "{'_id': 5, 'name': {'$regex': 'x', '$options': 'i'}}",
+    "{'name': {'$regex': 'x', '$options': 'i'}}",
+    "{'name': {'$regex': '(?i)x'}}",
+    "{'name': {'$regex': '^x'}}",
+    "{'name': {'$in': ['a', 'b']}}",
+    "{'name': {'$not': {'$regex': 'x', '$options': 'i'}}}",
+    "{'tags': {'$elemMatch': {'$regex': 'x', '$options': 'i'}}}",
+    "{'tags': {'$elemMatch': {'n': {'$regex': 'x', '$options': 'si'}}}}",
+    "{'tags': {'$all': [{'$elemMatch': {'n': {'$regex': 'x', '$options': 'i'}}}]}}",
+    "{'$or': [{'a': 1}, {'name': {'$regex': 'x', '$options': 'i'}}]}",
+    "{'$and': [{'status': 'A'}, {'created': {'$gt': 5}}]}",
+    "{'$nor': [{'name': {'$regex': 'x', '$options': 'i'}}]}",
+    "{'$expr': {'$regexMatch': {'input': '$name', 'regex': 'x', 'options': 'i'}}}",
+    "{'$expr': {'$eq': ['$_id', 5]}}",
+    "{'status': 'A'}",
+    "{'status': 'A', 'created': {'$lt': 10}}",
+    "{'created': {'$gt': 5}}",
+    "{'x': {'$ne': 1}}",
+    "{'x': {'a': {'$regex': 'x', '$options': 'i'}}}",
+    "{'_id': {'$ref': 'c', '$id': 1}, 'name': {'$regex': 'x', '$options': 'i'}}",
+    "{'arr.10': {'$exists': false}}",
+    "{'n': {'$lt': 10}}",
+    "{'a':1,'b':1,'c':1,'d':1,'e':1,'f':1,'g':1,'h':1,'name':{'$regex':'x','$options':'i'}}",
+    "{}",
+};
+
+/* Updates of every form, pushes among them. */
+static const char *const updates[] = {
+    "{'$set': {'v': 1}}",
+    "{'$push': {'items': 1}}",
+    "{'$push': {'items': {'$each': [1], '$slice': -5}}}",
+    "{'$set': {'v': 1}, '$push': {'items': 1}}",
+    "{'$inc': {'n': 1}, '$push': {'items': 1}}",
+    "{'items': [1, 2]}",
+    "[{'$set': {'items': {'$concatArrays': ['$items', [1]]}}}]",
+    "{}",
+};
+
+/* The filter documents: the JSON list, and $regex in operator form, which
+ * test JSON reads as a regex value. */
+static bson_t *filter_doc(size_t i)
+{
+	size_t n = sizeof(filters) / sizeof(filters[0]);
+	if (i < n)
+		return fx_json(filters[i]);
+	switch (i - n) {
+	case 0:
+		return BCON_NEW("name", "{", "$regex", BCON_UTF8("x"), "$options", BCON_UTF8("i"),
+		                "}");
+	case 1:
+		return BCON_NEW("name", "{", "$regex", BCON_UTF8("^x"), "$options", BCON_UTF8("m"),
+		                "}");
+	case 2:
+		return BCON_NEW("_id", BCON_INT32(1), "name", "{", "$options", BCON_UTF8("i"),
+		                "$regex", BCON_UTF8("x"), "}");
+	case 3:
+		return BCON_NEW("n", "{", "$not", "{", "$regex", BCON_UTF8("(?i)x"), "}", "}");
+	case 4:
+		return BCON_NEW("n", "{", "$options", BCON_UTF8("i"), "}");
+	default:
+		return NULL;
+	}
+}
+#define NFILTERS (sizeof(filters) / sizeof(filters[0]) + 5)
+
+static engine *engine_with(rule_id rule, index_cache *ic, fx_sink *sink)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	for (int r = 0; r < RULE_COUNT; r++)
+		cfg.rules[r].action = r == (int)rule ? RULE_LOG : RULE_OFF;
+	engine *e = engine_new(&cfg, ic, fx_sink_fn, sink);
+	assert_non_null(e);
+	return e;
+}
+
+/* {update: "orders", updates: [{q: filter, u: <update JSON>, multi: true}]}
+ * on shop, through a fresh engine with only rule on (a finding of the same
+ * shape is not sent twice by one engine); the findings of rule. */
+static size_t engine_findings(index_cache *ic, fx_sink *sink, rule_id rule, const bson_t *filter,
+                              const char *update)
+{
+	engine *e = engine_with(rule, ic, sink);
+	char json[1024];
+	snprintf(json, sizeof(json), "{'u': %s}", update);
+	bson_t *u = fx_json(json);
+	bson_iter_t it;
+	assert_true(bson_iter_init_find(&it, u, "u"));
+	bson_t stmt, arr, *body = bson_new();
+	BSON_APPEND_UTF8(body, "update", "orders");
+	BSON_APPEND_ARRAY_BEGIN(body, "updates", &arr);
+	BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &stmt);
+	BSON_APPEND_DOCUMENT(&stmt, "q", filter);
+	bson_append_iter(&stmt, "u", 1, &it);
+	BSON_APPEND_BOOL(&stmt, "multi", true);
+	bson_append_document_end(&arr, &stmt);
+	bson_append_array_end(body, &arr);
+	BSON_APPEND_UTF8(body, "$db", "shop");
+	size_t len = 0, cap = 0;
+	uint8_t *buf = NULL, kind = 0;
+	fx_append_i32(&buf, &len, &cap, 0);
+	fx_append_i32(&buf, &len, &cap, 7);
+	fx_append_i32(&buf, &len, &cap, 0);
+	fx_append_i32(&buf, &len, &cap, 2013);
+	fx_append_i32(&buf, &len, &cap, 0);
+	fx_append(&buf, &len, &cap, &kind, 1);
+	fx_append(&buf, &len, &cap, bson_get_data(body), body->len);
+	wire_write_i32(buf, (int32_t)len);
+	opmsg m;
+	cmdview v;
+	wire_error err = {0};
+	assert_true(opmsg_parse(buf, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err));
+	fx_sink_clear(sink);
+	block_info block = {0};
+	request_ctx rc = {.app_name = "", .client = "127.0.0.1:50000", .now_ms = 1000000};
+	(void)engine_analyze(e, &v, &rc, &block);
+	engine_free(e);
+	free(buf);
+	bson_destroy(body);
+	bson_destroy(u);
+	return fx_sink_count(sink, rule);
+}
+
+static void test_regex_same_with_facts(void **state)
+{
+	fx_sink sink;
+	fx_sink_init(&sink);
+	size_t hits = 0;
+	for (size_t i = 0; i < NFILTERS; i++) {
+		bson_t *f = filter_doc(i);
+		bson_t *d = BCON_NEW("q", BCON_DOCUMENT(f));
+		char *shown = bson_as_relaxed_extended_json(f, NULL);
+		bson_iter_t it;
+		assert_true(bson_iter_init_find(&it, d, "q"));
+		regex_hit hit;
+		bool want = rule_regex_filter(&it, &hit);
+		size_t got = engine_findings(NULL, &sink, RULE_CASE_INSENSITIVE_REGEX, f,
+		                             "{'$set': {'v': 1}}");
+		if (got != (want ? 1u : 0u))
+			fail_msg("%s: %zu findings with facts, %d without", shown, got, want);
+		if (want &&
+		    !strstr(fx_sink_first(&sink, RULE_CASE_INSENSITIVE_REGEX)->detail, hit.how))
+			fail_msg("%s: detail [%s] lacks [%s]", shown,
+			         fx_sink_first(&sink, RULE_CASE_INSENSITIVE_REGEX)->detail,
+			         hit.how);
+		hits += want;
+		bson_free(shown);
+		bson_destroy(d);
+		bson_destroy(f);
+	}
+	assert_true(hits >= 10); /* the list has hits to lose */
+	fx_sink_free(&sink);
+}
+
+static void test_push_same_with_facts(void **state)
+{
+	fx_sink sink;
+	fx_sink_init(&sink);
+	size_t hits = 0, misses = 0;
+	for (size_t i = 0; i < NFILTERS; i++)
+		for (size_t j = 0; j < sizeof(updates) / sizeof(updates[0]); j++) {
+			char json[512];
+			snprintf(json, sizeof(json), "{'u': %s}", updates[j]);
+			bson_t *f = filter_doc(i), *d = fx_json(json);
+			BSON_APPEND_DOCUMENT(d, "q", f);
+			bson_iter_t q, u;
+			assert_true(bson_iter_init_find(&q, d, "q"));
+			assert_true(bson_iter_init_find(&u, d, "u"));
+			push_hit hit;
+			bool want = rule_push_update(&u, &q, &hit);
+			size_t got =
+			    engine_findings(NULL, &sink, RULE_UNBOUNDED_PUSH, f, updates[j]);
+			if (got != (want ? 1u : 0u))
+				fail_msg("filter %zu / %s: %zu findings with facts, %d without", i,
+				         updates[j], got, want);
+			hits += want;
+			misses += !want;
+			bson_destroy(d);
+			bson_destroy(f);
+		}
+	assert_true(hits >= 20 && misses >= 20);
+	fx_sink_free(&sink);
+}
+
+static void test_scan_same_with_facts(void **state)
+{
+	fx_sink sink;
+	fx_sink_init(&sink);
+	index_cache *ic = fx_orders_cache();
+	index_set *set = NULL;
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &set), INDEXES_KNOWN);
+	size_t hits = 0, misses = 0;
+	for (size_t i = 0; i < NFILTERS; i++) {
+		bson_t *f = filter_doc(i);
+		bool want = rule_scan_filter(set, f, NULL, NULL) == SCAN_UNBOUNDED;
+		size_t got =
+		    engine_findings(ic, &sink, RULE_COLLECTION_SCAN, f, "{'$set': {'v': 1}}");
+		if (got != (want ? 1u : 0u))
+			fail_msg("filter %zu: %zu findings with facts, %d without", i, got, want);
+		hits += want;
+		misses += !want;
+		bson_destroy(f);
+	}
+	assert_true(hits >= 5 && misses >= 5);
+	index_set_release(set);
+	index_cache_free(ic);
+	fx_sink_free(&sink);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_filter_members),
+	    cmocka_unit_test(test_update_forms),
+	    cmocka_unit_test(test_regex_same_with_facts),
+	    cmocka_unit_test(test_push_same_with_facts),
+	    cmocka_unit_test(test_scan_same_with_facts),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
