@@ -32,6 +32,14 @@ typedef struct target {
 	uint8_t sample[RULE_COUNT];
 	unsigned parts;      /* PART_* */
 	unsigned late_kinds; /* a late call: the check kinds owed here */
+	/* What a statement here must show (its facts) for some filter, update
+	 * or query check to be called (stmt_gate): any check always called, the
+	 * STMT_ bits some check is called for, the smallest update a floored
+	 * update check is called for. */
+	bool gated; /* stmt_gate ran: statements only */
+	bool gate_always;
+	unsigned gate_when;
+	uint32_t gate_floor;
 } target;
 
 static bool late_only(actx *ax, target *t);
@@ -41,6 +49,7 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 	t->db = db;
 	t->coll = coll;
 	t->late_kinds = 0;
+	t->gated = false;
 	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
 	const engine *e = ax->e;
 	if (!e->scoped) {
@@ -130,6 +139,41 @@ static bool facts_ready(actx *ax, target *t, unsigned present)
 	return true;
 }
 
+/* t's gate (target above), from the checks not off there: once per
+ * command (per op in a bulkWrite), so that a statement whose facts no
+ * check is called for costs no more than its read. */
+static void stmt_gate(const actx *ax, target *t)
+{
+	static const check_kind kinds[] = {CHECK_FILTER, CHECK_UPDATE, CHECK_QUERY};
+	const engine *e = ax->e;
+	t->gated = true;
+	t->gate_always = ax->late_call; /* a late call runs only what is owed */
+	t->gate_when = 0;
+	t->gate_floor = UINT32_MAX;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t i = 0; i < e->nchecks[kinds[k]]; i++) {
+			rule_id r = e->checks[kinds[k]][i];
+			unsigned when = e->when[kinds[k]][i];
+			if (t->act[r] == RULE_OFF)
+				continue;
+			if (when)
+				t->gate_when |= when;
+			else if (kinds[k] == CHECK_UPDATE && e->floor[r] > 0)
+				t->gate_floor =
+				    e->floor[r] < t->gate_floor ? e->floor[r] : t->gate_floor;
+			else
+				t->gate_always = true;
+		}
+}
+
+/* Whether no filter, update or query check would be called on a statement
+ * with facts f at t (check_skipped, for every check at once). */
+static bool stmt_unchecked(const target *t, const stmt_facts *f)
+{
+	return !t->gate_always && !(f->have & t->gate_when) &&
+	       (!f->has_update || f->update.len < t->gate_floor);
+}
+
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
 	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, NULL, t->late_kinds};
@@ -194,6 +238,8 @@ static void check_filter_update(actx *ax, rule_site *s, cmd_body *b, const targe
 	if (f.has_update)
 		facts_update(&f.update, &b->update);
 	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
+	if (t->gated && stmt_unchecked(t, &f))
+		return; /* no check could find anything in it */
 	s->facts = &f;
 	if (b->has_filter) {
 		s->filter = &b->filter;
@@ -434,6 +480,7 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 		return VERDICT_FORWARD; /* e.g. a delete has only filters */
 	if (!facts_ready(ax, &t, PART_QUERY))
 		return VERDICT_WAIT_INDEXES;
+	stmt_gate(ax, &t);
 	cmdview_docs d;
 	bson_iter_t doc;
 	cmdview_docs_init(&d, v, c->stmts);
@@ -572,6 +619,7 @@ verdict analyze_bulk_write(actx *ax, const cmdview *v)
 			bulk_nsinfo_free(&nsinfo);
 			return VERDICT_WAIT_INDEXES;
 		}
+		stmt_gate(ax, &t);
 		bson_iter_t stmt;
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);

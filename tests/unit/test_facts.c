@@ -332,6 +332,52 @@ static void test_scan_same_with_facts(void **state)
 	fx_sink_free(&sink);
 }
 
+/* Every rule at log: in one batch, statements no check is called for sit
+ * between statements that each rule must still see (the gate is per
+ * statement, not per batch), in update and in bulkWrite. */
+static void test_gate_per_statement(void **state)
+{
+	static const char *const bodies[] = {
+	    "{'update': 'orders', 'updates': ["
+	    "{'q': {'_id': 1}, 'u': {'$set': {'v': 1}}},"
+	    "{'q': {'_id': 2}, 'u': {'$push': {'items': 1}}},"
+	    "{'q': {'_id': 3}, 'u': {'$set': {'v': 1}}},"
+	    "{'q': {'other': 4}, 'u': {'$set': {'v': 1}}, 'multi': true},"
+	    "{'q': {'_id': 5, 'name': {'$regex': 'x', '$options': 'i'}}, 'u': {'$set': {'v': "
+	    "1}}}]}",
+	    "{'bulkWrite': 1, 'nsInfo': [{'ns': 'shop.orders'}], 'ops': ["
+	    "{'update': 0, 'filter': {'_id': 1}, 'updateMods': {'$set': {'v': 1}}},"
+	    "{'update': 0, 'filter': {'_id': 2}, 'updateMods': {'$push': {'items': 1}}},"
+	    "{'update': 0, 'filter': {'_id': 3}, 'updateMods': {'$set': {'v': 1}}},"
+	    "{'update': 0, 'filter': {'other': 4}, 'updateMods': {'$set': {'v': 1}}, 'multi': "
+	    "true},"
+	    "{'delete': 0, 'filter': {'_id': 5, 'name': {'$regex': 'x', '$options': 'i'}}}]}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		fx_sink sink;
+		fx_sink_init(&sink);
+		index_cache *ic = fx_orders_cache();
+		engine_config cfg;
+		rule_config_defaults(&cfg);
+		for (int r = 0; r < RULE_COUNT; r++)
+			cfg.rules[r].action = RULE_LOG;
+		engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+		assert_non_null(e);
+		block_info block = {0};
+		(void)fx_analyze(e, i ? "admin" : "shop", bodies[i], NULL, 0, NULL, &block);
+		if (fx_sink_count(&sink, RULE_UNBOUNDED_PUSH) != 1 ||
+		    fx_sink_count(&sink, RULE_COLLECTION_SCAN) != 1 ||
+		    fx_sink_count(&sink, RULE_CASE_INSENSITIVE_REGEX) != 1 || sink.n != 3)
+			fail_msg("body %zu: push %zu scan %zu regex %zu of %zu findings", i,
+			         fx_sink_count(&sink, RULE_UNBOUNDED_PUSH),
+			         fx_sink_count(&sink, RULE_COLLECTION_SCAN),
+			         fx_sink_count(&sink, RULE_CASE_INSENSITIVE_REGEX), sink.n);
+		engine_free(e);
+		index_cache_free(ic);
+		fx_sink_free(&sink);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +386,7 @@ int main(void)
 	    cmocka_unit_test(test_regex_same_with_facts),
 	    cmocka_unit_test(test_push_same_with_facts),
 	    cmocka_unit_test(test_scan_same_with_facts),
+	    cmocka_unit_test(test_gate_per_statement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
