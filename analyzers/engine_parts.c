@@ -227,19 +227,19 @@ static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query
  * The filter and the update are read once, into facts every check reads
  * (facts.h), each only when some rule not off here reads it. The update
  * checks see the statement's filter through the site. */
-static void check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
-                                rule_query_kind kind)
+static bool check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
+                                rule_query_kind kind, facts_spans *spans)
 {
 	stmt_facts f;
 	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
 	f.has_update = b->has_update && (t->parts & PART_UPDATE);
 	if (f.has_filter)
-		facts_filter(&f.filter, &b->filter);
+		facts_filter(&f.filter, &b->filter, spans);
 	if (f.has_update)
-		facts_update(&f.update, &b->update);
+		facts_update(&f.update, &b->update, spans);
 	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
 	if (t->gated && stmt_unchecked(t, &f))
-		return; /* no check could find anything in it */
+		return true; /* no check could find anything in it */
 	s->facts = &f;
 	if (b->has_filter) {
 		s->filter = &b->filter;
@@ -250,6 +250,7 @@ static void check_filter_update(actx *ax, rule_site *s, cmd_body *b, const targe
 	if ((t->parts & PART_QUERY) && any_check(ax, s, CHECK_QUERY))
 		run_body_query(ax, s, b, kind);
 	s->facts = NULL; /* f is this call's */
+	return false;
 }
 
 /* ---- find, findAndModify, count, distinct ---- */
@@ -313,7 +314,7 @@ verdict analyze_query(actx *ax, const cmdview *v)
 	rule_site site = site_of(&t, &spec);
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
-	check_filter_update(ax, &site, &b, &t, ax->cmd->query);
+	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, NULL);
 	return ax->verdict;
 }
 
@@ -442,13 +443,61 @@ verdict analyze_view(actx *ax, const cmdview *v)
 
 /* ---- statements: update, delete, bulkWrite's ops ---- */
 
+/* A statement no check was called for, as a template for the next ones
+ * of the batch: a statement of the same length whose bytes are the same
+ * outside the template's spans (facts.h: value bytes nothing in the read
+ * of a statement looks at) is read to the same facts, so no check is
+ * called for it either, and it is not read at all. ETL batches are
+ * statements of one shape with other values. */
+typedef struct stmt_template {
+	bool valid;
+	const uint8_t *raw;
+	uint32_t len;
+	facts_spans spans;
+} stmt_template;
+
+static bool template_matches(const stmt_template *tp, const bson_iter_t *doc)
+{
+	if (!tp->valid || doc->len != tp->len)
+		return false;
+	uint32_t at = 0;
+	for (uint32_t i = 0; i < tp->spans.n; i++) {
+		uint32_t s = tp->spans.s[i].at;
+		if (memcmp(doc->raw + at, tp->raw + at, s - at) != 0)
+			return false;
+		at = s + tp->spans.s[i].len;
+	}
+	return memcmp(doc->raw + at, tp->raw + at, tp->len - at) == 0;
+}
+
+/* The spans in the order of their bytes (a statement may hold u before q),
+ * and none overlapping (then no template). */
+static bool spans_sort(facts_spans *sp)
+{
+	for (uint32_t i = 1; i < sp->n; i++)
+		for (uint32_t j = i; j > 0 && sp->s[j].at < sp->s[j - 1].at; j--) {
+			uint32_t at = sp->s[j].at, len = sp->s[j].len;
+			sp->s[j] = sp->s[j - 1];
+			sp->s[j - 1].at = at;
+			sp->s[j - 1].len = len;
+		}
+	for (uint32_t i = 1; i < sp->n; i++)
+		if (sp->s[i - 1].at + sp->s[i - 1].len > sp->s[i].at)
+			return false;
+	return true;
+}
+
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
- * Every statement of every command is walked and checked here, once. */
+ * Every statement of every command is walked and checked here, once.
+ * tp (NULL: none): the batch's template, matched first, and made of this
+ * statement when no check was called for it. */
 static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op)
+                         const char *op, stmt_template *tp)
 {
+	if (tp && template_matches(tp, doc))
+		return;
 	cmd_body b;
 	body_init(&b, NULL, NULL);
 	if (op) {
@@ -465,7 +514,17 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
 	b.q.coll = t->coll;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
 	rule_site site = site_of(t, &spec);
-	check_filter_update(ax, &site, &b, t, kind);
+	if (!tp) {
+		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
+		return;
+	}
+	tp->spans.base = doc->raw;
+	tp->spans.n = 0;
+	tp->spans.full = false;
+	tp->valid = check_filter_update(ax, &site, &b, t, kind, &tp->spans) && !tp->spans.full &&
+	            spans_sort(&tp->spans);
+	tp->raw = doc->raw;
+	tp->len = doc->len;
 }
 
 /* update and delete: each statement of the row's sequence. */
@@ -483,9 +542,11 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 	stmt_gate(ax, &t);
 	cmdview_docs d;
 	bson_iter_t doc;
+	stmt_template tp = {.valid = false};
 	cmdview_docs_init(&d, v, c->stmts);
 	while (cmdview_docs_next_iter(&d, &doc))
-		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL);
+		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
+		             ax->e->cfg.no_templates ? NULL : &tp);
 	return ax->verdict;
 }
 
@@ -626,7 +687,7 @@ verdict analyze_bulk_write(actx *ax, const cmdview *v)
 		else if (bson_iter_init(&stmt, &op))
 			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
-			             ax->cmd->name, t.ns, kind);
+			             ax->cmd->name, t.ns, kind, NULL);
 	}
 	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;

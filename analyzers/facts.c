@@ -28,13 +28,40 @@ static unsigned op_bit(const char *k)
 	}
 }
 
+static void span(facts_spans *sp, const uint8_t *from, uint32_t len)
+{
+	if (!sp || len == 0)
+		return;
+	if (sp->n == FACTS_SPANS) {
+		sp->full = true;
+		return;
+	}
+	sp->s[sp->n].at = (uint32_t)(from - sp->base);
+	sp->s[sp->n].len = len;
+	sp->n++;
+}
+
+/* A member's value bytes that neither the step over it nor anything the
+ * facts decide reads: a fixed-size value but a boolean (whose byte the
+ * step checks), the inside of a string. */
+static void value_span(facts_spans *sp, const bson_iter_t *it)
+{
+	bson_type_t t = wire_iter_type(it);
+	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
+	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
+	    t == BSON_TYPE_DECIMAL128)
+		span(sp, it->raw + it->d1, it->next_off - it->d1);
+	else if (t == BSON_TYPE_UTF8 && it->next_off - it->d2 > 1)
+		span(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
+}
+
 static bool is_dbref_key(const char *k)
 {
 	return key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db");
 }
 
 /* One member, it on it. */
-static void member(filter_facts *f, fact_member *m, const bson_iter_t *it)
+static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts_spans *sp)
 {
 	bson_iter_t first;
 	const char *k = wire_iter_key(it);
@@ -52,6 +79,7 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it)
 		f->regexes = true;
 	} else if (t != BSON_TYPE_DOCUMENT) {
 		m->kind = FM_VALUE;
+		value_span(sp, it);
 	} else if (!wire_iter_recurse(it, &first) || !wire_iter_next(&first) ||
 	           wire_iter_key(&first)[0] != '$') {
 		m->kind = FM_DOC;
@@ -70,7 +98,7 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it)
 		f->id_eq = true;
 }
 
-void facts_filter(filter_facts *f, const bson_iter_t *filter)
+void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 {
 	bson_iter_t c;
 	f->n = 0;
@@ -86,12 +114,12 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter)
 			f->complete = false;
 			return;
 		}
-		member(f, &f->m[f->n], &c);
+		member(f, &f->m[f->n], &c, sp);
 		f->n++;
 	}
 }
 
-void facts_update(update_facts *u, const bson_iter_t *update)
+void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 {
 	bson_iter_t c;
 	u->ops = 0;
@@ -118,6 +146,10 @@ void facts_update(update_facts *u, const bson_iter_t *update)
 	unsigned ops = 0;
 	do {
 		const char *k = wire_iter_key(&c);
+		/* the operand's inside, between its length and its last byte */
+		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
+		    c.next_off - c.d1 > 5)
+			span(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
 		if (key_eq(k, "$push"))
 			ops |= UOP_PUSH;
 		else if (key_eq(k, "$inc"))

@@ -131,11 +131,31 @@ typedef struct stmt_facts {
 	unsigned have; /* STMT_* */
 } stmt_facts;
 
-/* Reads filter (an iterator on a document) into f. */
-void facts_filter(filter_facts *f, const bson_iter_t *filter);
+/* The bytes of a statement its read did not look at (a template of it,
+ * for the statements after it: engine_parts.c, stmt_template). Only value
+ * bytes no step checks and no rule decision of the read depends on are
+ * recorded: the value of a number, date, ObjectId or timestamp compared
+ * for equality in the filter, the inside of such a string (not its length
+ * or its NUL), and the inside of an update operator's document or array
+ * (not its length, not its last byte). Offsets are from base, the
+ * statement's first byte. */
+#define FACTS_SPANS 16
 
-/* Reads update (an iterator on the update's value) into u. */
-void facts_update(update_facts *u, const bson_iter_t *update);
+typedef struct facts_spans {
+	const uint8_t *base;
+	uint32_t n;
+	bool full; /* a span did not fit: no template of this statement */
+	struct {
+		uint32_t at, len;
+	} s[FACTS_SPANS];
+} facts_spans;
+
+/* Reads filter (an iterator on a document) into f; spans (may be NULL)
+ * gets the filter's unread value bytes. */
+void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *spans);
+
+/* Reads update (an iterator on the update's value) into u; spans as above. */
+void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *spans);
 
 /* The STMT_* bits of f (both parts read, or marked unread), for a query
  * with a hint and with a collation as given. */

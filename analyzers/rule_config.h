@@ -55,6 +55,10 @@ typedef struct engine_config {
 	rule_config rules[RULE_COUNT];
 	bool redact_literals;   /* default true: no application value reaches a log */
 	uint32_t index_wait_ms; /* longest a request waits for an index list */
+	/* Every statement of a batch read on its own, none matched against the
+	 * one before it (engine_parts.c, stmt_template): for tests that compare
+	 * the two. Not a configuration key. */
+	bool no_templates;
 } engine_config;
 
 /* Defaults: every rule `log` with its parameters' defaults, redaction on. */

@@ -175,6 +175,19 @@ SEQ_BODIES = {
     "update_seq": ({"update": "c"}, seq("updates", [
         {"q": {"a": 1}, "u": {"$push": {"h": {"$each": [1]}}}},
         {"q": {"n": RE_I}, "u": {"$set": {"b": 2}}}])),
+    # a batch of one shape with other values (the statement templates of
+    # engine_parts.c), and statements that differ from it in one byte that
+    # matters: a key, a type, a length, an operator
+    "update_batch": ({"update": "c"}, seq("updates", [
+        {"q": {"_id": 1}, "u": {"$set": {"v": 0}}},
+        {"q": {"_id": 2}, "u": {"$set": {"v": 1}}},
+        {"q": {"_id": "ab"}, "u": {"$set": {"v": 1}}},
+        {"q": {"_id": "cd"}, "u": {"$set": {"v": 2}}},
+        {"q": {"_id": 3}, "u": {"$push": {"v": 1}}},
+        {"q": {"_id": 4}, "u": {"$set": {"v": 2}}},
+        {"q": {"_jd": 5}, "u": {"$set": {"v": 2}}},
+        {"q": {"_id": 6}, "u": {"$set": {"v": RE_I}}},
+        {"q": {"_id": RE_I}, "u": {"$set": {"v": 2}}}])),
     "insert_seq": ({"insert": "c"}, seq("documents", [{"a": 1}, {"b": 2}])),
     "delete_seq": ({"delete": "c"}, seq("deletes", [{"q": {"n": RE_I}, "limit": 1}])),
     "bulk_seq": ({"bulkWrite": 1, "$db": "admin"},
