@@ -223,14 +223,8 @@ static size_t engine_findings(index_cache *ic, fx_sink *sink, rule_id rule, cons
 	bson_append_array_end(body, &arr);
 	BSON_APPEND_UTF8(body, "$db", "shop");
 	size_t len = 0, cap = 0;
-	uint8_t *buf = NULL, kind = 0;
-	fx_append_i32(&buf, &len, &cap, 0);
-	fx_append_i32(&buf, &len, &cap, 7);
-	fx_append_i32(&buf, &len, &cap, 0);
-	fx_append_i32(&buf, &len, &cap, 2013);
-	fx_append_i32(&buf, &len, &cap, 0);
-	fx_append(&buf, &len, &cap, &kind, 1);
-	fx_append(&buf, &len, &cap, bson_get_data(body), body->len);
+	uint8_t *buf = NULL;
+	fx_msg_head(&buf, &len, &cap, body);
 	wire_write_i32(buf, (int32_t)len);
 	opmsg m;
 	cmdview v;
@@ -333,6 +327,19 @@ static void test_scan_same_with_facts(void **state)
 	fx_sink_free(&sink);
 }
 
+/* Every rule at action, with or without statement templates. */
+static engine *engine_all(rule_action action, bool no_templates, index_cache *ic, fx_sink *sink)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	for (int r = 0; r < RULE_COUNT; r++)
+		cfg.rules[r].action = action;
+	cfg.no_templates = no_templates;
+	engine *e = engine_new(&cfg, ic, fx_sink_fn, sink);
+	assert_non_null(e);
+	return e;
+}
+
 /* Every rule at log: in one batch, statements no check is called for sit
  * between statements that each rule must still see (the gate is per
  * statement, not per batch), in update and in bulkWrite. */
@@ -358,12 +365,7 @@ static void test_gate_per_statement(void **state)
 		fx_sink sink;
 		fx_sink_init(&sink);
 		index_cache *ic = fx_orders_cache();
-		engine_config cfg;
-		rule_config_defaults(&cfg);
-		for (int r = 0; r < RULE_COUNT; r++)
-			cfg.rules[r].action = RULE_LOG;
-		engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
-		assert_non_null(e);
+		engine *e = engine_all(RULE_LOG, false, ic, &sink);
 		block_info block = {0};
 		(void)fx_analyze(e, i ? "admin" : "shop", bodies[i], NULL, 0, NULL, &block);
 		if (fx_sink_count(&sink, RULE_UNBOUNDED_PUSH) != 1 ||
@@ -410,24 +412,12 @@ static void test_templates_same_as_reading(void **state)
 					fx_sink sink;
 					fx_sink_init(&sink);
 					index_cache *ic = fx_orders_cache();
-					engine_config cfg;
-					rule_config_defaults(&cfg);
-					for (int r = 0; r < RULE_COUNT; r++)
-						cfg.rules[r].action = RULE_BLOCK;
-					cfg.no_templates = i == 1;
-					engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+					engine *e = engine_all(RULE_BLOCK, i == 1, ic, &sink);
 					/* a kind-1 sequence: T, the changed statement, T again */
 					size_t len = 0, cap = 0;
-					uint8_t *buf = NULL, kind = 0;
+					uint8_t *buf = NULL, kind = 1;
 					bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
-					fx_append_i32(&buf, &len, &cap, 0);
-					fx_append_i32(&buf, &len, &cap, 7);
-					fx_append_i32(&buf, &len, &cap, 0);
-					fx_append_i32(&buf, &len, &cap, 2013);
-					fx_append_i32(&buf, &len, &cap, 0);
-					fx_append(&buf, &len, &cap, &kind, 1);
-					fx_append(&buf, &len, &cap, bson_get_data(body), body->len);
-					kind = 1;
+					fx_msg_head(&buf, &len, &cap, body);
 					fx_append(&buf, &len, &cap, &kind, 1);
 					size_t seq = len;
 					fx_append_i32(&buf, &len, &cap, 0);
