@@ -7,10 +7,13 @@
  * is raised to exactly that request, so a connection never buffers more
  * than one request beyond a read chunk), or, when it is large (CUT_MIN
  * bytes or more) and has not all arrived, into a buffer of its own
- * (s->large_buf: what the input held first, then on a plain socket the
- * rest read straight into it), judged and forwarded from there with no
- * second copy. It is then decoded by the request path (protocol/request.h)
- * into a command view, analysed, and one of four things happens to it:
+ * (s->large: what the input held first, then on a plain socket the rest
+ * read straight into it), judged and forwarded from there with no second
+ * copy: what the upstream socket does not take at once stays in that
+ * buffer, which the upstream's output refers to until it is written
+ * (transport_relay_buf). It is then decoded by the request path
+ * (protocol/request.h) into a command view, analysed, and one of four
+ * things happens to it:
  *   forward  - the original bytes move to the upstream output buffer
  *              (evbuffer_remove_buffer: chains move, nothing is copied), or
  *              are sent from the large request's buffer;
@@ -266,13 +269,13 @@ static void count_relayed(session *s, mx_direction d, size_t len)
 
 /* ---- large requests: read into their own buffer, relayed or held ---- */
 
-/* n bytes at p of a large request (whole bytes long) from its own buffer
- * to the upstream, after what this turn staged. False when the session
- * ended (out of memory). */
-static bool large_send(session *s, const uint8_t *p, size_t n, size_t whole)
+/* Bytes at..at+n of a large request (whole bytes long) from its own
+ * buffer to the upstream, after what this turn staged. False when the
+ * session ended (out of memory). */
+static bool large_send(session *s, size_t at, size_t n, size_t whole)
 {
 	flush_stage(s);
-	if (transport_relay_mem(&s->up, s->state == SESSION_ACTIVE, p, n))
+	if (transport_relay_buf(&s->up, s->state == SESSION_ACTIVE, s->large, at, n))
 		return true;
 	session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request", whole);
 	return false;
@@ -312,10 +315,10 @@ static bool cut_allowed(session *s, struct evbuffer *in, size_t avail, const fra
  * the input buffer then, and is made contiguous there. */
 static bool large_begin(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
 {
-	if (!(s->large_buf = malloc(st->n)))
+	if (!(s->large = transport_buf_new(st->n)))
 		return false;
 	request_framer_large(&s->reqf, st->n, cut_allowed(s, in, avail, &st->head));
-	transport_direct(&s->cl, s->large_buf, st->n);
+	transport_direct(&s->cl, s->large->data, st->n);
 	transport_set_read_need(&s->cl, READ_CHUNK);
 	return true;
 }
@@ -327,24 +330,47 @@ static void large_took(session *s, size_t n)
 {
 	const request_framer *f = &s->reqf;
 	request_framer_took(&s->reqf, n);
-	transport_direct(&s->cl, s->large_buf + f->got, request_framer_room(f));
+	transport_direct(&s->cl, s->large->data + f->got, request_framer_room(f));
 	transport_await(&s->cl, f->mode == REQF_RELAYED ? 0 : request_framer_room(f));
 	if (request_framer_room(f) == 0)
 		session_clear_timer(s);
 }
 
+/* Done with the large request. Its buffer goes once the upstream's output
+ * no longer refers to any of it; until then the session holds it. */
 static void large_end(session *s)
 {
-	free(s->large_buf);
-	s->large_buf = NULL;
+	if (s->large && transport_buf_queued(s->large) && !s->large_sent)
+		s->large_sent = s->large;
+	else
+		transport_buf_release(s->large);
+	s->large = NULL;
 	request_framer_done(&s->reqf);
 	transport_direct(&s->cl, NULL, 0);
 }
 
 void requests_release(session *s)
 {
-	free(s->large_buf);
-	s->large_buf = NULL;
+	transport_buf_release(s->large);
+	s->large = NULL;
+	transport_buf_release(s->large_sent);
+	s->large_sent = NULL;
+}
+
+void requests_large_written(session *s)
+{
+	if (s->large_sent && !transport_buf_queued(s->large_sent)) {
+		transport_buf_release(s->large_sent);
+		s->large_sent = NULL;
+	}
+}
+
+/* A new large request waits while the last one's bytes are queued: one
+ * large buffer a connection. The upstream's write callback wakes it. */
+static bool large_waits(session *s)
+{
+	requests_large_written(s);
+	return s->large_sent != NULL;
 }
 
 /* ---- judging, and what is done with the bytes ---- */
@@ -376,12 +402,12 @@ static bool cut_finish(session *s, const reqf_step *st, handled *h)
 	switch (h->outcome) {
 	case REQ_WAIT:
 		request_wait(s);
-		return false; /* the tail stays in large_buf; judged again later */
+		return false; /* the tail stays in its buffer; judged again later */
 	case REQ_CLOSE:
 		large_end(s);
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		if (!large_send(s, s->large_buf + st->at, st->n, len)) {
+		if (!large_send(s, st->at, st->n, len)) {
 			large_end(s);
 			return false;
 		}
@@ -422,7 +448,7 @@ static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 		if (in)
 			transport_stage_or_relay(in, len, all, s->env.stage, &s->up,
 			                         s->state == SESSION_ACTIVE);
-		else if (!large_send(s, msg, len, len))
+		else if (!large_send(s, 0, len, len))
 			return false;
 		count_relayed(s, MX_DIR_REQUEST, len);
 		break;
@@ -508,16 +534,16 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 		transport_set_read_need(&s->cl, st->n);
 		return false;
 	case REQF_TAKE:
-		if (evbuffer_remove(in, s->large_buf + st->at, st->n) == (int)st->n)
+		if (evbuffer_remove(in, s->large->data + st->at, st->n) == (int)st->n)
 			large_took(s, st->n);
 		return true;
 	case REQF_SEND:
-		if (!large_send(s, s->large_buf + st->at, st->n, s->reqf.len))
+		if (!large_send(s, st->at, st->n, s->reqf.len))
 			return false;
 		request_framer_sent(&s->reqf, st->n);
 		return true;
 	case REQF_JUDGE:
-		return judge(s, NULL, s->large_buf, s->reqf.len, true, st);
+		return judge(s, NULL, s->large->data, s->reqf.len, true, st);
 	case REQF_WHOLE:
 		break;
 	}
@@ -553,12 +579,14 @@ static void process_requests(session *s)
 			evbuffer_copyout(in, hdr, sizeof(hdr));
 		request_framer_next(&s->reqf, hdr, avail, &st, &err);
 		/* Stop while the upstream has not taken what we sent, or the
-		 * pipeline is full: the client waits, our memory does not grow.
+		 * pipeline is full, or the last large request's buffer is still
+		 * queued: the client waits, our memory does not grow.
 		 * A large request judged once whole is not stopped: its bytes
 		 * are here, and its room in the pipeline was there when it
 		 * began. */
 		if (st.verb != REQF_JUDGE &&
-		    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight))) {
+		    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight) ||
+		     (st.verb == REQF_LARGE && large_waits(s)))) {
 			session_pause_client(s);
 			break;
 		}
