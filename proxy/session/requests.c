@@ -25,6 +25,11 @@
  *              stays where it is, reading stops, and it is judged again
  *              when the cache changes or the wait times out (HOLD_WAITING).
  *
+ * Pipelining. A read of several whole small requests (request_framer_run)
+ * is judged in one pass where it lies in the input, and the requests
+ * forwarded in a row go in one move of their bytes; the first request
+ * that is not forwarded ends the run (judge_run).
+ *
  * Cut-through. A large request (an OP_MSG, with nothing else in flight) is
  * relayed while it arrives when the configuration cannot block it
  * (engine_may_block: no rule at block, or for an insert no document rule
@@ -210,7 +215,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 static void handle_request(session *s, const uint8_t *msg, size_t len, handled *out)
 {
 	request r;
-	wire_error err = {0};
+	wire_error err;
+	session_no_error(&err);
 	out->replacement = NULL;
 	switch (request_decode(&r, msg, len, &err)) {
 	case REQUEST_COMMAND:
@@ -261,9 +267,9 @@ static void flush_stage(session *s)
 		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
 }
 
-static void count_relayed(session *s, mx_direction d, size_t len)
+static void count_relayed(session *s, mx_direction d, size_t nmsgs, size_t len)
 {
-	mx_add(&s->env.mx->messages[d], 1);
+	mx_add(&s->env.mx->messages[d], nmsgs);
 	mx_add(&s->env.mx->bytes[d], len);
 }
 
@@ -411,7 +417,7 @@ static bool cut_finish(session *s, const reqf_step *st, handled *h)
 			large_end(s);
 			return false;
 		}
-		count_relayed(s, MX_DIR_REQUEST, len);
+		count_relayed(s, MX_DIR_REQUEST, 1, len);
 		break;
 	case REQ_REPLACE:
 	case REQ_DROP:
@@ -450,13 +456,13 @@ static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 			                         s->state == SESSION_ACTIVE);
 		else if (!large_send(s, 0, len, len))
 			return false;
-		count_relayed(s, MX_DIR_REQUEST, len);
+		count_relayed(s, MX_DIR_REQUEST, 1, len);
 		break;
 	case REQ_REPLACE:
 		if (in)
 			evbuffer_drain(in, len);
 		evbuffer_add(s->env.stage, h->replacement, h->replacement_len);
-		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
+		count_relayed(s, MX_DIR_REQUEST, 1, h->replacement_len);
 		free(h->replacement);
 		break;
 	case REQ_DROP:
@@ -496,6 +502,60 @@ static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 	if (!in && h.outcome != REQ_WAIT)
 		large_end(s); /* else it stays, judged again later */
 	return go;
+}
+
+/* ---- runs: a read of pipelined requests, judged together ---- */
+
+/* The requests of a run (request_framer_run: count whole small ones, at p,
+ * the front of `in`, avail bytes in all) judged one after another where
+ * they lie, in one pass: no header copied out, no bytes made contiguous,
+ * no loop turn each. Those forwarded in a row go in one move of their
+ * bytes. The first that is not forwarded (answered, rewritten, waiting,
+ * or ending the session) ends the run: the bytes before it move first, so
+ * the order holds, then it is dealt with alone, as apply() does, and
+ * whatever follows it waits for the loop's next turn (a held request
+ * stops reading until it is judged). False when the loop must stop. */
+static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t count, size_t avail)
+{
+	size_t off = 0, fwd = 0, len = 0;
+	handled h = {.outcome = REQ_FORWARD};
+	while (fwd < count) {
+		len = (size_t)wire_read_i32(p + off); /* the framer checked it */
+		handle_request(s, p + off, len, &h);
+		if (h.outcome != REQ_FORWARD)
+			break;
+		off += len;
+		fwd++;
+		if (!session_relaying(s))
+			count = fwd; /* ended meanwhile: what was judged is dealt with */
+	}
+	if (off > 0) {
+		if (s->up.bev)
+			transport_stage_or_relay(in, off, off == avail, s->env.stage, &s->up,
+			                         s->state == SESSION_ACTIVE);
+		else
+			evbuffer_drain(in, off);
+		count_relayed(s, MX_DIR_REQUEST, fwd, off);
+		s->nrequests += fwd; /* request_done: a run holds no held request */
+	}
+	if (fwd == count)
+		return session_relaying(s);
+	return apply(s, in, NULL, len, off + len == avail, &h);
+}
+
+/* What a run may be looked for in: the input's first chain, when the
+ * session is at a boundary with no request held and an upstream to
+ * forward to (being reached or reached: an unreachable one answers each
+ * request alone). NULL otherwise. */
+static const uint8_t *run_bytes(session *s, struct evbuffer *in, size_t avail, size_t *have)
+{
+	struct evbuffer_iovec v;
+	if (avail < WIRE_HEADER_LEN || requests_in_large(s) || s->hold != HOLD_NONE ||
+	    (s->state != SESSION_CONNECTING && s->state != SESSION_ACTIVE) ||
+	    evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+		return NULL;
+	*have = v.iov_len;
+	return v.iov_base;
 }
 
 /* ---- the loop ---- */
@@ -558,10 +618,66 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 	return judge(s, in, msg, st->n, st->n == avail, st);
 }
 
+typedef enum {
+	RUN_NONE, /* no run here: the framer's next verb says what is */
+	RUN_DONE, /* a run judged: look again */
+	RUN_STOP, /* the loop must stop (backpressure, a wait, the end) */
+} run_result;
+
+/* A run of whole small requests (a pipelining client's read) at the front
+ * of the input, judged together. Its length is bounded by the room in
+ * flight, so only the output's backpressure is left to ask about. */
+static run_result take_run(session *s, struct evbuffer *in, size_t avail)
+{
+	size_t have = 0, bytes = 0, count = 0;
+	const uint8_t *p = run_bytes(s, in, avail, &have);
+	if (p)
+		count = request_framer_run(&s->reqf, p, have,
+		                           INFLIGHT_MAX - inflight_count(&s->inflight), &bytes);
+	if (count == 0)
+		return RUN_NONE;
+	if (upstream_out_len(s) >= OUT_HIGH) {
+		session_pause_client(s);
+		return RUN_STOP;
+	}
+	session_clear_timer(s);
+	transport_await(&s->cl, 0);
+	transport_set_read_need(&s->cl, READ_CHUNK);
+	return judge_run(s, in, p, count, avail) ? RUN_DONE : RUN_STOP;
+}
+
+/* The request framer's next verb, asked and carried out. False when the
+ * loop must stop. */
+static bool next_verb(session *s, struct evbuffer *in, size_t avail)
+{
+	uint8_t hdr[WIRE_HEADER_LEN] = {0};
+	reqf_step st;
+	wire_error err = {0};
+	if (avail >= WIRE_HEADER_LEN && !requests_in_large(s))
+		evbuffer_copyout(in, hdr, sizeof(hdr));
+	request_framer_next(&s->reqf, hdr, avail, &st, &err);
+	/* Stop while the upstream has not taken what we sent, or the
+	 * pipeline is full, or the last large request's buffer is still
+	 * queued: the client waits, our memory does not grow. A large
+	 * request judged once whole is not stopped: its bytes are here, and
+	 * its room in the pipeline was there when it began. */
+	if (st.verb != REQF_JUDGE &&
+	    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight) ||
+	     (st.verb == REQF_LARGE && large_waits(s)))) {
+		session_pause_client(s);
+		return false;
+	}
+	if (st.verb == REQF_REFUSE) {
+		refuse_frame(s, &st.head, &err);
+		return false;
+	}
+	return step(s, in, avail, &st);
+}
+
 /* Called when the client side may have work: new bytes, room upstream, the
  * index cache answering, or a wait timing out. The requests forwarded are
- * staged and written together when it returns (flush_stage); one that is
- * all its read held goes at once (transport_stage_or_relay). */
+ * staged and written together when it returns (flush_stage); those that
+ * are all their read held go at once (transport_stage_or_relay). */
 static void process_requests(session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->cl.bev);
@@ -570,31 +686,10 @@ static void process_requests(session *s)
 		large_took(s, direct); /* read straight into the large request's buffer */
 	while (session_relaying(s)) {
 		size_t avail = evbuffer_get_length(in);
-		uint8_t hdr[WIRE_HEADER_LEN] = {0};
-		reqf_step st;
-		wire_error err = {0};
 		if (avail == 0 && !requests_in_large(s))
 			break;
-		if (avail >= WIRE_HEADER_LEN && !requests_in_large(s))
-			evbuffer_copyout(in, hdr, sizeof(hdr));
-		request_framer_next(&s->reqf, hdr, avail, &st, &err);
-		/* Stop while the upstream has not taken what we sent, or the
-		 * pipeline is full, or the last large request's buffer is still
-		 * queued: the client waits, our memory does not grow.
-		 * A large request judged once whole is not stopped: its bytes
-		 * are here, and its room in the pipeline was there when it
-		 * began. */
-		if (st.verb != REQF_JUDGE &&
-		    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight) ||
-		     (st.verb == REQF_LARGE && large_waits(s)))) {
-			session_pause_client(s);
-			break;
-		}
-		if (st.verb == REQF_REFUSE) {
-			refuse_frame(s, &st.head, &err);
-			break;
-		}
-		if (!step(s, in, avail, &st))
+		run_result r = take_run(s, in, avail);
+		if (r == RUN_STOP || (r == RUN_NONE && !next_verb(s, in, avail)))
 			break;
 	}
 }

@@ -136,6 +136,16 @@ static inline bool session_relaying(const session *s)
 	return s->state >= SESSION_CONNECTING && s->state <= SESSION_UNREACHABLE;
 }
 
+/* No error yet, for a wire_error a step may fill. Not `= {0}`: that clears
+ * all 272 bytes, once a message on the request path; readers only ever
+ * read msg as a string. */
+static inline void session_no_error(wire_error *err)
+{
+	err->code = 0;
+	err->code_name = NULL;
+	err->msg[0] = '\0';
+}
+
 static inline struct evbuffer *session_client_out(session *s)
 {
 	return bufferevent_get_output(s->cl.bev);
