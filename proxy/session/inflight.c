@@ -13,9 +13,11 @@ void inflight_init(inflight_ring *r)
 
 static void entry_free(inflight *f)
 {
-	free(f->answer);
-	free(f->kept);
-	memset(f, 0, sizeof(*f));
+	if (f->answer)
+		free(f->answer);
+	if (f->kept)
+		free(f->kept);
+	*f = (inflight){0};
 }
 
 void inflight_clear(inflight_ring *r)
@@ -25,11 +27,6 @@ void inflight_clear(inflight_ring *r)
 	if (r->slot != r->inline_slot)
 		free(r->slot);
 	inflight_init(r);
-}
-
-inflight *inflight_at(inflight_ring *r, unsigned i)
-{
-	return &r->slot[(r->head + i) % r->cap];
 }
 
 /* Twice the slots, the entries moved to the front in order. */
@@ -51,11 +48,6 @@ static bool grow(inflight_ring *r)
 	return true;
 }
 
-inflight *inflight_head(inflight_ring *r)
-{
-	return r->count ? &r->slot[r->head] : NULL;
-}
-
 inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind, reply_form form)
 {
 	if (r->count == INFLIGHT_MAX || (r->count == r->cap && !grow(r)))
@@ -71,20 +63,14 @@ inflight *inflight_push(inflight_ring *r, int32_t request_id, inflight_kind kind
 void inflight_pop(inflight_ring *r)
 {
 	entry_free(&r->slot[r->head]);
-	r->head = (r->head + 1) % r->cap;
+	r->head = (r->head + 1) & (r->cap - 1);
 	r->count--;
-}
-
-const int32_t *inflight_expect(const inflight_ring *r)
-{
-	const inflight *f = &r->slot[r->head];
-	return r->count && !f->answer ? &f->request_id : NULL;
 }
 
 bool inflight_only_awaiting(const inflight_ring *r)
 {
 	for (unsigned i = 0; i < r->count; i++)
-		if (r->slot[(r->head + i) % r->cap].kind != INFLIGHT_AWAIT)
+		if (r->slot[(r->head + i) & (r->cap - 1)].kind != INFLIGHT_AWAIT)
 			return false;
 	return true;
 }

@@ -82,11 +82,18 @@ static inline bool inflight_full(const inflight_ring *r)
 	return r->count == INFLIGHT_MAX;
 }
 
-/* The i-th oldest entry, i < count. */
-inflight *inflight_at(inflight_ring *r, unsigned i);
+/* The i-th oldest entry, i < count. Inline, as the next three: a
+ * pipelining client asks them several times a message. */
+static inline inflight *inflight_at(inflight_ring *r, unsigned i)
+{
+	return &r->slot[(r->head + i) & (r->cap - 1)];
+}
 
 /* The oldest entry, or NULL when none. */
-inflight *inflight_head(inflight_ring *r);
+static inline inflight *inflight_head(inflight_ring *r)
+{
+	return r->count ? &r->slot[r->head] : NULL;
+}
 
 /* A new entry at the tail, zeroed but for its fields; NULL when full (or
  * out of memory growing). Growing moves the entries: a pointer taken
@@ -98,7 +105,11 @@ void inflight_pop(inflight_ring *r);
 
 /* The request id the upstream's next reply must answer: the head's, when
  * the head waits for the upstream; NULL when no request does. */
-const int32_t *inflight_expect(const inflight_ring *r);
+static inline const int32_t *inflight_expect(const inflight_ring *r)
+{
+	const inflight *f = &r->slot[r->head];
+	return r->count && !f->answer ? &f->request_id : NULL;
+}
 
 /* True when nothing but awaitable hellos is in flight. */
 bool inflight_only_awaiting(const inflight_ring *r);

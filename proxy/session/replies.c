@@ -204,6 +204,75 @@ static bool wanted_whole(const session *s, const inflight *f)
 	        (f->kept && inflight_is_write(f->kind)));
 }
 
+/* A run of whole replies at the front of the upstream's input (its first
+ * chain), relayed together: each goes through the framer where it lies,
+ * with no header copied out, and those relayed in a row go in one move of
+ * their bytes, as a read of pipelined requests does the other way. The
+ * run is only replies the framer forwards untouched: it ends at the first
+ * that is not all here, is wanted whole, or is dropped (drained here, as
+ * the framer counted it gone), while capturing, and before a reply that
+ * would take the queued output past OUT_HIGH. A completed request whose
+ * successor carries an answer of ours ends it too: the replies before
+ * that answer must be out first. False when it did nothing (the loop's
+ * own step then says what the front of the input is). */
+static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail)
+{
+	struct evbuffer_iovec v;
+	if (s->env.capture || reply_framer_mid_reply(&s->framer) ||
+	    evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+		return false;
+	const uint8_t *p = v.iov_base;
+	size_t have = v.iov_len, off = 0, nrun = 0, bytes = 0;
+	size_t queued = evbuffer_get_length(out) + evbuffer_get_length(session_client_out(s));
+	bool more = true;
+	while (more && have - off >= REPLY_PEEK_LEN) {
+		const inflight *head = inflight_head(&s->inflight);
+		size_t len = (size_t)(uint32_t)wire_read_i32(p + off);
+		if (!head || head->answer || wanted_whole(s, head) || len < REPLY_PEEK_LEN ||
+		    len > have - off || queued + off + len >= OUT_HIGH)
+			break;
+		framer_step st;
+		wire_error err;
+		session_no_error(&err);
+		reply_framer_set_whole(&s->framer, false);
+		framer_verb verb = reply_framer_next(&s->framer, p + off, have - off, len,
+		                                     inflight_expect(&s->inflight), &st, &err);
+		if (verb == FRAMER_DROP) {
+			/* counted gone by the framer: the run's bytes go first */
+			note_dropped_reply(s, &st.peek.h);
+			if (off > 0)
+				transport_stage_or_relay(in, off, false, out, &s->cl, true);
+			evbuffer_drain(in, st.n);
+			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
+			return true;
+		}
+		if (verb != FRAMER_FORWARD)
+			break; /* nothing consumed: the loop's own step says what it is */
+		if (st.starts)
+			note_reply_start(s);
+		off += st.n;
+		bytes += st.n;
+		nrun++;
+		if (st.completes) {
+			const inflight *next =
+			    inflight_count(&s->inflight) > 1 ? inflight_at(&s->inflight, 1) : NULL;
+			more = !(next && next->answer);
+			if (!more) { /* answers_complete_head writes it */
+				transport_stage_or_relay(in, off, off == avail, out, &s->cl, true);
+				off = 0;
+			}
+			answers_complete_head(s);
+		}
+	}
+	if (off > 0)
+		transport_stage_or_relay(in, off, off == avail, out, &s->cl, true);
+	if (nrun == 0)
+		return false;
+	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
+	transport_set_read_need(&s->up, READ_CHUNK);
+	return true;
+}
+
 static void process_upstream_replies(session *s)
 {
 	struct evbuffer *out = s->env.stage_replies;
@@ -218,6 +287,8 @@ static void process_upstream_replies(session *s)
 			return;
 		}
 		size_t avail = evbuffer_get_length(in);
+		if (avail > 0 && relay_run(s, in, out, avail))
+			continue;
 		if (avail == 0) {
 			/* What the framer would say with nothing here: gather a
 			 * header, or one more byte of the reply it is in, which
@@ -231,7 +302,8 @@ static void process_upstream_replies(session *s)
 		uint8_t buf[REPLY_PEEK_LEN];
 		const uint8_t *p = peek_upstream(in, have, buf, sizeof(buf));
 		framer_step st;
-		wire_error err = {0};
+		wire_error err;
+		session_no_error(&err);
 		const inflight *head = inflight_head(&s->inflight);
 		reply_framer_set_whole(&s->framer, wanted_whole(s, head));
 		if (!p) {

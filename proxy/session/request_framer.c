@@ -64,6 +64,24 @@ reqf_verb request_framer_next(const request_framer *f, const uint8_t *hdr, size_
 	return st->verb;
 }
 
+size_t request_framer_run(const request_framer *f, const uint8_t *p, size_t have, size_t max,
+                          size_t *n)
+{
+	size_t count = 0, off = 0;
+	if (f->mode == REQF_BOUNDARY) {
+		while (count < max && have - off >= WIRE_HEADER_LEN) {
+			int32_t len = wire_read_i32(p + off);
+			if (len < WIRE_MIN_MESSAGE_LEN || len >= CUT_MIN ||
+			    (size_t)len > have - off)
+				break;
+			off += (size_t)len;
+			count++;
+		}
+	}
+	*n = off;
+	return count;
+}
+
 void request_framer_large(request_framer *f, size_t len, bool relay)
 {
 	*f = (request_framer){relay ? REQF_RELAYED : REQF_HELD, len, 0, 0};

@@ -27,7 +27,13 @@
  *
  * next() only looks: it changes nothing, so a caller may ask, decide not to
  * act (backpressure), and ask again later. What the caller did is told back
- * through the four calls after it. Pure: no I/O, no allocation. */
+ * through the four calls after it.
+ *
+ * Pipelined requests: run() says how many whole small requests lie one
+ * after another at the front of the input, so a read of many is judged in
+ * one pass and its bytes moved once, each request of the run being a
+ * WHOLE of its own length. It only looks too. Pure: no I/O, no
+ * allocation. */
 #ifndef MG_PROXY_SESSION_REQUEST_FRAMER_H
 #define MG_PROXY_SESSION_REQUEST_FRAMER_H
 
@@ -87,6 +93,15 @@ static inline void request_framer_init(request_framer *f)
  * contiguous; avail: all the bytes the input holds. */
 reqf_verb request_framer_next(const request_framer *f, const uint8_t *hdr, size_t avail,
                               reqf_step *st, wire_error *err);
+
+/* A run: at a boundary, how many requests, one after another from p (the
+ * first `have` bytes of the input, contiguous), are whole there, shorter
+ * than CUT_MIN and of a length the protocol allows; at most max of them.
+ * *n: their bytes. 0 (and *n 0) in a large request, or when the first is
+ * not such a one: next() then says what it is. The run ends before the
+ * first request that is not, or at max. */
+size_t request_framer_run(const request_framer *f, const uint8_t *p, size_t have, size_t max,
+                          size_t *n);
 
 /* A large request of len bytes (REQF_LARGE's n) has a buffer of its own;
  * relay: it is cut through. */

@@ -7,10 +7,13 @@
  * is raised to exactly that request, so a connection never buffers more
  * than one request beyond a read chunk), or, when it is large (CUT_MIN
  * bytes or more) and has not all arrived, into a buffer of its own
- * (s->large_buf: what the input held first, then on a plain socket the
- * rest read straight into it), judged and forwarded from there with no
- * second copy. It is then decoded by the request path (protocol/request.h)
- * into a command view, analysed, and one of four things happens to it:
+ * (s->large: what the input held first, then on a plain socket the rest
+ * read straight into it), judged and forwarded from there with no second
+ * copy: what the upstream socket does not take at once stays in that
+ * buffer, which the upstream's output refers to until it is written
+ * (transport_relay_buf). It is then decoded by the request path
+ * (protocol/request.h) into a command view, analysed, and one of four
+ * things happens to it:
  *   forward  - the original bytes move to the upstream output buffer
  *              (evbuffer_remove_buffer: chains move, nothing is copied), or
  *              are sent from the large request's buffer;
@@ -21,6 +24,11 @@
  *   wait     - the index list a rule needs is being fetched: the request
  *              stays where it is, reading stops, and it is judged again
  *              when the cache changes or the wait times out (HOLD_WAITING).
+ *
+ * Pipelining. A read of several whole small requests (request_framer_run)
+ * is judged in one pass where it lies in the input, and the requests
+ * forwarded in a row go in one move of their bytes; the first request
+ * that is not forwarded ends the run (judge_run).
  *
  * Cut-through. A large request (an OP_MSG, with nothing else in flight) is
  * relayed while it arrives when the configuration cannot block it
@@ -207,7 +215,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 static void handle_request(session *s, const uint8_t *msg, size_t len, handled *out)
 {
 	request r;
-	wire_error err = {0};
+	wire_error err;
+	session_no_error(&err);
 	out->replacement = NULL;
 	switch (request_decode(&r, msg, len, &err)) {
 	case REQUEST_COMMAND:
@@ -258,21 +267,21 @@ static void flush_stage(session *s)
 		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
 }
 
-static void count_relayed(session *s, mx_direction d, size_t len)
+static void count_relayed(session *s, mx_direction d, size_t nmsgs, size_t len)
 {
-	mx_add(&s->env.mx->messages[d], 1);
+	mx_add(&s->env.mx->messages[d], nmsgs);
 	mx_add(&s->env.mx->bytes[d], len);
 }
 
 /* ---- large requests: read into their own buffer, relayed or held ---- */
 
-/* n bytes at p of a large request (whole bytes long) from its own buffer
- * to the upstream, after what this turn staged. False when the session
- * ended (out of memory). */
-static bool large_send(session *s, const uint8_t *p, size_t n, size_t whole)
+/* Bytes at..at+n of a large request (whole bytes long) from its own
+ * buffer to the upstream, after what this turn staged. False when the
+ * session ended (out of memory). */
+static bool large_send(session *s, size_t at, size_t n, size_t whole)
 {
 	flush_stage(s);
-	if (transport_relay_mem(&s->up, s->state == SESSION_ACTIVE, p, n))
+	if (transport_relay_buf(&s->up, s->state == SESSION_ACTIVE, s->large, at, n))
 		return true;
 	session_finish(s, LOG_ERROR, "out of memory relaying a %zu-byte request", whole);
 	return false;
@@ -312,10 +321,10 @@ static bool cut_allowed(session *s, struct evbuffer *in, size_t avail, const fra
  * the input buffer then, and is made contiguous there. */
 static bool large_begin(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
 {
-	if (!(s->large_buf = malloc(st->n)))
+	if (!(s->large = transport_buf_new(st->n)))
 		return false;
 	request_framer_large(&s->reqf, st->n, cut_allowed(s, in, avail, &st->head));
-	transport_direct(&s->cl, s->large_buf, st->n);
+	transport_direct(&s->cl, s->large->data, st->n);
 	transport_set_read_need(&s->cl, READ_CHUNK);
 	return true;
 }
@@ -327,24 +336,47 @@ static void large_took(session *s, size_t n)
 {
 	const request_framer *f = &s->reqf;
 	request_framer_took(&s->reqf, n);
-	transport_direct(&s->cl, s->large_buf + f->got, request_framer_room(f));
+	transport_direct(&s->cl, s->large->data + f->got, request_framer_room(f));
 	transport_await(&s->cl, f->mode == REQF_RELAYED ? 0 : request_framer_room(f));
 	if (request_framer_room(f) == 0)
 		session_clear_timer(s);
 }
 
+/* Done with the large request. Its buffer goes once the upstream's output
+ * no longer refers to any of it; until then the session holds it. */
 static void large_end(session *s)
 {
-	free(s->large_buf);
-	s->large_buf = NULL;
+	if (s->large && transport_buf_queued(s->large) && !s->large_sent)
+		s->large_sent = s->large;
+	else
+		transport_buf_release(s->large);
+	s->large = NULL;
 	request_framer_done(&s->reqf);
 	transport_direct(&s->cl, NULL, 0);
 }
 
 void requests_release(session *s)
 {
-	free(s->large_buf);
-	s->large_buf = NULL;
+	transport_buf_release(s->large);
+	s->large = NULL;
+	transport_buf_release(s->large_sent);
+	s->large_sent = NULL;
+}
+
+void requests_large_written(session *s)
+{
+	if (s->large_sent && !transport_buf_queued(s->large_sent)) {
+		transport_buf_release(s->large_sent);
+		s->large_sent = NULL;
+	}
+}
+
+/* A new large request waits while the last one's bytes are queued: one
+ * large buffer a connection. The upstream's write callback wakes it. */
+static bool large_waits(session *s)
+{
+	requests_large_written(s);
+	return s->large_sent != NULL;
 }
 
 /* ---- judging, and what is done with the bytes ---- */
@@ -376,16 +408,16 @@ static bool cut_finish(session *s, const reqf_step *st, handled *h)
 	switch (h->outcome) {
 	case REQ_WAIT:
 		request_wait(s);
-		return false; /* the tail stays in large_buf; judged again later */
+		return false; /* the tail stays in its buffer; judged again later */
 	case REQ_CLOSE:
 		large_end(s);
 		return false; /* session_finish already ran */
 	case REQ_FORWARD:
-		if (!large_send(s, s->large_buf + st->at, st->n, len)) {
+		if (!large_send(s, st->at, st->n, len)) {
 			large_end(s);
 			return false;
 		}
-		count_relayed(s, MX_DIR_REQUEST, len);
+		count_relayed(s, MX_DIR_REQUEST, 1, len);
 		break;
 	case REQ_REPLACE:
 	case REQ_DROP:
@@ -422,15 +454,15 @@ static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 		if (in)
 			transport_stage_or_relay(in, len, all, s->env.stage, &s->up,
 			                         s->state == SESSION_ACTIVE);
-		else if (!large_send(s, msg, len, len))
+		else if (!large_send(s, 0, len, len))
 			return false;
-		count_relayed(s, MX_DIR_REQUEST, len);
+		count_relayed(s, MX_DIR_REQUEST, 1, len);
 		break;
 	case REQ_REPLACE:
 		if (in)
 			evbuffer_drain(in, len);
 		evbuffer_add(s->env.stage, h->replacement, h->replacement_len);
-		count_relayed(s, MX_DIR_REQUEST, h->replacement_len);
+		count_relayed(s, MX_DIR_REQUEST, 1, h->replacement_len);
 		free(h->replacement);
 		break;
 	case REQ_DROP:
@@ -472,6 +504,60 @@ static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 	return go;
 }
 
+/* ---- runs: a read of pipelined requests, judged together ---- */
+
+/* The requests of a run (request_framer_run: count whole small ones, at p,
+ * the front of `in`, avail bytes in all) judged one after another where
+ * they lie, in one pass: no header copied out, no bytes made contiguous,
+ * no loop turn each. Those forwarded in a row go in one move of their
+ * bytes. The first that is not forwarded (answered, rewritten, waiting,
+ * or ending the session) ends the run: the bytes before it move first, so
+ * the order holds, then it is dealt with alone, as apply() does, and
+ * whatever follows it waits for the loop's next turn (a held request
+ * stops reading until it is judged). False when the loop must stop. */
+static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t count, size_t avail)
+{
+	size_t off = 0, fwd = 0, len = 0;
+	handled h = {.outcome = REQ_FORWARD};
+	while (fwd < count) {
+		len = (size_t)wire_read_i32(p + off); /* the framer checked it */
+		handle_request(s, p + off, len, &h);
+		if (h.outcome != REQ_FORWARD)
+			break;
+		off += len;
+		fwd++;
+		if (!session_relaying(s))
+			count = fwd; /* ended meanwhile: what was judged is dealt with */
+	}
+	if (off > 0) {
+		if (s->up.bev)
+			transport_stage_or_relay(in, off, off == avail, s->env.stage, &s->up,
+			                         s->state == SESSION_ACTIVE);
+		else
+			evbuffer_drain(in, off);
+		count_relayed(s, MX_DIR_REQUEST, fwd, off);
+		s->nrequests += fwd; /* request_done: a run holds no held request */
+	}
+	if (fwd == count)
+		return session_relaying(s);
+	return apply(s, in, NULL, len, off + len == avail, &h);
+}
+
+/* What a run may be looked for in: the input's first chain, when the
+ * session is at a boundary with no request held and an upstream to
+ * forward to (being reached or reached: an unreachable one answers each
+ * request alone). NULL otherwise. */
+static const uint8_t *run_bytes(session *s, struct evbuffer *in, size_t avail, size_t *have)
+{
+	struct evbuffer_iovec v;
+	if (avail < WIRE_HEADER_LEN || requests_in_large(s) || s->hold != HOLD_NONE ||
+	    (s->state != SESSION_CONNECTING && s->state != SESSION_ACTIVE) ||
+	    evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+		return NULL;
+	*have = v.iov_len;
+	return v.iov_base;
+}
+
 /* ---- the loop ---- */
 
 /* A request has started arriving: it must be complete within
@@ -508,16 +594,16 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 		transport_set_read_need(&s->cl, st->n);
 		return false;
 	case REQF_TAKE:
-		if (evbuffer_remove(in, s->large_buf + st->at, st->n) == (int)st->n)
+		if (evbuffer_remove(in, s->large->data + st->at, st->n) == (int)st->n)
 			large_took(s, st->n);
 		return true;
 	case REQF_SEND:
-		if (!large_send(s, s->large_buf + st->at, st->n, s->reqf.len))
+		if (!large_send(s, st->at, st->n, s->reqf.len))
 			return false;
 		request_framer_sent(&s->reqf, st->n);
 		return true;
 	case REQF_JUDGE:
-		return judge(s, NULL, s->large_buf, s->reqf.len, true, st);
+		return judge(s, NULL, s->large->data, s->reqf.len, true, st);
 	case REQF_WHOLE:
 		break;
 	}
@@ -532,10 +618,66 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 	return judge(s, in, msg, st->n, st->n == avail, st);
 }
 
+typedef enum {
+	RUN_NONE, /* no run here: the framer's next verb says what is */
+	RUN_DONE, /* a run judged: look again */
+	RUN_STOP, /* the loop must stop (backpressure, a wait, the end) */
+} run_result;
+
+/* A run of whole small requests (a pipelining client's read) at the front
+ * of the input, judged together. Its length is bounded by the room in
+ * flight, so only the output's backpressure is left to ask about. */
+static run_result take_run(session *s, struct evbuffer *in, size_t avail)
+{
+	size_t have = 0, bytes = 0, count = 0;
+	const uint8_t *p = run_bytes(s, in, avail, &have);
+	if (p)
+		count = request_framer_run(&s->reqf, p, have,
+		                           INFLIGHT_MAX - inflight_count(&s->inflight), &bytes);
+	if (count == 0)
+		return RUN_NONE;
+	if (upstream_out_len(s) >= OUT_HIGH) {
+		session_pause_client(s);
+		return RUN_STOP;
+	}
+	session_clear_timer(s);
+	transport_await(&s->cl, 0);
+	transport_set_read_need(&s->cl, READ_CHUNK);
+	return judge_run(s, in, p, count, avail) ? RUN_DONE : RUN_STOP;
+}
+
+/* The request framer's next verb, asked and carried out. False when the
+ * loop must stop. */
+static bool next_verb(session *s, struct evbuffer *in, size_t avail)
+{
+	uint8_t hdr[WIRE_HEADER_LEN] = {0};
+	reqf_step st;
+	wire_error err = {0};
+	if (avail >= WIRE_HEADER_LEN && !requests_in_large(s))
+		evbuffer_copyout(in, hdr, sizeof(hdr));
+	request_framer_next(&s->reqf, hdr, avail, &st, &err);
+	/* Stop while the upstream has not taken what we sent, or the
+	 * pipeline is full, or the last large request's buffer is still
+	 * queued: the client waits, our memory does not grow. A large
+	 * request judged once whole is not stopped: its bytes are here, and
+	 * its room in the pipeline was there when it began. */
+	if (st.verb != REQF_JUDGE &&
+	    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight) ||
+	     (st.verb == REQF_LARGE && large_waits(s)))) {
+		session_pause_client(s);
+		return false;
+	}
+	if (st.verb == REQF_REFUSE) {
+		refuse_frame(s, &st.head, &err);
+		return false;
+	}
+	return step(s, in, avail, &st);
+}
+
 /* Called when the client side may have work: new bytes, room upstream, the
  * index cache answering, or a wait timing out. The requests forwarded are
- * staged and written together when it returns (flush_stage); one that is
- * all its read held goes at once (transport_stage_or_relay). */
+ * staged and written together when it returns (flush_stage); those that
+ * are all their read held go at once (transport_stage_or_relay). */
 static void process_requests(session *s)
 {
 	struct evbuffer *in = bufferevent_get_input(s->cl.bev);
@@ -544,29 +686,10 @@ static void process_requests(session *s)
 		large_took(s, direct); /* read straight into the large request's buffer */
 	while (session_relaying(s)) {
 		size_t avail = evbuffer_get_length(in);
-		uint8_t hdr[WIRE_HEADER_LEN] = {0};
-		reqf_step st;
-		wire_error err = {0};
 		if (avail == 0 && !requests_in_large(s))
 			break;
-		if (avail >= WIRE_HEADER_LEN && !requests_in_large(s))
-			evbuffer_copyout(in, hdr, sizeof(hdr));
-		request_framer_next(&s->reqf, hdr, avail, &st, &err);
-		/* Stop while the upstream has not taken what we sent, or the
-		 * pipeline is full: the client waits, our memory does not grow.
-		 * A large request judged once whole is not stopped: its bytes
-		 * are here, and its room in the pipeline was there when it
-		 * began. */
-		if (st.verb != REQF_JUDGE &&
-		    (upstream_out_len(s) >= OUT_HIGH || inflight_full(&s->inflight))) {
-			session_pause_client(s);
-			break;
-		}
-		if (st.verb == REQF_REFUSE) {
-			refuse_frame(s, &st.head, &err);
-			break;
-		}
-		if (!step(s, in, avail, &st))
+		run_result r = take_run(s, in, avail);
+		if (r == RUN_STOP || (r == RUN_NONE && !next_verb(s, in, avail)))
 			break;
 	}
 }

@@ -23,9 +23,10 @@
  * Backpressure: a side's output buffer above OUT_HIGH stops reading from the
  * other side until it drains below OUT_LOW. Per connection, memory is bounded
  * by one request (<= 48,000,000 bytes, the protocol maximum) plus about
- * 2 x (OUT_HIGH + READ_CHUNK) of streaming buffers, and, while a large
- * request is relayed to a slow upstream, up to DIRECT_READ - READ_CHUNK more
- * of it queued there (a read of it lands whole before reading stops). */
+ * 2 x (OUT_HIGH + READ_CHUNK) of streaming buffers. A large request's bytes
+ * queued for a slow upstream are not among those: the output refers to the
+ * request's own buffer, which is held until they are written, and the next
+ * large request waits for that (requests.c), so a connection holds one. */
 #include "proxy/session/session.h"
 
 #include <errno.h>
@@ -346,7 +347,9 @@ static void upstream_read_cb(struct bufferevent *bev, void *arg)
 /* The upstream drained below OUT_LOW: resume reading from the client. */
 static void upstream_write_cb(struct bufferevent *bev, void *arg)
 {
-	resume_client(of_upstream(arg));
+	session *s = of_upstream(arg);
+	requests_large_written(s);
+	resume_client(s);
 }
 
 static void upstream_connected(session *s, struct bufferevent *bev)

@@ -105,7 +105,11 @@ struct session {
 	int64_t reply_wake;        /* when reply_timer fires (ns); 0: not added */
 
 	request_framer reqf;
-	uint8_t *large_buf; /* the large request's own buffer (reqf.len bytes) */
+	transport_buf *large; /* the large request's own buffer (reqf.len bytes), or NULL */
+	/* A large request done with whose bytes the upstream's output still
+	 * refers to: held, so the next large request waits for it to go and
+	 * a connection never holds two (requests_large_written). */
+	transport_buf *large_sent;
 	reply_framer framer;
 	inflight_ring inflight;
 
@@ -130,6 +134,16 @@ static inline const snapshot *session_snap(const session *s)
 static inline bool session_relaying(const session *s)
 {
 	return s->state >= SESSION_CONNECTING && s->state <= SESSION_UNREACHABLE;
+}
+
+/* No error yet, for a wire_error a step may fill. Not `= {0}`: that clears
+ * all 272 bytes, once a message on the request path; readers only ever
+ * read msg as a string. */
+static inline void session_no_error(wire_error *err)
+{
+	err->code = 0;
+	err->code_name = NULL;
+	err->msg[0] = '\0';
 }
 
 static inline struct evbuffer *session_client_out(session *s)
@@ -157,6 +171,9 @@ void requests_process(session *s);
 void requests_hold(session *s, session_hold to);
 /* Frees a large request cut short by the end of the session. */
 void requests_release(session *s);
+/* The upstream's output drained below OUT_LOW: the buffer of a large
+ * request sent from it goes once none of it is queued. */
+void requests_large_written(session *s);
 /* A large request arriving: nothing else is read until it is whole. */
 static inline bool requests_in_large(const session *s)
 {

@@ -7,6 +7,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/bufferevent_struct.h> /* ev_read, ev_write, wm_read, readcb, errorcb */
 #include <event2/event.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -104,9 +105,33 @@ void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct
 		evbuffer_remove_buffer(src, stage, len);
 }
 
-bool transport_relay_mem(transport_side *dst, bool connected, const uint8_t *p, size_t len)
+transport_buf *transport_buf_new(size_t cap)
+{
+	transport_buf *b = malloc(sizeof(*b) + cap);
+	if (b) {
+		b->refs = 1;
+		b->cap = cap;
+	}
+	return b;
+}
+
+void transport_buf_release(transport_buf *b)
+{
+	if (b && --b->refs == 0)
+		free(b);
+}
+
+/* libevent is done with a piece of a buffer: written, or its output freed. */
+static void buf_written(const void *data, size_t len, void *arg)
+{
+	transport_buf_release(arg);
+}
+
+bool transport_relay_buf(transport_side *dst, bool connected, transport_buf *b, size_t at,
+                         size_t len)
 {
 	struct evbuffer *out = bufferevent_get_output(dst->bev);
+	const uint8_t *p = b->data + at;
 	if (connected && len > 0 && evbuffer_get_length(out) == 0 && !dst->tls) {
 		ssize_t w = send(event_get_fd(&dst->bev->ev_write), p, len, MSG_NOSIGNAL);
 		if (w > 0) {
@@ -114,7 +139,12 @@ bool transport_relay_mem(transport_side *dst, bool connected, const uint8_t *p, 
 			len -= (size_t)w;
 		}
 	}
-	return len == 0 || evbuffer_add(out, p, len) == 0;
+	if (len == 0)
+		return true;
+	if (evbuffer_add_reference(out, p, len, buf_written, b) != 0)
+		return false;
+	b->refs++;
+	return true;
 }
 
 /* One readv of up to want bytes straight into the end of in: the return

@@ -101,9 +101,39 @@ void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, 
 void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
                               transport_side *dst, bool connected);
 
-/* len bytes at p on their way to dst, the same way as transport_relay; whatever the socket
- * does not take is copied into dst's output. False when that copy could
- * not be made (out of memory). */
-bool transport_relay_mem(transport_side *dst, bool connected, const uint8_t *p, size_t len);
+/* A large request's own buffer (a socket's direct reads land there). Its
+ * bytes go upstream from it without a copy: what the socket does not take
+ * at once stays in the buffer, and dst's output refers to it
+ * (evbuffer_add_reference) until libevent has written it. So the buffer
+ * is counted: the session holds one reference until it is done with the
+ * request (transport_buf_release), and each piece queued in an output
+ * holds one until it is written or its output is freed, which may be
+ * after the session is gone. The last reference frees it; nothing else
+ * ever does. Invariant: refs >= 1 while allocated; bytes of data that an
+ * output refers to are never written again. */
+typedef struct transport_buf {
+	unsigned refs;
+	size_t cap;
+	uint8_t data[];
+} transport_buf;
+
+/* A buffer of cap bytes, held once by the caller; NULL without memory. */
+transport_buf *transport_buf_new(size_t cap);
+
+/* Drops the caller's reference (b may be NULL). */
+void transport_buf_release(transport_buf *b);
+
+/* Bytes of b still wait in an output to be written. */
+static inline bool transport_buf_queued(const transport_buf *b)
+{
+	return b->refs > 1;
+}
+
+/* Bytes at..at+len of b on their way to dst, the same way as
+ * transport_relay: sent at once when dst's output is empty; whatever the
+ * socket does not take is queued in dst's output as a reference to b, not
+ * a copy. False when that could not be queued (out of memory). */
+bool transport_relay_buf(transport_side *dst, bool connected, transport_buf *b, size_t at,
+                         size_t len);
 
 #endif

@@ -13,6 +13,8 @@ is most of a small request's cost); every thread of the process is included.
 
   build/venv/bin/python tests/bench/instructions.py
   build/venv/bin/python tests/bench/instructions.py --requests 50000 --loads "ping c16 d16"
+  build/venv/bin/python tests/bench/instructions.py --no-haproxy --loads "insert 16MB c1" \
+      --requests 20 --warmup 5 --keep /tmp/cg    # then callgrind_annotate /tmp/cg/...
 
 Prints a table and one JSON line (`--json`); exit status 0 when every load ran
 without a reply error. Needs valgrind (scripts/setup.sh --tests installs it)
@@ -53,16 +55,16 @@ def control(flag: str, pid: int) -> None:
                          f"{r.stdout}{r.stderr}")
 
 
-def dump_total(prefix: Path, before: set[Path]) -> int:
+def dump_total(prefix: Path, before: set[Path]) -> tuple[int, Path]:
     """The total of the dump callgrind_control --dump just wrote (a new file
-    next to the output file, `<out>.<n>`)."""
+    next to the output file, `<out>.<n>`), and that file."""
     new = sorted(set(prefix.parent.glob(prefix.name + ".*")) - before,
                  key=lambda p: p.stat().st_mtime)
     if not new:
         raise SystemExit(f"instructions: no callgrind dump appeared for {prefix}")
     for line in new[-1].read_text(errors="replace").splitlines():
         if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
+            return int(line.split()[1]), new[-1]
     raise SystemExit(f"instructions: no totals in {new[-1]}")
 
 
@@ -78,17 +80,17 @@ def run_load(loadgen: Path, port: int, args: list[str], requests: int) -> dict:
 
 
 def measure(name: str, proc: subprocess.Popen, port: int, out: Path, loadgen: Path,
-            loads: list[str], requests: int) -> dict:
+            loads: list[str], requests: int, warmup: int) -> dict:
     figures = {}
     for load in loads:
         args = LOADS[load]
-        warm = run_load(loadgen, port, args, WARMUP_REQUESTS)
+        warm = run_load(loadgen, port, args, warmup)
         control("--zero", proc.pid)
         before = set(out.parent.glob(out.name + ".*"))
         res = run_load(loadgen, port, args, requests)
         control("--dump", proc.pid)
-        total = dump_total(out, before)
-        figures[load] = {"instructions": total, "requests": res["ops"],
+        total, dump = dump_total(out, before)
+        figures[load] = {"instructions": total, "requests": res["ops"], "dump": dump.name,
                          "per_request": total / res["ops"] if res["ops"] else None,
                          "errors": res["errors"] + warm["errors"]}
         print(f"{name:<10} {load:<16} {figures[load]['per_request'] or 0:>9,.0f} instructions "
@@ -107,6 +109,11 @@ def main() -> int:
                     help="the CMake build directory holding tests/mg_loadgen [build/]")
     ap.add_argument("--mongoguard", help="mongoguard binary [$MONGOGUARD_BIN, else "
                     "<build>/mongoguard]")
+    ap.add_argument("--warmup", type=int, default=WARMUP_REQUESTS,
+                    help=f"unmeasured requests per load before the count [{WARMUP_REQUESTS}]")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep the callgrind dumps (one per load and proxy) in DIR, for "
+                    "callgrind_annotate")
     ap.add_argument("--no-haproxy", action="store_true", help="measure mongoguard only")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     a = ap.parse_args()
@@ -143,7 +150,7 @@ def main() -> int:
         procs.append(mg)
         wait_port(mg_port, 120, mg, "mongoguard under callgrind")
         results["mongoguard"] = measure("mongoguard", mg, mg_port, mg_out, loadgen, loads,
-                                        a.requests)
+                                        a.requests, a.warmup)
         if not a.no_haproxy:
             hp = free_port()
             hcfg = tmp / "haproxy.cfg"
@@ -152,7 +159,8 @@ def main() -> int:
             h = callgrind(["haproxy", "-db", "-f", str(hcfg)], h_out, tmp / "haproxy.out")
             procs.append(h)
             wait_port(hp, 120, h, "haproxy under callgrind")
-            results["haproxy"] = measure("haproxy", h, hp, h_out, loadgen, loads, a.requests)
+            results["haproxy"] = measure("haproxy", h, hp, h_out, loadgen, loads, a.requests,
+                                         a.warmup)
         print("| load | mongoguard | HAProxy | mongoguard / HAProxy |")
         print("|---|---|---|---|")
         for load in loads:
@@ -168,6 +176,12 @@ def main() -> int:
     finally:
         for p in reversed(procs):
             stop(p)
+        if a.keep:
+            keep = Path(a.keep)
+            keep.mkdir(parents=True, exist_ok=True)
+            for dump in tmp.glob("cg-*.out.*"):
+                shutil.copy(dump, keep / dump.name)
+            print(f"instructions: callgrind dumps in {keep}", file=sys.stderr)
         shutil.rmtree(tmp, ignore_errors=True)
     return status
 

@@ -5,7 +5,10 @@
  * now and then straight into a large request's buffer, as a plain socket's
  * direct read puts it, as test_proxy_request_framer does by hand.
  *
- *   bytes 0-3  the chunking's seed
+ *   bytes 0-3  the chunking's seed; also, unless its top bit is set, the
+ *              seed of the runs of whole small requests taken now and then
+ *              (request_framer_run, as the session judges a read of
+ *              pipelined requests)
  *   bytes 4-7  bit i: the i-th large request is cut through
  *   then 3 bytes a request: the first byte's low two bits pick small
  *   (16-527 bytes), large (CUT_MIN up to about 1.1 MiB), exactly CUT_MIN
@@ -16,7 +19,9 @@
  * requests come out whole, in order, byte for byte; a cut-through
  * request's last CUT_HELD bytes wait for its verdict and what was sent
  * and what is left add up to it; NEED only when nothing can be done;
- * REFUSE only for an impossible length; no livelock. */
+ * REFUSE only for an impossible length; a run holds only whole small
+ * requests, within what it was shown and its limit, and is the longest
+ * such; no livelock. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +80,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			p[j] = (uint8_t)(i + j);
 		p += stored;
 	}
-	reqsim r = {.stream = s, .len = total, .seed = seed ? seed : 1, .relay_mask = mask};
+	reqsim r = {.stream = s,
+	            .len = total,
+	            .seed = seed ? seed : 1,
+	            .relay_mask = mask,
+	            .run_seed = seed & 0x80000000u ? 0 : (seed ^ mask) | 1};
 	bool ok = reqsim_feed(&r);
 	size_t first_bad = n;
 	for (size_t i = 0; i < n && first_bad == n; i++)

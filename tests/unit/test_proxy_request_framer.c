@@ -1,7 +1,7 @@
 /* The request framer, without libevent: request streams fed in every
  * chunking from one byte to whole, with large requests held or cut
- * through, must come out as exactly their requests (request_sim.h checks
- * each verb). */
+ * through, and with runs of pipelined requests taken, must come out as
+ * exactly their requests (request_sim.h checks each verb and run). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -194,6 +194,98 @@ static void test_need_says_how_much(void **state)
 	free(s);
 }
 
+/* Runs (the session's way with a read of pipelined requests) taken now
+ * and then, with random limits, over random parts of what arrived, in
+ * every chunking: still every request whole, once, in order. */
+static void test_runs_in_every_chunking(void **state)
+{
+	const size_t lens[] = {16, 17, 100, 4096, 21, CUT_MIN - 1, 16, 300, 16, 16, 70000, 40};
+	const size_t nlens = sizeof(lens) / sizeof(lens[0]);
+	size_t len;
+	uint8_t *s = stream_of(lens, nlens, &len);
+	unsigned runs = 0, in_runs = 0;
+	for (size_t chunk = 1; chunk <= len; chunk = chunk < 64 ? chunk + 1 : chunk * 2)
+		for (uint32_t seed = 1; seed <= 8; seed++) {
+			reqsim r = sim_of(s, len, 1, seed & 1 ? ~0u : 0);
+			r.run_seed = seed * 2654435761u;
+			request_framer_init(&r.f);
+			while (r.arrived < len) {
+				r.arrived = r.arrived + chunk < len ? r.arrived + chunk : len;
+				if (!reqsim_run(&r))
+					break;
+			}
+			assert_int_equal(r.lost, 0);
+			assert_int_equal(r.next_msg, len);
+			assert_int_equal(r.whole + r.judged, nlens);
+			runs += r.runs;
+			in_runs += r.in_runs;
+			reqsim_free(&r);
+		}
+	assert_true(runs > 0 && in_runs > runs); /* runs of several happened */
+	free(s);
+}
+
+/* Random chunkings with direct reads into large buffers, and runs. */
+static void test_runs_with_large_requests_and_direct_reads(void **state)
+{
+	const size_t lens[] = {40, 50,    CUT_MIN, 16, 200000, 1000, 60, CUT_MIN * 3 + 5,
+	                       77, 70000, 16};
+	const size_t nlens = sizeof(lens) / sizeof(lens[0]);
+	size_t len;
+	uint8_t *s = stream_of(lens, nlens, &len);
+	for (uint32_t seed = 1; seed <= 300; seed++) {
+		reqsim r = sim_of(s, len, seed * 2654435761u, seed * 40503u);
+		r.run_seed = seed * 69069u + 1;
+		assert_true(reqsim_feed(&r));
+		assert_int_equal(r.lost, 0);
+		assert_int_equal(r.whole + r.judged, nlens);
+		reqsim_free(&r);
+	}
+	free(s);
+}
+
+/* Where a run ends: before a request not all shown, a large one, an
+ * impossible length (which next() then refuses), or at the limit; never
+ * inside a large request. */
+static void test_run_stops_where_it_must(void **state)
+{
+	const size_t lens[] = {100, 200, CUT_MIN - 1, CUT_MIN, 50};
+	size_t len, n;
+	uint8_t *s = stream_of(lens, 5, &len);
+	request_framer f;
+	request_framer_init(&f);
+	assert_int_equal(request_framer_run(&f, s, len, 64, &n), 3);
+	assert_int_equal(n, 300 + CUT_MIN - 1); /* CUT_MIN itself is large */
+	assert_int_equal(request_framer_run(&f, s, 299, 64, &n), 1);
+	assert_int_equal(n, 100);
+	assert_int_equal(request_framer_run(&f, s, 315, 64, &n), 2); /* a partial header */
+	assert_int_equal(n, 300);
+	assert_int_equal(request_framer_run(&f, s, len, 2, &n), 2);
+	assert_int_equal(n, 300);
+	assert_int_equal(request_framer_run(&f, s, len, 0, &n), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(request_framer_run(&f, s, 99, 64, &n), 0);
+	assert_int_equal(request_framer_run(&f, s, 15, 64, &n), 0);
+	assert_int_equal(request_framer_run(&f, s, 0, 64, &n), 0);
+
+	/* an impossible length after the first: the run stops before it, and
+	 * next() refuses it there */
+	wire_write_i32(s + 100, 15);
+	assert_int_equal(request_framer_run(&f, s, len, 64, &n), 1);
+	assert_int_equal(n, 100);
+	reqf_step st;
+	wire_error err = {0};
+	assert_int_equal(request_framer_next(&f, s + 100, len - 100, &st, &err), REQF_REFUSE);
+	wire_write_i32(s + 100, 48000001);
+	assert_int_equal(request_framer_run(&f, s, len, 64, &n), 1);
+
+	/* in a large request, no run: its bytes are the large request's */
+	request_framer_large(&f, CUT_MIN, true);
+	assert_int_equal(request_framer_run(&f, s, len, 64, &n), 0);
+	assert_int_equal(n, 0);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +295,9 @@ int main(void)
 	    cmocka_unit_test(test_cut_through_holds_the_tail),
 	    cmocka_unit_test(test_impossible_lengths_refused),
 	    cmocka_unit_test(test_need_says_how_much),
+	    cmocka_unit_test(test_runs_in_every_chunking),
+	    cmocka_unit_test(test_runs_with_large_requests_and_direct_reads),
+	    cmocka_unit_test(test_run_stops_where_it_must),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
