@@ -82,9 +82,25 @@ bool report_write_sarif(const model *m, FILE *f)
 	return out_done(&o);
 }
 
+/* XML text or an attribute value: text_html's escapes (& < > " ' as
+ * entities, controls dropped, invalid UTF-8 as U+FFFD), and U+FFFE and
+ * U+FFFF, valid UTF-8 but no XML characters (a parser refuses the whole
+ * document), as U+FFFD too. EF only ever leads a sequence, so the text
+ * between two is escaped as it would be whole. */
 static void xml(text_buf *t, const char *s)
 {
-	text_html(t, s); /* escapes & < > " ': enough for attributes and text */
+	const char *p = s, *q = s;
+	while ((q = strstr(q, "\xef\xbf"))) {
+		unsigned char c = (unsigned char)q[2];
+		if (c != 0xbe && c != 0xbf) {
+			q += 2;
+			continue;
+		}
+		text_html_str(t, p, (size_t)(q - p));
+		text_put(t, "\xef\xbf\xbd", 3);
+		p = q = q + 3;
+	}
+	text_html(t, p);
 }
 
 static size_t matched_on(const model *m, const report_gate *g, uint64_t hash)

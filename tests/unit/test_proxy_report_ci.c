@@ -1,6 +1,7 @@
 /* The report's CI outputs (proxy/report/ci.c), on models written here:
  * what fuzz_report_diff found. A finding's shape with no row of its own is
- * one testcase however many rules found it. */
+ * one testcase however many rules found it; U+FFFE and U+FFFF never reach
+ * the XML. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,10 +81,26 @@ static void test_later_statement_is_one_testcase(void **state)
 	free(x);
 }
 
+static void test_noncharacters_never_reach_the_xml(void **state)
+{
+	model m;
+	two_rules_on_a_later_statement(&m);
+	snprintf(shapes[0].ns, sizeof shapes[0].ns, "shop.\xef\xbf\xbf<\xef\xbf\xbe\xef\xbf\xbd");
+	snprintf(findings[0].detail, sizeof findings[0].detail, "x\xef\xbf\xbey");
+	size_t len;
+	char *x = junit(&m, "any", &len);
+	assert_null(memmem(x, len, "\xef\xbf\xbf", 3));
+	assert_null(memmem(x, len, "\xef\xbf\xbe", 3));
+	assert_non_null(strstr(x, "classname=\"shop.\xef\xbf\xbd&lt;\xef\xbf\xbd\xef\xbf\xbd\""));
+	assert_non_null(strstr(x, "message=\"x\xef\xbf\xbdy\""));
+	free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_later_statement_is_one_testcase),
+	    cmocka_unit_test(test_noncharacters_never_reach_the_xml),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
