@@ -1,7 +1,8 @@
-/* The report's CI outputs (proxy/report/ci.c), on models written here:
- * what fuzz_report_diff found. A finding's shape with no row of its own is
- * one testcase however many rules found it; U+FFFE and U+FFFF never reach
- * the XML. */
+/* The report's CI outputs (proxy/report/ci.c) and --fail-on (gate.c), on
+ * models written here: what fuzz_report_diff found. A finding's shape with
+ * no row of its own is one testcase however many rules found it; U+FFFE
+ * and U+FFFF never reach the XML; a --fail-on list too long to read whole
+ * is refused, not cut. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,11 +97,28 @@ static void test_noncharacters_never_reach_the_xml(void **state)
 	free(x);
 }
 
+static void test_fail_on_list_too_long_is_refused(void **state)
+{
+	char spec[700] = ",";
+	for (int i = 0; i < 34; i++)
+		strcat(spec, "unbounded-push,");
+	report_gate g;
+	char err[256] = "";
+	/* 511 bytes: read whole */
+	assert_true(report_gate_parse(spec, &g, err, sizeof err));
+	assert_int_equal(g.rules, 1u << RULE_UNBOUNDED_PUSH);
+	/* one id more: it used to be cut off without a word */
+	strcat(spec, "large-document");
+	assert_false(report_gate_parse(spec, &g, err, sizeof err));
+	assert_non_null(strstr(err, "longer than 511 bytes"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_later_statement_is_one_testcase),
 	    cmocka_unit_test(test_noncharacters_never_reach_the_xml),
+	    cmocka_unit_test(test_fail_on_list_too_long_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
