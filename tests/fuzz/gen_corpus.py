@@ -282,6 +282,23 @@ def hello_seeds():
     yield "ferretdb-raw", bytes([64 | 8]) + fx["fx_ferretdb_ismaster_opreply"]
 
 
+def req(t, rid, op, ns, **kw):
+    """A capture's request record (protocol/capture.h)."""
+    r = {"k": "req", "t": I64(t), "conn": I64(1), "client": "127.0.0.1:5000",
+         "app": "fuzzapp", "rid": rid, "op": op, "db": ns.split(".")[0], "ns": ns,
+         "len": I64(100), "mtc": False, "verdict": "forward"}
+    r.update(kw)
+    return doc(r)
+
+
+def rep(t, rt, **kw):
+    """A capture's reply record, answering request rt."""
+    r = {"k": "reply", "t": I64(t), "conn": I64(1), "rt": rt, "len": I64(60), "ok": True,
+         "code": 0, "n": I64(1), "cid": I64(0)}
+    r.update(kw)
+    return doc(r)
+
+
 def capture_seeds():
     """fuzz_capture seeds: small capture files (protocol/capture.h): a
     header, index snapshots, requests (whole messages and redacted bodies),
@@ -297,19 +314,6 @@ def capture_seeds():
                            {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1"}]})
     opaque = doc({"k": "indexes", "t": I64(1700000000000002), "ns": "test.view",
                   "opaque": "a view"})
-
-    def req(t, rid, op, ns, **kw):
-        r = {"k": "req", "t": I64(t), "conn": I64(1), "client": "127.0.0.1:5000",
-             "app": "fuzzapp", "rid": rid, "op": op, "db": ns.split(".")[0], "ns": ns,
-             "len": I64(100), "mtc": False, "verdict": "forward"}
-        r.update(kw)
-        return doc(r)
-
-    def rep(t, rt, **kw):
-        r = {"k": "reply", "t": I64(t), "conn": I64(1), "rt": rt, "len": I64(60), "ok": True,
-             "code": 0, "n": I64(1), "cid": I64(0)}
-        r.update(kw)
-        return doc(r)
 
     find = fx["fx_pymongo_find_opmsg"]
     sort = opmsg(dict(BODIES["find_sort_hint"], **{"$db": "test"}))
@@ -334,6 +338,107 @@ def capture_seeds():
                        rep(1700000000000020, 1) + rep(1700000000000021, 2))
     yield "header-only", hdr
     yield "cut-short", whole[:len(whole) - 7]
+
+
+def rd_str(b):
+    """A string as fuzz_report_diff.c's str() reads it."""
+    if isinstance(b, str):
+        b = b.encode()
+    if len(b) < 255:
+        return bytes([len(b)]) + b
+    return b"\xff" + struct.pack("<H", len(b)) + b
+
+
+def rd_model(shapes, findings, redacted=0):
+    """A model as fuzz_report_diff.c's write_model() reads it. shapes:
+    (pool index, ns, command, shape, count, nlat, mostly_fails, p95 ms,
+    total ms); findings: (rule, pool index, ns, command, shape, suggestion,
+    detail, count, apps)."""
+    out = bytes([redacted, len(shapes)])
+    for h, ns, cmd, shape, count, nlat, fails, p95, total in shapes:
+        out += bytes([h]) + rd_str(ns) + rd_str(cmd) + rd_str(shape)
+        out += bytes([count - 1, nlat | (16 if fails else 0)])
+        out += struct.pack("<HH", int(p95 * 8), total)
+    out += bytes([len(findings)])
+    for rule, h, ns, cmd, shape, fix, detail, count, apps in findings:
+        out += bytes([rule, h]) + rd_str(ns) + rd_str(cmd) + rd_str(shape)
+        out += rd_str(fix) + rd_str(detail) + bytes([count - 1, len(apps)])
+        out += b"".join(rd_str(a) for a in apps)
+    return out
+
+
+# rule ids in analyzers/rules.h order
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
+         "collection-scan", "large-document"]
+
+
+def report_diff_seeds():
+    """fuzz_report_diff seeds: a mode byte and the gate's rule bits (see
+    fuzz_report_diff.c), then two models written out, or two captures."""
+    base = 16  # a baseline
+    shape = '{"filter":{"name":{"$regex":"?","$options":"i"}}}'
+    now = rd_model(
+        [(0, "shop.users", "find", shape, 20, 8, False, 30.0, 600),
+         (4, "shop.orders", "update", '{"q":{"a":"?"}}', 3, 5, False, 2.0, 6),
+         (5, "shop.new", "aggregate", '{"pipeline":[]}', 1, 0, False, 0, 0)],
+        [(0, 0, "shop.users", "find", shape, "store a lower-cased copy", "name: $regex 'i'", 20,
+          ["web", "batch"]),
+         (1, 6, "shop.orders", "update", '{"u":{"$push":{"h":"?"}}}', "bucket the array",
+          "h: $push", 2, ["web"]),
+         (0, 6, "shop.orders", "update", '{"q":{"n":{"$regex":"?"}}}', "an index", "n", 2, []),
+         (5, 7, "shop.blobs", "insert", '{"insert":"blobs"}', "GridFS", "5 MB", 1, [])])
+    before = rd_model(
+        [(0, "shop.users", "find", shape, 20, 8, False, 10.0, 200),
+         (4, "shop.orders", "update", '{"q":{"a":"?"}}', 3, 5, False, 1.9, 6),
+         (3, "shop.old", "count", "{}", 2, 2, False, 1.0, 2)],
+        [(0, 0, "shop.users", "find", shape, "store a lower-cased copy", "name", 4, ["web"]),
+         (4, 3, "shop.old", "count", "{}", "an index", "no index", 2, [])])
+    yield "models-new", bytes([base | 2 << 1, 0]) + now + before
+    yield "models-any", bytes([base | 1 << 1, 0]) + now + before
+    yield "models-rules", bytes([base | 3 << 1, 1 << 1 | 1 << 5]) + now + before
+    yield "models-no-baseline", bytes([3 << 1, 1]) + now
+    yield "models-spec", (bytes([base | 4 << 1, 0]) + rd_str("unbounded-push,,large-document") +
+                          now + before)
+    yield "models-spec-bad", bytes([4 << 1, 0]) + rd_str("case-insensitive-regex,nope") + now
+    yield "models-long-list", (bytes([4 << 1, 0]) + rd_str(",".join(RULES * 3)) + now)
+    odd = rd_model(
+        [(1, "a.<b>&\"'", "find", ']]> \x1b[31m \xef\xbf\xbf \xc2\x9b', 1, 6, True, 1.0, 1),
+         (2, "a.\xff\xfe", "\x7f", "\xed\xa0\x80 \xc0\xaf", 255, 15, False, 8191.875,
+          65535)],
+        [(r, 1 + r % 3, "a.\u2028", "c\nd", "x" * 2047, "<fix>&" * 100, "\t" * 511, 255,
+          ["\x00", "app\x01"]) for r in range(6)])
+    yield "models-odd-bytes", bytes([base | 1 << 1, 0]) + odd + now
+    yield "models-empty", bytes([base | 2 << 1, 0]) + rd_model([], []) + rd_model([], [])
+
+    hdr = doc({"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.1.0",
+               "instance": "fz", "redaction": "none", "start": Date(1700000000000),
+               "startUs": I64(1700000000000000),
+               "rules": {"case-insensitive-regex": {"action": "log"},
+                         "unbounded-push": {"action": "log"}}})
+    idx = doc({"k": "indexes", "t": I64(1700000000000001), "ns": "test.c",
+               "indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]})
+    find = opmsg(dict(BODIES["find_regex"], **{"$db": "test"}))
+    batch = opmsg({"update": "c", "$db": "test", "updates": [
+        {"q": {"a": 1}, "u": {"$set": {"b": 1}}},
+        {"q": {"name": RE_I}, "u": {"$push": {"h": 1}}}]})
+
+    def capture(latency_us, extra=b""):
+        out, t = hdr + idx, 1700000000000010
+        for rid in range(1, 7):
+            out += req(t, rid, "find", "test.c", msg=find) + rep(t + latency_us, rid)
+            t += 100000
+        return out + extra
+
+    cur = capture(10000, req(1700000000900000, 7, "update", "test.c", msg=batch) +
+                  rep(1700000000900500, 7))
+    old = capture(1000)
+
+    def pair(mode, a, b):
+        return bytes([mode, 0]) + struct.pack("<I", len(a)) + a + struct.pack("<I", len(b)) + b
+
+    yield "captures-regression-new", pair(1 | base | 2 << 1, cur, old)
+    yield "captures-any", pair(1 | base | 1 << 1, old, cur)
+    yield "captures-no-baseline", pair(1 | 1 << 1, cur, b"")
 
 
 def config_seeds():
@@ -432,6 +537,8 @@ def main():
         write("fuzz_hello", name, data)
     for name, data in capture_seeds():
         write("fuzz_capture", name, data)
+    for name, data in report_diff_seeds():
+        write("fuzz_report_diff", name, data)
     for name, data in config_seeds():
         write("fuzz_config", name, data)
     config_dict()
