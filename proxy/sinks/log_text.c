@@ -88,8 +88,10 @@ typedef struct obj_iter {
 
 static bool obj_begin(obj_iter *it, log_slice obj)
 {
+	if (!obj.n)
+		return false; /* absent: p is NULL, and NULL + 0 is undefined */
 	const char *e = obj.p + obj.n, *p = ws(obj.p, e);
-	if (!obj.n || p >= e || *p != '{')
+	if (p >= e || *p != '{')
 		return false;
 	*it = (obj_iter){p + 1, e, true};
 	return true;

@@ -68,6 +68,21 @@ static void test_control_bytes_never_reach_the_terminal(void **state)
 	assert_string_equal(r, "T I NETWORK  x?[2Jy? app=?]0;pwn?\n");
 }
 
+/* A line without attributes: nothing to walk (fuzz_log_text: the absent
+ * object was walked from a NULL pointer: NULL + 0, which clang's UBSan
+ * refuses; gcc's lets it by, so this test passed before the fix too). */
+static void test_line_without_attributes(void **state)
+{
+	assert_string_equal(render("{\"t\":{\"$date\":\"T\"},\"s\":\"I\",\"c\":\"CONTROL\","
+	                           "\"id\":1,\"msg\":\"Waiting\"}",
+	                           false),
+	                    "T I CONTROL  Waiting\n");
+	assert_string_equal(render("{\"t\":{\"$date\":\"T\"},\"s\":\"W\",\"c\":\"ANALYZER\","
+	                           "\"id\":1,\"msg\":\"m\"}",
+	                           false),
+	                    "T W ANALYZER m\n");
+}
+
 static void test_not_log_lines(void **state)
 {
 	log_event ev;
@@ -98,6 +113,7 @@ int main(void)
 	    cmocka_unit_test(test_finding),
 	    cmocka_unit_test(test_summary_and_other_lines),
 	    cmocka_unit_test(test_control_bytes_never_reach_the_terminal),
+	    cmocka_unit_test(test_line_without_attributes),
 	    cmocka_unit_test(test_not_log_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
