@@ -441,6 +441,42 @@ def report_diff_seeds():
     yield "captures-no-baseline", pair(1 | 1 << 1, cur, b"")
 
 
+def log_text_seeds():
+    """fuzz_log_text seeds: a mode byte (fuzz_log_text.c), then a log line
+    (mode 0), or the fields of a finding (1) or of another line (3)."""
+    head = '{"t":{"$date":"2026-12-02T13:53:45.123Z"},"s":"W","c":"ANALYZER","id":4000,'
+    yield "line-finding", b"\x00" + (
+        head + '"ctx":"main","msg":"Query anti-pattern","attr":{"rule":"case-insensitive-regex",'
+        '"action":"block","ns":"shop.users","command":"find","shapeHash":"00ff","shape":'
+        '{"filter":{"name":{"$regex":"?"}}},"suggestion":"store a lower-cased copy\\u00e9",'
+        '"appName":"","repeats":0}}').encode()
+    yield "line-summary", b"\x00" + (
+        head + '"ctx":"main","msg":"m","attr":{"rule":"r","action":"log","ns":"a.b",'
+        '"shape":"x","appName":"app","repeats":12}}').encode()
+    yield "line-other", (b'\x00{"t":{"$date":"T"},"s":"I","c":"NETWORK","id":2000,"ctx":"conn7",'
+                         b'"msg":"Connection accepted","attr":{"remote":"1.2.3.4:5",'
+                         b'"appName":"","why":"a b","n":3,"ok":true,"o":{"k":[1,"\\u001b"]}}}')
+    yield "line-controls", (b'\x00{"t":{"$date":"T"},"s":"E","c":"NETWORK","id":1,"ctx":"main",'
+                            b'"msg":"x\\u001b[2Jy\\n\\u009b\\ud83d\\ude00\xc2\x9d",'
+                            b'"attr":{"app":"\\u001b]0;pwn\\u0007\x7f"}}')
+    yield "line-no-attr", b'\x00{"t":{"$date":"T"},"s":"I","c":"CONTROL","id":1,"msg":"m"}'
+
+    def s(b):
+        b = b if isinstance(b, bytes) else b.encode()
+        return (bytes([len(b)]) if len(b) < 255 else b"\xff" + struct.pack("<H", len(b))) + b
+    fields = (s("shop.users") + s("find") + b"\x01" + s("filter") + s("name") + b"\x01" +
+              s("an index on {name: 1}") + s("name: $regex 'i'") + s("127.0.0.1:50012") +
+              s("billing") + s("mongoguard blocked this find"))
+    yield "finding-block", b"\x01" + fields + bytes([3 | 8, 0, 7])
+    yield "finding-summary-late", b"\x01" + fields + bytes([1 | 4 | 32, 3, 9, 12])
+    odd = (s("a.\xff\x1b[31m") + s("f\x00ind") + b"\x00" + s("{not json") + s("") +
+           s("\xc2\x9b" * 20) + s("\n") + s("app\xef\xbf\xbf") + s("x" * 3000))
+    yield "finding-odd-bytes", b"\x01" + odd + bytes([2 | 8 | 16, 4, 1])
+    yield "other-line", b"\x03" + fields + bytes([2, 0, 0, 1, 5, 0, 0, 1, 1, 7, 2, 2, 1, 3, 3, 4,
+                                                  4, 9])
+    yield "other-line-long", b"\x03" + s("n" * 60000) + fields + bytes([0, 1, 0, 0, 2, 0, 0])
+
+
 def config_seeds():
     """fuzz_config seeds: the shipped configs/*.yaml, plus one that sets
     members, scopes and the sinks."""
@@ -539,6 +575,8 @@ def main():
         write("fuzz_capture", name, data)
     for name, data in report_diff_seeds():
         write("fuzz_report_diff", name, data)
+    for name, data in log_text_seeds():
+        write("fuzz_log_text", name, data)
     for name, data in config_seeds():
         write("fuzz_config", name, data)
     config_dict()
