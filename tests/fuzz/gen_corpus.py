@@ -477,6 +477,22 @@ def log_text_seeds():
     yield "other-line-long", b"\x03" + s("n" * 60000) + fields + bytes([0, 1, 0, 0, 2, 0, 0])
 
 
+def findings_query_seeds():
+    """fuzz_findings_query seeds: a store-size byte (0: admin.c's 1024),
+    then a /findings query string."""
+    for name, q in (("all", "rule=case-insensitive-regex&ns=shop.*&app=web&since=0&limit=2"),
+                    ("iso", "since=2026-12-02T13:53:45.123Z&limit=1000000"),
+                    ("before-1970", "since=1969-12-31T23:59:59Z&ns=crm.%2A"),
+                    ("encoded", "ns=%2Fa%00b&app=x+y%26z&rule=collection-scan"),
+                    ("unknown", "bogus=1"), ("limit-0", "limit=0"),
+                    ("limit-over", "limit=1000001"), ("bad-since", "since=yesterday"),
+                    ("empty-values", "ns=&app=&limit=3"), ("no-value", "ns&rule"),
+                    ("repeated", "ns=a*&ns=shop.*&limit=1&limit=8"),
+                    ("glob", "app=[bw]*&ns=shop.[ou]*")):
+        yield name, b"\x00" + q.encode()
+    yield "small-store", b"\x05ns=shop.users&app=web"
+
+
 def config_seeds():
     """fuzz_config seeds: the shipped configs/*.yaml, plus one that sets
     members, scopes and the sinks."""
@@ -577,6 +593,8 @@ def main():
         write("fuzz_report_diff", name, data)
     for name, data in log_text_seeds():
         write("fuzz_log_text", name, data)
+    for name, data in findings_query_seeds():
+        write("fuzz_findings_query", name, data)
     for name, data in config_seeds():
         write("fuzz_config", name, data)
     config_dict()

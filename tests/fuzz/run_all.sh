@@ -72,7 +72,7 @@ dict_for() {
 	case $1 in
 	fuzz_config) echo "$here/config.dict" ;;
 	fuzz_request | fuzz_bson_command | fuzz_rule_*) echo "$here/mongo.dict" ;;
-	fuzz_report_diff | fuzz_log_text) echo "$here/text.dict" ;;
+	fuzz_report_diff | fuzz_log_text | fuzz_findings_query) echo "$here/text.dict" ;;
 	*) echo "" ;;
 	esac
 }
