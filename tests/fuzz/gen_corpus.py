@@ -441,6 +441,42 @@ def report_diff_seeds():
     yield "captures-no-baseline", pair(1 | 1 << 1, cur, b"")
 
 
+def late_seeds():
+    """fuzz_late seeds: two bytes of actions and flags, then operations
+    (fuzz_late.c): requests, lists coming, the queue judged, time passing."""
+    def rq(body, flags=0):
+        b = doc(body)
+        return bytes([0, flags]) + struct.pack("<H", len(b)) + b
+    come, judge = b"\x01", b"\x02"
+
+    def wait(secs):
+        return bytes([3 | secs << 2])
+    log_all = 1 | 1 << 2 | 1 << 4 | 64  # regex, sort, scan and the document rules at log
+    bulk = {"bulkWrite": 1, "$db": "admin", "ops": [
+        {"update": i, "filter": {"name": RE_I}, "updateMods": {"$push": {"h": 1}}}
+        for i in range(6)],
+        "nsInfo": [{"ns": ns} for ns in ("test.c", "shop.orders", "db.coll", "a.b", "a.c",
+                                         "a.d")]}
+    yield "log-lists-come", (bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) +
+                             rq(BODIES["shop"]) + rq(BODIES["find_regex"]) + come)
+    yield "log-lists-one-by-one", (bytes([log_all, 0]) + rq(BODIES["aggregate"]) +
+                                   b"\x05" + b"\x05" + judge + b"\x05" + come)
+    yield "block-holds", (bytes([3 | 3 << 2 | 2 << 4, 0]) + rq(BODIES["find_sort_hint"]) +
+                          rq(BODIES["count"]) + come + rq(BODIES["shop"]) + wait(1) + come)
+    yield "mixed-owes-after-report", (bytes([1 | 3 << 2 | 3 << 4 | 64, 0]) +
+                                      rq(BODIES["find_and"]) + rq(BODIES["update_push"]) + come)
+    yield "log-judged-again", (bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + come +
+                               judge + come + judge)
+    yield "expired", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + wait(40) + come
+    yield "never", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + rq(BODIES["distinct"])
+    yield "queue-full", bytes([log_all, 0]) + rq(BODIES["shop"], 7 << 1) + come
+    yield "too-large", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"], 1) + come
+    yield "bulk-many-namespaces", bytes([log_all, 0]) + rq(bulk) + come + come
+    yield "explain-view-delete", (bytes([log_all, 0]) + rq(BODIES["explain"]) +
+                                  rq(BODIES["view"]) + rq(BODIES["delete"]) + come)
+    yield "analysis-off", bytes([log_all, 1]) + rq(BODIES["find_sort_hint"], 4 << 1)
+
+
 def log_text_seeds():
     """fuzz_log_text seeds: a mode byte (fuzz_log_text.c), then a log line
     (mode 0), or the fields of a finding (1) or of another line (3)."""
@@ -591,6 +627,8 @@ def main():
         write("fuzz_capture", name, data)
     for name, data in report_diff_seeds():
         write("fuzz_report_diff", name, data)
+    for name, data in late_seeds():
+        write("fuzz_late", name, data)
     for name, data in log_text_seeds():
         write("fuzz_log_text", name, data)
     for name, data in findings_query_seeds():
