@@ -16,7 +16,12 @@ bool report_gate_parse(const char *spec, report_gate *g, char *err, size_t errle
 		return true;
 	}
 	char buf[512];
-	snprintf(buf, sizeof buf, "%s", spec);
+	if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) {
+		/* cut, the list would lose its last ids without a word */
+		snprintf(err, errlen, "--fail-on: the list is longer than %zu bytes",
+		         sizeof buf - 1);
+		return false;
+	}
 	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		int r = rule_from_name(t);
 		if (r < 0) {

@@ -56,6 +56,11 @@ void late_queue_free(late_queue *q)
 	free(q);
 }
 
+unsigned late_queue_size(const late_queue *q)
+{
+	return q->n;
+}
+
 void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_late *owed,
                     const char *app, const char *client, int64_t now_ms)
 {

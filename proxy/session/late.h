@@ -40,6 +40,10 @@ void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_
  * rules it owes (e NULL: analysis is off now, they are dropped). */
 void late_queue_judge(late_queue *q, engine *e, int64_t now_ms);
 
+/* How many requests are owed verdicts now (at most LATE_QUEUE_MAX): for
+ * tests and fuzz_late, which check the queue's bounds from outside. */
+unsigned late_queue_size(const late_queue *q);
+
 /* Counts rules (bit r: rule r) as given no verdict, for why. */
 void late_count_skipped(metrics_shard *mx, uint32_t rules, mx_skip_reason why);
 

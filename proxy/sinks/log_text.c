@@ -88,8 +88,10 @@ typedef struct obj_iter {
 
 static bool obj_begin(obj_iter *it, log_slice obj)
 {
+	if (!obj.n)
+		return false; /* absent: p is NULL, and NULL + 0 is undefined */
 	const char *e = obj.p + obj.n, *p = ws(obj.p, e);
-	if (!obj.n || p >= e || *p != '{')
+	if (p >= e || *p != '{')
 		return false;
 	*it = (obj_iter){p + 1, e, true};
 	return true;
@@ -182,7 +184,7 @@ log_slice log_event_attr(const log_event *ev, const char *key)
 static void put_utf8(text_buf *t, uint32_t cp)
 {
 	char b[4];
-	if (cp < 0x20 || cp == 0x7f) {
+	if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) { /* C0, DEL, C1 */
 		text_char(t, '?');
 	} else if (cp < 0x80) {
 		text_char(t, (char)cp);
@@ -234,11 +236,24 @@ static const char *put_unicode(text_buf *t, const char *p, const char *e)
 	return p > e ? e : p;
 }
 
+/* A C1 control (U+0080 to U+009F) written as UTF-8 at p: terminals obey
+ * those as they do C0 ones (U+009B is CSI, U+009D OSC). */
+static bool c1_at(const char *p, const char *e)
+{
+	return e - p >= 2 && (unsigned char)p[0] == 0xc2 && (unsigned char)p[1] >= 0x80 &&
+	       (unsigned char)p[1] <= 0x9f;
+}
+
 /* A string value decoded, controls as '?'. */
 static void put_decoded(text_buf *t, log_slice v)
 {
 	const char *p = v.p + 1, *e = v.p + v.n - 1;
 	while (p < e) {
+		if (c1_at(p, e)) {
+			text_char(t, '?');
+			p += 2;
+			continue;
+		}
 		unsigned char c = (unsigned char)*p++;
 		if (c != '\\') {
 			text_char(t, c < 0x20 || c == 0x7f ? '?' : (char)c);
@@ -258,6 +273,11 @@ static void put_decoded(text_buf *t, log_slice v)
 static void put_raw(text_buf *t, log_slice v)
 {
 	for (size_t i = 0; i < v.n; i++) {
+		if (c1_at(v.p + i, v.p + v.n)) {
+			text_char(t, '?');
+			i++;
+			continue;
+		}
 		unsigned char c = (unsigned char)v.p[i];
 		text_char(t, c < 0x20 || c == 0x7f ? '?' : (char)c);
 	}

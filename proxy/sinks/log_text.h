@@ -11,8 +11,10 @@
  * namespace, application ("-" for none), the shape, " (repeated N times)"
  * for a summary; then its suggestion on an indented line. Any other line
  * is [ctx] msg and its attributes as key=value (empty strings left out).
- * Bytes below 0x20 and DEL from the JSON strings (client text) are shown
- * as '?': nothing from the wire reaches a terminal as a control sequence.
+ * Control characters from the JSON strings (client text) are shown as '?':
+ * bytes below 0x20, DEL, and the C1 controls U+0080 to U+009F (as UTF-8 or
+ * \u escapes; terminals obey U+009B as CSI), so nothing from the wire
+ * reaches a terminal as a control sequence.
  *
  * Pure: a string in, text out. */
 #ifndef MG_PROXY_SINKS_LOG_TEXT_H

@@ -5,42 +5,17 @@
  * rebuilt by capture_request_message, decoded and judged, and replies),
  * then the model rendered by the three writers. The bytes are a private
  * heap copy of the input's exact size (the report maps the file, where a
- * read past the end would go unseen), and the JSON report must parse. */
+ * read past the end would go unseen), and the JSON report must be strict
+ * JSON (json_check.h) that libbson parses. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol/capture.h"
-#include "proxy/report/aggregate.h"
-#include "proxy/report/model.h"
+#include "tests/fuzz/fuzz_report.h"
+#include "tests/fuzz/json_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* One pass over the records; false when the file is refused. */
-static bool pass(aggregator *a, const uint8_t *p, size_t len, int n)
-{
-	size_t off = 0;
-	bson_t rec;
-	for (bool first = true;; first = false) {
-		size_t at = off;
-		capture_next_status st = capture_next(p, len, &off, &rec);
-		if (st != CAPTURE_NEXT_OK) {
-			if (off != at)
-				abort(); /* *off moves only past a whole record */
-			return true;
-		}
-		if (off <= at || off > len || rec.len != off - at)
-			abort();
-		char err[512];
-		if (first && !capture_check_header(&rec, err, sizeof err)) {
-			if (strnlen(err, sizeof err) == 0 || strnlen(err, sizeof err) == sizeof err)
-				abort();
-			return false;
-		}
-		aggregator_record(a, n, &rec);
-	}
-}
 
 static void render(const model *m)
 {
@@ -57,6 +32,7 @@ static void render(const model *m)
 	bool ok = report_write_json(m, f);
 	if (fclose(f) != 0 || !ok)
 		abort();
+	json_must_check("report JSON", json, json_len, JC_DUP_KEYS_OK);
 	bson_t b;
 	bson_error_t err;
 	if (!bson_init_from_json(&b, json, (ssize_t)json_len, &err)) {
@@ -70,24 +46,9 @@ static void render(const model *m)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *p = malloc(size ? size : 1);
-	if (!p)
-		return 0;
-	memcpy(p, data, size);
 	model m;
-	memset(&m, 0, sizeof m);
-	m.inputs = calloc(1, sizeof *m.inputs);
-	aggregator *a = m.inputs ? aggregator_new(&m) : NULL;
-	if (!a)
-		abort();
-	m.ninputs = 1;
-	m.redacted = true;
-	if (pass(a, p, size, 1) && pass(a, p, size, 2)) {
-		aggregator_finish(a);
+	if (fzr_model(&m, data, size))
 		render(&m);
-	}
-	aggregator_free(a);
 	model_free(&m);
-	free(p);
 	return 0;
 }

@@ -295,6 +295,23 @@ def hello_seeds():
     yield "ferretdb-raw", bytes([64 | 8]) + fx["fx_ferretdb_ismaster_opreply"]
 
 
+def req(t, rid, op, ns, **kw):
+    """A capture's request record (protocol/capture.h)."""
+    r = {"k": "req", "t": I64(t), "conn": I64(1), "client": "127.0.0.1:5000",
+         "app": "fuzzapp", "rid": rid, "op": op, "db": ns.split(".")[0], "ns": ns,
+         "len": I64(100), "mtc": False, "verdict": "forward"}
+    r.update(kw)
+    return doc(r)
+
+
+def rep(t, rt, **kw):
+    """A capture's reply record, answering request rt."""
+    r = {"k": "reply", "t": I64(t), "conn": I64(1), "rt": rt, "len": I64(60), "ok": True,
+         "code": 0, "n": I64(1), "cid": I64(0)}
+    r.update(kw)
+    return doc(r)
+
+
 def capture_seeds():
     """fuzz_capture seeds: small capture files (protocol/capture.h): a
     header, index snapshots, requests (whole messages and redacted bodies),
@@ -310,19 +327,6 @@ def capture_seeds():
                            {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1"}]})
     opaque = doc({"k": "indexes", "t": I64(1700000000000002), "ns": "test.view",
                   "opaque": "a view"})
-
-    def req(t, rid, op, ns, **kw):
-        r = {"k": "req", "t": I64(t), "conn": I64(1), "client": "127.0.0.1:5000",
-             "app": "fuzzapp", "rid": rid, "op": op, "db": ns.split(".")[0], "ns": ns,
-             "len": I64(100), "mtc": False, "verdict": "forward"}
-        r.update(kw)
-        return doc(r)
-
-    def rep(t, rt, **kw):
-        r = {"k": "reply", "t": I64(t), "conn": I64(1), "rt": rt, "len": I64(60), "ok": True,
-             "code": 0, "n": I64(1), "cid": I64(0)}
-        r.update(kw)
-        return doc(r)
 
     find = fx["fx_pymongo_find_opmsg"]
     sort = opmsg(dict(BODIES["find_sort_hint"], **{"$db": "test"}))
@@ -347,6 +351,195 @@ def capture_seeds():
                        rep(1700000000000020, 1) + rep(1700000000000021, 2))
     yield "header-only", hdr
     yield "cut-short", whole[:len(whole) - 7]
+
+
+def rd_str(b):
+    """A string as fuzz_report_diff.c's str() reads it."""
+    if isinstance(b, str):
+        b = b.encode()
+    if len(b) < 255:
+        return bytes([len(b)]) + b
+    return b"\xff" + struct.pack("<H", len(b)) + b
+
+
+def rd_model(shapes, findings, redacted=0):
+    """A model as fuzz_report_diff.c's write_model() reads it. shapes:
+    (pool index, ns, command, shape, count, nlat, mostly_fails, p95 ms,
+    total ms); findings: (rule, pool index, ns, command, shape, suggestion,
+    detail, count, apps)."""
+    out = bytes([redacted, len(shapes)])
+    for h, ns, cmd, shape, count, nlat, fails, p95, total in shapes:
+        out += bytes([h]) + rd_str(ns) + rd_str(cmd) + rd_str(shape)
+        out += bytes([count - 1, nlat | (16 if fails else 0)])
+        out += struct.pack("<HH", int(p95 * 8), total)
+    out += bytes([len(findings)])
+    for rule, h, ns, cmd, shape, fix, detail, count, apps in findings:
+        out += bytes([rule, h]) + rd_str(ns) + rd_str(cmd) + rd_str(shape)
+        out += rd_str(fix) + rd_str(detail) + bytes([count - 1, len(apps)])
+        out += b"".join(rd_str(a) for a in apps)
+    return out
+
+
+# rule ids in analyzers/rules.h order
+RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
+         "collection-scan", "large-document"]
+
+
+def report_diff_seeds():
+    """fuzz_report_diff seeds: a mode byte and the gate's rule bits (see
+    fuzz_report_diff.c), then two models written out, or two captures."""
+    base = 16  # a baseline
+    shape = '{"filter":{"name":{"$regex":"?","$options":"i"}}}'
+    now = rd_model(
+        [(0, "shop.users", "find", shape, 20, 8, False, 30.0, 600),
+         (4, "shop.orders", "update", '{"q":{"a":"?"}}', 3, 5, False, 2.0, 6),
+         (5, "shop.new", "aggregate", '{"pipeline":[]}', 1, 0, False, 0, 0)],
+        [(0, 0, "shop.users", "find", shape, "store a lower-cased copy", "name: $regex 'i'", 20,
+          ["web", "batch"]),
+         (1, 6, "shop.orders", "update", '{"u":{"$push":{"h":"?"}}}', "bucket the array",
+          "h: $push", 2, ["web"]),
+         (0, 6, "shop.orders", "update", '{"q":{"n":{"$regex":"?"}}}', "an index", "n", 2, []),
+         (5, 7, "shop.blobs", "insert", '{"insert":"blobs"}', "GridFS", "5 MB", 1, [])])
+    before = rd_model(
+        [(0, "shop.users", "find", shape, 20, 8, False, 10.0, 200),
+         (4, "shop.orders", "update", '{"q":{"a":"?"}}', 3, 5, False, 1.9, 6),
+         (3, "shop.old", "count", "{}", 2, 2, False, 1.0, 2)],
+        [(0, 0, "shop.users", "find", shape, "store a lower-cased copy", "name", 4, ["web"]),
+         (4, 3, "shop.old", "count", "{}", "an index", "no index", 2, [])])
+    yield "models-new", bytes([base | 2 << 1, 0]) + now + before
+    yield "models-any", bytes([base | 1 << 1, 0]) + now + before
+    yield "models-rules", bytes([base | 3 << 1, 1 << 1 | 1 << 5]) + now + before
+    yield "models-no-baseline", bytes([3 << 1, 1]) + now
+    yield "models-spec", (bytes([base | 4 << 1, 0]) + rd_str("unbounded-push,,large-document") +
+                          now + before)
+    yield "models-spec-bad", bytes([4 << 1, 0]) + rd_str("case-insensitive-regex,nope") + now
+    yield "models-long-list", (bytes([4 << 1, 0]) + rd_str(",".join(RULES * 3)) + now)
+    odd = rd_model(
+        [(1, "a.<b>&\"'", "find", ']]> \x1b[31m \xef\xbf\xbf \xc2\x9b', 1, 6, True, 1.0, 1),
+         (2, "a.\xff\xfe", "\x7f", "\xed\xa0\x80 \xc0\xaf", 255, 15, False, 8191.875,
+          65535)],
+        [(r, 1 + r % 3, "a.\u2028", "c\nd", "x" * 2047, "<fix>&" * 100, "\t" * 511, 255,
+          ["\x00", "app\x01"]) for r in range(6)])
+    yield "models-odd-bytes", bytes([base | 1 << 1, 0]) + odd + now
+    yield "models-empty", bytes([base | 2 << 1, 0]) + rd_model([], []) + rd_model([], [])
+
+    hdr = doc({"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.1.0",
+               "instance": "fz", "redaction": "none", "start": Date(1700000000000),
+               "startUs": I64(1700000000000000),
+               "rules": {"case-insensitive-regex": {"action": "log"},
+                         "unbounded-push": {"action": "log"}}})
+    idx = doc({"k": "indexes", "t": I64(1700000000000001), "ns": "test.c",
+               "indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]})
+    find = opmsg(dict(BODIES["find_regex"], **{"$db": "test"}))
+    batch = opmsg({"update": "c", "$db": "test", "updates": [
+        {"q": {"a": 1}, "u": {"$set": {"b": 1}}},
+        {"q": {"name": RE_I}, "u": {"$push": {"h": 1}}}]})
+
+    def capture(latency_us, extra=b""):
+        out, t = hdr + idx, 1700000000000010
+        for rid in range(1, 7):
+            out += req(t, rid, "find", "test.c", msg=find) + rep(t + latency_us, rid)
+            t += 100000
+        return out + extra
+
+    cur = capture(10000, req(1700000000900000, 7, "update", "test.c", msg=batch) +
+                  rep(1700000000900500, 7))
+    old = capture(1000)
+
+    def pair(mode, a, b):
+        return bytes([mode, 0]) + struct.pack("<I", len(a)) + a + struct.pack("<I", len(b)) + b
+
+    yield "captures-regression-new", pair(1 | base | 2 << 1, cur, old)
+    yield "captures-any", pair(1 | base | 1 << 1, old, cur)
+    yield "captures-no-baseline", pair(1 | 1 << 1, cur, b"")
+
+
+def late_seeds():
+    """fuzz_late seeds: two bytes of actions and flags, then operations
+    (fuzz_late.c): requests, lists coming, the queue judged, time passing."""
+    def rq(body, flags=0):
+        b = doc(body)
+        return bytes([0, flags]) + struct.pack("<H", len(b)) + b
+    come, judge = b"\x01", b"\x02"
+
+    def wait(secs):
+        return bytes([3 | secs << 2])
+    log_all = 1 | 1 << 2 | 1 << 4 | 64  # regex, sort, scan and the document rules at log
+    bulk = {"bulkWrite": 1, "$db": "admin", "ops": [
+        {"update": i, "filter": {"name": RE_I}, "updateMods": {"$push": {"h": 1}}}
+        for i in range(6)],
+        "nsInfo": [{"ns": ns} for ns in ("test.c", "shop.orders", "db.coll", "a.b", "a.c",
+                                         "a.d")]}
+    yield "log-lists-come", (bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) +
+                             rq(BODIES["shop"]) + rq(BODIES["find_regex"]) + come)
+    yield "log-lists-one-by-one", (bytes([log_all, 0]) + rq(BODIES["aggregate"]) +
+                                   b"\x05" + b"\x05" + judge + b"\x05" + come)
+    yield "block-holds", (bytes([3 | 3 << 2 | 2 << 4, 0]) + rq(BODIES["find_sort_hint"]) +
+                          rq(BODIES["count"]) + come + rq(BODIES["shop"]) + wait(1) + come)
+    yield "mixed-owes-after-report", (bytes([1 | 3 << 2 | 3 << 4 | 64, 0]) +
+                                      rq(BODIES["find_and"]) + rq(BODIES["update_push"]) + come)
+    yield "log-judged-again", (bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + come +
+                               judge + come + judge)
+    yield "expired", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + wait(40) + come
+    yield "never", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"]) + rq(BODIES["distinct"])
+    yield "queue-full", bytes([log_all, 0]) + rq(BODIES["shop"], 7 << 1) + come
+    yield "too-large", bytes([log_all, 0]) + rq(BODIES["find_sort_hint"], 1) + come
+    yield "bulk-many-namespaces", bytes([log_all, 0]) + rq(bulk) + come + come
+    yield "explain-view-delete", (bytes([log_all, 0]) + rq(BODIES["explain"]) +
+                                  rq(BODIES["view"]) + rq(BODIES["delete"]) + come)
+    yield "analysis-off", bytes([log_all, 1]) + rq(BODIES["find_sort_hint"], 4 << 1)
+
+
+def log_text_seeds():
+    """fuzz_log_text seeds: a mode byte (fuzz_log_text.c), then a log line
+    (mode 0), or the fields of a finding (1) or of another line (3)."""
+    head = '{"t":{"$date":"2026-12-02T13:53:45.123Z"},"s":"W","c":"ANALYZER","id":4000,'
+    yield "line-finding", b"\x00" + (
+        head + '"ctx":"main","msg":"Query anti-pattern","attr":{"rule":"case-insensitive-regex",'
+        '"action":"block","ns":"shop.users","command":"find","shapeHash":"00ff","shape":'
+        '{"filter":{"name":{"$regex":"?"}}},"suggestion":"store a lower-cased copy\\u00e9",'
+        '"appName":"","repeats":0}}').encode()
+    yield "line-summary", b"\x00" + (
+        head + '"ctx":"main","msg":"m","attr":{"rule":"r","action":"log","ns":"a.b",'
+        '"shape":"x","appName":"app","repeats":12}}').encode()
+    yield "line-other", (b'\x00{"t":{"$date":"T"},"s":"I","c":"NETWORK","id":2000,"ctx":"conn7",'
+                         b'"msg":"Connection accepted","attr":{"remote":"1.2.3.4:5",'
+                         b'"appName":"","why":"a b","n":3,"ok":true,"o":{"k":[1,"\\u001b"]}}}')
+    yield "line-controls", (b'\x00{"t":{"$date":"T"},"s":"E","c":"NETWORK","id":1,"ctx":"main",'
+                            b'"msg":"x\\u001b[2Jy\\n\\u009b\\ud83d\\ude00\xc2\x9d",'
+                            b'"attr":{"app":"\\u001b]0;pwn\\u0007\x7f"}}')
+    yield "line-no-attr", b'\x00{"t":{"$date":"T"},"s":"I","c":"CONTROL","id":1,"msg":"m"}'
+
+    def s(b):
+        b = b if isinstance(b, bytes) else b.encode()
+        return (bytes([len(b)]) if len(b) < 255 else b"\xff" + struct.pack("<H", len(b))) + b
+    fields = (s("shop.users") + s("find") + b"\x01" + s("filter") + s("name") + b"\x01" +
+              s("an index on {name: 1}") + s("name: $regex 'i'") + s("127.0.0.1:50012") +
+              s("billing") + s("mongoguard blocked this find"))
+    yield "finding-block", b"\x01" + fields + bytes([3 | 8, 0, 7])
+    yield "finding-summary-late", b"\x01" + fields + bytes([1 | 4 | 32, 3, 9, 12])
+    odd = (s("a.\xff\x1b[31m") + s("f\x00ind") + b"\x00" + s("{not json") + s("") +
+           s("\xc2\x9b" * 20) + s("\n") + s("app\xef\xbf\xbf") + s("x" * 3000))
+    yield "finding-odd-bytes", b"\x01" + odd + bytes([2 | 8 | 16, 4, 1])
+    yield "other-line", b"\x03" + fields + bytes([2, 0, 0, 1, 5, 0, 0, 1, 1, 7, 2, 2, 1, 3, 3, 4,
+                                                  4, 9])
+    yield "other-line-long", b"\x03" + s("n" * 60000) + fields + bytes([0, 1, 0, 0, 2, 0, 0])
+
+
+def findings_query_seeds():
+    """fuzz_findings_query seeds: a store-size byte (0: admin.c's 1024),
+    then a /findings query string."""
+    for name, q in (("all", "rule=case-insensitive-regex&ns=shop.*&app=web&since=0&limit=2"),
+                    ("iso", "since=2026-12-02T13:53:45.123Z&limit=1000000"),
+                    ("before-1970", "since=1969-12-31T23:59:59Z&ns=crm.%2A"),
+                    ("encoded", "ns=%2Fa%00b&app=x+y%26z&rule=collection-scan"),
+                    ("unknown", "bogus=1"), ("limit-0", "limit=0"),
+                    ("limit-over", "limit=1000001"), ("bad-since", "since=yesterday"),
+                    ("empty-values", "ns=&app=&limit=3"), ("no-value", "ns&rule"),
+                    ("repeated", "ns=a*&ns=shop.*&limit=1&limit=8"),
+                    ("glob", "app=[bw]*&ns=shop.[ou]*")):
+        yield name, b"\x00" + q.encode()
+    yield "small-store", b"\x05ns=shop.users&app=web"
 
 
 def config_seeds():
@@ -445,6 +638,14 @@ def main():
         write("fuzz_hello", name, data)
     for name, data in capture_seeds():
         write("fuzz_capture", name, data)
+    for name, data in report_diff_seeds():
+        write("fuzz_report_diff", name, data)
+    for name, data in late_seeds():
+        write("fuzz_late", name, data)
+    for name, data in log_text_seeds():
+        write("fuzz_log_text", name, data)
+    for name, data in findings_query_seeds():
+        write("fuzz_findings_query", name, data)
     for name, data in config_seeds():
         write("fuzz_config", name, data)
     config_dict()

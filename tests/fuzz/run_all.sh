@@ -26,6 +26,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${MG_FUZZ_BUILD:-$root/build-fuzz}
+[[ $build == /* ]] || build=$PWD/$build # each target runs from its own work directory
 
 usage() {
 	echo "usage: $0 [--smoke] SECONDS [TARGET...]" >&2
@@ -71,7 +72,8 @@ fi
 dict_for() {
 	case $1 in
 	fuzz_config) echo "$here/config.dict" ;;
-	fuzz_request | fuzz_bson_command | fuzz_rule_*) echo "$here/mongo.dict" ;;
+	fuzz_request | fuzz_bson_command | fuzz_rule_* | fuzz_late) echo "$here/mongo.dict" ;;
+	fuzz_report_diff | fuzz_log_text | fuzz_findings_query) echo "$here/text.dict" ;;
 	*) echo "" ;;
 	esac
 }

@@ -68,6 +68,39 @@ static void test_control_bytes_never_reach_the_terminal(void **state)
 	assert_string_equal(r, "T I NETWORK  x?[2Jy? app=?]0;pwn?\n");
 }
 
+/* C1 controls are control sequences too (U+009B is CSI, U+009D OSC): as
+ * UTF-8 bytes or as escapes, in strings and in objects shown as they
+ * stand (fuzz_log_text found them reaching the text). */
+static void test_c1_controls_never_reach_the_terminal(void **state)
+{
+	const char *r = render("{\"t\":{\"$date\":\"T\"},\"s\":\"I\",\"c\":\"NETWORK\",\"id\":1,"
+	                       "\"ctx\":\"main\",\"msg\":\"a\xc2\x9b"
+	                       "31mb\\u009d0;x\\u0085"
+	                       "\xc2\xa0\",\"attr\":{\"o\":{\"k\":\"\xc2\x9b\"}}}",
+	                       false);
+	assert_non_null(r);
+	assert_null(strstr(r, "\xc2\x9b"));
+	assert_null(strstr(r, "\xc2\x9d"));
+	assert_null(strstr(r, "\xc2\x85"));
+	/* U+00A0 is no control: it stays */
+	assert_string_equal(r, "T I NETWORK  a?31mb?0;x?\xc2\xa0 o={\"k\":\"?\"}\n");
+}
+
+/* A line without attributes: nothing to walk (fuzz_log_text: the absent
+ * object was walked from a NULL pointer: NULL + 0, which clang's UBSan
+ * refuses; gcc's lets it by, so this test passed before the fix too). */
+static void test_line_without_attributes(void **state)
+{
+	assert_string_equal(render("{\"t\":{\"$date\":\"T\"},\"s\":\"I\",\"c\":\"CONTROL\","
+	                           "\"id\":1,\"msg\":\"Waiting\"}",
+	                           false),
+	                    "T I CONTROL  Waiting\n");
+	assert_string_equal(render("{\"t\":{\"$date\":\"T\"},\"s\":\"W\",\"c\":\"ANALYZER\","
+	                           "\"id\":1,\"msg\":\"m\"}",
+	                           false),
+	                    "T W ANALYZER m\n");
+}
+
 static void test_not_log_lines(void **state)
 {
 	log_event ev;
@@ -98,6 +131,8 @@ int main(void)
 	    cmocka_unit_test(test_finding),
 	    cmocka_unit_test(test_summary_and_other_lines),
 	    cmocka_unit_test(test_control_bytes_never_reach_the_terminal),
+	    cmocka_unit_test(test_c1_controls_never_reach_the_terminal),
+	    cmocka_unit_test(test_line_without_attributes),
 	    cmocka_unit_test(test_not_log_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
