@@ -262,10 +262,12 @@ def big_insert(marker: str, size: int, flags: int = 0) -> bytes:
 
 
 def sanitized(pid: int) -> bool:
-    """An ASan build keeps freed memory in quarantine: peak memory says
-    nothing about how many buffers were held at once."""
+    """A sanitizer build keeps freed memory in quarantine (ASan) or shadows
+    it (TSan): peak memory says nothing about how many buffers were held
+    at once."""
     with open(f"/proc/{pid}/maps") as f:
-        return "libasan" in f.read()
+        maps = f.read()
+    return "libasan" in maps or "libtsan" in maps
 
 
 def vm_hwm_kib(pid: int) -> int:
