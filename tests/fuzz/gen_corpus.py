@@ -421,6 +421,8 @@ def report_diff_seeds():
         [(r, 1 + r % 3, "a.\u2028", "c\nd", "x" * 2047, "<fix>&" * 100, "\t" * 511, 255,
           ["\x00", "app\x01"]) for r in range(6)])
     yield "models-odd-bytes", bytes([base | 1 << 1, 0]) + odd + now
+    dollar = rd_model([], [(0, 0, "a.b", "find", "{}", "x", "y", 1, ["$regex", "$date"])])
+    yield "models-apps-named-like-extended-json", bytes([0, 0]) + dollar
     yield "models-empty", bytes([base | 2 << 1, 0]) + rd_model([], []) + rd_model([], [])
 
     hdr = doc({"k": "header", "format": "mongoguard-capture", "v": 1, "mongoguard": "0.1.0",

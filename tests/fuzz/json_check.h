@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The checker is the judge, not the code under test: no coverage feedback
@@ -322,6 +323,96 @@ static inline FZ_NO_COVERAGE void json_must_check(const char *what, const char *
 	fprintf(stderr, "%s is not strict JSON: %s\n...%.*s<HERE>%.*s...\n", what, why,
 	        (int)(at - from), s + from, (int)(n - at < 200 ? n - at : 200), s + at);
 	abort();
+}
+
+/* ---- reading a checked text back ----
+ *
+ * For a text json_check accepted: the value at a path of object keys and
+ * array indexes ("diff.newShapes", "findings.3.new"; keys compared as
+ * written, so plain ASCII ones), and an array's length. libbson's parser
+ * reads objects with "$" keys as Extended JSON ({"$regex": 1} is refused),
+ * and the report's "apps" objects are keyed by application names, so the
+ * targets read data-keyed texts this way. */
+
+typedef struct json_slice {
+	const char *p; /* the value's first byte; NULL: absent */
+	size_t n;
+} json_slice;
+
+/* The value at s[0..n) (after white space) and where it ends. */
+static inline FZ_NO_COVERAGE json_slice jc_value_at(const char *s, const char *e)
+{
+	jc_state j = {(const unsigned char *)s,
+	              (const unsigned char *)s,
+	              (const unsigned char *)e,
+	              NULL,
+	              0,
+	              JC_DUP_KEYS_OK};
+	jc_ws(&j);
+	const char *start = (const char *)j.p;
+	if (!jc_value(&j, 0))
+		return (json_slice){NULL, 0};
+	return (json_slice){start, (size_t)((const char *)j.p - start)};
+}
+
+/* The k-th member value of an object, or element of an array (key NULL),
+ * or the member named key (len bytes). */
+static inline FZ_NO_COVERAGE json_slice json_child(json_slice v, const char *key, size_t len,
+                                                   size_t k)
+{
+	if (!v.p || v.n < 2 || (v.p[0] != '{' && v.p[0] != '['))
+		return (json_slice){NULL, 0};
+	bool obj = v.p[0] == '{';
+	const char *p = v.p + 1, *e = v.p + v.n - 1;
+	for (size_t i = 0;; i++) {
+		while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ','))
+			p++;
+		if (p >= e)
+			return (json_slice){NULL, 0};
+		bool hit = !obj && !key && i == k;
+		if (obj) {
+			json_slice name = jc_value_at(p, e);
+			if (!name.p)
+				return name;
+			hit = key ? name.n == len + 2 && !memcmp(name.p + 1, key, len) : i == k;
+			p = name.p + name.n;
+			while (p < e && *p != ':')
+				p++;
+			p++;
+		}
+		json_slice val = jc_value_at(p, e);
+		if (!val.p || hit)
+			return val;
+		p = val.p + val.n;
+	}
+}
+
+static inline FZ_NO_COVERAGE size_t json_len(json_slice v)
+{
+	size_t n = 0;
+	while (json_child(v, NULL, 0, n).p)
+		n++;
+	return n;
+}
+
+/* The value at path ("a.b.0.c") in the text s[0..n). */
+static inline FZ_NO_COVERAGE json_slice json_at(const char *s, size_t n, const char *path)
+{
+	json_slice v = jc_value_at(s, s + n);
+	while (v.p && *path) {
+		size_t len = strcspn(path, ".");
+		bool index = len && strspn(path, "0123456789") >= len;
+		v = index && v.p[0] == '[' ? json_child(v, NULL, 0, strtoul(path, NULL, 10))
+		                           : json_child(v, path, len, 0);
+		path += len + (path[len] == '.');
+	}
+	return v;
+}
+
+/* Whether v is exactly the literal word (true, false, null). */
+static inline FZ_NO_COVERAGE bool json_is(json_slice v, const char *word)
+{
+	return v.p && v.n == strlen(word) && !memcmp(v.p, word, v.n);
 }
 
 #endif
