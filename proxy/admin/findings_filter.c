@@ -72,9 +72,14 @@ static bool one_param(const char *key, const char *value, admin_filter *f, char 
 		return false;
 	}
 	if (!strcmp(key, "limit")) {
-		char *end;
-		long n = strtol(value, &end, 10);
-		if (*value && !*end && n >= 1 && n <= LIMIT_MAX) {
+		/* decimal digits only (strtol also took "+5" and " 5"), leading
+		 * zeros allowed, counted without overflow */
+		long n = 0;
+		const char *d = value;
+		for (; *d >= '0' && *d <= '9'; d++)
+			if (n <= LIMIT_MAX)
+				n = n * 10 + (*d - '0');
+		if (*value && !*d && n >= 1 && n <= LIMIT_MAX) {
 			f->limit = (unsigned)n;
 			return true;
 		}

@@ -226,9 +226,11 @@ static int plain_reading(const char *q, admin_filter *f, char *store, size_t cap
 				return -1;
 			f->since = strtoll(val, NULL, 10);
 		} else if (!strcmp(key, "limit")) {
-			long n2 = vn && vn < 9 && strspn(val, "0123456789") == vn
-			              ? strtol(val, NULL, 10)
-			              : -1;
+			/* digits only, leading zeros allowed (the value, not its length,
+			 * is bounded) */
+			long n2 = vn && strspn(val, "0123456789") == vn ? 0 : -1;
+			for (size_t i = 0; n2 >= 0 && i < vn && n2 <= LIMIT_MAX; i++)
+				n2 = n2 * 10 + (val[i] - '0');
 			if (n2 < 1 || n2 > LIMIT_MAX)
 				answer = 0;
 			else

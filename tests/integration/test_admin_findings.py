@@ -70,6 +70,7 @@ def test_findings_filters_and_ring_size(guarded):
 
 @pytest.mark.parametrize("query,why", [("?rule=no-such-rule", "no rule is called"),
                                        ("?limit=0", "limit"), ("?limit=x", "limit"),
+                                       ("?limit=%2B5", "limit"), ("?limit=%205", "limit"),
                                        ("?since=yesterday", "since"), ("?colour=red", "unknown")])
 def test_bad_findings_parameters_are_400(guarded, query, why):
     status, body = http_get(guarded.admin, "/findings" + query)
