@@ -163,45 +163,40 @@ static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 		add_guard(g->arrays, &g->narrays, path, strlen(path));
 }
 
+static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth);
+
+/* One member of a filter document, c on it. */
+static void member_guards(push_guards *g, const bson_iter_t *c, int depth)
+{
+	bson_iter_t el;
+	const char *k = wire_iter_key(c);
+	if (k[0] != '$') {
+		field_guards(g, k, c);
+	} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(c) && wire_iter_recurse(c, &el)) {
+		while (wire_iter_next(&el))
+			filter_guards(g, &el, depth + 1);
+	} else if (key_eq(k, "$expr")) {
+		expr_guards(g, c, 0);
+	}
+	/* $or, $nor, $not-like wrappers: a guard there bounds nothing */
+}
+
 static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
 {
-	bson_iter_t c, el;
+	bson_iter_t c;
 	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(filter) ||
 	    !wire_iter_recurse(filter, &c))
 		return;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (k[0] != '$') {
-			field_guards(g, k, &c);
-		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(&c) &&
-		           wire_iter_recurse(&c, &el)) {
-			while (wire_iter_next(&el))
-				filter_guards(g, &el, depth + 1);
-		} else if (key_eq(k, "$expr")) {
-			expr_guards(g, &c, 0);
-		}
-		/* $or, $nor, $not-like wrappers: a guard there bounds nothing */
-	}
+	while (wire_iter_next(&c))
+		member_guards(g, &c, depth);
 }
 
 /* filter_guards of the filter the engine read (facts.h): the same members,
  * without stepping the filter again. */
 static void facts_guards(push_guards *g, const filter_facts *f)
 {
-	bson_iter_t el;
-	for (unsigned i = 0; i < f->n; i++) {
-		const bson_iter_t *c = &f->m[i].it;
-		const char *k = wire_iter_key(c);
-		if (k[0] != '$') {
-			field_guards(g, k, c);
-		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(c) &&
-		           wire_iter_recurse(c, &el)) {
-			while (wire_iter_next(&el))
-				filter_guards(g, &el, 1);
-		} else if (key_eq(k, "$expr")) {
-			expr_guards(g, c, 0);
-		}
-	}
+	for (unsigned i = 0; i < f->n; i++)
+		member_guards(g, &f->m[i].it, 0);
 }
 
 /* Whether the update document increments a guarded counter by a positive
