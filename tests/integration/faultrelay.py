@@ -60,6 +60,7 @@ class FaultRelay:
         self._cut_reply: tuple[int, bytes | None] | None = None
         self._silence: bytes | None = None
         self._pairs: set[threading.Thread] = set()
+        self._marked: dict[bytes, set[threading.Thread]] = {}  # watch(): who carried it
         self.accepted = 0
         self.cuts = 0
         self.resets = 0
@@ -184,6 +185,20 @@ class FaultRelay:
             self._pairs = {t for t in self._pairs if t.is_alive()}
             return len(self._pairs)
 
+    def watch(self, marker: bytes) -> None:
+        """Remember every relayed connection whose proxy -> server bytes
+        contain `marker` (from now on), for carrying() to count."""
+        with self._lock:
+            self._marked.setdefault(marker, set())
+
+    def carrying(self, marker: bytes) -> tuple[int, int]:
+        """(seen, still open): the connections that carried `marker`. A test
+        can follow its own request's connection while others (a driver's
+        monitors, the index cache's side connection) come and go."""
+        with self._lock:
+            ts = self._marked.get(marker, set())
+            return len(ts), sum(1 for t in ts if t.is_alive())
+
     def wait_idle(self, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -251,6 +266,9 @@ class FaultRelay:
         if not data:
             return False
         with self._lock:
+            for marker, ts in self._marked.items():
+                if marker in data:
+                    ts.add(threading.current_thread())
             if self._silence is not None and self._silence in data:
                 self._silence = None
                 st["silent"] = True

@@ -70,27 +70,30 @@ def test_disconnect_with_request_in_flight(upstream, start_proxy, dbname):
         p = start_proxy(relay.uri)
         with upstream.client() as c:
             c[dbname].c.insert_many([{"_id": i, "pad": "z" * 1000} for i in range(200)])
-        # the first find also opens the index cache's side connection (kept)
+        # the first find also opens the index cache's side connection
         with MongoClient(p.uri, serverSelectionTimeoutMS=5000) as c:
             assert len(list(c[dbname].c.find())) == 200
         base = settle_fds(p.proc.pid)
-        deadline = time.monotonic() + 10
-        while relay.live() > 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        kept = relay.live()
+        # follow this request's own upstream connection: the driver's monitors
+        # and the index cache's side connection come and go on their own time
+        marker = f"inflight-{uuid.uuid4().hex}".encode()
+        relay.watch(marker)
         relay.slow(0.5, chunk=1024)  # ~100 s for the whole reply
         s = w.connect(p.port)
-        s.sendall(w.op_msg({"find": "c", "batchSize": 1000, "$db": dbname}))
+        s.sendall(w.op_msg({"find": "c", "batchSize": 1000, "comment": marker.decode(),
+                            "$db": dbname}))
         deadline = time.monotonic() + 10
-        while relay.live() <= kept and time.monotonic() < deadline:
+        while relay.carrying(marker) != (1, 1) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert relay.live() == kept + 1
-        time.sleep(0.6)  # the reply has begun
+        assert relay.carrying(marker) == (1, 1), "the find never reached the server"
+        # the reply has begun: its header is here, the rest is ~100 s away
+        assert len(w.recv_exact(s, 16, time.monotonic() + 5)) == 16
         s.close()
         deadline = time.monotonic() + 5
-        while relay.live() > kept and time.monotonic() < deadline:
+        while relay.carrying(marker)[1] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert relay.live() == kept, "mongoguard kept the upstream connection of a client that left"
+        assert relay.carrying(marker) == (1, 0), \
+            "mongoguard kept the upstream connection of a client that left"
         relay.normal()
         ping(p.port)
         n = fds_back_to(p.proc.pid, base, 10)
