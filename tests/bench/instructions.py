@@ -3,8 +3,8 @@
 
 Timings on a shared 2-core machine move by 10-30 % between runs; instruction
 counts move by well under 1 %, so they are the stable figure for what a change
-to mongoguard's request path buys. This runs mongoguard (every rule at log, one
-worker) and HAProxy (TCP mode, one thread) under `valgrind --tool=callgrind`
+to mongoguard's request path buys. This runs mongoguard (every rule at log, or
+as --rules says, one worker) and HAProxy (TCP mode, one thread) under `valgrind --tool=callgrind`
 in front of build/tests/mg_fastbackend, and for each load: a warm-up of 500
 requests, `callgrind_control --zero`, the measured requests, `callgrind_control
 --dump`, and the dump's total divided by the requests. Only the proxy's own
@@ -114,6 +114,9 @@ def main() -> int:
     ap.add_argument("--keep", metavar="DIR",
                     help="keep the callgrind dumps (one per load and proxy) in DIR, for "
                     "callgrind_annotate")
+    ap.add_argument("--rules", choices=["off", "log", "block"], default="log",
+                    help="mongoguard's configuration, as run_bench's mg-off, mg-log, mg-block: "
+                    "off is the session's own path without analysis [log]")
     ap.add_argument("--no-haproxy", action="store_true", help="measure mongoguard only")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     a = ap.parse_args()
@@ -142,7 +145,7 @@ def main() -> int:
         results = {}
         mg_port = free_port()
         cfg = tmp / "mg.yaml"
-        cfg.write_text(mongoguard_config("log"))
+        cfg.write_text(mongoguard_config(a.rules))
         mg_out = tmp / "cg-mongoguard.out"
         mg = callgrind([mg_bin, "--config", str(cfg), "--listen", f"127.0.0.1:{mg_port}",
                         "--upstream", f"mongodb://127.0.0.1:{up_port}/", "--log",
