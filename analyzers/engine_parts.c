@@ -449,25 +449,46 @@ verdict analyze_view(actx *ax, const cmdview *v)
  * of a statement looks at) is read to the same facts, so no check is
  * called for it either, and it is not read at all. ETL batches are
  * statements of one shape with other values. */
+enum { TEMPLATE_WORDS = 64 }; /* statements up to 512 bytes are matched a word at a time */
+
 typedef struct stmt_template {
 	bool valid;
 	const uint8_t *raw;
 	uint32_t len;
+	uint32_t words; /* len / 8 when matched by words (8 <= len <= 512), else 0 */
 	facts_spans spans;
+	/* bytes: the template's words, its last 8 bytes after them (the tail,
+	 * overlapping); mask: 0xff where a byte must match, 0 in a span. */
+	uint64_t bytes[TEMPLATE_WORDS + 1], mask[TEMPLATE_WORDS + 1];
 } stmt_template;
+
+static inline uint64_t load64(const uint8_t *p)
+{
+	uint64_t w;
+	memcpy(&w, p, sizeof w);
+	return w;
+}
 
 static bool template_matches(const stmt_template *tp, const bson_iter_t *doc)
 {
+	const uint8_t *raw = doc->raw;
 	if (!tp->valid || doc->len != tp->len)
 		return false;
+	if (tp->words) {
+		uint64_t diff = 0;
+		for (uint32_t i = 0; i < tp->words; i++)
+			diff |= (load64(raw + 8 * i) ^ tp->bytes[i]) & tp->mask[i];
+		diff |= (load64(raw + tp->len - 8) ^ tp->bytes[tp->words]) & tp->mask[tp->words];
+		return diff == 0;
+	}
 	uint32_t at = 0;
 	for (uint32_t i = 0; i < tp->spans.n; i++) {
 		uint32_t s = tp->spans.s[i].at;
-		if (memcmp(doc->raw + at, tp->raw + at, s - at) != 0)
+		if (memcmp(raw + at, tp->raw + at, s - at) != 0)
 			return false;
 		at = s + tp->spans.s[i].len;
 	}
-	return memcmp(doc->raw + at, tp->raw + at, tp->len - at) == 0;
+	return memcmp(raw + at, tp->raw + at, tp->len - at) == 0;
 }
 
 /* The spans in the order of their bytes (a statement may hold u before q),
@@ -487,6 +508,26 @@ static bool spans_sort(facts_spans *sp)
 	return true;
 }
 
+/* The template's words and masks, for a statement short enough. */
+static void template_words(stmt_template *tp)
+{
+	uint8_t m[8 * TEMPLATE_WORDS];
+	tp->words = 0;
+	if (tp->len < 8 || tp->len > sizeof m)
+		return;
+	memset(m, 0xff, tp->len);
+	for (uint32_t i = 0; i < tp->spans.n; i++)
+		memset(m + tp->spans.s[i].at, 0, tp->spans.s[i].len);
+	uint32_t w = tp->len / 8;
+	for (uint32_t i = 0; i < w; i++) {
+		tp->mask[i] = load64(m + 8 * i);
+		tp->bytes[i] = load64(tp->raw + 8 * i) & tp->mask[i];
+	}
+	tp->mask[w] = load64(m + tp->len - 8);
+	tp->bytes[w] = load64(tp->raw + tp->len - 8) & tp->mask[w];
+	tp->words = w;
+}
+
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
@@ -496,8 +537,6 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
                          rule_query_kind kind, const char *command, const char *shape_target,
                          const char *op, stmt_template *tp)
 {
-	if (tp && template_matches(tp, doc))
-		return;
 	cmd_body b;
 	body_init(&b, NULL, NULL);
 	if (op) {
@@ -525,6 +564,8 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
 	            spans_sort(&tp->spans);
 	tp->raw = doc->raw;
 	tp->len = doc->len;
+	if (tp->valid)
+		template_words(tp);
 }
 
 /* update and delete: each statement of the row's sequence. */
@@ -542,11 +583,14 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 	stmt_gate(ax, &t);
 	cmdview_docs d;
 	bson_iter_t doc;
-	stmt_template tp = {.valid = false};
+	stmt_template tp;
+	tp.valid = false;
+	stmt_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
 	cmdview_docs_init(&d, v, c->stmts);
 	while (cmdview_docs_next_iter(&d, &doc))
-		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
-		             ax->e->cfg.no_templates ? NULL : &tp);
+		if (!tpp || !template_matches(tpp, &doc))
+			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
+			             tpp);
 	return ax->verdict;
 }
 
