@@ -219,7 +219,7 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc)
 	return true;
 }
 
-bool cmdview_docs_next_iter(cmdview_docs *d, bson_iter_t *it)
+bool cmdview_docs_next_iter_any(cmdview_docs *d, bson_iter_t *it)
 {
 	const uint8_t *data;
 	uint32_t len;

@@ -5,15 +5,9 @@
 
 #include "protocol/frame.h"
 
-bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error *err,
-                    const char *what, ...)
+void wire_doc_frame_fail(const uint8_t *p, size_t avail, wire_error *err, const char *what, ...)
 {
 	int32_t len = avail >= 4 ? wire_read_i32(p) : 0;
-	if (avail >= 4 && len >= 5 && (size_t)len <= avail && p[len - 1] == 0) {
-		*doc_len = (size_t)len;
-		return true;
-	}
-
 	char name[96];
 	va_list ap;
 	va_start(ap, what);
@@ -32,7 +26,6 @@ bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error 
 	else
 		wire_error_set(err, WIRE_ERR_INVALID_BSON, "InvalidBSON",
 		               "%s of %d bytes does not end with a 0x00 terminator", name, len);
-	return false;
 }
 
 /* Why an element is refused; the index is what the walk reports. */

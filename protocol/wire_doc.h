@@ -48,10 +48,29 @@
  * recursion of anything that walks a document that passed. */
 #define WIRE_MAX_BSON_DEPTH 256
 
-/* On success *doc_len is the document's length (<= avail). */
-bool wire_doc_frame(const uint8_t *p, size_t avail, size_t *doc_len, wire_error *err,
-                    const char *what, ...) __attribute__((format(printf, 5, 6)))
-__attribute__((warn_unused_result));
+/* The check itself, inline: a batch's every statement is framed here. */
+static inline bool wire_doc_fits(const uint8_t *p, size_t avail, size_t *doc_len)
+{
+	if (avail < 5)
+		return false;
+	uint32_t len =
+	    (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	if (len < 5 || len > avail || p[len - 1] != 0)
+		return false;
+	*doc_len = len;
+	return true;
+}
+
+/* Says why p does not frame (err; `what` names the document). */
+void wire_doc_frame_fail(const uint8_t *p, size_t avail, wire_error *err, const char *what, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* On success *doc_len is the document's length (<= avail); else err says
+ * why. The message is formatted only then: a variadic call a document
+ * was most of the cost of framing one. p and avail are evaluated twice. */
+#define wire_doc_frame(p, avail, doc_len, err, ...)                                                \
+	(wire_doc_fits((p), (avail), (doc_len)) ||                                                 \
+	 (wire_doc_frame_fail((p), (avail), (err), __VA_ARGS__), false))
 
 /* p/len must already have passed wire_doc_frame(). The error names the
  * byte offset of the offending element ("corrupt element at byte N of M"). */

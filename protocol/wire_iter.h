@@ -92,6 +92,18 @@ static inline bool wire_iter_next(bson_iter_t *it)
 	return true;
 }
 
+/* An iterator before the first element of data/len, which is framed
+ * already (its length prefix is len, its last byte 0). */
+static inline void wire_iter_init_framed(bson_iter_t *iter, const uint8_t *data, uint32_t len)
+{
+	iter->raw = data;
+	iter->len = len;
+	iter->off = iter->type = iter->key = 0;
+	iter->d1 = iter->d2 = iter->d3 = iter->d4 = 0;
+	iter->next_off = 4;
+	iter->err_off = 0;
+}
+
 /* As bson_init_static(&b, data, len) followed by bson_iter_init(iter, &b):
  * false when the view could not be made (fewer than 5 bytes, a length
  * prefix that is not len, a last byte that is not 0). Inline: on every
@@ -104,12 +116,7 @@ static inline bool wire_iter_init_raw(bson_iter_t *iter, const uint8_t *data, ui
 	memcpy(&n, data, sizeof n);
 	if (BSON_UINT32_FROM_LE(n) != len || data[len - 1] != 0)
 		return false;
-	iter->raw = data;
-	iter->len = len;
-	iter->off = iter->type = iter->key = 0;
-	iter->d1 = iter->d2 = iter->d3 = iter->d4 = 0;
-	iter->next_off = 4;
-	iter->err_off = 0;
+	wire_iter_init_framed(iter, data, len);
 	return true;
 }
 
