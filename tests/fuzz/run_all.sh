@@ -11,7 +11,8 @@
 #       build-fuzz/fuzz-work/<target>/corpus and grows across runs; each
 #       run's figures are appended to build-fuzz/fuzz-work/history.tsv
 #       (so totals over many runs can be summed) and the table is written to
-#       build-fuzz/fuzz-work/last-run.md.
+#       build-fuzz/fuzz-work/last-run.md. MG_FUZZ_WORK=DIR keeps them in DIR
+#       instead: a second chain on the same build, on the other core.
 #   tests/fuzz/run_all.sh --smoke SECONDS [TARGET...]
 #       the CI smoke: a fresh copy of the seeds per target, SECONDS each;
 #       fails on any crash, leak or timeout.
@@ -62,7 +63,7 @@ else
 	done
 fi
 
-work=$build/fuzz-work
+work=${MG_FUZZ_WORK:-$build/fuzz-work}
 mkdir -p "$work"
 if ((smoke)); then
 	work=$(mktemp -d "${TMPDIR:-/tmp}/mg-fuzz-smoke.XXXXXX")
