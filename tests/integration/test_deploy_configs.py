@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -194,6 +195,17 @@ def test_config_reloader_reloads_mongoguard_when_the_file_changes(manifest, star
            "INTERVAL": "0.2"}
     loop = subprocess.Popen(shell + ["-c", rl["command"][2]], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    said: list[str] = []  # the loop's lines as they come
+    reader = threading.Thread(target=lambda: said.extend(iter(loop.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+
+    def loop_says(text: str, timeout: float = 10) -> None:
+        # mongoguard logs its answer before the loop has read it and said so
+        deadline = time.monotonic() + timeout
+        while not any(text in ln for ln in said) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     try:
         time.sleep(0.5)  # the loop has read the first checksum
         mark = p.log.mark()
@@ -211,9 +223,12 @@ def test_config_reloader_reloads_mongoguard_when_the_file_changes(manifest, star
                        what="a refused reload")
         with pytest.raises(OperationFailure, match="unbounded-push"):
             coll.update_one({"_id": 1}, {"$push": {"a": 1}}, upsert=True)
+        loop_says("reload refused or not answered")
     finally:
         loop.terminate()
-        out = loop.communicate(timeout=10)[0]
+        loop.wait(10)
+        reader.join(10)
+    out = "".join(said)
     assert out.count("changed: POST") == 2, out
     assert "reload refused or not answered" in out, out
 
