@@ -6,8 +6,11 @@
  * bufferevent read, which asks FIONREAD before every read (a system call
  * per message on each side) and reads at most 4 KiB per call. A small
  * message is one recv into the stack, copied into the input buffer; when
- * that recv comes back full, a readv of up to a read chunk follows
- * straight into the input buffer. While the side has a direct buffer
+ * that recv comes back full, its bytes and one recv of up to a read chunk
+ * after them go into one chain of the input buffer (a message spanning the
+ * two lies contiguous, judged without a pullup copy); when 16 KiB of a
+ * message already wait, a readv of up to a read chunk goes straight into
+ * the input buffer. While the side has a direct buffer
  * (transport_direct: the rest of a large request) and its input is empty,
  * reads go straight there instead, up to DIRECT_READ at a time, and the
  * bytes are claimed with transport_claim. A TLS side reads through
