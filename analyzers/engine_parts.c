@@ -20,6 +20,7 @@
 #include "analyzers/body.h"
 #include "analyzers/engine_int.h"
 #include "analyzers/keys.h"
+#include "analyzers/stmt_template.h"
 #include "protocol/wire_iter.h"
 
 /* Where a finding is: its namespace, each rule's action there, and which
@@ -443,91 +444,6 @@ verdict analyze_view(actx *ax, const cmdview *v)
 
 /* ---- statements: update, delete, bulkWrite's ops ---- */
 
-/* A statement no check was called for, as a template for the next ones
- * of the batch: a statement of the same length whose bytes are the same
- * outside the template's spans (facts.h: value bytes nothing in the read
- * of a statement looks at) is read to the same facts, so no check is
- * called for it either, and it is not read at all. ETL batches are
- * statements of one shape with other values. */
-enum { TEMPLATE_WORDS = 64 }; /* statements up to 512 bytes are matched a word at a time */
-
-typedef struct stmt_template {
-	bool valid;
-	const uint8_t *raw;
-	uint32_t len;
-	uint32_t words; /* len / 8 when matched by words (8 <= len <= 512), else 0 */
-	facts_spans spans;
-	/* bytes: the template's words, its last 8 bytes after them (the tail,
-	 * overlapping); mask: 0xff where a byte must match, 0 in a span. */
-	uint64_t bytes[TEMPLATE_WORDS + 1], mask[TEMPLATE_WORDS + 1];
-} stmt_template;
-
-static inline uint64_t load64(const uint8_t *p)
-{
-	uint64_t w;
-	memcpy(&w, p, sizeof w);
-	return w;
-}
-
-static bool template_matches(const stmt_template *tp, const bson_iter_t *doc)
-{
-	const uint8_t *raw = doc->raw;
-	if (!tp->valid || doc->len != tp->len)
-		return false;
-	if (tp->words) {
-		uint64_t diff = 0;
-		for (uint32_t i = 0; i < tp->words; i++)
-			diff |= (load64(raw + 8 * i) ^ tp->bytes[i]) & tp->mask[i];
-		diff |= (load64(raw + tp->len - 8) ^ tp->bytes[tp->words]) & tp->mask[tp->words];
-		return diff == 0;
-	}
-	uint32_t at = 0;
-	for (uint32_t i = 0; i < tp->spans.n; i++) {
-		uint32_t s = tp->spans.s[i].at;
-		if (memcmp(raw + at, tp->raw + at, s - at) != 0)
-			return false;
-		at = s + tp->spans.s[i].len;
-	}
-	return memcmp(raw + at, tp->raw + at, tp->len - at) == 0;
-}
-
-/* The spans in the order of their bytes (a statement may hold u before q),
- * and none overlapping (then no template). */
-static bool spans_sort(facts_spans *sp)
-{
-	for (uint32_t i = 1; i < sp->n; i++)
-		for (uint32_t j = i; j > 0 && sp->s[j].at < sp->s[j - 1].at; j--) {
-			uint32_t at = sp->s[j].at, len = sp->s[j].len;
-			sp->s[j] = sp->s[j - 1];
-			sp->s[j - 1].at = at;
-			sp->s[j - 1].len = len;
-		}
-	for (uint32_t i = 1; i < sp->n; i++)
-		if (sp->s[i - 1].at + sp->s[i - 1].len > sp->s[i].at)
-			return false;
-	return true;
-}
-
-/* The template's words and masks, for a statement short enough. */
-static void template_words(stmt_template *tp)
-{
-	uint8_t m[8 * TEMPLATE_WORDS];
-	tp->words = 0;
-	if (tp->len < 8 || tp->len > sizeof m)
-		return;
-	memset(m, 0xff, tp->len);
-	for (uint32_t i = 0; i < tp->spans.n; i++)
-		memset(m + tp->spans.s[i].at, 0, tp->spans.s[i].len);
-	uint32_t w = tp->len / 8;
-	for (uint32_t i = 0; i < w; i++) {
-		tp->mask[i] = load64(m + 8 * i);
-		tp->bytes[i] = load64(tp->raw + 8 * i) & tp->mask[i];
-	}
-	tp->mask[w] = load64(m + tp->len - 8);
-	tp->bytes[w] = load64(tp->raw + tp->len - 8) & tp->mask[w];
-	tp->words = w;
-}
-
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
@@ -557,15 +473,11 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
 		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
 		return;
 	}
-	tp->spans.base = doc->raw;
-	tp->spans.n = 0;
-	tp->spans.full = false;
-	tp->valid = check_filter_update(ax, &site, &b, t, kind, &tp->spans) && !tp->spans.full &&
-	            spans_sort(&tp->spans);
-	tp->raw = doc->raw;
-	tp->len = doc->len;
-	if (tp->valid)
-		template_words(tp);
+	facts_spans spans = {.base = doc->raw, .n = 0, .full = false};
+	if (check_filter_update(ax, &site, &b, t, kind, &spans))
+		(void)stmt_template_set(tp, doc->raw, doc->len, &spans);
+	else
+		tp->valid = false;
 }
 
 /* update and delete: each statement of the row's sequence. */
@@ -588,7 +500,7 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 	stmt_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
 	cmdview_docs_init(&d, v, c->stmts);
 	while (cmdview_docs_next_iter(&d, &doc))
-		if (!tpp || !template_matches(tpp, &doc))
+		if (!tpp || !stmt_template_matches(tpp, doc.raw, doc.len))
 			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
 			             tpp);
 	return ax->verdict;

@@ -132,7 +132,7 @@ typedef struct stmt_facts {
 } stmt_facts;
 
 /* The bytes of a statement its read did not look at (a template of it,
- * for the statements after it: engine_parts.c, stmt_template). Only value
+ * for the statements after it: analyzers/stmt_template.h). Only value
  * bytes no step checks and no rule decision of the read depends on are
  * recorded: the value of a number, date, ObjectId or timestamp compared
  * for equality in the filter, the inside of such a string (not its length

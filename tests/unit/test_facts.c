@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "analyzers/facts.h"
+#include "analyzers/stmt_template.h"
 #include "analyzers/rule_doc.h"
 #include "analyzers/rule_push.h"
 #include "analyzers/rule_regex.h"
@@ -385,11 +386,15 @@ static void test_gate_per_statement(void **state)
  * share a shape, with one statement changed in one byte at every offset of
  * it in turn (a key, a type, a length, a value), gives the same findings
  * and verdict through an engine that matches statements against a template
- * as through one that reads each of them. Every rule at block, with the
+ * as through one that reads each of them: statements matched a word at a
+ * time and, past 512 bytes, by memcmp. Every rule at block, with the
  * index cache; each byte's batch through fresh engines. */
 static void test_templates_same_as_reading(void **state)
 {
-	bson_t *stmts[4];
+	bson_t *stmts[6];
+	char long_v[521]; /* statements past 512 bytes are matched by memcmp, not by words */
+	memset(long_v, 'x', sizeof long_v - 1);
+	long_v[sizeof long_v - 1] = 0;
 	stmts[0] = BCON_NEW("q", "{", "_id", BCON_INT32(1), "}", "u", "{", "$set", "{", "v",
 	                    BCON_INT32(0), "}", "}");
 	stmts[1] = BCON_NEW("q", "{", "_id", BCON_INT32(2), "}", "u", "{", "$set", "{", "v",
@@ -398,7 +403,11 @@ static void test_templates_same_as_reading(void **state)
 	                    BCON_INT32(1), "}", "}");
 	stmts[3] = BCON_NEW("q", "{", "sku", BCON_UTF8("cd"), "}", "u", "{", "$inc", "{", "n",
 	                    BCON_INT32(2), "}", "}");
-	for (int which = 0; which < 4; which += 2) {
+	stmts[4] = BCON_NEW("q", "{", "_id", BCON_INT32(1), "}", "u", "{", "$set", "{", "v",
+	                    BCON_UTF8(long_v), "}", "}");
+	stmts[5] = BCON_NEW("q", "{", "_id", BCON_INT32(3), "}", "u", "{", "$set", "{", "v",
+	                    BCON_UTF8(long_v), "}", "}");
+	for (int which = 0; which < 6; which += 2) {
 		const bson_t *base = stmts[which + 1];
 		for (uint32_t at = 4; at + 1 < base->len; at++)
 			for (int flip = 0; flip < 3; flip++) {
@@ -460,14 +469,54 @@ static void test_templates_same_as_reading(void **state)
 				bson_free(mut);
 			}
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		bson_destroy(stmts[i]);
+}
+
+/* The template's own contract (stmt_template.h), for a short statement
+ * (matched by words) and a long one (by memcmp): a statement of the same
+ * length matches exactly when every byte it changes lies in a span; spans
+ * given out of order are sorted, overlapping ones make no template. */
+static void test_template_matches_outside_spans_only(void **state)
+{
+	static const uint32_t lens[] = {8, 13, 64, 67, 512, 513, 900};
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		uint32_t len = lens[k];
+		uint8_t *t = malloc(len), *mut = malloc(len);
+		for (uint32_t i = 0; i < len; i++)
+			t[i] = (uint8_t)(i * 7 + 3);
+		/* two spans, the later one first, each with bytes after it */
+		facts_spans sp = {.base = t, .n = 2, .full = false};
+		sp.s[0].at = len - 4;
+		sp.s[0].len = 3;
+		sp.s[1].at = 1;
+		sp.s[1].len = len / 3;
+		stmt_template tp;
+		assert_true(stmt_template_set(&tp, t, len, &sp));
+		assert_true(stmt_template_matches(&tp, t, len));
+		for (uint32_t at = 0; at < len; at++) {
+			memcpy(mut, t, len);
+			mut[at] ^= 0x5a;
+			bool in = (at >= 1 && at < 1 + len / 3) || (at >= len - 4 && at < len - 1);
+			if (stmt_template_matches(&tp, mut, len) != in)
+				fail_msg("length %u, byte %u changed: %s", len, at,
+				         in ? "no match inside a span"
+				            : "a match outside the spans");
+		}
+		assert_false(stmt_template_matches(&tp, t, len - 1));
+		sp.s[1].len = len; /* overlaps the other */
+		assert_false(stmt_template_set(&tp, t, len, &sp));
+		assert_false(stmt_template_matches(&tp, t, len));
+		free(t);
+		free(mut);
+	}
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_filter_members),
+	    cmocka_unit_test(test_template_matches_outside_spans_only),
 	    cmocka_unit_test(test_update_forms),
 	    cmocka_unit_test(test_regex_same_with_facts),
 	    cmocka_unit_test(test_push_same_with_facts),
