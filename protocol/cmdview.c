@@ -175,9 +175,8 @@ static bool docs_next_raw(cmdview_docs *d, const uint8_t **data, uint32_t *len)
 	if (d->in_seq) {
 		if (d->p >= d->end)
 			return false;
-		size_t left = (size_t)(d->end - d->p);
-		int32_t n = left >= 4 ? wire_read_i32(d->p) : 0;
-		if (n < 5 || (size_t)n > left || d->p[n - 1] != 0) {
+		size_t n;
+		if (!wire_doc_fits(d->p, (size_t)(d->end - d->p), &n)) {
 			d->corrupt = true;
 			return false;
 		}

@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/frame.h"
 #include "protocol/wire_error.h"
 
 /* mongod refuses nesting beyond 200 (BSONDepth::kDefaultMaxAllowableDepth);
@@ -53,8 +54,7 @@ static inline bool wire_doc_fits(const uint8_t *p, size_t avail, size_t *doc_len
 {
 	if (avail < 5)
 		return false;
-	uint32_t len =
-	    (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	uint32_t len = wire_read_u32(p);
 	if (len < 5 || len > avail || p[len - 1] != 0)
 		return false;
 	*doc_len = len;

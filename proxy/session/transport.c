@@ -187,22 +187,17 @@ static void read_failed(struct bufferevent *bev, ssize_t n)
 /* The stack's full first read (len bytes) and, after it in the same
  * chain, one recv of up to `want` more: a message that spans the two lies
  * contiguous in the input, so judging it needs no pullup copy (a 1,000-
- * statement bulk write, ~45 KB, arrives that way). Without memory for one
- * chain, two as before. *got: the bytes now in the input. */
+ * statement bulk write, ~45 KB, arrives that way). *got: the bytes now in
+ * the input; 0 and -2 without memory for the chain (the session ends, as
+ * when evbuffer_add fails). */
 static ssize_t read_after(struct evbuffer *in, int fd, const uint8_t *first, size_t len,
                           size_t want, size_t *got)
 {
 	struct evbuffer_iovec v;
 	*got = 0;
 	if (evbuffer_reserve_space(in, (ev_ssize_t)(len + want), &v, 1) != 1 ||
-	    v.iov_len < len + want) {
-		if (evbuffer_add(in, first, len) != 0)
-			return -2;
-		*got = len;
-		ssize_t r = read_into(in, fd, want);
-		*got += r > 0 ? (size_t)r : 0;
-		return r;
-	}
+	    v.iov_len < len + want)
+		return -2;
 	memcpy(v.iov_base, first, len);
 	ssize_t r = recv(fd, (uint8_t *)v.iov_base + len, want, 0);
 	v.iov_len = len + (r > 0 ? (size_t)r : 0);
@@ -230,8 +225,7 @@ static size_t read_input(struct bufferevent *bev, int fd, size_t have, size_t ro
 			room -= got;
 			if (got == sizeof(buf) && room > 0) {
 				size_t want = room < READ_CHUNK ? room : READ_CHUNK;
-				ssize_t r = read_after(in, fd, buf, got, want, &got);
-				if (r == -2 && got == 0)
+				if (read_after(in, fd, buf, got, want, &got) == -2)
 					*n = -2;
 			} else if (evbuffer_add(in, buf, got) != 0) {
 				got = 0;
