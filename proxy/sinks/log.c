@@ -219,7 +219,10 @@ void log_attr_str(log_line *l, const char *key, const char *value)
 		settle(l, m);
 		return;
 	}
+	size_t at = text_mark(&l->t);
 	put_json_string(l, value ? value : ""); /* cut, but closed, if too long */
+	if (l->t.overflow && text_mark(&l->t) == at)
+		settle(l, m); /* not even its quotes fitted: no key without a value */
 }
 
 static void put_value(log_line *l, const char *key, const char *json)
