@@ -45,6 +45,13 @@ def _msg(p, text: str, since: int = 0) -> list[dict]:
     return [ln for ln in p.log.since(since) if ln.get("msg", "").startswith(text)]
 
 
+def _wait_msg(p, text: str, since: int = 0) -> list[dict]:
+    """The lines starting with text, once there is one: the start-up lines
+    can land after the listener is up (a slow build, a loaded machine)."""
+    return p.log.wait_for(lambda ln: ln.get("msg", "").startswith(text), since=since,
+                          what=repr(text))
+
+
 def _regex_finding(client: MongoClient, db: str) -> int:
     c = client[db].people
     c.insert_one({"name": "Ada"})
@@ -61,9 +68,9 @@ def test_srv_uri_works_for_pymongo(ferret, dns, start_proxy):
     # the server behind the name got the write
     with f_client(f) as direct:
         assert direct[db].people.count_documents({"name": "Ada"}) == 1
-    paired = _msg(p, "Listener paired with upstream server")
+    paired = _wait_msg(p, "Listener paired with upstream server")
     assert paired and paired[0]["attr"]["upstream"] == f"db1.mongoguard.test:{f.port}"
-    found = _msg(p, "Upstream hosts found through DNS")
+    found = _wait_msg(p, "Upstream hosts found through DNS")
     assert found and found[0]["attr"]["hosts"] == f"db1.mongoguard.test:{f.port}"
     assert found[0]["attr"]["tls"] is False  # the URI's tls=false wins
     assert dns.count(SRV_NAME, SRV) >= 1 and dns.count(SRV_HOST, TXT) >= 1
@@ -85,10 +92,10 @@ def test_srv_turns_tls_on_by_default(ferret, dns, start_proxy, certs):
     f = ferret(tls=(cert, key), plain=False)
     _point(dns, ("db1", f.tls_port))
     p = start_proxy(f"mongodb+srv://{SRV_HOST}/?tlsCAFile={certs.ca}", config=_config(dns))
-    assert _msg(p, "Upstream hosts found through DNS")[0]["attr"]["tls"] is True
+    assert _wait_msg(p, "Upstream hosts found through DNS")[0]["attr"]["tls"] is True
     with p.client() as c:
         assert c.admin.command("ping")["ok"] == 1.0
-    assert _msg(p, "Waiting for connections")[0]["attr"]["upstreamTLS"] is True
+    assert _wait_msg(p, "Waiting for connections")[0]["attr"]["upstreamTLS"] is True
 
 
 def test_txt_replica_set_one_member(ferret, dns, start_proxy):
@@ -99,7 +106,7 @@ def test_txt_replica_set_one_member(ferret, dns, start_proxy):
     _point(dns, ("db1", f.port))
     dns.set_txt(SRV_HOST, [["replicaSet=rs0&auth", "Source=admin"]])
     p = start_proxy(f"mongodb+srv://{SRV_HOST}/?tls=false", config=_config(dns))
-    assert _msg(p, "Upstream hosts found through DNS")[0]["attr"]["replicaSet"] == "rs0"
+    assert _wait_msg(p, "Upstream hosts found through DNS")[0]["attr"]["replicaSet"] == "rs0"
     db = unique_name("srvrs")
     with MongoClient(f"mongodb://127.0.0.1:{p.port}/?replicaSet=rs0",
                      serverSelectionTimeoutMS=10000) as c:
