@@ -21,6 +21,7 @@
 #include "analyzers/body.h"
 #include "analyzers/engine_int.h"
 #include "analyzers/shape.h"
+#include "analyzers/stmt_template.h"
 
 static unsigned parts_read(const rule_checks *k)
 {
@@ -46,6 +47,8 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
 	e->doc_floor = UINT32_MAX;
 	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	static atomic_uint_fast64_t engines;
+	e->gen = atomic_fetch_add(&engines, 1) + 1;
 	bool ok = e->findings != NULL && e->memo != NULL;
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
@@ -264,6 +267,62 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 	return true;
 }
 
+/* ---- the connection's repeat (engine.h) ---- */
+
+struct engine_repeat {
+	const engine *e;
+	uint64_t gen;
+	const char *app;
+	uint64_t hits;
+	stmt_template tp; /* matched by words only: its bytes are not kept */
+};
+
+void engine_repeat_free(engine_repeat *r)
+{
+	free(r);
+}
+
+uint64_t engine_repeat_hits(const engine_repeat *r)
+{
+	return r ? r->hits : 0;
+}
+
+/* The slot a request may be matched against and make a template in. */
+static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const request_ctx *rc)
+{
+	if (!rc || !rc->repeat || rc->late || e->cfg.no_templates ||
+	    v->origin != CMDVIEW_FROM_OPMSG || v->nseqs || v->body.len < 8 ||
+	    v->body.len > 8 * TEMPLATE_WORDS)
+		return NULL;
+	return rc->repeat;
+}
+
+static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
+                           const request_ctx *rc)
+{
+	if (r->gen != e->gen || r->e != e || r->app != rc->app_name ||
+	    !stmt_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
+		return false;
+	r->hits++;
+	return true;
+}
+
+static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
+                       const request_ctx *rc, const facts_spans *spans)
+{
+	engine_repeat *r = *slot;
+	if (!r && (r = *slot = malloc(sizeof(*r))))
+		r->hits = 0;
+	if (!r)
+		return; /* no template: every request is read */
+	r->e = e;
+	r->gen = e->gen;
+	r->app = rc->app_name;
+	if (!stmt_template_set(&r->tp, bson_get_data(&v->body), v->body.len, spans) || !r->tp.words)
+		r->tp.valid = false;
+	r->tp.raw = NULL; /* the request's: matched by words, never read again */
+}
+
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
 {
 	if (block) { /* nothing owed, nothing skipped, whatever the command */
@@ -271,6 +330,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		block->late.lost = 0;
 		block->skipped = 0;
 	}
+	engine_repeat **rp = repeat_slot(e, v, rc);
+	if (rp && *rp && repeat_matches(*rp, e, v, rc))
+		return VERDICT_FORWARD; /* judged as its template was */
 	const command_def *c = commands_find(v->name);
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
@@ -291,6 +353,13 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.memo_used = false;
 	ax.memo_r = INDEXES_UNAVAILABLE;
 	ax.memo_set = NULL;
+	facts_spans spans;
+	spans.base = bson_get_data(&v->body);
+	spans.n = 0;
+	spans.full = false;
+	ax.spans = rp ? &spans : NULL;
+	ax.ncalled = 0;
+	ax.repeatable = false;
 	verdict vd = c->analyze(&ax, v);
 	if (ax.wait) {
 		vd = VERDICT_WAIT_INDEXES;
@@ -298,6 +367,10 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 			block->late.n = block->late.lost = 0; /* judged again whole */
 	}
 	index_set_release(ax.memo_set);
+	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
+	    ax.nreported == 0 && ax.ncalled == 0 &&
+	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))
+		repeat_set(rp, e, v, rc, &spans);
 	return vd;
 }
 

@@ -55,6 +55,31 @@ typedef struct engine_late {
 
 uint64_t engine_ns_hash(const char *ns);
 
+/* A connection's repeat: its last query (find, count, distinct,
+ * findAndModify) judged without calling any check, a find by _id say, as
+ * the template of its next requests. Drivers send a few query shapes over
+ * and over with other values. A request whose body has the template's
+ * bytes but in the spans the read of its filter and update did not look
+ * at (facts.h, facts_spans; matched as analyzers/stmt_template.h matches a
+ * batch's statements) is judged as the template was: forwarded, nothing
+ * found, no check called. It is not read at all.
+ *
+ * The judgement is a function of the body's bytes, the engine (its
+ * configuration: a reload makes a new engine) and the application name, so
+ * the template is of one engine and one name; OP_MSG bodies of 8 to 512
+ * bytes without document sequences; never a late call. The index cache is
+ * not among its inputs: with no check called nothing reads the index list
+ * (a request that would have waited for one is forwarded at once, with the
+ * same verdict). Owned by the connection, which passes its slot in
+ * request_ctx.repeat: engine_analyze makes it on first use (one allocation
+ * a connection, about 1.2 KiB), engine_repeat_free frees it. */
+typedef struct engine_repeat engine_repeat;
+
+void engine_repeat_free(engine_repeat *r);
+
+/* How many requests r's templates judged (NULL: 0). */
+uint64_t engine_repeat_hits(const engine_repeat *r);
+
 /* Who sent the request. */
 typedef struct request_ctx {
 	const char *app_name;    /* from the handshake, "" if none */
@@ -62,6 +87,7 @@ typedef struct request_ctx {
 	int64_t now_ms;          /* monotonic milliseconds */
 	bool no_wait;            /* true: an unknown index list means "no verdict", never WAIT */
 	const engine_late *late; /* non-NULL: a late call (see engine_late) */
+	engine_repeat **repeat;  /* the connection's repeat slot (see above), or NULL: none */
 } request_ctx;
 
 /* What comes with a verdict: for VERDICT_BLOCK, what the client is told;

@@ -120,6 +120,7 @@ struct engine {
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
 	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
+	uint64_t gen;          /* this engine's number, unique in the process: engine_repeat */
 };
 
 /* ---- per-request state ---- */
@@ -151,6 +152,13 @@ struct rule_ctx {
 	index_lookup memo_r;
 	index_set *memo_set;
 	char memo_ns[MEMO_NS_LEN];
+	/* The connection's repeat (engine.h, engine_repeat): the checks called
+	 * so far, whether the analyser judged the whole request from its bytes
+	 * and the engine alone (analyze_query), and the bytes of the body its
+	 * read did not look at (NULL: no template will be made). */
+	unsigned ncalled;
+	bool repeatable;
+	facts_spans *spans;
 };
 typedef rule_ctx actx;
 
@@ -208,6 +216,7 @@ static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rul
 		if (check_skipped(e, s, kind, i))
 			continue;
 		ax->cur_rule = r;
+		ax->ncalled++;
 		const rule_checks *k = rule_table[r]->checks;
 		switch (kind) {
 		case CHECK_SORT:

@@ -301,8 +301,10 @@ verdict analyze_query(actx *ax, const cmdview *v)
 	const char *coll = body_coll_of(&v->body);
 	if (!coll)
 		return collection_by_uuid(ax, v);
-	if (!target_init(ax, &t, ax->db, coll))
+	if (!target_init(ax, &t, ax->db, coll)) {
+		ax->repeatable = true; /* every rule is off here */
 		return VERDICT_FORWARD;
+	}
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, ax->cmd->keys))
 		return VERDICT_FORWARD;
@@ -315,7 +317,8 @@ verdict analyze_query(actx *ax, const cmdview *v)
 	rule_site site = site_of(&t, &spec);
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
-	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, NULL);
+	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans);
+	ax->repeatable = true; /* engine.h, engine_repeat: if no check was called */
 	return ax->verdict;
 }
 

@@ -202,6 +202,9 @@ static void render_traffic(const metrics *m, text_buf *t)
 	family(t, "upstream_connect_failures_total", "counter",
 	       "Upstream connections that could not be made.");
 	sample(t, "upstream_connect_failures_total", "", SUM(m, upstream_connect_failures));
+	family(t, "analysis_repeats_total", "counter",
+	       "Queries judged by their connection's template of an earlier one, unread.");
+	sample(t, "analysis_repeats_total", "", SUM(m, repeats));
 }
 
 static void render_rules(const metrics *m, text_buf *t)

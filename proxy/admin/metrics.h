@@ -105,8 +105,9 @@ typedef struct metrics_shard {
 	mx_counter skipped[RULE_COUNT][MX_SKIP_REASONS];
 	mx_counter bad_requests;
 	mx_counter upstream_connect_failures;
-	mx_hist latency;  /* request forwarded -> first byte of its reply */
-	mx_hist analysis; /* time in engine_analyze */
+	mx_counter repeats; /* judged by the connection's template (engine_repeat) */
+	mx_hist latency;    /* request forwarded -> first byte of its reply */
+	mx_hist analysis;   /* time in engine_analyze */
 } metrics_shard;
 
 typedef struct metrics {

@@ -160,12 +160,16 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		    .client = s->peer,
 		    .now_ms = now / 1000000,
 		    .no_wait = s->hold == HOLD_EXPIRED,
+		    .repeat = &s->repeat,
 		};
 		block_info block;
 		int64_t t0 = now;
+		uint64_t repeats = engine_repeat_hits(s->repeat);
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
 		now = mg_now_ns();
 		mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
+		if (engine_repeat_hits(s->repeat) != repeats)
+			mx_add(&s->env.mx->repeats, 1);
 		if (vd != VERDICT_FORWARD) {
 			free(out->replacement);
 			out->replacement = NULL;

@@ -84,6 +84,10 @@ struct session {
 	const char *app;
 	char *app_owned;
 	bool seen_hello;
+	/* The engine's template of this connection's last query judged
+	 * without a check (analyzers/engine.h): made on first use, since most
+	 * connections are idle pool members. */
+	engine_repeat *repeat;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
 

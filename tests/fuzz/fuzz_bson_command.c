@@ -12,11 +12,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Differential: an engine that matches a batch's statements against a
- * template (engine_parts.c) and one that reads every statement
- * (no_templates), both every rule at block with the index cache, must
- * give every request the same verdict and send the same findings. */
+ * template (engine_parts.c) and a query against the connection's repeat
+ * (engine.h; one slot kept across inputs, as a connection keeps it across
+ * its requests), and one that reads every statement and every query
+ * (no_templates, no slot), both every rule at block with the index cache,
+ * must give every request the same verdict and send the same findings. */
 static engine *fz_tmpl[2];
 static size_t fz_tmpl_total[2];
+static engine_repeat *fz_repeat;
 
 static void fz_templates_same(const cmdview *v)
 {
@@ -33,8 +36,10 @@ static void fz_templates_same(const cmdview *v)
 	    .app_name = "", .client = "127.0.0.1:1", .now_ms = fz_clock, .no_wait = true};
 	block_info b[2];
 	verdict r[2];
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
+		rc.repeat = i == 0 ? &fz_repeat : NULL;
 		r[i] = engine_analyze(fz_tmpl[i], v, &rc, &b[i]);
+	}
 	if (r[0] != r[1] || fz_tmpl_total[0] != fz_tmpl_total[1] ||
 	    (r[0] == VERDICT_BLOCK && b[0].rule != b[1].rule))
 		abort(); /* a template changed what the engine decided */

@@ -17,6 +17,7 @@ import pytest
 from bson.regex import Regex
 from pymongo.errors import OperationFailure
 
+import mgwire as w
 from conftest import free_port
 
 SECRET = "adm1n-marker-5521"
@@ -95,6 +96,45 @@ def test_metrics_count_a_known_workload(admin_proxy, clients, dbname):
     assert m['mongoguard_bytes_total{direction="reply"}'] > 0
     assert re.search(r'^mongoguard_build_info\{version="[^"]+"\} 1$', text, re.M)
     assert SECRET not in text
+
+
+def test_repeated_queries_are_judged_by_their_template(admin_proxy, clients, dbname):
+    """A connection's query judged with no check called is the template of
+    its next ones (analyzers/engine.h, engine_repeat): the same find by _id
+    with other values is judged without being read, counted in
+    mongoguard_analysis_repeats_total, and answered as before; a query some
+    rule reads is still read and blocked, and leaves the template alone.
+    Raw OP_MSG, so the bodies are exactly these (a driver adds fields of
+    its own that may change between requests)."""
+    p = admin_proxy
+    clients.via(p)[dbname].items.insert_many([{"_id": i, "v": i * 10} for i in range(25)])
+    s = w.connect(p.port)
+    try:
+        assert w.command(s, {"hello": 1}).body["ok"] == 1
+
+        def find_id(i: int) -> dict:
+            body = w.command(s, {"find": "items", "filter": {"_id": i}, "limit": 1,
+                                 "singleBatch": True}, db=dbname).body
+            assert body["ok"] == 1, body
+            return body["cursor"]["firstBatch"]
+
+        def repeats() -> float:
+            return samples(get(p.admin_port, "/metrics", TOKEN)[2])[
+                "mongoguard_analysis_repeats_total"]
+
+        before = repeats()
+        for i in range(20):  # the first is read and becomes the template
+            assert find_id(i) == [{"_id": i, "v": i * 10}]
+        assert repeats() - before == 19
+        blocked = w.command(s, {"find": "items",
+                                "filter": {"name": {"$regex": SECRET, "$options": "i"}}},
+                            db=dbname).body
+        assert blocked["ok"] == 0 and blocked.get("mongoguardRule") == "case-insensitive-regex"
+        assert repeats() - before == 19
+        assert find_id(21) == [{"_id": 21, "v": 210}]
+        assert repeats() - before == 20
+    finally:
+        s.close()
 
 
 def test_a_request_held_for_the_index_list_counts_once(start_proxy, upstream, clients,

@@ -4,6 +4,7 @@
  * once as update statements through the engine (where the engine reads the
  * facts and the rules read them) and once through the rule's own function
  * on the BSON (rule_regex_filter, rule_push_update, rule_scan_filter). */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include "analyzers/rule_scan.h"
 #include "fixtures/analyzer_fixture.h"
 #include "protocol/frame.h"
+#include "protocol/request.h"
 
 static void facts_of(const char *json, filter_facts *f, bson_t **keep)
 {
@@ -512,6 +514,192 @@ static void test_template_matches_outside_spans_only(void **state)
 	}
 }
 
+/* The connection's repeat (engine.h, engine_repeat): after a query judged
+ * with no check called, the same query with one byte of its body changed,
+ * at every offset in turn, gets the same verdict and findings through an
+ * engine given the connection's repeat slot as through one that reads it,
+ * and a change inside the filter's value is judged by the template (the
+ * slot counts it). Every rule at block, with the index cache. A changed
+ * body the proxy refuses (request_decode) never reaches the engine and is
+ * skipped. Then: a template is of one engine and one application name. */
+static uint8_t *repeat_msg(const char *json, size_t *len, size_t *body_at)
+{
+	bson_t *body = fx_json(json);
+	BSON_APPEND_UTF8(body, "$db", "shop");
+	size_t cap = 0;
+	uint8_t *buf = NULL;
+	*len = 0;
+	fx_msg_head(&buf, len, &cap, body);
+	wire_write_i32(buf, (int32_t)*len);
+	*body_at = *len - body->len;
+	bson_destroy(body);
+	return buf;
+}
+
+/* msg through e: the verdict; *findings the sink's count after it. */
+static verdict repeat_judge(engine *e, const uint8_t *msg, size_t len, const char *app,
+                            engine_repeat **slot, bool *refused)
+{
+	request r;
+	wire_error err = {0};
+	*refused = request_decode(&r, msg, len, &err) != REQUEST_COMMAND;
+	verdict vd = VERDICT_FORWARD;
+	if (!*refused) {
+		block_info block = {0};
+		request_ctx rc = {.app_name = app,
+		                  .client = "c",
+		                  .now_ms = 1000000,
+		                  .no_wait = true,
+		                  .repeat = slot};
+		vd = engine_analyze(e, &r.view, &rc, &block);
+	}
+	request_release(&r);
+	return vd;
+}
+
+static void test_repeat_same_as_reading(void **state)
+{
+	static const char *const bodies[] = {
+	    "{'find': 'orders', 'filter': {'_id': 7}, 'limit': 1, 'singleBatch': true}",
+	    "{'find': 'orders', 'filter': {'_id': {'$oid': '65a1b2c3d4e5f60718293a4b'}}}",
+	    "{'count': 'orders', 'query': {'_id': 'ab12'}}",
+	    "{'findAndModify': 'orders', 'query': {'_id': 3}, 'update': {'$set': {'v': 1}}}",
+	};
+	static const char *const app = "app", *const other_app = "other";
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t len, at0;
+		uint8_t *t = repeat_msg(bodies[i], &len, &at0);
+		uint8_t *mut = malloc(len);
+		uint64_t hits = 0;
+		size_t judged = 0;
+		for (size_t at = at0 + 4; at + 1 < len; at++)
+			for (int flip = 0; flip < 3; flip++) {
+				static const uint8_t to[] = {0x00, 0x02,
+				                             0x24}; /* NUL, a type, '$' */
+				memcpy(mut, t, len);
+				mut[at] = mut[at] == to[flip] ? 0x01 : to[flip];
+				verdict vd[2];
+				size_t findings[2];
+				bool refused = false;
+				for (int k = 0; k < 2; k++) {
+					fx_sink sink;
+					fx_sink_init(&sink);
+					index_cache *ic = fx_orders_cache();
+					engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+					engine_repeat *slot = NULL;
+					bool no;
+					if (repeat_judge(e, t, len, app, k ? NULL : &slot, &no) !=
+					        VERDICT_FORWARD ||
+					    no || sink.n != 0)
+						fail_msg("body %zu: the template itself was not "
+						         "forwarded "
+						         "clean",
+						         i);
+					if (!k && !slot)
+						fail_msg("body %zu: no template made", i);
+					vd[k] = repeat_judge(e, mut, len, app, k ? NULL : &slot,
+					                     &refused);
+					findings[k] = sink.n;
+					hits += engine_repeat_hits(slot);
+					engine_repeat_free(slot);
+					engine_free(e);
+					index_cache_free(ic);
+					fx_sink_free(&sink);
+				}
+				if (refused)
+					continue;
+				judged++;
+				if (vd[0] != vd[1] || findings[0] != findings[1])
+					fail_msg("body %zu, byte %zu set to %#x: verdict %d/%d, "
+					         "%zu/%zu findings (repeat/read)",
+					         i, at - at0, mut[at], vd[0], vd[1], findings[0],
+					         findings[1]);
+			}
+		if (getenv("FX_VERBOSE"))
+			printf("body %zu: %zu changed bodies judged, %" PRIu64 " by the template\n",
+			       i, judged, hits);
+		if (hits == 0 || judged == 0)
+			fail_msg("body %zu: %zu changed bodies judged, %" PRIu64 " by the template",
+			         i, judged, hits);
+
+		/* one engine, one name: the same value change after the template */
+		size_t at_value = 0;
+		for (size_t at = at0 + 4; at + 1 < len && !at_value; at++) {
+			memcpy(mut, t, len);
+			mut[at] ^= 0x01;
+			fx_sink sink;
+			fx_sink_init(&sink);
+			index_cache *ic = fx_orders_cache();
+			engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+			engine_repeat *slot = NULL;
+			bool no;
+			(void)repeat_judge(e, t, len, app, &slot, &no);
+			(void)repeat_judge(e, mut, len, app, &slot, &no);
+			if (engine_repeat_hits(slot) == 1)
+				at_value = at;
+			engine_repeat_free(slot);
+			engine_free(e);
+			index_cache_free(ic);
+			fx_sink_free(&sink);
+		}
+		assert_true(at_value != 0);
+		fx_sink sink;
+		fx_sink_init(&sink);
+		index_cache *ic = fx_orders_cache();
+		engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+		engine *e2 = engine_all(RULE_BLOCK, false, ic, &sink);
+		engine_repeat *slot = NULL;
+		bool no;
+		(void)repeat_judge(e, t, len, app, &slot, &no);
+		(void)repeat_judge(e, mut, len, other_app, &slot, &no);
+		assert_int_equal(engine_repeat_hits(slot), 0);
+		(void)repeat_judge(e, t, len, app, &slot, &no);
+		(void)repeat_judge(e2, mut, len, app, &slot, &no);
+		assert_int_equal(engine_repeat_hits(slot), 0);
+		/* that last one, read, is e2's template now */
+		(void)repeat_judge(e2, t, len, app, &slot, &no);
+		assert_int_equal(engine_repeat_hits(slot), 1);
+		(void)repeat_judge(e2, mut, len, app, &slot, &no);
+		assert_int_equal(engine_repeat_hits(slot), 2);
+		engine_repeat_free(slot);
+		engine_free(e);
+		engine_free(e2);
+		index_cache_free(ic);
+		fx_sink_free(&sink);
+		free(mut);
+		free(t);
+	}
+}
+
+/* A query a check is called for (a regex filter, a collection scan) makes
+ * no template: each of its repeats is read and reported. */
+static void test_repeat_not_of_checked_queries(void **state)
+{
+	static const char *const bodies[] = {
+	    "{'find': 'orders', 'filter': {'name': {'$regex': 'x', '$options': 'i'}}}",
+	    "{'find': 'orders', 'filter': {'other': 4}}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t len, at0;
+		uint8_t *t = repeat_msg(bodies[i], &len, &at0);
+		fx_sink sink;
+		fx_sink_init(&sink);
+		index_cache *ic = fx_orders_cache();
+		engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+		engine_repeat *slot = NULL;
+		bool no;
+		for (int n = 0; n < 3; n++)
+			assert_int_equal(repeat_judge(e, t, len, "", &slot, &no), VERDICT_BLOCK);
+		assert_int_equal(engine_repeat_hits(slot), 0);
+		assert_true(sink.n >= 1);
+		engine_repeat_free(slot);
+		engine_free(e);
+		index_cache_free(ic);
+		fx_sink_free(&sink);
+		free(t);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +711,8 @@ int main(void)
 	    cmocka_unit_test(test_scan_same_with_facts),
 	    cmocka_unit_test(test_gate_per_statement),
 	    cmocka_unit_test(test_templates_same_as_reading),
+	    cmocka_unit_test(test_repeat_same_as_reading),
+	    cmocka_unit_test(test_repeat_not_of_checked_queries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
