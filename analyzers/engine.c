@@ -21,7 +21,7 @@
 #include "analyzers/body.h"
 #include "analyzers/engine_int.h"
 #include "analyzers/shape.h"
-#include "analyzers/stmt_template.h"
+#include "protocol/byte_template.h"
 
 static unsigned parts_read(const rule_checks *k)
 {
@@ -274,7 +274,7 @@ struct engine_repeat {
 	uint64_t gen;
 	const char *app;
 	uint64_t hits;
-	stmt_template tp; /* matched by words only: its bytes are not kept */
+	byte_template tp; /* matched by words only: its bytes are not kept */
 };
 
 void engine_repeat_free(engine_repeat *r)
@@ -292,7 +292,7 @@ static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const requ
 {
 	if (!rc || !rc->repeat || rc->late || e->cfg.no_templates ||
 	    v->origin != CMDVIEW_FROM_OPMSG || v->nseqs || v->body.len < 8 ||
-	    v->body.len > 8 * TEMPLATE_WORDS)
+	    v->body.len > 8 * BYTE_TEMPLATE_WORDS)
 		return NULL;
 	return rc->repeat;
 }
@@ -301,14 +301,14 @@ static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
                            const request_ctx *rc)
 {
 	if (r->gen != e->gen || r->e != e || r->app != rc->app_name ||
-	    !stmt_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
+	    !byte_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
 		return false;
 	r->hits++;
 	return true;
 }
 
 static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
-                       const request_ctx *rc, const facts_spans *spans)
+                       const request_ctx *rc, const byte_spans *spans)
 {
 	engine_repeat *r = *slot;
 	if (!r && (r = *slot = malloc(sizeof(*r))))
@@ -318,7 +318,7 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 	r->e = e;
 	r->gen = e->gen;
 	r->app = rc->app_name;
-	if (!stmt_template_set(&r->tp, bson_get_data(&v->body), v->body.len, spans) || !r->tp.words)
+	if (!byte_template_set(&r->tp, bson_get_data(&v->body), v->body.len, spans) || !r->tp.words)
 		r->tp.valid = false;
 	r->tp.raw = NULL; /* the request's: matched by words, never read again */
 }
@@ -353,7 +353,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.memo_used = false;
 	ax.memo_r = INDEXES_UNAVAILABLE;
 	ax.memo_set = NULL;
-	facts_spans spans;
+	byte_spans spans;
 	spans.base = bson_get_data(&v->body);
 	spans.n = 0;
 	spans.full = false;

@@ -60,7 +60,7 @@ uint64_t engine_ns_hash(const char *ns);
  * the template of its next requests. Drivers send a few query shapes over
  * and over with other values. A request whose body has the template's
  * bytes but in the spans the read of its filter and update did not look
- * at (facts.h, facts_spans; matched as analyzers/stmt_template.h matches a
+ * at (facts.h, facts_spans; matched as protocol/byte_template.h matches a
  * batch's statements) is judged as the template was: forwarded, nothing
  * found, no check called. It is not read at all.
  *

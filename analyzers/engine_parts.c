@@ -20,7 +20,7 @@
 #include "analyzers/body.h"
 #include "analyzers/engine_int.h"
 #include "analyzers/keys.h"
-#include "analyzers/stmt_template.h"
+#include "protocol/byte_template.h"
 #include "protocol/wire_iter.h"
 
 /* Where a finding is: its namespace, each rule's action there, and which
@@ -229,7 +229,7 @@ static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query
  * (facts.h), each only when some rule not off here reads it. The update
  * checks see the statement's filter through the site. */
 static bool check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
-                                rule_query_kind kind, facts_spans *spans)
+                                rule_query_kind kind, byte_spans *spans)
 {
 	stmt_facts f;
 	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
@@ -454,7 +454,7 @@ verdict analyze_view(actx *ax, const cmdview *v)
  * statement when no check was called for it. */
 static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op, stmt_template *tp)
+                         const char *op, byte_template *tp)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
@@ -476,9 +476,9 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
 		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
 		return;
 	}
-	facts_spans spans = {.base = doc->raw, .n = 0, .full = false};
+	byte_spans spans = {.base = doc->raw, .n = 0, .full = false};
 	if (check_filter_update(ax, &site, &b, t, kind, &spans))
-		(void)stmt_template_set(tp, doc->raw, doc->len, &spans);
+		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
 	else
 		tp->valid = false;
 }
@@ -498,12 +498,12 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 	stmt_gate(ax, &t);
 	cmdview_docs d;
 	bson_iter_t doc;
-	stmt_template tp;
+	byte_template tp;
 	tp.valid = false;
-	stmt_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
+	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
 	cmdview_docs_init(&d, v, c->stmts);
 	while (cmdview_docs_next_iter(&d, &doc))
-		if (!tpp || !stmt_template_matches(tpp, doc.raw, doc.len))
+		if (!tpp || !byte_template_matches(tpp, doc.raw, doc.len))
 			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
 			             tpp);
 	return ax->verdict;

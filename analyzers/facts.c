@@ -28,19 +28,6 @@ static unsigned op_bit(const char *k)
 	}
 }
 
-static void span(facts_spans *sp, const uint8_t *from, uint32_t len)
-{
-	if (!sp || len == 0)
-		return;
-	if (sp->n == FACTS_SPANS) {
-		sp->full = true;
-		return;
-	}
-	sp->s[sp->n].at = (uint32_t)(from - sp->base);
-	sp->s[sp->n].len = len;
-	sp->n++;
-}
-
 /* A member's value bytes that neither the step over it nor anything the
  * facts decide reads: a fixed-size value but a boolean (whose byte the
  * step checks), the inside of a string. */
@@ -50,9 +37,9 @@ static void value_span(facts_spans *sp, const bson_iter_t *it)
 	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
 	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
 	    t == BSON_TYPE_DECIMAL128)
-		span(sp, it->raw + it->d1, it->next_off - it->d1);
+		byte_spans_add(sp, it->raw + it->d1, it->next_off - it->d1);
 	else if (t == BSON_TYPE_UTF8 && it->next_off - it->d2 > 1)
-		span(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
+		byte_spans_add(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
 }
 
 static bool is_dbref_key(const char *k)
@@ -149,7 +136,7 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 		/* the operand's inside, between its length and its last byte */
 		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
 		    c.next_off - c.d1 > 5)
-			span(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
+			byte_spans_add(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
 		if (key_eq(k, "$push"))
 			ops |= UOP_PUSH;
 		else if (key_eq(k, "$inc"))

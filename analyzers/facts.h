@@ -33,6 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "protocol/byte_template.h"
+
 /* Members kept; a filter with more is read by the rules themselves. Real
  * filters have one to four. */
 #define FACTS_MEMBERS 8
@@ -132,23 +134,14 @@ typedef struct stmt_facts {
 } stmt_facts;
 
 /* The bytes of a statement its read did not look at (a template of it,
- * for the statements after it: analyzers/stmt_template.h). Only value
+ * for the statements after it: protocol/byte_template.h). Only value
  * bytes no step checks and no rule decision of the read depends on are
  * recorded: the value of a number, date, ObjectId or timestamp compared
  * for equality in the filter, the inside of such a string (not its length
  * or its NUL), and the inside of an update operator's document or array
  * (not its length, not its last byte). Offsets are from base, the
  * statement's first byte. */
-#define FACTS_SPANS 16
-
-typedef struct facts_spans {
-	const uint8_t *base;
-	uint32_t n;
-	bool full; /* a span did not fit: no template of this statement */
-	struct {
-		uint32_t at, len;
-	} s[FACTS_SPANS];
-} facts_spans;
+typedef byte_spans facts_spans;
 
 /* Reads filter (an iterator on a document) into f; spans (may be NULL)
  * gets the filter's unread value bytes. */

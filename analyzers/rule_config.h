@@ -56,7 +56,7 @@ typedef struct engine_config {
 	bool redact_literals;   /* default true: no application value reaches a log */
 	uint32_t index_wait_ms; /* longest a request waits for an index list */
 	/* Every statement of a batch read on its own, none matched against the
-	 * one before it (analyzers/stmt_template.h): for tests that compare
+	 * one before it (protocol/byte_template.h): for tests that compare
 	 * the two. Not a configuration key. */
 	bool no_templates;
 } engine_config;

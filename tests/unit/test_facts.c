@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "analyzers/facts.h"
-#include "analyzers/stmt_template.h"
+#include "protocol/byte_template.h"
 #include "analyzers/rule_doc.h"
 #include "analyzers/rule_push.h"
 #include "analyzers/rule_regex.h"
@@ -475,7 +475,7 @@ static void test_templates_same_as_reading(void **state)
 		bson_destroy(stmts[i]);
 }
 
-/* The template's own contract (stmt_template.h), for a short statement
+/* The template's own contract (byte_template.h), for a short statement
  * (matched by words) and a long one (by memcmp): a statement of the same
  * length matches exactly when every byte it changes lies in a span; spans
  * given out of order are sorted, overlapping ones make no template. */
@@ -488,27 +488,27 @@ static void test_template_matches_outside_spans_only(void **state)
 		for (uint32_t i = 0; i < len; i++)
 			t[i] = (uint8_t)(i * 7 + 3);
 		/* two spans, the later one first, each with bytes after it */
-		facts_spans sp = {.base = t, .n = 2, .full = false};
+		byte_spans sp = {.base = t, .n = 2, .full = false};
 		sp.s[0].at = len - 4;
 		sp.s[0].len = 3;
 		sp.s[1].at = 1;
 		sp.s[1].len = len / 3;
-		stmt_template tp;
-		assert_true(stmt_template_set(&tp, t, len, &sp));
-		assert_true(stmt_template_matches(&tp, t, len));
+		byte_template tp;
+		assert_true(byte_template_set(&tp, t, len, &sp));
+		assert_true(byte_template_matches(&tp, t, len));
 		for (uint32_t at = 0; at < len; at++) {
 			memcpy(mut, t, len);
 			mut[at] ^= 0x5a;
 			bool in = (at >= 1 && at < 1 + len / 3) || (at >= len - 4 && at < len - 1);
-			if (stmt_template_matches(&tp, mut, len) != in)
+			if (byte_template_matches(&tp, mut, len) != in)
 				fail_msg("length %u, byte %u changed: %s", len, at,
 				         in ? "no match inside a span"
 				            : "a match outside the spans");
 		}
-		assert_false(stmt_template_matches(&tp, t, len - 1));
+		assert_false(byte_template_matches(&tp, t, len - 1));
 		sp.s[1].len = len; /* overlaps the other */
-		assert_false(stmt_template_set(&tp, t, len, &sp));
-		assert_false(stmt_template_matches(&tp, t, len));
+		assert_false(byte_template_set(&tp, t, len, &sp));
+		assert_false(byte_template_matches(&tp, t, len));
 		free(t);
 		free(mut);
 	}

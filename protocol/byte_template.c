@@ -1,8 +1,8 @@
-#include "analyzers/stmt_template.h"
+#include "protocol/byte_template.h"
 
 /* The spans in the order of their bytes (a statement may hold u before q),
  * and none overlapping. */
-static bool spans_sort(facts_spans *sp)
+static bool spans_sort(byte_spans *sp)
 {
 	for (uint32_t i = 1; i < sp->n; i++)
 		for (uint32_t j = i; j > 0 && sp->s[j].at < sp->s[j - 1].at; j--) {
@@ -18,9 +18,9 @@ static bool spans_sort(facts_spans *sp)
 }
 
 /* The words and masks, for a statement short enough. */
-static void template_words(stmt_template *tp)
+static void template_words(byte_template *tp)
 {
-	uint8_t m[8 * TEMPLATE_WORDS];
+	uint8_t m[8 * BYTE_TEMPLATE_WORDS];
 	tp->words = 0;
 	if (tp->len < 8 || tp->len > sizeof m)
 		return;
@@ -29,16 +29,15 @@ static void template_words(stmt_template *tp)
 		memset(m + tp->spans.s[i].at, 0, tp->spans.s[i].len);
 	uint32_t w = tp->len / 8;
 	for (uint32_t i = 0; i < w; i++) {
-		tp->mask[i] = stmt_template_load64(m + 8 * i);
-		tp->bytes[i] = stmt_template_load64(tp->raw + 8 * i) & tp->mask[i];
+		tp->mask[i] = byte_template_load64(m + 8 * i);
+		tp->bytes[i] = byte_template_load64(tp->raw + 8 * i) & tp->mask[i];
 	}
-	tp->mask[w] = stmt_template_load64(m + tp->len - 8);
-	tp->bytes[w] = stmt_template_load64(tp->raw + tp->len - 8) & tp->mask[w];
+	tp->mask[w] = byte_template_load64(m + tp->len - 8);
+	tp->bytes[w] = byte_template_load64(tp->raw + tp->len - 8) & tp->mask[w];
 	tp->words = w;
 }
 
-bool stmt_template_set(stmt_template *tp, const uint8_t *raw, uint32_t len,
-                       const facts_spans *spans)
+bool byte_template_set(byte_template *tp, const uint8_t *raw, uint32_t len, const byte_spans *spans)
 {
 	tp->raw = raw;
 	tp->len = len;
