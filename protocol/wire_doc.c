@@ -311,3 +311,17 @@ size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *
 	}
 	return n;
 }
+
+bool wire_doc_fixed_spans(const uint8_t *p, size_t len, byte_spans *sp)
+{
+	for (size_t pos = 4, next, kl; pos < len - 1 && !sp->full; pos = next) {
+		uint8_t type = p[pos];
+		(void)element_key(p, pos, &kl, &next);
+		size_t v = pos + 1 + kl + 1;
+		if (type == 0x03 || type == 0x04)
+			(void)wire_doc_fixed_spans(p + v, next - v, sp);
+		else if (type != 0x08 && fixed_size[type] > 0 && fixed_size[type] < VAR)
+			byte_spans_add(sp, p + v, (uint32_t)(next - v));
+	}
+	return !sp->full;
+}

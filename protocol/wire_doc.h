@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "protocol/frame.h"
+#include "protocol/byte_template.h"
 #include "protocol/wire_error.h"
 
 /* mongod refuses nesting beyond 200 (BSONDepth::kDefaultMaxAllowableDepth);
@@ -89,5 +90,11 @@ size_t wire_doc_keys(const uint8_t *p, size_t len, const char **keys, uint32_t *
  * whose key is the keylen bytes of key: a pointer at its type byte (the key
  * follows it, then the value), or NULL. The same bare pass. */
 const uint8_t *wire_doc_find(const uint8_t *p, size_t len, const char *key, size_t keylen);
+
+/* The values of a validated document whose every byte pattern is a value
+ * (double, ObjectId, datetime, timestamp, int32, int64, decimal128), at
+ * any depth, added to sp as spans (sp->base: where its offsets count
+ * from). False, and sp->full, when sp had no room for them all. */
+bool wire_doc_fixed_spans(const uint8_t *p, size_t len, byte_spans *sp);
 
 #endif

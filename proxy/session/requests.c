@@ -50,6 +50,7 @@
 
 #include "protocol/handshake.h"
 #include "protocol/request.h"
+#include "protocol/request_template.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/late.h"
 #include "proxy/session/session_int.h"
@@ -222,7 +223,11 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 	wire_error err;
 	session_no_error(&err);
 	out->replacement = NULL;
-	switch (request_decode(&r, msg, len, &err)) {
+	request_status st = REQUEST_COMMAND;
+	if (!request_decode_repeat(&r, msg, len, s->req_template) &&
+	    (st = request_decode(&r, msg, len, &err)) == REQUEST_COMMAND)
+		request_template_keep(&s->req_template, &r);
+	switch (st) {
 	case REQUEST_COMMAND:
 		out->outcome = handle_command(s, &r, out);
 		break;

@@ -225,6 +225,7 @@ static void session_free(session *s)
 	free(s->end_reason);
 	free(s->app_owned);
 	engine_repeat_free(s->repeat);
+	request_template_free(s->req_template);
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */
 	struct event *evs[] = {s->timer, s->reply_timer, s->sniff_ev};

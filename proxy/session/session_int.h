@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "protocol/reply.h"
+#include "protocol/request_template.h"
 #include "proxy/session/inflight.h"
 #include "proxy/session/reply_framer.h"
 #include "proxy/session/request_framer.h"
@@ -88,6 +89,9 @@ struct session {
 	 * without a check (analyzers/engine.h): made on first use, since most
 	 * connections are idle pool members. */
 	engine_repeat *repeat;
+	/* The decoder's template of this connection's last command
+	 * (protocol/request_template.h): made on first use too. */
+	request_template *req_template;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
 

@@ -13,6 +13,7 @@
 #include "protocol/compress.h"
 #include "protocol/reply_peek.h"
 #include "protocol/request.h"
+#include "protocol/request_template.h"
 
 /* An OP_MSG with body `json` and flag bits `flags`. */
 static void opmsg_json(wb *b, int32_t request_id, uint32_t flags, const char *json)
@@ -331,6 +332,197 @@ static void test_peek_compressed_needs_whole(void **state)
 	assert_wire_error(err, WIRE_ERR_PROTOCOL, "unreadable OP_COMPRESSED reply");
 }
 
+/* ---- request_template.h ---- */
+
+/* Every field request_decode sets, the same in a and b (pointers into the
+ * same message). */
+static void same_request(const request *a, const request *b, const char *what)
+{
+	bool same =
+	    a->h.length == b->h.length && a->h.request_id == b->h.request_id &&
+	    a->h.response_to == b->h.response_to && a->h.opcode == b->h.opcode &&
+	    a->msg == b->msg && a->len == b->len && a->opcode == b->opcode && a->form == b->form &&
+	    a->more_to_come == b->more_to_come && a->exhaust_allowed == b->exhaust_allowed &&
+	    a->legacy_opcode == b->legacy_opcode && a->hello == b->hello &&
+	    a->awaitable_hello == b->awaitable_hello && a->plain == b->plain &&
+	    a->plain_len == b->plain_len && a->inflated == NULL && b->inflated == NULL &&
+	    a->m.flags == b->m.flags && a->m.body == b->m.body && a->m.body_len == b->m.body_len &&
+	    a->m.nseqs == b->m.nseqs && a->view.origin == b->view.origin &&
+	    a->view.db == b->view.db && a->view.name == b->view.name &&
+	    bson_get_data(&a->view.body) == bson_get_data(&b->view.body) &&
+	    a->view.body.len == b->view.body.len && a->view.seqs == a->m.seqs &&
+	    b->view.seqs == b->m.seqs && a->view.nseqs == b->view.nseqs &&
+	    a->view.flags == b->view.flags && a->view.ntop == b->view.ntop;
+	for (size_t i = 0; same && i < a->view.ntop && i < CMDVIEW_TOP_KEYS; i++)
+		same = a->view.top_keys[i] == b->view.top_keys[i] &&
+		       a->view.top_lens[i] == b->view.top_lens[i];
+	if (!same)
+		fail_msg("%s: the template's request differs from the decoded one", what);
+}
+
+/* A message changed in one byte at every offset after its header, in
+ * turn, to three values: the template decodes it exactly when the byte
+ * lies in one of the body's fixed-size values, and then to what
+ * request_decode gives, field by field; any other change is decoded. */
+static void test_template_same_as_decoding(void **state)
+{
+	static const char *const bodies[] = {
+	    "{\"find\": \"items\", \"filter\": {\"_id\": 7}, \"limit\": 1, \"singleBatch\": true, "
+	    "\"lsid\": {\"id\": {\"$binary\": {\"base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\", "
+	    "\"subType\": \"04\"}}}, \"$db\": \"shop\"}",
+	    "{\"update\": \"items\", \"updates\": [{\"q\": {\"_id\": {\"$oid\": "
+	    "\"65a1b2c3d4e5f60718293a4b\"}}, \"u\": {\"$set\": {\"v\": 2.5, \"at\": {\"$date\": "
+	    "\"2026-01-02T03:04:05Z\"}}}}], \"ordered\": true, \"$db\": \"shop\"}",
+	    "{\"insert\": \"items\", \"documents\": [{\"_id\": {\"$numberLong\": \"9\"}, \"d\": "
+	    "{\"$numberDecimal\": \"1.5\"}, \"t\": {\"$timestamp\": {\"t\": 1, \"i\": 2}}, \"s\": "
+	    "\"x\", \"b\": false}], \"$db\": \"shop\"}",
+	};
+	for (int moreToCome = 0; moreToCome < 2; moreToCome++)
+		for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+			wb b;
+			opmsg_json(&b, 11, moreToCome ? OPMSG_MORE_TO_COME : 0, bodies[i]);
+			request r, t;
+			wire_error err = {0};
+			assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+			request_template *tp = NULL;
+			request_template_keep(&tp, &r);
+			request_release(&r);
+			assert_non_null(tp);
+			assert_true(request_decode_repeat(&t, b.buf, b.n, tp));
+			assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+			same_request(&t, &r, "the template's own message");
+			request_release(&r);
+			size_t hits = 0;
+			uint8_t *mut = malloc(b.n);
+			for (size_t at = WIRE_HEADER_LEN; at < b.n; at++)
+				for (int flip = 0; flip < 3; flip++) {
+					static const uint8_t to[] = {0x00, 0x02, 0x7f};
+					memcpy(mut, b.buf, b.n);
+					mut[at] = mut[at] == to[flip] ? 0x01 : to[flip];
+					if (!request_decode_repeat(&t, mut, b.n, tp))
+						continue;
+					hits++;
+					char what[64];
+					snprintf(what, sizeof what, "body %zu, byte %zu set to %#x",
+					         i, at, mut[at]);
+					if (request_decode(&r, mut, b.n, &err) != REQUEST_COMMAND)
+						fail_msg(
+						    "%s: the template decoded what request_decode "
+						    "refuses: %s",
+						    what, err.msg);
+					same_request(&t, &r, what);
+					request_release(&r);
+				}
+			/* each body's fixed-size values, 3 changes a byte: _id and limit;
+			 * the ObjectId, the double and the date; the int64, the
+			 * decimal128 and the timestamp */
+			static const size_t want[] = {3 * (4 + 4), 3 * (12 + 8 + 8),
+			                              3 * (8 + 16 + 8)};
+			if (hits != want[i])
+				fail_msg(
+				    "body %zu: %zu changed messages taken by the template, not %zu",
+				    i, hits, want[i]);
+			assert_int_equal(request_template_hits(tp), 1 + hits);
+			free(mut);
+			request_template_free(tp);
+		}
+}
+
+/* No template of a handshake, a kind-1 sequence, a checksum, an OP_QUERY;
+ * and one template is replaced only after two messages in a row miss it. */
+static void test_template_kept_and_replaced(void **state)
+{
+	request r;
+	wire_error err = {0};
+	request_template *tp = NULL;
+	wb b;
+	opmsg_json(&b, 1, 0, "{\"hello\": 1, \"$db\": \"admin\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	request_template_keep(&tp, &r);
+	assert_null(tp);
+	request_release(&r);
+
+	wb_header(&b, 2, 0, OP_MSG);
+	wb_i32(&b, 0);
+	wb_u8(&b, 0);
+	bson_t *body = BCON_NEW("insert", "items", "$db", "shop");
+	wb_doc(&b, body);
+	bson_destroy(body);
+	size_t seq = wb_seq_begin(&b, "documents");
+	bson_t *doc = BCON_NEW("_id", BCON_INT32(1));
+	wb_doc(&b, doc);
+	bson_destroy(doc);
+	wb_seq_end(&b, seq);
+	wb_finish(&b);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	request_template_keep(&tp, &r);
+	assert_null(tp);
+	request_release(&r);
+
+	assert_int_equal(
+	    request_decode(&r, fx_pymongo_find_opmsg, sizeof(fx_pymongo_find_opmsg), &err),
+	    REQUEST_COMMAND);
+	request_template_keep(&tp, &r); /* a driver's find: the template */
+	request_release(&r);
+	assert_non_null(tp);
+
+	wb a, c;
+	opmsg_json(&a, 3, 0, "{\"find\": \"a\", \"filter\": {\"_id\": 1}, \"$db\": \"shop\"}");
+	opmsg_json(&c, 4, 0, "{\"count\": \"a\", \"query\": {\"_id\": 1}, \"$db\": \"shop\"}");
+	const uint8_t *seq_of[] = {fx_pymongo_find_opmsg,
+	                           a.buf,
+	                           fx_pymongo_find_opmsg,
+	                           a.buf,
+	                           a.buf,
+	                           a.buf,
+	                           c.buf,
+	                           a.buf,
+	                           c.buf,
+	                           c.buf};
+	const size_t len_of[] = {sizeof(fx_pymongo_find_opmsg),
+	                         a.n,
+	                         sizeof(fx_pymongo_find_opmsg),
+	                         a.n,
+	                         a.n,
+	                         a.n,
+	                         c.n,
+	                         a.n,
+	                         c.n,
+	                         c.n};
+	/* the driver's find hits; a misses once (kept), the find hits again; a
+	 * twice in a row replaces it, then hits; c misses once, a hits, c
+	 * twice replaces a, then c hits */
+	const bool hit[] = {true, false, true, false, false, true, false, true, false, false};
+	for (size_t i = 0; i < sizeof(hit) / sizeof(hit[0]); i++) {
+		bool got = request_decode_repeat(&r, seq_of[i], len_of[i], tp);
+		if (got != hit[i])
+			fail_msg("message %zu: %s the template", i, got ? "matched" : "missed");
+		if (!got) {
+			assert_int_equal(request_decode(&r, seq_of[i], len_of[i], &err),
+			                 REQUEST_COMMAND);
+			request_template_keep(&tp, &r);
+		}
+		request_release(&r);
+	}
+	assert_true(request_decode_repeat(&r, c.buf, c.n, tp));
+	request_release(&r);
+
+	/* a checksum: never a template */
+	request_template_free(tp);
+	tp = NULL;
+	bson_t *find = BCON_NEW("find", "a", "$db", "shop");
+	wb_header(&b, 5, 0, OP_MSG);
+	wb_i32(&b, (int32_t)OPMSG_CHECKSUM_PRESENT);
+	wb_u8(&b, 0);
+	wb_doc(&b, find);
+	bson_destroy(find);
+	wb_finish_checksum(&b);
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	request_template_keep(&tp, &r);
+	assert_null(tp);
+	request_release(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -347,6 +539,8 @@ int main(void)
 	    cmocka_unit_test(test_peek_opreply_header_only),
 	    cmocka_unit_test(test_peek_invalid),
 	    cmocka_unit_test(test_peek_compressed_needs_whole),
+	    cmocka_unit_test(test_template_same_as_decoding),
+	    cmocka_unit_test(test_template_kept_and_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
