@@ -557,6 +557,27 @@ static verdict repeat_judge(engine *e, const uint8_t *msg, size_t len, const cha
 	return vd;
 }
 
+/* A fresh engine, every rule at block, with the orders cache and a sink. */
+typedef struct repeat_rig {
+	fx_sink sink;
+	index_cache *ic;
+	engine *e;
+} repeat_rig;
+
+static void rig_up(repeat_rig *g)
+{
+	fx_sink_init(&g->sink);
+	g->ic = fx_orders_cache();
+	g->e = engine_all(RULE_BLOCK, false, g->ic, &g->sink);
+}
+
+static void rig_down(repeat_rig *g)
+{
+	engine_free(g->e);
+	index_cache_free(g->ic);
+	fx_sink_free(&g->sink);
+}
+
 static void test_repeat_same_as_reading(void **state)
 {
 	static const char *const bodies[] = {
@@ -582,15 +603,14 @@ static void test_repeat_same_as_reading(void **state)
 				size_t findings[2];
 				bool refused = false;
 				for (int k = 0; k < 2; k++) {
-					fx_sink sink;
-					fx_sink_init(&sink);
-					index_cache *ic = fx_orders_cache();
-					engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+					repeat_rig g;
+					rig_up(&g);
+					engine *e = g.e;
 					engine_repeat *slot = NULL;
 					bool no;
 					if (repeat_judge(e, t, len, app, k ? NULL : &slot, &no) !=
 					        VERDICT_FORWARD ||
-					    no || sink.n != 0)
+					    no || g.sink.n != 0)
 						fail_msg("body %zu: the template itself was not "
 						         "forwarded "
 						         "clean",
@@ -599,12 +619,10 @@ static void test_repeat_same_as_reading(void **state)
 						fail_msg("body %zu: no template made", i);
 					vd[k] = repeat_judge(e, mut, len, app, k ? NULL : &slot,
 					                     &refused);
-					findings[k] = sink.n;
+					findings[k] = g.sink.n;
 					hits += engine_repeat_hits(slot);
 					engine_repeat_free(slot);
-					engine_free(e);
-					index_cache_free(ic);
-					fx_sink_free(&sink);
+					rig_down(&g);
 				}
 				if (refused)
 					continue;
@@ -627,27 +645,22 @@ static void test_repeat_same_as_reading(void **state)
 		for (size_t at = at0 + 4; at + 1 < len && !at_value; at++) {
 			memcpy(mut, t, len);
 			mut[at] ^= 0x01;
-			fx_sink sink;
-			fx_sink_init(&sink);
-			index_cache *ic = fx_orders_cache();
-			engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+			repeat_rig g;
+			rig_up(&g);
 			engine_repeat *slot = NULL;
 			bool no;
-			(void)repeat_judge(e, t, len, app, &slot, &no);
-			(void)repeat_judge(e, mut, len, app, &slot, &no);
+			(void)repeat_judge(g.e, t, len, app, &slot, &no);
+			(void)repeat_judge(g.e, mut, len, app, &slot, &no);
 			if (engine_repeat_hits(slot) == 1)
 				at_value = at;
 			engine_repeat_free(slot);
-			engine_free(e);
-			index_cache_free(ic);
-			fx_sink_free(&sink);
+			rig_down(&g);
 		}
 		assert_true(at_value != 0);
-		fx_sink sink;
-		fx_sink_init(&sink);
-		index_cache *ic = fx_orders_cache();
-		engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
-		engine *e2 = engine_all(RULE_BLOCK, false, ic, &sink);
+		repeat_rig g;
+		rig_up(&g);
+		engine *e = g.e;
+		engine *e2 = engine_all(RULE_BLOCK, false, g.ic, &g.sink);
 		engine_repeat *slot = NULL;
 		bool no;
 		(void)repeat_judge(e, t, len, app, &slot, &no);
@@ -662,10 +675,8 @@ static void test_repeat_same_as_reading(void **state)
 		(void)repeat_judge(e2, mut, len, app, &slot, &no);
 		assert_int_equal(engine_repeat_hits(slot), 2);
 		engine_repeat_free(slot);
-		engine_free(e);
 		engine_free(e2);
-		index_cache_free(ic);
-		fx_sink_free(&sink);
+		rig_down(&g);
 		free(mut);
 		free(t);
 	}
@@ -682,20 +693,16 @@ static void test_repeat_not_of_checked_queries(void **state)
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		size_t len, at0;
 		uint8_t *t = repeat_msg(bodies[i], &len, &at0);
-		fx_sink sink;
-		fx_sink_init(&sink);
-		index_cache *ic = fx_orders_cache();
-		engine *e = engine_all(RULE_BLOCK, false, ic, &sink);
+		repeat_rig g;
+		rig_up(&g);
 		engine_repeat *slot = NULL;
 		bool no;
 		for (int n = 0; n < 3; n++)
-			assert_int_equal(repeat_judge(e, t, len, "", &slot, &no), VERDICT_BLOCK);
+			assert_int_equal(repeat_judge(g.e, t, len, "", &slot, &no), VERDICT_BLOCK);
 		assert_int_equal(engine_repeat_hits(slot), 0);
-		assert_true(sink.n >= 1);
+		assert_true(g.sink.n >= 1);
 		engine_repeat_free(slot);
-		engine_free(e);
-		index_cache_free(ic);
-		fx_sink_free(&sink);
+		rig_down(&g);
 		free(t);
 	}
 }
