@@ -270,11 +270,10 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 /* ---- the connection's repeat (engine.h) ---- */
 
 struct engine_repeat {
-	const engine *e;
-	uint64_t gen;
+	uint64_t gen; /* of the engine that made it: unique in the process */
 	const char *app;
 	uint64_t hits;
-	byte_template tp; /* matched by words only: its bytes are not kept */
+	byte_template tp; /* byte_template_set_words: its bytes are not kept */
 };
 
 void engine_repeat_free(engine_repeat *r)
@@ -291,8 +290,7 @@ uint64_t engine_repeat_hits(const engine_repeat *r)
 static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const request_ctx *rc)
 {
 	if (!rc || !rc->repeat || rc->late || e->cfg.no_templates ||
-	    v->origin != CMDVIEW_FROM_OPMSG || v->nseqs || v->body.len < 8 ||
-	    v->body.len > 8 * BYTE_TEMPLATE_WORDS)
+	    v->origin != CMDVIEW_FROM_OPMSG || v->nseqs || !byte_template_by_words(v->body.len))
 		return NULL;
 	return rc->repeat;
 }
@@ -300,7 +298,7 @@ static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const requ
 static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
                            const request_ctx *rc)
 {
-	if (r->gen != e->gen || r->e != e || r->app != rc->app_name ||
+	if (r->gen != e->gen || r->app != rc->app_name ||
 	    !byte_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
 		return false;
 	r->hits++;
@@ -315,12 +313,9 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 		r->hits = 0;
 	if (!r)
 		return; /* no template: every request is read */
-	r->e = e;
 	r->gen = e->gen;
 	r->app = rc->app_name;
-	if (!byte_template_set(&r->tp, bson_get_data(&v->body), v->body.len, spans) || !r->tp.words)
-		r->tp.valid = false;
-	r->tp.raw = NULL; /* the request's: matched by words, never read again */
+	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
 }
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)

@@ -49,3 +49,12 @@ bool byte_template_set(byte_template *tp, const uint8_t *raw, uint32_t len, cons
 		template_words(tp);
 	return tp->valid;
 }
+
+bool byte_template_set_words(byte_template *tp, const uint8_t *raw, uint32_t len,
+                             const byte_spans *spans)
+{
+	if (!byte_template_by_words(len) || !byte_template_set(tp, raw, len, spans))
+		tp->valid = false;
+	tp->raw = NULL; /* matched by words only: never read again */
+	return tp->valid;
+}

@@ -67,6 +67,17 @@ typedef struct byte_template {
 bool byte_template_set(byte_template *tp, const uint8_t *raw, uint32_t len,
                        const byte_spans *spans);
 
+/* Whether a run of len bytes is matched by words (8 to 512 bytes). */
+static inline bool byte_template_by_words(size_t len)
+{
+	return len >= 8 && len <= 8 * BYTE_TEMPLATE_WORDS;
+}
+
+/* As byte_template_set, for a template that outlives raw: only a run
+ * matched by words makes one (false otherwise), and raw is not kept. */
+bool byte_template_set_words(byte_template *tp, const uint8_t *raw, uint32_t len,
+                             const byte_spans *spans);
+
 static inline uint64_t byte_template_load64(const uint8_t *p)
 {
 	uint64_t w;

@@ -71,10 +71,10 @@ bool request_decode_repeat(request *r, const uint8_t *msg, size_t len, request_t
 static bool templatable(const request *r)
 {
 	return r->opcode == OP_MSG && !r->inflated && !r->hello && r->m.nseqs == 0 &&
-	       !(r->m.flags & OPMSG_CHECKSUM_PRESENT) && r->len >= WIRE_HEADER_LEN + 8 &&
-	       r->len - WIRE_HEADER_LEN <= 8 * BYTE_TEMPLATE_WORDS &&
-	       r->m.body == r->msg + BODY_AT && r->m.body_len == r->len - BODY_AT &&
-	       r->view.ntop <= CMDVIEW_TOP_KEYS && r->view.origin == CMDVIEW_FROM_OPMSG;
+	       !(r->m.flags & OPMSG_CHECKSUM_PRESENT) && r->len > WIRE_HEADER_LEN &&
+	       byte_template_by_words(r->len - WIRE_HEADER_LEN) && r->m.body == r->msg + BODY_AT &&
+	       r->m.body_len == r->len - BODY_AT && r->view.ntop <= CMDVIEW_TOP_KEYS &&
+	       r->view.origin == CMDVIEW_FROM_OPMSG;
 }
 
 void request_template_keep(request_template **slot, const request *r)
@@ -90,11 +90,9 @@ void request_template_keep(request_template **slot, const request *r)
 	t->misses = 0;
 	byte_spans sp = {.base = r->msg + WIRE_HEADER_LEN, .n = 0, .full = false};
 	if (!wire_doc_fixed_spans(r->m.body, r->m.body_len, &sp) ||
-	    !byte_template_set(&t->bt, r->msg + WIRE_HEADER_LEN,
-	                       (uint32_t)(r->len - WIRE_HEADER_LEN), &sp) ||
-	    !t->bt.words)
+	    !byte_template_set_words(&t->bt, r->msg + WIRE_HEADER_LEN,
+	                             (uint32_t)(r->len - WIRE_HEADER_LEN), &sp))
 		return;
-	t->bt.raw = NULL; /* the message's: matched by words, never read again */
 	t->len = (uint32_t)r->len;
 	t->flags = r->m.flags;
 	t->more_to_come = r->more_to_come;

@@ -506,6 +506,17 @@ static void test_template_matches_outside_spans_only(void **state)
 				            : "a match outside the spans");
 		}
 		assert_false(byte_template_matches(&tp, t, len - 1));
+		/* one that outlives the bytes: by words only, raw not kept */
+		byte_template kept;
+		assert_int_equal(byte_template_set_words(&kept, t, len, &sp), len <= 512);
+		assert_null(kept.raw);
+		if (len <= 512) {
+			memcpy(mut, t, len);
+			mut[1] ^= 0x5a; /* in a span */
+			assert_true(byte_template_matches(&kept, mut, len));
+			mut[0] ^= 0x5a; /* outside */
+			assert_false(byte_template_matches(&kept, mut, len));
+		}
 		sp.s[1].len = len; /* overlaps the other */
 		assert_false(byte_template_set(&tp, t, len, &sp));
 		assert_false(byte_template_matches(&tp, t, len));
