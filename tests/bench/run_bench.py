@@ -77,6 +77,12 @@ LOADS = {
     # machine, is the limit, so the workers table can show a second worker.
     "update c16 s100": ["--op", "update", "--statements", "100", "--connections", "16"],
     "update c16 s1000": ["--op", "update", "--statements", "1000", "--connections", "16"],
+    # The same, with no two statements in a row of one shape (16 shapes, half
+    # of them a bounded $push, whose check is called): every statement is
+    # read, as a batch of varied writes is; the statement templates never
+    # match.
+    "update c16 s1000 k16": ["--op", "update", "--statements", "1000", "--shapes", "16",
+                             "--connections", "16"],
     # Peak memory: every connection holds a 16 MB request at once. A round
     # of 128 takes seconds even direct, hence the reply timeout.
     "insert 16MB c128": ["--op", "insert", "--size", "16000000", "--connections", "128",

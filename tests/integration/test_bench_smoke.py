@@ -110,6 +110,21 @@ def test_loadgen_statements_are_sent(backend):
     assert r.returncode == 2 and "--statements" in r.stderr, r
 
 
+def test_loadgen_shapes_vary_the_statements(backend):
+    """--shapes K makes the fixed statements of K shapes: odd ones a bounded
+    $push ({$push: {a<k>: {$each: [0], $slice: -8}}}, 34 bytes more than
+    {$set: {v: 0}}), so of 49 fixed statements the 25 odd ones grow each
+    request by at least 25 x 34 bytes. Only update has shapes."""
+    plain = loadgen(backend, "--op", "update", "--statements", "50", "--requests", "200")
+    shaped = loadgen(backend, "--op", "update", "--statements", "50", "--shapes", "16",
+                     "--requests", "200")
+    assert plain["exit"] == 0 and shaped["exit"] == 0, (plain, shaped)
+    assert shaped["bytes_sent"] - plain["bytes_sent"] >= 200 * 25 * 34, (plain, shaped)
+    r = subprocess.run([need(LOADGEN), "--op", "find-id", "--shapes", "2"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--shapes" in r.stderr, r
+
+
 def test_loadgen_reports_another_process_cpu(backend_proc):
     """--cpu-of PID: the CPU time PID spent per operation over the window.
     The backend answers every request, so it spent some; a pid that does not
