@@ -128,11 +128,14 @@ def start_backend(binary: Path, threads: int, logdir: Path) -> tuple[subprocess.
     return p, int(line.rsplit(":", 1)[1])
 
 
-def haproxy_config(threads: int, listen_port: int, host: str, port: int, maxconn: int) -> str:
-    """HAProxy in TCP mode: bytes from 127.0.0.1:listen_port to host:port."""
+def haproxy_config(threads: int, listen_port: int, host: str, port: int, maxconn: int,
+                   bufsize: int | None = None) -> str:
+    """HAProxy in TCP mode: bytes from 127.0.0.1:listen_port to host:port;
+    bufsize: its tune.bufsize (None: HAProxy's default, 16 KiB)."""
+    tune = f"\n  tune.bufsize {bufsize}" if bufsize else ""
     return f"""global
   maxconn {maxconn}
-  nbthread {threads}
+  nbthread {threads}{tune}
 defaults
   mode tcp
   maxconn {maxconn}
@@ -145,10 +148,11 @@ listen mongo
 """
 
 
-def start_haproxy(threads: int, host: str, port: int, maxconn: int, tmp: Path) -> Target:
+def start_haproxy(threads: int, host: str, port: int, maxconn: int, tmp: Path,
+                  bufsize: int | None = None) -> Target:
     lp = free_port()
     cfg = tmp / f"haproxy-{threads}t.cfg"
-    cfg.write_text(haproxy_config(threads, lp, host, port, maxconn))
+    cfg.write_text(haproxy_config(threads, lp, host, port, maxconn, bufsize))
     out = open(tmp / f"haproxy-{threads}t.out", "wb")
     p = subprocess.Popen(["haproxy", "-db", "-f", str(cfg)], stdout=out, stderr=subprocess.STDOUT,
                          stdin=subprocess.DEVNULL)
@@ -371,7 +375,9 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
     lines = [f"# mongoguard proxy benchmark, {info['started']}", "",
              f"- machine: {m['nproc']} cores ({m['cpu']}), Linux {m['kernel']}, "
              f"load average {m['loadavg_at_start']:.2f} at start",
-             f"- {m['haproxy']}; {info['mongoguard_version']} (git {m['git']})",
+             f"- {m['haproxy']}"
+             + (f" (tune.bufsize {info['haproxy_bufsize']})" if info.get("haproxy_bufsize") else "")
+             + f"; {info['mongoguard_version']} (git {m['git']})",
              f"- backend: {info['backend']}",
              f"- {info['rounds']} rounds x {info['duration']} s per cell (after "
              f"{info['warmup']} s warm-up), targets interleaved; medians over rounds",
@@ -523,6 +529,9 @@ def main() -> int:
     ap.add_argument("--targets", help="comma-separated targets [all]")
     ap.add_argument("--haproxy-threads", default=None,
                     help="HAProxy nbthread values to measure; each row uses the best [1,2]")
+    ap.add_argument("--haproxy-bufsize", type=int, metavar="BYTES",
+                    help="HAProxy's tune.bufsize: its buffer per direction, the most it "
+                         "reads or writes per call [HAProxy's default, 16384]")
     ap.add_argument("--idle-conns", type=int,
                     help="idle connections for the memory measurement, 0 to skip [9000]")
     ap.add_argument("--mg-workers", type=int, default=0,
@@ -608,7 +617,8 @@ def main() -> int:
         hap_names = []
         if "haproxy" in targets:
             for n in hap_threads:
-                t = start_haproxy(n, up_host, up_port, max(4000, idle_n + 500), tmp)
+                t = start_haproxy(n, up_host, up_port, max(4000, idle_n + 500), tmp,
+                                  a.haproxy_bufsize)
                 procs.append(t.proc)
                 tlist.append(t)
                 hap_names.append(t.name)
@@ -688,6 +698,7 @@ def main() -> int:
                           "limit_pct": a.max_steal, "cells": len(cells),
                           "repeated": sum(1 for c in cells if c["attempts"] > 1),
                           "over": sum(1 for c in steals if 100 * c > a.max_steal)},
+                "haproxy_bufsize": a.haproxy_bufsize,
                 "mongoguard_version": mg_version, "backend": backend_desc, "rounds": rounds,
                 "duration": duration, "warmup": warmup,
                 "mg_workers": a.mg_workers or os.cpu_count(),

@@ -217,6 +217,25 @@ def test_run_bench_quick(tmp_path):
     assert "| ping c2 d4 | " in cpu and "mg-log / HAProxy" in cpu
 
 
+def test_haproxy_bufsize_reaches_haproxy(tmp_path):
+    """--haproxy-bufsize: the configuration HAProxy is given sets
+    tune.bufsize to it, and HAProxy accepts it (haproxy -c); without it the
+    default stays HAProxy's own."""
+    if not shutil.which("haproxy"):
+        pytest.fail("haproxy is not installed (scripts/setup.sh --tests installs it)",
+                    pytrace=False)
+    sys.path.insert(0, str(ROOT / "tests" / "bench"))
+    from run_bench import haproxy_config
+    tuned = haproxy_config(1, 40000, "127.0.0.1", 40001, 100, 1048576)
+    assert "\n  tune.bufsize 1048576\n" in tuned
+    assert "tune.bufsize" not in haproxy_config(1, 40000, "127.0.0.1", 40001, 100)
+    cfg = tmp_path / "h.cfg"
+    cfg.write_text(tuned)
+    r = subprocess.run(["haproxy", "-c", "-f", str(cfg)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_instructions_per_request(tmp_path):
     """The build's own mongoguard, not $MONGOGUARD_BIN: valgrind cannot run
     the ASan binary the second pass of the suite uses."""
