@@ -354,23 +354,24 @@ static lg_tmpls templates(void)
 		             BCON_UTF8(opt.db));
 		/* The first statement's key and value are patched per request; the
 		 * others (--statements) are fixed: keys 1.. of --keys, value 0.
-		 * With --shapes K, statement i of the others is of shape i mod K:
-		 * an even shape sets field "v<shape>", an odd one appends to
+		 * With --shapes K (2 or more), fixed statement i is of shape i mod
+		 * K: an even shape sets field "v<shape>", an odd one appends to
 		 * array "a<shape>" with $each and $slice (bounded: the push rule's
-		 * check is called and finds nothing), so no statement matches the
-		 * one before it and each is read. */
+		 * check is called and finds nothing), so no statement is of the
+		 * shape of the one before it and each is read. */
 		for (int i = 0; i < opt.statements; i++) {
-			int k = opt.shapes > 0 && i > 0 ? i % opt.shapes : -1;
-			char field[16];
-			snprintf(field, sizeof field, "%c%d", k % 2 ? 'a' : 'v', k);
 			bson_t *u;
-			if (k < 0)
+			if (opt.shapes == 0 || i == 0) {
 				u = BCON_NEW("$set", "{", "v", BCON_INT32(i ? 0 : S_VAL), "}");
-			else if (k % 2 == 0)
-				u = BCON_NEW("$set", "{", field, BCON_INT32(0), "}");
-			else
-				u = BCON_NEW("$push", "{", field, "{", "$each", "[", BCON_INT32(0),
-				             "]", "$slice", BCON_INT32(-8), "}", "}");
+			} else {
+				int k = i % opt.shapes;
+				char field[16];
+				snprintf(field, sizeof field, "%c%d", k % 2 ? 'a' : 'v', k);
+				u = k % 2 ? BCON_NEW("$push", "{", field, "{", "$each", "[",
+				                     BCON_INT32(0), "]", "$slice", BCON_INT32(-8),
+				                     "}", "}")
+				          : BCON_NEW("$set", "{", field, BCON_INT32(0), "}");
+			}
 			seq_append(&docs, &docs_len,
 			           BCON_NEW("q", "{", "_id",
 			                    BCON_INT32(i ? (int32_t)(i % opt.keys) : S_KEY), "}",
@@ -1044,7 +1045,8 @@ static void usage(FILE *f)
 	    "  --batch-size N       cursor batch size                      [100]\n"
 	    "  --statements N       update: statements per command (the first patched,\n"
 	    "                       the rest fixed: _id 1..N-1 mod --keys)  [1]\n"
-	    "  --shapes K           update: the fixed statements in K shapes, each read\n"
+	    "  --shapes K           update: the fixed statements in K shapes (2..1000),\n"
+	    "                       none of the shape before it, so each is read\n"
 	    "                       (even: $set v<k>; odd: bounded $push a<k>) [0: one]\n"
 	    "  --timeout S          a reply later than this is an error    [10]\n"
 	    "  --label TEXT         copied into the JSON line\n"
@@ -1193,8 +1195,9 @@ int main(int argc, char **argv)
 	       opt.conns > LG_MAX_CONNS || opt.depth < 1 || opt.depth > LG_MAX_DEPTH ||
 	       opt.duration <= 0 || opt.warmup < 0 || opt.requests < 0 || opt.keys < 1 ||
 	       opt.batch < 1 || opt.statements < 1 || opt.statements > 100000 ||
-	       (opt.statements > 1 && opt.op != OP_UPDATE) || opt.shapes < 0 || opt.shapes > 1000 ||
-	       (opt.shapes > 0 && opt.op != OP_UPDATE) || opt.timeout <= 0 || opt.threads < 1;
+	       (opt.statements > 1 && opt.op != OP_UPDATE) || opt.shapes < 0 || opt.shapes == 1 ||
+	       opt.shapes > 1000 || (opt.shapes > 0 && opt.op != OP_UPDATE) || opt.timeout <= 0 ||
+	       opt.threads < 1;
 	if (bad) {
 		usage(stderr);
 		return 2;

@@ -27,6 +27,9 @@ from pymongo import MongoClient
 
 from conftest import BUILD, ROOT, mongoguard_binary
 
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import run_bench  # noqa: E402  (its HAProxy configuration)
+
 BENCH_BUILD = Path(os.environ.get("MONGOGUARD_BENCH_BUILD", BUILD))
 LOADGEN = BENCH_BUILD / "tests" / "mg_loadgen"
 BACKEND = BENCH_BUILD / "tests" / "mg_fastbackend"
@@ -114,15 +117,16 @@ def test_loadgen_shapes_vary_the_statements(backend):
     """--shapes K makes the fixed statements of K shapes: odd ones a bounded
     $push ({$push: {a<k>: {$each: [0], $slice: -8}}}, 34 bytes more than
     {$set: {v: 0}}), so of 49 fixed statements the 25 odd ones grow each
-    request by at least 25 x 34 bytes. Only update has shapes."""
+    request by at least 25 x 34 bytes."""
     plain = loadgen(backend, "--op", "update", "--statements", "50", "--requests", "200")
     shaped = loadgen(backend, "--op", "update", "--statements", "50", "--shapes", "16",
                      "--requests", "200")
     assert plain["exit"] == 0 and shaped["exit"] == 0, (plain, shaped)
     assert shaped["bytes_sent"] - plain["bytes_sent"] >= 200 * 25 * 34, (plain, shaped)
-    r = subprocess.run([need(LOADGEN), "--op", "find-id", "--shapes", "2"],
-                       capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "--shapes" in r.stderr, r
+    # Only update has shapes, and one shape would repeat: usage errors.
+    for args in (["--op", "find-id", "--shapes", "2"], ["--op", "update", "--shapes", "1"]):
+        r = subprocess.run([need(LOADGEN)] + args, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "--shapes" in r.stderr, (args, r)
 
 
 def test_loadgen_reports_another_process_cpu(backend_proc):
@@ -174,9 +178,18 @@ def test_run_bench_quick(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "run_bench.py"),
                         "--quick", "--duration", "0.15", "--build", str(BENCH_BUILD),
                         "--mongoguard", mg, "--baseline", mg, "--out", str(tmp_path),
-                        "--idle-conns", "50", "--max-steal", "0", "--steal-retries", "1"],
+                        "--idle-conns", "50", "--max-steal", "0", "--steal-retries", "1",
+                        "--haproxy-bufsize", "65536", "--keep"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    # --haproxy-bufsize reached the HAProxy that ran (its kept
+    # configuration), and the report says so; without it, no tune line.
+    kept = Path(r.stderr.split("logs and configs kept in ")[1].split()[0])
+    try:
+        assert "\n  tune.bufsize 65536\n" in (kept / "haproxy-1t.cfg").read_text()
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+    assert "tune.bufsize" not in run_bench.haproxy_config(1, 40000, "127.0.0.1", 40001, 100)
     mds, jss = list(tmp_path.glob("results-*.md")), list(tmp_path.glob("results-*.json"))
     assert len(mds) == 1 and len(jss) == 1
     data = json.loads(jss[0].read_text())
@@ -194,6 +207,7 @@ def test_run_bench_quick(tmp_path):
                                 "mg-log-base": 0}
     md = mds[0].read_text()
     assert "| load |" in md
+    assert "(tune.bufsize 65536)" in md.split("\n## ")[0]
     assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
     spread = md.split("## Spread")[1].split("##")[0]
     assert "| ping c2 d4 | " in spread and spread.count("(") >= 5  # median (min-max) per target
@@ -215,25 +229,6 @@ def test_run_bench_quick(tmp_path):
                                  if r["attempts"] == 2)
     cpu = md.split("## Proxy CPU time per request")[1].split("##")[0]
     assert "| ping c2 d4 | " in cpu and "mg-log / HAProxy" in cpu
-
-
-def test_haproxy_bufsize_reaches_haproxy(tmp_path):
-    """--haproxy-bufsize: the configuration HAProxy is given sets
-    tune.bufsize to it, and HAProxy accepts it (haproxy -c); without it the
-    default stays HAProxy's own."""
-    if not shutil.which("haproxy"):
-        pytest.fail("haproxy is not installed (scripts/setup.sh --tests installs it)",
-                    pytrace=False)
-    sys.path.insert(0, str(ROOT / "tests" / "bench"))
-    from run_bench import haproxy_config
-    tuned = haproxy_config(1, 40000, "127.0.0.1", 40001, 100, 1048576)
-    assert "\n  tune.bufsize 1048576\n" in tuned
-    assert "tune.bufsize" not in haproxy_config(1, 40000, "127.0.0.1", 40001, 100)
-    cfg = tmp_path / "h.cfg"
-    cfg.write_text(tuned)
-    r = subprocess.run(["haproxy", "-c", "-f", str(cfg)], capture_output=True, text=True,
-                       timeout=30)
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_instructions_per_request(tmp_path):
