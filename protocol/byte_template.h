@@ -4,8 +4,8 @@
  *   - the engine, for a batch's statements (a statement no check was
  *     called for is the pattern of the ones after it: their differences
  *     lie in value bytes nothing in the read of a statement looks at,
- *     analyzers/facts.h, so they read to the same facts and are not read;
- *     engine_parts.c, analyze_statements), and for a connection's last
+ *     analyzers/engine/facts.h, so they read to the same facts and are not read;
+ *     analysers.c, analyze_statements), and for a connection's last
  *     query judged with no check called (engine.h, engine_repeat);
  *   - the request decoder, for a connection's last decoded command, where
  *     the spans are its fixed-size values (request_template.h).

@@ -3,7 +3,7 @@
  * report builds from the stub.
  *
  * The stand-in only has to get the same answers from the large-document
- * rule (analyzers/rule_doc.c): the same byte size (maxBytes), the same
+ * rule (analyzers/rules/rule_doc.c): the same byte size (maxBytes), the same
  * field when one holds most of the document (the finding names it), and
  * an array of the same length at the same path (maxArrayLength). It is
  * built from two paths, the array's and the padding's: nested documents

@@ -2,7 +2,7 @@
  * of a kind-1 sequence, that keeps what the analyzers read and nothing else
  * that could be application data.
  *
- * It walks the body in modes, like the shape renderer in analyzers/shape.c
+ * It walks the body in modes, like the shape renderer in analyzers/engine/shape.c
  * (which this module may not depend on): a command's own options are kept,
  * a filter keeps field names and operators, an expression keeps field
  * paths, a pipeline keeps each stage's structural arguments, and every

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/report/logview.h"
-#include "proxy/report/report.h"
+#include "proxy/sinks/logview.h"
+#include "report/report.h"
 #include "proxy/runtime/check.h"
 #include "proxy/runtime/config.h"
 #include "proxy/sinks/log.h"

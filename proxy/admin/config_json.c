@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzers/rules.h"
+#include "analyzers/rules/rules.h"
 
 void config_mask_uri(const char *uri, char *out, size_t size)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "analyzers/rules.h"
+#include "analyzers/rules/rules.h"
 #include "proxy/admin/admin.h"
 
 enum { LIMIT_MAX = 1000000 };

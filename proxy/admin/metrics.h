@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyzers/rule_config.h"
-#include "analyzers/rules.h"
+#include "analyzers/engine/rule_config.h"
+#include "analyzers/rules/rules.h"
 #include "protocol/text.h"
 
 typedef _Atomic uint64_t mx_counter;

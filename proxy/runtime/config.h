@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyzers/rule_config.h"
+#include "analyzers/engine/rule_config.h"
 #include "proxy/sinks/mongo_sink.h"
 #include "proxy/sinks/capture.h"
 #include "proxy/net/tls.h"

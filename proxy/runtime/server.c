@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analyzers/index_cache.h"
+#include "analyzers/catalog/index_cache.h"
 #include "proxy/admin/admin.h"
 #include "proxy/admin/config_json.h"
 #include "proxy/admin/metrics.h"

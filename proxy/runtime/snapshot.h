@@ -11,7 +11,7 @@
 
 #include <stdatomic.h>
 
-#include "analyzers/engine.h"
+#include "analyzers/engine/engine.h"
 #include "proxy/net/tls.h"
 #include "proxy/runtime/config.h"
 #include "proxy/ref_slot.h"

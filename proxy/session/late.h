@@ -1,5 +1,5 @@
 /* Late verdicts: requests that went on before the facts some rule reads
- * were known (engine_late in analyzers/engine.h), kept as copies and judged
+ * were known (engine_late in analyzers/engine/engine.h), kept as copies and judged
  * again by those rules alone when the index cache changes, until they are
  * judged or LATE_WAIT_MS has passed. One queue per worker, outliving the
  * connection that sent them: a test suite or a batch job often closes its
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyzers/engine.h"
+#include "analyzers/engine/engine.h"
 #include "proxy/admin/metrics.h"
 
 enum {

@@ -86,7 +86,7 @@ struct session {
 	char *app_owned;
 	bool seen_hello;
 	/* The engine's template of this connection's last query judged
-	 * without a check (analyzers/engine.h): made on first use, since most
+	 * without a check (analyzers/engine/engine.h): made on first use, since most
 	 * connections are idle pool members. */
 	engine_repeat *repeat;
 	/* The decoder's template of this connection's last command

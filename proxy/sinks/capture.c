@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "analyzers/index_cache.h"
-#include "analyzers/index_set.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
 #include "proxy/sinks/log.h"
 
 #define LOGID_CAPTURE    5000

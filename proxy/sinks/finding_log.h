@@ -4,7 +4,7 @@
 #ifndef MG_PROXY_SINKS_FINDING_LOG_H
 #define MG_PROXY_SINKS_FINDING_LOG_H
 
-#include "analyzers/engine.h"
+#include "analyzers/engine/engine.h"
 #include "protocol/text.h"
 #include "proxy/admin/metrics.h"
 #include "proxy/sinks/mongo_sink.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "analyzers/rules.h"
+#include "analyzers/rules/rules.h"
 #include "proxy/sinks/log.h"
 
 enum {

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyzers/finding.h"
+#include "analyzers/engine/finding.h"
 #include "proxy/admin/metrics.h"
 
 typedef struct mongo_sink_config {

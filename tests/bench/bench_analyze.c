@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "analyzers/engine.h"
-#include "analyzers/index_cache.h"
-#include "analyzers/index_set.h"
+#include "analyzers/engine/engine.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
 #include "tests/unit/fixtures/analyzer_fixture.h"
 
 #define BATCH 1000

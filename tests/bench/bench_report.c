@@ -12,7 +12,7 @@
 
 #include "protocol/capture.h"
 #include "protocol/frame.h"
-#include "proxy/report/report.h"
+#include "report/report.h"
 
 static void put(FILE *f, bson_t *b)
 {

@@ -12,7 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Differential: an engine that matches a batch's statements against a
- * template (engine_parts.c) and a query against the connection's repeat
+ * template (analysers.c) and a query against the connection's repeat
  * (engine.h; one slot kept across inputs, as a connection keeps it across
  * its requests), and one that reads every statement and every query
  * (no_templates, no slot), both every rule at block with the index cache,

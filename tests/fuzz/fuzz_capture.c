@@ -1,5 +1,5 @@
 /* libFuzzer target: the input is a capture file, read as `mongoguard
- * report` reads one (proxy/report/report.c read_file): capture_next record
+ * report` reads one (report/report.c read_file): capture_next record
  * by record, the first checked by capture_check_header, every record
  * through the aggregator's two passes (index snapshots, then requests
  * rebuilt by capture_request_message, decoded and judged, and replies),

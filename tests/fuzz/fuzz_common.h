@@ -19,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/engine.h"
-#include "analyzers/index_cache.h"
-#include "analyzers/index_set.h"
-#include "analyzers/rule_doc.h"
-#include "analyzers/rule_lookup.h"
+#include "analyzers/engine/engine.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
+#include "analyzers/rules/rule_doc.h"
+#include "analyzers/rules/rule_lookup.h"
 #include "protocol/cmdview.h"
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"

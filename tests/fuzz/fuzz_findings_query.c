@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "analyzers/rules.h"
+#include "analyzers/rules/rules.h"
 #include "proxy/admin/admin.h"
 #include "proxy/sinks/finding_log.h"
 #include "tests/fuzz/json_check.h"

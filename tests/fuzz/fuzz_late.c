@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 enum {
 	HOLD_MS = 100,        /* analysis.indexWaitMS, as a deployment might set it */
 	MAX_REQUESTS = 600,   /* per input */
-	MAX_REPORTS = 32,     /* analyzers/engine_int.h MAX_REPORTS_PER_REQUEST */
+	MAX_REPORTS = 32,     /* analyzers/engine/engine_int.h MAX_REPORTS_PER_REQUEST */
 	PAD_LEN = 66 * 1024,  /* past LATE_COPY_MAX */
 	MAX_ANSWERED = 256,   /* namespaces answered per input */
 	MAX_SEEN = 64 * 1024, /* findings recorded per engine */

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "protocol/text.h"
-#include "proxy/report/logview.h"
+#include "proxy/sinks/logview.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/sinks/log_text.h"

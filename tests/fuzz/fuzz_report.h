@@ -1,6 +1,6 @@
 /* Shared by the offline report's fuzz targets (fuzz_capture,
  * fuzz_report_diff): a capture file read as `mongoguard report` reads one
- * (proxy/report/report.c read_file), into a model. */
+ * (report/report.c read_file), into a model. */
 #ifndef MG_TESTS_FUZZ_REPORT_H
 #define MG_TESTS_FUZZ_REPORT_H
 
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "protocol/capture.h"
-#include "proxy/report/aggregate.h"
-#include "proxy/report/model.h"
+#include "report/aggregate.h"
+#include "report/model.h"
 
 /* One pass over the records: capture_next record by record, the first
  * checked by capture_check_header, each given to the aggregator. False

@@ -1,6 +1,6 @@
 /* libFuzzer target: the report's before/after and CI outputs
  * (`mongoguard report --baseline B --fail-on SPEC --sarif F --junit F
- * --json F`): two models, the diff between them (proxy/report/diff.c),
+ * --json F`): two models, the diff between them (report/diff.c),
  * the --fail-on gate (gate.c) and the SARIF, JUnit and JSON writers (ci.c,
  * json.c with diff_out.c); the Markdown and HTML writers run too, to
  * /dev/null.

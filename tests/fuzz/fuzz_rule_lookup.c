@@ -1,4 +1,4 @@
-/* libFuzzer target: the hot-path-lookup (analyzers/rule_lookup.c; it fires from the second
+/* libFuzzer target: the hot-path-lookup (analyzers/rules/rule_lookup.c; it fires from the second
  * execution of a shape) rule alone, at block (fuzz_rule.h). */
 #include "fuzz_rule.h"
 

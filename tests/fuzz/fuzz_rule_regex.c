@@ -1,4 +1,4 @@
-/* libFuzzer target: the case-insensitive-regex (analyzers/rule_regex.c) rule alone, at block
+/* libFuzzer target: the case-insensitive-regex (analyzers/rules/rule_regex.c) rule alone, at block
  * (fuzz_rule.h). */
 #include "fuzz_rule.h"
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: the index-mismatched-sort (analyzers/rule_sort.c, with the index lists of
+/* libFuzzer target: the index-mismatched-sort (analyzers/rules/rule_sort.c, with the index lists of
  * fuzz_common.h) rule alone, at block (fuzz_rule.h). */
 #include "fuzz_rule.h"
 

@@ -176,7 +176,7 @@ SEQ_BODIES = {
         {"q": {"a": 1}, "u": {"$push": {"h": {"$each": [1]}}}},
         {"q": {"n": RE_I}, "u": {"$set": {"b": 2}}}])),
     # a batch of one shape with other values (the statement templates of
-    # engine_parts.c), and statements that differ from it in one byte that
+    # analysers.c), and statements that differ from it in one byte that
     # matters: a key, a type, a length, an operator
     "update_batch": ({"update": "c"}, seq("updates", [
         {"q": {"_id": 1}, "u": {"$set": {"v": 0}}},
@@ -380,7 +380,7 @@ def rd_model(shapes, findings, redacted=0):
     return out
 
 
-# rule ids in analyzers/rules.h order
+# rule ids in analyzers/rules/rules.h order
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
          "collection-scan", "large-document"]
 

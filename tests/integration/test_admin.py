@@ -100,7 +100,7 @@ def test_metrics_count_a_known_workload(admin_proxy, clients, dbname):
 
 def test_repeated_queries_are_judged_by_their_template(admin_proxy, clients, dbname):
     """A connection's query judged with no check called is the template of
-    its next ones (analyzers/engine.h, engine_repeat): the same find by _id
+    its next ones (analyzers/engine/engine.h, engine_repeat): the same find by _id
     with other values is judged without being read, counted in
     mongoguard_analysis_repeats_total, and answered as before; a query some
     rule reads is still read and blocked, and leaves the template alone.

@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/index_cache.h"
-#include "analyzers/index_set.h"
-#include "analyzers/shape.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
+#include "analyzers/engine/shape.h"
 #include "fixtures/analyzer_fixture.h"
 
 #define RE_I          "{'$regularExpression':{'pattern':'SECRET','options':'i'}}"

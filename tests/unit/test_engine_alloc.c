@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/index_cache.h"
-#include "analyzers/index_set.h"
-#include "analyzers/rule_doc.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
+#include "analyzers/rules/rule_doc.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* From <sanitizer/allocator_interface.h>; weak so the test links without

@@ -1,4 +1,4 @@
-/* The body walker (analyzers/body.c): which keys it names, which it takes
+/* The body walker (analyzers/engine/body.c): which keys it names, which it takes
  * for a wanted set, the views it makes and the shape parts it lists. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/body.h"
+#include "analyzers/engine/body.h"
 #include "fixtures/analyzer_fixture.h"
 
 #define ALL_KEYS 0xffffffffu

@@ -1,4 +1,4 @@
-/* The command table (analyzers/commands.c): every row found by its name
+/* The command table (analyzers/engine/commands.c): every row found by its name
  * and alias and nothing else, the DDL lookup without case, explain of each
  * kind a row says can be explained, the shapes engine_shape() makes from
  * the rows, and one answer to "can this rule block" (rule_can_block) for
@@ -11,8 +11,8 @@
 
 #include <ctype.h>
 
-#include "analyzers/commands.h"
-#include "analyzers/shape.h"
+#include "analyzers/engine/commands.h"
+#include "analyzers/engine/shape.h"
 #include "fixtures/analyzer_fixture.h"
 
 #define RE_I "{'$regularExpression':{'pattern':'SECRET','options':'i'}}"

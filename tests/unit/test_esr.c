@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/esr.h"
-#include "analyzers/index_set.h"
+#include "analyzers/planner/esr.h"
+#include "analyzers/planner/index_set.h"
 #include "fixtures/analyzer_fixture.h"
-#include "analyzers/rule_sort.h"
+#include "analyzers/rules/rule_sort.h"
 
 typedef struct esr_case {
 	const char *name;

@@ -1,4 +1,4 @@
-/* The statement facts (analyzers/facts.h): what they record of a filter and
+/* The statement facts (analyzers/engine/facts.h): what they record of a filter and
  * an update, and that a rule given them decides what it decides without
  * them. The second is checked rule by rule: the same filters and updates,
  * once as update statements through the engine (where the engine reads the
@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "analyzers/facts.h"
+#include "analyzers/engine/facts.h"
 #include "protocol/byte_template.h"
-#include "analyzers/rule_doc.h"
-#include "analyzers/rule_push.h"
-#include "analyzers/rule_regex.h"
-#include "analyzers/rule_scan.h"
+#include "analyzers/rules/rule_doc.h"
+#include "analyzers/rules/rule_push.h"
+#include "analyzers/rules/rule_regex.h"
+#include "analyzers/rules/rule_scan.h"
 #include "fixtures/analyzer_fixture.h"
 #include "protocol/frame.h"
 #include "protocol/request.h"
@@ -384,7 +384,7 @@ static void test_gate_per_statement(void **state)
 	}
 }
 
-/* The statement templates (engine_parts.c): a batch whose statements
+/* The statement templates (analysers.c): a batch whose statements
  * share a shape, with one statement changed in one byte at every offset of
  * it in turn (a key, a type, a length, a value), gives the same findings
  * and verdict through an engine that matches statements against a template

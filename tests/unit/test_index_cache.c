@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "analyzers/index_cache.h"
-#include "analyzers/rule_sort.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/rules/rule_sort.h"
 
 static index_set *set_of(const char *json)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "analyzers/index_set.h"
+#include "analyzers/planner/index_set.h"
 
 static index_set *set_of(const char *json)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "analyzers/lru_map.h"
+#include "analyzers/catalog/lru_map.h"
 
 typedef struct item {
 	int before; /* the node is not first: LRU_MAP_ENTRY must subtract */

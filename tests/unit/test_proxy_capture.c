@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "protocol/frame.h"
-#include "proxy/report/report.h"
+#include "report/report.h"
 #include "proxy/sinks/capture.h"
 
 static uint8_t *find_msg(const char *coll, size_t *len, int32_t rid)

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "analyzers/rule_lookup.h"
+#include "analyzers/rules/rule_lookup.h"
 #include "proxy/runtime/config.h"
 
 #ifndef MG_SOURCE_DIR

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/rule_doc.h"
+#include "analyzers/rules/rule_doc.h"
 #include "fixtures/analyzer_fixture.h"
 
 typedef fx_case dcase;

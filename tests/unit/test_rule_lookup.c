@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/rule_lookup.h"
+#include "analyzers/rules/rule_lookup.h"
 #include "fixtures/analyzer_fixture.h"
 
 #define THRESHOLD 3

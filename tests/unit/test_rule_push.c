@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzers/rule_push.h"
+#include "analyzers/rules/rule_push.h"
 #include "fixtures/analyzer_fixture.h"
 
 typedef fx_case pcase;

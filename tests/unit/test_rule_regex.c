@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/rule_regex.h"
+#include "analyzers/rules/rule_regex.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* Every pattern is SECRET: the shape must never show it. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/rule_regex.h"
+#include "analyzers/rules/rule_regex.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* mongod's listIndexes form of {locale: L, strength: S}. */

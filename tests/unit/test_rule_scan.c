@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/rule_scan.h"
+#include "analyzers/rules/rule_scan.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* test.big: 50,000 documents and one index of each kind. */

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/index_set.h"
+#include "analyzers/planner/index_set.h"
 #include "fixtures/analyzer_fixture.h"
-#include "analyzers/rule_sort.h"
+#include "analyzers/rules/rule_sort.h"
 
 #define P  SORT_PROVIDED
 #define B  SORT_BLOCKING

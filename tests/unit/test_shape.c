@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "analyzers/shape.h"
+#include "analyzers/engine/shape.h"
 #include "fixtures/analyzer_fixture.h"
 
 /* Renders one value of mode `mode` from {"v": <json>}. */

@@ -1,0 +1,720 @@
+/* The index cache: namespace -> index_set, filled by one metadata thread.
+ *
+ * Entries live in an lru_map (hash plus use order); an entry waiting for a
+ * fetch is also on the fetch queue, a FIFO of its own. Everything is guarded by one mutex
+ * (mu), held only for map work, never across network I/O: the thread copies
+ * the namespace out, unlocks, runs listIndexes, and relocks to land the
+ * answer. The condition variable (cv) wakes the thread for queued work, for
+ * the once-a-second refresh scan, and for shutdown.
+ *
+ * Entry states:
+ *   PENDING  no list yet; queued or being fetched. Lookups answer PENDING.
+ *   KNOWN    set holds the list. A background refresh (every refresh_secs)
+ *            keeps serving the old set until the new one lands.
+ *   FAILED   the last fetch failed; lookups answer UNAVAILABLE until
+ *            INDEX_CACHE_RETRY_MS has passed, then the next lookup retries.
+ *
+ * Generations: every entry gets a fresh number from a counter when it is
+ * created or overwritten. A fetch remembers the number it started with and
+ * lands only if the entry still has it, so an invalidation (which drops the
+ * entry) or a put that happens while listIndexes is on the wire makes that
+ * answer stale instead of resurrecting the old index list. */
+#include "analyzers/catalog/index_cache.h"
+
+#include <mongoc/mongoc.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analyzers/catalog/lru_map.h"
+
+#define IC_NS_MAX                   512  /* "db.coll"; the server allows 255 */
+#define IC_SCAN_MS                  1000 /* how often due refreshes are looked for */
+#define IC_TIMEOUT_MS               3000 /* server selection and connect, side channel */
+#define IC_SOCKET_TIMEOUT_MS        10000
+#define IC_CODE_NAMESPACE_NOT_FOUND 26
+#define IC_CODE_NOT_ON_VIEW         166
+
+typedef enum { ENTRY_PENDING, ENTRY_KNOWN, ENTRY_FAILED } entry_state;
+
+typedef struct ic_entry {
+	lru_map_node node; /* hash: fnv1a of ns */
+	struct ic_entry *q_prev, *q_next;
+	bool queued;
+	bool fetching; /* a fetch started at generation fetch_gen is out */
+	uint64_t fetch_gen;
+	entry_state state;
+	index_set *set;     /* KNOWN: the list in use */
+	int64_t fetched_at; /* when the last fetch landed (FAILED: when it failed) */
+	int64_t due_at;     /* KNOWN: when to refresh in the background */
+	uint64_t generation;
+	char ns[];
+} ic_entry;
+
+struct index_cache {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	lru_map map; /* at most INDEX_CACHE_MAX_ENTRIES */
+	ic_entry *q_head, *q_tail;
+	uint64_t next_generation;
+	int64_t refresh_ms; /* 0: never */
+	int64_t next_scan;
+	bool stop;
+	bool started;
+	bool exited; /* metadata_main has returned (index_cache_stop waits for it) */
+	pthread_t thread;
+	mongoc_uri_t *uri; /* NULL: a cache that never connects */
+	mongoc_client_t *client;
+	index_cache_notify_fn notify;
+	void *notify_arg;
+	index_cache_clock_fn clock;
+	void *clock_arg;
+	index_cache_error_fn on_error;
+	void *error_arg;
+};
+
+static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
+
+/* mongoc_init is process-wide; mongoc_cleanup is never called because other
+ * caches (or the program) may still be using the driver. */
+static void init_mongoc(void)
+{
+	mongoc_init();
+}
+
+static int64_t monotonic_ms(void *arg)
+{
+	struct timespec ts;
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_ms(const index_cache *ic)
+{
+	return ic->clock(ic->clock_arg);
+}
+
+static uint32_t fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static void set_err(char *err, size_t errlen, const char *msg, const char *detail)
+{
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s%s%s", msg, detail != NULL ? ": " : "",
+		         detail != NULL ? detail : "");
+}
+
+/* On every lookup, so no snprintf. */
+static bool make_ns(char *ns, const char *db, const char *coll)
+{
+	if (db == NULL || coll == NULL || db[0] == '\0' || coll[0] == '\0')
+		return false;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > IC_NS_MAX)
+		return false;
+	memcpy(ns, db, a);
+	ns[a] = '.';
+	memcpy(ns + a + 1, coll, b + 1);
+	return true;
+}
+
+/* ---- map, LRU and queue; all with mu held ---- */
+
+static ic_entry *entry_of(lru_map_node *n)
+{
+	return n != NULL ? LRU_MAP_ENTRY(n, ic_entry, node) : NULL;
+}
+
+static bool ns_is(const lru_map_node *n, const void *ns)
+{
+	return strcmp(LRU_MAP_ENTRY(n, const ic_entry, node)->ns, ns) == 0;
+}
+
+static ic_entry *find_locked(index_cache *ic, const char *ns, uint32_t hash)
+{
+	return entry_of(lru_map_find(&ic->map, hash, ns_is, ns));
+}
+
+static void enqueue_locked(index_cache *ic, ic_entry *e)
+{
+	if (e->queued || e->fetching)
+		return;
+	e->queued = true;
+	e->q_next = NULL;
+	e->q_prev = ic->q_tail;
+	if (ic->q_tail != NULL)
+		ic->q_tail->q_next = e;
+	else
+		ic->q_head = e;
+	ic->q_tail = e;
+	pthread_cond_signal(&ic->cv);
+}
+
+static void dequeue_locked(index_cache *ic, ic_entry *e)
+{
+	if (!e->queued)
+		return;
+	if (e->q_prev != NULL)
+		e->q_prev->q_next = e->q_next;
+	else
+		ic->q_head = e->q_next;
+	if (e->q_next != NULL)
+		e->q_next->q_prev = e->q_prev;
+	else
+		ic->q_tail = e->q_prev;
+	e->q_prev = e->q_next = NULL;
+	e->queued = false;
+}
+
+/* Unlinks e everywhere and frees it. A fetch in flight for it keeps only a
+ * copy of the namespace and the generation, so nothing dangles. */
+static void remove_locked(index_cache *ic, ic_entry *e)
+{
+	lru_map_remove(&ic->map, &e->node);
+	dequeue_locked(ic, e);
+	index_set_release(e->set);
+	free(e);
+}
+
+/* For index_cache_free: the queue goes with the cache. */
+static void entry_free(lru_map_node *n)
+{
+	ic_entry *e = entry_of(n);
+	index_set_release(e->set);
+	free(e);
+}
+
+static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
+{
+	if (lru_map_full(&ic->map)) {
+		/* The least recently used entry that no fetch is out for: the
+		 * fetch would land on nothing, and be asked for again. */
+		lru_map_node *victim = lru_map_oldest(&ic->map);
+		while (victim != NULL && entry_of(victim)->fetching)
+			victim = lru_map_newer(victim);
+		if (victim == NULL)
+			return NULL;
+		remove_locked(ic, entry_of(victim));
+	}
+	size_t len = strlen(ns);
+	ic_entry *e = calloc(1, sizeof *e + len + 1);
+	if (e == NULL)
+		return NULL;
+	memcpy(e->ns, ns, len + 1);
+	e->state = ENTRY_PENDING;
+	e->generation = ++ic->next_generation;
+	lru_map_insert(&ic->map, &e->node, hash);
+	return e;
+}
+
+/* ---- lifecycle ---- */
+
+index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache_notify_fn notify,
+                             void *notify_arg, char *err, size_t errlen)
+{
+	index_cache *ic = calloc(1, sizeof *ic);
+	pthread_condattr_t attr;
+	bson_error_t error;
+
+	if (ic == NULL) {
+		set_err(err, errlen, "out of memory", NULL);
+		return NULL;
+	}
+	if (!lru_map_init(&ic->map, INDEX_CACHE_MAX_ENTRIES)) {
+		free(ic);
+		set_err(err, errlen, "out of memory", NULL);
+		return NULL;
+	}
+	if (uri != NULL) {
+		pthread_once(&mongoc_once, init_mongoc);
+		ic->uri = mongoc_uri_new_with_error(uri, &error);
+		if (ic->uri == NULL) {
+			set_err(err, errlen, "invalid upstream URI", error.message);
+			lru_map_destroy(&ic->map, NULL);
+			free(ic);
+			return NULL;
+		}
+		/* The side channel names itself in the server's logs and gives up
+		 * quickly: a slow answer is no better than none, since lookups
+		 * never wait for it. The user's own settings win when present. */
+		mongoc_uri_set_appname(ic->uri, "mongoguard-metadata");
+		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+			                               IC_TIMEOUT_MS);
+		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_CONNECTTIMEOUTMS))
+			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_CONNECTTIMEOUTMS,
+			                               IC_TIMEOUT_MS);
+		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_SOCKETTIMEOUTMS))
+			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_SOCKETTIMEOUTMS,
+			                               IC_SOCKET_TIMEOUT_MS);
+	}
+	pthread_mutex_init(&ic->mu, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&ic->cv, &attr);
+	pthread_condattr_destroy(&attr);
+	ic->refresh_ms = (int64_t)refresh_secs * 1000;
+	ic->notify = notify;
+	ic->notify_arg = notify_arg;
+	ic->clock = monotonic_ms;
+	return ic;
+}
+
+void index_cache_set_clock(index_cache *ic, index_cache_clock_fn fn, void *arg)
+{
+	pthread_mutex_lock(&ic->mu);
+	ic->clock = fn != NULL ? fn : monotonic_ms;
+	ic->clock_arg = fn != NULL ? arg : NULL;
+	pthread_mutex_unlock(&ic->mu);
+}
+
+/* ---- the request path ---- */
+
+index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out)
+{
+	char ns[IC_NS_MAX];
+	index_lookup r;
+
+	*out = NULL;
+	if (ic == NULL || !make_ns(ns, db, coll))
+		return INDEXES_UNAVAILABLE;
+	uint32_t hash = fnv1a(ns);
+
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, hash);
+	if (e == NULL) {
+		e = create_locked(ic, ns, hash);
+		if (e == NULL) {
+			pthread_mutex_unlock(&ic->mu);
+			return INDEXES_UNAVAILABLE;
+		}
+		enqueue_locked(ic, e);
+		pthread_mutex_unlock(&ic->mu);
+		return INDEXES_PENDING;
+	}
+	lru_map_touch(&ic->map, &e->node);
+	switch (e->state) {
+	case ENTRY_KNOWN:
+		*out = index_set_retain(e->set);
+		r = INDEXES_KNOWN;
+		break;
+	case ENTRY_FAILED:
+		if (now_ms(ic) - e->fetched_at < INDEX_CACHE_RETRY_MS) {
+			r = INDEXES_UNAVAILABLE;
+			break;
+		}
+		e->state = ENTRY_PENDING;
+		enqueue_locked(ic, e);
+		r = INDEXES_PENDING;
+		break;
+	case ENTRY_PENDING:
+	default:
+		r = INDEXES_PENDING;
+		break;
+	}
+	pthread_mutex_unlock(&ic->mu);
+	return r;
+}
+
+void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta)
+{
+	char ns[IC_NS_MAX];
+	if (ic == NULL || delta == 0 || !make_ns(ns, db, coll))
+		return;
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
+		int64_t moved = index_set_note_docs(e->set, delta);
+		int64_t read = index_set_read_count(e->set);
+		int64_t far = (int64_t)((double)(read > 0 ? read : 0) * INDEX_CACHE_RECOUNT);
+		if (far < INDEX_CACHE_RECOUNT_MIN)
+			far = INDEX_CACHE_RECOUNT_MIN;
+		bool missing = index_set_is_opaque(e->set, NULL) && delta > 0;
+		if (missing || moved > far || moved < -far)
+			enqueue_locked(ic, e); /* a refresh: the old set serves meanwhile */
+	}
+	pthread_mutex_unlock(&ic->mu);
+}
+
+void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
+{
+	char ns[IC_NS_MAX];
+
+	if (ic == NULL || db == NULL)
+		return;
+	pthread_mutex_lock(&ic->mu);
+	if (coll != NULL) {
+		if (make_ns(ns, db, coll)) {
+			ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+			if (e != NULL)
+				remove_locked(ic, e);
+		}
+	} else {
+		size_t dblen = strlen(db);
+		lru_map_node *n = lru_map_newest(&ic->map);
+		while (n != NULL) {
+			lru_map_node *next = lru_map_older(n);
+			ic_entry *e = entry_of(n);
+			if (strncmp(e->ns, db, dblen) == 0 && e->ns[dblen] == '.')
+				remove_locked(ic, e);
+			n = next;
+		}
+	}
+	pthread_mutex_unlock(&ic->mu);
+}
+
+void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s)
+{
+	char ns[IC_NS_MAX];
+	index_set *old = NULL;
+
+	if (ic == NULL || !make_ns(ns, db, coll))
+		return;
+	uint32_t hash = fnv1a(ns);
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, hash);
+	if (s == NULL) {
+		if (e != NULL)
+			remove_locked(ic, e);
+		pthread_mutex_unlock(&ic->mu);
+		return;
+	}
+	if (e == NULL)
+		e = create_locked(ic, ns, hash);
+	if (e != NULL) {
+		int64_t now = now_ms(ic);
+		dequeue_locked(ic, e);
+		old = e->set;
+		e->set = index_set_retain(s);
+		e->state = ENTRY_KNOWN;
+		e->generation = ++ic->next_generation;
+		e->fetched_at = now;
+		e->due_at = now + ic->refresh_ms;
+	}
+	pthread_mutex_unlock(&ic->mu);
+	index_set_release(old);
+}
+
+/* ---- the metadata thread's two halves ---- */
+
+static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
+{
+	ic_entry *e = ic->q_head;
+	if (e == NULL || strlen(e->ns) >= nslen)
+		return false;
+	dequeue_locked(ic, e);
+	e->fetching = true;
+	e->fetch_gen = e->generation;
+	memcpy(ns, e->ns, strlen(e->ns) + 1);
+	*gen = e->generation;
+	return true;
+}
+
+bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
+{
+	pthread_mutex_lock(&ic->mu);
+	bool ok = take_locked(ic, ns, nslen, gen);
+	pthread_mutex_unlock(&ic->mu);
+	return ok;
+}
+
+bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set)
+{
+	index_set *drop = NULL;
+	bool landed = false;
+
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	if (e != NULL && e->fetching && e->fetch_gen == gen)
+		e->fetching = false;
+	if (e == NULL || e->generation != gen) {
+		/* Invalidated (or put) while the answer was on the wire. An entry
+		 * asked for since then was queued by that lookup; an entry that
+		 * was put holds a newer list. Either way this answer is stale;
+		 * an entry still waiting for a list is fetched again. */
+		drop = set;
+		if (e != NULL && e->state == ENTRY_PENDING)
+			enqueue_locked(ic, e);
+	} else {
+		int64_t now = now_ms(ic);
+		landed = true;
+		if (set != NULL) {
+			drop = e->set;
+			e->set = set;
+			e->state = ENTRY_KNOWN;
+			e->fetched_at = now;
+			e->due_at = now + ic->refresh_ms;
+		} else if (e->state == ENTRY_KNOWN) {
+			/* A refresh failed: the old list is still the best answer
+			 * there is; try again after the back-off. */
+			e->due_at = now + INDEX_CACHE_RETRY_MS;
+		} else {
+			e->state = ENTRY_FAILED;
+			e->fetched_at = now;
+		}
+	}
+	pthread_mutex_unlock(&ic->mu);
+	index_set_release(drop);
+	return landed;
+}
+
+static void schedule_refreshes_locked(index_cache *ic, int64_t now)
+{
+	if (ic->refresh_ms <= 0)
+		return;
+	for (lru_map_node *n = lru_map_newest(&ic->map); n != NULL; n = lru_map_older(n)) {
+		ic_entry *e = entry_of(n);
+		if (e->state == ENTRY_KNOWN && e->due_at <= now)
+			enqueue_locked(ic, e);
+	}
+}
+
+static bool has_id_index(const index_set *s)
+{
+	for (size_t i = 0; i < index_set_count(s); i++) {
+		const index_def *d = index_set_get(s, i);
+		if (d->nkeys == 1 && strcmp(d->keys[0].field, "_id") == 0 &&
+		    d->keys[0].direction != 0)
+			return true;
+	}
+	return false;
+}
+
+/* The collection's size as its metadata says (the count command without a
+ * filter, which reads no document); -1 when the server does not answer it,
+ * and the collection-scan rule then stays silent. */
+static int64_t estimated_count(mongoc_collection_t *c)
+{
+	bson_error_t error;
+	int64_t n = mongoc_collection_estimated_document_count(c, NULL, NULL, NULL, &error);
+	return n < 0 ? -1 : n;
+}
+
+/* Which index fields hold arrays: listIndexes does not say, explain of a
+ * query hinted to the index does (mongod's IXSCAN stage: isMultiKey,
+ * multiKeyPaths). One explain per index per refresh, on this thread. A
+ * server that answers otherwise (FerretDB) leaves the index unknown, which
+ * the sort rule treats as not multikey, as before. */
+static void learn_multikey(mongoc_client_t *client, const char *db, const char *coll,
+                           index_set *set)
+{
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (d->hidden || d->odd || d->wildcard || d->plugin || d->nkeys == 0)
+			continue; /* not hintable, or not a sort question */
+		bson_t hint, cmd, find, filter, reply;
+		bson_error_t error;
+		index_def_key_pattern(d, &hint);
+		bson_init(&cmd);
+		bson_append_document_begin(&cmd, "explain", -1, &find);
+		BSON_APPEND_UTF8(&find, "find", coll);
+		bson_append_document_begin(&find, "filter", -1, &filter);
+		bson_append_document_end(&find, &filter);
+		BSON_APPEND_DOCUMENT(&find, "hint", &hint);
+		BSON_APPEND_INT32(&find, "limit", 1);
+		bson_append_document_end(&cmd, &find);
+		BSON_APPEND_UTF8(&cmd, "verbosity", "queryPlanner");
+		if (mongoc_client_read_command_with_opts(client, db, &cmd, NULL, NULL, &reply,
+		                                         &error))
+			(void)index_set_learn_multikey(set, i, &reply);
+		bson_destroy(&reply);
+		bson_destroy(&cmd);
+		bson_destroy(&hint);
+	}
+}
+
+/* listIndexes for "db.coll". NULL when the fetch failed. A missing
+ * collection or a view gives an opaque set: nothing to judge there. */
+static index_set *fetch_indexes(index_cache *ic, mongoc_client_t *client, const char *ns)
+{
+	char db[IC_NS_MAX];
+	const char *dot = strchr(ns, '.');
+	bson_error_t error;
+	const bson_t *doc;
+	bson_t **docs = NULL;
+	size_t n = 0, cap = 0;
+	index_set *set = NULL;
+
+	if (dot == NULL)
+		return NULL;
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+
+	mongoc_collection_t *c = mongoc_client_get_collection(client, db, dot + 1);
+	mongoc_cursor_t *cur = mongoc_collection_find_indexes_with_opts(c, NULL);
+	bool oom = false;
+	while (!oom && mongoc_cursor_next(cur, &doc)) {
+		if (n == cap) {
+			size_t ncap = cap == 0 ? 8 : cap * 2;
+			bson_t **grown = realloc(docs, ncap * sizeof *docs);
+			if (grown == NULL) {
+				oom = true;
+				break;
+			}
+			docs = grown;
+			cap = ncap;
+		}
+		docs[n++] = bson_copy(doc);
+	}
+	if (mongoc_cursor_error(cur, &error)) {
+		/* libmongoc already turns NamespaceNotFound into an empty list;
+		 * older drivers and some servers do not. */
+		if (error.domain == MONGOC_ERROR_SERVER &&
+		    error.code == IC_CODE_NAMESPACE_NOT_FOUND)
+			set = index_set_new_opaque("the collection does not exist");
+		else if (error.domain == MONGOC_ERROR_SERVER && error.code == IC_CODE_NOT_ON_VIEW)
+			set = index_set_new_opaque("the namespace is a view");
+		else if (ic->on_error)
+			ic->on_error(ic->error_arg, ns, error.message);
+	} else if (!oom && n == 0) {
+		/* Every collection has an _id index; no index at all means no
+		 * collection (time-series collections list their own). */
+		set = index_set_new_opaque("the collection does not exist");
+	} else if (!oom) {
+		set = index_set_from_specs((const bson_t *const *)docs, n);
+		if (set != NULL && !has_id_index(set)) {
+			/* Time-series collections (whose sorts run over buckets) and
+			 * system collections like the oplog: not what the rule models. */
+			index_set_release(set);
+			set =
+			    index_set_new_opaque("the collection has no _id index (time-series?)");
+		} else if (set != NULL) {
+			index_set_set_doc_count(set, estimated_count(c));
+			learn_multikey(client, db, dot + 1, set);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		bson_destroy(docs[i]);
+	free(docs);
+	mongoc_cursor_destroy(cur);
+	mongoc_collection_destroy(c);
+	return set;
+}
+
+static struct timespec deadline(int64_t ms_from_now)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms_from_now / 1000;
+	ts.tv_nsec += (ms_from_now % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
+static void *metadata_main(void *arg)
+{
+	index_cache *ic = arg;
+	char ns[IC_NS_MAX];
+	uint64_t gen;
+
+	pthread_mutex_lock(&ic->mu);
+	while (!ic->stop) {
+		/* The refresh scan runs on the real clock: a test clock only
+		 * moves entries' ages, it cannot stall the thread. */
+		int64_t real = monotonic_ms(NULL);
+		if (real >= ic->next_scan) {
+			schedule_refreshes_locked(ic, now_ms(ic));
+			ic->next_scan = real + IC_SCAN_MS;
+		}
+		if (!take_locked(ic, ns, sizeof ns, &gen)) {
+			struct timespec ts = deadline(ic->next_scan - real);
+			pthread_cond_timedwait(&ic->cv, &ic->mu, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&ic->mu);
+		index_set *set = fetch_indexes(ic, ic->client, ns);
+		index_cache_fetch_end(ic, ns, gen, set);
+		if (ic->notify != NULL)
+			ic->notify(ic->notify_arg);
+		pthread_mutex_lock(&ic->mu);
+	}
+	ic->exited = true;
+	pthread_cond_broadcast(&ic->cv);
+	pthread_mutex_unlock(&ic->mu);
+	return NULL;
+}
+
+bool index_cache_start(index_cache *ic, char *err, size_t errlen)
+{
+	if (ic->uri == NULL) {
+		set_err(err, errlen, "index cache has no upstream URI", NULL);
+		return false;
+	}
+	if (ic->started) {
+		set_err(err, errlen, "index cache already started", NULL);
+		return false;
+	}
+	ic->client = mongoc_client_new_from_uri(ic->uri);
+	if (ic->client == NULL) {
+		set_err(err, errlen, "cannot create the metadata client", NULL);
+		return false;
+	}
+	mongoc_client_set_error_api(ic->client, MONGOC_ERROR_API_VERSION_2);
+	int rc = pthread_create(&ic->thread, NULL, metadata_main, ic);
+	if (rc != 0) {
+		set_err(err, errlen, "cannot start the metadata thread", strerror(rc));
+		mongoc_client_destroy(ic->client);
+		ic->client = NULL;
+		return false;
+	}
+	ic->started = true;
+	return true;
+}
+
+bool index_cache_stop(index_cache *ic, uint32_t wait_ms)
+{
+	if (ic == NULL || !ic->started)
+		return true;
+	struct timespec until = deadline(wait_ms == INDEX_CACHE_WAIT_FOREVER ? 0 : wait_ms);
+	pthread_mutex_lock(&ic->mu);
+	ic->stop = true;
+	pthread_cond_broadcast(&ic->cv);
+	while (!ic->exited) {
+		if (wait_ms == INDEX_CACHE_WAIT_FOREVER)
+			pthread_cond_wait(&ic->cv, &ic->mu);
+		else if (pthread_cond_timedwait(&ic->cv, &ic->mu, &until) == ETIMEDOUT)
+			break;
+	}
+	bool exited = ic->exited;
+	pthread_mutex_unlock(&ic->mu);
+	if (!exited)
+		return false;
+	pthread_join(ic->thread, NULL);
+	ic->started = false;
+	return true;
+}
+
+void index_cache_free(index_cache *ic)
+{
+	if (ic == NULL)
+		return;
+	if (!index_cache_stop(ic, INDEX_CACHE_WAIT_FOREVER))
+		return; /* cannot happen: waiting forever */
+	if (ic->client != NULL)
+		mongoc_client_destroy(ic->client);
+	if (ic->uri != NULL)
+		mongoc_uri_destroy(ic->uri);
+	lru_map_destroy(&ic->map, entry_free);
+	pthread_cond_destroy(&ic->cv);
+	pthread_mutex_destroy(&ic->mu);
+	free(ic);
+}
+
+void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg)
+{
+	ic->on_error = fn;
+	ic->error_arg = arg;
+}

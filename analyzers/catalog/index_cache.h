@@ -1,0 +1,106 @@
+/* The index cache: which indexes each collection has, learned over a side
+ * connection (libmongoc, `listIndexes`) that never blocks the request path.
+ *
+ * A dedicated metadata thread owns the libmongoc client. Lookups from worker
+ * threads either find a known index list or schedule a fetch and answer
+ * "unknown"; when a fetch completes the cache calls `notify` (from the
+ * metadata thread) so the proxy can re-run requests that were waiting.
+ * Entries are refreshed every refresh_secs and dropped when a DDL command
+ * passes through the proxy (engine_note_ddl). With each list the thread
+ * learns the collection's estimated document count (index_set_doc_count;
+ * `count` without a filter, which reads metadata only), refreshed with it. */
+#ifndef MG_ANALYZERS_CATALOG_INDEX_CACHE_H
+#define MG_ANALYZERS_CATALOG_INDEX_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct index_cache index_cache;
+typedef void (*index_cache_notify_fn)(void *arg);
+
+/* uri: any mongodb:// URI libmongoc accepts. Returns NULL with err set when
+ * the URI is invalid. The thread starts with index_cache_start(). The side
+ * connection uses appname "mongoguard-metadata" and, unless the URI says
+ * otherwise, 3 s server selection and connect timeouts and a 10 s socket
+ * timeout. refresh_secs 0: known lists are never refreshed in the background. */
+index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache_notify_fn notify,
+                             void *notify_arg, char *err, size_t errlen);
+bool index_cache_start(index_cache *ic, char *err, size_t errlen);
+/* Called from the metadata thread when listIndexes fails for a reason
+ * other than "no such collection" or "a view" (auth, network, ...); the
+ * namespace then has no sort verdict until a retry succeeds. Set before
+ * index_cache_start(). */
+typedef void (*index_cache_error_fn)(void *arg, const char *ns, const char *message);
+void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *arg);
+
+/* Stops the thread and frees everything. */
+/* Stops the thread and joins it when it ends within wait_ms (its callbacks
+ * have all returned then): true. False when it is still inside a request
+ * to the server (a silent server holds it for the socket timeout): it then
+ * ends by itself when that returns, and the cache must not be freed. What
+ * the cache knows stays readable until index_cache_free, which waits as
+ * long as it takes. */
+#define INDEX_CACHE_WAIT_FOREVER UINT32_MAX
+bool index_cache_stop(index_cache *ic, uint32_t wait_ms) __attribute__((warn_unused_result));
+void index_cache_free(index_cache *ic);
+
+/* ---- used by the engine ---- */
+#include "analyzers/planner/index_set.h"
+
+typedef enum {
+	INDEXES_KNOWN,       /* *out holds a retained set: release it */
+	INDEXES_PENDING,     /* a fetch is scheduled or running */
+	INDEXES_UNAVAILABLE, /* the last fetch failed recently; no verdict possible */
+} index_lookup;
+
+index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
+
+/* Documents were inserted (delta > 0) or deleted in db.coll, as the
+ * replies said: the known count follows (index_set_note_docs). When the
+ * estimate has moved by more than INDEX_CACHE_RECOUNT of the count read
+ * (and at least INDEX_CACHE_RECOUNT_MIN documents), or the collection was
+ * missing and is written now, the list and count are fetched again early;
+ * the old set serves until the new one lands. Nothing when db.coll is not
+ * known. */
+#define INDEX_CACHE_RECOUNT     0.5
+#define INDEX_CACHE_RECOUNT_MIN 8
+void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta);
+
+/* Forgets what is known about db.coll (coll NULL: every collection of db)
+ * and refetches on next use. Safe from any thread. */
+void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
+
+/* For tests: installs a known set for db.coll without any connection. The
+ * cache takes its own reference (index_set_retain): the caller still owns
+ * and releases the one it passed. A fetch in flight for db.coll is
+ * discarded when it lands. s NULL forgets db.coll. */
+void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s);
+
+/* ---- additions: testing hooks and the metadata thread's own steps ----
+ *
+ * index_cache_new accepts uri NULL: a cache that never connects (tests;
+ * index_cache_start then fails). The thread runs one listIndexes at a time
+ * as the two halves below, which tests call directly to drive the
+ * generation logic without a server. */
+
+/* Takes the next namespace waiting for a fetch ("db.coll" into ns) and the
+ * generation the answer must match. False when nothing waits. */
+bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *gen);
+/* Lands a fetch: set is the new list (the cache takes the caller's
+ * reference; an opaque set for a missing collection or a view) or NULL when
+ * listIndexes failed. Returns false when db.coll was invalidated or
+ * replaced since fetch_begin: the answer is stale and is dropped, and the
+ * entry, if asked for again, is fetched anew. */
+bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set);
+
+/* Milliseconds on a monotonic clock; the default reads CLOCK_MONOTONIC.
+ * Tests replace it to step over the failure back-off (5 s) and refresh. */
+typedef int64_t (*index_cache_clock_fn)(void *arg);
+void index_cache_set_clock(index_cache *ic, index_cache_clock_fn now_ms, void *arg);
+
+/* Namespaces remembered at most; the least recently used idle entry goes. */
+#define INDEX_CACHE_MAX_ENTRIES 10000
+/* After a failed fetch, lookups answer INDEXES_UNAVAILABLE for this long. */
+#define INDEX_CACHE_RETRY_MS 5000
+#endif

@@ -1,0 +1,687 @@
+/* Each command's analyser (the `analyze` of its row in commands.c): it
+ * finds the parts of a request (filters, updates, sorts, pipelines, plan
+ * questions, inserted documents), in the body or in a kind-1 sequence, and
+ * runs the rules' checks on them through run_checks (engine_int.h).
+ *
+ * Order matters for re-entry. index-mismatched-sort may need an index list
+ * the cache does not have yet; then the analyser answers
+ * VERDICT_WAIT_INDEXES and the proxy calls again later. So sort checks run
+ * first, and nothing is reported before the engine knows it will not wait.
+ * An analyser reads only the view and the engine, so a later call on a
+ * saved copy of the request gives the same parts.
+ *
+ * A statement (update's, delete's, a bulkWrite op's) goes through
+ * analyze_stmt alone: the one place every statement's filter and update
+ * are walked and checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/engine/body.h"
+#include "analyzers/engine/engine_int.h"
+#include "analyzers/engine/keys.h"
+#include "protocol/byte_template.h"
+#include "protocol/wire_iter.h"
+
+/* Where a finding is: its namespace, each rule's action there, and which
+ * parts some rule that is not off there reads. */
+typedef struct target {
+	const char *db;
+	const char *coll; /* NULL for a collection-less aggregate */
+	char ns[256];
+	rule_action act[RULE_COUNT];
+	uint8_t sample[RULE_COUNT];
+	unsigned parts;      /* PART_* */
+	unsigned late_kinds; /* a late call: the check kinds owed here */
+	/* What a statement here must show (its facts) for some filter, update
+	 * or query check to be called (stmt_gate): any check always called, the
+	 * STMT_ bits some check is called for, the smallest update a floored
+	 * update check is called for. */
+	bool gated; /* stmt_gate ran: statements only */
+	bool gate_always;
+	unsigned gate_when;
+	uint32_t gate_floor;
+} target;
+
+static bool late_only(actx *ax, target *t);
+
+static bool target_init(actx *ax, target *t, const char *db, const char *coll)
+{
+	t->db = db;
+	t->coll = coll;
+	t->late_kinds = 0;
+	t->gated = false;
+	ns_join(t->ns, sizeof(t->ns), db, coll ? coll : "$cmd.aggregate");
+	const engine *e = ax->e;
+	if (!e->scoped) {
+		memcpy(t->act, ax->explain ? e->act_explain : e->act, sizeof(t->act));
+		memcpy(t->sample, e->sample, sizeof(t->sample));
+		t->parts = ax->explain ? e->parts_explain : e->parts_all;
+		return ax->late_call ? late_only(ax, t) : t->parts != 0;
+	}
+	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
+	t->parts = 0;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		rule_action a = rule_effective(&ax->e->cfg.rules[r], t->ns, app, &t->sample[r]);
+		if (ax->explain && a > RULE_LOG)
+			a = RULE_LOG; /* explain runs nothing: log, never block */
+		t->act[r] = a;
+		if (a != RULE_OFF)
+			t->parts |= ax->e->parts[r];
+	}
+	return ax->late_call ? late_only(ax, t) : t->parts != 0;
+}
+
+/* A late call: only the rules owed at this namespace run, and none can
+ * block any more (the request went on): what would have blocked says so
+ * as a dry run does. */
+static bool late_only(actx *ax, target *t)
+{
+	const engine_late *late = ax->rc->late;
+	uint64_t h = engine_ns_hash(t->ns);
+	uint32_t owed = 0;
+	t->late_kinds = 0;
+	for (unsigned i = 0; i < late->n; i++)
+		if (late->at[i].ns_hash == h) {
+			owed |= late->at[i].rules;
+			t->late_kinds |= late->at[i].kinds;
+		}
+	t->parts = 0;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		if (!(owed >> r & 1))
+			t->act[r] = RULE_OFF;
+		else if (t->act[r] == RULE_BLOCK)
+			t->act[r] = RULE_DRY_RUN;
+		if (t->act[r] != RULE_OFF)
+			t->parts |= ax->e->parts[r];
+	}
+	return t->parts != 0;
+}
+
+/* The rules in `rules` are owed at t's namespace, all their checks
+ * (engine_late): they do not run now. */
+static void owe(actx *ax, target *t, uint32_t rules)
+{
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (rules >> r & 1)
+			t->act[r] = RULE_OFF; /* their checks would find nothing to read */
+	engine_owe(ax, t->ns, rules, ~0u);
+}
+
+/* The facts the index-aware rules read (the namespace's index list and
+ * document count), looked up before any check runs on t for the parts
+ * the request has (present: PART_SORT, PART_QUERY), so the request either
+ * waits for them whole or is judged without those rules and owes them
+ * (engine.h). Waiting is for when one of them could block or dry-run the
+ * request and nothing has been reported yet (a request that waits is
+ * analysed again from the start). False when the request waits. */
+static bool facts_ready(actx *ax, target *t, unsigned present)
+{
+	const engine *e = ax->e;
+	uint32_t need = 0;
+	bool decisive = false;
+	if (!e->facts_may_hold || !e->ic || !t->coll)
+		return true; /* at log the checks owe what they miss (rule_ctx_indexes) */
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (t->act[r] != RULE_OFF && (e->needs_facts[r] & present)) {
+			need |= 1u << r;
+			decisive |= t->act[r] >= RULE_DRY_RUN;
+		}
+	/* At log the checks owe what they find missing themselves
+	 * (rule_ctx_indexes), and a request that needs no index list (an _id
+	 * lookup) costs no lookup. */
+	const index_set *set;
+	if (!decisive || engine_lookup(ax, t->db, t->coll, &set) != INDEXES_PENDING ||
+	    (ax->rc && ax->rc->no_wait))
+		return true;
+	if (!ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
+		return false;
+	owe(ax, t, need);
+	return true;
+}
+
+/* t's gate (target above), from the checks not off there: once per
+ * command (per op in a bulkWrite), so that a statement whose facts no
+ * check is called for costs no more than its read. */
+static void stmt_gate(const actx *ax, target *t)
+{
+	static const check_kind kinds[] = {CHECK_FILTER, CHECK_UPDATE, CHECK_QUERY};
+	const engine *e = ax->e;
+	t->gated = true;
+	t->gate_always = ax->late_call; /* a late call runs only what is owed */
+	t->gate_when = 0;
+	t->gate_floor = UINT32_MAX;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t i = 0; i < e->nchecks[kinds[k]]; i++) {
+			rule_id r = e->checks[kinds[k]][i];
+			unsigned when = e->when[kinds[k]][i];
+			if (t->act[r] == RULE_OFF)
+				continue;
+			if (when)
+				t->gate_when |= when;
+			else if (kinds[k] == CHECK_UPDATE && e->floor[r] > 0)
+				t->gate_floor =
+				    e->floor[r] < t->gate_floor ? e->floor[r] : t->gate_floor;
+			else
+				t->gate_always = true;
+		}
+}
+
+/* Whether no filter, update or query check would be called on a statement
+ * with facts f at t (check_skipped, for every check at once). */
+static bool stmt_unchecked(const target *t, const stmt_facts *f)
+{
+	return !t->gate_always && !(f->have & t->gate_when) &&
+	       (!f->has_update || f->update.len < t->gate_floor);
+}
+
+static rule_site site_of(const target *t, const shape_spec *spec)
+{
+	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, NULL, t->late_kinds};
+	return s;
+}
+
+static bool nonempty_doc(const bson_t *d)
+{
+	return d && !bson_empty(d);
+}
+
+/* The sort checks, first: they alone may have to wait for an index list,
+ * and nothing may be reported before the engine knows it will not wait.
+ * They are given only a non-empty sort, and only with an index cache.
+ * False when the request waits. */
+static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_site *s,
+                                                         const sort_query *q)
+{
+	if (!ax->e->ic || !nonempty_doc(q->sort))
+		return true;
+	return run_checks(ax, s, CHECK_SORT, q);
+}
+
+/* The collection-scan question of a filter: the filter as a document (a
+ * static view, made only when a rule asks), and what bounds the work. */
+static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query_kind kind)
+{
+	rule_query rq;
+	rq.kind = kind;
+	rq.q = b->q;
+	rq.q.filter = NULL;
+	if (b->has_filter && body_doc_view(&b->filter, &b->filter_doc))
+		rq.q.filter = &b->filter_doc;
+	rq.distinct_key = b->key;
+	rq.min_max = b->min_max;
+	switch (kind) {
+	case RULE_QUERY_UPDATE:
+		rq.limit = b->multi ? 0 : 1;
+		break;
+	case RULE_QUERY_FIND_AND_MODIFY:
+		rq.limit = 1;
+		break;
+	default:
+		rq.limit = b->limit;
+		break;
+	}
+	run_checks(ax, s, CHECK_QUERY, &rq);
+}
+
+/* The checks of a filter, an update and a query, after the sort checks.
+ * The filter and the update are read once, into facts every check reads
+ * (facts.h), each only when some rule not off here reads it. The update
+ * checks see the statement's filter through the site. */
+static bool check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
+                                rule_query_kind kind, byte_spans *spans)
+{
+	stmt_facts f;
+	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
+	f.has_update = b->has_update && (t->parts & PART_UPDATE);
+	if (f.has_filter)
+		facts_filter(&f.filter, &b->filter, spans);
+	if (f.has_update)
+		facts_update(&f.update, &b->update, spans);
+	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
+	if (t->gated && stmt_unchecked(t, &f))
+		return true; /* no check could find anything in it */
+	s->facts = &f;
+	if (b->has_filter) {
+		s->filter = &b->filter;
+		run_checks(ax, s, CHECK_FILTER, &b->filter);
+	}
+	if (b->has_update)
+		run_checks(ax, s, CHECK_UPDATE, &b->update);
+	if ((t->parts & PART_QUERY) && any_check(ax, s, CHECK_QUERY))
+		run_body_query(ax, s, b, kind);
+	s->facts = NULL; /* f is this call's */
+	return false;
+}
+
+/* ---- find, findAndModify, count, distinct ---- */
+
+/* A rule set to block in some scope (or as its action), that reads one of
+ * the parts in `parts`. */
+static bool blocks_somewhere(const engine *e, int r, unsigned parts)
+{
+	return (e->parts[r] & parts) && rule_can_block(&e->cfg.rules[r]);
+}
+
+/* {find: UUID(...)}: mongod runs find, count and distinct on the collection
+ * with that UUID, so a query naming its collection that way would pass
+ * every rule unjudged (no namespace for the scopes, no index list). It is
+ * blocked when some rule that reads such a query blocks anywhere, and asked
+ * to name its collection; drivers never send this form. Any other type of
+ * collection name is refused by the server itself. No finding: nothing was
+ * analysed, and the block counts in mongoguard_blocked_total. */
+static verdict collection_by_uuid(actx *ax, const cmdview *v)
+{
+	bson_iter_t it;
+	if (ax->explain || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
+	    !WIRE_ITER_HOLDS_BINARY(&it))
+		return VERDICT_FORWARD;
+	bson_subtype_t st;
+	uint32_t len;
+	const uint8_t *bin;
+	bson_iter_binary(&it, &st, &len, &bin);
+	if (st != BSON_SUBTYPE_UUID && st != BSON_SUBTYPE_UUID_DEPRECATED)
+		return VERDICT_FORWARD;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		if (!blocks_somewhere(ax->e, r, PART_FILTER | PART_SORT | PART_QUERY))
+			continue;
+		engine_block_uuid(ax, (rule_id)r);
+		return VERDICT_BLOCK;
+	}
+	return VERDICT_FORWARD;
+}
+
+/* One collection, one filter, and for some a sort and an update: the body
+ * keys of the command's row. The sort rule finds no sort in count or
+ * distinct and says nothing. */
+verdict analyze_query(actx *ax, const cmdview *v)
+{
+	target t;
+	cmd_body b;
+	const char *coll = body_coll_of(&v->body);
+	if (!coll)
+		return collection_by_uuid(ax, v);
+	if (!target_init(ax, &t, ax->db, coll)) {
+		ax->repeatable = true; /* every rule is off here */
+		return VERDICT_FORWARD;
+	}
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, ax->cmd->keys))
+		return VERDICT_FORWARD;
+	const sort_query *sq = body_sort_query(&b);
+	if (!facts_ready(ax, &t,
+	                 (nonempty_doc(sq->sort) ? PART_SORT : 0) | PART_QUERY |
+	                     (nonempty_doc(sq->collation) ? PART_COLLATED : 0)))
+		return VERDICT_WAIT_INDEXES;
+	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
+	if (!run_sort(ax, &site, sq))
+		return VERDICT_WAIT_INDEXES;
+	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans);
+	ax->repeatable = true; /* engine.h, engine_repeat: if no check was called */
+	return ax->verdict;
+}
+
+/* ---- aggregate, and views ---- */
+/* The filter of an aggregation's leading $match stages, and the $sort right
+ * after them: only a sort at the start of the pipeline can use an index,
+ * and only the leading $match stages choose the plan. Several leading
+ * $match stages are merged (the server coalesces them); only then is
+ * anything allocated. bson_t values are never copied by value (a view
+ * points into its own struct), hence the two slots. */
+typedef struct leading {
+	bson_t first;  /* view of the first $match */
+	bson_t merged; /* owned when several $match stages lead */
+	bool owned;
+	const bson_t *filter; /* NULL, &first or &merged */
+	bson_t sort;
+	bool has_sort;
+} leading;
+
+static void leading_stages(const bson_iter_t *pipeline, leading *l)
+{
+	bson_iter_t s, c;
+	l->owned = l->has_sort = false;
+	l->filter = NULL;
+	if (!wire_iter_recurse(pipeline, &s))
+		return;
+	while (wire_iter_next(&s)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$sort")) {
+			l->has_sort = body_doc_view(&c, &l->sort);
+			return;
+		}
+		if (!key_eq(k, "$match"))
+			return;
+		if (!l->filter) {
+			if (!body_doc_view(&c, &l->first))
+				return;
+			l->filter = &l->first;
+			continue;
+		}
+		bson_t m;
+		if (!body_doc_view(&c, &m))
+			return;
+		if (!l->owned) {
+			bson_init(&l->merged);
+			bson_concat(&l->merged, &l->first);
+			l->owned = true;
+			l->filter = &l->merged;
+		}
+		bson_concat(&l->merged, &m);
+	}
+}
+
+verdict analyze_aggregate(actx *ax, const cmdview *v)
+{
+	target t;
+	cmd_body b;
+	const char *coll = body_coll_of(&v->body); /* NULL for {aggregate: 1} */
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, ax->cmd->keys))
+		return VERDICT_FORWARD;
+	if (b.explain)
+		ax->explain = true; /* {aggregate, explain: true} runs nothing */
+	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
+
+	bool ready = true;
+	leading l = {.owned = false, .filter = NULL, .has_sort = false};
+	if (coll && (t.parts & (PART_SORT | PART_QUERY)) && ax->e->ic) {
+		leading_stages(&b.pipeline, &l);
+		if (!facts_ready(
+		        ax, &t,
+		        (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
+		            (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
+			if (l.owned)
+				bson_destroy(&l.merged);
+			return VERDICT_WAIT_INDEXES;
+		}
+		if (l.has_sort && (t.parts & PART_SORT)) {
+			b.q.filter = l.filter;
+			b.q.sort = &l.sort;
+			ready = run_sort(ax, &site, &b.q);
+		}
+	}
+	if (ready) {
+		if (l.filter && (t.parts & PART_QUERY)) {
+			rule_query rq = {.kind = ax->cmd->query, .q = b.q, .min_max = false};
+			rq.q.filter = l.filter;
+			rq.q.sort = l.has_sort ? &l.sort : NULL;
+			run_checks(ax, &site, CHECK_QUERY, &rq);
+		}
+		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
+	}
+	if (l.owned)
+		bson_destroy(&l.merged);
+	return ready ? ax->verdict : VERDICT_WAIT_INDEXES;
+}
+
+/* create / collMod of a view: {create: "v", viewOn: "c", pipeline: [...]}.
+ * The pipeline runs on every read of the view, so a pattern a rule blocks
+ * in an aggregation is blocked where the view is defined; a view hid it
+ * from every later find. Only the pipeline checks run: there is no query
+ * to plan yet. A create without a pipeline (a collection) costs a lookup. */
+verdict analyze_view(actx *ax, const cmdview *v)
+{
+	target t;
+	cmd_body b;
+	const char *coll = body_coll_of(&v->body);
+	bson_iter_t it;
+	if (!coll || !bson_iter_init_find(&it, &v->body, "pipeline"))
+		return VERDICT_FORWARD;
+	body_init(&b, ax->db, coll);
+	if (!body_walk(&b, &v->body, ax->cmd->keys) || !b.has_pipeline ||
+	    !target_init(ax, &t, ax->db, coll) || !(t.parts & ax->cmd->parts))
+		return VERDICT_FORWARD;
+	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	rule_site site = site_of(&t, &spec);
+	run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
+	return ax->verdict;
+}
+
+/* ---- statements: update, delete, bulkWrite's ops ---- */
+
+/* One statement, in the shape of `command` on `shape_target`. op:
+ * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
+ * Every statement of every command is walked and checked here, once.
+ * tp (NULL: none): the batch's template, matched first, and made of this
+ * statement when no check was called for it. */
+static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned keys,
+                         rule_query_kind kind, const char *command, const char *shape_target,
+                         const char *op, byte_template *tp)
+{
+	cmd_body b;
+	body_init(&b, NULL, NULL);
+	if (op) {
+		b.parts[0].key = "op";
+		b.parts[0].str = op;
+		b.parts[0].mode = SHAPE_VERBATIM;
+		b.n = 1;
+	}
+	if (!body_walk_iter(&b, doc, keys))
+		return;
+	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
+		b.limit = b.multi ? 0 : 1;
+	b.q.db = t->db;
+	b.q.coll = t->coll;
+	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
+	rule_site site = site_of(t, &spec);
+	if (!tp) {
+		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
+		return;
+	}
+	byte_spans spans = {.base = doc->raw, .n = 0, .full = false};
+	if (check_filter_update(ax, &site, &b, t, kind, &spans))
+		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
+	else
+		tp->valid = false;
+}
+
+/* update and delete: each statement of the row's sequence. */
+verdict analyze_statements(actx *ax, const cmdview *v)
+{
+	target t;
+	const command_def *c = ax->cmd;
+	const char *coll = body_coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll))
+		return VERDICT_FORWARD;
+	if (!(t.parts & c->parts))
+		return VERDICT_FORWARD; /* e.g. a delete has only filters */
+	if (!facts_ready(ax, &t, PART_QUERY))
+		return VERDICT_WAIT_INDEXES;
+	stmt_gate(ax, &t);
+	cmdview_docs d;
+	bson_iter_t doc;
+	byte_template tp;
+	tp.valid = false;
+	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
+	cmdview_docs_init(&d, v, c->stmts);
+	while (cmdview_docs_next_iter(&d, &doc))
+		if (!tpp || !byte_template_matches(tpp, doc.raw, doc.len))
+			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
+			             tpp);
+	return ax->verdict;
+}
+
+/* insert: each document, for the rules that read inserted documents. The
+ * shape is the command and the collection only: a document is data, and
+ * every large document of one collection is one finding, counted. */
+verdict analyze_insert(actx *ax, const cmdview *v)
+{
+	target t;
+	/* Every document is smaller than the request: most inserts end here. */
+	uint64_t bytes = v->body.len;
+	for (size_t i = 0; i < v->nseqs; i++)
+		bytes += v->seqs[i].docs_len;
+	if (bytes < ax->e->doc_floor)
+		return VERDICT_FORWARD;
+	const char *coll = body_coll_of(&v->body);
+	if (!coll || !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_DOCUMENT))
+		return VERDICT_FORWARD;
+	shape_spec spec = {ax->cmd->name, coll, ax->explain, NULL, 0};
+	rule_site site = site_of(&t, &spec);
+	cmdview_docs d;
+	bson_t doc;
+	cmdview_docs_init(&d, v, ax->cmd->stmts);
+	while (cmdview_docs_next(&d, &doc))
+		run_checks(ax, &site, CHECK_DOCUMENT, &doc);
+	return ax->verdict;
+}
+
+/* ---- bulkWrite ---- */
+
+/* bulkWrite's update and delete ops (the statements of its "ops"). */
+#define BULK_UPDATE_KEYS                                                                           \
+	(BK(FILTER) | BK(UPDATE_MODS) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) |    \
+	 BK(COLLATION))
+#define BULK_DELETE_KEYS (BK(FILTER) | BK(MULTI) | BK(HINT) | BK(COLLATION))
+
+/* A bulkWrite insert op: {insert: i, document: {...}}. */
+static void analyze_insert_op(actx *ax, const target *t, const bson_t *op)
+{
+	bson_iter_t it;
+	bson_t doc;
+	if (!(t->parts & PART_DOCUMENT) || !bson_iter_init_find(&it, op, "document") ||
+	    !body_doc_view(&it, &doc))
+		return;
+	shape_part part = {.key = "op", .mode = SHAPE_VERBATIM, .str = "insert"};
+	shape_spec spec = {ax->cmd->name, t->ns, ax->explain, &part, 1};
+	rule_site site = site_of(t, &spec);
+	run_checks(ax, &site, CHECK_DOCUMENT, &doc);
+}
+/* bulkWrite (admin): ops name their namespace by index into nsInfo.
+ * nsInfo is read once per request into a table of its "ns" strings
+ * (pointers into the message; NULL for an entry without one). Scanning
+ * nsInfo again for every op was quadratic: 20,000 ops naming the last of
+ * 20,000 entries (a 1.7 MB message, 300 bytes as zstd OP_COMPRESSED) held
+ * a worker for 50 s under ASan. The table lives on the stack for the
+ * namespaces a real bulkWrite names; only a larger nsInfo allocates. */
+#define BULK_NS_INLINE 64
+
+typedef struct bulk_nsinfo {
+	const char *inline_ns[BULK_NS_INLINE];
+	const char **ns; /* inline_ns, or malloc'd when nsInfo is larger */
+	size_t n;
+} bulk_nsinfo;
+
+/* False only when memory runs out; the ops then go unanalyzed. */
+static bool bulk_nsinfo_init(bulk_nsinfo *b, const cmdview *v)
+{
+	cmdview_docs d;
+	bson_t doc;
+	size_t count = 0;
+	cmdview_docs_init(&d, v, "nsInfo");
+	while (cmdview_docs_next(&d, &doc))
+		count++;
+	b->n = 0;
+	b->ns = count <= BULK_NS_INLINE ? b->inline_ns : malloc(count * sizeof(*b->ns));
+	if (!b->ns)
+		return false;
+	cmdview_docs_init(&d, v, "nsInfo");
+	while (b->n < count && cmdview_docs_next(&d, &doc)) {
+		bson_iter_t it;
+		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && WIRE_ITER_HOLDS_UTF8(&it)
+		                    ? bson_iter_utf8(&it, NULL)
+		                    : NULL;
+	}
+	return true;
+}
+
+static void bulk_nsinfo_free(bulk_nsinfo *b)
+{
+	if (b->ns != b->inline_ns)
+		free(b->ns);
+}
+
+static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
+{
+	if (idx < 0 || (uint64_t)idx >= b->n || !b->ns[idx])
+		return false;
+	snprintf(ns, cap, "%s", b->ns[idx]);
+	return true;
+}
+
+verdict analyze_bulk_write(actx *ax, const cmdview *v)
+{
+	cmdview_docs d;
+	bson_t op;
+	bulk_nsinfo nsinfo;
+	if (!bulk_nsinfo_init(&nsinfo, v))
+		return ax->verdict;
+	cmdview_docs_init(&d, v, "ops");
+	while (cmdview_docs_next(&d, &op)) {
+		bson_iter_t it;
+		if (!bson_iter_init(&it, &op) || !wire_iter_next(&it))
+			continue;
+		const char *kind = wire_iter_key(&it);
+		bool is_update = key_eq(kind, "update");
+		bool is_insert = !is_update && key_eq(kind, "insert");
+		if (!is_update && !is_insert && !key_eq(kind, "delete"))
+			continue;
+		if (!WIRE_ITER_HOLDS_INT(&it))
+			continue;
+		/* The shape names the namespace: bulkWrite spans several. */
+		char ns[256], db[128];
+		const char *coll;
+		if (!bulk_ns(&nsinfo, bson_iter_as_int64(&it), ns, sizeof(ns)) ||
+		    !split_ns(ns, db, sizeof(db), &coll))
+			continue;
+		target t;
+		if (!target_init(ax, &t, db, coll))
+			continue;
+		if (!is_insert && !facts_ready(ax, &t, PART_QUERY)) {
+			bulk_nsinfo_free(&nsinfo);
+			return VERDICT_WAIT_INDEXES;
+		}
+		stmt_gate(ax, &t);
+		bson_iter_t stmt;
+		if (is_insert)
+			analyze_insert_op(ax, &t, &op);
+		else if (bson_iter_init(&stmt, &op))
+			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
+			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
+			             ax->cmd->name, t.ns, kind, NULL);
+	}
+	bulk_nsinfo_free(&nsinfo);
+	return ax->verdict;
+}
+
+/* ---- explain ---- */
+
+bool engine_explained(const cmdview *v, cmdview *inner)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
+		return false;
+	memset(inner, 0, sizeof(*inner));
+	inner->origin = v->origin;
+	inner->db = v->db;
+	if (!body_doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
+	    !wire_iter_next(&it))
+		return false;
+	inner->name = wire_iter_key(&it);
+	return true;
+}
+
+/* {explain: {find: ...}, verbosity: ...}: the inner command's analyser, on
+ * a view of the inner command, with every action at most log. Insert,
+ * create and collMod cannot be explained (their rows say so). */
+verdict analyze_explain(actx *ax, const cmdview *v)
+{
+	cmdview inner;
+	if (!engine_explained(v, &inner))
+		return VERDICT_FORWARD;
+	const command_def *c = commands_find(inner.name);
+	if (!c || !c->explainable)
+		return VERDICT_FORWARD;
+	ax->cmd = c;
+	ax->explain = true;
+	verdict vd = c->analyze(ax, &inner);
+	return vd == VERDICT_BLOCK ? VERDICT_FORWARD : vd; /* belt and braces */
+}

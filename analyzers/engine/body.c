@@ -1,0 +1,171 @@
+/* The body walker (body.h): one switch that names each key the rules read,
+ * and one pass that takes them. */
+#include "analyzers/engine/body.h"
+
+#include "analyzers/engine/keys.h"
+
+/* hint: a key pattern document or an index name. */
+static void take_hint(const bson_iter_t *it, bson_t *doc, sort_query *q)
+{
+	if (WIRE_ITER_HOLDS_UTF8(it))
+		q->hint_name = bson_iter_utf8(it, NULL);
+	else if (body_doc_view(it, doc))
+		q->hint_doc = doc;
+}
+
+/* Only a boolean or a number makes the server explain instead of run; it
+ * refuses any other type, so reading {explain: "false"} as explain (libbson
+ * calls every string true) would only have let it go unblocked. */
+static bool explains(const bson_iter_t *it)
+{
+	return (WIRE_ITER_HOLDS_BOOL(it) || WIRE_ITER_HOLDS_NUMBER(it)) && bson_iter_as_bool(it);
+}
+
+/* find's limit is negative for a single batch: its absolute value. */
+static void take_limit(const bson_iter_t *it, int64_t *limit)
+{
+	if (WIRE_ITER_HOLDS_NUMBER(it)) {
+		int64_t n = bson_iter_as_int64(it);
+		*limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
+	}
+}
+
+static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode mode,
+                     const bson_iter_t *it)
+{
+	parts[*n].key = key;
+	parts[*n].mode = mode;
+	parts[*n].str = NULL;
+	parts[*n].value = *it;
+	(*n)++;
+}
+
+/* static: inlined into body_walk, where it runs for every key of a body. */
+static body_key key_of(const char *k)
+{
+	switch (k[0]) {
+	case 'a':
+		return key_eq(k, "arrayFilters") ? BK_ARRAY_FILTERS : BK_NONE;
+	case 'c':
+		return key_eq(k, "collation") ? BK_COLLATION : BK_NONE;
+	case 'e':
+		return key_eq(k, "explain") ? BK_EXPLAIN : BK_NONE;
+	case 'f':
+		return key_eq(k, "filter") ? BK_FILTER : BK_NONE;
+	case 'h':
+		return key_eq(k, "hint") ? BK_HINT : BK_NONE;
+	case 'k':
+		return key_eq(k, "key") ? BK_KEY : BK_NONE;
+	case 'l':
+		return key_eq(k, "limit") ? BK_LIMIT : BK_NONE;
+	case 'm':
+		if (key_eq(k, "multi"))
+			return BK_MULTI;
+		return key_eq(k, "min") || key_eq(k, "max") ? BK_MIN_MAX : BK_NONE;
+	case 'p':
+		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
+	case 'q':
+		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
+	case 's':
+		return key_eq(k, "sort") ? BK_SORT : BK_NONE;
+	case 'u':
+		if (key_eq(k, "u"))
+			return BK_U;
+		if (key_eq(k, "update"))
+			return BK_UPDATE;
+		if (key_eq(k, "updateMods"))
+			return BK_UPDATE_MODS;
+		return key_eq(k, "upsert") ? BK_UPSERT : BK_NONE;
+	default:
+		return BK_NONE;
+	}
+}
+
+body_key body_key_of(const char *k)
+{
+	return key_of(k);
+}
+
+/* One switch case per key, hence its length. */
+bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
+{
+	bson_iter_t it;
+	return bson_iter_init(&it, doc) && body_walk_iter(b, &it, wanted);
+}
+
+bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+{
+	bson_iter_t it = *doc;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
+		body_key key = key_of(k);
+		if (!(wanted & (1u << key)))
+			continue; /* BK_NONE is never wanted */
+		bool taken = true;
+		shape_mode mode = SHAPE_VERBATIM;
+		switch (key) {
+		case BK_FILTER:
+		case BK_QUERY:
+		case BK_Q:
+			if ((taken = WIRE_ITER_HOLDS_DOCUMENT(&it))) {
+				b->filter = it;
+				b->has_filter = true;
+				mode = SHAPE_FILTER;
+			}
+			break;
+		case BK_UPDATE:
+		case BK_U:
+		case BK_UPDATE_MODS:
+			b->update = it;
+			b->has_update = true;
+			mode = SHAPE_UPDATE;
+			break;
+		case BK_PIPELINE:
+			if ((taken = WIRE_ITER_HOLDS_ARRAY(&it))) {
+				b->pipeline = it;
+				b->has_pipeline = true;
+				mode = SHAPE_PIPELINE;
+			}
+			break;
+		case BK_SORT:
+			if ((taken = body_doc_view(&it, &b->sort)))
+				b->q.sort = &b->sort;
+			break;
+		case BK_COLLATION:
+			if ((taken = body_doc_view(&it, &b->collation)))
+				b->q.collation = &b->collation;
+			break;
+		case BK_HINT:
+			take_hint(&it, &b->hint, &b->q);
+			break;
+		case BK_ARRAY_FILTERS:
+			mode = SHAPE_FILTER_LIST;
+			break;
+		case BK_EXPLAIN:
+			b->explain |= explains(&it);
+			taken = false; /* not part of the shape */
+			break;
+		case BK_LIMIT:
+			take_limit(&it, &b->limit);
+			taken = false; /* as before: limits do not change the shape */
+			break;
+		case BK_MULTI:
+			b->multi = bson_iter_as_bool(&it);
+			taken = false;
+			break;
+		case BK_MIN_MAX:
+			b->min_max = true;
+			break;
+		case BK_KEY:
+			if (WIRE_ITER_HOLDS_UTF8(&it))
+				b->key = bson_iter_utf8(&it, NULL);
+			break;
+		case BK_UPSERT:
+		case BK_NONE:
+			break;
+		}
+		if (taken && b->n < BODY_MAX_PARTS)
+			add_part(b->parts, &b->n, k, mode, &it);
+	}
+	return true;
+}

@@ -1,0 +1,127 @@
+/* Reading a command body, or one statement of a batch, for the engine: one
+ * pass over the document takes the keys a command's rules read (its filter,
+ * update, pipeline, sort, collation, hint, limit, ...) as views into the
+ * request, and lists, in the body's order, the parts its shape shows.
+ *
+ * Each key name means the same wherever it appears, so one switch names a
+ * key once (body.c) and each command says, as a set of BK bits, which keys
+ * it reads (its row in commands.c). Nothing is copied or allocated: every
+ * view points into the document walked, which must outlive the body.
+ *
+ * Engine-internal: only the engine's files and their tests include it. */
+#ifndef MG_ANALYZERS_ENGINE_BODY_H
+#define MG_ANALYZERS_ENGINE_BODY_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "analyzers/engine/shape.h"
+#include "analyzers/planner/sort_query.h"
+#include "protocol/wire_iter.h"
+
+typedef enum {
+	BK_NONE,
+	BK_FILTER,      /* find, bulkWrite ops */
+	BK_QUERY,       /* findAndModify, count, distinct */
+	BK_Q,           /* update and delete statements */
+	BK_UPDATE,      /* findAndModify */
+	BK_U,           /* update statements */
+	BK_UPDATE_MODS, /* bulkWrite update ops */
+	BK_PIPELINE,
+	BK_SORT,
+	BK_COLLATION,
+	BK_HINT,
+	BK_UPSERT,
+	BK_KEY, /* distinct */
+	BK_ARRAY_FILTERS,
+	BK_EXPLAIN, /* {aggregate, explain: true} */
+	BK_LIMIT,   /* find, delete statements */
+	BK_MULTI,   /* update statements, bulkWrite ops */
+	BK_MIN_MAX, /* find's min and max */
+} body_key;
+
+#define BK(k) (1u << BK_##k)
+
+/* The most parts a command shows (findAndModify). More means repeated keys,
+ * which the server refuses; the rules still see every key, the shape shows
+ * the first ones. */
+#define BODY_MAX_PARTS 8
+
+/* What the walk found. Views point into the body; the bson_t slots live
+ * here because a view is never copied by value. */
+typedef struct cmd_body {
+	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
+	bool has_filter, has_update, has_pipeline;
+	bool explain;
+	bool multi;      /* an update statement's multi */
+	bool min_max;    /* find's min or max */
+	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
+	const char *key; /* distinct's key */
+	sort_query q;    /* sort, collation and hint point into the slots; the
+	                  * filter too once body_sort_query has run */
+	bson_t filter_doc, sort, collation, hint;
+	shape_part parts[BODY_MAX_PARTS]; /* the shape, in the body's order */
+	size_t n;
+} cmd_body;
+
+/* The key's BK_ value (BK_NONE for a key no rule reads). Exposed for tests. */
+body_key body_key_of(const char *k);
+
+/* Leaves the bson_t slots alone: on the request path, and only written
+ * when their key is met. Inline: it ran inline when it shared a file with
+ * its callers, and every analysed request calls it. */
+static inline void body_init(cmd_body *b, const char *db, const char *coll)
+{
+	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
+	b->min_max = false;
+	b->limit = 0;
+	b->key = NULL;
+	memset(&b->q, 0, sizeof(b->q));
+	b->q.db = db;
+	b->q.coll = coll;
+	b->n = 0;
+}
+
+/* One pass over doc, taking the keys in the set `wanted` (BK bits). A
+ * filter, pipeline, sort or collation of the wrong type is passed over; a
+ * repeated key counts as its last occurrence. Parts already in b->parts
+ * (a bulkWrite op's kind) stay first. False when doc cannot be read. */
+bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
+
+/* The same, from an iterator before the document's first element (as
+ * bson_iter_init leaves one); the views point into its bytes. */
+bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+    __attribute__((warn_unused_result));
+
+/* A static view of the document under it (false when it is not one). */
+static inline bool body_doc_view(const bson_iter_t *it, bson_t *out)
+{
+	uint32_t len;
+	const uint8_t *data;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+		return false;
+	bson_iter_document(it, &len, &data);
+	return bson_init_static(out, data, len);
+}
+
+/* The collection a command names: its first value, when a string. */
+static inline const char *body_coll_of(const bson_t *doc)
+{
+	bson_iter_t it;
+	if (bson_iter_init(&it, doc) && wire_iter_next(&it) && WIRE_ITER_HOLDS_UTF8(&it))
+		return bson_iter_utf8(&it, NULL);
+	return NULL;
+}
+
+/* The sort rule's question. The filter's view is made only here: only
+ * the sort rule reads it as a document, and only when there is a sort. */
+static inline const sort_query *body_sort_query(cmd_body *b)
+{
+	if (b->has_filter && b->q.sort && body_doc_view(&b->filter, &b->filter_doc))
+		b->q.filter = &b->filter_doc;
+	return &b->q;
+}
+
+#endif

@@ -1,0 +1,84 @@
+/* What the index cache learns from commands passing by. DDL: when a
+ * command that changes indexes or collections completes, the cache forgets
+ * what it knew about what it named (the commands and their kinds are rows
+ * of the command table, commands.c). Writes: the documents an insert or a
+ * delete reports in its reply move the collection's known count. */
+#include <bson/bson.h>
+
+#include "analyzers/engine/engine_int.h"
+#include "analyzers/engine/keys.h"
+#include "protocol/wire_iter.h"
+
+static void invalidate_dotted(index_cache *ic, const char *dotted)
+{
+	char db[128];
+	const char *coll;
+	if (split_ns(dotted, db, sizeof(db), &coll))
+		index_cache_invalidate(ic, db, coll);
+}
+
+/* Spellings compared without case: invalidating too often costs a
+ * listIndexes; missing one leaves a wrong index list in the cache. */
+static ddl_kind ddl_of(const cmdview *v)
+{
+	const command_def *c = commands_find_ddl(v->name);
+	return c ? c->ddl : DDL_NONE;
+}
+
+bool engine_is_ddl(const cmdview *v)
+{
+	return ddl_of(v) != DDL_NONE;
+}
+
+void engine_note_ddl(engine *e, const cmdview *v)
+{
+	ddl_kind kind = ddl_of(v);
+	if (!e->ic || !v->db || kind == DDL_NONE)
+		return;
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
+		return;
+	const char *arg = WIRE_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
+	switch (kind) {
+	case DDL_COLL:
+		if (arg)
+			index_cache_invalidate(e->ic, v->db, arg);
+		break;
+	case DDL_DATABASE:
+		index_cache_invalidate(e->ic, v->db, NULL);
+		break;
+	case DDL_RENAME: /* on admin: "db.coll" to "db.coll" */
+		if (arg)
+			invalidate_dotted(e->ic, arg);
+		if (bson_iter_init_find(&it, &v->body, "to") && WIRE_ITER_HOLDS_UTF8(&it))
+			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL));
+		break;
+	case DDL_CLONE:
+		if (bson_iter_init_find(&it, &v->body, "toCollection") && WIRE_ITER_HOLDS_UTF8(&it))
+			index_cache_invalidate(e->ic, v->db, bson_iter_utf8(&it, NULL));
+		break;
+	default:
+		break;
+	}
+}
+
+int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap)
+{
+	if (!e->ic || !v->db || !v->name || (v->name[0] != 'i' && v->name[0] != 'd'))
+		return 0;
+	int sign = key_eq(v->name, "insert") ? 1 : key_eq(v->name, "delete") ? -1 : 0;
+	bson_iter_t it;
+	if (!sign || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
+	    !WIRE_ITER_HOLDS_UTF8(&it))
+		return 0;
+	ns_join(ns, cap, v->db, bson_iter_utf8(&it, NULL));
+	return sign;
+}
+
+void engine_note_docs(engine *e, const char *ns, int64_t delta)
+{
+	char db[128];
+	const char *coll;
+	if (e->ic && split_ns(ns, db, sizeof(db), &coll))
+		index_cache_note_docs(e->ic, db, coll, delta);
+}

@@ -1,0 +1,390 @@
+/* The rule engine's core: from a command view to a verdict.
+ *
+ * engine_analyze() looks the command up in the command table (commands.c)
+ * and returns at once for the commands that carry no filter, update, sort,
+ * pipeline or inserted document (hello, getMore, ...). For the others it
+ * runs the row's analyser (analysers.c), which finds each part of the
+ * request and runs the checks of the rules in rule_table (rules.h) whose
+ * action for the request's namespace and application is not `off`
+ * (rule_api.h says how a check and the engine talk); what a finding does
+ * is verdict.c's. The engine knows no rule by name.
+ *
+ * Cost: the common case (no rule fires, no join) walks static BSON views
+ * and allocates nothing. Shapes are rendered into stack buffers only when a
+ * rule fires or a join must be counted; locks are taken only then too. */
+#include "analyzers/engine/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/engine/body.h"
+#include "analyzers/engine/engine_int.h"
+#include "analyzers/engine/shape.h"
+#include "protocol/byte_template.h"
+
+static unsigned parts_read(const rule_checks *k)
+{
+	unsigned parts = 0;
+	for (int c = 0; c < CHECK_KINDS; c++)
+		if (check_present(k, (check_kind)c))
+			parts |= 1u << c;
+	return parts;
+}
+
+engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink, void *sink_arg)
+{
+	engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	if (cfg)
+		e->cfg = *cfg;
+	else
+		rule_config_defaults(&e->cfg);
+	e->ic = ic;
+	e->sink = sink;
+	e->sink_arg = sink_arg;
+	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
+	e->doc_floor = UINT32_MAX;
+	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	static atomic_uint_fast64_t engines;
+	e->gen = atomic_fetch_add(&engines, 1) + 1;
+	bool ok = e->findings != NULL && e->memo != NULL;
+	for (int r = 0; r < RULE_COUNT && ok; r++) {
+		const rule_checks *k = rule_table[r]->checks;
+		e->parts[r] = parts_read(k);
+		e->needs_facts[r] =
+		    rule_table[r]->needs_indexes ? e->parts[r] & (PART_SORT | PART_QUERY) : 0;
+		if (rule_table[r]->needs_indexes_collated && (e->parts[r] & PART_QUERY))
+			e->needs_facts[r] |= PART_COLLATED;
+		const rule_config *rc = &e->cfg.rules[r];
+		bool holds = rc->action >= RULE_DRY_RUN;
+		for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+			holds |= rc->scopes[i].action >= RULE_DRY_RUN;
+		if (holds && e->needs_facts[r])
+			e->facts_may_hold |= 1u << r;
+		for (int c = 0; c < CHECK_KINDS; c++)
+			if (e->parts[r] & (1u << c)) {
+				e->when[c][e->nchecks[c]] = c == CHECK_FILTER   ? k->filter_when
+				                            : c == CHECK_UPDATE ? k->update_when
+				                            : c == CHECK_QUERY  ? k->query_when
+				                                                : 0;
+				e->checks[c][e->nchecks[c]++] = (rule_id)r;
+			}
+		e->floor[r] = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;
+		if (k->document && e->floor[r] < e->doc_floor)
+			e->doc_floor = e->floor[r];
+		if (k->state_new)
+			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
+		rule_action a = e->cfg.rules[r].action;
+		e->scoped |= e->cfg.rules[r].nscopes > 0;
+		if (rule_can_block(&e->cfg.rules[r])) {
+			e->may_block_any = true;
+			e->may_block_documents |= (e->parts[r] & PART_DOCUMENT) != 0;
+		}
+		e->act[r] = a;
+		e->act_explain[r] = a > RULE_LOG ? RULE_LOG : a;
+		e->sample[r] = e->cfg.rules[r].sample;
+		if (a != RULE_OFF)
+			e->parts_all |= e->parts[r];
+		if (e->act_explain[r] != RULE_OFF)
+			e->parts_explain |= e->parts[r];
+	}
+	if (!ok) {
+		engine_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void engine_free(engine *e)
+{
+	if (!e)
+		return;
+	findings_table_free(e->findings);
+	free(e->memo);
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (e->state[r])
+			rule_table[r]->checks->state_free(e->state[r]);
+	free(e);
+}
+
+/* A command read only by document checks (insert) can be blocked only by
+ * a rule that reads documents; anything else, or a name not known yet, by
+ * any rule. */
+bool engine_may_block(const engine *e, const char *command)
+{
+	const command_def *c = command ? commands_find(command) : NULL;
+	return c && c->parts == PART_DOCUMENT ? e->may_block_documents : e->may_block_any;
+}
+
+/* ---- what rules may ask (rule_api.h) ---- */
+
+const rule_config *rule_ctx_config(const rule_ctx *ax, rule_id r)
+{
+	return &ax->e->cfg.rules[r];
+}
+
+void *rule_ctx_state(const rule_ctx *ax, rule_id r)
+{
+	return ax->e->state[r];
+}
+
+bool rule_ctx_explain(const rule_ctx *ax)
+{
+	return ax->explain;
+}
+
+int64_t rule_ctx_now_ms(const rule_ctx *ax)
+{
+	return ax->rc ? ax->rc->now_ms : 0;
+}
+
+bool rule_ctx_no_wait(const rule_ctx *ax)
+{
+	return ax->rc && ax->rc->no_wait;
+}
+
+index_cache *rule_ctx_index_cache(const rule_ctx *ax)
+{
+	return ax->e->ic;
+}
+
+index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out)
+{
+	*out = NULL;
+	if (!ax->e->ic || !db || !coll)
+		return INDEXES_UNAVAILABLE;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > MEMO_NS_LEN)
+		return INDEXES_UNAVAILABLE; /* the cache refuses it too */
+	if (!ax->memo_used || strncmp(ax->memo_ns, db, a) != 0 || ax->memo_ns[a] != '.' ||
+	    strcmp(ax->memo_ns + a + 1, coll) != 0) {
+		index_set_release(ax->memo_set);
+		ax->memo_set = NULL;
+		ax->memo_r = index_cache_get(ax->e->ic, db, coll, &ax->memo_set);
+		memcpy(ax->memo_ns, db, a);
+		ax->memo_ns[a] = '.';
+		memcpy(ax->memo_ns + a + 1, coll, b + 1);
+		ax->memo_used = true;
+	}
+	*out = ax->memo_set;
+	return ax->memo_r;
+}
+
+void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds)
+{
+	block_info *b = ax->block;
+	if (!b)
+		return;
+	uint64_t h = engine_ns_hash(ns);
+	for (unsigned i = 0; i < b->late.n; i++)
+		if (b->late.at[i].ns_hash == h) {
+			b->late.at[i].rules |= rules;
+			b->late.at[i].kinds |= kinds;
+			return;
+		}
+	if (b->late.n == ENGINE_LATE_MAX) {
+		b->late.lost |= rules;
+		return;
+	}
+	b->late.at[b->late.n].ns_hash = h;
+	b->late.at[b->late.n].rules = rules;
+	b->late.at[b->late.n++].kinds = kinds;
+}
+
+/* A check asked for an index list the cache does not have yet: its rule,
+ * if it reads one (rule_def.needs_indexes...), owes the verdict for that
+ * kind of check at the site, given late; when the wait for it has already
+ * ended (no_wait), none is given, and that is counted. */
+index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+{
+	index_lookup r = engine_lookup(ax, db, coll, out);
+	const rule_site *s = ax->cur_site;
+	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
+		return r;
+	if (ax->rc && ax->rc->no_wait) {
+		if (ax->block)
+			ax->block->skipped |= 1u << ax->cur_rule;
+	} else if (s->act[ax->cur_rule] >= RULE_DRY_RUN && !ax->late_call && ax->nreported == 0 &&
+	           ax->verdict == VERDICT_FORWARD) {
+		ax->wait = true; /* a list facts_ready could not see: $lookup's other side */
+	} else {
+		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
+	}
+	return r;
+}
+
+/* ---- the entry points ---- */
+
+/* The parts engine_shape() shows, found as the row says (cmd_shape). */
+static bool shape_parts(const command_def *c, const cmdview *v, cmd_body *b)
+{
+	cmdview_docs d;
+	bson_t stmt;
+	switch (c ? c->shape : CMD_SHAPE_NAME) {
+	case CMD_SHAPE_BODY:
+		return body_walk(b, &v->body, c->keys);
+	case CMD_SHAPE_FIRST_STMT: /* as findings on it: the first statement's parts */
+		cmdview_docs_init(&d, v, c->stmts);
+		return !cmdview_docs_next(&d, &stmt) || body_walk(b, &stmt, c->stmt_keys);
+	default: /* insert, bulkWrite and the rest: the command alone */
+		return true;
+	}
+}
+
+bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                  char *shape, uint64_t *hash)
+{
+	cmdview inner;
+	bool explain = false;
+	const command_def *c = commands_find(v->name);
+	if (c && c->shape == CMD_SHAPE_INNER) {
+		if (!engine_explained(v, &inner))
+			return false;
+		v = &inner;
+		c = commands_find(v->name);
+		explain = true;
+	}
+	/* A row no rule reads, or explain inside explain: as an unknown one. */
+	if (c && (!c->analyze || c->shape == CMD_SHAPE_INNER))
+		c = NULL;
+	const char *coll = body_coll_of(&v->body);
+	cmd_body b;
+	body_init(&b, v->db, coll);
+	const char *name = c ? c->name : v->name ? v->name : "";
+	if (!shape_parts(c, v, &b))
+		return false;
+	explain |= b.explain; /* {aggregate, explain: true} */
+	ns_join(ns, nscap, v->db ? v->db : "",
+	        coll              ? coll
+	        : c && c->db_wide ? "$cmd.aggregate"
+	                          : "$cmd");
+	snprintf(command, cmdcap, "%s", explain ? "explain" : name);
+	shape_spec spec = {name, coll, explain, b.parts, b.n};
+	shape_render(&spec, true, shape, SHAPE_BUF_LEN);
+	*hash = shape_hash(ns, command, shape);
+	return true;
+}
+
+/* ---- the connection's repeat (engine.h) ---- */
+
+struct engine_repeat {
+	uint64_t gen; /* of the engine that made it: unique in the process */
+	const char *app;
+	uint64_t hits;
+	byte_template tp; /* byte_template_set_words: its bytes are not kept */
+};
+
+void engine_repeat_free(engine_repeat *r)
+{
+	free(r);
+}
+
+uint64_t engine_repeat_hits(const engine_repeat *r)
+{
+	return r ? r->hits : 0;
+}
+
+/* The slot a request may be matched against and make a template in. */
+static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const request_ctx *rc)
+{
+	if (!rc || !rc->repeat || rc->late || e->cfg.no_templates ||
+	    v->origin != CMDVIEW_FROM_OPMSG || v->nseqs || !byte_template_by_words(v->body.len))
+		return NULL;
+	return rc->repeat;
+}
+
+static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
+                           const request_ctx *rc)
+{
+	if (r->gen != e->gen || r->app != rc->app_name ||
+	    !byte_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
+		return false;
+	r->hits++;
+	return true;
+}
+
+static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
+                       const request_ctx *rc, const byte_spans *spans)
+{
+	engine_repeat *r = *slot;
+	if (!r && (r = *slot = malloc(sizeof(*r))))
+		r->hits = 0;
+	if (!r)
+		return; /* no template: every request is read */
+	r->gen = e->gen;
+	r->app = rc->app_name;
+	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
+}
+
+verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
+{
+	if (block) { /* nothing owed, nothing skipped, whatever the command */
+		block->late.n = 0;
+		block->late.lost = 0;
+		block->skipped = 0;
+	}
+	engine_repeat **rp = repeat_slot(e, v, rc);
+	if (rp && *rp && repeat_matches(*rp, e, v, rc))
+		return VERDICT_FORWARD; /* judged as its template was */
+	const command_def *c = commands_find(v->name);
+	if (!c || !c->analyze || !v->db)
+		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
+	/* Field by field: memo_ns is written before it is read (memo_used),
+	 * and zeroing it on every request showed in the benchmark. */
+	actx ax;
+	ax.e = e;
+	ax.rc = rc;
+	ax.block = block;
+	ax.db = v->db;
+	ax.cmd = c;
+	ax.explain = false;
+	ax.verdict = VERDICT_FORWARD;
+	ax.nreported = 0;
+	ax.late_call = rc && rc->late;
+	ax.cur_site = NULL;
+	ax.wait = false;
+	ax.memo_used = false;
+	ax.memo_r = INDEXES_UNAVAILABLE;
+	ax.memo_set = NULL;
+	byte_spans spans;
+	spans.base = bson_get_data(&v->body);
+	spans.n = 0;
+	spans.full = false;
+	ax.spans = rp ? &spans : NULL;
+	ax.ncalled = 0;
+	ax.repeatable = false;
+	verdict vd = c->analyze(&ax, v);
+	if (ax.wait) {
+		vd = VERDICT_WAIT_INDEXES;
+		if (block)
+			block->late.n = block->late.lost = 0; /* judged again whole */
+	}
+	index_set_release(ax.memo_set);
+	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
+	    ax.nreported == 0 && ax.ncalled == 0 &&
+	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))
+		repeat_set(rp, e, v, rc, &spans);
+	return vd;
+}
+
+void engine_set_tally(engine *e, engine_tally_fn fn, void *arg)
+{
+	e->tally = fn;
+	e->tally_arg = arg;
+}
+
+uint64_t engine_ns_hash(const char *ns)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *ns; ns++)
+		h = (h ^ (uint8_t)*ns) * 1099511628211ull;
+	return h;
+}
+
+void engine_flush_summaries(engine *e)
+{
+	if (e->sink)
+		findings_table_flush(e->findings, e->sink, e->sink_arg);
+}

@@ -1,0 +1,152 @@
+/* The rule engine: one entry point the proxy calls for every request.
+ *
+ * engine_analyze() reads a command view, runs every rule that applies to the
+ * request's namespace and client application, reports findings through the
+ * sink (deduplicated: the first occurrence of a rule+shape at once, repeats
+ * counted and reported by engine_flush_summaries()), and returns what the
+ * proxy must do with the request. It is safe to call from many worker
+ * threads at once; shared state (the dedupe table, hot-path counters) is
+ * behind the engine's own locks, taken only when a rule fires or an
+ * aggregation joins. */
+#ifndef MG_ANALYZERS_ENGINE_ENGINE_H
+#define MG_ANALYZERS_ENGINE_ENGINE_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyzers/engine/finding.h"
+#include "analyzers/engine/rule_config.h"
+#include "protocol/cmdview.h"
+
+typedef struct index_cache index_cache;
+typedef struct engine engine;
+
+/* What the proxy does with the request. */
+typedef enum {
+	VERDICT_FORWARD,      /* send it on unchanged */
+	VERDICT_BLOCK,        /* do not forward; answer with the block error */
+	VERDICT_WAIT_INDEXES, /* index list not known yet, and a rule that reads it
+	                         could block or dry-run the request: hold it and call
+	                         engine_analyze() again once index_cache says it
+	                         changed, or with no_wait set when the wait ends */
+} verdict;
+
+/* The facts the index-aware rules read (a namespace's index list and
+ * document count) are looked up before any check runs. When they are not
+ * known yet and none of those rules could block or dry-run the request
+ * there, the verdict is given without them and they are owed: the proxy
+ * forwards at once, keeps a copy, and calls engine_analyze() again with
+ * `late` set once the index cache changes. That call runs only the rules
+ * owed, at the namespaces they are owed at, and marks their findings late;
+ * it can owe them again (still unknown). */
+enum { ENGINE_LATE_MAX = 4 };
+
+typedef struct engine_late {
+	unsigned n;
+	struct {
+		uint64_t ns_hash; /* engine_ns_hash("db.coll") */
+		uint32_t rules;   /* bit r: rule_id r */
+		uint32_t kinds;   /* which of their checks (the engine's own bits) */
+	} at[ENGINE_LATE_MAX];
+	uint32_t lost; /* owed where no room was left: never judged (counted) */
+} engine_late;
+
+uint64_t engine_ns_hash(const char *ns);
+
+/* A connection's repeat: its last query (find, count, distinct,
+ * findAndModify) judged without calling any check, a find by _id say, as
+ * the template of its next requests. Drivers send a few query shapes over
+ * and over with other values. A request whose body has the template's
+ * bytes but in the spans the read of its filter and update did not look
+ * at (facts.h, facts_spans; matched as protocol/byte_template.h matches a
+ * batch's statements) is judged as the template was: forwarded, nothing
+ * found, no check called. It is not read at all.
+ *
+ * The judgement is a function of the body's bytes, the engine (its
+ * configuration: a reload makes a new engine) and the application name, so
+ * the template is of one engine and one name; OP_MSG bodies of 8 to 512
+ * bytes without document sequences; never a late call. The index cache is
+ * not among its inputs: with no check called nothing reads the index list
+ * (a request that would have waited for one is forwarded at once, with the
+ * same verdict). Owned by the connection, which passes its slot in
+ * request_ctx.repeat: engine_analyze makes it on first use (one allocation
+ * a connection, about 1.2 KiB), engine_repeat_free frees it. */
+typedef struct engine_repeat engine_repeat;
+
+void engine_repeat_free(engine_repeat *r);
+
+/* How many requests r's templates judged (NULL: 0). */
+uint64_t engine_repeat_hits(const engine_repeat *r);
+
+/* Who sent the request. */
+typedef struct request_ctx {
+	const char *app_name;    /* from the handshake, "" if none */
+	const char *client;      /* "host:port" */
+	int64_t now_ms;          /* monotonic milliseconds */
+	bool no_wait;            /* true: an unknown index list means "no verdict", never WAIT */
+	const engine_late *late; /* non-NULL: a late call (see engine_late) */
+	engine_repeat **repeat;  /* the connection's repeat slot (see above), or NULL: none */
+} request_ctx;
+
+/* What comes with a verdict: for VERDICT_BLOCK, what the client is told;
+ * with any verdict, the rules owed late and those given no verdict for
+ * good (their facts did not come within the wait: no_wait). */
+typedef struct block_info {
+	rule_id rule;
+	char errmsg[1024];
+	engine_late late;
+	uint32_t skipped; /* bit r: rule r gave no verdict, its facts unknown */
+} block_info;
+
+/* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */
+engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sink, void *sink_arg);
+void engine_free(engine *e);
+
+/* Counts every finding when it happens (finding.h); call before the engine
+ * is shared. */
+void engine_set_tally(engine *e, engine_tally_fn fn, void *arg);
+
+verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block);
+
+/* Could engine_analyze() answer VERDICT_BLOCK under this configuration for
+ * a command of this name (NULL: not known yet)? An `insert` is read only by
+ * document checks, so it can be blocked only when one of those is at block;
+ * anything else, when any rule is. A rule counts when its action or any of
+ * its scopes' is block. The proxy relays a large request while it is still
+ * arriving only when the answer is no (proxy/session/session.c). */
+bool engine_may_block(const engine *e, const char *command);
+
+/* Tells the engine a command that changes indexes or collections has
+ * completed, so the index cache drops what it knew about ns ("db.coll", or
+ * "db" for a whole database). Called by the proxy when the reply passes. */
+void engine_note_ddl(engine *e, const cmdview *v);
+
+/* True for the commands engine_note_ddl() acts on (createIndexes,
+ * dropIndexes / deleteIndexes, drop, collMod, create, convertToCapped,
+ * cloneCollectionAsCapped, dropDatabase, renameCollection; names compared
+ * without case), so the proxy can tell which replies to report. */
+bool engine_is_ddl(const cmdview *v);
+
+/* Writes the index cache's document counts follow: for an insert (+1) or
+ * a delete (-1), "db.coll" into ns (cap bytes); 0 for anything else, or
+ * without an index cache. The proxy reads n from the write's reply and
+ * calls engine_note_docs(e, ns, sign * n). */
+int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap);
+void engine_note_docs(engine *e, const char *ns, int64_t delta);
+
+/* The shape of a request as the engine keys findings on it (the same parts,
+ * redacted, the same hash), for a command whether or not a rule fires: the
+ * offline report's per-shape rows use it, so a row and its findings share a
+ * shapeHash. shape holds SHAPE_BUF_LEN bytes (analyzers/engine/shape.h); ns and
+ * command get "db.coll" and the command's name ("explain" for explained
+ * ones). False when the body cannot be read. Pure. */
+bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                  char *shape, uint64_t *hash);
+
+/* Reports, through the sink, every rule+shape repeated since the last flush
+ * (finding.repeats = count), and forgets the counts. */
+void engine_flush_summaries(engine *e);
+
+#endif

@@ -1,0 +1,309 @@
+/* What the engine's files share and nothing else reads: the engine and
+ * per-request structs, the kinds of check a rule may have (and the one loop
+ * that runs them), and each file's entry points.
+ *
+ *   engine.c         the core: engine_new, classify, dispatch, verdict
+ *   commands.c       the command table
+ *   analysers.c   each command's analyser: from a request to its parts
+ *   body.c           the body walker
+ *   verdict.c  findings: action, dedupe, memo, words, block message
+ *   cache_feed.c     what DDL passing by does to the index cache
+ *
+ * Not for the proxy or the rule files (they read engine.h and rule_api.h). */
+#ifndef MG_ANALYZERS_ENGINE_ENGINE_INT_H
+#define MG_ANALYZERS_ENGINE_ENGINE_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "analyzers/engine/commands.h"
+#include "analyzers/engine/engine.h"
+#include "analyzers/engine/findings.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/rules/rule_api.h"
+#include "analyzers/rules/rules.h"
+
+/* A batch with many bad ops reports this many findings, then only decides
+ * the verdict: a 100,000-op batch must not render 100,000 shapes. */
+#define MAX_REPORTS_PER_REQUEST 32
+
+/* ---- the kinds of check (rule_checks), one row each ---- */
+
+/* The order is the order in which a request's parts are checked where one
+ * site has several; sort first (see run_checks). */
+typedef enum {
+	CHECK_SORT,
+	CHECK_FILTER,
+	CHECK_UPDATE,
+	CHECK_PIPELINE,
+	CHECK_QUERY,
+	CHECK_DOCUMENT,
+	CHECK_KINDS,
+} check_kind;
+
+/* The parts of a request a rule's checks read: one bit per check kind. */
+enum {
+	PART_SORT = 1u << CHECK_SORT,
+	PART_FILTER = 1u << CHECK_FILTER,
+	PART_UPDATE = 1u << CHECK_UPDATE,
+	PART_PIPELINE = 1u << CHECK_PIPELINE,
+	PART_QUERY = 1u << CHECK_QUERY,
+	PART_DOCUMENT = 1u << CHECK_DOCUMENT,
+	/* Not a part: the request's query has a collation (facts_ready, for a
+	 * rule whose facts matter only then: rule_def.needs_indexes_collated). */
+	PART_COLLATED = 1u << CHECK_KINDS,
+};
+
+static inline bool check_present(const rule_checks *k, check_kind kind)
+{
+	switch (kind) {
+	case CHECK_SORT:
+		return k->sort != NULL;
+	case CHECK_FILTER:
+		return k->filter != NULL;
+	case CHECK_UPDATE:
+		return k->update != NULL;
+	case CHECK_PIPELINE:
+		return k->pipeline != NULL;
+	case CHECK_QUERY:
+		return k->query != NULL;
+	case CHECK_DOCUMENT:
+		return k->document != NULL;
+	default:
+		return false;
+	}
+}
+
+/* Shape hashes, remembered (verdict.c says why and how). */
+#define SHAPE_MEMO_SLOTS 1024 /* a power of two */
+
+typedef struct shape_memo_slot {
+	_Atomic uint64_t key, hash, check;
+} shape_memo_slot;
+
+struct engine {
+	engine_config cfg;
+	index_cache *ic;
+	engine_sink_fn sink;
+	void *sink_arg;
+	engine_tally_fn tally; /* may be NULL */
+	void *tally_arg;
+	findings_table *findings;
+	void *state[RULE_COUNT];    /* each rule's own, from its state_new */
+	unsigned parts[RULE_COUNT]; /* PART_*: what each rule's checks read */
+	/* PART_SORT | PART_QUERY, of the parts each rule reads, for which it
+	 * needs the index list first (rule_def.needs_indexes); else 0. */
+	unsigned needs_facts[RULE_COUNT];
+	/* The rules (bit r) that need the facts and could hold a request for
+	 * them somewhere: at dry-run or block, as their action or a scope's.
+	 * 0 in an all-log configuration: facts_ready then looks no further. */
+	uint32_t facts_may_hold;
+	/* The rules with a check of each kind, in table order, so a request
+	 * walks only the checks that exist. */
+	rule_id checks[CHECK_KINDS][RULE_COUNT];
+	size_t nchecks[CHECK_KINDS];
+	/* With no scope on any rule, every namespace gets the same actions:
+	 * target_init copies them instead of asking each rule. */
+	bool scoped;
+	rule_action act[RULE_COUNT], act_explain[RULE_COUNT];
+	uint8_t sample[RULE_COUNT];
+	unsigned parts_all, parts_explain;
+	uint32_t doc_floor; /* the smallest document a document check reports */
+	/* Beside checks[kind][i]: the STMT_ bits that check is called for
+	 * (rule_checks.*_when; 0: always), and each rule's document_floor
+	 * (0: none), which its update check is not called below. */
+	unsigned when[CHECK_KINDS][RULE_COUNT];
+	uint32_t floor[RULE_COUNT];
+	/* Could a rule block anything, or a command read only by document
+	 * checks (insert)? Any scope at block counts. See engine_may_block. */
+	bool may_block_any, may_block_documents;
+	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
+	uint64_t gen;          /* this engine's number, unique in the process: engine_repeat */
+};
+
+/* ---- per-request state ---- */
+
+#define MEMO_NS_LEN 512 /* the index cache's own limit on "db.coll" */
+
+struct rule_ctx {
+	engine *e;
+	const request_ctx *rc;
+	block_info *block;
+	const char *db;
+	const command_def *cmd; /* the analysed command (inside explain, the inner one) */
+	bool explain;           /* never blocked, never counted as an execution */
+	verdict verdict;        /* FORWARD or BLOCK */
+	unsigned nreported;     /* findings sent this request */
+	bool late_call;         /* rc->late: only the rules owed run (target_init) */
+	/* The check running now (run_checks), for rule_ctx_indexes: a rule
+	 * that finds the index list not known yet owes its verdict. */
+	rule_id cur_rule;
+	unsigned cur_kind; /* PART_* */
+	const rule_site *cur_site;
+	/* A check at dry-run or block found a list not known yet before
+	 * anything was reported: the request waits, and nothing more is
+	 * reported by this call (it is analysed again from the start). */
+	bool wait;
+	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
+	 * set is released when the request is done. */
+	bool memo_used;
+	index_lookup memo_r;
+	index_set *memo_set;
+	char memo_ns[MEMO_NS_LEN];
+	/* The connection's repeat (engine.h, engine_repeat): the checks called
+	 * so far, whether the analyser judged the whole request from its bytes
+	 * and the engine alone (analyze_query), and the bytes of the body its
+	 * read did not look at (NULL: no template will be made). */
+	unsigned ncalled;
+	bool repeatable;
+	facts_spans *spans;
+};
+typedef rule_ctx actx;
+
+/* The command's name as findings and shapes show it. */
+static inline const char *actx_command(const actx *ax)
+{
+	return ax->explain ? "explain" : ax->cmd->name;
+}
+
+/* Each check of one kind, for the rules not off at the site (and not
+ * skipped by the facts), in table order; part is what that kind of check
+ * is given (rule_checks). Only the
+ * sort checks can answer false (the request waits), and then the checks
+ * after them do not run. always_inline: kind is a constant at every call,
+ * so each call is the plain loop over one list. */
+/* Whether the i-th check of kind is not called at s: its rule is off
+ * there, or the statement's facts show it could find nothing. */
+static inline __attribute__((always_inline)) bool check_skipped(const engine *e, const rule_site *s,
+                                                                check_kind kind, size_t i)
+{
+	rule_id r = e->checks[kind][i];
+	if (s->act[r] == RULE_OFF)
+		return true;
+	if (!s->facts)
+		return false;
+	unsigned when = e->when[kind][i];
+	if (when && !(when & s->facts->have))
+		return true;
+	return kind == CHECK_UPDATE && s->facts->update.len < e->floor[r];
+}
+
+/* Whether some check of kind would be called at s (run_checks). */
+static inline __attribute__((always_inline)) bool any_check(const actx *ax, const rule_site *s,
+                                                            check_kind kind)
+{
+	const engine *e = ax->e;
+	if (ax->late_call && !(s->late_kinds & (1u << kind)))
+		return false;
+	for (size_t i = 0; i < e->nchecks[kind]; i++)
+		if (!check_skipped(e, s, kind, i))
+			return true;
+	return false;
+}
+
+static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rule_site *s,
+                                                             check_kind kind, const void *part)
+{
+	const engine *e = ax->e;
+	if (ax->late_call && !(s->late_kinds & (1u << kind)))
+		return true; /* not owed here */
+	ax->cur_kind = 1u << kind;
+	ax->cur_site = s;
+	for (size_t i = 0; i < e->nchecks[kind]; i++) {
+		rule_id r = e->checks[kind][i];
+		if (check_skipped(e, s, kind, i))
+			continue;
+		ax->cur_rule = r;
+		ax->ncalled++;
+		const rule_checks *k = rule_table[r]->checks;
+		switch (kind) {
+		case CHECK_SORT:
+			if (k->sort(ax, s, part) == RULE_WAIT) {
+				ax->cur_site = NULL;
+				return false;
+			}
+			break;
+		case CHECK_FILTER:
+			k->filter(ax, s, part);
+			break;
+		case CHECK_UPDATE:
+			k->update(ax, s, part);
+			break;
+		case CHECK_PIPELINE:
+			k->pipeline(ax, s, part);
+			break;
+		case CHECK_QUERY:
+			k->query(ax, s, part);
+			break;
+		case CHECK_DOCUMENT:
+			k->document(ax, s, part);
+			break;
+		default:
+			break;
+		}
+	}
+	ax->cur_site = NULL; /* s is the caller's: never kept past the checks */
+	return true;
+}
+
+/* ---- names ---- */
+
+/* "db.coll", truncated to fit; on every request, so no snprintf. */
+static inline void ns_join(char *out, size_t cap, const char *db, const char *coll)
+{
+	size_t a = strlen(db), b = strlen(coll);
+	if (a > cap - 2)
+		a = cap - 2;
+	if (b > cap - 2 - a)
+		b = cap - 2 - a;
+	memcpy(out, db, a);
+	out[a] = '.';
+	memcpy(out + a + 1, coll, b);
+	out[a + 1 + b] = '\0';
+}
+
+/* "db.coll" into db (cap bytes) and the collection after the first dot.
+ * False when there is no dot or the database name does not fit. */
+static inline bool split_ns(const char *ns, char *db, size_t cap, const char **coll)
+{
+	const char *dot = strchr(ns, '.');
+	if (!dot || (size_t)(dot - ns) >= cap)
+		return false;
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+	*coll = dot + 1;
+	return true;
+}
+
+/* ---- analysers.c: the analysers of the command table ---- */
+
+verdict analyze_query(actx *ax, const cmdview *v);      /* find, findAndModify, count, distinct */
+verdict analyze_aggregate(actx *ax, const cmdview *v);  /* aggregate */
+verdict analyze_view(actx *ax, const cmdview *v);       /* create / collMod of a view */
+verdict analyze_statements(actx *ax, const cmdview *v); /* update, delete */
+verdict analyze_insert(actx *ax, const cmdview *v);     /* insert */
+verdict analyze_bulk_write(actx *ax, const cmdview *v); /* bulkWrite */
+verdict analyze_explain(actx *ax, const cmdview *v);    /* explain: the inner command */
+
+/* {explain: {find: ...}}: the inner command, in a view of its own (a
+ * cmdview is never copied). False when there is none. */
+bool engine_explained(const cmdview *v, cmdview *inner) __attribute__((warn_unused_result));
+
+/* ---- engine.c ---- */
+
+/* The index list of db.coll, looked up once per request (rule_ctx_indexes
+ * without owing anything). */
+index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out);
+
+/* rules (bit r) owe their verdict at ns, for the check kinds in kinds
+ * (engine_late). */
+void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds);
+
+/* ---- verdict.c ---- */
+
+/* The block of a query that names its collection by UUID, by rule r. */
+void engine_block_uuid(actx *ax, rule_id r);
+
+#endif

@@ -1,0 +1,171 @@
+/* A statement's facts (facts.h): one pass over the top level of its filter
+ * and of its update. */
+#include "analyzers/engine/facts.h"
+
+#include "analyzers/engine/keys.h"
+#include "protocol/wire_iter.h"
+
+/* An operator document's key, as the rules tell them apart. */
+static unsigned op_bit(const char *k)
+{
+	switch (k[1]) {
+	case 'r':
+		return key_eq(k, "$regex") ? FOP_REGEX : FOP_OTHER;
+	case 'i':
+		return key_eq(k, "$in") ? FOP_LIST : FOP_OTHER;
+	case 'n':
+		if (key_eq(k, "$nin"))
+			return FOP_LIST;
+		return key_eq(k, "$not") ? FOP_NOT : FOP_OTHER;
+	case 'a':
+		return key_eq(k, "$all") ? FOP_LIST : FOP_OTHER;
+	case 'e':
+		return key_eq(k, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
+	case 'o':
+		return key_eq(k, "$options") ? FOP_OPTIONS : FOP_OTHER;
+	default:
+		return FOP_OTHER;
+	}
+}
+
+/* A member's value bytes that neither the step over it nor anything the
+ * facts decide reads: a fixed-size value but a boolean (whose byte the
+ * step checks), the inside of a string. */
+static void value_span(facts_spans *sp, const bson_iter_t *it)
+{
+	bson_type_t t = wire_iter_type(it);
+	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
+	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
+	    t == BSON_TYPE_DECIMAL128)
+		byte_spans_add(sp, it->raw + it->d1, it->next_off - it->d1);
+	else if (t == BSON_TYPE_UTF8 && it->next_off - it->d2 > 1)
+		byte_spans_add(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
+}
+
+static bool is_dbref_key(const char *k)
+{
+	return key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db");
+}
+
+/* One member, it on it. */
+static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts_spans *sp)
+{
+	bson_iter_t first;
+	const char *k = wire_iter_key(it);
+	m->it = *it;
+	m->ops = 0;
+	m->dbref = false;
+	if (k[0] == '$') {
+		m->kind = FM_TOP;
+		f->tops = true;
+		return;
+	}
+	bson_type_t t = wire_iter_type(it);
+	if (t == BSON_TYPE_REGEX) {
+		m->kind = FM_REGEX;
+		f->regexes = true;
+	} else if (t != BSON_TYPE_DOCUMENT) {
+		m->kind = FM_VALUE;
+		value_span(sp, it);
+	} else if (!wire_iter_recurse(it, &first) || !wire_iter_next(&first) ||
+	           wire_iter_key(&first)[0] != '$') {
+		m->kind = FM_DOC;
+	} else {
+		m->kind = FM_OPS;
+		m->dbref = is_dbref_key(wire_iter_key(&first));
+		unsigned ops = 0;
+		do
+			ops |= op_bit(wire_iter_key(&first));
+		while (wire_iter_next(&first));
+		m->ops = (uint8_t)ops;
+		f->ops |= (uint8_t)ops;
+	}
+	if (k[0] == '_' && key_eq(k, "_id") && (m->kind != FM_OPS || m->dbref) &&
+	    m->kind != FM_REGEX)
+		f->id_eq = true;
+}
+
+void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
+{
+	bson_iter_t c;
+	f->n = 0;
+	f->complete = true;
+	f->ops = 0;
+	f->regexes = f->tops = f->id_eq = false;
+	f->viewable = false;
+	if (!wire_iter_recurse(filter, &c))
+		return;
+	f->viewable = c.len >= 5 && c.raw[c.len - 1] == 0;
+	while (wire_iter_next(&c)) {
+		if (f->n == FACTS_MEMBERS) {
+			f->complete = false;
+			return;
+		}
+		member(f, &f->m[f->n], &c, sp);
+		f->n++;
+	}
+}
+
+void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
+{
+	bson_iter_t c;
+	u->ops = 0;
+	u->len = 0;
+	if (WIRE_ITER_HOLDS_ARRAY(update)) {
+		u->form = FU_PIPELINE;
+		u->len = update->next_off - update->d1;
+		return;
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(update) || !wire_iter_recurse(update, &c)) {
+		u->form = FU_OTHER;
+		return;
+	}
+	u->len = update->next_off - update->d1;
+	if (!wire_iter_next(&c)) {
+		u->form = FU_EMPTY;
+		return;
+	}
+	if (wire_iter_key(&c)[0] != '$') {
+		u->form = FU_REPLACEMENT;
+		return;
+	}
+	u->form = FU_OPERATORS;
+	unsigned ops = 0;
+	do {
+		const char *k = wire_iter_key(&c);
+		/* the operand's inside, between its length and its last byte */
+		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
+		    c.next_off - c.d1 > 5)
+			byte_spans_add(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
+		if (key_eq(k, "$push"))
+			ops |= UOP_PUSH;
+		else if (key_eq(k, "$inc"))
+			ops |= UOP_INC;
+		else
+			ops |= UOP_OTHER;
+	} while (wire_iter_next(&c));
+	u->ops = (uint8_t)ops;
+}
+
+unsigned facts_have(const stmt_facts *f, bool hinted, bool collated)
+{
+	unsigned have = 0;
+	const filter_facts *ff = &f->filter;
+	if (!f->has_filter || !ff->complete || !ff->viewable) {
+		have |= STMT_PATTERN | STMT_PLAN;
+	} else {
+		if (ff->regexes || ff->tops || (ff->ops & FOP_PATTERN))
+			have |= STMT_PATTERN;
+		if (!ff->id_eq)
+			have |= STMT_PLAN;
+	}
+	if (hinted)
+		have |= STMT_PLAN;
+	if (collated)
+		have |= STMT_COLLATED;
+	const update_facts *u = &f->update;
+	if (!f->has_update || u->form == FU_PIPELINE ||
+	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH)))
+		have |= STMT_PUSH;
+	return have;
+}

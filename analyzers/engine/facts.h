@@ -1,0 +1,157 @@
+/* A statement's facts: the top level of its filter and of its update, read
+ * once by the engine and handed to every rule's check through the site.
+ *
+ * Every update and delete statement (and every find, count, distinct and
+ * findAndModify body) used to be walked by each rule on its own: the
+ * case-insensitive-regex rule stepped the filter looking for regexes, the
+ * collection-scan rule stepped it again for its bounds, the unbounded-push
+ * rule stepped the update looking for $push, and each read the BSON with
+ * its own iterator. The facts are that common first step, taken once:
+ * each top-level member of the filter (where it is, which kind of value it
+ * holds, and for an operator document which operators it names) and the
+ * update's form and top-level operators. A rule reads the members instead
+ * of stepping the filter, skips outright what the facts show it cannot
+ * match (no regex anywhere a pattern is matched; no $push), and walks on
+ * only into the parts that are its own (an operator document's operands,
+ * an $or's branches, an update pipeline).
+ *
+ * Exactness: the members are the elements a rule's own walk would step
+ * through, in the same order, stopping where it stops on corrupt bytes;
+ * each FOP_ and UOP_ bit is set exactly when a key the rules name is
+ * present. A filter with more than FACTS_MEMBERS members is marked
+ * incomplete, and the rules then read the BSON as before. So a rule with
+ * facts decides what it decided without them (tests/unit/test_facts.c
+ * checks that over every rule's unit table and the fuzz corpus).
+ *
+ * Nothing is copied or allocated: the members' iterators point into the
+ * request, which outlives the checks. Engine-internal and read by the rule
+ * files through rule_site.facts. */
+#ifndef MG_ANALYZERS_ENGINE_FACTS_H
+#define MG_ANALYZERS_ENGINE_FACTS_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "protocol/byte_template.h"
+
+/* Members kept; a filter with more is read by the rules themselves. Real
+ * filters have one to four. */
+#define FACTS_MEMBERS 8
+
+/* What a member of a filter holds. */
+typedef enum {
+	FM_VALUE, /* {f: 5}, {f: [..]}, {f: "x"}: an equality */
+	FM_REGEX, /* {f: /x/}: a BSON regex */
+	FM_OPS,   /* {f: {$op: ..}}: its first key starts with '$' */
+	FM_DOC,   /* {f: {a: 1}} or {f: {}}: an equality on an embedded document */
+	FM_TOP,   /* {$and: ..}, {$or: ..}, {$expr: ..}, ...: a top-level operator */
+} fact_kind;
+
+/* The operators an FM_OPS member names (FOP_OTHER: any other). */
+enum {
+	FOP_REGEX = 1u << 0,      /* $regex */
+	FOP_LIST = 1u << 1,       /* $in, $nin, $all */
+	FOP_NOT = 1u << 2,        /* $not */
+	FOP_ELEM_MATCH = 1u << 3, /* $elemMatch */
+	FOP_OPTIONS = 1u << 4,    /* $options */
+	FOP_OTHER = 1u << 5,
+};
+
+/* The operators a regex can hide behind: a member naming none of them
+ * matches no pattern. */
+#define FOP_PATTERN (FOP_REGEX | FOP_LIST | FOP_NOT | FOP_ELEM_MATCH)
+
+typedef struct fact_member {
+	bson_iter_t it; /* on the member: its key, type and value */
+	uint8_t kind;   /* fact_kind */
+	uint8_t ops;    /* FM_OPS: FOP_* of its keys */
+	bool dbref;     /* FM_OPS whose first key is $ref, $id or $db: a value */
+} fact_member;
+
+typedef struct filter_facts {
+	fact_member m[FACTS_MEMBERS]; /* the first n, in the filter's order */
+	uint8_t n;
+	bool complete; /* every member is in m; else the rules read the filter */
+	uint8_t ops;   /* the FOP_ bits of every FM_OPS member */
+	bool regexes;  /* some FM_REGEX member */
+	bool tops;     /* some FM_TOP member */
+	/* An equality on _id at the top level (a plain value, an embedded
+	 * document or a DBRef): the _id index, which every collection has,
+	 * bounds the query whatever else the filter says. */
+	bool id_eq;
+	/* The filter's bytes make a document view (bson_init_static's test:
+	 * at least 5 bytes, the last 0). A rule handed the filter as a view
+	 * gets none otherwise, and reads no facts then. */
+	bool viewable;
+} filter_facts;
+
+/* An update's form. */
+typedef enum {
+	FU_OPERATORS,   /* {$set: .., $push: ..} */
+	FU_REPLACEMENT, /* {a: 1}: its first key is not an operator */
+	FU_EMPTY,       /* {} */
+	FU_PIPELINE,    /* [{$set: ..}, ..] */
+	FU_OTHER,       /* not a document or an array: the server refuses it */
+} fact_update_form;
+
+/* The top-level operators of an FU_OPERATORS update (UOP_OTHER: any other). */
+enum {
+	UOP_PUSH = 1u << 0, /* $push */
+	UOP_INC = 1u << 1,  /* $inc */
+	UOP_OTHER = 1u << 2,
+};
+
+typedef struct update_facts {
+	uint8_t form; /* fact_update_form */
+	uint8_t ops;  /* UOP_* */
+	uint32_t len; /* a document's or pipeline's bytes; 0 for any other value */
+} update_facts;
+
+/* What the facts show, as the bits a rule's check asks for
+ * (rule_checks.filter_when, update_when, query_when in rule_api.h): the
+ * engine calls a check only when the statement has one of them. Each bit
+ * is set whenever the facts cannot rule out what it names. */
+enum {
+	/* The filter may match by pattern: a regex value, an operator
+	 * document naming FOP_PATTERN operators, or a top-level operator
+	 * ($and, $or, $nor, $expr, ...). */
+	STMT_PATTERN = 1u << 0,
+	/* The query's plan is a question: no equality on _id answers it, or
+	 * it has a hint, or no filter. */
+	STMT_PLAN = 1u << 1,
+	/* The query has a collation. */
+	STMT_COLLATED = 1u << 2,
+	/* The update may append to an array: a $push, or a pipeline. */
+	STMT_PUSH = 1u << 3,
+};
+
+typedef struct stmt_facts {
+	bool has_filter, has_update; /* which of the two were read */
+	filter_facts filter;
+	update_facts update;
+	unsigned have; /* STMT_* */
+} stmt_facts;
+
+/* The bytes of a statement its read did not look at (a template of it,
+ * for the statements after it: protocol/byte_template.h). Only value
+ * bytes no step checks and no rule decision of the read depends on are
+ * recorded: the value of a number, date, ObjectId or timestamp compared
+ * for equality in the filter, the inside of such a string (not its length
+ * or its NUL), and the inside of an update operator's document or array
+ * (not its length, not its last byte). Offsets are from base, the
+ * statement's first byte. */
+typedef byte_spans facts_spans;
+
+/* Reads filter (an iterator on a document) into f; spans (may be NULL)
+ * gets the filter's unread value bytes. */
+void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *spans);
+
+/* Reads update (an iterator on the update's value) into u; spans as above. */
+void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *spans);
+
+/* The STMT_* bits of f (both parts read, or marked unread), for a query
+ * with a hint and with a collation as given. */
+unsigned facts_have(const stmt_facts *f, bool hinted, bool collated);
+
+#endif

@@ -1,0 +1,465 @@
+/* index_set: listIndexes documents reduced to what the sort rule needs.
+ *
+ * A set is built once, on the metadata thread (or in a test), and never
+ * changes after that; worker threads share it through an atomic reference
+ * count, so reading it needs no lock. */
+#include "analyzers/planner/index_set.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/planner/query_preds.h"
+#include "protocol/wire_iter.h"
+
+struct index_set {
+	atomic_uint refs;
+	size_t n;
+	index_def *defs;
+	bool opaque;
+	char reason[96];
+	int64_t doc_count; /* -1: unknown */
+	/* Documents inserted less those deleted since doc_count was read, as
+	 * the proxy saw the replies pass (index_set_note_docs): any thread. */
+	_Atomic int64_t written;
+};
+
+static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated)
+{
+	size_t len = strlen(src);
+	if (len >= cap) {
+		len = cap - 1;
+		*truncated = true;
+	}
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+/* The direction of one key pattern value. The Ordering class treats any
+ * number >= 0 as ascending; a string names a special index type (text,
+ * hashed, 2d, 2dsphere, columnstore) whose order is not the field's order. */
+static int key_direction(const bson_iter_t *it, bool *odd)
+{
+	switch (wire_iter_type(it)) {
+	case BSON_TYPE_INT32:
+		return bson_iter_int32(it) >= 0 ? 1 : -1;
+	case BSON_TYPE_INT64:
+		return bson_iter_int64(it) >= 0 ? 1 : -1;
+	case BSON_TYPE_DOUBLE: {
+		double d = bson_iter_double(it);
+		if (isnan(d)) {
+			*odd = true;
+			return 0;
+		}
+		return d >= 0 ? 1 : -1;
+	}
+	case BSON_TYPE_DECIMAL128: {
+		bson_decimal128_t dec;
+		char str[BSON_DECIMAL128_STRING];
+		bson_iter_decimal128(it, &dec);
+		bson_decimal128_to_string(&dec, str);
+		if (strstr(str, "NaN") != NULL) {
+			*odd = true;
+			return 0;
+		}
+		return str[0] == '-' ? -1 : 1;
+	}
+	case BSON_TYPE_UTF8:
+		return 0;
+	default:
+		*odd = true;
+		return 0;
+	}
+}
+
+static bool is_wildcard_field(const char *f)
+{
+	size_t len = strlen(f);
+	return strcmp(f, "$**") == 0 || (len > 4 && strcmp(f + len - 4, ".$**") == 0);
+}
+
+/* A collation document that means the simple collation is stored as NULL. */
+static bson_t *copy_collation(const bson_iter_t *it)
+{
+	const uint8_t *data;
+	uint32_t len;
+	bson_t view;
+	bson_iter_t loc;
+
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+		return NULL;
+	bson_iter_document(it, &len, &data);
+	if (!bson_init_static(&view, data, len) || bson_count_keys(&view) == 0)
+		return NULL;
+	if (bson_iter_init_find(&loc, &view, "locale") && WIRE_ITER_HOLDS_UTF8(&loc) &&
+	    strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0)
+		return NULL;
+	return bson_copy(&view);
+}
+
+static bool truthy(const bson_iter_t *it)
+{
+	return bson_iter_as_bool(it);
+}
+
+static bool build_def(index_def *d, const bson_t *spec)
+{
+	bson_iter_t it, kit;
+	bool odd = false;
+
+	memset(d, 0, sizeof *d);
+	if (!bson_iter_init(&it, spec)) {
+		d->odd = true;
+		return true;
+	}
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (strcmp(k, "name") == 0 && WIRE_ITER_HOLDS_UTF8(&it)) {
+			copy_bounded(d->name, sizeof d->name, bson_iter_utf8(&it, NULL), &odd);
+		} else if (strcmp(k, "hidden") == 0) {
+			d->hidden = truthy(&it);
+		} else if (strcmp(k, "sparse") == 0) {
+			d->sparse = truthy(&it);
+		} else if (strcmp(k, "partialFilterExpression") == 0) {
+			d->partial = true;
+		} else if (strcmp(k, "collation") == 0) {
+			d->collation = copy_collation(&it);
+		} else if (strcmp(k, "key") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+		           wire_iter_recurse(&it, &kit)) {
+			size_t cap = 8;
+			d->keys = calloc(cap, sizeof *d->keys);
+			if (d->keys == NULL)
+				return false;
+			while (wire_iter_next(&kit)) {
+				if (d->nkeys == cap) {
+					index_key *grown =
+					    realloc(d->keys, 2 * cap * sizeof *d->keys);
+					if (grown == NULL)
+						return false;
+					d->keys = grown;
+					cap *= 2;
+				}
+				index_key *key = &d->keys[d->nkeys++];
+				copy_bounded(key->field, sizeof key->field, wire_iter_key(&kit),
+				             &odd);
+				key->direction = key_direction(&kit, &odd);
+				if (WIRE_ITER_HOLDS_UTF8(&kit) &&
+				    strcmp(bson_iter_utf8(&kit, NULL), "hashed") != 0)
+					d->plugin = true;
+				if (is_wildcard_field(key->field))
+					d->wildcard = true;
+			}
+		}
+	}
+	/* An index with no key pattern cannot come from a real server. */
+	if (d->nkeys == 0)
+		odd = true;
+	d->odd = odd;
+	return true;
+}
+
+static void free_defs(index_def *defs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(defs[i].keys);
+		if (defs[i].collation != NULL)
+			bson_destroy(defs[i].collation);
+	}
+	free(defs);
+}
+
+index_set *index_set_from_specs(const bson_t *const *specs, size_t n)
+{
+	index_set *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	atomic_init(&s->refs, 1);
+	s->doc_count = -1;
+	if (n > 0) {
+		s->defs = calloc(n, sizeof *s->defs);
+		if (s->defs == NULL) {
+			free(s);
+			return NULL;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!build_def(&s->defs[i], specs[i])) {
+			free_defs(s->defs, i + 1);
+			free(s);
+			return NULL;
+		}
+	}
+	s->n = n;
+	return s;
+}
+
+index_set *index_set_new_opaque(const char *reason)
+{
+	index_set *s = index_set_from_specs(NULL, 0);
+	bool truncated = false;
+	if (s == NULL)
+		return NULL;
+	s->opaque = true;
+	copy_bounded(s->reason, sizeof s->reason, reason != NULL ? reason : "", &truncated);
+	return s;
+}
+
+bool index_set_is_opaque(const index_set *s, const char **reason)
+{
+	if (s->opaque && reason != NULL)
+		*reason = s->reason;
+	return s->opaque;
+}
+
+index_set *index_set_from_json(const char *json, char *err, size_t errlen)
+{
+	bson_error_t error;
+	bson_t *arr;
+	bson_iter_t it;
+	size_t n = 0, i = 0;
+
+	/* libbson parses a top-level array as a document keyed "0", "1", ... */
+	arr = bson_new_from_json((const uint8_t *)json, -1, &error);
+	if (arr == NULL) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "index list JSON: %s", error.message);
+		return NULL;
+	}
+	n = bson_count_keys(arr);
+	bson_t *docs = calloc(n > 0 ? n : 1, sizeof *docs);
+	const bson_t **ptrs = calloc(n > 0 ? n : 1, sizeof *ptrs);
+	index_set *s = NULL;
+	if (docs == NULL || ptrs == NULL)
+		goto out;
+	bson_iter_init(&it, arr);
+	while (wire_iter_next(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+			if (err != NULL && errlen > 0)
+				snprintf(err, errlen,
+				         "index list JSON: element %zu is not a document", i);
+			goto out;
+		}
+		bson_iter_document(&it, &len, &data);
+		if (!bson_init_static(&docs[i], data, len))
+			goto out;
+		ptrs[i] = &docs[i];
+		i++;
+	}
+	s = index_set_from_specs(ptrs, i);
+	if (s == NULL && err != NULL && errlen > 0)
+		snprintf(err, errlen, "out of memory");
+out:
+	free(ptrs);
+	free(docs);
+	bson_destroy(arr);
+	return s;
+}
+
+void index_def_key_pattern(const index_def *d, bson_t *out)
+{
+	bson_init(out);
+	for (size_t i = 0; i < d->nkeys; i++) {
+		if (d->keys[i].direction != 0)
+			BSON_APPEND_INT32(out, d->keys[i].field, d->keys[i].direction);
+		else if (!d->plugin)
+			BSON_APPEND_UTF8(out, d->keys[i].field, "hashed");
+	}
+}
+
+bool index_def_matches_hint(const index_def *d, const bson_t *hint)
+{
+	bson_iter_t it;
+	size_t i = 0;
+	if (!bson_iter_init(&it, hint))
+		return false;
+	while (wire_iter_next(&it)) {
+		if (i == d->nkeys || strcmp(wire_iter_key(&it), d->keys[i].field) != 0)
+			return false;
+		if (WIRE_ITER_HOLDS_NUMBER(&it)) {
+			if (d->keys[i].direction != (bson_iter_as_double(&it) >= 0 ? 1 : -1))
+				return false;
+		} else if (d->keys[i].direction != 0) {
+			return false;
+		}
+		i++;
+	}
+	return i == d->nkeys;
+}
+
+size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson_t *hint_doc,
+                           const index_def **out)
+{
+	size_t matches = 0;
+	*out = NULL;
+	for (size_t i = 0; i < index_set_count(s); i++) {
+		const index_def *d = index_set_get(s, i);
+		if (hint_name ? strcmp(d->name, hint_name) == 0
+		              : index_def_matches_hint(d, hint_doc)) {
+			*out = d;
+			matches++;
+		}
+	}
+	return matches;
+}
+
+#define EXPLAIN_MAX_DEPTH 64
+
+static bool str_is(const bson_iter_t *it, const char *want)
+{
+	return WIRE_ITER_HOLDS_UTF8(it) && strcmp(bson_iter_utf8(it, NULL), want) == 0;
+}
+
+/* One stage document: an IXSCAN of index d with both facts. found: some
+ * such stage was read (a mongos answers one per shard: any shard's array
+ * makes the field multikey). */
+static void ixscan_facts(const bson_t *stage, const index_def *d, bool *found, uint32_t *mask)
+{
+	bson_iter_t it, paths, arr;
+	bool ixscan = false, named = false, has_multi = false, has_paths = false;
+	uint32_t m = 0;
+	if (!bson_iter_init(&it, stage))
+		return;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (strcmp(k, "stage") == 0)
+			ixscan = str_is(&it, "IXSCAN");
+		else if (strcmp(k, "indexName") == 0)
+			named = str_is(&it, d->name);
+		else if (strcmp(k, "isMultiKey") == 0 && WIRE_ITER_HOLDS_BOOL(&it))
+			has_multi = true;
+		else if (strcmp(k, "multiKeyPaths") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+		         wire_iter_recurse(&it, &paths)) {
+			has_paths = true;
+			while (wire_iter_next(&paths)) {
+				bool array = WIRE_ITER_HOLDS_ARRAY(&paths) &&
+				             wire_iter_recurse(&paths, &arr) &&
+				             wire_iter_next(&arr);
+				for (size_t i = 0; array && i < d->nkeys && i < 32; i++)
+					if (strcmp(d->keys[i].field, wire_iter_key(&paths)) == 0)
+						m |= 1u << i;
+			}
+		}
+	}
+	if (ixscan && named && has_multi && has_paths) {
+		*found = true;
+		*mask |= m;
+	}
+}
+
+static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, uint32_t *mask,
+                      int depth)
+{
+	bson_iter_t c;
+	if (depth > EXPLAIN_MAX_DEPTH || !wire_iter_recurse(it, &c))
+		return;
+	if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
+		uint32_t len;
+		const uint8_t *data;
+		bson_t doc;
+		bson_iter_document(it, &len, &data);
+		if (bson_init_static(&doc, data, len))
+			ixscan_facts(&doc, d, found, mask);
+	}
+	while (wire_iter_next(&c))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c))
+			walk_plan(&c, d, found, mask, depth + 1);
+}
+
+bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
+{
+	bson_iter_t it;
+	bool found = false;
+	uint32_t mask = 0;
+	if (i >= s->n || !bson_iter_init_find(&it, reply, "queryPlanner") ||
+	    !WIRE_ITER_HOLDS_DOCUMENT(&it))
+		return false;
+	/* The winning plan only: a rejected plan may scan another index. */
+	bson_iter_t qp;
+	if (!wire_iter_recurse(&it, &qp) || !bson_iter_find(&qp, "winningPlan"))
+		return false;
+	walk_plan(&qp, &s->defs[i], &found, &mask, 0);
+	if (!found)
+		return false;
+	s->defs[i].multikey_known = true;
+	s->defs[i].multikey_keys = mask;
+	return true;
+}
+
+int64_t index_set_doc_count(const index_set *s)
+{
+	if (s->doc_count < 0)
+		return -1;
+	int64_t n = s->doc_count + atomic_load_explicit(&s->written, memory_order_relaxed);
+	return n > 0 ? n : 0;
+}
+
+int64_t index_set_note_docs(index_set *s, int64_t delta)
+{
+	return atomic_fetch_add_explicit(&s->written, delta, memory_order_relaxed) + delta;
+}
+
+int64_t index_set_read_count(const index_set *s)
+{
+	return s->doc_count;
+}
+
+void index_set_set_doc_count(index_set *s, int64_t n)
+{
+	s->doc_count = n < 0 ? -1 : n;
+}
+
+size_t index_set_count(const index_set *s)
+{
+	return s->n;
+}
+
+const index_def *index_set_get(const index_set *s, size_t i)
+{
+	return i < s->n ? &s->defs[i] : NULL;
+}
+
+index_set *index_set_retain(index_set *s)
+{
+	if (s != NULL)
+		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+	return s;
+}
+
+void index_set_release(index_set *s)
+{
+	if (s == NULL)
+		return;
+	/* acq_rel: the thread that frees must see every write made before the
+	 * other holders let go. */
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	free_defs(s->defs, s->n);
+	free(s);
+}
+
+static bool case_level(const bson_t *c)
+{
+	bson_iter_t it;
+	return c && bson_iter_init_find(&it, c, "caseLevel") && bson_iter_as_bool(&it);
+}
+
+bool index_collation_same(const bson_t *a, const bson_t *b)
+{
+	if (!query_collation_equal(a, b))
+		return false;
+	return query_collation_is_simple(a) || case_level(a) == case_level(b);
+}
+
+const index_def *index_set_id_index(const index_set *s)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		const index_def *d = &s->defs[i];
+		if (d->nkeys == 1 && d->keys[0].direction != 0 &&
+		    strcmp(d->keys[0].field, "_id") == 0 && strcmp(d->name, "_id_") == 0)
+			return d;
+	}
+	return NULL;
+}

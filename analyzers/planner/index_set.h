@@ -1,0 +1,118 @@
+/* One collection's indexes, as listIndexes describes them, reduced to what
+ * the sort and collection-scan rules need, and which of them a hint names.
+ * An index_set is immutable once built and shared
+ * between threads by reference count (index_set_retain/release). */
+#ifndef MG_ANALYZERS_PLANNER_INDEX_SET_H
+#define MG_ANALYZERS_PLANNER_INDEX_SET_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INDEX_FIELD_LEN 256
+#define INDEX_NAME_LEN  128
+
+typedef struct index_key {
+	char field[INDEX_FIELD_LEN];
+	int direction; /* 1 or -1; 0 for a special key (text, hashed, 2d, 2dsphere, ...) */
+} index_key;
+
+typedef struct index_def {
+	char name[INDEX_NAME_LEN];
+	index_key *keys;
+	size_t nkeys;
+	bson_t *collation; /* NULL for the simple collation */
+	bool hidden;       /* a hidden index is never used by the planner */
+	bool sparse;
+	bool partial;  /* has partialFilterExpression */
+	bool wildcard; /* a "$**" key */
+	bool plugin;   /* a text, 2d, 2dsphere or geoHaystack key: such an index
+	                  serves only its own operators and is never scanned
+	                  whole for a sort (hashed is not a plugin here) */
+	bool odd;      /* a spec this code does not fully understand (an unknown key
+	                  type, a name or field too long to store): never assumed
+	                  unable to serve a sort, so it turns a finding into no verdict */
+	/* Multikey, as explain of a hinted query reported it (listIndexes does
+	 * not say). Unknown unless multikey_known; then bit i of multikey_keys
+	 * says keys[i] holds arrays in some document. */
+	bool multikey_known;
+	uint32_t multikey_keys;
+} index_def;
+
+typedef struct index_set index_set;
+
+/* Builds a set from listIndexes result documents. Never fails on odd specs:
+ * an index it cannot understand is recorded with odd set, and the sort rule
+ * then declines to judge rather than risk a false finding. Returns NULL only
+ * when memory runs out. */
+index_set *index_set_from_specs(const bson_t *const *specs, size_t n);
+size_t index_set_count(const index_set *s);
+const index_def *index_set_get(const index_set *s, size_t i);
+index_set *index_set_retain(index_set *s);
+
+/* Multikey facts for index i from the reply to
+ *   {explain: {find: coll, filter: {}, hint: <its key pattern>, limit: 1},
+ *    verbosity: "queryPlanner"}
+ * as mongod writes it: an IXSCAN stage for the index (anywhere in the plan:
+ * classic winningPlan, SBE's queryPlan, each shard of a mongos) with
+ * isMultiKey and multiKeyPaths ({field: [positions that are arrays]}). True
+ * when such a stage was found and the facts recorded; false leaves the
+ * index unknown (a server that does not say, such as FerretDB, or an
+ * isMultiKey without multiKeyPaths, which does not say which field). Call
+ * before the set is shared. */
+bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *explain_reply);
+
+/* The hint that names index i by its key pattern (for that explain). */
+void index_def_key_pattern(const index_def *d, bson_t *out);
+
+/* Whether hint, a key-pattern hint ({a: 1, b: -1}), names index d: the same
+ * fields in the same order, each number's sign its direction and any other
+ * value a special key (text, hashed, ...). */
+bool index_def_matches_hint(const index_def *d, const bson_t *hint);
+
+/* The indexes of s that a hint names: by name when hint_name is set, else
+ * by key pattern (hint_doc, not $natural: the caller decides that). Returns
+ * how many match; *out is the last of them (NULL when none). One match is
+ * the index the server uses; several is a hint it refuses. */
+size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson_t *hint_doc,
+                           const index_def **out);
+
+/* Whether an index of collation a serves comparisons of a query with
+ * collation b (NULL, {} and {locale: "simple"} are the simple collation):
+ * the same locale and strength (3 when absent), and the same caseLevel
+ * (false when absent). listIndexes spells out every option of an index's
+ * collation; queries usually give locale and strength only, so the
+ * options with defaults beyond these are not compared. */
+bool index_collation_same(const bson_t *a, const bson_t *b);
+
+/* The _id index ({_id: 1}, named "_id_"), or NULL. Its collation is the
+ * collection's default, which indexes created without one inherit. */
+const index_def *index_set_id_index(const index_set *s);
+
+/* The collection's estimated document count, learned with the index list
+ * (the collection-scan rule reports only above a size); -1 when unknown,
+ * which is what a set starts with. Set once, before the set is shared. */
+int64_t index_set_doc_count(const index_set *s);
+void index_set_set_doc_count(index_set *s, int64_t n);
+/* The count follows the writes: documents inserted (delta > 0) or deleted
+ * since it was read are added to what index_set_doc_count answers (from
+ * any thread, on a shared set). Returns the total added so far. The count
+ * as it was read: index_set_read_count. */
+int64_t index_set_note_docs(index_set *s, int64_t delta);
+int64_t index_set_read_count(const index_set *s);
+void index_set_release(index_set *s);
+
+/* A set that stands for "nothing to reason about": the collection does not
+ * exist (listIndexes answers NamespaceNotFound, or nothing at all) or it is a
+ * view. sort_check gives SORT_NO_VERDICT for it. reason is copied (short). */
+index_set *index_set_new_opaque(const char *reason);
+/* True for a set made by index_set_new_opaque; *reason (may be NULL) gets why. */
+bool index_set_is_opaque(const index_set *s, const char **reason);
+
+/* Builds a set from a JSON array of listIndexes documents (extended JSON), e.g.
+ *   [{"v": 2, "key": {"_id": 1}, "name": "_id_"}, {"key": {"a": 1}, "name": "a_1"}]
+ * For tests and tools. NULL with err set when the text is not such an array. */
+index_set *index_set_from_json(const char *json, char *err, size_t errlen);
+
+#endif

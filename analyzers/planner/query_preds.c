@@ -1,0 +1,362 @@
+/* Reads a filter the way the planner builds index bounds, coarsely: enough to
+ * know which fields are points, point sets or ranges, never the values. */
+#include "analyzers/planner/query_preds.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "protocol/wire_iter.h"
+
+void query_preds_init(query_preds *p)
+{
+	p->n = 0;
+	p->overflow = false;
+	p->text_or_near = false;
+	p->nors = 0;
+	p->ors_overflow = false;
+}
+
+const query_pred *query_preds_find(const query_preds *p, const char *field)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->p[i].field, field) == 0)
+			return &p->p[i];
+	return NULL;
+}
+
+static query_pred *slot(query_preds *p, const char *field)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->p[i].field, field) == 0)
+			return &p->p[i];
+	if (p->n == QUERY_PREDS_MAX) {
+		p->overflow = true;
+		return NULL;
+	}
+	query_pred *q = &p->p[p->n++];
+	memset(q, 0, sizeof *q);
+	q->field = field;
+	return q;
+}
+
+/* CollationIndexKey::isCollatableType: the types a collation reorders. */
+static bool collatable(bson_type_t t)
+{
+	return t == BSON_TYPE_UTF8 || t == BSON_TYPE_SYMBOL || t == BSON_TYPE_DOCUMENT ||
+	       t == BSON_TYPE_ARRAY;
+}
+
+static void note_points(query_pred *q, uint32_t n, bool nc)
+{
+	if (q->points == 0 || n < q->points) {
+		q->points = n;
+		q->points_nc = nc;
+	} else if (n == q->points) {
+		q->points_nc = q->points_nc || nc;
+	}
+	if (nc)
+		q->bounded_nc = true;
+}
+
+/* {a: v} or {a: {$eq: v}}. Equality to an array matches the array itself or
+ * any element equal to it, so its bounds are two points, not one. */
+static void note_equality(query_pred *q, const bson_iter_t *v)
+{
+	bson_type_t t = wire_iter_type(v);
+	q->any = true;
+	q->equality = true;
+	if (t == BSON_TYPE_ARRAY) {
+		note_points(q, 2, false);
+		return;
+	}
+	q->point = true;
+	if (!collatable(t)) {
+		q->point_nc = true;
+		q->bounded_nc = true;
+	}
+}
+
+static void note_in(query_pred *q, const bson_iter_t *v)
+{
+	bson_iter_t el;
+	uint32_t n = 0;
+	bool nc = true;
+
+	q->any = true;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return; /* the server rejects it */
+	while (wire_iter_next(&el)) {
+		bson_type_t t = wire_iter_type(&el);
+		if (t == BSON_TYPE_REGEX) {
+			/* A regex in $in scans ranges of strings. */
+			q->range = true;
+			return;
+		}
+		n += t == BSON_TYPE_ARRAY ? 2 : 1;
+		if (collatable(t))
+			nc = false;
+	}
+	if (n <= 1) {
+		/* One value (or none, which matches nothing): plain equality. */
+		q->equality = true;
+		q->point = true;
+		if (nc) {
+			q->point_nc = true;
+			q->bounded_nc = true;
+		}
+		return;
+	}
+	/* With a sort, ESR places an $in after the sort fields. */
+	q->range = true;
+	if (n <= QUERY_IN_EXPLODE_MAX)
+		note_points(q, n, nc);
+	else if (nc)
+		q->bounded_nc = true;
+}
+
+static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
+{
+	bson_type_t t = wire_iter_type(a);
+	if (t != wire_iter_type(b))
+		return false;
+	switch (t) {
+	case BSON_TYPE_INT32:
+		return bson_iter_int32(a) == bson_iter_int32(b);
+	case BSON_TYPE_INT64:
+		return bson_iter_int64(a) == bson_iter_int64(b);
+	case BSON_TYPE_DOUBLE:
+		return bson_iter_double(a) == bson_iter_double(b);
+	case BSON_TYPE_DATE_TIME:
+		return bson_iter_date_time(a) == bson_iter_date_time(b);
+	case BSON_TYPE_BOOL:
+		return bson_iter_bool(a) == bson_iter_bool(b);
+	case BSON_TYPE_OID:
+		return bson_oid_equal(bson_iter_oid(a), bson_iter_oid(b));
+	default:
+		return false;
+	}
+}
+
+/* True when the document's first key makes it an operator document; a DBRef
+ * ({$ref, $id}) is a value. */
+static bool is_operator_doc(const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (!wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return false;
+	const char *k = wire_iter_key(&it);
+	return k[0] == '$' && strcmp(k, "$ref") != 0 && strcmp(k, "$id") != 0 &&
+	       strcmp(k, "$db") != 0;
+}
+
+static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
+{
+	bson_iter_t it, gte, lte;
+	bool has_gte = false, has_lte = false, only_gte_lte = true;
+
+	if (!wire_iter_recurse(v, &it))
+		return;
+	q->any = true;
+	while (wire_iter_next(&it)) {
+		const char *op = wire_iter_key(&it);
+		bson_type_t t = wire_iter_type(&it);
+		if (strcmp(op, "$eq") == 0) {
+			note_equality(q, &it);
+		} else if (strcmp(op, "$in") == 0) {
+			note_in(q, &it);
+		} else if (strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
+		           strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) {
+			q->range = true;
+			if (!collatable(t))
+				q->bounded_nc = true;
+			if (strcmp(op, "$gte") == 0) {
+				gte = it;
+				has_gte = true;
+			} else if (strcmp(op, "$lte") == 0) {
+				lte = it;
+				has_lte = true;
+			} else {
+				only_gte_lte = false;
+			}
+			continue;
+		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
+		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
+			q->range = true;
+		} else if (strcmp(op, "$near") == 0 || strcmp(op, "$nearSphere") == 0 ||
+		           strcmp(op, "$geoNear") == 0) {
+			p->text_or_near = true;
+		}
+		/* $options, $not, $type, $all, $size, $elemMatch, $mod, geo and
+		 * bit tests: a predicate, but neither a point nor an ESR range. */
+		only_gte_lte = only_gte_lte && strcmp(op, "$options") == 0;
+	}
+	/* {$gte: x, $lte: x} is a point interval, as the planner sees it. */
+	if (has_gte && has_lte && only_gte_lte && same_scalar(&gte, &lte)) {
+		q->point = true;
+		q->point_nc = true;
+	}
+}
+
+bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or_data,
+                          uint32_t *or_len, void (*each)(void *arg, const bson_t *sub), void *arg)
+{
+	bson_iter_t it;
+	uint32_t count = 0;
+	if (!WIRE_ITER_HOLDS_ARRAY(arr) || !wire_iter_recurse(arr, &it))
+		return false;
+	while (wire_iter_next(&it))
+		count++;
+	if (is_or && count >= 2) {
+		bson_iter_array(arr, or_len, or_data);
+		return true;
+	}
+	wire_iter_recurse(arr, &it);
+	while (wire_iter_next(&it)) {
+		const uint8_t *data;
+		uint32_t len;
+		bson_t sub;
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it))
+			continue;
+		bson_iter_document(&it, &len, &data);
+		if (bson_init_static(&sub, data, len))
+			each(arg, &sub);
+	}
+	return false;
+}
+
+static void collect_sub(void *arg, const bson_t *sub)
+{
+	query_preds_collect(arg, sub);
+}
+
+static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
+{
+	const uint8_t *data;
+	uint32_t len;
+	if (!query_preds_branches(arr, is_or, &data, &len, collect_sub, p))
+		return;
+	if (p->nors == QUERY_ORS_MAX) {
+		p->ors_overflow = true;
+		return;
+	}
+	p->ors[p->nors].data = data;
+	p->ors[p->nors].len = len;
+	p->nors++;
+}
+
+void query_preds_collect(query_preds *p, const bson_t *filter)
+{
+	bson_iter_t it;
+
+	if (filter == NULL || !bson_iter_init(&it, filter))
+		return;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (k[0] == '$') {
+			if (strcmp(k, "$and") == 0)
+				collect_array(p, &it, false);
+			else if (strcmp(k, "$or") == 0)
+				collect_array(p, &it, true);
+			else if (strcmp(k, "$text") == 0)
+				p->text_or_near = true;
+			/* $nor, $expr, $where, $jsonSchema, $comment, ...: no bounds */
+			continue;
+		}
+		query_pred *q = slot(p, k);
+		if (q == NULL)
+			continue;
+		switch (wire_iter_type(&it)) {
+		case BSON_TYPE_REGEX:
+			q->any = true;
+			q->range = true;
+			break;
+		case BSON_TYPE_DOCUMENT:
+			if (is_operator_doc(&it))
+				note_operators(p, q, &it);
+			else
+				note_equality(q, &it);
+			break;
+		default:
+			note_equality(q, &it);
+			break;
+		}
+	}
+}
+
+sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out)
+{
+	bson_iter_t it;
+	bool invalid = false;
+
+	out->n = 0;
+	if (sort == NULL || !bson_iter_init(&it, sort))
+		return SORT_SPEC_NONE;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		double d;
+		if (strcmp(k, "$natural") == 0)
+			return SORT_SPEC_NONE;
+		switch (wire_iter_type(&it)) {
+		case BSON_TYPE_DOCUMENT: {
+			bson_iter_t meta;
+			if (wire_iter_recurse(&it, &meta) && bson_iter_find(&meta, "$meta"))
+				return SORT_SPEC_NONE;
+			invalid = true;
+			continue;
+		}
+		case BSON_TYPE_INT32:
+		case BSON_TYPE_INT64:
+		case BSON_TYPE_DOUBLE:
+			d = bson_iter_as_double(&it);
+			break;
+		default:
+			invalid = true;
+			continue;
+		}
+		if (isnan(d) || d == 0 || out->n == QUERY_SORT_MAX) {
+			invalid = true;
+			continue;
+		}
+		out->keys[out->n].field = k;
+		out->keys[out->n].direction = d > 0 ? 1 : -1;
+		out->n++;
+	}
+	if (invalid)
+		return SORT_SPEC_INVALID;
+	return out->n == 0 ? SORT_SPEC_NONE : SORT_SPEC_KEYS;
+}
+
+static const char *utf8_field(const bson_t *doc, const char *key)
+{
+	bson_iter_t it;
+	if (doc != NULL && bson_iter_init_find(&it, doc, key) && WIRE_ITER_HOLDS_UTF8(&it))
+		return bson_iter_utf8(&it, NULL);
+	return NULL;
+}
+
+bool query_collation_is_simple(const bson_t *c)
+{
+	if (c == NULL || bson_count_keys(c) == 0)
+		return true;
+	const char *loc = utf8_field(c, "locale");
+	return loc != NULL && strcmp(loc, "simple") == 0;
+}
+
+static int64_t strength(const bson_t *c)
+{
+	bson_iter_t it;
+	if (bson_iter_init_find(&it, c, "strength") && WIRE_ITER_HOLDS_NUMBER(&it))
+		return bson_iter_as_int64(&it);
+	return 3;
+}
+
+bool query_collation_equal(const bson_t *a, const bson_t *b)
+{
+	bool sa = query_collation_is_simple(a), sb = query_collation_is_simple(b);
+	if (sa || sb)
+		return sa == sb;
+	const char *la = utf8_field(a, "locale"), *lb = utf8_field(b, "locale");
+	if (la == NULL || lb == NULL || strcmp(la, lb) != 0)
+		return false;
+	return strength(a) == strength(b);
+}

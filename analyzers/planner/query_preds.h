@@ -1,0 +1,92 @@
+/* What a query asks of the index, read from its filter and sort documents:
+ * per field, whether a predicate pins it to one value (a point), to a few
+ * ($in, a point set), or to a range, and whether those bounds can hold
+ * strings (which matters when the index's collation is not the query's).
+ *
+ * Pure and allocation-free: field names point into the caller's BSON, which
+ * must outlive the result. Used by the sort rule and the ESR suggestion. */
+#ifndef MG_ANALYZERS_PLANNER_QUERY_PREDS_H
+#define MG_ANALYZERS_PLANNER_QUERY_PREDS_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QUERY_PREDS_MAX      64  /* distinct fields; more and the rule gives no verdict */
+#define QUERY_ORS_MAX        4   /* $or clauses looked into */
+#define QUERY_SORT_MAX       32  /* the server's own limit on sort keys */
+#define QUERY_IN_EXPLODE_MAX 200 /* point scans the planner merges for a sort */
+
+typedef struct query_pred {
+	const char *field;
+	bool any;        /* some predicate names the field (relevance only) */
+	bool point;      /* a single-value equality: {a: 5}, $eq, $in of one */
+	bool point_nc;   /* ... whose value is not collatable (number, date, ...) */
+	uint32_t points; /* smallest $in point set of 2..200 values, 0 if none */
+	bool points_nc;  /* ... all of whose values are not collatable */
+	bool bounded_nc; /* some predicate keeps the bounds off strings/objects/arrays */
+	bool equality;   /* ESR equality: a plain value, $eq, or an $in of one value
+	                    (an array value is equality here but not one point) */
+	bool range;      /* an ESR range operator: $gt.., $ne, $nin, $regex, $exists,
+	                    a regex value, or an $in of two or more values */
+} query_pred;
+
+typedef struct query_preds {
+	query_pred p[QUERY_PREDS_MAX]; /* in the filter's order of first mention */
+	size_t n;
+	bool overflow;     /* more fields than QUERY_PREDS_MAX */
+	bool text_or_near; /* $text, $near, $nearSphere: the planner goes its own way */
+	/* $or clauses (top level or in a top-level $and) with two or more branches:
+	 * the array's bytes, inside the caller's filter. */
+	struct {
+		const uint8_t *data;
+		uint32_t len;
+	} ors[QUERY_ORS_MAX];
+	size_t nors;
+	bool ors_overflow;
+} query_preds;
+
+/* Collects the conjunctive predicates of filter (NULL: none): top-level
+ * fields, top-level $and (nested), and a single-branch $or, which the server
+ * flattens. Nothing under $or (2+ branches), $nor, $not, $elemMatch or $expr
+ * counts. Adds to what p already holds, so a caller can read an $or branch
+ * on top of the enclosing predicates. Call query_preds_init first. */
+void query_preds_init(query_preds *p);
+void query_preds_collect(query_preds *p, const bson_t *filter);
+
+/* An $and or $or array as the planner reads it, for any predicate
+ * collector: an $or of two or more branches is a disjunction, returned
+ * whole (true, its bytes in *or_data and *or_len, pointing into the
+ * caller's filter); anything else (an $and, or an $or of one branch, which
+ * the server flattens) is a conjunction: each(arg, sub) is called for
+ * every document element, and false comes back. */
+bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or_data,
+                          uint32_t *or_len, void (*each)(void *arg, const bson_t *sub), void *arg);
+const query_pred *query_preds_find(const query_preds *p, const char *field);
+
+typedef struct sort_key {
+	const char *field;
+	int direction; /* 1 or -1 */
+} sort_key;
+
+typedef enum {
+	SORT_SPEC_KEYS,    /* keys[] holds an ordinary sort */
+	SORT_SPEC_NONE,    /* empty sort, $natural, or a {$meta: ...} key: no index question */
+	SORT_SPEC_INVALID, /* something the server would reject, or too long */
+} sort_spec_kind;
+
+typedef struct sort_spec {
+	sort_key keys[QUERY_SORT_MAX];
+	size_t n;
+} sort_spec;
+
+sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out);
+
+/* Collation helpers. NULL, {} and {locale: "simple"} are the simple
+ * collation; two collations are the same when locale and strength are
+ * (strength defaults to 3). */
+bool query_collation_is_simple(const bson_t *c);
+bool query_collation_equal(const bson_t *a, const bson_t *b);
+
+#endif

@@ -1,0 +1,167 @@
+/* Between the engine and the rule files: what a rule's check is given, what
+ * it may ask the engine, and how it hands back a finding.
+ *
+ * The engine finds the parts of a request (filters, updates, pipelines, a
+ * sort question) and, for each part, calls the check of every rule in
+ * rule_table that reads that part and whose action there is not off, in
+ * table order. A check computes its facts once (what matched) and calls
+ * rule_report() with them; the engine decides whether the finding changes
+ * the verdict or reaches the sink, and only then asks the rule's words()
+ * to render detail, fix and suggestion from those facts. So the common
+ * case (nothing matches) formats nothing, and a match that is over the
+ * per-request report cap formats nothing either.
+ *
+ * Only the engine and the rule files include this header. */
+#ifndef MG_ANALYZERS_RULES_RULE_API_H
+#define MG_ANALYZERS_RULES_RULE_API_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "analyzers/engine/facts.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/engine/rule_config.h"
+#include "analyzers/engine/shape.h"
+#include "analyzers/planner/sort_query.h"
+#include "protocol/text.h"
+
+/* The engine's per-request state; checks reach it through the functions
+ * below only. */
+typedef struct rule_ctx rule_ctx;
+
+/* Where a check looks: one filter, update or pipeline of a request. */
+typedef struct rule_site {
+	const char *db;
+	const char *coll;       /* NULL: a collection-less aggregate */
+	const char *ns;         /* "db.coll" */
+	const rule_action *act; /* each rule's action here, after scopes */
+	const uint8_t *sample;  /* each rule's block sample here (rule_config.h) */
+	const shape_spec *shape;
+	/* The filter of the same statement (update's q, findAndModify's query,
+	 * bulkWrite's filter), positioned on it; NULL when there is none. An
+	 * update check reads it for guards that bound the write. */
+	const bson_iter_t *filter;
+	/* The statement's filter and update as the engine read them once
+	 * (facts.h), for the checks to read instead of walking them again:
+	 * facts->filter describes the filter the filter and query checks are
+	 * given, facts->update the update the update checks are given. NULL
+	 * (or has_filter / has_update false) where the engine read none: the
+	 * checks then read the BSON. */
+	const stmt_facts *facts;
+	/* The engine's: in a late call, the kinds of check owed here (only
+	 * they run). */
+	unsigned late_kinds;
+} rule_site;
+
+/* What a query plan is chosen from: the question the collection-scan rule
+ * asks of every filter that selects documents. */
+typedef enum {
+	RULE_QUERY_FIND,
+	RULE_QUERY_COUNT,
+	RULE_QUERY_DISTINCT,
+	RULE_QUERY_UPDATE,
+	RULE_QUERY_DELETE,
+	RULE_QUERY_FIND_AND_MODIFY,
+	RULE_QUERY_AGGREGATE, /* the leading $match stages (and the $sort after them) */
+} rule_query_kind;
+
+typedef struct rule_query {
+	rule_query_kind kind;
+	sort_query q;             /* db, coll, filter (NULL: none), sort, collation, hint */
+	int64_t limit;            /* documents the command reads at most; 0: no limit */
+	const char *distinct_key; /* distinct's key, or NULL */
+	bool min_max;             /* find's min / max: bounds of the hinted index */
+} rule_query;
+
+#define RULE_WORDS_LEN 4096
+
+/* What a rule says about one finding; the three may point into buf. */
+typedef struct rule_words {
+	const char *detail;     /* what matched, one sentence (log and error) */
+	const char *fix;        /* short, for the error message */
+	const char *suggestion; /* for the log, runnable where possible */
+	char buf[RULE_WORDS_LEN];
+} rule_words;
+
+/* Whether a check may have to wait for the index cache. */
+typedef enum {
+	RULE_READY,
+	RULE_WAIT, /* the request is held and analysed again later */
+} rule_readiness;
+
+struct rule_checks {
+	/* Each NULL when the rule does not read that part. The sort check runs
+	 * before every other check of a request: it alone may answer
+	 * RULE_WAIT, and nothing may be reported before the engine knows the
+	 * request does not wait. It is given only a non-empty sort, and only
+	 * when the engine has an index cache. */
+	rule_readiness (*sort)(rule_ctx *c, const rule_site *s, const sort_query *q);
+	void (*filter)(rule_ctx *c, const rule_site *s, const bson_iter_t *filter);
+	void (*update)(rule_ctx *c, const rule_site *s, const bson_iter_t *update);
+	void (*pipeline)(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline);
+	/* Every filter that selects documents, with what else decides its plan
+	 * (after the sort checks; never waits). */
+	void (*query)(rule_ctx *c, const rule_site *s, const rule_query *q);
+	/* Each inserted document (insert's documents, bulkWrite's insert ops). */
+	void (*document)(rule_ctx *c, const rule_site *s, const bson_t *doc);
+	/* With document: the fewest bytes a document must have for the check
+	 * to report it under these parameters. An insert whose documents are
+	 * all smaller (the whole request is) is not walked at all. With update
+	 * too: an update whose document or pipeline is smaller (facts.h,
+	 * update_facts.len) is not given to the update check. */
+	uint32_t (*document_floor)(const rule_config *rc);
+	/* Where the engine read the statement (rule_site.facts): the STMT_
+	 * bits (facts.h) of which the statement must have one for the check
+	 * to be called; 0: called whatever the facts show. A rule names here
+	 * only what its check would return on at once without it, so the
+	 * verdict is the same either way; the engine then does not call, and
+	 * does not build a query for, checks that could find nothing. */
+	unsigned filter_when, update_when, query_when;
+	/* Renders the words of a finding from the facts the check reported. */
+	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
+	/* State kept per engine (hot-path counters), or NULL. state_new
+	 * returns NULL when out of memory. */
+	void *(*state_new)(const rule_config *rc);
+	void (*state_free)(void *state);
+};
+
+/* Whether a finding of rule r here could still change anything (a first
+ * block, or the sink under the per-request cap). Per-statement checks ask
+ * before walking, so a batch past the cap is not walked for nothing. */
+bool rule_wanted(const rule_ctx *c, const rule_site *s, rule_id r);
+
+/* Reports a finding of r with the check's facts (valid during the call). */
+void rule_report(rule_ctx *c, const rule_site *s, rule_id r, const void *facts);
+/* The same, with the redacted shape and its hash already rendered (a rule
+ * that needs the hash to decide, like hot-path-lookup). */
+void rule_report_shaped(rule_ctx *c, const rule_site *s, rule_id r, const void *facts,
+                        const char *shape, uint64_t hash);
+
+/* The site's shape with literals replaced (buf: SHAPE_BUF_LEN), and its hash. */
+uint64_t rule_shape_redacted(const rule_ctx *c, const rule_site *s, char *buf);
+
+const rule_config *rule_ctx_config(const rule_ctx *c, rule_id r);
+void *rule_ctx_state(const rule_ctx *c, rule_id r);
+bool rule_ctx_explain(const rule_ctx *c); /* explain: nothing runs */
+int64_t rule_ctx_now_ms(const rule_ctx *c);
+bool rule_ctx_no_wait(const rule_ctx *c);
+index_cache *rule_ctx_index_cache(const rule_ctx *c);
+
+/* The index list of db.coll, as index_cache_get answers (INDEXES_*; a
+ * lookup without an index cache answers INDEXES_UNAVAILABLE). Looked up
+ * once per request and shared by every rule that asks: the sort and the
+ * collection-scan checks of one find pay for one lookup. *out stays valid
+ * until the next call for another namespace or the end of the request;
+ * the engine releases it. */
+index_lookup rule_ctx_indexes(rule_ctx *c, const char *db, const char *coll, const index_set **out);
+
+/* For words(): ends the piece of w->buf started at `start` and returns it
+ * ("" if the words did not fit). */
+static inline const char *rule_words_piece(text_buf *t, size_t start)
+{
+	text_put(t, "", 1); /* the piece's NUL; the next one starts after it */
+	return t->overflow ? "" : t->p + start;
+}
+
+#endif

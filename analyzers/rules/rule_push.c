@@ -1,0 +1,542 @@
+/* unbounded-push: checks update documents and update pipelines. */
+#include "analyzers/rules/rule_push.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "analyzers/engine/keys.h"
+#include "analyzers/rules/rule_api.h"
+#include "protocol/wire_iter.h"
+
+/* How deep update expressions are walked. Beyond it (and for an assigned
+ * path too long for the buffers below) the walk cannot tell whether the
+ * array is appended to, so it says it is: mongod runs pipeline updates
+ * nested deeper than this, and passing over them let an unbounded
+ * $concatArrays through a rule set to block. */
+#define MAX_DEPTH 100
+
+/* ---- guards: what in the statement's filter bounds the array ----
+ *
+ * Read from the conjunctive part of the filter only (top level and $and,
+ * nested): a guard under $or or $nor holds on some branch, so it bounds
+ * nothing. Paths point into the filter. More guards than fit are ignored,
+ * which can only keep a finding, never hide one. */
+
+#define GUARDS_MAX 16
+
+typedef struct guard_path {
+	const char *p;
+	size_t len;
+} guard_path;
+
+typedef struct push_guards {
+	guard_path counters[GUARDS_MAX]; /* fields held below a bound: $lt, $lte, $not {$gte} */
+	size_t ncounters;
+	guard_path arrays[GUARDS_MAX]; /* arrays held below a length: "a.N" $exists false, $size */
+	size_t narrays;
+	bool counted; /* some counter is also incremented by the update */
+} push_guards;
+
+static void add_guard(guard_path *list, size_t *n, const char *p, size_t len)
+{
+	if (*n < GUARDS_MAX) {
+		list[*n].p = p;
+		list[*n].len = len;
+		(*n)++;
+	}
+}
+
+static bool path_is(const guard_path *g, const char *path)
+{
+	return strncmp(g->p, path, g->len) == 0 && path[g->len] == '\0';
+}
+
+/* A finite number: the only bound a counter can be compared with. */
+static bool is_number(const bson_iter_t *it)
+{
+	switch (wire_iter_type(it)) {
+	case BSON_TYPE_INT32:
+	case BSON_TYPE_INT64:
+		return true;
+	case BSON_TYPE_DOUBLE: {
+		double d = bson_iter_double(it);
+		return d == d && d - d == 0; /* not NaN, not infinite */
+	}
+	default:
+		return false;
+	}
+}
+
+/* {$gte: N} (or {$gt: N}) and nothing else: under $not, an upper bound. */
+static bool only_lower_bound(const bson_iter_t *v)
+{
+	bson_iter_t c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c))
+		return false;
+	const char *k = wire_iter_key(&c);
+	if (!(key_eq(k, "$gte") || key_eq(k, "$gt")) || !is_number(&c))
+		return false;
+	return !wire_iter_next(&c);
+}
+
+/* The operators on one field: an upper bound on a counter, or an
+ * element-existence guard when the field is "<array>.<N>". */
+static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
+{
+	bson_iter_t c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
+		return;
+	bool counter = false, absent = false;
+	while (wire_iter_next(&c)) {
+		const char *op = wire_iter_key(&c);
+		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
+			counter = true;
+		else if (key_eq(op, "$not") && only_lower_bound(&c))
+			counter = true;
+		else if (key_eq(op, "$exists") && (WIRE_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
+		         !bson_iter_as_bool(&c))
+			absent = true;
+	}
+	if (counter)
+		add_guard(g->counters, &g->ncounters, key, strlen(key));
+	if (!absent)
+		return;
+	/* "<array>.<N>" with N a plain index (no sign, no leading zero). */
+	const char *dot = strrchr(key, '.');
+	if (!dot || dot == key || !dot[1] || (dot[1] == '0' && dot[2]))
+		return;
+	for (const char *d = dot + 1; *d; d++)
+		if (*d < '0' || *d > '9')
+			return;
+	add_guard(g->arrays, &g->narrays, key, (size_t)(dot - key));
+}
+
+/* {$size: "$arr"} or {$size: ["$arr"]}: the array's path, or NULL. */
+static const char *size_of_path(const bson_iter_t *v)
+{
+	bson_iter_t c, a;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c) ||
+	    !key_eq(wire_iter_key(&c), "$size"))
+		return NULL;
+	const bson_iter_t *arg = &c;
+	if (WIRE_ITER_HOLDS_ARRAY(&c)) {
+		if (!wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
+			return NULL;
+		arg = &a;
+	}
+	if (!WIRE_ITER_HOLDS_UTF8(arg))
+		return NULL;
+	const char *path = bson_iter_utf8(arg, NULL);
+	bool one = arg == &c ? !wire_iter_next(&c) : (!wire_iter_next(&a) && !wire_iter_next(&c));
+	/* "$$var" is a variable, not a field path */
+	return one && path[0] == '$' && path[1] && path[1] != '$' ? path + 1 : NULL;
+}
+
+/* $expr: {$lt: [{$size: "$a"}, N]} / $lte, or {$gt: [N, {$size: "$a"}]} /
+ * $gte; an $and of expressions is a conjunction too. */
+static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
+{
+	bson_iter_t c, args, x, y;
+	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
+	    !wire_iter_next(&c))
+		return;
+	const char *op = wire_iter_key(&c);
+	if (!WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
+		return;
+	if (key_eq(op, "$and")) {
+		while (wire_iter_next(&args))
+			expr_guards(g, &args, depth + 1);
+		return;
+	}
+	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
+	bool above = key_eq(op, "$gt") || key_eq(op, "$gte");
+	if (!(below || above) || !wire_iter_next(&args))
+		return;
+	x = args;
+	if (!wire_iter_next(&args))
+		return;
+	y = args;
+	if (wire_iter_next(&args))
+		return; /* the server wants exactly two */
+	const char *path = below ? size_of_path(&x) : size_of_path(&y);
+	if (path && is_number(below ? &y : &x))
+		add_guard(g->arrays, &g->narrays, path, strlen(path));
+}
+
+static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth);
+
+/* One member of a filter document, c on it. */
+static void member_guards(push_guards *g, const bson_iter_t *c, int depth)
+{
+	bson_iter_t el;
+	const char *k = wire_iter_key(c);
+	if (k[0] != '$') {
+		field_guards(g, k, c);
+	} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(c) && wire_iter_recurse(c, &el)) {
+		while (wire_iter_next(&el))
+			filter_guards(g, &el, depth + 1);
+	} else if (key_eq(k, "$expr")) {
+		expr_guards(g, c, 0);
+	}
+	/* $or, $nor, $not-like wrappers: a guard there bounds nothing */
+}
+
+static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(filter) ||
+	    !wire_iter_recurse(filter, &c))
+		return;
+	while (wire_iter_next(&c))
+		member_guards(g, &c, depth);
+}
+
+/* filter_guards of the filter the engine read (facts.h): the same members,
+ * without stepping the filter again. */
+static void facts_guards(push_guards *g, const filter_facts *f)
+{
+	for (unsigned i = 0; i < f->n; i++)
+		member_guards(g, &f->m[i].it, 0);
+}
+
+/* Whether the update document increments a guarded counter by a positive
+ * amount: then every application moves the counter towards its bound, and
+ * the write stops applying when it is reached. */
+static bool increments_counter(const bson_iter_t *update, const push_guards *g)
+{
+	bson_iter_t c, inc;
+	if (g->ncounters == 0 || !wire_iter_recurse(update, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		if (!key_eq(wire_iter_key(&c), "$inc") || !wire_iter_recurse(&c, &inc))
+			continue;
+		while (wire_iter_next(&inc)) {
+			if (!is_number(&inc) || bson_iter_as_double(&inc) <= 0)
+				continue;
+			for (size_t i = 0; i < g->ncounters; i++)
+				if (path_is(&g->counters[i], wire_iter_key(&inc)))
+					return true;
+		}
+	}
+	return false;
+}
+
+static bool guarded(const push_guards *g, const char *field)
+{
+	if (g->counted)
+		return true;
+	for (size_t i = 0; i < g->narrays; i++)
+		if (path_is(&g->arrays[i], field))
+			return true;
+	return false;
+}
+
+static void add_field(push_hit *hit, const char *field)
+{
+	size_t len = strlen(hit->fields);
+	if (len + 1 >= sizeof(hit->fields))
+		return;
+	snprintf(hit->fields + len, sizeof(hit->fields) - len, "%s\"%s\"", len ? ", " : "", field);
+}
+
+/* One member of $push: {field: value}. NULL when bounded. */
+static const char *push_value_form(const bson_iter_t *v)
+{
+	bson_iter_t c;
+	bool each = false, slice = false;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
+		return "has no $each + $slice";
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$each"))
+			each = true;
+		else if (key_eq(k, "$slice"))
+			slice = true;
+	}
+	if (each && slice)
+		return NULL;
+	if (each)
+		return "has $each but no $slice";
+	if (slice)
+		return "has $slice without $each (the document itself is pushed)";
+	return "has no $each + $slice";
+}
+
+static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *hit)
+{
+	bson_iter_t c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
+		return false;
+	bool found = false;
+	while (wire_iter_next(&c)) {
+		const char *form = push_value_form(&c);
+		if (!form || guarded(g, wire_iter_key(&c)))
+			continue;
+		if (!hit->form)
+			hit->form = form;
+		add_field(hit, wire_iter_key(&c));
+		found = true;
+	}
+	return found;
+}
+
+/* Does expr reference path (the "$field" string) outside any $slice? */
+static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH)
+		return true; /* see MAX_DEPTH */
+	if (WIRE_ITER_HOLDS_UTF8(it))
+		return strcmp(bson_iter_utf8(it, NULL), path) == 0;
+	if (!(WIRE_ITER_HOLDS_DOCUMENT(it) || WIRE_ITER_HOLDS_ARRAY(it)) ||
+	    !wire_iter_recurse(it, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
+			const char *k = wire_iter_key(&c);
+			if (key_eq(k, "$slice") || key_eq(k, "$literal"))
+				continue;
+		}
+		if (refs_path_unbounded(&c, path, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+/* Is there a $concatArrays, not under $slice, with an operand that reads
+ * the assigned field unbounded? */
+static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
+{
+	bson_iter_t c;
+	if (depth > MAX_DEPTH)
+		return true; /* see MAX_DEPTH */
+	if (!(WIRE_ITER_HOLDS_DOCUMENT(expr) || WIRE_ITER_HOLDS_ARRAY(expr)) ||
+	    !wire_iter_recurse(expr, &c))
+		return false;
+	bool doc = WIRE_ITER_HOLDS_DOCUMENT(expr);
+	while (wire_iter_next(&c)) {
+		const char *k = doc ? wire_iter_key(&c) : NULL; /* NULL: array element */
+		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
+			continue; /* bounded, or not an expression */
+		if (k && key_eq(k, "$concatArrays") && WIRE_ITER_HOLDS_ARRAY(&c)) {
+			bson_iter_t op;
+			if (wire_iter_recurse(&c, &op))
+				while (wire_iter_next(&op))
+					if (refs_path_unbounded(&op, path, depth + 1))
+						return true;
+			/* Every $concatArrays nested in these operands (outside
+			 * $slice and $literal, which refs_path_unbounded skips
+			 * too) reads only what was just walked, so descending
+			 * would find nothing new, and re-walking each nested
+			 * operand made the cost depth x size: 30 nested levels
+			 * over a 38 MB array held a worker for seconds. */
+			continue;
+		}
+		if (concat_appends(&c, path, depth + 1))
+			return true;
+	}
+	return false;
+}
+
+/* $set / $addFields: {field: expr}; an object literal {a: {b: expr}}
+ * assigns a.b, so the walk extends the path through it. */
+static bool check_assignments(const bson_iter_t *fields, const char *prefix, const push_guards *g,
+                              push_hit *hit, int depth)
+{
+	bson_iter_t c;
+	bool found = false;
+	if (depth > MAX_DEPTH) { /* see MAX_DEPTH */
+		add_field(hit, prefix);
+		hit->unjudged = true;
+		return true;
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(fields) || !wire_iter_recurse(fields, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		char field[200], path[208];
+		int n = prefix[0] ? snprintf(field, sizeof(field), "%s.%s", prefix, k)
+		                  : snprintf(field, sizeof(field), "%s", k);
+		if (n < 0 || (size_t)n >= sizeof(field)) { /* see MAX_DEPTH */
+			add_field(hit, field);
+			hit->unjudged = true;
+			found = true;
+			continue;
+		}
+		bson_iter_t first;
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
+		    wire_iter_next(&first) && wire_iter_key(&first)[0] != '$') {
+			if (check_assignments(&c, field, g, hit, depth + 1))
+				found = true;
+			continue;
+		}
+		snprintf(path, sizeof(path), "$%s", field);
+		if (!guarded(g, field) && concat_appends(&c, path, depth + 1)) {
+			add_field(hit, field);
+			found = true;
+		}
+	}
+	return found;
+}
+
+static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, push_hit *hit)
+{
+	bson_iter_t stage, c;
+	bool found = false;
+	if (!wire_iter_recurse(pipeline, &stage))
+		return false;
+	while (wire_iter_next(&stage)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &c))
+			continue;
+		while (wire_iter_next(&c)) {
+			const char *k = wire_iter_key(&c);
+			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
+			    check_assignments(&c, "", g, hit, 0))
+				found = true;
+		}
+	}
+	if (found) {
+		hit->pipeline = true;
+		hit->form = hit->unjudged ? "is assigned at a path too deep or too long to judge"
+		                          : "is appended to with $concatArrays and no $slice";
+	}
+	return found;
+}
+
+/* The guards of the statement's filter: from the facts when the engine read
+ * it (ff), else from the filter itself (NULL: none). */
+static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_facts *ff)
+{
+	if (ff)
+		facts_guards(g, ff);
+	else if (filter)
+		filter_guards(g, filter, 0);
+}
+
+static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
+                        push_hit *hit)
+{
+	bson_iter_t c, push;
+	/* Counts and flags only: on every update statement, zeroing the two
+	 * guard lists and the field text (720 bytes) cost more than the walk
+	 * of a $set; nothing reads past a count or the text's NUL. */
+	push_guards g;
+	g.ncounters = g.narrays = 0;
+	g.counted = false;
+	hit->fields[0] = '\0';
+	hit->pipeline = hit->unjudged = false;
+	hit->form = NULL;
+	if (WIRE_ITER_HOLDS_ARRAY(u)) {
+		guards_of(&g, filter, ff);
+		return check_pipeline(u, &g, hit);
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
+		return false;
+	/* Only a top-level $push is an operator; a replacement document's
+	 * fields are data, whatever they are called. */
+	if (!wire_iter_next(&c) || wire_iter_key(&c)[0] != '$')
+		return false;
+	bool has_push = false;
+	do {
+		if (key_eq(wire_iter_key(&c), "$push")) {
+			push = c;
+			has_push = true;
+			break;
+		}
+	} while (wire_iter_next(&c));
+	if (!has_push)
+		return false;
+	/* The guards are read only for an update that pushes: the common
+	 * update ($set, $inc) pays nothing for them. */
+	if (filter || ff) {
+		guards_of(&g, filter, ff);
+		g.counted = increments_counter(u, &g);
+	}
+	/* Every $push of the document, not only the first: mongod applies
+	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
+	 * {b: ...}} pushes to both), so checking the first alone let a bounded
+	 * push hide an unbounded one after it. */
+	bool found = check_push(&push, &g, hit);
+	while (wire_iter_next(&push))
+		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &g, hit))
+			found = true;
+	return found;
+}
+
+bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
+{
+	return push_update(u, filter, NULL, hit);
+}
+
+/* ---- the rule: check and words ---- */
+
+static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
+{
+	push_hit hit;
+	const stmt_facts *f = s->facts;
+	const filter_facts *ff =
+	    f && f->has_filter && f->filter.complete && s->filter ? &f->filter : NULL;
+	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && push_update(u, s->filter, ff, &hit))
+		rule_report(c, s, RULE_UNBOUNDED_PUSH, &hit);
+}
+
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const push_hit *hit = facts;
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+	size_t start = text_mark(&t);
+	if (hit->pipeline && hit->unjudged) {
+		text_printf(&t, "%s %s, so mongoguard cannot tell whether the array is bounded",
+		            hit->fields, hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_str(&t,
+		         "flatten the $set / $addFields of the update pipeline (fewer than 100 "
+		         "nested levels, shorter field paths), and bound any $concatArrays with "
+		         "{$slice: [..., -N]}");
+		w->fix = "flatten the update pipeline and bound $concatArrays with $slice";
+	} else if (hit->pipeline) {
+		text_printf(&t, "%s %s, so the array grows without bound", hit->fields, hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_printf(&t,
+		            "bound the result: {$slice: [{$concatArrays: [...]}, -N]} keeps the "
+		            "newest N; or bucket the items into documents of bounded size, or move "
+		            "them to a child collection that references this document (%s)",
+		            hit->fields);
+		w->fix =
+		    "wrap the $concatArrays in {$slice: [..., -N]} (subset pattern), bucket the "
+		    "array, or move the items to a child collection";
+	} else {
+		text_printf(&t, "$push to %s %s, so the array grows without bound", hit->fields,
+		            hit->form);
+		w->detail = rule_words_piece(&t, start);
+		start = text_mark(&t);
+		text_printf(
+		    &t,
+		    "push with {$each: [<items>], $slice: -N} to keep the newest N (subset "
+		    "pattern) for %s; or bucket the items into documents of bounded size, or "
+		    "move them to a child collection that references this document",
+		    hit->fields);
+		w->fix = "push with {$each: [...], $slice: -N} (subset pattern), bucket the array, "
+		         "or move the items to a child collection";
+	}
+	w->suggestion = rule_words_piece(&t, start);
+}
+
+static const rule_checks checks = {
+    .update = check_update,
+    .words = words,
+    /* push_update finds nothing in an update that is not a pipeline and
+     * has no $push */
+    .update_when = STMT_PUSH,
+};
+
+const rule_def rule_push_def = {
+    .id = RULE_UNBOUNDED_PUSH,
+    .name = "unbounded-push",
+    .summary = "an update appends to an array with nothing bounding its length",
+    .fix_kind = "$each + $slice",
+    .checks = &checks,
+};

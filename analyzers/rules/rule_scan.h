@@ -1,0 +1,73 @@
+/* collection-scan: a filter that no index on the collection can bound, so
+ * mongod reads every document (or every key of an index). What mongod's
+ * notablescan exists to forbid, and the most common cause of slow queries.
+ *
+ * Read (PROTOCOL.md, "Index bounds"): the filter of find, count, distinct,
+ * update and delete statements, findAndModify, bulkWrite update and delete
+ * ops, and an aggregation's leading $match stages; and the foreign side of
+ * every $lookup with localField / foreignField (each joined document is
+ * looked up in `from`, so a foreignField no index leads with scans `from`
+ * once per document).
+ *
+ * A field's predicate bounds an index whose leading field it is: equality
+ * (null too, on a non-sparse index), $eq, $in, $gt/$gte/$lt/$lte, $exists
+ * (either way; false only on a non-sparse index), $type, $all, $elemMatch
+ * (also for an index on a sub-field of it), a case-sensitive regex anchored
+ * with ^ or \A with a literal prefix (no i, s or x flag, no m unless \A, no
+ * unescaped |), and $geoWithin / $geoIntersects on a 2d or 2dsphere key.
+ * A hashed index is bounded by equality and $in only. $expr bounds only in
+ * the form mongod 5.0+ pushes down: {$eq: ["$f", constant]} (either order,
+ * also inside $expr's $and). $and and implicit AND: one bounded conjunct is
+ * enough. $or: bounded when some $or clause has every branch bounded.
+ * No bounds: $ne, $nin, $not, $nor, $mod, $size, $where, other $expr, bit
+ * tests, $jsonSchema, unanchored or case-insensitive regexes.
+ *
+ * Empty filter (or only $comment): reported unless a limit below
+ * minDocuments bounds what is read (updates without multi, deletes with
+ * limit 1 and findAndModify read one document), a sort an index provides
+ * makes it an index scan in order, it is a count (metadata), or a distinct
+ * whose key an index leads with (a distinct scan). A filter no index bounds
+ * with a sort an index provides and a limit below minDocuments is silent
+ * too: the scan stops after that many matches in index order.
+ *
+ * Silent, never a guess: the index list or the collection's estimated
+ * document count unknown (not fetched yet: this rule never holds a request),
+ * fewer than minDocuments documents, a wildcard index or one whose spec
+ * cannot be read, $text or $near (they need their index or fail), a hint
+ * naming no single index, more fields or $or clauses than are read.
+ * Generous where the planner might still use an index: partial indexes and
+ * indexes with another collation count as bounding. Hidden indexes never do.
+ *
+ * Suggestion: the ESR index for the filter and sort (esr.h) as a runnable
+ * createIndex, or, when no predicate can be bounded at all, how to rewrite
+ * the filter. Deliberately not reported: aggregations without a leading
+ * $match (whole-collection analytics), $graphLookup, explain (logged, never
+ * blocked, like every rule). */
+#ifndef MG_ANALYZERS_RULES_RULE_SCAN_H
+#define MG_ANALYZERS_RULES_RULE_SCAN_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "analyzers/planner/index_set.h"
+
+enum { SCAN_PARAM_MIN_DOCUMENTS = 0 };
+
+/* Whether a regex with this pattern and these options has a literal
+ * prefix an index can bound (PROTOCOL.md, "Regex and indexes"). */
+bool rule_scan_regex_bounded(const char *pattern, const char *options);
+
+typedef enum {
+	SCAN_BOUNDED, /* some usable index gets bounds */
+	SCAN_UNBOUNDED,
+	SCAN_UNKNOWN, /* a wildcard or unreadable index, $text, too much to read */
+} scan_verdict;
+
+/* The planner question alone, for tests and tools: can an index of set
+ * bound filter (NULL: empty), with hint (a key pattern or a name, both
+ * NULL: none)? */
+scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const bson_t *hint_doc,
+                              const char *hint_name);
+
+#endif

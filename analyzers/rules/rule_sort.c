@@ -1,0 +1,653 @@
+/* index-mismatched-sort: would mongod sort this query in memory?
+ *
+ * The model follows the planner (query_planner.cpp, planner_analysis.cpp,
+ * query_solution.cpp's computeSortsForScan) rather than the manual's summary,
+ * because the planner is what decides. An index can provide a sort three ways:
+ *
+ *  1. Bounded scan. When the index's leading field has a predicate, the
+ *     planner scans it with bounds. Index fields pinned to one value (point
+ *     bounds) are dropped from the key pattern and from the requested sort;
+ *     what remains of the sort must be a prefix of what remains of the key
+ *     pattern, directions all equal or all inverted. So index {a:1,b:1,c:1}
+ *     serves find({a:5}).sort({b:1}) and find({a:{$gt:1}, b:5}).sort({a:1, c:1}).
+ *  2. Explode for sort. A leading run of point and $in fields (at most 200
+ *     point scans in all) is split into one scan per combination and merged,
+ *     so the fields after the run can provide the sort.
+ *  3. Whole-index scan. With no usable predicate, a non-sparse index whose key
+ *     pattern starts with the sort (or its reverse) is scanned whole.
+ *
+ * An equality on a sort field drops it from the sort only when the field is
+ * in the index being scanned: find({c: 5}).sort({c: 1}) with only index
+ * {a:1,b:1,c:1,d:1} is a collection scan followed by a blocking sort.
+ *
+ * The rule must be trusted for its silence and its alarms alike, and where
+ * the two pull apart it keeps quiet (SORT_NO_VERDICT) rather than risk a false
+ * finding:
+ *  - Multikey: listIndexes does not say whether an index is multikey, and a
+ *    multikey field can only provide a sort when its bounds are unrestricted.
+ *    The index cache learns it from explain of a query hinted to each index
+ *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a sort on
+ *    a multikey field the filter restricts gets no bounded or exploded scan
+ *    from that index. Where it did not (a server that does not say), the
+ *    index is assumed not multikey: this can miss a finding, never invent one.
+ *  - Sparse and partial indexes are eligible only when the filter guarantees
+ *    the documents are in the index, which we do not evaluate. If such an
+ *    index would provide the sort, the answer is "no verdict", not "blocking".
+ *    (A sparse index is never scanned whole unless hinted: that case is
+ *    certain and is judged.)
+ *  - Any wildcard index (they can provide sorts on some paths), $text and
+ *    $near queries, an unknown or ambiguous hint, an index spec we could not
+ *    read, too many predicates: no verdict.
+ *  - $or: a query whose conjunctive part gets no sort from any index may
+ *    still get one by merging sorted index scans of each branch; each branch
+ *    is judged with the enclosing predicates added (generous: the planner
+ *    only sometimes pushes them down).
+ *  - Collation: an index whose collation differs from the query's orders
+ *    strings wrongly for it. Such an index provides a sort only on fields
+ *    whose bounds keep out strings, objects and arrays, and an equality with
+ *    such a value is not a point for it.
+ *  - Special keys (text, hashed, 2d, 2dsphere) end the part of the key pattern
+ *    that can provide a sort, unless pinned by an equality (hashed), as in
+ *    computeSortsForScan. Text and geo indexes are used only when the filter
+ *    names their special field, and never scanned whole. */
+#include "analyzers/rules/rule_sort.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "analyzers/planner/esr.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/rules/rule_api.h"
+#include "protocol/text.h"
+#include "protocol/wire_iter.h"
+
+#define KEYS_MAX QUERY_SORT_MAX /* longer key patterns cannot matter to a sort */
+
+enum { PATH_BOUNDED = 1, PATH_EXPLODE = 2, PATH_WHOLE = 4 };
+
+typedef enum {
+	EVAL_NO,
+	EVAL_MAYBE, /* only an index we do not judge might provide it */
+	EVAL_YES,
+} eval_result;
+
+typedef struct eval_out {
+	const index_def *by;        /* EVAL_YES: the index that provides it */
+	const index_def *maybe;     /* EVAL_MAYBE: the index that might */
+	const char *maybe_why;      /* ... and why we cannot tell */
+	const index_def *collation; /* would provide it if collations matched */
+} eval_out;
+
+static bool usable_point(const query_pred *q, bool mismatch)
+{
+	return q != NULL && q->point && (!mismatch || q->point_nc);
+}
+
+static uint32_t usable_points(const query_pred *q, bool mismatch)
+{
+	if (q == NULL || q->points == 0 || (mismatch && !q->points_nc))
+		return 0;
+	return q->points;
+}
+
+static bool has_key(const index_def *d, const char *field)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		if (strcmp(d->keys[i].field, field) == 0)
+			return true;
+	return false;
+}
+
+/* want must be a prefix of have with every direction equal or every
+ * direction inverted (the scan runs backwards). */
+static bool prefix_match(const sort_key *want, size_t nwant, const sort_key *have, size_t nhave)
+{
+	if (nwant == 0)
+		return true;
+	if (nwant > nhave)
+		return false;
+	int flip = want[0].direction == have[0].direction ? 1 : -1;
+	for (size_t i = 0; i < nwant; i++) {
+		if (strcmp(want[i].field, have[i].field) != 0 ||
+		    want[i].direction != have[i].direction * flip)
+			return false;
+	}
+	return true;
+}
+
+/* The sort with the fields this index pins to one value removed. */
+static size_t wanted_sort(const index_def *d, const query_preds *p, const sort_spec *s,
+                          bool mismatch, sort_key *want)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const char *f = s->keys[i].field;
+		if (has_key(d, f) && usable_point(query_preds_find(p, f), mismatch))
+			continue;
+		want[n++] = s->keys[i];
+	}
+	return n;
+}
+
+/* Appends the key pattern from index position `from` on, as the order the
+ * scan delivers: point fields skipped, cut at a special key or (collation
+ * mismatch) at a field whose bounds may hold strings. */
+static size_t scan_order(const index_def *d, size_t from, const query_preds *p, bool mismatch,
+                         sort_key *have)
+{
+	size_t n = 0;
+	for (size_t i = from; i < d->nkeys && n < KEYS_MAX; i++) {
+		const query_pred *q = query_preds_find(p, d->keys[i].field);
+		if (usable_point(q, mismatch))
+			continue;
+		if (d->keys[i].direction == 0)
+			break;
+		if (mismatch && (q == NULL || !q->bounded_nc))
+			break;
+		have[n].field = d->keys[i].field;
+		have[n].direction = d->keys[i].direction;
+		n++;
+	}
+	return n;
+}
+
+/* Does the sort name a field that d is known to be multikey on and that
+ * the filter restricts? (Unknown multikey: assumed not, as listIndexes
+ * alone never says.) */
+static bool multikey_restricted(const index_def *d, const query_preds *p, const sort_spec *s)
+{
+	if (!d->multikey_known || d->multikey_keys == 0)
+		return false;
+	for (size_t i = 0; i < d->nkeys && i < 32; i++) {
+		if (!(d->multikey_keys & (1u << i)))
+			continue;
+		const query_pred *q = query_preds_find(p, d->keys[i].field);
+		if (q == NULL || !q->any)
+			continue;
+		for (size_t k = 0; k < s->n; k++)
+			if (strcmp(s->keys[k].field, d->keys[i].field) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Which ways (PATH_*) index d can deliver the sort for predicates p. */
+static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
+                    const bson_t *qcoll, bool ignore_collation)
+{
+	sort_key want[KEYS_MAX], have[KEYS_MAX];
+	size_t nwant, nhave;
+	int paths = 0;
+	bool mismatch = !ignore_collation && !query_collation_equal(d->collation, qcoll);
+
+	if (d->nkeys == 0)
+		return 0;
+	const query_pred *lead = query_preds_find(p, d->keys[0].field);
+
+	/* A geo or text index is chosen only for a predicate on its special
+	 * field ($text and $near never get this far), and then even without one
+	 * on its leading field. */
+	bool special_pred = false;
+	if (d->plugin) {
+		for (size_t i = 0; i < d->nkeys; i++)
+			if (d->keys[i].direction == 0 &&
+			    query_preds_find(p, d->keys[i].field) != NULL)
+				special_pred = true;
+		if (!special_pred)
+			return 0;
+	}
+
+	/* 1. bounded scan: the leading field must carry a predicate. A
+	 * multikey field restricted by the filter gives no order to sort by
+	 * (each document sits at each of its elements), so then only the
+	 * whole-index scan below, with unrestricted bounds, can provide it. */
+	if (((lead != NULL && lead->any) || special_pred) && !multikey_restricted(d, p, s)) {
+		nwant = wanted_sort(d, p, s, mismatch, want);
+		nhave = scan_order(d, 0, p, mismatch, have);
+		if (prefix_match(want, nwant, have, nhave))
+			paths |= PATH_BOUNDED;
+
+		/* 2. explode: a leading run of points and point sets. */
+		size_t run = 0;
+		uint64_t scans = 1;
+		bool multi = false;
+		for (; run < d->nkeys; run++) {
+			const query_pred *q = query_preds_find(p, d->keys[run].field);
+			if (usable_point(q, mismatch))
+				continue;
+			uint32_t n = usable_points(q, mismatch);
+			if (n == 0)
+				break;
+			scans *= n;
+			multi = true;
+		}
+		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
+			nhave = scan_order(d, run, p, mismatch, have);
+			if (prefix_match(want, nwant, have, nhave))
+				paths |= PATH_EXPLODE;
+		}
+	}
+
+	/* 3. whole-index scan, in key pattern order, of a btree or hashed index;
+	 * strings would come out in the index's collation order, so the
+	 * collations must match. */
+	if (!mismatch && !d->plugin) {
+		nhave = 0;
+		for (size_t i = 0; i < d->nkeys && nhave < KEYS_MAX; i++) {
+			if (d->keys[i].direction == 0)
+				break;
+			have[nhave].field = d->keys[i].field;
+			have[nhave].direction = d->keys[i].direction;
+			nhave++;
+		}
+		if (prefix_match(s->keys, s->n, have, nhave))
+			paths |= PATH_WHOLE;
+	}
+	return paths;
+}
+
+/* Judges the indexes (only `hinted` when non-NULL) for one set of predicates. */
+static eval_result eval_indexes(const index_set *set, const index_def *hinted, const query_preds *p,
+                                const sort_spec *s, const bson_t *qcoll, eval_out *out)
+{
+	eval_result r = EVAL_NO;
+	size_t n = hinted != NULL ? 1 : index_set_count(set);
+
+	for (size_t i = 0; i < n; i++) {
+		const index_def *d = hinted != NULL ? hinted : index_set_get(set, i);
+		if (d->hidden)
+			continue;
+		if (d->odd) {
+			if (r == EVAL_NO) {
+				r = EVAL_MAYBE;
+				out->maybe = d;
+				out->maybe_why = "has a key pattern this rule cannot read";
+			}
+			continue;
+		}
+		int paths = provides(d, p, s, qcoll, false);
+		if (hinted == NULL && (d->sparse || d->partial)) {
+			/* Never scanned whole when sparse; eligible for a bounded scan
+			 * only if the filter guarantees its documents are indexed. */
+			if (d->sparse)
+				paths &= ~PATH_WHOLE;
+			if (paths != 0 && r == EVAL_NO) {
+				r = EVAL_MAYBE;
+				out->maybe = d;
+				out->maybe_why = d->sparse ? "is sparse" : "is partial";
+			}
+			continue;
+		}
+		if (paths != 0) {
+			out->by = d;
+			return EVAL_YES;
+		}
+		if (out->collation == NULL && provides(d, p, s, qcoll, true) != 0)
+			out->collation = d;
+	}
+	return r;
+}
+
+/* The conjunctive predicates gave no sort: try merging sorted scans of each
+ * branch of an $or. */
+static eval_result eval_ors(const index_set *set, const index_def *hinted, const query_preds *p,
+                            const sort_spec *s, const bson_t *qcoll, eval_out *out)
+{
+	eval_result best = p->ors_overflow ? EVAL_MAYBE : EVAL_NO;
+
+	for (size_t o = 0; o < p->nors; o++) {
+		bson_t arr;
+		bson_iter_t it;
+		bool all = true, unsure = false;
+
+		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
+		    !bson_iter_init(&it, &arr))
+			continue;
+		while (wire_iter_next(&it) && all) {
+			const uint8_t *data;
+			uint32_t len;
+			bson_t branch;
+			query_preds bp = *p;
+			eval_out bo = {0};
+
+			if (!WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+				all = false;
+				break;
+			}
+			bson_iter_document(&it, &len, &data);
+			if (!bson_init_static(&branch, data, len)) {
+				all = false;
+				break;
+			}
+			bp.nors = 0;
+			bp.ors_overflow = false;
+			query_preds_collect(&bp, &branch);
+			eval_result r = EVAL_NO;
+			if (!bp.overflow && !bp.text_or_near)
+				r = eval_indexes(set, hinted, &bp, s, qcoll, &bo);
+			if (r == EVAL_YES)
+				continue;
+			if (r == EVAL_MAYBE || bp.overflow || bp.text_or_near || bp.nors > 0 ||
+			    bp.ors_overflow) {
+				/* Nested $or or something we do not judge. */
+				unsure = true;
+				continue;
+			}
+			all = false;
+		}
+		if (all && !unsure) {
+			out->by = NULL;
+			return EVAL_YES;
+		}
+		if (all && unsure)
+			best = EVAL_MAYBE;
+	}
+	if (best == EVAL_MAYBE && out->maybe_why == NULL)
+		out->maybe_why = "an $or branch cannot be judged";
+	return best;
+}
+
+typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
+
+static hint_kind resolve_hint(const index_set *set, const sort_query *q, const index_def **out,
+                              const char **why)
+{
+	bson_iter_t it;
+
+	*out = NULL;
+	if (q->hint_name == NULL && q->hint_doc == NULL)
+		return HINT_NONE;
+	if (q->hint_name == NULL) {
+		if (!bson_iter_init(&it, q->hint_doc) || !wire_iter_next(&it))
+			return HINT_NONE;
+		if (strcmp(wire_iter_key(&it), "$natural") == 0)
+			return HINT_NATURAL;
+	}
+	size_t matches = index_set_find_hint(set, q->hint_name, q->hint_doc, out);
+	if (matches != 1) {
+		*why =
+		    matches == 0 ? "the hint names no index" : "the hint matches several indexes";
+		return HINT_UNUSABLE;
+	}
+	if ((*out)->hidden) {
+		*why = "the hint names a hidden index (the server rejects it)";
+		return HINT_UNUSABLE;
+	}
+	if ((*out)->wildcard || (*out)->odd) {
+		*why = "the hinted index is a wildcard or unreadable index";
+		return HINT_UNUSABLE;
+	}
+	return HINT_INDEX;
+}
+
+/* ---- the verdict, as facts ---- */
+
+/* Records why; the words are rendered later, from these. */
+static void say(sort_facts *f, sort_verdict v, const sort_spec *shown, const char *what,
+                const char *name, const char *tail)
+{
+	f->verdict = v;
+	f->show_sort = shown != NULL;
+	f->what = what;
+	f->name = name;
+	f->tail = tail;
+}
+
+/* When no index provides the sort: which one it is that blocks. */
+static void blocking(sort_facts *f, const char *why, const index_def *hinted,
+                     const index_def *coll_near)
+{
+	if (why != NULL) {
+		say(f, SORT_BLOCKING, &f->sort, why, NULL, NULL);
+	} else if (hinted != NULL) {
+		say(f, SORT_BLOCKING, &f->sort, "hinted index ", hinted->name,
+		    " cannot provide it");
+	} else {
+		say(f, SORT_BLOCKING, &f->sort, "no index provides it", NULL, NULL);
+		f->list_indexes = true;
+		f->collation_near = coll_near != NULL;
+	}
+}
+
+/* The index list gave no plain answer: a hint, a wildcard index, or the
+ * indexes themselves (sort_evaluate's last step). */
+static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hinted)
+{
+	eval_out out = {0};
+	const sort_query *q = f->q;
+	eval_result r = eval_indexes(s, hinted, &f->preds, &f->sort, q->collation, &out);
+	if (r == EVAL_YES) {
+		say(f, SORT_PROVIDED, &f->sort, "provided by index ", out.by->name, NULL);
+		return;
+	}
+	if (f->preds.nors > 0 || f->preds.ors_overflow) {
+		eval_out oo = {0};
+		eval_result orr = eval_ors(s, hinted, &f->preds, &f->sort, q->collation, &oo);
+		if (orr == EVAL_YES) {
+			say(f, SORT_PROVIDED, &f->sort,
+			    "provided by merging sorted index scans of each $or branch", NULL,
+			    NULL);
+			return;
+		}
+		if (orr == EVAL_MAYBE && r == EVAL_NO) {
+			r = EVAL_MAYBE;
+			out.maybe = NULL;
+			out.maybe_why = oo.maybe_why;
+		}
+	}
+	if (r == EVAL_MAYBE) {
+		if (out.maybe != NULL) {
+			say(f, SORT_NO_VERDICT, &f->sort, "no verdict: index ", out.maybe->name,
+			    NULL);
+			f->maybe_why = out.maybe_why;
+		} else {
+			say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ", out.maybe_why, NULL);
+		}
+		return;
+	}
+	blocking(f, NULL, hinted, out.collation);
+}
+
+void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
+{
+	const index_def *hinted = NULL;
+	const char *why = NULL;
+
+	f->q = q;
+	f->set = s;
+	f->maybe_why = NULL;
+	f->list_indexes = f->collation_near = false;
+	f->preds.n = 0;
+	switch (query_sort_parse(q->sort, &f->sort)) {
+	case SORT_SPEC_NONE:
+		say(f, SORT_PROVIDED, NULL, "not an index question (empty, $natural or $meta)",
+		    NULL, NULL);
+		return;
+	case SORT_SPEC_INVALID:
+		say(f, SORT_NO_VERDICT, NULL, "no verdict: a sort the server rejects", NULL, NULL);
+		return;
+	case SORT_SPEC_KEYS:
+		break;
+	}
+	if (s == NULL || index_set_is_opaque(s, &why)) {
+		say(f, SORT_NO_VERDICT, &f->sort,
+		    "no verdict: ", why != NULL ? why : "index list unknown", NULL);
+		return;
+	}
+
+	query_preds_init(&f->preds);
+	query_preds_collect(&f->preds, q->filter);
+	if (f->preds.overflow || f->preds.text_or_near) {
+		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ",
+		    f->preds.overflow ? "too many predicates" : "$text or $near chooses the plan",
+		    NULL);
+		return;
+	}
+
+	switch (resolve_hint(s, q, &hinted, &why)) {
+	case HINT_NATURAL:
+		blocking(f, "hint {$natural} forces a collection scan", NULL, NULL);
+		return;
+	case HINT_UNUSABLE:
+		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ", why, NULL);
+		return;
+	case HINT_NONE:
+		for (size_t i = 0; i < index_set_count(s); i++) {
+			const index_def *d = index_set_get(s, i);
+			if (d->wildcard && !d->hidden) {
+				say(f, SORT_NO_VERDICT, &f->sort, "no verdict: wildcard index ",
+				    d->name, " may provide it");
+				return;
+			}
+		}
+		break;
+	case HINT_INDEX:
+		break;
+	}
+	judge_indexes(s, f, hinted);
+}
+
+/* ---- the words, from the facts ---- */
+
+static void index_names(text_buf *b, const index_set *set)
+{
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (i > 0)
+			text_str(b, ", ");
+		if (b->len + strlen(d->name) + 16 > b->cap) {
+			text_str(b, "...");
+			return;
+		}
+		text_str(b, d->name);
+		if (d->hidden)
+			text_str(b, " (hidden)");
+	}
+}
+
+void sort_facts_detail(const sort_facts *f, char *detail, size_t len)
+{
+	char line[639], tail[512];
+	text_buf b;
+
+	if (detail == NULL || len == 0)
+		return;
+	const char *t = f->tail;
+	if (f->list_indexes) {
+		text_init(&b, tail, sizeof tail);
+		text_str(&b, f->collation_near ? " with the query's collation (indexes: "
+		                               : " (indexes: ");
+		index_names(&b, f->set);
+		text_str(&b, ")");
+		t = text_finish(&b);
+	} else if (f->maybe_why != NULL) {
+		snprintf(tail, sizeof tail, " %s and may provide it", f->maybe_why);
+		t = tail;
+	}
+	text_init(&b, line, sizeof line);
+	text_str(&b, "sort ");
+	if (f->show_sort && f->sort.n > 0) {
+		esr_put_sort(&b, f->sort.keys, f->sort.n);
+		text_str(&b, " ");
+	}
+	text_str(&b, "on ");
+	text_str(&b, f->q->db != NULL ? f->q->db : "");
+	text_str(&b, ".");
+	text_str(&b, f->q->coll != NULL ? f->q->coll : "");
+	text_str(&b, ": ");
+	text_str(&b, f->what);
+	if (f->name != NULL)
+		text_str(&b, f->name);
+	if (t != NULL)
+		text_str(&b, t);
+	snprintf(detail, len, "%s", text_finish(&b));
+}
+
+void sort_facts_suggestion(const sort_facts *f, char *suggestion, size_t len)
+{
+	if (suggestion == NULL || len == 0)
+		return;
+	suggestion[0] = '\0';
+	if (f->verdict == SORT_BLOCKING)
+		esr_suggest_parsed(f->q->db, f->q->coll, &f->preds, &f->sort, f->q->collation,
+		                   suggestion, len);
+}
+
+sort_verdict sort_check(const index_set *s, const sort_query *q, char *suggestion,
+                        size_t suggestion_len, char *detail, size_t detail_len)
+{
+	sort_facts f;
+	sort_evaluate(s, q, &f);
+	sort_facts_suggestion(&f, suggestion, suggestion_len);
+	sort_facts_detail(&f, detail, detail_len);
+	return f.verdict;
+}
+
+/* ---- the rule: check and words ---- */
+
+static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_query *q)
+{
+	const index_set *set = NULL;
+	if (!s->coll)
+		return RULE_READY;
+	switch (rule_ctx_indexes(c, s->db, s->coll, &set)) {
+	case INDEXES_KNOWN:
+		break;
+	case INDEXES_PENDING: /* the engine owes the verdict, or the wait ended */
+		return RULE_READY;
+	default: /* INDEXES_UNAVAILABLE: no verdict possible */
+		return RULE_READY;
+	}
+	sort_facts f;
+	sort_evaluate(set, q, &f);
+	if (f.verdict == SORT_BLOCKING)
+		rule_report(c, s, RULE_INDEX_MISMATCHED_SORT, &f);
+	return RULE_READY;
+}
+
+/* The detail and suggestion keep the sizes they have always had in the log
+ * (255 and 511 bytes); the fix wraps the suggestion. */
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const sort_facts *f = facts;
+	char why[256], index[512];
+	text_buf t;
+	sort_facts_detail(f, why, sizeof why);
+	sort_facts_suggestion(f, index, sizeof index);
+	text_init(&t, w->buf, sizeof(w->buf));
+
+	size_t start = text_mark(&t);
+	if (why[0])
+		text_printf(&t, "%s, so mongod sorts in memory", why);
+	else
+		text_str(&t, "no index provides this sort, so mongod sorts in memory");
+	w->detail = rule_words_piece(&t, start);
+	start = text_mark(&t);
+	if (index[0])
+		text_printf(&t, "create the index %s", index);
+	else
+		text_str(&t, "create an index with the equality fields first, then the sort fields "
+		             "in the sort's directions, then the range fields (ESR)");
+	w->fix = rule_words_piece(&t, start);
+	if (index[0]) {
+		start = text_mark(&t);
+		text_str(&t, index);
+		w->suggestion = rule_words_piece(&t, start);
+	} else {
+		w->suggestion = w->fix;
+	}
+}
+
+static const rule_checks checks = {
+    .sort = check_sort,
+    .words = words,
+};
+
+const rule_def rule_sort_def = {
+    .id = RULE_INDEX_MISMATCHED_SORT,
+    .needs_indexes = true,
+    .name = "index-mismatched-sort",
+    .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
+    .fix_kind = "ESR createIndex",
+    .checks = &checks,
+};

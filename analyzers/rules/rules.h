@@ -1,0 +1,86 @@
+/* The rule table: one row per rule, each row defined by the rule's own file
+ * (rule_regex.c, rule_push.c, rule_lookup.c, rule_sort.c, rule_scan.c,
+ * rule_doc.c), which owns its id, its one-line summary, its parameters,
+ * its check and its words, the report's included.
+ *
+ * Everything that lists rules reads this table: the engine (which checks to
+ * run), the config loader (rule names, parameters and their bounds), the
+ * --help text, the offline report (each rule's fix and profile row).
+ * Adding a rule is one file, one rule_id value here and one row in
+ * rules.c.
+ *
+ * Plain data: no libbson, no libyaml. The checks' side of a row is in
+ * analyzers/rules/rule_api.h, which only the engine and the rule files read. */
+#ifndef MG_ANALYZERS_RULES_RULES_H
+#define MG_ANALYZERS_RULES_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The order is the order checks run in for one part of a request, and the
+ * order --help and the start-up log list the rules. */
+typedef enum {
+	RULE_CASE_INSENSITIVE_REGEX,
+	RULE_UNBOUNDED_PUSH,
+	RULE_HOT_PATH_LOOKUP,
+	RULE_INDEX_MISMATCHED_SORT,
+	RULE_COLLECTION_SCAN,
+	RULE_LARGE_DOCUMENT,
+	RULE_COUNT,
+} rule_id;
+
+/* Parameter slots per rule (rule_config.params). */
+#define RULE_MAX_PARAMS 4
+
+typedef enum {
+	RULE_PARAM_U32, /* a whole number from min to max */
+} rule_param_type;
+
+/* One parameter, as the YAML config states it under the rule's mapping:
+ * `hot-path-lookup: {action: log, threshold: 60}`. The generic loader parses
+ * it from this descriptor alone. */
+typedef struct rule_param {
+	const char *name; /* the YAML key, camelCase */
+	rule_param_type type;
+	uint32_t def, min, max;
+	unsigned slot;       /* where stored: rule_config.params[slot] */
+	const char *summary; /* for --help: what it means */
+} rule_param;
+
+typedef struct rule_checks rule_checks; /* analyzers/rules/rule_api.h */
+
+typedef struct rule_def {
+	rule_id id;
+	/* The rule's sort or query checks read the namespace's index list and
+	 * document count: the engine looks them up before any check runs, so
+	 * a request waits for them whole or is judged late (engine.h). */
+	bool needs_indexes;
+	/* The same, only for a query run with a collation (its other checks
+	 * read no index). */
+	bool needs_indexes_collated;
+	const char *name;    /* the id: a contract (DESIGN.md, "Rule ids") */
+	const char *summary; /* one line: --help and the README's rule list */
+	/* The offline report's words: the kind of fix, a few words, in the
+	 * rule list, the Markdown table and each finding's JSON "fix" (never
+	 * empty); and, when the collection profile has a row counting this
+	 * rule's findings per namespace, its label (HTML) and key (JSON),
+	 * else both NULL. */
+	const char *fix_kind;
+	const char *profile_row, *profile_key;
+	const rule_param *params;
+	size_t nparams;
+	const rule_checks *checks;
+} rule_def;
+
+/* Indexed by rule_id; every row is set. */
+extern const rule_def *const rule_table[RULE_COUNT];
+
+/* A rule's id string <-> its rule_id (from the table); -1 if unknown. */
+const char *rule_name(rule_id id);
+int rule_from_name(const char *name);
+
+/* The rule's parameter named name, or NULL. */
+const rule_param *rule_param_find(const rule_def *d, const char *name);
+
+#endif

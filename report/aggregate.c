@@ -1,0 +1,741 @@
+/* The report's reader loop and aggregation (report.h says what it does).
+ *
+ * Two passes over the inputs. The first collects index snapshots only, so
+ * a request captured before the writer had learned its collection's index
+ * list (the live path waited for that list; the writer asked for it after)
+ * is judged against the first list the capture holds. The second decodes
+ * every request with request_decode and runs engine_analyze, exactly as a
+ * session does, with no_wait set (a list the capture never held means "no
+ * verdict", as it does live after indexWaitMS); later snapshots replace
+ * earlier ones as they are met. Replies pair with their request by
+ * (instance, connection, requestID).
+ *
+ * The per-shape table keys shapes as the engine keys findings: the same
+ * parts of the same commands rendered by analyzers/engine/shape.h and hashed with
+ * shape_hash, so a shape's row and its findings share a shapeHash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyzers/engine/engine.h"
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/planner/index_set.h"
+#include "analyzers/planner/query_preds.h"
+#include "analyzers/engine/shape.h"
+#include "protocol/capture.h"
+#include "protocol/request.h"
+#include "report/aggregate_int.h"
+#include "report/recommend.h"
+
+model_ns *agg_ns_get(aggregator *a, const char *ns)
+{
+	model *m = a->m;
+	uint64_t k = str_key(ns);
+	size_t i = imap_get(&a->nss, k);
+	if (i)
+		return &m->nss[i - 1];
+	GROW(m->nss, m->nnss, m->capnss);
+	model_ns *n = &m->nss[m->nnss++];
+	memset(n, 0, sizeof *n);
+	snprintf(n->ns, sizeof n->ns, "%s", ns);
+	n->doc_max = -1;
+	n->doc_count = -1;
+	imap_put(&a->nss, k, m->nnss);
+	/* its database, for "too many collections" */
+	char db[128];
+	const char *dot = strchr(ns, '.');
+	size_t dl = dot ? (size_t)(dot - ns) : strlen(ns);
+	if (dl >= sizeof db)
+		dl = sizeof db - 1;
+	memcpy(db, ns, dl);
+	db[dl] = '\0';
+	uint64_t dk = str_key(db);
+	size_t di = imap_get(&a->dbs, dk);
+	if (!di) {
+		size_t cap = m->ndbs; /* grows one at a time: few databases */
+		model_db *nd = realloc(m->dbs, (cap + 1) * sizeof *nd);
+		if (!nd)
+			abort();
+		m->dbs = nd;
+		memset(&m->dbs[m->ndbs], 0, sizeof *m->dbs);
+		snprintf(m->dbs[m->ndbs].db, sizeof m->dbs->db, "%s", db);
+		imap_put(&a->dbs, dk, ++m->ndbs);
+		di = m->ndbs;
+	}
+	m->dbs[di - 1].collections++;
+	return n;
+}
+
+size_t agg_ns_index(aggregator *a, const model_ns *n)
+{
+	return (size_t)(n - a->m->nss) + 1;
+}
+
+static model_app *app_get(aggregator *a, const char *app)
+{
+	model *m = a->m;
+	uint64_t k = str_key(app);
+	size_t i = imap_get(&a->apps, k);
+	if (i)
+		return &m->apps[i - 1];
+	GROW(m->apps, m->napps, m->capapps);
+	model_app *p = &m->apps[m->napps++];
+	memset(p, 0, sizeof *p);
+	snprintf(p->app, sizeof p->app, "%s", app);
+	imap_put(&a->apps, k, m->napps);
+	return p;
+}
+
+/* ---- findings: the engine's sink ---- */
+
+/* What a recommendation needs of the request that first gave a finding:
+ * the classes of its ESR key (recommend.c). Only while the request is at
+ * hand (a->cur), once per finding. */
+static void note_new_finding(aggregator *a, model_finding *mf)
+{
+	rec_command c;
+	mf->esr_neq = mf->esr_nsort = -1;
+	if (mf->rule == RULE_UNBOUNDED_PUSH)
+		agg_finding_push_paths(mf);
+	if (a->cur &&
+	    (mf->rule == RULE_INDEX_MISMATCHED_SORT || mf->rule == RULE_COLLECTION_SCAN) &&
+	    rec_parse_command(mf->suggestion, &c))
+		rec_classify(a->cur, &c, &mf->esr_neq, &mf->esr_nsort);
+}
+
+static void on_finding(void *arg, const finding *f)
+{
+	aggregator *a = arg;
+	model *m = a->m;
+	uint64_t k = fnv(&f->rule, sizeof f->rule, f->shape_hash);
+	size_t i = imap_get(&a->findings, k);
+	model_finding *mf;
+	if (i) {
+		mf = &m->findings[i - 1];
+	} else {
+		GROW(m->findings, m->nfindings, m->capfindings);
+		mf = &m->findings[m->nfindings++];
+		memset(mf, 0, sizeof *mf);
+		mf->rule = f->rule;
+		mf->hash = f->shape_hash;
+		snprintf(mf->ns, sizeof mf->ns, "%s", f->ns);
+		snprintf(mf->command, sizeof mf->command, "%s", f->command);
+		snprintf(mf->shape, sizeof mf->shape, "%s", f->shape);
+		snprintf(mf->suggestion, sizeof mf->suggestion, "%s", f->suggestion);
+		snprintf(mf->detail, sizeof mf->detail, "%s", f->detail);
+		imap_put(&a->findings, k, m->nfindings);
+		note_new_finding(a, mf);
+	}
+	uint64_t n = f->repeats ? f->repeats : 1;
+	mf->count += n;
+	m->rule_totals[f->rule] += n;
+	size_t j = 0;
+	while (j < mf->napps && strcmp(mf->apps[j], f->app_name) != 0)
+		j++;
+	if (j == mf->napps && j < MODEL_APPS_PER_FINDING)
+		snprintf(mf->apps[mf->napps++], sizeof mf->apps[0], "%s", f->app_name);
+	if (j < mf->napps)
+		mf->app_counts[j] += n;
+	app_get(a, f->app_name)->findings[f->rule] += n;
+	if (rule_table[f->rule]->profile_row) /* counted per namespace for its profile row */
+		agg_ns_get(a, f->ns)->findings[f->rule] += n;
+}
+
+/* ---- shapes, as the engine makes them ---- */
+
+/* The shape of a command (or of the command explain wraps), its hash and
+ * its namespace: engine_shape(), so a row and its findings share a
+ * shapeHash. A body the engine cannot read still gets a row of its own. */
+static uint64_t shape_of(const cmdview *v, char *ns, size_t nscap, char *cmd, size_t cmdcap,
+                         char *buf)
+{
+	uint64_t h = 0;
+	if (engine_shape(v, ns, nscap, cmd, cmdcap, buf, &h))
+		return h;
+	snprintf(ns, nscap, "%s.$cmd", v->db ? v->db : "");
+	snprintf(cmd, cmdcap, "%s", v->name ? v->name : "");
+	snprintf(buf, SHAPE_BUF_LEN, "{}");
+	return shape_hash(ns, cmd, buf);
+}
+
+static model_shape *shape_get(aggregator *a, uint64_t hash, const char *ns, const char *cmd,
+                              const char *text, const char *app)
+{
+	model *m = a->m;
+	size_t i = imap_get(&a->shapes, hash);
+	if (i)
+		return &m->shapes[i - 1];
+	GROW(m->shapes, m->nshapes, m->capshapes);
+	model_shape *s = &m->shapes[m->nshapes++];
+	memset(s, 0, sizeof *s);
+	s->hash = hash;
+	snprintf(s->ns, sizeof s->ns, "%s", ns);
+	snprintf(s->command, sizeof s->command, "%s", cmd);
+	snprintf(s->shape, sizeof s->shape, "%s", text);
+	snprintf(s->app, sizeof s->app, "%s", app);
+	imap_put(&a->shapes, hash, m->nshapes);
+	return s;
+}
+
+/* ---- records ---- */
+
+static const char *rec_str(const bson_t *rec, const char *key)
+{
+	bson_iter_t it;
+	return bson_iter_init_find(&it, rec, key) && BSON_ITER_HOLDS_UTF8(&it)
+	           ? bson_iter_utf8(&it, NULL)
+	           : "";
+}
+
+static int64_t rec_int(const bson_t *rec, const char *key, int64_t def)
+{
+	bson_iter_t it;
+	return bson_iter_init_find(&it, rec, key) && BSON_ITER_HOLDS_NUMBER(&it)
+	           ? bson_iter_as_int64(&it)
+	           : def;
+}
+
+/* Counts, sizes and latencies from a record, as the totals may take them:
+ * a capture file can hold anything, and a negative or absurd value would
+ * make every total it joins meaningless (as uint64_t, a 20-digit number in
+ * the JSON report; as int64_t, an overflow). No real reply, batch or wait
+ * comes near 2^40. (fuzz_capture: crash-report-negative-time.) */
+#define REC_MAX_COUNT ((int64_t)1 << 40)
+static int64_t clamp_count(int64_t v)
+{
+	return v < 0 ? 0 : v > REC_MAX_COUNT ? REC_MAX_COUNT : v;
+}
+
+static uint64_t rec_count(const bson_t *rec, const char *key)
+{
+	return (uint64_t)clamp_count(rec_int(rec, key, 0));
+}
+
+/* A record's time, µs since the epoch; before 1970 is corruption. */
+static int64_t rec_time(const bson_t *rec)
+{
+	int64_t t = rec_int(rec, "t", 0);
+	return t < 0 ? 0 : t;
+}
+
+static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
+{
+	uint64_t k = fnv(&a->instance, sizeof a->instance, FNV0);
+	k = fnv(&conn, sizeof conn, k);
+	return fnv(&id, sizeof id, k);
+}
+
+static void note_time(model *m, int64_t t)
+{
+	if (!m->t_min || t < m->t_min)
+		m->t_min = t;
+	if (t > m->t_max)
+		m->t_max = t;
+}
+
+static void per_second(model *m, int64_t t)
+{
+	uint64_t sec = (uint64_t)(t / 1000000);
+	if (!m->per_sec_base || sec < m->per_sec_base) {
+		/* Records come in file order; an earlier second (another
+		 * instance's file) shifts the table right. */
+		uint64_t shift = m->per_sec_base ? m->per_sec_base - sec : 0;
+		if (shift > 31 * 86400)
+			return;
+		uint64_t *np = calloc(m->nsec + shift + 1, sizeof *np);
+		if (!np)
+			abort();
+		if (m->per_sec)
+			memcpy(np + shift, m->per_sec, m->nsec * sizeof *np);
+		free(m->per_sec);
+		m->per_sec = np;
+		m->nsec += shift;
+		if (!m->nsec)
+			m->nsec = 1;
+		m->per_sec_base = sec;
+	}
+	uint64_t i = sec - m->per_sec_base;
+	if (i > 31 * 86400)
+		return; /* a month is plenty for one chart */
+	if (i >= m->nsec) {
+		uint64_t *np = realloc(m->per_sec, (i + 1) * sizeof *np);
+		if (!np)
+			abort();
+		memset(np + m->nsec, 0, (i + 1 - m->nsec) * sizeof *np);
+		m->per_sec = np;
+		m->nsec = i + 1;
+	}
+	m->per_sec[i]++;
+}
+
+static void on_request(aggregator *a, const bson_t *rec)
+{
+	model *m = a->m;
+	size_t len = 0;
+	uint8_t *msg = capture_request_message(rec, &len);
+	request r;
+	wire_error err = {0};
+	int64_t t = rec_time(rec);
+	const char *app = rec_str(rec, "app");
+	if (!msg)
+		return;
+	if (request_decode(&r, msg, len, &err) != REQUEST_COMMAND) {
+		request_release(&r);
+		free(msg);
+		return;
+	}
+	m->requests++;
+	note_time(m, t);
+	per_second(m, t);
+	if (!strcmp(rec_str(rec, "verdict"), "block"))
+		m->blocked++;
+	char ns[MODEL_NS_LEN], cmd[64], text[SHAPE_BUF_LEN];
+	uint64_t h = shape_of(&r.view, ns, sizeof ns, cmd, sizeof cmd, text);
+	model_shape *s = shape_get(a, h, ns, cmd, text, app);
+	s->count++;
+	model_app *ap = app_get(a, app);
+	ap->ops++;
+	model_ns *n = NULL;
+	if (!strstr(ns, ".$cmd")) {
+		n = agg_ns_get(a, ns);
+		n->ops++;
+		agg_note_schema(a, n, &r.view, cmd);
+		n = agg_ns_get(a, ns); /* note_schema may have moved the table */
+	}
+	if (a->e) {
+		request_ctx rc = {.app_name = app,
+		                  .client = rec_str(rec, "client"),
+		                  .now_ms = t / 1000,
+		                  .no_wait = true};
+		block_info b;
+		a->cur = &r.view;
+		a->cur_t = t;
+		(void)engine_analyze(a->e, &r.view, &rc, &b);
+		a->cur = NULL;
+	}
+	bson_iter_t it;
+	if (!(bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))) {
+		uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
+		pending *p = malloc(sizeof *p);
+		if (!p)
+			abort();
+		p->key = k;
+		p->shape = (size_t)(s - m->shapes) + 1;
+		p->ns = n ? agg_ns_index(a, n) : 0;
+		p->t_us = t;
+		p->next = a->pend[k % PENDING_BUCKETS];
+		a->pend[k % PENDING_BUCKETS] = p;
+	}
+	request_release(&r);
+	free(msg);
+}
+
+static int bloat_bucket(int64_t size)
+{
+	static const int64_t edges[] = {1024, 16384, 131072, 1 << 20, 4 << 20, 16 << 20};
+	int b = 0;
+	while (b < 6 && size >= edges[b])
+		b++;
+	return b;
+}
+
+static void on_reply(aggregator *a, const bson_t *rec)
+{
+	model *m = a->m;
+	m->replies++;
+	int64_t t = rec_time(rec);
+	note_time(m, t);
+	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
+	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
+	while ((p = *pp) && p->key != k)
+		pp = &p->next;
+	if (!p)
+		return; /* an exhaust stream's later reply, or its request was dropped */
+	*pp = p->next;
+	m->paired++;
+	model_shape *s = &m->shapes[p->shape - 1];
+	int64_t lat = clamp_count(t - p->t_us); /* both >= 0: no overflow */
+	if (s->nlat == s->caplat) {
+		s->caplat = s->caplat ? s->caplat * 2 : 16;
+		int64_t *nl = realloc(s->lat_us, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_us = nl;
+		nl = realloc(s->lat_t, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_t = nl;
+	}
+	s->lat_t[s->nlat] = p->t_us;
+	s->lat_us[s->nlat++] = lat;
+	s->total_us += lat;
+	app_get(a, s->app)->total_us += lat;
+	s->bytes += rec_count(rec, "len");
+	bson_iter_t it;
+	if ((bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it)) ||
+	    rec_int(rec, "we", 0) > 0)
+		agg_note_failure(s, (int32_t)rec_int(rec, "code", 0));
+	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
+	    !strcmp(s->command, "getMore"))
+		s->docs += rec_count(rec, "n");
+	if (p->ns) {
+		model_ns *ns = &m->nss[p->ns - 1];
+		bson_iter_t d, c;
+		if (bson_iter_init_find(&d, rec, "docs") && BSON_ITER_HOLDS_DOCUMENT(&d)) {
+			bson_t docs;
+			uint32_t l;
+			const uint8_t *data;
+			bson_iter_document(&d, &l, &data);
+			if (bson_init_static(&docs, data, l)) {
+				int64_t dn = (int64_t)rec_count(&docs, "n");
+				int64_t mx = (int64_t)rec_count(&docs, "max");
+				int64_t tot = (int64_t)rec_count(&docs, "total");
+				ns->docs += (uint64_t)dn;
+				ns->doc_bytes += (uint64_t)tot;
+				if (mx > ns->doc_max)
+					ns->doc_max = mx;
+				if (dn > 0)
+					ns->bloat[bloat_bucket(tot / dn)] += (uint64_t)dn;
+			}
+		}
+		if (bson_iter_init_find(&d, rec, "arrays") && bson_iter_recurse(&d, &c))
+			while (bson_iter_next(&c))
+				agg_array_sample(ns, bson_iter_key(&c), bson_iter_as_int64(&c), t);
+	}
+	free(p);
+}
+
+/* What makes an index no candidate for "redundant": a constraint or an
+ * option a plain key prefix does not give; and its collation. */
+static void index_spec_facts(const bson_t *spec, model_index *mi)
+{
+	static const char *const opts[] = {"unique", "sparse", "hidden"};
+	bson_iter_t it;
+	for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
+		if (bson_iter_init_find(&it, spec, opts[k]) && bson_iter_as_bool(&it))
+			mi->constraint = true;
+	if (bson_iter_init_find(&it, spec, "partialFilterExpression") ||
+	    bson_iter_init_find(&it, spec, "expireAfterSeconds"))
+		mi->constraint = true;
+	mi->collation[0] = '\0';
+	if (bson_iter_init_find(&it, spec, "collation") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		uint32_t l;
+		const uint8_t *d;
+		bson_t c;
+		bson_iter_document(&it, &l, &d);
+		if (bson_init_static(&c, d, l) && !query_collation_is_simple(&c)) {
+			char *j = bson_as_relaxed_extended_json(&c, NULL);
+			snprintf(mi->collation, sizeof mi->collation, "%s", j ? j : "");
+			bson_free(j);
+		}
+	}
+}
+
+/* An index list into the cache the engine reads and into the model.
+ * specs NULL: the collection has none to reason about (opaque). count: the
+ * estimated document count the capture had with it (-1: none, as in a
+ * version-1 capture: the collection-scan rule then has no verdict). */
+static void put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n,
+                        const char *opaque, int64_t count)
+{
+	const char *dot = strchr(ns, '.');
+	char db[128];
+	if (!dot || (size_t)(dot - ns) >= sizeof db)
+		return;
+	memcpy(db, ns, (size_t)(dot - ns));
+	db[dot - ns] = '\0';
+	index_set *set = opaque ? index_set_new_opaque(opaque) : index_set_from_specs(specs, n);
+	if (!set)
+		return;
+	if (!opaque)
+		index_set_set_doc_count(set, count);
+	index_cache_put(a->ic, db, dot + 1, set);
+	model_ns *mn = agg_ns_get(a, ns);
+	if (!opaque)
+		mn->doc_count = count;
+	if (opaque) {
+		index_set_release(set);
+		return;
+	}
+	free(mn->indexes);
+	mn->indexes = calloc(n ? n : 1, sizeof *mn->indexes);
+	if (!mn->indexes)
+		abort();
+	mn->nindexes = n;
+	mn->have_indexes = true;
+	for (size_t i = 0; i < n; i++) {
+		model_index *mi = &mn->indexes[i];
+		const index_def *def = index_set_get(set, i);
+		snprintf(mi->name, sizeof mi->name, "%s", def->name);
+		snprintf(mi->first, sizeof mi->first, "%s", def->nkeys ? def->keys[0].field : "");
+		mi->ops = -1;
+		index_spec_facts(specs[i], mi);
+		bson_iter_t ki;
+		uint32_t l;
+		const uint8_t *d;
+		bson_t kd;
+		if (bson_iter_init_find(&ki, specs[i], "key") && BSON_ITER_HOLDS_DOCUMENT(&ki)) {
+			bson_iter_document(&ki, &l, &d);
+			if (bson_init_static(&kd, d, l)) {
+				char *j = bson_as_relaxed_extended_json(&kd, NULL);
+				snprintf(mi->key, sizeof mi->key, "%s", j ? j : "{}");
+				bson_free(j);
+			}
+		}
+	}
+	index_set_release(set);
+}
+
+void aggregator_put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n)
+{
+	put_indexes(a, ns, specs, n, NULL, -1);
+}
+
+/* A snapshot record; ignored when the indexes come from --indexes-from. */
+static void on_indexes(aggregator *a, const bson_t *rec)
+{
+	bson_iter_t it, e;
+	const bson_t *specs[256];
+	bson_t docs[256];
+	size_t n = 0;
+	if (a->m->indexes_live)
+		return;
+	if (bson_iter_init_find(&it, rec, "opaque")) {
+		put_indexes(a, rec_str(rec, "ns"), NULL, 0, rec_str(rec, "opaque"), -1);
+		return;
+	}
+	if (!bson_iter_init_find(&it, rec, "indexes") || !bson_iter_recurse(&it, &e))
+		return;
+	while (bson_iter_next(&e) && n < 256) {
+		uint32_t l;
+		const uint8_t *d;
+		if (!BSON_ITER_HOLDS_DOCUMENT(&e))
+			continue;
+		bson_iter_document(&e, &l, &d);
+		if (bson_init_static(&docs[n], d, l)) {
+			specs[n] = &docs[n];
+			n++;
+		}
+	}
+	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
+}
+
+void aggregator_index_ops(aggregator *a, const char *ns, const char *name, int64_t ops)
+{
+	size_t i = imap_get(&a->nss, str_key(ns));
+	if (!i)
+		return;
+	model_ns *mn = &a->m->nss[i - 1];
+	for (size_t k = 0; k < mn->nindexes; k++)
+		if (!strcmp(mn->indexes[k].name, name))
+			mn->indexes[k].ops = ops;
+}
+
+/* The rules the capture ran with (its header), every action at most
+ * `log`: the report judges, it blocks nothing. */
+static void rules_from_header(aggregator *a, const bson_t *h)
+{
+	bson_iter_t it, r, p;
+	rule_config_defaults(&a->cfg);
+	a->cfg.redact_literals = true;
+	if (bson_iter_init_find(&it, h, "rules") && bson_iter_recurse(&it, &r))
+		while (bson_iter_next(&r)) {
+			int id = rule_from_name(bson_iter_key(&r));
+			if (id < 0 || !bson_iter_recurse(&r, &p))
+				continue;
+			rule_config *rc = &a->cfg.rules[id];
+			while (bson_iter_next(&p)) {
+				const char *k = bson_iter_key(&p);
+				if (!strcmp(k, "action") && BSON_ITER_HOLDS_UTF8(&p)) {
+					int act = rule_action_from_name(bson_iter_utf8(&p, NULL));
+					if (act >= 0)
+						rc->action = act == RULE_OFF ? RULE_OFF : RULE_LOG;
+				} else {
+					const rule_param *pd = rule_param_find(rule_table[id], k);
+					if (pd && BSON_ITER_HOLDS_NUMBER(&p))
+						rc->params[pd->slot] =
+						    (uint32_t)bson_iter_as_int64(&p);
+				}
+			}
+		}
+	a->rules_set = true;
+}
+
+aggregator *aggregator_new(model *m)
+{
+	aggregator *a = calloc(1, sizeof *a);
+	if (!a)
+		return NULL;
+	a->m = m;
+	a->ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	rule_config_defaults(&a->cfg);
+	return a;
+}
+
+index_cache *aggregator_index_cache(aggregator *a)
+{
+	return a->ic;
+}
+
+/* The engine is made at the first request, once a header said which rules
+ * the capture ran with. */
+static void ensure_engine(aggregator *a)
+{
+	if (!a->e) {
+		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
+		if (a->e)
+			engine_set_tally(a->e, agg_tally, a);
+	}
+}
+
+void aggregator_record(aggregator *a, int pass, const bson_t *rec)
+{
+	switch (capture_kind(rec)) {
+	case CAPTURE_REC_HEADER:
+		a->instance = str_key(rec_str(rec, "instance"));
+		if (!a->rules_set)
+			rules_from_header(a, rec);
+		break;
+	case CAPTURE_REC_INDEXES: {
+		/* pass 1: the first list of each namespace; pass 2: the later ones */
+		size_t i = imap_get(&a->nss, str_key(rec_str(rec, "ns")));
+		bool known = i && a->m->nss[i - 1].have_indexes;
+		if (pass == 2 || !known)
+			on_indexes(a, rec);
+		break;
+	}
+	case CAPTURE_REC_REQUEST:
+		if (pass == 2) {
+			ensure_engine(a);
+			on_request(a, rec);
+		}
+		break;
+	case CAPTURE_REC_REPLY:
+		if (pass == 2)
+			on_reply(a, rec);
+		break;
+	case CAPTURE_REC_GAP:
+		if (pass == 2) {
+			a->m->gaps++;
+			a->m->dropped += rec_count(rec, "dropped");
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static double pct(const int64_t *v, size_t n, double q)
+{
+	if (!n)
+		return 0;
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+/* Whether a captured shape can use an index: its first key is a field some
+ * filter or sort on the collection names (an index is scanned from its
+ * first key, the planner's prefix rule), or a hint names it; _id_ is always
+ * kept. */
+static void mark_used(model_ns *n)
+{
+	for (size_t i = 0; i < n->nindexes; i++) {
+		model_index *mi = &n->indexes[i];
+		mi->used = !strcmp(mi->name, "_id_");
+		for (size_t f = 0; f < n->nused && !mi->used; f++) {
+			const char *p = n->used[f].path;
+			if (!strcmp(p, mi->first) ||
+			    (!strncmp(p, "hint:", 5) && !strcmp(p + 5, mi->name)))
+				mi->used = true;
+		}
+	}
+}
+
+void aggregator_finish(aggregator *a)
+{
+	model *m = a->m;
+	if (a->e)
+		engine_flush_summaries(a->e);
+	for (size_t i = 0; i < m->nfindings; i++) {
+		size_t s = imap_get(&a->shapes, m->findings[i].hash);
+		if (s)
+			m->shapes[s - 1].rules |= 1u << m->findings[i].rule;
+	}
+	report_timeline_build(m); /* while lat_us still pairs with lat_t */
+	for (size_t i = 0; i < m->nshapes; i++) {
+		model_shape *s = &m->shapes[i];
+		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
+			qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
+		s->p50 = pct(s->lat_us, s->nlat, 0.50);
+		s->p95 = pct(s->lat_us, s->nlat, 0.95);
+		s->p99 = pct(s->lat_us, s->nlat, 0.99);
+		agg_finish_failures(s);
+		app_get(a, s->app)->shapes++;
+	}
+	for (size_t i = 0; i < m->nnss; i++)
+		mark_used(&m->nss[i]);
+	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
+	report_recommend_build(m);
+}
+
+void aggregator_free(aggregator *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < PENDING_BUCKETS; i++)
+		for (pending *p = a->pend[i], *n; p; p = n) {
+			n = p->next;
+			free(p);
+		}
+	if (a->e)
+		engine_free(a->e);
+	if (a->ic)
+		index_cache_free(a->ic);
+	imap_free(&a->shapes);
+	imap_free(&a->findings);
+	imap_free(&a->nss);
+	imap_free(&a->apps);
+	imap_free(&a->dbs);
+	free(a);
+}
+
+void model_free(model *m)
+{
+	for (size_t i = 0; i < m->nshapes; i++) {
+		free(m->shapes[i].lat_us);
+		free(m->shapes[i].lat_t);
+	}
+	free(m->tl_ev);
+	for (size_t i = 0; i < m->nnss; i++) {
+		free(m->nss[i].push);
+		for (size_t k = 0; k < m->nss[i].narrays; k++) {
+			free(m->nss[i].arrays[k].sample_t);
+			free(m->nss[i].arrays[k].sample_len);
+		}
+		free(m->nss[i].arrays);
+		free(m->nss[i].used);
+		free(m->nss[i].indexes);
+	}
+	for (size_t i = 0; i < m->nrecs; i++)
+		free(m->recs[i].shapes);
+	free(m->recs);
+	free(m->shapes);
+	free(m->findings);
+	free(m->nss);
+	free(m->apps);
+	free(m->dbs);
+	free(m->inputs);
+	free(m->per_sec);
+	memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,192 @@
+/* The report for CI systems (model.h): --sarif and --junit.
+ *
+ * SARIF 2.1.0 (OASIS): one run whose tool.driver lists the six rules; one
+ * result per finding: ruleId the rule id, level warning, the detail as
+ * its message, the namespace as a logical location, and the shape, its hash,
+ * the fix and the count as properties. A capture has no source files, so
+ * no physical location is claimed.
+ *
+ * JUnit XML: one testsuite, one testcase per query shape (classname the
+ * namespace, name the command and shape hash), one failure per finding on
+ * that shape that --fail-on matches (none without --fail-on). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/model.h"
+#include "report/out.h"
+
+#ifndef MG_VERSION
+#define MG_VERSION "0"
+#endif
+
+static void jstr(text_buf *t, const char *s)
+{
+	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
+}
+
+static void sarif_rules(out_t *o)
+{
+	text_str(&o->t, "\"rules\":[");
+	for (int r = 0; r < RULE_COUNT; r++) {
+		text_printf(&o->t, "%s{\"id\":\"%s\",\"shortDescription\":{\"text\":", r ? "," : "",
+		            rule_name((rule_id)r));
+		jstr(&o->t, rule_table[r]->summary);
+		text_str(&o->t, "},\"help\":{\"text\":");
+		jstr(&o->t, rule_table[r]->fix_kind);
+		text_str(&o->t, "}}");
+		out_flush(o);
+	}
+	text_str(&o->t, "]");
+}
+
+static void sarif_result(out_t *o, const model *m, size_t i)
+{
+	const model_finding *f = &m->findings[i];
+	char hex[17];
+	snprintf(hex, sizeof hex, "%016" PRIx64, f->hash);
+	text_printf(&o->t,
+	            "%s{\"ruleId\":\"%s\",\"ruleIndex\":%d,\"level\":\"warning\","
+	            "\"message\":{\"text\":",
+	            i ? "," : "", rule_name(f->rule), (int)f->rule);
+	jstr(&o->t, f->detail[0] ? f->detail : rule_table[f->rule]->summary);
+	text_str(&o->t, "},\"locations\":[{\"logicalLocations\":[{\"name\":");
+	jstr(&o->t, f->ns);
+	text_str(&o->t, ",\"kind\":\"namespace\"}]}],\"partialFingerprints\":{\"shapeHash/v1\":");
+	text_printf(&o->t, "\"%s/%s\"},\"properties\":{\"namespace\":", rule_name(f->rule), hex);
+	jstr(&o->t, f->ns);
+	text_str(&o->t, ",\"command\":");
+	jstr(&o->t, f->command);
+	text_printf(&o->t, ",\"shapeHash\":\"%s\",\"shape\":", hex);
+	jstr(&o->t, f->shape);
+	text_str(&o->t, ",\"fix\":");
+	jstr(&o->t, f->suggestion[0] ? f->suggestion : rule_table[f->rule]->fix_kind);
+	text_printf(&o->t, ",\"count\":%" PRIu64 ",\"new\":%s}}", f->count,
+	            model_finding_is_new(m, i) ? "true" : "false");
+	out_flush(o);
+}
+
+bool report_write_sarif(const model *m, FILE *f)
+{
+	static out_t o;
+	out_init(&o, f);
+	text_str(&o.t, "{\"$schema\":\"https://json.schemastore.org/sarif-2.1.0.json\","
+	               "\"version\":\"2.1.0\",\"runs\":[{\"tool\":{\"driver\":{\"name\":"
+	               "\"mongoguard\",\"version\":\"" MG_VERSION "\",\"informationUri\":"
+	               "\"https://github.com/mongoguard/mongoguard\",");
+	sarif_rules(&o);
+	text_str(&o.t, "}},\"results\":[");
+	for (size_t i = 0; i < m->nfindings; i++)
+		sarif_result(&o, m, i);
+	text_str(&o.t, "]}]}\n");
+	return out_done(&o);
+}
+
+/* XML text or an attribute value: text_html's escapes (& < > " ' as
+ * entities, controls dropped, invalid UTF-8 as U+FFFD), and U+FFFE and
+ * U+FFFF, valid UTF-8 but no XML characters (a parser refuses the whole
+ * document), as U+FFFD too. EF only ever leads a sequence, so the text
+ * between two is escaped as it would be whole. */
+static void xml(text_buf *t, const char *s)
+{
+	const char *p = s, *q = s;
+	while ((q = strstr(q, "\xef\xbf"))) {
+		unsigned char c = (unsigned char)q[2];
+		if (c != 0xbe && c != 0xbf) {
+			q += 2;
+			continue;
+		}
+		text_html_str(t, p, (size_t)(q - p));
+		text_put(t, "\xef\xbf\xbd", 3);
+		p = q = q + 3;
+	}
+	text_html(t, p);
+}
+
+static size_t matched_on(const model *m, const report_gate *g, uint64_t hash)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->nfindings; i++)
+		n += m->findings[i].hash == hash && report_gate_matches(g, m, i);
+	return n;
+}
+
+static void junit_case(out_t *o, const model *m, const report_gate *g, const model_shape *s)
+{
+	char hex[17];
+	snprintf(hex, sizeof hex, "%016" PRIx64, s->hash);
+	text_str(&o->t, "<testcase classname=\"");
+	xml(&o->t, s->ns);
+	text_str(&o->t, "\" name=\"");
+	xml(&o->t, s->command);
+	text_printf(&o->t, " %s\" time=\"%.3f\">", hex, (double)s->total_us / 1e6);
+	for (size_t i = 0; i < m->nfindings; i++) {
+		const model_finding *f = &m->findings[i];
+		if (f->hash != s->hash || !report_gate_matches(g, m, i))
+			continue;
+		text_printf(&o->t, "<failure type=\"%s\" message=\"", rule_name(f->rule));
+		xml(&o->t, f->detail);
+		text_str(&o->t, "\">");
+		xml(&o->t, f->shape);
+		text_str(&o->t, "\nFix: ");
+		xml(&o->t, f->suggestion);
+		text_str(&o->t, "</failure>");
+		out_flush(o);
+	}
+	text_str(&o->t, "</testcase>\n");
+	out_flush(o);
+}
+
+/* Whether finding i opens a testcase of its own: the first finding of a
+ * shape hash no shape row has (large-document keys a shape of its own; a
+ * batch's later statements have shapes no row shows). Its testcase holds
+ * every finding of that hash, so a second finding there (another rule on
+ * the same statement) opens none: each failure is written once. */
+static bool orphan_case(const model *m, size_t i)
+{
+	uint64_t hash = m->findings[i].hash;
+	for (size_t k = 0; k < m->nshapes; k++)
+		if (m->shapes[k].hash == hash)
+			return false;
+	for (size_t k = 0; k < i; k++)
+		if (m->findings[k].hash == hash)
+			return false;
+	return true;
+}
+
+bool report_write_junit(const model *m, const report_gate *g, FILE *f)
+{
+	static out_t o;
+	out_init(&o, f);
+	size_t failures = 0;
+	double secs = 0;
+	for (size_t i = 0; i < m->nshapes; i++) {
+		failures += matched_on(m, g, m->shapes[i].hash) > 0;
+		secs += (double)m->shapes[i].total_us / 1e6;
+	}
+	size_t orphans = 0;
+	for (size_t i = 0; i < m->nfindings; i++)
+		if (orphan_case(m, i)) {
+			orphans++;
+			failures += matched_on(m, g, m->findings[i].hash) > 0;
+		}
+	text_printf(&o.t,
+	            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mongoguard\" "
+	            "tests=\"%zu\" failures=\"%zu\"><testsuite name=\"mongoguard design review\" "
+	            "tests=\"%zu\" failures=\"%zu\" errors=\"0\" time=\"%.3f\">\n",
+	            m->nshapes + orphans, failures, m->nshapes + orphans, failures, secs);
+	out_flush(&o);
+	for (size_t i = 0; i < m->nshapes; i++)
+		junit_case(&o, m, g, &m->shapes[i]);
+	for (size_t i = 0; i < m->nfindings; i++) {
+		const model_finding *fd = &m->findings[i];
+		if (!orphan_case(m, i))
+			continue;
+		model_shape s = {.hash = fd->hash};
+		snprintf(s.ns, sizeof s.ns, "%s", fd->ns);
+		snprintf(s.command, sizeof s.command, "%s", fd->command);
+		junit_case(&o, m, g, &s);
+	}
+	text_str(&o.t, "</testsuite></testsuites>\n");
+	return out_done(&o);
+}

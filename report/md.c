@@ -1,0 +1,143 @@
+/* --md: a Markdown summary for a pull request or a ticket: the overview,
+ * the ten costliest shapes, and each rule's findings with their fixes. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/model.h"
+#include "report/diff_out.h"
+#include "report/out.h"
+#include "report/sections.h"
+
+/* Inline code in a table cell: backticks and pipes would end it. */
+static void cell(text_buf *t, const char *s, size_t max)
+{
+	text_char(t, '`');
+	for (size_t i = 0; s[i] && i < max; i++)
+		text_char(t, s[i] == '`' ? '\'' : s[i] == '|' ? '/' : s[i] == '\n' ? ' ' : s[i]);
+	text_char(t, '`');
+}
+
+/* "3 (60%, codes 11000 ×2, 121), **mostly fails**", or "0". */
+static void failures_cell(text_buf *t, const model_shape *s)
+{
+	text_printf(t, "%" PRIu64, s->errors);
+	if (s->errors) {
+		text_printf(t, " (%.0f%%", model_failed_share(s) * 100);
+		for (size_t c = 0; c < s->ncodes; c++)
+			text_printf(t, "%s%" PRId32 " ×%" PRIu64, c ? ", " : ", codes ",
+			            s->codes[c], s->code_counts[c]);
+		text_str(t, s->mostly_fails ? "), **mostly fails**" : ")");
+	}
+	text_str(t, " | ");
+}
+
+/* The pushes ranked by how much their arrays grew (arrays.c). */
+static void pushes_md(out_t *o, const model *m)
+{
+	size_t n = 0, *p = model_pushes_by_growth(m, &n);
+	if (p && n) {
+		text_str(&o->t,
+		         "\n## Arrays that grow (by growth: second-half largest minus "
+		         "first-half largest)\n\n| ns | array | largest | p95 | first half | "
+		         "second half | growth | |\n|---|---|---:|---:|---:|---:|---:|---|\n");
+		for (size_t k = 0; k < n; k++) {
+			const model_finding *f = &m->findings[p[k]];
+			text_str(&o->t, "| ");
+			cell(&o->t, f->ns, 100);
+			text_str(&o->t, " | ");
+			if (!f->has_evidence) {
+				text_str(&o->t, "(none sampled) | | | | | | |\n");
+				continue;
+			}
+			cell(&o->t, f->arr.path, 100);
+			text_printf(&o->t,
+			            " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64
+			            " | %+" PRId64 " | %s |\n",
+			            f->arr.largest, f->arr.p95, f->arr.first_half,
+			            f->arr.second_half, f->arr.growth,
+			            f->array_bounded ? "seen only small" : "");
+			out_flush(o);
+		}
+	}
+	free(p);
+}
+
+bool report_write_md(const model *m, FILE *f)
+{
+	static out_t o;
+	out_init(&o, f);
+	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	text_printf(&o.t,
+	            "# mongoguard design review\n\n"
+	            "- Requests: %" PRIu64 " over %.1f s (%zu query shapes, %zu apps, %zu "
+	            "collections)\n- Replies paired with their request: %" PRIu64 " of %" PRIu64
+	            "\n- Records lost to a full capture queue: %" PRIu64 "\n- Redaction: %s\n",
+	            m->requests, secs, m->nshapes, m->napps, m->nnss, m->paired, m->replies,
+	            m->dropped, m->redacted ? "shapes only" : "some inputs hold whole requests");
+	for (size_t i = 0; i < m->ninputs; i++)
+		if (m->inputs[i].refused || m->inputs[i].truncated) {
+			text_str(&o.t, "- **");
+			text_str(&o.t, m->inputs[i].refused ? "Refused" : "Truncated");
+			text_str(&o.t, "**: ");
+			cell(&o.t, m->inputs[i].path, 200);
+			text_str(&o.t, ": ");
+			text_str(&o.t, m->inputs[i].problem);
+			text_char(&o.t, '\n');
+		}
+	text_str(&o.t, "\n## Findings per rule\n\n| rule | findings | fix |\n|---|---:|---|\n");
+	for (int r = 0; r < RULE_COUNT; r++)
+		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
+		            m->rule_totals[r], rule_table[r]->fix_kind);
+	out_flush(&o);
+	report_recs_md(&o, m);
+	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
+	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
+	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
+	size_t *order = model_shapes_by_time(m);
+	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
+		const model_shape *s = &m->shapes[order[k]];
+		text_str(&o.t, "| ");
+		cell(&o.t, s->ns, 100);
+		text_printf(&o.t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
+		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		failures_cell(&o.t, s);
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (s->rules & (1u << r))
+				text_printf(&o.t, "`%s` ", rule_name((rule_id)r));
+		text_str(&o.t, "| ");
+		cell(&o.t, s->shape, 300);
+		text_str(&o.t, " |\n");
+		out_flush(&o);
+	}
+	free(order);
+	report_diff_md(&o, m);
+	pushes_md(&o, m);
+	text_str(&o.t, "\n## What to change\n");
+	for (size_t i = 0; i < m->nfindings; i++) {
+		const model_finding *fd = &m->findings[i];
+		text_printf(&o.t,
+		            "\n### `%s` on `%s` (%" PRIu64 "×)\n\nShape: ", rule_name(fd->rule),
+		            fd->ns, fd->count);
+		cell(&o.t, fd->shape, 1000);
+		text_str(&o.t, "\n\n");
+		if (fd->count > 1) /* one occurrence's figures, not every one's */
+			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
+		text_str(&o.t, fd->detail);
+		if (fd->rule == RULE_UNBOUNDED_PUSH) {
+			text_str(&o.t, "\n\n");
+			report_arrays_md(&o.t, fd);
+		}
+		size_t n = model_fix_command_len(fd->suggestion);
+		const char *rest = fd->suggestion + n;
+		if (n)
+			text_printf(&o.t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
+		while (*rest == ' ')
+			rest++;
+		if (n && !strncmp(rest, "and ", 4))
+			rest += 4;
+		text_printf(&o.t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
+		out_flush(&o);
+	}
+	return out_done(&o);
+}

@@ -1,0 +1,36 @@
+/* The sections of issue 25's second round, each in its own file, for each
+ * writer: recommendations (recommend_out.c), array evidence (arrays.c) and
+ * the time charts and filters (timeline.c). */
+#ifndef MG_REPORT_SECTIONS_H
+#define MG_REPORT_SECTIONS_H
+
+#include "report/model.h"
+#include "report/out.h"
+
+void report_recs_html(out_t *o, const model *m); /* <section id="recommendations"> */
+void report_recs_json(out_t *o, const model *m); /* "recommendations":[...], */
+void report_recs_md(out_t *o, const model *m);   /* ## Recommendations */
+
+/* Array evidence of an unbounded-push finding (arrays.c). */
+void report_arrays_html(text_buf *t, const model_finding *f); /* <p class="evidence"> */
+void report_arrays_md(text_buf *t, const model_finding *f);
+void report_arrays_json(text_buf *t, const model_finding *f,
+                        size_t growth_rank); /* ,"arrayEvidence":... */
+/* The unbounded-push findings (indexes into m->findings), most growth first;
+ * *n of them. malloc'd. */
+size_t *model_pushes_by_growth(const model *m, size_t *n);
+
+/* Time charts and filters (timeline.c). */
+void report_timeline_html(out_t *o, const model *m); /* two <svg> line charts */
+void report_timeline_json(out_t *o, const model *m); /* "timeline":{...}, */
+void report_filters_html(out_t *o, const model *m);  /* <form id="filters" hidden> */
+extern const char report_filter_js[];                /* shows and runs that form */
+
+/* The length of the runnable command a fix starts with (a createIndex),
+ * 0 when the fix is words: a command goes in a code block, words never. */
+size_t model_fix_command_len(const char *fix);
+
+/* The shape of m with that hash, or NULL. */
+const model_shape *model_shape_by_hash(const model *m, uint64_t hash);
+
+#endif
