@@ -15,6 +15,17 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure, PyMongoError
 
 
+SEED_ORDERS = 500  # staging-sized: configs/staging.yaml judges scans from 100 documents
+
+
+def seed(db) -> None:
+    """Orders enough for a scan to be one at staging sizes (once per database)."""
+    have = db.orders.estimated_document_count()
+    if have < SEED_ORDERS:
+        db.orders.insert_many([{"status": ("open", "closed")[i % 2], "user": i % 7, "created": i}
+                               for i in range(have, SEED_ORDERS)])
+
+
 def once(db, seq: int) -> None:
     users, orders = db.users, db.orders
     # case-insensitive-regex: no index can bound /.../i
@@ -45,6 +56,7 @@ def main() -> int:
     uri = os.environ.get("MONGO_URI", "mongodb://127.0.0.1:27018/")
     client = MongoClient(uri, serverSelectionTimeoutMS=30000, appname="sample-app")
     db = client[os.environ.get("SAMPLE_DB", "sample")]
+    seed(db)
     seq = 0
     while args.rounds == 0 or seq < args.rounds:
         try:

@@ -2,11 +2,14 @@
 # Installs whatever is missing and builds. Idempotent: a second run only
 # rebuilds what changed. Used by scripts/run.sh and scripts/test.sh.
 #
-#   scripts/setup.sh            system packages, FerretDB, build/mongoguard
-#   scripts/setup.sh --tests    also the test clients (Python venv, npm),
-#                               valgrind and clang (libFuzzer), and the
-#                               sanitizer builds in build-asan/ (ASan+UBSan)
-#                               and build-tsan/ (ThreadSanitizer, the program
+#   scripts/setup.sh            system packages, FerretDB, build/mongoguard,
+#                               and the clients the README's walkthroughs
+#                               use: build/bin/mongosh and build/bin/python
+#                               (pymongo, for scripts/sample_app.py)
+#   scripts/setup.sh --tests    also valgrind and clang (libFuzzer), the
+#                               tools the tests use, and the sanitizer
+#                               builds in build-asan/ (ASan+UBSan) and
+#                               build-tsan/ (ThreadSanitizer, the program
 #                               only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +25,11 @@ pkgs=(build-essential cmake ninja-build pkg-config clang-format
       libevent-dev libbson-dev libmongoc-dev libssl-dev libyaml-dev libcmocka-dev
       zlib1g-dev libsnappy-dev libzstd-dev ca-certificates)
 command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
+# The walkthroughs' clients: mongosh (npm) and pymongo (a venv).
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+pkgs+=(python3-venv)
 if [ $with_tests = 1 ]; then
-  command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
-  pkgs+=(python3-venv haproxy prometheus systemd openssl)
+  pkgs+=(haproxy prometheus systemd openssl)
   pkgs+=(chromium) # the HTML report test (headless)
   pkgs+=(valgrind) # scripts/memcheck.sh
   pkgs+=(strace)   # test_read_path.py counts mongoguard's system calls
@@ -88,19 +93,32 @@ if [ $with_tests = 1 ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMG_TSAN=ON \
     -DMG_TESTS=OFF >/dev/null
   cmake --build build-tsan
-
-  # ---- test clients, pinned ------------------------------------------------
-  if [ ! -x build/venv/bin/python ] ||
-     ! cmp -s tests/integration/requirements.txt build/venv/.requirements; then
-    say "Installing Python test clients (tests/integration/requirements.txt)"
-    python3 -m venv build/venv
-    build/venv/bin/pip install -q --disable-pip-version-check -r tests/integration/requirements.txt
-    cp tests/integration/requirements.txt build/venv/.requirements
-  fi
-  if [ ! -d tests/integration/node/node_modules ] ||
-     ! cmp -s tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg; then
-    say "Installing Node.js test clients (tests/integration/node/package-lock.json)"
-    (cd tests/integration/node && npm ci --no-audit --no-fund --loglevel=error)
-    cp tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg
-  fi
 fi
+
+# ---- clients, pinned --------------------------------------------------------
+# One set for the walkthroughs and the tests: pymongo and the test runner in
+# build/venv, mongosh and the Node.js driver in tests/integration/node.
+if [ ! -x build/venv/bin/python ] ||
+   ! cmp -s tests/integration/requirements.txt build/venv/.requirements; then
+  say "Installing Python clients (tests/integration/requirements.txt)"
+  python3 -m venv build/venv
+  build/venv/bin/pip install -q --disable-pip-version-check -r tests/integration/requirements.txt
+  cp tests/integration/requirements.txt build/venv/.requirements
+fi
+if [ ! -d tests/integration/node/node_modules ] ||
+   ! cmp -s tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg; then
+  say "Installing Node.js clients and mongosh (tests/integration/node/package-lock.json)"
+  (cd tests/integration/node && npm ci --no-audit --no-fund --loglevel=error)
+  cp tests/integration/node/package-lock.json tests/integration/node/node_modules/.package-lock.json.mg
+fi
+# The names the README uses.
+mkdir -p build/bin
+ln -sfn ../../tests/integration/node/node_modules/.bin/mongosh build/bin/mongosh
+# Not a symlink: a venv's python finds its packages from the path it was
+# started by, which must be the venv's own.
+rm -f build/bin/python
+cat >build/bin/python <<'WRAPPER'
+#!/bin/sh
+exec "$(cd "$(dirname "$0")" && pwd -P)/../venv/bin/python" "$@"
+WRAPPER
+chmod +x build/bin/python
