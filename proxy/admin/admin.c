@@ -177,7 +177,12 @@ static void reload(admin *a, struct evhttp_request *req, enum evhttp_cmd_type me
 		return;
 	}
 	if (a->src.reload(a->src.arg, err, sizeof(err))) {
-		reply_text(req, 200, "OK", "reloaded\n");
+		if (err[0])
+			snprintf(msg, sizeof(msg),
+			         "reloaded; these changes wait for a restart (the running values "
+			         "stay): %s\n",
+			         err);
+		reply_text(req, 200, "OK", err[0] ? msg : "reloaded\n");
 		return;
 	}
 	snprintf(msg, sizeof(msg), "reload refused, the running configuration stays: %s\n", err);
@@ -191,7 +196,10 @@ static void handle(struct evhttp_request *req, void *arg)
 	if (!path)
 		path = "/";
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-	if (!token_ok(a, evhttp_find_header(in, "Authorization"))) {
+	/* Probes are open: a kubelet or a load balancer's health check sends no
+	 * token, and liveness and readiness say nothing the token protects. */
+	bool probe = !strcmp(path, "/healthz") || !strcmp(path, "/readyz");
+	if (!probe && !token_ok(a, evhttp_find_header(in, "Authorization"))) {
 		log_reason(LOG_WARNING, "CONTROL", LOGID_ADMIN, NULL,
 		           "Admin request without the right bearer token refused (%s)", path);
 		reply_text(req, 401, "Unauthorized", "bearer token required\n");

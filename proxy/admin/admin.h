@@ -9,10 +9,11 @@
  *                   ?rule=&ns=&app=&since=&limit= narrow them (admin_filter),
  *                   400 for a parameter that does not parse
  *   GET  /config    the effective configuration, secrets masked
- *   POST /reload    re-read the configuration file, as SIGHUP does
+ *   POST /reload    re-read the configuration file, as SIGHUP does; the
+ *                   answer names the changes that wait for a restart
  *
- * With admin.tokenFile, every request must carry
- * `Authorization: Bearer <token>` (401 otherwise). Anything else is 404 (an
+ * With admin.tokenFile, every request but the probes (/healthz, /readyz)
+ * must carry `Authorization: Bearer <token>` (401 otherwise). Anything else is 404 (an
  * unknown path) or 405 (another method); malformed HTTP is answered 400 by
  * libevent's parser, and request heads and bodies are bounded. */
 #ifndef MG_PROXY_ADMIN_ADMIN_H
@@ -51,7 +52,9 @@ typedef struct admin_sources {
 	bool (*ready)(void *arg, char *why, size_t whylen);
 	void (*findings_json)(void *arg, const admin_filter *f, text_buf *out);
 	void (*config_json)(void *arg, text_buf *out);
-	bool (*reload)(void *arg, char *err, size_t errlen); /* POST /reload */
+	/* POST /reload: on success err holds the changed settings that wait
+	 * for a restart ("" for none); on failure, why. */
+	bool (*reload)(void *arg, char *err, size_t errlen);
 	void *arg;
 } admin_sources;
 

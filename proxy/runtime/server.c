@@ -25,6 +25,7 @@
 #include "proxy/sinks/log.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/runtime/restart_only.h"
+#include "proxy/runtime/sd_notify.h"
 #include "proxy/runtime/rotate.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/runtime/upstream_watch.h"
@@ -344,6 +345,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	srv->shutting_down = true;
+	sd_notify_send("STOPPING=1");
 	log_line *l = log_begin(LOG_INFO, "CONTROL", LOGID_SHUTDOWN_BEGIN, NULL,
 	                        "Shutting down: no new connections, finishing in-flight requests");
 	log_attr_str(l, "signal", strsignal((int)sig));
@@ -426,15 +428,25 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 
 /* ---- reload ---- */
 
-/* Names each restart-only setting (restart_only.h) that the file changed. */
-static void warn_restart_only(const mg_config *was, const mg_config *now)
+/* Names each restart-only setting (restart_only.h) that the file changed,
+ * in the log and in waiting ("net.listen, workers"; "" for none), which
+ * POST /reload answers with. */
+static void warn_restart_only(const mg_config *was, const mg_config *now, char *waiting,
+                              size_t size)
 {
+	size_t used = 0;
+	waiting[0] = '\0';
 	for (size_t i = 0; i < restart_only_count(); i++)
-		if (restart_only_changed(i, was, now))
+		if (restart_only_changed(i, was, now)) {
 			log_reason(LOG_WARNING, "CONTROL", LOGID_RELOAD, NULL,
 			           "Reload: %s changed, but takes effect only after a restart; "
 			           "the running value stays",
 			           restart_only_key(i));
+			int n = snprintf(waiting + used, size - used, "%s%s", used ? ", " : "",
+			                 restart_only_key(i));
+			if (n > 0 && (size_t)n < size - used)
+				used += (size_t)n;
+		}
 }
 
 static void log_reloaded(const mg_config *cfg, unsigned generation, const char *source)
@@ -451,9 +463,12 @@ static void log_reloaded(const mg_config *cfg, unsigned generation, const char *
 
 /* Re-reads the configuration and publishes it as a new snapshot; workers
  * move to it between events, requests already analysed keep their verdict.
- * A file that does not load changes nothing. Any thread. */
+ * A file that does not load changes nothing. Any thread. On success, err
+ * holds the changed settings that wait for a restart ("" for none); on
+ * failure, why. */
 static bool server_reload(server *srv, const char *source, char *err, size_t errlen)
 {
+	sd_notify_send("RELOADING=1");
 	const server_plan *p = srv->plan;
 	mg_config *next = malloc(sizeof(*next));
 	snapshot *running = snapshot_slot_get(&srv->config);
@@ -462,8 +477,9 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 		snprintf(err, errlen, "out of memory");
 	else if (!p->load)
 		snprintf(err, errlen, "there is no configuration file to reload");
+	char waiting[512] = "";
 	if (ok) {
-		warn_restart_only(&running->cfg, next);
+		warn_restart_only(&running->cfg, next, waiting, sizeof waiting);
 		restart_only_keep(next, &running->cfg);
 		engine *e = NULL;
 		net_tls tls = {0};
@@ -495,6 +511,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 	if (ok) {
 		notify_all(srv, WORKER_CONFIG_CHANGED);
 		mx_add_shared(&srv->metrics->reloads_ok, 1);
+		snprintf(err, errlen, "%s", waiting);
 	} else {
 		mx_add_shared(&srv->metrics->reloads_failed, 1);
 		log_line *l = log_begin(LOG_ERROR, "CONTROL", LOGID_RELOAD_FAILED, NULL,
@@ -506,6 +523,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 	}
 	snapshot_unref(running);
 	free(next);
+	sd_notify_send("READY=1");
 	return ok;
 }
 
@@ -866,6 +884,8 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 		log_attr_bool(l, "upstreamTLS", p->tls.upstream != NULL);
 		log_end(l);
 		log_plan(p);
+		/* Listening and serving: systemd's Type=notify counts it up now. */
+		sd_notify_send("READY=1\nSTATUS=Waiting for connections");
 		event_base_dispatch(srv->base);
 		/* Either every connection finished or the grace period ran out. */
 	}

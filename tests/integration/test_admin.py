@@ -254,3 +254,13 @@ def test_warns_when_reachable_beyond_the_host_without_a_token(start_proxy, upstr
     assert warnings(quiet) == [] and warnings(guarded) == []
     [w] = warnings(loud)
     assert "admin.tokenFile" in w["msg"] and f"0.0.0.0:{port}" in w["msg"]
+
+
+def test_probes_need_no_token(admin_proxy):
+    """A kubelet or load balancer probe sends no Authorization header: /healthz and
+    /readyz answer it; everything else still wants the token."""
+    port = admin_proxy.admin_port
+    assert get(port, "/healthz")[0] == 200
+    assert get(port, "/readyz")[0] == 200
+    assert get(port, "/config")[0] == 401
+    assert get(port, "/findings")[0] == 401

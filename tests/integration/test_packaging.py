@@ -4,6 +4,7 @@ Dockerfile's runtime stage runs as a non-root user."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -141,3 +142,43 @@ def test_sample_app_commits_every_anti_pattern(start_proxy, upstream, dbname):
         out = app.communicate(timeout=10)[0]
     assert app.returncode in (0, -15), out
     assert rules <= seen, f"missing: {rules - seen}"
+
+
+def test_sd_notify_ready_reloading_stopping(mongoguard_bin, upstream, tmp_path):
+    """Type=notify: systemd counts mongoguard up when it says READY=1 (after it
+    listens), not when it was exec'd; a reload is RELOADING=1 then READY=1; a stop
+    STOPPING=1. The datagram socket here stands in for systemd's."""
+    import signal
+    import socket as so
+    import time
+
+    from conftest import free_port, wait_port
+
+    unit = (ROOT / "configs" / "mongoguard.service").read_text()
+    assert "Type=notify" in unit and "NotifyAccess=main" in unit
+    sock_path = tmp_path / "notify"
+    s = so.socket(so.AF_UNIX, so.SOCK_DGRAM)
+    s.bind(str(sock_path))
+    s.settimeout(20)
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("rules:\n  unbounded-push: log\n")
+    port = free_port()
+    p = subprocess.Popen([mongoguard_bin, "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
+                          "--upstream", upstream.uri, "--log", str(tmp_path / "log")],
+                         env=dict(os.environ, NOTIFY_SOCKET=str(sock_path)))
+    try:
+        first = s.recv(4096).decode()
+        assert first.startswith("READY=1"), first
+        # READY came after the listener was up: a connection is accepted at once
+        so.create_connection(("127.0.0.1", port), timeout=1).close()
+        p.send_signal(signal.SIGHUP)
+        assert s.recv(4096).decode() == "RELOADING=1"
+        assert s.recv(4096).decode() == "READY=1"
+        p.send_signal(signal.SIGTERM)
+        assert s.recv(4096).decode() == "STOPPING=1"
+        assert p.wait(30) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        s.close()

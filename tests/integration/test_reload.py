@@ -213,3 +213,20 @@ def test_reload_rereads_tls_certificates(certs, upstream, start_proxy, tmp_path)
         assert "certificateKeyFile" in err or str(pem) in err, err
         with tls_client(p.port, certs.other_ca) as c:
             assert c.mg_reload_tls.c.count_documents({}) == 0
+
+
+def test_post_reload_names_the_changes_that_wait_for_a_restart(reloadable, clients, dbname):
+    """POST /reload answered a bare "reloaded" while ignoring restart-only changes: the
+    answer is what a deploy script reads, so it names them."""
+    p = reloadable
+    p.config_path.write_text(cfg("block", p.admin_port, net={"maxConnections": 5}))
+    status, body = post_reload(p.admin_port)
+    assert status == 200, body
+    assert body.startswith("reloaded; these changes wait for a restart"), body
+    assert "net.maxConnections" in body and "workers" not in body
+    # the rule change itself took effect
+    with pytest.raises(OperationFailure):
+        clients.via(p)[dbname].c.find_one({"x": Regex("^a", "i")})
+    p.config_path.write_text(cfg("log", p.admin_port))
+    # net.maxConnections is back to the running value: nothing waits
+    assert post_reload(p.admin_port) == (200, "reloaded\n")
