@@ -71,7 +71,7 @@ static void rule_json(text_buf *t, const rule_def *d, const rule_config *rc)
 	text_char(t, ']');
 }
 
-void config_json(const mg_config *c, text_buf *t)
+void config_json(const mg_config *c, unsigned workers_running, text_buf *t)
 {
 	char uri[sizeof(c->upstream_uri)];
 	config_mask_uri(c->upstream_uri, uri, sizeof(uri));
@@ -86,7 +86,7 @@ void config_json(const mg_config *c, text_buf *t)
 	field(t, "dnsServer", c->dns_server, true);
 	number(t, "dnsRefreshSecs", c->dns_refresh_secs, true);
 	text_str(t, "}");
-	number(t, "workers", c->workers, true);
+	number(t, "workers", workers_running, true);
 	number(t, "shutdownGraceMS", c->shutdown_grace_ms, true);
 	text_str(t, ",\"log\":{");
 	field(t, "path", c->log_path, false);

@@ -7,7 +7,9 @@
 #include "protocol/text.h"
 #include "proxy/runtime/config.h"
 
-void config_json(const mg_config *c, text_buf *out);
+/* workers_running: the worker threads in force, shown as `workers` (the
+ * file's 0 means one per core; the endpoint says how many that made). */
+void config_json(const mg_config *c, unsigned workers_running, text_buf *out);
 
 /* uri with the password of its user info (if any) replaced by "****". */
 void config_mask_uri(const char *uri, char *out, size_t size);

@@ -763,7 +763,7 @@ static void admin_config(void *arg, text_buf *out)
 {
 	server *srv = arg;
 	snapshot *s = snapshot_slot_get(&srv->config);
-	config_json(&s->cfg, out);
+	config_json(&s->cfg, (unsigned)srv->nworkers, out);
 	snapshot_unref(s);
 }
 

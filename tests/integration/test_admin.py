@@ -264,3 +264,15 @@ def test_probes_need_no_token(admin_proxy):
     assert get(port, "/readyz")[0] == 200
     assert get(port, "/config")[0] == 401
     assert get(port, "/findings")[0] == 401
+
+
+def test_config_shows_the_workers_running(start_proxy, upstream):
+    """`workers: 0` (one per core) was shown as 0: /config shows the values in force."""
+    port = free_port()
+    cfg = json.loads(admin_config(port))
+    cfg["workers"] = 0
+    p = start_proxy(upstream.uri, config=json.dumps(cfg))
+    (ready,) = [ln for ln in p.log.lines() if ln.get("msg") == "Waiting for connections"]
+    running = ready["attr"]["workers"]
+    assert running >= 1
+    assert json.loads(get(port, "/config")[2])["workers"] == running
