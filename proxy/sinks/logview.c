@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyzers/rules/rules.h"
 #include "proxy/sinks/log_text.h"
 
 enum { FOLLOW_POLL_MS = 200, OUT_MAX = 64 * 1024 + 4096 };
@@ -154,6 +155,15 @@ int logview_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "fh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
+			/* A misspelt rule would filter every line out and exit 0, as if
+			 * the log held no finding of it. */
+			if (rule_from_name(optarg) < 0) {
+				fprintf(stderr, "mongoguard log: --rule %s: no such rule; the rules are", optarg);
+				for (int r = 0; r < RULE_COUNT; r++)
+					fprintf(stderr, "%s %s", r ? "," : "", rule_name((rule_id)r));
+				fputc('\n', stderr);
+				return 2;
+			}
 			vw.rule = optarg;
 			break;
 		case 'n':

@@ -90,6 +90,11 @@ def test_log_subcommand_usage_and_unreadable_files(mongoguard_bin, tmp_path):
     r = subprocess.run([mongoguard_bin, "log", str(tmp_path)], capture_output=True, text=True,
                        timeout=10)
     assert r.returncode == 1 and "is a directory" in r.stderr
+    # a misspelt rule filtered every line out and exited 0
+    r = subprocess.run([mongoguard_bin, "log", "--rule", "nope", "/dev/null"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and "--rule nope: no such rule" in r.stderr
+    assert "case-insensitive-regex" in r.stderr
 
 
 def test_follow_reads_on_across_a_rotation(mongoguard_bin, tmp_path):
