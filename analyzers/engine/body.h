@@ -19,6 +19,7 @@
 
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
+#include "protocol/cmdview.h"
 #include "protocol/wire_iter.h"
 
 typedef enum {
@@ -123,5 +124,10 @@ static inline const sort_query *body_sort_query(cmd_body *b)
 		b->q.filter = &b->filter_doc;
 	return &b->q;
 }
+
+/* {explain: {find: ...}}: the inner command, in a view of its own (a
+ * cmdview is never copied). Both the analyser of explain and the offline
+ * shape read it. False when there is none. */
+bool body_explained(const cmdview *v, cmdview *inner) __attribute__((warn_unused_result));
 
 #endif

@@ -14,13 +14,14 @@
 #include "analyzers/engine/shape.h"
 
 /* The error a block sends; a dry-run logs the same words. */
-static void block_message(const actx *ax, rule_id rule, const rule_words *w, char *out, size_t size)
+static void block_message(const rule_ctx *ax, rule_id rule, const rule_words *w, char *out,
+                          size_t size)
 {
 	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.", ax->cmd->name,
 	         rule_name(rule), w->detail, w->fix);
 }
 
-static void fill_block(actx *ax, rule_id rule, const rule_words *w)
+static void fill_block(rule_ctx *ax, rule_id rule, const rule_words *w)
 {
 	if (!ax->block)
 		return;
@@ -33,7 +34,7 @@ static void fill_block(actx *ax, rule_id rule, const rule_words *w)
 uint64_t rule_shape_redacted(const rule_ctx *ax, const rule_site *s, char *buf)
 {
 	shape_render(s->shape, true, buf, SHAPE_BUF_LEN);
-	return shape_hash(s->ns, actx_command(ax), buf);
+	return shape_hash(s->ns, rule_ctx_command(ax), buf);
 }
 
 /* Whether a finding of rule here could still change anything: the verdict
@@ -90,7 +91,7 @@ static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
 {
 	const shape_spec *sp = s->shape;
 	uint64_t h = mix_str(0, s->ns);
-	h = mix_str(h, actx_command(ax));
+	h = mix_str(h, rule_ctx_command(ax));
 	h = mix_str(h, sp->command);
 	h = mix_str(h, sp->target);
 	h = mix_bytes(h, &sp->explain, 1);
@@ -135,7 +136,7 @@ static void memo_put(engine *e, uint64_t key, uint64_t hash)
 
 /* The finding's redacted shape hash, from the memo when it knows the raw
  * bytes; *shape gets the text when it had to be rendered. */
-static uint64_t finding_hash(actx *ax, const rule_site *s, char *redacted, const char **shape)
+static uint64_t finding_hash(rule_ctx *ax, const rule_site *s, char *redacted, const char **shape)
 {
 	uint64_t key = raw_key(ax, s), hash;
 	if (!memo_get(ax->e, key, &hash)) {
@@ -151,7 +152,7 @@ static uint64_t finding_hash(actx *ax, const rule_site *s, char *redacted, const
  * may come precomputed (the hot-path rule needs them to count); otherwise
  * they are rendered here. noinline: the words and two shape buffers (20 KB
  * of stack) stay off the path of requests where nothing fires. */
-static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_id rule,
+static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, rule_id rule,
                                              const void *facts, const char *pre_shape,
                                              uint64_t pre_hash)
 {
@@ -217,7 +218,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .rule = rule,
 	    .action = action,
 	    .ns = s->ns,
-	    .command = actx_command(ax),
+	    .command = rule_ctx_command(ax),
 	    .shape_hash = hash,
 	    .shape = shape,
 	    .suggestion = w.suggestion,
@@ -243,7 +244,7 @@ void rule_report_shaped(rule_ctx *ax, const rule_site *s, rule_id r, const void 
 	report(ax, s, r, facts, shape, hash);
 }
 
-void engine_block_uuid(actx *ax, rule_id r)
+void engine_block_uuid(rule_ctx *ax, rule_id r)
 {
 	if (!ax->block)
 		return;
