@@ -98,9 +98,10 @@ static bool late_only(rule_ctx *ax, target *t)
 	return t->parts != 0;
 }
 
-/* The rules in `rules` are owed at t's namespace, all their checks
- * (engine_late): they do not run now. */
-static void owe(rule_ctx *ax, target *t, uint32_t rules)
+/* The rules in `rules` are turned off at t for this call and owed at its
+ * namespace, all their checks (engine_late): they are judged late, when
+ * the index list they need arrives, instead of now without it. */
+static void skip_and_owe(rule_ctx *ax, target *t, uint32_t rules)
 {
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (rules >> r & 1)
@@ -136,7 +137,7 @@ static bool facts_ready(rule_ctx *ax, target *t, unsigned present)
 		return true;
 	if (!ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
 		return false;
-	owe(ax, t, need);
+	skip_and_owe(ax, t, need);
 	return true;
 }
 
@@ -557,11 +558,11 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 }
 /* bulkWrite (admin): ops name their namespace by index into nsInfo.
  * nsInfo is read once per request into a table of its "ns" strings
- * (pointers into the message; NULL for an entry without one). Scanning
- * nsInfo again for every op was quadratic: 20,000 ops naming the last of
- * 20,000 entries (a 1.7 MB message, 300 bytes as zstd OP_COMPRESSED) held
- * a worker for 50 s under ASan. The table lives on the stack for the
- * namespaces a real bulkWrite names; only a larger nsInfo allocates. */
+ * (pointers into the message; NULL for an entry without one): scanning
+ * nsInfo again for every op would be quadratic in a message a client
+ * controls (many ops naming the last of many entries compress to almost
+ * nothing). The table lives on the stack for the namespaces a real
+ * bulkWrite names; only a larger nsInfo allocates. */
 #define BULK_NS_INLINE 64
 
 typedef struct bulk_nsinfo {

@@ -46,10 +46,10 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->sink_arg = sink_arg;
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
 	e->doc_floor = UINT32_MAX;
-	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	e->shape_hashes = calloc(SHAPE_HASH_SLOTS, sizeof(*e->shape_hashes));
 	static atomic_uint_fast64_t engines;
 	e->gen = atomic_fetch_add(&engines, 1) + 1;
-	bool ok = e->findings != NULL && e->memo != NULL;
+	bool ok = e->findings != NULL && e->shape_hashes != NULL;
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
@@ -102,7 +102,7 @@ void engine_free(engine *e)
 	if (!e)
 		return;
 	findings_table_free(e->findings);
-	free(e->memo);
+	free(e->shape_hashes);
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (e->state[r])
 			rule_table[r]->checks->state_free(e->state[r]);
@@ -234,8 +234,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	const command_def *c = commands_find(v->name);
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
-	/* Field by field: memo_ns is written before it is read (memo_used),
-	 * and zeroing it on every request showed in the benchmark. */
+	/* Field by field: lookup_ns is written before it is read (lookup_done),
+	 * so the 512 bytes of it are not zeroed on every request. */
 	rule_ctx ax;
 	ax.e = e;
 	ax.rc = rc;
@@ -248,9 +248,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.late_call = rc && rc->late;
 	ax.cur_site = NULL;
 	ax.wait = false;
-	ax.memo_used = false;
-	ax.memo_r = INDEXES_UNAVAILABLE;
-	ax.memo_set = NULL;
+	ax.lookup_done = false;
+	ax.lookup_r = INDEXES_UNAVAILABLE;
+	ax.lookup_set = NULL;
 	byte_spans spans;
 	spans.base = bson_get_data(&v->body);
 	spans.n = 0;
@@ -264,7 +264,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		if (block)
 			block->late.n = block->late.lost = 0; /* judged again whole */
 	}
-	index_set_release(ax.memo_set);
+	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&
 	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))

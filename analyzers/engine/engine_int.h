@@ -77,12 +77,13 @@ static inline bool check_present(const rule_checks *k, check_kind kind)
 	}
 }
 
-/* Shape hashes, remembered (verdict.c says why and how). */
-#define SHAPE_MEMO_SLOTS 1024 /* a power of two */
+/* The shape-hash cache: raw parts to redacted shape hash (verdict.c says
+ * why and how). */
+#define SHAPE_HASH_SLOTS 1024 /* a power of two */
 
-typedef struct shape_memo_slot {
+typedef struct shape_hash_slot {
 	_Atomic uint64_t key, hash, check;
-} shape_memo_slot;
+} shape_hash_slot;
 
 struct engine {
 	engine_config cfg;
@@ -120,13 +121,13 @@ struct engine {
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
-	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
-	uint64_t gen;          /* this engine's number, unique in the process: engine_repeat */
+	shape_hash_slot *shape_hashes; /* SHAPE_HASH_SLOTS */
+	uint64_t gen; /* this engine's number, unique in the process: engine_repeat */
 };
 
 /* ---- per-request state ---- */
 
-#define MEMO_NS_LEN 512 /* the index cache's own limit on "db.coll" */
+#define LOOKUP_NS_LEN 512 /* the index cache's own limit on "db.coll" */
 
 struct rule_ctx {
 	engine *e;
@@ -147,12 +148,12 @@ struct rule_ctx {
 	 * anything was reported: the request waits, and nothing more is
 	 * reported by this call (it is analysed again from the start). */
 	bool wait;
-	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
-	 * set is released when the request is done. */
-	bool memo_used;
-	index_lookup memo_r;
-	index_set *memo_set;
-	char memo_ns[MEMO_NS_LEN];
+	/* engine_lookup's one-entry cache: the last namespace looked up, and
+	 * its answer; the set is released when the request is done. */
+	bool lookup_done;
+	index_lookup lookup_r;
+	index_set *lookup_set;
+	char lookup_ns[LOOKUP_NS_LEN];
 	/* The connection's repeat (engine.h, engine_repeat): the checks called
 	 * so far, whether the analyser judged the whole request from its bytes
 	 * and the engine alone (analyze_query), and the bytes of the body its

@@ -48,20 +48,20 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 	if (!ax->e->ic || !db || !coll)
 		return INDEXES_UNAVAILABLE;
 	size_t a = strlen(db), b = strlen(coll);
-	if (a + b + 2 > MEMO_NS_LEN)
+	if (a + b + 2 > LOOKUP_NS_LEN)
 		return INDEXES_UNAVAILABLE; /* the cache refuses it too */
-	if (!ax->memo_used || strncmp(ax->memo_ns, db, a) != 0 || ax->memo_ns[a] != '.' ||
-	    strcmp(ax->memo_ns + a + 1, coll) != 0) {
-		index_set_release(ax->memo_set);
-		ax->memo_set = NULL;
-		ax->memo_r = index_cache_get(ax->e->ic, db, coll, &ax->memo_set);
-		memcpy(ax->memo_ns, db, a);
-		ax->memo_ns[a] = '.';
-		memcpy(ax->memo_ns + a + 1, coll, b + 1);
-		ax->memo_used = true;
+	if (!ax->lookup_done || strncmp(ax->lookup_ns, db, a) != 0 || ax->lookup_ns[a] != '.' ||
+	    strcmp(ax->lookup_ns + a + 1, coll) != 0) {
+		index_set_release(ax->lookup_set);
+		ax->lookup_set = NULL;
+		ax->lookup_r = index_cache_get(ax->e->ic, db, coll, &ax->lookup_set);
+		memcpy(ax->lookup_ns, db, a);
+		ax->lookup_ns[a] = '.';
+		memcpy(ax->lookup_ns + a + 1, coll, b + 1);
+		ax->lookup_done = true;
 	}
-	*out = ax->memo_set;
-	return ax->memo_r;
+	*out = ax->lookup_set;
+	return ax->lookup_r;
 }
 
 /* Merges into the namespace's entry when there is one, so a request that

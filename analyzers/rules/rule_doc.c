@@ -628,7 +628,8 @@ static void limits_at(rule_ctx *c, const rule_site *s, doc_facts *f)
 	f->max_array = rc->params[DOC_PARAM_MAX_ARRAY_LENGTH];
 }
 
-static void report(rule_ctx *c, const rule_site *s, const doc_facts *f)
+/* Reports f with the offending field's path added to the shape. */
+static void report_with_field(rule_ctx *c, const rule_site *s, const doc_facts *f)
 {
 	/* The shape names the field too: a document is data, so without it
 	 * every large document of a collection would be one finding, and a
@@ -648,19 +649,16 @@ static void report(rule_ctx *c, const rule_site *s, const doc_facts *f)
 	rule_report(c, &site, RULE_LARGE_DOCUMENT, f);
 }
 
-static void judge(rule_ctx *c, const rule_site *s, const bson_t *doc, bool replacement)
+/* An inserted document, against the limits at s: walked only when a
+ * finding could still change something (rule_wanted). */
+static void check_document(rule_ctx *c, const rule_site *s, const bson_t *doc)
 {
 	if (!rule_wanted(c, s, RULE_LARGE_DOCUMENT))
 		return;
-	doc_facts f = {.replacement = replacement};
+	doc_facts f = {.replacement = false};
 	limits_at(c, s, &f);
 	if (rule_doc_check(doc, f.max_bytes, f.max_array, &f.hit))
-		report(c, s, &f);
-}
-
-static void check_document(rule_ctx *c, const rule_site *s, const bson_t *doc)
-{
-	judge(c, s, doc, false);
+		report_with_field(c, s, &f);
 }
 
 /* The least bytes a document or update must have to be over either limit. */
@@ -696,11 +694,11 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 		f.replacement = true;
 		if (bson_init_static(&doc, v.p, v.len) &&
 		    rule_doc_check(&doc, f.max_bytes, f.max_array, &f.hit))
-			report(c, s, &f);
+			report_with_field(c, s, &f);
 		return;
 	}
 	if (rule_doc_update(u, f.max_bytes, f.max_array, &f.hit))
-		report(c, s, &f);
+		report_with_field(c, s, &f);
 }
 
 /* The detail of a write by an update operator or pipeline stage. */
