@@ -192,11 +192,3 @@ void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg)
 		due = next;
 	}
 }
-
-size_t findings_table_size(findings_table *t)
-{
-	pthread_mutex_lock(&t->lock);
-	size_t n = lru_map_count(&t->map);
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
