@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzers/engine/keys.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
 

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/engine/keys.h"
 #include "analyzers/catalog/lru_map.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"

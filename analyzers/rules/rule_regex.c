@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "analyzers/planner/index_set.h"
-#include "analyzers/engine/keys.h"
 #include "analyzers/planner/query_preds.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
