@@ -71,8 +71,8 @@ typedef struct cmd_body {
 body_key body_key_of(const char *k);
 
 /* Leaves the bson_t slots alone: on the request path, and only written
- * when their key is met. Inline: it ran inline when it shared a file with
- * its callers, and every analysed request calls it. */
+ * when their key is met. Inline: every analysed request calls it, from
+ * the analysers and from engine_shape. */
 static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;

@@ -74,9 +74,9 @@ static bool empty_value(uint8_t t)
 
 /* The element at *pos of the container d (dlen bytes, its trailing NUL
  * checked by the caller); false at the end or on bytes that do not fit.
- * always_inline: GCC stopped inlining it into its two loops once the file
- * grew, and the call per element cost a third more on a 5,000-element
- * array (bench_analyze). */
+ * always_inline: it runs per element in two loops, and the compiler's size
+ * heuristics do not always inline it there on their own; a call per
+ * element is a measurable share of the walk (tests/bench/README.md). */
 static inline __attribute__((always_inline)) bool raw_next(const uint8_t *d, uint32_t dlen,
                                                            uint32_t *pos, raw_el *el)
 {
@@ -674,8 +674,9 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 {
 	bson_iter_t first;
 	bson_t doc;
-	/* Written only past the floor: zeroing the hit's path on every
-	 * statement cost more than the rest of this check. */
+	/* Written only past the floor: the hit holds a path buffer, and
+	 * zeroing it on every statement would cost more than the rest of this
+	 * check. */
 	doc_facts f;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) && !WIRE_ITER_HOLDS_ARRAY(u))
 		return;

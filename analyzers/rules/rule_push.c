@@ -327,8 +327,8 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 			 * $slice and $literal, which refs_path_unbounded skips
 			 * too) reads only what was just walked, so descending
 			 * would find nothing new, and re-walking each nested
-			 * operand made the cost depth x size: 30 nested levels
-			 * over a 38 MB array held a worker for seconds. */
+			 * operand would make the cost depth times size, both of
+			 * which a client chooses. */
 			continue;
 		}
 		if (concat_appends(&c, path, depth + 1))
