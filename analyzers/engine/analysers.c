@@ -339,6 +339,8 @@ typedef struct leading {
 	bool has_sort;
 } leading;
 
+/* Stops at the first stage that is neither $match nor $sort: a stage
+ * between them changes what the sort or the filter applies to. */
 static void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
@@ -376,6 +378,9 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 	}
 }
 
+/* An aggregation: the leading $match and $sort as a query (sort checks
+ * first, as everywhere), then the whole pipeline for the pipeline checks.
+ * {aggregate, explain: true} is judged as an explain. */
 verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 {
 	target t;
@@ -608,6 +613,9 @@ static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
 	return true;
 }
 
+/* Each op at its own namespace (bulkWrite spans several), so scopes and
+ * index lists apply per op; a namespace whose index list must be waited
+ * for makes the whole request wait, as any other command does. */
 verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 {
 	cmdview_docs d;

@@ -17,6 +17,8 @@
 
 #define MAX_DEPTH 100
 
+/* Finds a join stage anywhere a pipeline can hold one (nested pipelines
+ * included), bounded by MAX_DEPTH. */
 static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
                  int depth);
 

@@ -412,6 +412,9 @@ static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_fa
 		filter_guards(g, filter, 0);
 }
 
+/* Whether an update grows an array without a bound: guards in the
+ * statement's filter (a counter held below a limit, an array held below a
+ * length) count as bounds, so they are read first. */
 static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
                         push_hit *hit)
 {

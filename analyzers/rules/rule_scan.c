@@ -584,6 +584,8 @@ static bool has_id_bound(const scan_preds *p)
 	return f && (f->bounds & B_ANY);
 }
 
+/* The query's filter against the collection's indexes; a collection
+ * under minDocuments is never reported, however its filter reads. */
 static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 {
 	if (!s->coll || !rule_wanted(c, s, RULE_COLLECTION_SCAN))
@@ -666,6 +668,9 @@ static bool foreign_indexed(const index_set *set, const char *field)
 	return false;
 }
 
+/* A $lookup with localField / foreignField looks each joined document up
+ * in `from` by foreignField: without an index leading with it, every
+ * input document scans `from`. */
 static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *stage)
 {
 	bson_iter_t it;
