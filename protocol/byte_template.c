@@ -1,3 +1,7 @@
+/* Byte templates (byte_template.h): a run of bytes kept as the pattern of
+ * later runs that may differ only in given spans, so a statement or a
+ * command that matches is not decoded or read again. Short runs compare
+ * a word at a time under a mask, long ones by memcmp between the spans. */
 #include "protocol/byte_template.h"
 
 /* The spans in the order of their bytes (a statement may hold u before q),

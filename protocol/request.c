@@ -1,6 +1,6 @@
 /* The request path: which opcode becomes which command view, which reply
- * form, and which requests a 5.1+ server would refuse (PROTOCOL.md,
- * "Framing"). */
+ * form, and which requests a 5.1+ server would refuse (docs/internals.md,
+ * "How it handles the protocol"). */
 #include "protocol/request.h"
 
 #include <stdlib.h>

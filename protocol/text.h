@@ -6,7 +6,7 @@
  * overflow nothing more is appended, so a writer stays linear and checks
  * once at the end. text_finish() NUL-terminates the text; appends do not,
  * because shapes are rendered a few bytes at a time and a store per append
- * showed in bench_analyze.
+ * would be wasted on all but the last.
  *
  * Bound and reserve: appends stop at `limit`; the bytes from limit to cap
  * are a reserve that only text_close() writes into, so a writer that opened

@@ -1,3 +1,7 @@
+/* The BSON checks every decoder makes (wire_doc.h): the cheap frame
+ * check, the one-pass structural validation that lets analyzers walk a
+ * document with libbson's iterator without reading past it, and the
+ * top-level lookups the request path makes on validated bytes. */
 #include "protocol/wire_doc.h"
 
 #include <stdio.h>

@@ -25,10 +25,10 @@
  * command code anyway, and refusing it here would make mongoguard stricter
  * than the server it fronts. Nothing mongoguard does with a string needs
  * it to be UTF-8: the analyzers compare keys and values as bytes, and the
- * log writer escapes any byte into valid JSON (proxy/log.c). libbson's
- * bson_validate(BSON_VALIDATE_NONE), used here before, checked the UTF-8
- * of every key (not of string values) byte by byte, which is where an
- * insert's time went. If something ever needs valid UTF-8, it should
+ * log writer escapes any byte into valid JSON (proxy/sinks/log.c).
+ * libbson's bson_validate(BSON_VALIDATE_NONE) checks the UTF-8 of every
+ * key (not of string values) byte by byte, which on a large insert is
+ * most of the work. If something ever needs valid UTF-8, it should
  * validate the one string it reads, not every document.
  *
  * `what` is a printf format naming the document in the error message
@@ -67,8 +67,8 @@ void wire_doc_frame_fail(const uint8_t *p, size_t avail, wire_error *err, const 
     __attribute__((format(printf, 4, 5)));
 
 /* On success *doc_len is the document's length (<= avail); else err says
- * why. The message is formatted only then: a variadic call a document
- * was most of the cost of framing one. p and avail are evaluated twice. */
+ * why. The message is formatted only then: a variadic call per document
+ * would cost more than framing it. p and avail are evaluated twice. */
 #define wire_doc_frame(p, avail, doc_len, err, ...)                                                \
 	(wire_doc_fits((p), (avail), (doc_len)) ||                                                 \
 	 (wire_doc_frame_fail((p), (avail), (err), __VA_ARGS__), false))

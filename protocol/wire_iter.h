@@ -4,8 +4,8 @@
  * filter and each update statement several times over (once per rule).
  * bson_iter_next is a call through the PLT into a wrapper, a call into the
  * decoder, a byte loop for the key and assertions; bson_iter_type and
- * bson_iter_key are calls too. Together they were a large share of what
- * analysing an update statement cost (figures: tests/bench/README.md).
+ * bson_iter_key are calls too. Together they are a large share of what
+ * analysing an update statement costs (tests/bench/README.md).
  *
  * wire_iter_next() is a drop-in for bson_iter_next() and
  * wire_iter_recurse() for bson_iter_recurse(): the same checks on the same

@@ -280,6 +280,9 @@ void index_cache_set_clock(index_cache *ic, index_cache_clock_fn fn, void *arg)
 
 /* ---- the request path ---- */
 
+/* On the request path, under the lock only to find or create the entry:
+ * an unknown namespace is queued for the metadata thread and answers
+ * INDEXES_PENDING at once, never a wait. */
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out)
 {
 	char ns[IC_NS_MAX];
@@ -614,6 +617,10 @@ static struct timespec deadline(int64_t ms_from_now)
 	return ts;
 }
 
+/* The metadata thread: the one place the side connection is used, so no
+ * worker ever waits on the network for an index list. It drops the lock
+ * around each fetch, and sleeps until a fetch is queued or the next
+ * refresh scan is due. */
 static void *metadata_main(void *arg)
 {
 	index_cache *ic = arg;

@@ -43,9 +43,9 @@ typedef struct target {
 	uint32_t gate_floor;
 } target;
 
-static bool late_only(actx *ax, target *t);
+static bool late_only(rule_ctx *ax, target *t);
 
-static bool target_init(actx *ax, target *t, const char *db, const char *coll)
+static bool target_init(rule_ctx *ax, target *t, const char *db, const char *coll)
 {
 	t->db = db;
 	t->coll = coll;
@@ -75,7 +75,7 @@ static bool target_init(actx *ax, target *t, const char *db, const char *coll)
 /* A late call: only the rules owed at this namespace run, and none can
  * block any more (the request went on): what would have blocked says so
  * as a dry run does. */
-static bool late_only(actx *ax, target *t)
+static bool late_only(rule_ctx *ax, target *t)
 {
 	const engine_late *late = ax->rc->late;
 	uint64_t h = engine_ns_hash(t->ns);
@@ -98,9 +98,10 @@ static bool late_only(actx *ax, target *t)
 	return t->parts != 0;
 }
 
-/* The rules in `rules` are owed at t's namespace, all their checks
- * (engine_late): they do not run now. */
-static void owe(actx *ax, target *t, uint32_t rules)
+/* The rules in `rules` are turned off at t for this call and owed at its
+ * namespace, all their checks (engine_late): they are judged late, when
+ * the index list they need arrives, instead of now without it. */
+static void skip_and_owe(rule_ctx *ax, target *t, uint32_t rules)
 {
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (rules >> r & 1)
@@ -115,7 +116,7 @@ static void owe(actx *ax, target *t, uint32_t rules)
  * (engine.h). Waiting is for when one of them could block or dry-run the
  * request and nothing has been reported yet (a request that waits is
  * analysed again from the start). False when the request waits. */
-static bool facts_ready(actx *ax, target *t, unsigned present)
+static bool facts_ready(rule_ctx *ax, target *t, unsigned present)
 {
 	const engine *e = ax->e;
 	uint32_t need = 0;
@@ -136,14 +137,14 @@ static bool facts_ready(actx *ax, target *t, unsigned present)
 		return true;
 	if (!ax->late_call && ax->nreported == 0 && ax->verdict == VERDICT_FORWARD)
 		return false;
-	owe(ax, t, need);
+	skip_and_owe(ax, t, need);
 	return true;
 }
 
 /* t's gate (target above), from the checks not off there: once per
  * command (per op in a bulkWrite), so that a statement whose facts no
  * check is called for costs no more than its read. */
-static void stmt_gate(const actx *ax, target *t)
+static void stmt_gate(const rule_ctx *ax, target *t)
 {
 	static const check_kind kinds[] = {CHECK_FILTER, CHECK_UPDATE, CHECK_QUERY};
 	const engine *e = ax->e;
@@ -190,7 +191,7 @@ static bool nonempty_doc(const bson_t *d)
  * and nothing may be reported before the engine knows it will not wait.
  * They are given only a non-empty sort, and only with an index cache.
  * False when the request waits. */
-static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_site *s,
+static __attribute__((warn_unused_result)) bool run_sort(rule_ctx *ax, const rule_site *s,
                                                          const sort_query *q)
 {
 	if (!ax->e->ic || !nonempty_doc(q->sort))
@@ -200,7 +201,7 @@ static __attribute__((warn_unused_result)) bool run_sort(actx *ax, const rule_si
 
 /* The collection-scan question of a filter: the filter as a document (a
  * static view, made only when a rule asks), and what bounds the work. */
-static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query_kind kind)
+static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_query_kind kind)
 {
 	rule_query rq;
 	rq.kind = kind;
@@ -228,7 +229,7 @@ static void run_body_query(actx *ax, const rule_site *s, cmd_body *b, rule_query
  * The filter and the update are read once, into facts every check reads
  * (facts.h), each only when some rule not off here reads it. The update
  * checks see the statement's filter through the site. */
-static bool check_filter_update(actx *ax, rule_site *s, cmd_body *b, const target *t,
+static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const target *t,
                                 rule_query_kind kind, byte_spans *spans)
 {
 	stmt_facts f;
@@ -270,7 +271,7 @@ static bool blocks_somewhere(const engine *e, int r, unsigned parts)
  * to name its collection; drivers never send this form. Any other type of
  * collection name is refused by the server itself. No finding: nothing was
  * analysed, and the block counts in mongoguard_blocked_total. */
-static verdict collection_by_uuid(actx *ax, const cmdview *v)
+static verdict collection_by_uuid(rule_ctx *ax, const cmdview *v)
 {
 	bson_iter_t it;
 	if (ax->explain || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
@@ -294,7 +295,7 @@ static verdict collection_by_uuid(actx *ax, const cmdview *v)
 /* One collection, one filter, and for some a sort and an update: the body
  * keys of the command's row. The sort rule finds no sort in count or
  * distinct and says nothing. */
-verdict analyze_query(actx *ax, const cmdview *v)
+verdict analyze_query(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
@@ -338,6 +339,8 @@ typedef struct leading {
 	bool has_sort;
 } leading;
 
+/* Stops at the first stage that is neither $match nor $sort: a stage
+ * between them changes what the sort or the filter applies to. */
 static void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
@@ -375,7 +378,10 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 	}
 }
 
-verdict analyze_aggregate(actx *ax, const cmdview *v)
+/* An aggregation: the leading $match and $sort as a query (sort checks
+ * first, as everywhere), then the whole pipeline for the pipeline checks.
+ * {aggregate, explain: true} is judged as an explain. */
+verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
@@ -427,7 +433,7 @@ verdict analyze_aggregate(actx *ax, const cmdview *v)
  * in an aggregation is blocked where the view is defined; a view hid it
  * from every later find. Only the pipeline checks run: there is no query
  * to plan yet. A create without a pipeline (a collection) costs a lookup. */
-verdict analyze_view(actx *ax, const cmdview *v)
+verdict analyze_view(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
@@ -452,7 +458,7 @@ verdict analyze_view(actx *ax, const cmdview *v)
  * Every statement of every command is walked and checked here, once.
  * tp (NULL: none): the batch's template, matched first, and made of this
  * statement when no check was called for it. */
-static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned keys,
+static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
                          const char *op, byte_template *tp)
 {
@@ -484,7 +490,7 @@ static void analyze_stmt(actx *ax, const target *t, bson_iter_t *doc, unsigned k
 }
 
 /* update and delete: each statement of the row's sequence. */
-verdict analyze_statements(actx *ax, const cmdview *v)
+verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	const command_def *c = ax->cmd;
@@ -512,7 +518,7 @@ verdict analyze_statements(actx *ax, const cmdview *v)
 /* insert: each document, for the rules that read inserted documents. The
  * shape is the command and the collection only: a document is data, and
  * every large document of one collection is one finding, counted. */
-verdict analyze_insert(actx *ax, const cmdview *v)
+verdict analyze_insert(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	/* Every document is smaller than the request: most inserts end here. */
@@ -543,7 +549,7 @@ verdict analyze_insert(actx *ax, const cmdview *v)
 #define BULK_DELETE_KEYS (BK(FILTER) | BK(MULTI) | BK(HINT) | BK(COLLATION))
 
 /* A bulkWrite insert op: {insert: i, document: {...}}. */
-static void analyze_insert_op(actx *ax, const target *t, const bson_t *op)
+static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 {
 	bson_iter_t it;
 	bson_t doc;
@@ -557,11 +563,11 @@ static void analyze_insert_op(actx *ax, const target *t, const bson_t *op)
 }
 /* bulkWrite (admin): ops name their namespace by index into nsInfo.
  * nsInfo is read once per request into a table of its "ns" strings
- * (pointers into the message; NULL for an entry without one). Scanning
- * nsInfo again for every op was quadratic: 20,000 ops naming the last of
- * 20,000 entries (a 1.7 MB message, 300 bytes as zstd OP_COMPRESSED) held
- * a worker for 50 s under ASan. The table lives on the stack for the
- * namespaces a real bulkWrite names; only a larger nsInfo allocates. */
+ * (pointers into the message; NULL for an entry without one): scanning
+ * nsInfo again for every op would be quadratic in a message a client
+ * controls (many ops naming the last of many entries compress to almost
+ * nothing). The table lives on the stack for the namespaces a real
+ * bulkWrite names; only a larger nsInfo allocates. */
 #define BULK_NS_INLINE 64
 
 typedef struct bulk_nsinfo {
@@ -607,7 +613,10 @@ static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
 	return true;
 }
 
-verdict analyze_bulk_write(actx *ax, const cmdview *v)
+/* Each op at its own namespace (bulkWrite spans several), so scopes and
+ * index lists apply per op; a namespace whose index list must be waited
+ * for makes the whole request wait, as any other command does. */
+verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 {
 	cmdview_docs d;
 	bson_t op;
@@ -654,28 +663,13 @@ verdict analyze_bulk_write(actx *ax, const cmdview *v)
 
 /* ---- explain ---- */
 
-bool engine_explained(const cmdview *v, cmdview *inner)
-{
-	bson_iter_t it;
-	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
-		return false;
-	memset(inner, 0, sizeof(*inner));
-	inner->origin = v->origin;
-	inner->db = v->db;
-	if (!body_doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
-	    !wire_iter_next(&it))
-		return false;
-	inner->name = wire_iter_key(&it);
-	return true;
-}
-
 /* {explain: {find: ...}, verbosity: ...}: the inner command's analyser, on
  * a view of the inner command, with every action at most log. Insert,
  * create and collMod cannot be explained (their rows say so). */
-verdict analyze_explain(actx *ax, const cmdview *v)
+verdict analyze_explain(rule_ctx *ax, const cmdview *v)
 {
 	cmdview inner;
-	if (!engine_explained(v, &inner))
+	if (!body_explained(v, &inner))
 		return VERDICT_FORWARD;
 	const command_def *c = commands_find(inner.name);
 	if (!c || !c->explainable)

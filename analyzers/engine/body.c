@@ -1,5 +1,5 @@
 /* The body walker (body.h): one switch that names each key the rules read,
- * and one pass that takes them. */
+ * one pass that takes them, and the command an explain wraps. */
 #include "analyzers/engine/body.h"
 
 #include "analyzers/engine/keys.h"
@@ -167,5 +167,20 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 		if (taken && b->n < BODY_MAX_PARTS)
 			add_part(b->parts, &b->n, k, mode, &it);
 	}
+	return true;
+}
+
+bool body_explained(const cmdview *v, cmdview *inner)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it))
+		return false;
+	memset(inner, 0, sizeof(*inner));
+	inner->origin = v->origin;
+	inner->db = v->db;
+	if (!body_doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
+	    !wire_iter_next(&it))
+		return false;
+	inner->name = wire_iter_key(&it);
 	return true;
 }

@@ -19,6 +19,7 @@
 
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
+#include "protocol/cmdview.h"
 #include "protocol/wire_iter.h"
 
 typedef enum {
@@ -70,8 +71,8 @@ typedef struct cmd_body {
 body_key body_key_of(const char *k);
 
 /* Leaves the bson_t slots alone: on the request path, and only written
- * when their key is met. Inline: it ran inline when it shared a file with
- * its callers, and every analysed request calls it. */
+ * when their key is met. Inline: every analysed request calls it, from
+ * the analysers and from engine_shape. */
 static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
@@ -123,5 +124,10 @@ static inline const sort_query *body_sort_query(cmd_body *b)
 		b->q.filter = &b->filter_doc;
 	return &b->q;
 }
+
+/* {explain: {find: ...}}: the inner command, in a view of its own (a
+ * cmdview is never copied). Both the analyser of explain and the offline
+ * shape read it. False when there is none. */
+bool body_explained(const cmdview *v, cmdview *inner) __attribute__((warn_unused_result));
 
 #endif

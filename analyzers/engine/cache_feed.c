@@ -30,6 +30,9 @@ bool engine_is_ddl(const cmdview *v)
 	return ddl_of(v) != DDL_NONE;
 }
 
+/* Forgets too much rather than too little: every name the command's row
+ * says it touches is invalidated, since a list fetched again costs one
+ * listIndexes and a stale one gives wrong verdicts. */
 void engine_note_ddl(engine *e, const cmdview *v)
 {
 	ddl_kind kind = ddl_of(v);

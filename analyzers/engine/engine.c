@@ -46,10 +46,10 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 	e->sink_arg = sink_arg;
 	e->findings = findings_table_new(FINDINGS_MAX_KEYS);
 	e->doc_floor = UINT32_MAX;
-	e->memo = calloc(SHAPE_MEMO_SLOTS, sizeof(*e->memo));
+	e->shape_hashes = calloc(SHAPE_HASH_SLOTS, sizeof(*e->shape_hashes));
 	static atomic_uint_fast64_t engines;
 	e->gen = atomic_fetch_add(&engines, 1) + 1;
-	bool ok = e->findings != NULL && e->memo != NULL;
+	bool ok = e->findings != NULL && e->shape_hashes != NULL;
 	for (int r = 0; r < RULE_COUNT && ok; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		e->parts[r] = parts_read(k);
@@ -102,7 +102,7 @@ void engine_free(engine *e)
 	if (!e)
 		return;
 	findings_table_free(e->findings);
-	free(e->memo);
+	free(e->shape_hashes);
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (e->state[r])
 			rule_table[r]->checks->state_free(e->state[r]);
@@ -116,103 +116,6 @@ bool engine_may_block(const engine *e, const char *command)
 {
 	const command_def *c = command ? commands_find(command) : NULL;
 	return c && c->parts == PART_DOCUMENT ? e->may_block_documents : e->may_block_any;
-}
-
-/* ---- what rules may ask (rule_api.h) ---- */
-
-const rule_config *rule_ctx_config(const rule_ctx *ax, rule_id r)
-{
-	return &ax->e->cfg.rules[r];
-}
-
-void *rule_ctx_state(const rule_ctx *ax, rule_id r)
-{
-	return ax->e->state[r];
-}
-
-bool rule_ctx_explain(const rule_ctx *ax)
-{
-	return ax->explain;
-}
-
-int64_t rule_ctx_now_ms(const rule_ctx *ax)
-{
-	return ax->rc ? ax->rc->now_ms : 0;
-}
-
-bool rule_ctx_no_wait(const rule_ctx *ax)
-{
-	return ax->rc && ax->rc->no_wait;
-}
-
-index_cache *rule_ctx_index_cache(const rule_ctx *ax)
-{
-	return ax->e->ic;
-}
-
-index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out)
-{
-	*out = NULL;
-	if (!ax->e->ic || !db || !coll)
-		return INDEXES_UNAVAILABLE;
-	size_t a = strlen(db), b = strlen(coll);
-	if (a + b + 2 > MEMO_NS_LEN)
-		return INDEXES_UNAVAILABLE; /* the cache refuses it too */
-	if (!ax->memo_used || strncmp(ax->memo_ns, db, a) != 0 || ax->memo_ns[a] != '.' ||
-	    strcmp(ax->memo_ns + a + 1, coll) != 0) {
-		index_set_release(ax->memo_set);
-		ax->memo_set = NULL;
-		ax->memo_r = index_cache_get(ax->e->ic, db, coll, &ax->memo_set);
-		memcpy(ax->memo_ns, db, a);
-		ax->memo_ns[a] = '.';
-		memcpy(ax->memo_ns + a + 1, coll, b + 1);
-		ax->memo_used = true;
-	}
-	*out = ax->memo_set;
-	return ax->memo_r;
-}
-
-void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds)
-{
-	block_info *b = ax->block;
-	if (!b)
-		return;
-	uint64_t h = engine_ns_hash(ns);
-	for (unsigned i = 0; i < b->late.n; i++)
-		if (b->late.at[i].ns_hash == h) {
-			b->late.at[i].rules |= rules;
-			b->late.at[i].kinds |= kinds;
-			return;
-		}
-	if (b->late.n == ENGINE_LATE_MAX) {
-		b->late.lost |= rules;
-		return;
-	}
-	b->late.at[b->late.n].ns_hash = h;
-	b->late.at[b->late.n].rules = rules;
-	b->late.at[b->late.n++].kinds = kinds;
-}
-
-/* A check asked for an index list the cache does not have yet: its rule,
- * if it reads one (rule_def.needs_indexes...), owes the verdict for that
- * kind of check at the site, given late; when the wait for it has already
- * ended (no_wait), none is given, and that is counted. */
-index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
-{
-	index_lookup r = engine_lookup(ax, db, coll, out);
-	const rule_site *s = ax->cur_site;
-	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
-		return r;
-	if (ax->rc && ax->rc->no_wait) {
-		if (ax->block)
-			ax->block->skipped |= 1u << ax->cur_rule;
-	} else if (s->act[ax->cur_rule] >= RULE_DRY_RUN && !ax->late_call && ax->nreported == 0 &&
-	           ax->verdict == VERDICT_FORWARD) {
-		ax->wait = true; /* a list facts_ready could not see: $lookup's other side */
-	} else {
-		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
-	}
-	return r;
 }
 
 /* ---- the entry points ---- */
@@ -240,7 +143,7 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 	bool explain = false;
 	const command_def *c = commands_find(v->name);
 	if (c && c->shape == CMD_SHAPE_INNER) {
-		if (!engine_explained(v, &inner))
+		if (!body_explained(v, &inner))
 			return false;
 		v = &inner;
 		c = commands_find(v->name);
@@ -331,9 +234,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	const command_def *c = commands_find(v->name);
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
-	/* Field by field: memo_ns is written before it is read (memo_used),
-	 * and zeroing it on every request showed in the benchmark. */
-	actx ax;
+	/* Field by field: lookup_ns is written before it is read (lookup_done),
+	 * so the 512 bytes of it are not zeroed on every request. */
+	rule_ctx ax;
 	ax.e = e;
 	ax.rc = rc;
 	ax.block = block;
@@ -345,9 +248,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.late_call = rc && rc->late;
 	ax.cur_site = NULL;
 	ax.wait = false;
-	ax.memo_used = false;
-	ax.memo_r = INDEXES_UNAVAILABLE;
-	ax.memo_set = NULL;
+	ax.lookup_done = false;
+	ax.lookup_r = INDEXES_UNAVAILABLE;
+	ax.lookup_set = NULL;
 	byte_spans spans;
 	spans.base = bson_get_data(&v->body);
 	spans.n = 0;
@@ -361,7 +264,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		if (block)
 			block->late.n = block->late.lost = 0; /* judged again whole */
 	}
-	index_set_release(ax.memo_set);
+	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&
 	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))
@@ -373,14 +276,6 @@ void engine_set_tally(engine *e, engine_tally_fn fn, void *arg)
 {
 	e->tally = fn;
 	e->tally_arg = arg;
-}
-
-uint64_t engine_ns_hash(const char *ns)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (; *ns; ns++)
-		h = (h ^ (uint8_t)*ns) * 1099511628211ull;
-	return h;
 }
 
 void engine_flush_summaries(engine *e)

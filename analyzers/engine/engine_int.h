@@ -4,9 +4,10 @@
  *
  *   engine.c         the core: engine_new, classify, dispatch, verdict
  *   commands.c       the command table
- *   analysers.c   each command's analyser: from a request to its parts
+ *   analysers.c      each command's analyser: from a request to its parts
  *   body.c           the body walker
- *   verdict.c  findings: action, dedupe, memo, words, block message
+ *   rule_ctx.c       what a check may ask; index lookups and owed verdicts
+ *   verdict.c        findings: action, dedupe, shape hashes, words, block message
  *   cache_feed.c     what DDL passing by does to the index cache
  *
  * Not for the proxy or the rule files (they read engine.h and rule_api.h). */
@@ -76,12 +77,13 @@ static inline bool check_present(const rule_checks *k, check_kind kind)
 	}
 }
 
-/* Shape hashes, remembered (verdict.c says why and how). */
-#define SHAPE_MEMO_SLOTS 1024 /* a power of two */
+/* The shape-hash cache: raw parts to redacted shape hash (verdict.c says
+ * why and how). */
+#define SHAPE_HASH_SLOTS 1024 /* a power of two */
 
-typedef struct shape_memo_slot {
+typedef struct shape_hash_slot {
 	_Atomic uint64_t key, hash, check;
-} shape_memo_slot;
+} shape_hash_slot;
 
 struct engine {
 	engine_config cfg;
@@ -119,13 +121,13 @@ struct engine {
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
-	shape_memo_slot *memo; /* SHAPE_MEMO_SLOTS */
-	uint64_t gen;          /* this engine's number, unique in the process: engine_repeat */
+	shape_hash_slot *shape_hashes; /* SHAPE_HASH_SLOTS */
+	uint64_t gen; /* this engine's number, unique in the process: engine_repeat */
 };
 
 /* ---- per-request state ---- */
 
-#define MEMO_NS_LEN 512 /* the index cache's own limit on "db.coll" */
+#define LOOKUP_NS_LEN 512 /* the index cache's own limit on "db.coll" */
 
 struct rule_ctx {
 	engine *e;
@@ -146,12 +148,12 @@ struct rule_ctx {
 	 * anything was reported: the request waits, and nothing more is
 	 * reported by this call (it is analysed again from the start). */
 	bool wait;
-	/* rule_ctx_indexes: the last namespace looked up, and its answer; the
-	 * set is released when the request is done. */
-	bool memo_used;
-	index_lookup memo_r;
-	index_set *memo_set;
-	char memo_ns[MEMO_NS_LEN];
+	/* engine_lookup's one-entry cache: the last namespace looked up, and
+	 * its answer; the set is released when the request is done. */
+	bool lookup_done;
+	index_lookup lookup_r;
+	index_set *lookup_set;
+	char lookup_ns[LOOKUP_NS_LEN];
 	/* The connection's repeat (engine.h, engine_repeat): the checks called
 	 * so far, whether the analyser judged the whole request from its bytes
 	 * and the engine alone (analyze_query), and the bytes of the body its
@@ -160,10 +162,9 @@ struct rule_ctx {
 	bool repeatable;
 	facts_spans *spans;
 };
-typedef rule_ctx actx;
 
 /* The command's name as findings and shapes show it. */
-static inline const char *actx_command(const actx *ax)
+static inline const char *rule_ctx_command(const rule_ctx *ax)
 {
 	return ax->explain ? "explain" : ax->cmd->name;
 }
@@ -191,7 +192,7 @@ static inline __attribute__((always_inline)) bool check_skipped(const engine *e,
 }
 
 /* Whether some check of kind would be called at s (run_checks). */
-static inline __attribute__((always_inline)) bool any_check(const actx *ax, const rule_site *s,
+static inline __attribute__((always_inline)) bool any_check(const rule_ctx *ax, const rule_site *s,
                                                             check_kind kind)
 {
 	const engine *e = ax->e;
@@ -203,7 +204,7 @@ static inline __attribute__((always_inline)) bool any_check(const actx *ax, cons
 	return false;
 }
 
-static inline __attribute__((always_inline)) bool run_checks(actx *ax, const rule_site *s,
+static inline __attribute__((always_inline)) bool run_checks(rule_ctx *ax, const rule_site *s,
                                                              check_kind kind, const void *part)
 {
 	const engine *e = ax->e;
@@ -279,31 +280,27 @@ static inline bool split_ns(const char *ns, char *db, size_t cap, const char **c
 
 /* ---- analysers.c: the analysers of the command table ---- */
 
-verdict analyze_query(actx *ax, const cmdview *v);      /* find, findAndModify, count, distinct */
-verdict analyze_aggregate(actx *ax, const cmdview *v);  /* aggregate */
-verdict analyze_view(actx *ax, const cmdview *v);       /* create / collMod of a view */
-verdict analyze_statements(actx *ax, const cmdview *v); /* update, delete */
-verdict analyze_insert(actx *ax, const cmdview *v);     /* insert */
-verdict analyze_bulk_write(actx *ax, const cmdview *v); /* bulkWrite */
-verdict analyze_explain(actx *ax, const cmdview *v);    /* explain: the inner command */
+verdict analyze_query(rule_ctx *ax, const cmdview *v); /* find, findAndModify, count, distinct */
+verdict analyze_aggregate(rule_ctx *ax, const cmdview *v);  /* aggregate */
+verdict analyze_view(rule_ctx *ax, const cmdview *v);       /* create / collMod of a view */
+verdict analyze_statements(rule_ctx *ax, const cmdview *v); /* update, delete */
+verdict analyze_insert(rule_ctx *ax, const cmdview *v);     /* insert */
+verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v); /* bulkWrite */
+verdict analyze_explain(rule_ctx *ax, const cmdview *v);    /* explain: the inner command */
 
-/* {explain: {find: ...}}: the inner command, in a view of its own (a
- * cmdview is never copied). False when there is none. */
-bool engine_explained(const cmdview *v, cmdview *inner) __attribute__((warn_unused_result));
-
-/* ---- engine.c ---- */
+/* ---- rule_ctx.c ---- */
 
 /* The index list of db.coll, looked up once per request (rule_ctx_indexes
  * without owing anything). */
-index_lookup engine_lookup(actx *ax, const char *db, const char *coll, const index_set **out);
+index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const index_set **out);
 
 /* rules (bit r) owe their verdict at ns, for the check kinds in kinds
  * (engine_late). */
-void engine_owe(actx *ax, const char *ns, uint32_t rules, unsigned kinds);
+void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds);
 
 /* ---- verdict.c ---- */
 
 /* The block of a query that names its collection by UUID, by rule r. */
-void engine_block_uuid(actx *ax, rule_id r);
+void engine_block_uuid(rule_ctx *ax, rule_id r);
 
 #endif

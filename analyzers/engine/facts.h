@@ -1,12 +1,12 @@
 /* A statement's facts: the top level of its filter and of its update, read
  * once by the engine and handed to every rule's check through the site.
  *
- * Every update and delete statement (and every find, count, distinct and
- * findAndModify body) used to be walked by each rule on its own: the
- * case-insensitive-regex rule stepped the filter looking for regexes, the
- * collection-scan rule stepped it again for its bounds, the unbounded-push
- * rule stepped the update looking for $push, and each read the BSON with
- * its own iterator. The facts are that common first step, taken once:
+ * Without them every rule would walk every update and delete statement
+ * (and every find, count, distinct and findAndModify body) on its own: the
+ * case-insensitive-regex rule stepping the filter for regexes, the
+ * collection-scan rule stepping it again for its bounds, the unbounded-push
+ * rule stepping the update for $push, each with its own iterator. The
+ * facts are that common first step, taken once:
  * each top-level member of the filter (where it is, which kind of value it
  * holds, and for an operator document which operators it names) and the
  * update's form and top-level operators. A rule reads the members instead

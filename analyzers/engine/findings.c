@@ -117,6 +117,9 @@ static void emit_summary(const fentry *e, uint64_t repeats, engine_sink_fn sink,
 	sink(arg, &f);
 }
 
+/* A known key is counted under the lock and nothing is sent: the log
+ * carries a key's first occurrence and then periodic summaries, not one
+ * line per request. A new key evicts the least recently seen one. */
 void findings_table_report(findings_table *t, const finding *f, engine_sink_fn sink, void *arg)
 {
 	fentry *victim = NULL;
@@ -191,12 +194,4 @@ void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg)
 		free(due);
 		due = next;
 	}
-}
-
-size_t findings_table_size(findings_table *t)
-{
-	pthread_mutex_lock(&t->lock);
-	size_t n = lru_map_count(&t->map);
-	pthread_mutex_unlock(&t->lock);
-	return n;
 }

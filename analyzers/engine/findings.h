@@ -35,7 +35,4 @@ void findings_table_flush(findings_table *t, engine_sink_fn sink, void *arg);
  * engine then need not render the words of a finding nobody will read. */
 bool findings_table_count_repeat(findings_table *t, const finding *f);
 
-/* Keys currently held (tests). */
-size_t findings_table_size(findings_table *t);
-
 #endif

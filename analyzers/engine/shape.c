@@ -151,6 +151,8 @@ static size_t jw_finish(jw *w)
 
 /* ---- placeholders ---- */
 
+/* A literal's placeholder names its type only: two queries that differ
+ * in values share a shape, and no application data reaches the log. */
 static const char *type_placeholder(const bson_iter_t *it)
 {
 	switch (wire_iter_type(it)) {
@@ -554,6 +556,8 @@ static bool array_is_literal_list(const bson_iter_t *it)
 	return true;
 }
 
+/* An aggregation expression: field paths and operators are the shape,
+ * literal operands are data and get placeholders. */
 static void render_expr(jw *w, const char *key, const bson_iter_t *it, int depth)
 {
 	if (WIRE_ITER_HOLDS_UTF8(it)) {
@@ -665,6 +669,9 @@ static shape_mode pick_project(const char *k, const bson_iter_t *v)
 	return SHAPE_EXPR;
 }
 
+/* One pipeline stage, in the mode its name calls for ($match as a
+ * filter, stages whose arguments are names verbatim, the rest as
+ * expressions), so a pipeline's shape keeps what decides its plan. */
 static void render_stage(jw *w, const bson_iter_t *stage, int depth)
 {
 	bson_iter_t c;
@@ -740,6 +747,9 @@ static void render_update(jw *w, const char *key, const bson_iter_t *it, int dep
 	w_close(w);
 }
 
+/* The one dispatch over render modes. It writes nothing once the buffer
+ * is full and a placeholder past SHAPE_MAX_DEPTH, so a shape stays
+ * bounded whatever the client sends. */
 static void render(jw *w, const char *key, const bson_iter_t *it, shape_mode mode, int depth)
 {
 	if (w->full)

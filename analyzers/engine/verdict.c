@@ -2,7 +2,7 @@
  * rule_report). The rule's action at the site decides, after a block's
  * sample; a repeat that blocks nothing is only counted; the rule's words
  * are rendered once, and only when the finding blocks first or reaches the
- * sink. The block message and the shape-hash memo live here too.
+ * sink. The block message and the shape-hash cache live here too.
  *
  * Cost: nothing here runs unless a rule fires; report() is noinline so its
  * 20 KB of stack stays off the path of requests where nothing does. */
@@ -14,13 +14,14 @@
 #include "analyzers/engine/shape.h"
 
 /* The error a block sends; a dry-run logs the same words. */
-static void block_message(const actx *ax, rule_id rule, const rule_words *w, char *out, size_t size)
+static void block_message(const rule_ctx *ax, rule_id rule, const rule_words *w, char *out,
+                          size_t size)
 {
 	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.", ax->cmd->name,
 	         rule_name(rule), w->detail, w->fix);
 }
 
-static void fill_block(actx *ax, rule_id rule, const rule_words *w)
+static void fill_block(rule_ctx *ax, rule_id rule, const rule_words *w)
 {
 	if (!ax->block)
 		return;
@@ -33,14 +34,14 @@ static void fill_block(actx *ax, rule_id rule, const rule_words *w)
 uint64_t rule_shape_redacted(const rule_ctx *ax, const rule_site *s, char *buf)
 {
 	shape_render(s->shape, true, buf, SHAPE_BUF_LEN);
-	return shape_hash(s->ns, actx_command(ax), buf);
+	return shape_hash(s->ns, rule_ctx_command(ax), buf);
 }
 
 /* Whether a finding of rule here could still change anything: the verdict
  * (a first block) or the sink (under MAX_REPORTS_PER_REQUEST). The
- * per-statement rules ask first, so that in a batch of 900,000 statements
- * that all match, the statements after the cap are not walked and worded
- * for nothing (that tripled the time of a 40 MB update). */
+ * per-statement rules ask first, so that in a large batch whose statements
+ * all match, the statements after the cap are not walked and worded for
+ * nothing. */
 bool rule_wanted(const rule_ctx *ax, const rule_site *s, rule_id rule)
 {
 	rule_action action = s->act[rule];
@@ -51,18 +52,18 @@ bool rule_wanted(const rule_ctx *ax, const rule_site *s, rule_id rule)
 	return ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 }
 
-/* ---- the shape memo ---- */
+/* ---- the shape-hash cache ---- */
 
-/* Shape hashes, remembered. Rendering a shape only to hash it was most of
- * what a repeated finding cost, and the same bytes always render the same
- * shape, so the engine remembers, per hash of the raw parts, the shape hash
+/* Shape hashes, remembered. Rendering a shape costs far more than hashing
+ * its raw parts, a repeated finding needs only the hash, and the same bytes
+ * always render the same shape, so the engine remembers, per hash of the raw parts, the shape hash
  * they gave. An entry is three words written without a lock (workers share
  * the engine); a reader trusts an entry only when its check word agrees
  * with the other two, so a torn read of two writers' entries is a miss,
  * never a wrong hash. */
 
-#define MEMO_MUL   0x9e3779b97f4a7c15ull
-#define MEMO_CHECK 0x6a09e667f3bcc909ull
+#define MIX_MUL    0x9e3779b97f4a7c15ull
+#define SLOT_CHECK 0x6a09e667f3bcc909ull
 
 static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
 {
@@ -70,12 +71,12 @@ static uint64_t mix_bytes(uint64_t h, const void *p, size_t n)
 	uint64_t w;
 	for (; n >= 8; b += 8, n -= 8) {
 		memcpy(&w, b, 8);
-		h = (h ^ w) * MEMO_MUL;
+		h = (h ^ w) * MIX_MUL;
 		h ^= h >> 29;
 	}
 	w = 0;
 	memcpy(&w, b, n);
-	h = (h ^ w ^ ((uint64_t)n << 56)) * MEMO_MUL;
+	h = (h ^ w ^ ((uint64_t)n << 56)) * MIX_MUL;
 	return h ^ (h >> 29);
 }
 
@@ -90,7 +91,7 @@ static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
 {
 	const shape_spec *sp = s->shape;
 	uint64_t h = mix_str(0, s->ns);
-	h = mix_str(h, actx_command(ax));
+	h = mix_str(h, rule_ctx_command(ax));
 	h = mix_str(h, sp->command);
 	h = mix_str(h, sp->target);
 	h = mix_bytes(h, &sp->explain, 1);
@@ -108,40 +109,40 @@ static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
 	return h;
 }
 
-static uint64_t memo_check(uint64_t key, uint64_t hash)
+static uint64_t slot_check(uint64_t key, uint64_t hash)
 {
-	return key ^ (hash * MEMO_MUL) ^ MEMO_CHECK;
+	return key ^ (hash * MIX_MUL) ^ SLOT_CHECK;
 }
 
-static bool memo_get(const engine *e, uint64_t key, uint64_t *hash)
+static bool shape_hash_cached(const engine *e, uint64_t key, uint64_t *hash)
 {
-	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	shape_hash_slot *m = &e->shape_hashes[key & (SHAPE_HASH_SLOTS - 1)];
 	uint64_t k = atomic_load_explicit(&m->key, memory_order_relaxed);
 	uint64_t h = atomic_load_explicit(&m->hash, memory_order_relaxed);
 	uint64_t c = atomic_load_explicit(&m->check, memory_order_relaxed);
-	if (k != key || c != memo_check(k, h))
+	if (k != key || c != slot_check(k, h))
 		return false;
 	*hash = h;
 	return true;
 }
 
-static void memo_put(engine *e, uint64_t key, uint64_t hash)
+static void shape_hash_remember(engine *e, uint64_t key, uint64_t hash)
 {
-	shape_memo_slot *m = &e->memo[key & (SHAPE_MEMO_SLOTS - 1)];
+	shape_hash_slot *m = &e->shape_hashes[key & (SHAPE_HASH_SLOTS - 1)];
 	atomic_store_explicit(&m->key, key, memory_order_relaxed);
 	atomic_store_explicit(&m->hash, hash, memory_order_relaxed);
-	atomic_store_explicit(&m->check, memo_check(key, hash), memory_order_relaxed);
+	atomic_store_explicit(&m->check, slot_check(key, hash), memory_order_relaxed);
 }
 
-/* The finding's redacted shape hash, from the memo when it knows the raw
+/* The finding's redacted shape hash, from the cache when it knows the raw
  * bytes; *shape gets the text when it had to be rendered. */
-static uint64_t finding_hash(actx *ax, const rule_site *s, char *redacted, const char **shape)
+static uint64_t finding_hash(rule_ctx *ax, const rule_site *s, char *redacted, const char **shape)
 {
 	uint64_t key = raw_key(ax, s), hash;
-	if (!memo_get(ax->e, key, &hash)) {
+	if (!shape_hash_cached(ax->e, key, &hash)) {
 		hash = rule_shape_redacted(ax, s, redacted);
 		*shape = redacted;
-		memo_put(ax->e, key, hash);
+		shape_hash_remember(ax->e, key, hash);
 	}
 	return hash;
 }
@@ -151,7 +152,7 @@ static uint64_t finding_hash(actx *ax, const rule_site *s, char *redacted, const
  * may come precomputed (the hot-path rule needs them to count); otherwise
  * they are rendered here. noinline: the words and two shape buffers (20 KB
  * of stack) stay off the path of requests where nothing fires. */
-static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_id rule,
+static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, rule_id rule,
                                              const void *facts, const char *pre_shape,
                                              uint64_t pre_hash)
 {
@@ -200,7 +201,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	if (!to_sink)
 		return;
 	ax->nreported++;
-	if (!shape) { /* the memo gave the hash; a first occurrence needs the text */
+	if (!shape) { /* the cache gave the hash; a first occurrence needs the text */
 		hash = rule_shape_redacted(ax, s, redacted);
 		shape = redacted;
 	}
@@ -217,7 +218,7 @@ static __attribute__((noinline)) void report(actx *ax, const rule_site *s, rule_
 	    .rule = rule,
 	    .action = action,
 	    .ns = s->ns,
-	    .command = actx_command(ax),
+	    .command = rule_ctx_command(ax),
 	    .shape_hash = hash,
 	    .shape = shape,
 	    .suggestion = w.suggestion,
@@ -243,7 +244,7 @@ void rule_report_shaped(rule_ctx *ax, const rule_site *s, rule_id r, const void 
 	report(ax, s, r, facts, shape, hash);
 }
 
-void engine_block_uuid(actx *ax, rule_id r)
+void engine_block_uuid(rule_ctx *ax, rule_id r)
 {
 	if (!ax->block)
 		return;

@@ -1,6 +1,6 @@
 /* ESR: the compound index that serves a query with a sort, written as a
- * runnable mongosh command (PROTOCOL.md, "ESR: recommending a compound
- * index"): Equality fields first in filter order, then the Sort fields in the
+ * runnable mongosh command (MongoDB's Equality, Sort, Range guideline for
+ * compound indexes): Equality fields first in filter order, then the Sort fields in the
  * query's direction, then Range fields, each field once. For example
  *   find({manufacturer: 'Ford', cost: {$gt: 10000}}).sort({model: 1}) on shop.cars
  * gives

@@ -103,6 +103,9 @@ static bool truthy(const bson_iter_t *it)
 	return bson_iter_as_bool(it);
 }
 
+/* One listIndexes entry. What it cannot read marks the index odd instead
+ * of failing: the rules then say less about that index, never something
+ * wrong. */
 static bool build_def(index_def *d, const bson_t *spec)
 {
 	bson_iter_t it, kit;

@@ -76,6 +76,9 @@ static void note_equality(query_pred *q, const bson_iter_t *v)
 	}
 }
 
+/* $in bounds an index like a set of equality points (one value: plain
+ * equality), but for a sort it is a range (ESR puts it after the sort
+ * fields); a regex element makes it ranges of strings. */
 static void note_in(query_pred *q, const bson_iter_t *v)
 {
 	bson_iter_t el;
@@ -149,6 +152,8 @@ static bool is_operator_doc(const bson_iter_t *v)
 	       strcmp(k, "$db") != 0;
 }
 
+/* An operator document on one field: each operator says whether it gives
+ * an index bounds, as mongod's planner decides. */
 static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 {
 	bson_iter_t it, gte, lte;

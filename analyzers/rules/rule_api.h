@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "analyzers/engine/facts.h"
+#include "analyzers/engine/keys.h" /* key_eq: the checks compare keys as the engine does */
 #include "analyzers/catalog/index_cache.h"
 #include "analyzers/engine/rule_config.h"
 #include "analyzers/engine/shape.h"

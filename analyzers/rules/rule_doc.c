@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzers/engine/keys.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
 
@@ -75,9 +74,9 @@ static bool empty_value(uint8_t t)
 
 /* The element at *pos of the container d (dlen bytes, its trailing NUL
  * checked by the caller); false at the end or on bytes that do not fit.
- * always_inline: GCC stopped inlining it into its two loops once the file
- * grew, and the call per element cost a third more on a 5,000-element
- * array (bench_analyze). */
+ * always_inline: it runs per element in two loops, and the compiler's size
+ * heuristics do not always inline it there on their own; a call per
+ * element is a measurable share of the walk (tests/bench/README.md). */
 static inline __attribute__((always_inline)) bool raw_next(const uint8_t *d, uint32_t dlen,
                                                            uint32_t *pos, raw_el *el)
 {
@@ -628,7 +627,8 @@ static void limits_at(rule_ctx *c, const rule_site *s, doc_facts *f)
 	f->max_array = rc->params[DOC_PARAM_MAX_ARRAY_LENGTH];
 }
 
-static void report(rule_ctx *c, const rule_site *s, const doc_facts *f)
+/* Reports f with the offending field's path added to the shape. */
+static void report_with_field(rule_ctx *c, const rule_site *s, const doc_facts *f)
 {
 	/* The shape names the field too: a document is data, so without it
 	 * every large document of a collection would be one finding, and a
@@ -648,19 +648,16 @@ static void report(rule_ctx *c, const rule_site *s, const doc_facts *f)
 	rule_report(c, &site, RULE_LARGE_DOCUMENT, f);
 }
 
-static void judge(rule_ctx *c, const rule_site *s, const bson_t *doc, bool replacement)
+/* An inserted document, against the limits at s: walked only when a
+ * finding could still change something (rule_wanted). */
+static void check_document(rule_ctx *c, const rule_site *s, const bson_t *doc)
 {
 	if (!rule_wanted(c, s, RULE_LARGE_DOCUMENT))
 		return;
-	doc_facts f = {.replacement = replacement};
+	doc_facts f = {.replacement = false};
 	limits_at(c, s, &f);
 	if (rule_doc_check(doc, f.max_bytes, f.max_array, &f.hit))
-		report(c, s, &f);
-}
-
-static void check_document(rule_ctx *c, const rule_site *s, const bson_t *doc)
-{
-	judge(c, s, doc, false);
+		report_with_field(c, s, &f);
 }
 
 /* The least bytes a document or update must have to be over either limit. */
@@ -677,8 +674,9 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 {
 	bson_iter_t first;
 	bson_t doc;
-	/* Written only past the floor: zeroing the hit's path on every
-	 * statement cost more than the rest of this check. */
+	/* Written only past the floor: the hit holds a path buffer, and
+	 * zeroing it on every statement would cost more than the rest of this
+	 * check. */
 	doc_facts f;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) && !WIRE_ITER_HOLDS_ARRAY(u))
 		return;
@@ -696,11 +694,11 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 		f.replacement = true;
 		if (bson_init_static(&doc, v.p, v.len) &&
 		    rule_doc_check(&doc, f.max_bytes, f.max_array, &f.hit))
-			report(c, s, &f);
+			report_with_field(c, s, &f);
 		return;
 	}
 	if (rule_doc_update(u, f.max_bytes, f.max_array, &f.hit))
-		report(c, s, &f);
+		report_with_field(c, s, &f);
 }
 
 /* The detail of a write by an update operator or pipeline stage. */

@@ -11,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzers/engine/keys.h"
 #include "analyzers/catalog/lru_map.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
 
 #define MAX_DEPTH 100
 
+/* Finds a join stage anywhere a pipeline can hold one (nested pipelines
+ * included), bounded by MAX_DEPTH. */
 static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
                  int depth);
 

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analyzers/engine/keys.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
 
@@ -328,8 +327,8 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 			 * $slice and $literal, which refs_path_unbounded skips
 			 * too) reads only what was just walked, so descending
 			 * would find nothing new, and re-walking each nested
-			 * operand made the cost depth x size: 30 nested levels
-			 * over a 38 MB array held a worker for seconds. */
+			 * operand would make the cost depth times size, both of
+			 * which a client chooses. */
 			continue;
 		}
 		if (concat_appends(&c, path, depth + 1))
@@ -413,6 +412,9 @@ static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_fa
 		filter_guards(g, filter, 0);
 }
 
+/* Whether an update grows an array without a bound: guards in the
+ * statement's filter (a counter held below a limit, an array held below a
+ * length) count as bounds, so they are read first. */
 static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
                         push_hit *hit)
 {

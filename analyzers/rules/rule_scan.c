@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "analyzers/planner/esr.h"
-#include "analyzers/engine/keys.h"
 #include "analyzers/planner/query_preds.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_sort.h"
@@ -60,8 +59,9 @@ typedef struct scan_preds {
 
 /* ---- reading the filter ---- */
 
-/* The counts and flags only: the arrays are written before they are read
- * (clearing 700 bytes per filter showed in the benchmark). */
+/* The counts and flags only: the arrays are written before they are read,
+ * and clearing their 700 bytes for every filter would cost more than most
+ * filters' reads. */
 static void preds_init(scan_preds *p)
 {
 	p->n = p->nors = p->nwhy = 0;
@@ -584,6 +584,8 @@ static bool has_id_bound(const scan_preds *p)
 	return f && (f->bounds & B_ANY);
 }
 
+/* The query's filter against the collection's indexes; a collection
+ * under minDocuments is never reported, however its filter reads. */
 static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 {
 	if (!s->coll || !rule_wanted(c, s, RULE_COLLECTION_SCAN))
@@ -666,6 +668,9 @@ static bool foreign_indexed(const index_set *set, const char *field)
 	return false;
 }
 
+/* A $lookup with localField / foreignField looks each joined document up
+ * in `from` by foreignField: without an index leading with it, every
+ * input document scans `from`. */
 static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *stage)
 {
 	bson_iter_t it;
@@ -811,93 +816,117 @@ static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)
 	*ok = true;
 }
 
-/* One switch over the five causes, each a few lines of text: longer than
- * usual, but each cause's words read together, top to bottom. */
-static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+/* A $lookup's detail, suggestion and fix: an index on the joined
+ * collection's foreignField, which the other causes' words never name. */
+static void lookup_words(text_buf *t, const rule_site *s, const scan_facts *f, rule_words *w)
 {
-	const scan_facts *f = facts;
-	text_buf t;
-	text_init(&t, w->buf, sizeof(w->buf));
-	size_t start = text_mark(&t);
-	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
-	bool ok = false;
+	size_t start = text_mark(t);
+	text_printf(t,
+	            "$lookup from %s.%s on foreignField \"%s\": no index on %s leads with "
+	            "it, so each joined document scans the collection (about %" PRId64
+	            " documents; indexes: ",
+	            s->db, f->from, f->foreign, f->from, f->docs);
+	index_names(t, f->set);
+	text_str(t, ")");
+	w->detail = rule_words_piece(t, start);
+	start = text_mark(t);
+	text_str(t, "db.getSiblingDB(");
+	text_json(t, s->db);
+	text_str(t, ").getCollection(");
+	text_json(t, f->from);
+	text_str(t, ").createIndex({");
+	text_json(t, f->foreign);
+	text_str(t, ": 1})");
+	w->suggestion = rule_words_piece(t, start);
+	start = text_mark(t);
+	text_printf(t, "create the index %s", w->suggestion);
+	w->fix = rule_words_piece(t, start);
+}
+
+/* What scans, for the causes of a query's own filter: one switch, so each
+ * cause's sentence reads whole. */
+static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f, uint32_t min)
+{
 	switch (f->cause) {
-	case CAUSE_LOOKUP:
-		text_printf(&t,
-		            "$lookup from %s.%s on foreignField \"%s\": no index on %s leads with "
-		            "it, so each joined document scans the collection (about %" PRId64
-		            " documents; indexes: ",
-		            s->db, f->from, f->foreign, f->from, f->docs);
-		index_names(&t, f->set);
-		text_str(&t, ")");
-		w->detail = rule_words_piece(&t, start);
-		start = text_mark(&t);
-		text_str(&t, "db.getSiblingDB(");
-		text_json(&t, s->db);
-		text_str(&t, ").getCollection(");
-		text_json(&t, f->from);
-		text_str(&t, ").createIndex({");
-		text_json(&t, f->foreign);
-		text_str(&t, ": 1})");
-		w->suggestion = rule_words_piece(&t, start);
-		start = text_mark(&t);
-		text_printf(&t, "create the index %s", w->suggestion);
-		w->fix = rule_words_piece(&t, start);
-		return;
+	case CAUSE_LOOKUP: /* lookup_words */
+		break;
 	case CAUSE_NATURAL:
-		text_printf(&t,
+		text_printf(t,
 		            "hint {$natural} forces a collection scan of %s (about %" PRId64
 		            " documents)",
 		            s->ns, f->docs);
 		break;
 	case CAUSE_EMPTY:
-		text_printf(&t,
+		text_printf(t,
 		            "an empty filter on %s with no limit below %" PRIu32
 		            " and no sort an index provides reads every document (about %" PRId64
 		            ")",
 		            s->ns, min, f->docs);
 		break;
 	case CAUSE_HINTED:
-		text_printf(&t, "the hinted index %s gets no bounds from the filter on %s (",
+		text_printf(t, "the hinted index %s gets no bounds from the filter on %s (",
 		            f->hinted, s->ns);
-		reasons(&t, f->p);
-		text_printf(&t, "), so mongod reads every key of it (about %" PRId64 " documents)",
+		reasons(t, f->p);
+		text_printf(t, "), so mongod reads every key of it (about %" PRId64 " documents)",
 		            f->docs);
 		break;
 	case CAUSE_FILTER:
-		text_printf(&t, "no index on %s bounds the filter (", s->ns);
-		reasons(&t, f->p);
+		text_printf(t, "no index on %s bounds the filter (", s->ns);
+		reasons(t, f->p);
 		text_printf(
-		    &t, "), so mongod reads every document (about %" PRId64 "; indexes: ", f->docs);
-		index_names(&t, f->set);
-		text_str(&t, ")");
+		    t, "), so mongod reads every document (about %" PRId64 "; indexes: ", f->docs);
+		index_names(t, f->set);
+		text_str(t, ")");
 		break;
 	}
-	w->detail = rule_words_piece(&t, start);
-	start = text_mark(&t);
+}
+
+/* The way out: drop a $natural hint, narrow an empty filter, or create
+ * the ESR index when one would bound the filter; else the rewrite advice. */
+static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint32_t min,
+                      rule_words *w)
+{
+	size_t start = text_mark(t);
+	bool ok = false;
 	if (f->cause == CAUSE_NATURAL) {
-		text_str(&t, "remove the hint {$natural: 1}: it forbids every index");
-		w->suggestion = w->fix = rule_words_piece(&t, start);
+		text_str(t, "remove the hint {$natural: 1}: it forbids every index");
+		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}
 	if (f->cause == CAUSE_EMPTY) {
-		text_printf(&t,
+		text_printf(t,
 		            "add a filter on an indexed field, a limit below %" PRIu32
 		            ", or a sort an index provides",
 		            min);
-		w->suggestion = w->fix = rule_words_piece(&t, start);
+		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}
-	esr(&t, s, f, &ok);
+	esr(t, s, f, &ok);
 	if (!ok) {
-		text_str(&t, REWRITE);
-		w->suggestion = w->fix = rule_words_piece(&t, start);
+		text_str(t, REWRITE);
+		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}
-	w->suggestion = rule_words_piece(&t, start);
-	start = text_mark(&t);
-	text_printf(&t, "create the index %s", w->suggestion);
-	w->fix = rule_words_piece(&t, start);
+	w->suggestion = rule_words_piece(t, start);
+	start = text_mark(t);
+	text_printf(t, "create the index %s", w->suggestion);
+	w->fix = rule_words_piece(t, start);
+}
+
+static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w)
+{
+	const scan_facts *f = facts;
+	text_buf t;
+	text_init(&t, w->buf, sizeof(w->buf));
+	if (f->cause == CAUSE_LOOKUP) {
+		lookup_words(&t, s, f, w);
+		return;
+	}
+	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
+	size_t start = text_mark(&t);
+	query_detail(&t, s, f, min);
+	w->detail = rule_words_piece(&t, start);
+	query_fix(&t, s, f, min, w);
 }
 
 static const rule_param params[] = {

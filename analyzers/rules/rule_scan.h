@@ -2,7 +2,7 @@
  * mongod reads every document (or every key of an index). What mongod's
  * notablescan exists to forbid, and the most common cause of slow queries.
  *
- * Read (PROTOCOL.md, "Index bounds"): the filter of find, count, distinct,
+ * Read (docs/rules.md, "collection-scan"): the filter of find, count, distinct,
  * update and delete statements, findAndModify, bulkWrite update and delete
  * ops, and an aggregation's leading $match stages; and the foreign side of
  * every $lookup with localField / foreignField (each joined document is
@@ -55,7 +55,9 @@
 enum { SCAN_PARAM_MIN_DOCUMENTS = 0 };
 
 /* Whether a regex with this pattern and these options has a literal
- * prefix an index can bound (PROTOCOL.md, "Regex and indexes"). */
+ * prefix an index can bound: mongod bounds a regex anchored with \A, or
+ * with ^ and no m option, that has no i, s or x option and no alternation,
+ * by the literal characters after the anchor. */
 bool rule_scan_regex_bounded(const char *pattern, const char *options);
 
 typedef enum {

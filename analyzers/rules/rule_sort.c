@@ -349,6 +349,9 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 
 typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
 
+/* A hint decides the plan: mongod uses the hinted index (or a collection
+ * scan for $natural) whatever else could serve the sort, so the verdict
+ * is about that index alone. */
 static hint_kind resolve_hint(const index_set *set, const sort_query *q, const index_def **out,
                               const char **why)
 {

@@ -1,11 +1,11 @@
 /* index-mismatched-sort: can any index provide this sort?
  *
  * Pure: takes the collection's index set and the query's filter, sort,
- * collation and hint, and applies the planner's rules (PROTOCOL.md, "When an
- * index can provide a sort"). The verdict and the facts its words need are
- * computed once (sort_evaluate); the one-line detail and, for a blocking
- * sort, the index the ESR rule recommends as a runnable mongosh createIndex
- * command are rendered from those facts only when someone reads them. */
+ * collation and hint, and applies the planner's rules for when an index can
+ * provide a sort (docs/rules.md, "index-mismatched-sort"). The verdict and the facts its words need
+ * are computed once (sort_evaluate); the one-line detail and, for a blocking sort, the index the
+ * ESR rule recommends as a runnable mongosh createIndex command are rendered from those facts only
+ * when someone reads them. */
 #ifndef MG_ANALYZERS_RULES_RULE_SORT_H
 #define MG_ANALYZERS_RULES_RULE_SORT_H
 

@@ -59,7 +59,7 @@ typedef struct rule_def {
 	/* The same, only for a query run with a collation (its other checks
 	 * read no index). */
 	bool needs_indexes_collated;
-	const char *name;    /* the id: a contract (DESIGN.md, "Rule ids") */
+	const char *name;    /* the id: a contract (configs and logs name it) */
 	const char *summary; /* one line: --help and the README's rule list */
 	/* The offline report's words: the kind of fix, a few words, in the
 	 * rule list, the Markdown table and each finding's JSON "fix" (never

@@ -1,3 +1,7 @@
+/* mongoguard's configuration (config.h): its defaults, and the YAML file
+ * read over them (the command line is applied after, by main.c). Each
+ * section is a function per key, and each value is checked where it is
+ * read, so an error names the key and the file's line. */
 #include "proxy/runtime/config.h"
 
 #include <errno.h>

@@ -145,7 +145,7 @@ static void *worker_main(void *arg)
 }
 
 /* A base without libevent's locks: only the worker's thread ever touches
- * it (see worker.h), and on the request path they were a lock and an
+ * it (see worker.h), and on the request path they would be a lock and an
  * unlock at every event added, deleted or made active, several a request. */
 static struct event_base *unlocked_base(void)
 {

@@ -1,5 +1,6 @@
-/* Findings become log lines with "c":"ANALYZER" (DESIGN.md, "Log"), counts
- * for the metrics, and entries in a small ring for /findings. */
+/* Findings become log lines with "c":"ANALYZER" (docs/operations.md, "The
+ * log"), counts for the metrics, and entries in a small ring for
+ * /findings. */
 #include "proxy/sinks/finding_log.h"
 
 #include <fnmatch.h>

@@ -17,8 +17,8 @@ typedef struct finding_sink finding_sink;
 finding_sink *finding_sink_new(metrics *m, mongo_sink *fleet, unsigned ring_size);
 void finding_sink_free(finding_sink *s);
 
-/* The engine_sink_fn: one "c":"ANALYZER" log line per finding (DESIGN.md,
- * "Log"), counted, and kept among the recent ones. arg: a finding_sink, or
+/* The engine_sink_fn: one "c":"ANALYZER" log line per finding
+ * (docs/operations.md, "The log"), counted, and kept among the recent ones. arg: a finding_sink, or
  * NULL for the log line alone. Any thread. */
 void server_log_finding(void *arg, const finding *f);
 /* The engine's tally (engine_set_tally): mongoguard_findings_total counts

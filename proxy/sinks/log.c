@@ -1,3 +1,6 @@
+/* The structured log (log.h): JSON lines shaped like mongod's, or text
+ * for people, each built in a per-thread buffer and written with one
+ * write(2) so that lines of different threads never interleave. */
 #include "proxy/sinks/log.h"
 
 #include <errno.h>

@@ -1,0 +1,121 @@
+/* The per-request context as rules and analysers use it: what a rule's
+ * check may ask the engine (rule_api.h), the index list of a namespace
+ * looked up once per request, and the verdicts a request owes when a list
+ * is not known yet (engine_late, engine.h).
+ *
+ * Below engine.c and analysers.c, which both call it: it calls neither. */
+#include <string.h>
+
+#include "analyzers/engine/engine_int.h"
+
+const rule_config *rule_ctx_config(const rule_ctx *ax, rule_id r)
+{
+	return &ax->e->cfg.rules[r];
+}
+
+void *rule_ctx_state(const rule_ctx *ax, rule_id r)
+{
+	return ax->e->state[r];
+}
+
+bool rule_ctx_explain(const rule_ctx *ax)
+{
+	return ax->explain;
+}
+
+int64_t rule_ctx_now_ms(const rule_ctx *ax)
+{
+	return ax->rc ? ax->rc->now_ms : 0;
+}
+
+bool rule_ctx_no_wait(const rule_ctx *ax)
+{
+	return ax->rc && ax->rc->no_wait;
+}
+
+index_cache *rule_ctx_index_cache(const rule_ctx *ax)
+{
+	return ax->e->ic;
+}
+
+/* One lookup per namespace per request: a request names one collection
+ * (a $lookup two), and each check would otherwise take the cache's lock
+ * and a reference on the set again. The set is released when the request
+ * is done (engine_analyze). */
+index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+{
+	*out = NULL;
+	if (!ax->e->ic || !db || !coll)
+		return INDEXES_UNAVAILABLE;
+	size_t a = strlen(db), b = strlen(coll);
+	if (a + b + 2 > LOOKUP_NS_LEN)
+		return INDEXES_UNAVAILABLE; /* the cache refuses it too */
+	if (!ax->lookup_done || strncmp(ax->lookup_ns, db, a) != 0 || ax->lookup_ns[a] != '.' ||
+	    strcmp(ax->lookup_ns + a + 1, coll) != 0) {
+		index_set_release(ax->lookup_set);
+		ax->lookup_set = NULL;
+		ax->lookup_r = index_cache_get(ax->e->ic, db, coll, &ax->lookup_set);
+		memcpy(ax->lookup_ns, db, a);
+		ax->lookup_ns[a] = '.';
+		memcpy(ax->lookup_ns + a + 1, coll, b + 1);
+		ax->lookup_done = true;
+	}
+	*out = ax->lookup_set;
+	return ax->lookup_r;
+}
+
+/* Merges into the namespace's entry when there is one, so a request that
+ * owes several rules at one namespace takes one slot; past ENGINE_LATE_MAX
+ * namespaces the rules are counted as lost, never judged wrongly. */
+void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
+{
+	block_info *b = ax->block;
+	if (!b)
+		return;
+	uint64_t h = engine_ns_hash(ns);
+	for (unsigned i = 0; i < b->late.n; i++)
+		if (b->late.at[i].ns_hash == h) {
+			b->late.at[i].rules |= rules;
+			b->late.at[i].kinds |= kinds;
+			return;
+		}
+	if (b->late.n == ENGINE_LATE_MAX) {
+		b->late.lost |= rules;
+		return;
+	}
+	b->late.at[b->late.n].ns_hash = h;
+	b->late.at[b->late.n].rules = rules;
+	b->late.at[b->late.n++].kinds = kinds;
+}
+
+/* A check asked for an index list the cache does not have yet: its rule,
+ * if it reads one (rule_def.needs_indexes...), owes the verdict for that
+ * kind of check at the site, given late; when the wait for it has already
+ * ended (no_wait), none is given, and that is counted. */
+index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
+{
+	index_lookup r = engine_lookup(ax, db, coll, out);
+	const rule_site *s = ax->cur_site;
+	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
+		return r;
+	if (ax->rc && ax->rc->no_wait) {
+		if (ax->block)
+			ax->block->skipped |= 1u << ax->cur_rule;
+	} else if (s->act[ax->cur_rule] >= RULE_DRY_RUN && !ax->late_call && ax->nreported == 0 &&
+	           ax->verdict == VERDICT_FORWARD) {
+		ax->wait = true; /* a list facts_ready could not see: $lookup's other side */
+	} else {
+		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
+	}
+	return r;
+}
+
+/* The owed list keys namespaces by hash: engine_late is a fixed array
+ * copied with the held request, so it keeps no strings. */
+uint64_t engine_ns_hash(const char *ns)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (; *ns; ns++)
+		h = (h ^ (uint8_t)*ns) * 1099511628211ull;
+	return h;
+}
