@@ -1,6 +1,7 @@
 /* The report for CI systems (model.h): --sarif and --junit.
  *
- * SARIF 2.1.0 (OASIS): one run whose tool.driver lists the six rules; one
+ * SARIF 2.1.0 (OASIS): one run whose tool.driver lists every rule of the
+ * rule table (rules.h), in its order, so ruleIndex is the rule_id; one
  * result per finding: ruleId the rule id, level warning, the detail as
  * its message, the namespace as a logical location, and the shape, its hash,
  * the fix and the count as properties. A capture has no source files, so
@@ -138,8 +139,9 @@ static void junit_case(out_t *o, const model *m, const report_gate *g, const mod
 }
 
 /* Whether finding i opens a testcase of its own: the first finding of a
- * shape hash no shape row has (large-document keys a shape of its own; a
- * batch's later statements have shapes no row shows). Its testcase holds
+ * shape hash no shape row has (a rule may report under a shape of its
+ * own, one that names the field; a batch's later statements have shapes
+ * no row shows). Its testcase holds
  * every finding of that hash, so a second finding there (another rule on
  * the same statement) opens none: each failure is written once. */
 static bool orphan_case(const model *m, size_t i)

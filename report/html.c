@@ -12,6 +12,7 @@
 #include "report/diff_out.h"
 #include "report/out.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 static const char css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;"
@@ -325,7 +326,7 @@ static void finding_html(out_t *o, const model_finding *f)
 		            f->count);
 	h(&o->t, f->detail);
 	text_str(&o->t, "</p>");
-	if (f->rule == RULE_UNBOUNDED_PUSH)
+	if (rule_table[f->rule]->grows_arrays)
 		report_arrays_html(&o->t, f);
 	text_str(&o->t, "<p>Shape (literals replaced):</p><pre>");
 	h(&o->t, f->shape);
@@ -335,12 +336,27 @@ static void finding_html(out_t *o, const model_finding *f)
 	out_flush(o);
 }
 
-/* Per rule, its findings; unbounded-push's ranked by how much their
- * arrays grew (arrays.c), the others in the order first seen. */
+/* The findings of rule r: a rule that grows arrays has them ranked by how
+ * much their arrays grew (grown: model_array_findings_by_growth, ngrown of
+ * them), the others in the order first seen. */
+static void rule_findings(out_t *o, const model *m, rule_id r, const size_t *grown, size_t ngrown)
+{
+	if (rule_table[r]->grows_arrays && grown) {
+		for (size_t k = 0; k < ngrown; k++)
+			if (m->findings[grown[k]].rule == r)
+				finding_html(o, &m->findings[grown[k]]);
+		return;
+	}
+	for (size_t i = 0; i < m->nfindings; i++)
+		if (m->findings[i].rule == r)
+			finding_html(o, &m->findings[i]);
+}
+
+/* Per rule: its id, summary and kind of fix, then its findings. */
 static void rules(out_t *o, const model *m)
 {
-	size_t npush = 0;
-	size_t *pushes = model_pushes_by_growth(m, &npush);
+	size_t ngrown = 0;
+	size_t *grown = model_array_findings_by_growth(m, &ngrown);
 	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t,
@@ -350,22 +366,18 @@ static void rules(out_t *o, const model *m)
 		            rule_table[r]->summary);
 		h(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, ".</p>");
-		if (r == RULE_UNBOUNDED_PUSH && npush)
+		size_t mine = 0;
+		for (size_t k = 0; grown && k < ngrown; k++)
+			mine += m->findings[grown[k]].rule == (rule_id)r;
+		if (rule_table[r]->grows_arrays && mine)
 			text_str(&o->t,
 			         "<p class=\"muted\">Ranked by growth: the largest array "
 			         "length seen in the second half of the capture's time range "
 			         "minus the largest seen in the first half.</p>");
 		out_flush(o);
-		if (r == RULE_UNBOUNDED_PUSH && pushes) {
-			for (size_t k = 0; k < npush; k++)
-				finding_html(o, &m->findings[pushes[k]]);
-			continue;
-		}
-		for (size_t i = 0; i < m->nfindings; i++)
-			if (m->findings[i].rule == (rule_id)r)
-				finding_html(o, &m->findings[i]);
+		rule_findings(o, m, (rule_id)r, grown, ngrown);
 	}
-	free(pushes);
+	free(grown);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }

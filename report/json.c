@@ -8,6 +8,7 @@
 #include "report/diff_out.h"
 #include "report/out.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 static void jstr(text_buf *t, const char *s)
 {
@@ -120,7 +121,7 @@ static void shapes(out_t *o, const model *m)
 
 static void findings(out_t *o, const model *m)
 {
-	size_t npush = 0, *pushes = model_pushes_by_growth(m, &npush);
+	size_t npush = 0, *pushes = model_array_findings_by_growth(m, &npush);
 	size_t *rank = calloc(m->nfindings ? m->nfindings : 1, sizeof *rank);
 	for (size_t k = 0; pushes && rank && k < npush; k++)
 		rank[pushes[k]] = k + 1;

@@ -8,6 +8,7 @@
 #include "report/diff_out.h"
 #include "report/out.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
 static void cell(text_buf *t, const char *s, size_t max)
@@ -32,10 +33,11 @@ static void failures_cell(text_buf *t, const model_shape *s)
 	text_str(t, " | ");
 }
 
-/* The pushes ranked by how much their arrays grew (arrays.c). */
+/* The findings of the rules that grow arrays, ranked by how much their
+ * arrays grew (arrays.c). */
 static void pushes_md(out_t *o, const model *m)
 {
-	size_t n = 0, *p = model_pushes_by_growth(m, &n);
+	size_t n = 0, *p = model_array_findings_by_growth(m, &n);
 	if (p && n) {
 		text_str(&o->t,
 		         "\n## Arrays that grow (by growth: second-half largest minus "
@@ -124,7 +126,7 @@ bool report_write_md(const model *m, FILE *f)
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
 			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
 		text_str(&o.t, fd->detail);
-		if (fd->rule == RULE_UNBOUNDED_PUSH) {
+		if (rule_table[fd->rule]->grows_arrays) {
 			text_str(&o.t, "\n\n");
 			report_arrays_md(&o.t, fd);
 		}
