@@ -201,7 +201,7 @@ void report_arrays_json(text_buf *t, const model_finding *f, size_t growth_rank)
 		return;
 	}
 	text_str(t, "{\"path\":");
-	text_json_str(t, f->arr.path, strlen(f->arr.path), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
+	out_json_str(t, f->arr.path);
 	text_printf(t,
 	            ",\"growthRank\":%zu,\"samples\":%" PRIu64 ",\"largest\":%" PRId64
 	            ",\"p95\":%" PRId64 ",\"firstHalfLargest\":%" PRId64
