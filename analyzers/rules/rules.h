@@ -5,7 +5,9 @@
  *
  * Everything that lists rules reads this table: the engine (which checks to
  * run), the config loader (rule names, parameters and their bounds), the
- * --help text, the offline report (each rule's fix and profile row).
+ * --help text, the offline report (each rule's fix, profile row, array
+ * evidence, index classification and design pattern: the report names no
+ * rule; scripts/check_rule_ids.py keeps it so).
  * Adding a rule is one file, one rule_id value here and one row in
  * rules.c.
  *
