@@ -29,65 +29,51 @@
 #include "analyzers/engine/shape.h"
 #include "protocol/capture.h"
 #include "protocol/request.h"
-#include "report/aggregate_int.h"
+#include "report/aggregate.h"
+#include "report/aggregate_parts.h"
+#include "report/grow.h"
+#include "report/hash_map.h"
+#include "report/namespaces.h"
 #include "report/recommend.h"
+#include "report/sort.h"
 
-model_ns *agg_ns_get(aggregator *a, const char *ns)
-{
-	model *m = a->m;
-	uint64_t k = str_key(ns);
-	size_t i = imap_get(&a->nss, k);
-	if (i)
-		return &m->nss[i - 1];
-	GROW(m->nss, m->nnss, m->capnss);
-	model_ns *n = &m->nss[m->nnss++];
-	memset(n, 0, sizeof *n);
-	snprintf(n->ns, sizeof n->ns, "%s", ns);
-	n->doc_max = -1;
-	n->doc_count = -1;
-	imap_put(&a->nss, k, m->nnss);
-	/* its database, for "too many collections" */
-	char db[128];
-	const char *dot = strchr(ns, '.');
-	size_t dl = dot ? (size_t)(dot - ns) : strlen(ns);
-	if (dl >= sizeof db)
-		dl = sizeof db - 1;
-	memcpy(db, ns, dl);
-	db[dl] = '\0';
-	uint64_t dk = str_key(db);
-	size_t di = imap_get(&a->dbs, dk);
-	if (!di) {
-		size_t cap = m->ndbs; /* grows one at a time: few databases */
-		model_db *nd = realloc(m->dbs, (cap + 1) * sizeof *nd);
-		if (!nd)
-			abort();
-		m->dbs = nd;
-		memset(&m->dbs[m->ndbs], 0, sizeof *m->dbs);
-		snprintf(m->dbs[m->ndbs].db, sizeof m->dbs->db, "%s", db);
-		imap_put(&a->dbs, dk, ++m->ndbs);
-		di = m->ndbs;
-	}
-	m->dbs[di - 1].collections++;
-	return n;
-}
+/* A request waiting for its reply, keyed by (instance, connection,
+ * requestID). */
+typedef struct pending {
+	uint64_t key;
+	size_t shape, ns; /* + 1; 0 = none */
+	int64_t t_us;
+	struct pending *next;
+} pending;
 
-size_t agg_ns_index(aggregator *a, const model_ns *n)
-{
-	return (size_t)(n - a->m->nss) + 1;
-}
+#define PENDING_BUCKETS 65536
+
+struct aggregator {
+	model *m;
+	engine *e;
+	index_cache *ic;
+	hash_map shapes, findings, apps;
+	ns_table nss;
+	pending *pend[PENDING_BUCKETS];
+	uint64_t instance; /* of the file being read */
+	bool rules_set;
+	engine_config cfg;
+	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
+	int64_t cur_t;      /* its time */
+};
 
 static model_app *app_get(aggregator *a, const char *app)
 {
 	model *m = a->m;
-	uint64_t k = str_key(app);
-	size_t i = imap_get(&a->apps, k);
+	uint64_t k = hash_map_str_key(app);
+	size_t i = hash_map_get(&a->apps, k);
 	if (i)
 		return &m->apps[i - 1];
-	GROW(m->apps, m->napps, m->capapps);
+	REPORT_GROW(m->apps, m->napps, m->capapps);
 	model_app *p = &m->apps[m->napps++];
 	memset(p, 0, sizeof *p);
 	snprintf(p->app, sizeof p->app, "%s", app);
-	imap_put(&a->apps, k, m->napps);
+	hash_map_put(&a->apps, k, m->napps);
 	return p;
 }
 
@@ -99,12 +85,11 @@ static model_app *app_get(aggregator *a, const char *app)
 static void note_new_finding(aggregator *a, model_finding *mf)
 {
 	rec_command c;
+	const rule_def *d = rule_table[mf->rule];
 	mf->esr_neq = mf->esr_nsort = -1;
-	if (mf->rule == RULE_UNBOUNDED_PUSH)
+	if (d->grows_arrays)
 		agg_finding_push_paths(mf);
-	if (a->cur &&
-	    (mf->rule == RULE_INDEX_MISMATCHED_SORT || mf->rule == RULE_COLLECTION_SCAN) &&
-	    rec_parse_command(mf->suggestion, &c))
+	if (a->cur && d->fix_esr_index && rec_parse_command(mf->suggestion, &c))
 		rec_classify(a->cur, &c, &mf->esr_neq, &mf->esr_nsort);
 }
 
@@ -112,13 +97,13 @@ static void on_finding(void *arg, const finding *f)
 {
 	aggregator *a = arg;
 	model *m = a->m;
-	uint64_t k = fnv(&f->rule, sizeof f->rule, f->shape_hash);
-	size_t i = imap_get(&a->findings, k);
+	uint64_t k = hash_map_fnv(&f->rule, sizeof f->rule, f->shape_hash);
+	size_t i = hash_map_get(&a->findings, k);
 	model_finding *mf;
 	if (i) {
 		mf = &m->findings[i - 1];
 	} else {
-		GROW(m->findings, m->nfindings, m->capfindings);
+		REPORT_GROW(m->findings, m->nfindings, m->capfindings);
 		mf = &m->findings[m->nfindings++];
 		memset(mf, 0, sizeof *mf);
 		mf->rule = f->rule;
@@ -128,7 +113,7 @@ static void on_finding(void *arg, const finding *f)
 		snprintf(mf->shape, sizeof mf->shape, "%s", f->shape);
 		snprintf(mf->suggestion, sizeof mf->suggestion, "%s", f->suggestion);
 		snprintf(mf->detail, sizeof mf->detail, "%s", f->detail);
-		imap_put(&a->findings, k, m->nfindings);
+		hash_map_put(&a->findings, k, m->nfindings);
 		note_new_finding(a, mf);
 	}
 	uint64_t n = f->repeats ? f->repeats : 1;
@@ -143,7 +128,7 @@ static void on_finding(void *arg, const finding *f)
 		mf->app_counts[j] += n;
 	app_get(a, f->app_name)->findings[f->rule] += n;
 	if (rule_table[f->rule]->profile_row) /* counted per namespace for its profile row */
-		agg_ns_get(a, f->ns)->findings[f->rule] += n;
+		ns_table_get(&a->nss, f->ns)->findings[f->rule] += n;
 }
 
 /* ---- shapes, as the engine makes them ---- */
@@ -167,10 +152,10 @@ static model_shape *shape_get(aggregator *a, uint64_t hash, const char *ns, cons
                               const char *text, const char *app)
 {
 	model *m = a->m;
-	size_t i = imap_get(&a->shapes, hash);
+	size_t i = hash_map_get(&a->shapes, hash);
 	if (i)
 		return &m->shapes[i - 1];
-	GROW(m->shapes, m->nshapes, m->capshapes);
+	REPORT_GROW(m->shapes, m->nshapes, m->capshapes);
 	model_shape *s = &m->shapes[m->nshapes++];
 	memset(s, 0, sizeof *s);
 	s->hash = hash;
@@ -178,7 +163,7 @@ static model_shape *shape_get(aggregator *a, uint64_t hash, const char *ns, cons
 	snprintf(s->command, sizeof s->command, "%s", cmd);
 	snprintf(s->shape, sizeof s->shape, "%s", text);
 	snprintf(s->app, sizeof s->app, "%s", app);
-	imap_put(&a->shapes, hash, m->nshapes);
+	hash_map_put(&a->shapes, hash, m->nshapes);
 	return s;
 }
 
@@ -225,9 +210,9 @@ static int64_t rec_time(const bson_t *rec)
 
 static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
 {
-	uint64_t k = fnv(&a->instance, sizeof a->instance, FNV0);
-	k = fnv(&conn, sizeof conn, k);
-	return fnv(&id, sizeof id, k);
+	uint64_t k = hash_map_fnv(&a->instance, sizeof a->instance, HASH_MAP_FNV0);
+	k = hash_map_fnv(&conn, sizeof conn, k);
+	return hash_map_fnv(&id, sizeof id, k);
 }
 
 static void note_time(model *m, int64_t t)
@@ -302,10 +287,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 	ap->ops++;
 	model_ns *n = NULL;
 	if (!strstr(ns, ".$cmd")) {
-		n = agg_ns_get(a, ns);
+		n = ns_table_get(&a->nss, ns);
 		n->ops++;
-		agg_note_schema(a, n, &r.view, cmd);
-		n = agg_ns_get(a, ns); /* note_schema may have moved the table */
+		agg_note_schema(&a->nss, n, &r.view, cmd);
+		n = ns_table_get(&a->nss, ns); /* note_schema may have moved the table */
 	}
 	if (a->e) {
 		request_ctx rc = {.app_name = app,
@@ -326,7 +311,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 			abort();
 		p->key = k;
 		p->shape = (size_t)(s - m->shapes) + 1;
-		p->ns = n ? agg_ns_index(a, n) : 0;
+		p->ns = n ? ns_table_index(&a->nss, n) : 0;
 		p->t_us = t;
 		p->next = a->pend[k % PENDING_BUCKETS];
 		a->pend[k % PENDING_BUCKETS] = p;
@@ -439,7 +424,7 @@ static void index_spec_facts(const bson_t *spec, model_index *mi)
 /* An index list into the cache the engine reads and into the model.
  * specs NULL: the collection has none to reason about (opaque). count: the
  * estimated document count the capture had with it (-1: none, as in a
- * version-1 capture: the collection-scan rule then has no verdict). */
+ * version-1 capture: a rule that reads the count then has no verdict). */
 static void put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n,
                         const char *opaque, int64_t count)
 {
@@ -455,7 +440,7 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 	if (!opaque)
 		index_set_set_doc_count(set, count);
 	index_cache_put(a->ic, db, dot + 1, set);
-	model_ns *mn = agg_ns_get(a, ns);
+	model_ns *mn = ns_table_get(&a->nss, ns);
 	if (!opaque)
 		mn->doc_count = count;
 	if (opaque) {
@@ -525,17 +510,6 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
 }
 
-void aggregator_index_ops(aggregator *a, const char *ns, const char *name, int64_t ops)
-{
-	size_t i = imap_get(&a->nss, str_key(ns));
-	if (!i)
-		return;
-	model_ns *mn = &a->m->nss[i - 1];
-	for (size_t k = 0; k < mn->nindexes; k++)
-		if (!strcmp(mn->indexes[k].name, name))
-			mn->indexes[k].ops = ops;
-}
-
 /* The rules the capture ran with (its header), every action at most
  * `log`: the report judges, it blocks nothing. */
 static void rules_from_header(aggregator *a, const bson_t *h)
@@ -572,14 +546,18 @@ aggregator *aggregator_new(model *m)
 	if (!a)
 		return NULL;
 	a->m = m;
+	a->nss.m = m;
 	a->ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
 	rule_config_defaults(&a->cfg);
 	return a;
 }
 
-index_cache *aggregator_index_cache(aggregator *a)
+/* The engine's tally: a finding at the time of the request judged. */
+static void tally(void *arg, rule_id rule, rule_action action)
 {
-	return a->ic;
+	aggregator *a = arg;
+	(void)action;
+	agg_tally_at(a->m, a->cur_t, rule);
 }
 
 /* The engine is made at the first request, once a header said which rules
@@ -589,7 +567,7 @@ static void ensure_engine(aggregator *a)
 	if (!a->e) {
 		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
 		if (a->e)
-			engine_set_tally(a->e, agg_tally, a);
+			engine_set_tally(a->e, tally, a);
 	}
 }
 
@@ -597,14 +575,14 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 {
 	switch (capture_kind(rec)) {
 	case CAPTURE_REC_HEADER:
-		a->instance = str_key(rec_str(rec, "instance"));
+		a->instance = hash_map_str_key(rec_str(rec, "instance"));
 		if (!a->rules_set)
 			rules_from_header(a, rec);
 		break;
 	case CAPTURE_REC_INDEXES: {
 		/* pass 1: the first list of each namespace; pass 2: the later ones */
-		size_t i = imap_get(&a->nss, str_key(rec_str(rec, "ns")));
-		bool known = i && a->m->nss[i - 1].have_indexes;
+		const model_ns *n = ns_table_find(&a->nss, rec_str(rec, "ns"));
+		bool known = n && n->have_indexes;
 		if (pass == 2 || !known)
 			on_indexes(a, rec);
 		break;
@@ -628,12 +606,6 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	default:
 		break;
 	}
-}
-
-static int cmp_i64(const void *x, const void *y)
-{
-	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-	return a < b ? -1 : a > b;
 }
 
 static double pct(const int64_t *v, size_t n, double q)
@@ -668,7 +640,7 @@ void aggregator_finish(aggregator *a)
 	if (a->e)
 		engine_flush_summaries(a->e);
 	for (size_t i = 0; i < m->nfindings; i++) {
-		size_t s = imap_get(&a->shapes, m->findings[i].hash);
+		size_t s = hash_map_get(&a->shapes, m->findings[i].hash);
 		if (s)
 			m->shapes[s - 1].rules |= 1u << m->findings[i].rule;
 	}
@@ -676,7 +648,7 @@ void aggregator_finish(aggregator *a)
 	for (size_t i = 0; i < m->nshapes; i++) {
 		model_shape *s = &m->shapes[i];
 		if (s->nlat > 1) /* lat_us is NULL for a shape no reply timed */
-			qsort(s->lat_us, s->nlat, sizeof *s->lat_us, cmp_i64);
+			sort_i64(s->lat_us, s->nlat);
 		s->p50 = pct(s->lat_us, s->nlat, 0.50);
 		s->p95 = pct(s->lat_us, s->nlat, 0.95);
 		s->p99 = pct(s->lat_us, s->nlat, 0.99);
@@ -702,11 +674,10 @@ void aggregator_free(aggregator *a)
 		engine_free(a->e);
 	if (a->ic)
 		index_cache_free(a->ic);
-	imap_free(&a->shapes);
-	imap_free(&a->findings);
-	imap_free(&a->nss);
-	imap_free(&a->apps);
-	imap_free(&a->dbs);
+	hash_map_free(&a->shapes);
+	hash_map_free(&a->findings);
+	hash_map_free(&a->apps);
+	ns_table_free(&a->nss);
 	free(a);
 }
 

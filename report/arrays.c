@@ -1,5 +1,6 @@
 /* Evidence for arrays: what sampled replies showed of the arrays that
- * unbounded-push findings append to. A sampled reply records, per path,
+ * the findings of a rule that grows arrays (rules.h, grows_arrays) append
+ * to. A sampled reply records, per path,
  * the longest array of its documents (capture.replySampleRate; docs/
  * report.md); each such figure is kept with the reply's time. For a
  * finding: its largest, the 95th percentile of the sampled figures, and
@@ -12,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/aggregate_int.h"
+#include "report/aggregate_parts.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t)
 {
-	agg_field_note(&n->arrays, &n->narrays, path, len);
+	ns_field_note(&n->arrays, &n->narrays, path, len);
 	model_field *f = NULL;
 	for (size_t i = n->narrays; i-- > 0 && !f;)
 		if (!strcmp(n->arrays[i].path, path))
@@ -71,12 +73,6 @@ void agg_finding_push_paths(model_finding *mf)
 	bson_destroy(b);
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-	return a < b ? -1 : a > b;
-}
-
 static void evidence_of(const model *m, const model_field *f, model_array_evidence *e)
 {
 	int64_t mid = m->t_min + (m->t_max - m->t_min) / 2;
@@ -94,7 +90,7 @@ static void evidence_of(const model *m, const model_field *f, model_array_eviden
 			*half = f->sample_len[i];
 		v[i] = f->sample_len[i];
 	}
-	qsort(v, f->nsamples, sizeof *v, cmp_i64);
+	sort_i64(v, f->nsamples);
 	if (f->nsamples)
 		e->p95 = v[(size_t)(0.95 * (double)(f->nsamples - 1) + 0.5)];
 	e->growth = e->first_half >= 0 && e->second_half >= 0 ? e->second_half - e->first_half : 0;
@@ -117,7 +113,7 @@ void report_arrays_finish(model *m)
 {
 	for (size_t i = 0; i < m->nfindings; i++) {
 		model_finding *f = &m->findings[i];
-		if (f->rule != RULE_UNBOUNDED_PUSH)
+		if (!rule_table[f->rule]->grows_arrays)
 			continue;
 		/* of its arrays, the one that grew most */
 		for (size_t p = 0; p < f->npush_paths; p++) {
@@ -134,35 +130,6 @@ void report_arrays_finish(model *m)
 		f->array_bounded =
 		    f->has_evidence && f->arr.largest <= MODEL_ARRAY_SMALL && f->arr.growth <= 0;
 	}
-}
-
-static const model *rank_model;
-
-static int by_growth(const void *x, const void *y)
-{
-	const model_finding *a = &rank_model->findings[*(const size_t *)x];
-	const model_finding *b = &rank_model->findings[*(const size_t *)y];
-	int64_t ga = a->has_evidence ? a->arr.growth : INT64_MIN;
-	int64_t gb = b->has_evidence ? b->arr.growth : INT64_MIN;
-	if (ga != gb)
-		return ga > gb ? -1 : 1;
-	int64_t la = a->has_evidence ? a->arr.largest : -1,
-	        lb = b->has_evidence ? b->arr.largest : -1;
-	return la > lb ? -1 : la < lb;
-}
-
-size_t *model_pushes_by_growth(const model *m, size_t *n)
-{
-	size_t *o = malloc((m->nfindings ? m->nfindings : 1) * sizeof *o);
-	*n = 0;
-	if (!o)
-		return NULL;
-	for (size_t i = 0; i < m->nfindings; i++)
-		if (m->findings[i].rule == RULE_UNBOUNDED_PUSH)
-			o[(*n)++] = i;
-	rank_model = m; /* qsort has no argument; the report is one thread */
-	qsort(o, *n, sizeof *o, by_growth);
-	return o;
 }
 
 /* ---- the writers' pieces ---- */
@@ -225,7 +192,7 @@ void report_arrays_md(text_buf *t, const model_finding *f)
 void report_arrays_json(text_buf *t, const model_finding *f, size_t growth_rank)
 {
 	text_str(t, ",\"arrayEvidence\":");
-	if (f->rule != RULE_UNBOUNDED_PUSH) {
+	if (!rule_table[f->rule]->grows_arrays) {
 		text_str(t, "null");
 		return;
 	}
@@ -234,7 +201,7 @@ void report_arrays_json(text_buf *t, const model_finding *f, size_t growth_rank)
 		return;
 	}
 	text_str(t, "{\"path\":");
-	text_json_str(t, f->arr.path, strlen(f->arr.path), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
+	out_json_str(t, f->arr.path);
 	text_printf(t,
 	            ",\"growthRank\":%zu,\"samples\":%" PRIu64 ",\"largest\":%" PRId64
 	            ",\"p95\":%" PRId64 ",\"firstHalfLargest\":%" PRId64

@@ -1,6 +1,7 @@
 /* The report for CI systems (model.h): --sarif and --junit.
  *
- * SARIF 2.1.0 (OASIS): one run whose tool.driver lists the six rules; one
+ * SARIF 2.1.0 (OASIS): one run whose tool.driver lists every rule of the
+ * rule table (rules.h), in its order, so ruleIndex is the rule_id; one
  * result per finding: ruleId the rule id, level warning, the detail as
  * its message, the namespace as a logical location, and the shape, its hash,
  * the fix and the count as properties. A capture has no source files, so
@@ -20,20 +21,15 @@
 #define MG_VERSION "0"
 #endif
 
-static void jstr(text_buf *t, const char *s)
-{
-	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
-}
-
 static void sarif_rules(out_t *o)
 {
 	text_str(&o->t, "\"rules\":[");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t, "%s{\"id\":\"%s\",\"shortDescription\":{\"text\":", r ? "," : "",
 		            rule_name((rule_id)r));
-		jstr(&o->t, rule_table[r]->summary);
+		out_json_str(&o->t, rule_table[r]->summary);
 		text_str(&o->t, "},\"help\":{\"text\":");
-		jstr(&o->t, rule_table[r]->fix_kind);
+		out_json_str(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, "}}");
 		out_flush(o);
 	}
@@ -49,18 +45,18 @@ static void sarif_result(out_t *o, const model *m, size_t i)
 	            "%s{\"ruleId\":\"%s\",\"ruleIndex\":%d,\"level\":\"warning\","
 	            "\"message\":{\"text\":",
 	            i ? "," : "", rule_name(f->rule), (int)f->rule);
-	jstr(&o->t, f->detail[0] ? f->detail : rule_table[f->rule]->summary);
+	out_json_str(&o->t, f->detail[0] ? f->detail : rule_table[f->rule]->summary);
 	text_str(&o->t, "},\"locations\":[{\"logicalLocations\":[{\"name\":");
-	jstr(&o->t, f->ns);
+	out_json_str(&o->t, f->ns);
 	text_str(&o->t, ",\"kind\":\"namespace\"}]}],\"partialFingerprints\":{\"shapeHash/v1\":");
 	text_printf(&o->t, "\"%s/%s\"},\"properties\":{\"namespace\":", rule_name(f->rule), hex);
-	jstr(&o->t, f->ns);
+	out_json_str(&o->t, f->ns);
 	text_str(&o->t, ",\"command\":");
-	jstr(&o->t, f->command);
+	out_json_str(&o->t, f->command);
 	text_printf(&o->t, ",\"shapeHash\":\"%s\",\"shape\":", hex);
-	jstr(&o->t, f->shape);
+	out_json_str(&o->t, f->shape);
 	text_str(&o->t, ",\"fix\":");
-	jstr(&o->t, f->suggestion[0] ? f->suggestion : rule_table[f->rule]->fix_kind);
+	out_json_str(&o->t, f->suggestion[0] ? f->suggestion : rule_table[f->rule]->fix_kind);
 	text_printf(&o->t, ",\"count\":%" PRIu64 ",\"new\":%s}}", f->count,
 	            model_finding_is_new(m, i) ? "true" : "false");
 	out_flush(o);
@@ -138,8 +134,9 @@ static void junit_case(out_t *o, const model *m, const report_gate *g, const mod
 }
 
 /* Whether finding i opens a testcase of its own: the first finding of a
- * shape hash no shape row has (large-document keys a shape of its own; a
- * batch's later statements have shapes no row shows). Its testcase holds
+ * shape hash no shape row has (a rule may report under a shape of its
+ * own, one that names the field; a batch's later statements have shapes
+ * no row shows). Its testcase holds
  * every finding of that hash, so a second finding there (another rule on
  * the same statement) opens none: each failure is written once. */
 static bool orphan_case(const model *m, size_t i)

@@ -2,7 +2,7 @@
  * carries writeErrors, is a failure; its code (the reply's, or the first
  * writeError's) is counted. A shape most of whose replies failed is
  * marked: its latency is how fast the server said no. */
-#include "report/aggregate_int.h"
+#include "report/aggregate_parts.h"
 
 void agg_note_failure(model_shape *s, int32_t code)
 {

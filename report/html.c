@@ -10,8 +10,10 @@
 
 #include "report/model.h"
 #include "report/diff_out.h"
+#include "report/html_table.h"
 #include "report/out.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 static const char css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;"
@@ -228,52 +230,60 @@ static void failures_cell(text_buf *t, const model_shape *s)
 	text_str(t, "</td>");
 }
 
+static const html_col shape_cols[] = {
+    {"namespace", false}, {"command", false}, {"count", true},  {"rate/s", true},
+    {"p50 ms", true},     {"p95 ms", true},   {"p99 ms", true}, {"total ms", true},
+    {"docs", true},       {"bytes", true},    {"failed", true}, {"rules", false},
+    {"shape", false},
+};
+
+/* A shape's row; its data- attributes are what the filters match. */
+static void shape_row(out_t *o, const model_shape *s, double secs)
+{
+	text_str(&o->t, "<tr data-ns=\"");
+	h(&o->t, s->ns);
+	text_str(&o->t, "\" data-apps=\"|");
+	h(&o->t, s->app);
+	text_str(&o->t, "|\" data-rules=\" ");
+	for (int r = 0; r < RULE_COUNT; r++)
+		if (s->rules & (1u << r))
+			text_printf(&o->t, "%s ", rule_name((rule_id)r));
+	text_str(&o->t, "\">");
+	html_table_td_text(&o->t, s->ns);
+	html_table_td_text(&o->t, s->command);
+	html_table_td_u64(&o->t, s->count);
+	html_table_td_fixed(&o->t, secs > 0 ? (double)s->count / secs : 0, 2);
+	html_table_td_fixed(&o->t, s->p50, 2);
+	html_table_td_fixed(&o->t, s->p95, 2);
+	html_table_td_fixed(&o->t, s->p99, 2);
+	html_table_td_fixed(&o->t, (double)s->total_us / 1000.0, 1);
+	html_table_td_u64(&o->t, s->docs);
+	html_table_td_u64(&o->t, s->bytes);
+	failures_cell(&o->t, s);
+	html_table_td(&o->t, NULL);
+	rule_tags(&o->t, s->rules);
+	html_table_td_end(&o->t);
+	html_table_td_code(&o->t, s->shape);
+	text_str(&o->t, "</tr>");
+	out_flush(o);
+}
+
 static void shapes(out_t *o, const model *m)
 {
 	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
 	text_str(&o->t,
 	         "<section id=\"shapes\"><h2>Query shapes</h2><p class=\"muted\">Sorted by total "
 	         "time (latency as mongoguard measured it: request forwarded to reply relayed). "
-	         "Click a heading to sort by it.</p><table id=\"shape-table\" class=\"sortable\">"
-	         "<thead><tr><th>namespace</th><th>command</th><th class=\"n\">count</th>"
-	         "<th class=\"n\">rate/s</th><th class=\"n\">p50 ms</th><th class=\"n\">p95 ms</th>"
-	         "<th class=\"n\">p99 ms</th><th class=\"n\">total ms</th><th class=\"n\">docs</th>"
-	         "<th class=\"n\">bytes</th><th class=\"n\">failed</th><th>rules</th><th>shape</th>"
-	         "</tr></thead><tbody>");
+	         "Click a heading to sort by it.</p>");
+	html_table_open(&o->t, "id=\"shape-table\" class=\"sortable\"", shape_cols,
+	                sizeof shape_cols / sizeof *shape_cols);
 	out_flush(o);
 	size_t *order = model_shapes_by_time(m);
-	for (size_t k = 0; order && k < m->nshapes; k++) {
-		const model_shape *s = &m->shapes[order[k]];
-		text_str(&o->t, "<tr data-ns=\"");
-		h(&o->t, s->ns);
-		text_str(&o->t, "\" data-apps=\"|");
-		h(&o->t, s->app);
-		text_str(&o->t, "|\" data-rules=\" ");
-		for (int r = 0; r < RULE_COUNT; r++)
-			if (s->rules & (1u << r))
-				text_printf(&o->t, "%s ", rule_name((rule_id)r));
-		text_str(&o->t, "\"><td>");
-		h(&o->t, s->ns);
-		text_str(&o->t, "</td><td>");
-		h(&o->t, s->command);
-		text_printf(
-		    &o->t,
-		    "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.2f</td>"
-		    "<td class=\"n\">%.2f</td><td class=\"n\">%.2f</td><td class=\"n\">%.2f</td>"
-		    "<td class=\"n\">%.1f</td><td class=\"n\">%" PRIu64 "</td>"
-		    "<td class=\"n\">%" PRIu64 "</td>",
-		    s->count, secs > 0 ? (double)s->count / secs : 0, s->p50, s->p95, s->p99,
-		    (double)s->total_us / 1000.0, s->docs, s->bytes);
-		failures_cell(&o->t, s);
-		text_str(&o->t, "<td>");
-		rule_tags(&o->t, s->rules);
-		text_str(&o->t, "</td><td><code>");
-		h(&o->t, s->shape);
-		text_str(&o->t, "</code></td></tr>");
-		out_flush(o);
-	}
+	for (size_t k = 0; order && k < m->nshapes; k++)
+		shape_row(o, &m->shapes[order[k]], secs);
 	free(order);
-	text_str(&o->t, "</tbody></table></section>");
+	html_table_close(&o->t);
+	text_str(&o->t, "</section>");
 	out_flush(o);
 }
 
@@ -325,7 +335,7 @@ static void finding_html(out_t *o, const model_finding *f)
 		            f->count);
 	h(&o->t, f->detail);
 	text_str(&o->t, "</p>");
-	if (f->rule == RULE_UNBOUNDED_PUSH)
+	if (rule_table[f->rule]->grows_arrays)
 		report_arrays_html(&o->t, f);
 	text_str(&o->t, "<p>Shape (literals replaced):</p><pre>");
 	h(&o->t, f->shape);
@@ -335,12 +345,27 @@ static void finding_html(out_t *o, const model_finding *f)
 	out_flush(o);
 }
 
-/* Per rule, its findings; unbounded-push's ranked by how much their
- * arrays grew (arrays.c), the others in the order first seen. */
+/* The findings of rule r: a rule that grows arrays has them ranked by how
+ * much their arrays grew (grown: model_array_findings_by_growth, ngrown of
+ * them), the others in the order first seen. */
+static void rule_findings(out_t *o, const model *m, rule_id r, const size_t *grown, size_t ngrown)
+{
+	if (rule_table[r]->grows_arrays && grown) {
+		for (size_t k = 0; k < ngrown; k++)
+			if (m->findings[grown[k]].rule == r)
+				finding_html(o, &m->findings[grown[k]]);
+		return;
+	}
+	for (size_t i = 0; i < m->nfindings; i++)
+		if (m->findings[i].rule == r)
+			finding_html(o, &m->findings[i]);
+}
+
+/* Per rule: its id, summary and kind of fix, then its findings. */
 static void rules(out_t *o, const model *m)
 {
-	size_t npush = 0;
-	size_t *pushes = model_pushes_by_growth(m, &npush);
+	size_t ngrown = 0;
+	size_t *grown = model_array_findings_by_growth(m, &ngrown);
 	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(&o->t,
@@ -350,22 +375,18 @@ static void rules(out_t *o, const model *m)
 		            rule_table[r]->summary);
 		h(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, ".</p>");
-		if (r == RULE_UNBOUNDED_PUSH && npush)
+		size_t mine = 0;
+		for (size_t k = 0; grown && k < ngrown; k++)
+			mine += m->findings[grown[k]].rule == (rule_id)r;
+		if (rule_table[r]->grows_arrays && mine)
 			text_str(&o->t,
 			         "<p class=\"muted\">Ranked by growth: the largest array "
 			         "length seen in the second half of the capture's time range "
 			         "minus the largest seen in the first half.</p>");
 		out_flush(o);
-		if (r == RULE_UNBOUNDED_PUSH && pushes) {
-			for (size_t k = 0; k < npush; k++)
-				finding_html(o, &m->findings[pushes[k]]);
-			continue;
-		}
-		for (size_t i = 0; i < m->nfindings; i++)
-			if (m->findings[i].rule == (rule_id)r)
-				finding_html(o, &m->findings[i]);
+		rule_findings(o, m, (rule_id)r, grown, ngrown);
 	}
-	free(pushes);
+	free(grown);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
@@ -386,55 +407,43 @@ static void fields_list(text_buf *t, const model_field *f, size_t n, bool lens, 
 	}
 }
 
-static void schema_ns(out_t *o, const model *m, const model_ns *n)
+/* The rows of the schema view that count this namespace's findings of
+ * a rule (rules.h, profile_row). */
+static void profile_rows(out_t *o, const model_ns *n)
 {
-	static const char *const buckets[MODEL_BLOAT_BUCKETS] = {
-	    "&lt;1 KiB", "&lt;16 KiB", "&lt;128 KiB", "&lt;1 MiB",
-	    "&lt;4 MiB", "&lt;16 MiB", "&ge;16 MiB"};
-	text_str(&o->t, "<h3>");
-	h(&o->t, n->ns);
-	text_printf(&o->t,
-	            " <span class=\"muted\">%" PRIu64 " operations</span></h3><table><tbody>",
-	            n->ops);
-	text_str(&o->t, "<tr><th>Arrays that grow</th><td>");
-	text_printf(
-	    &o->t,
-	    "%" PRIu64 " <code>$push</code>/<code>$addToSet</code> writes; targets: ", n->pushes);
-	fields_list(&o->t, n->push, n->npush, false, 12);
-	text_str(&o->t, "<br>longest arrays seen in replies: ");
-	fields_list(&o->t, n->arrays, n->narrays, true, 12);
-	text_str(&o->t, "</td></tr><tr><th>Bloated documents</th><td>");
-	if (n->docs) {
-		text_printf(&o->t,
-		            "%" PRIu64 " documents sampled, mean %.0f bytes, largest %" PRId64
-		            " bytes (%.3f%% of the 16 MiB limit)<br>",
-		            n->docs, (double)n->doc_bytes / (double)n->docs, n->doc_max,
-		            (double)n->doc_max * 100.0 / 16777216.0);
-		for (int b = 0; b < MODEL_BLOAT_BUCKETS; b++)
-			if (n->bloat[b])
-				text_printf(&o->t, "%s: %" PRIu64 " &nbsp; ", buckets[b],
-				            n->bloat[b]);
-	} else {
-		text_str(&o->t, "<span class=\"muted\">no reply sampled</span>");
-	}
-	text_str(&o->t, "</td></tr><tr><th>Separated data</th><td>");
-	text_printf(&o->t, "%" PRIu64 " of %" PRIu64 " reads join (%.1f%%)", n->lookups, n->reads,
-	            n->reads ? (double)n->lookups * 100.0 / (double)n->reads : 0.0);
-	for (size_t j = 0; j < n->njoined; j++) {
-		text_str(&o->t, j ? ", " : "; joined: ");
-		h(&o->t, n->joined[j]);
-	}
 	for (int r = 0; r < RULE_COUNT; r++) {
 		const char *row = rule_table[r]->profile_row;
 		uint64_t k = n->findings[r];
 		if (!row)
 			continue;
-		text_str(&o->t, "</td></tr><tr><th>");
-		h(&o->t, row);
-		text_printf(&o->t, "</th><td>%s%" PRIu64 "%s queries", k ? "<b class=\"bad\">" : "",
-		            k, k ? "</b>" : "");
+		html_table_row_head(&o->t, row);
+		text_printf(&o->t, "%s%" PRIu64 "%s queries", k ? "<b class=\"bad\">" : "", k,
+		            k ? "</b>" : "");
+		html_table_row_end(&o->t);
 	}
-	text_str(&o->t, "</td></tr><tr><th>Unnecessary indexes</th><td>");
+}
+
+static void bloat_cell(out_t *o, const model_ns *n)
+{
+	static const char *const buckets[MODEL_BLOAT_BUCKETS] = {
+	    "&lt;1 KiB", "&lt;16 KiB", "&lt;128 KiB", "&lt;1 MiB",
+	    "&lt;4 MiB", "&lt;16 MiB", "&ge;16 MiB"};
+	if (!n->docs) {
+		text_str(&o->t, "<span class=\"muted\">no reply sampled</span>");
+		return;
+	}
+	text_printf(&o->t,
+	            "%" PRIu64 " documents sampled, mean %.0f bytes, largest %" PRId64
+	            " bytes (%.3f%% of the 16 MiB limit)<br>",
+	            n->docs, (double)n->doc_bytes / (double)n->docs, n->doc_max,
+	            (double)n->doc_max * 100.0 / 16777216.0);
+	for (int b = 0; b < MODEL_BLOAT_BUCKETS; b++)
+		if (n->bloat[b])
+			text_printf(&o->t, "%s: %" PRIu64 " &nbsp; ", buckets[b], n->bloat[b]);
+}
+
+static void indexes_cell(out_t *o, const model_ns *n)
+{
 	if (!n->have_indexes)
 		text_str(&o->t, "<span class=\"muted\">index list not known</span>");
 	for (size_t k = 0; k < n->nindexes; k++) {
@@ -450,10 +459,42 @@ static void schema_ns(out_t *o, const model *m, const model_ns *n)
 		if (x->ops >= 0)
 			text_printf(&o->t, " ($indexStats ops: %" PRId64 ")", x->ops);
 	}
-	text_str(&o->t, "</td></tr></tbody></table>");
-	out_flush(o);
-	(void)m;
 }
+
+static void schema_ns(out_t *o, const model_ns *n)
+{
+	text_str(&o->t, "<h3>");
+	h(&o->t, n->ns);
+	text_printf(&o->t, " <span class=\"muted\">%" PRIu64 " operations</span></h3>", n->ops);
+	html_table_open(&o->t, NULL, NULL, 0);
+	html_table_row_head(&o->t, "Arrays that grow");
+	text_printf(
+	    &o->t,
+	    "%" PRIu64 " <code>$push</code>/<code>$addToSet</code> writes; targets: ", n->pushes);
+	fields_list(&o->t, n->push, n->npush, false, 12);
+	text_str(&o->t, "<br>longest arrays seen in replies: ");
+	fields_list(&o->t, n->arrays, n->narrays, true, 12);
+	html_table_row_end(&o->t);
+	html_table_row_head(&o->t, "Bloated documents");
+	bloat_cell(o, n);
+	html_table_row_end(&o->t);
+	html_table_row_head(&o->t, "Separated data");
+	text_printf(&o->t, "%" PRIu64 " of %" PRIu64 " reads join (%.1f%%)", n->lookups, n->reads,
+	            n->reads ? (double)n->lookups * 100.0 / (double)n->reads : 0.0);
+	for (size_t j = 0; j < n->njoined; j++) {
+		text_str(&o->t, j ? ", " : "; joined: ");
+		h(&o->t, n->joined[j]);
+	}
+	html_table_row_end(&o->t);
+	profile_rows(o, n);
+	html_table_row_head(&o->t, "Unnecessary indexes");
+	indexes_cell(o, n);
+	html_table_row_end(&o->t);
+	html_table_close(&o->t);
+	out_flush(o);
+}
+
+static const html_col db_cols[] = {{"database", false}, {"collections seen", true}};
 
 static void schema(out_t *o, const model *m)
 {
@@ -463,48 +504,51 @@ static void schema(out_t *o, const model *m)
 	         "sizes and array lengths come from a sample of replies "
 	         "(capture.replySampleRate). An index is counted as usable when a captured "
 	         "filter, sort or hint starts on its first key (the planner scans an index from "
-	         "its first key).</p><h3>Too many collections</h3><table><thead><tr><th>database"
-	         "</th><th class=\"n\">collections seen</th></tr></thead><tbody>");
+	         "its first key).</p><h3>Too many collections</h3>");
+	html_table_open(&o->t, NULL, db_cols, sizeof db_cols / sizeof *db_cols);
 	for (size_t i = 0; i < m->ndbs; i++) {
-		text_str(&o->t, "<tr><td>");
-		h(&o->t, m->dbs[i].db);
-		text_printf(
-		    &o->t, "</td><td class=\"n\">%" PRIu64 "%s</td></tr>", m->dbs[i].collections,
-		    m->dbs[i].collections > 10000 ? " <b class=\"bad\">(over 10,000)</b>" : "");
+		text_str(&o->t, "<tr>");
+		html_table_td_text(&o->t, m->dbs[i].db);
+		html_table_td(&o->t, "n");
+		text_printf(&o->t, "%" PRIu64 "%s", m->dbs[i].collections,
+		            m->dbs[i].collections > 10000 ? " <b class=\"bad\">(over 10,000)</b>"
+		                                          : "");
+		html_table_td_end(&o->t);
+		text_str(&o->t, "</tr>");
 		out_flush(o);
 	}
-	text_str(&o->t, "</tbody></table>");
+	html_table_close(&o->t);
 	out_flush(o);
 	for (size_t i = 0; i < m->nnss; i++)
-		schema_ns(o, m, &m->nss[i]);
+		schema_ns(o, &m->nss[i]);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
 
 static void apps(out_t *o, const model *m)
 {
-	text_str(&o->t, "<section id=\"apps\"><h2>Per app</h2><table id=\"app-table\" "
-	                "class=\"sortable\"><thead><tr><th>app</th><th class=\"n\">operations</th>"
-	                "<th class=\"n\">total ms</th><th class=\"n\">shapes</th>");
+	html_col cols[4 + RULE_COUNT] = {
+	    {"app", false}, {"operations", true}, {"total ms", true}, {"shapes", true}};
 	for (int r = 0; r < RULE_COUNT; r++)
-		text_printf(&o->t, "<th class=\"n\">%s</th>", rule_name((rule_id)r));
-	text_str(&o->t, "</tr></thead><tbody>");
+		cols[4 + r] = (html_col){rule_name((rule_id)r), true};
+	text_str(&o->t, "<section id=\"apps\"><h2>Per app</h2>");
+	html_table_open(&o->t, "id=\"app-table\" class=\"sortable\"", cols, 4 + RULE_COUNT);
 	for (size_t i = 0; i < m->napps; i++) {
 		const model_app *a = &m->apps[i];
 		text_str(&o->t, "<tr data-apps=\"|");
 		h(&o->t, a->app);
-		text_str(&o->t, "|\"><td>");
-		h(&o->t, a->app[0] ? a->app : "(none)");
-		text_printf(&o->t,
-		            "</td><td class=\"n\">%" PRIu64 "</td><td class=\"n\">%.1f</td>"
-		            "<td class=\"n\">%" PRIu64 "</td>",
-		            a->ops, (double)a->total_us / 1000.0, a->shapes);
+		text_str(&o->t, "|\">");
+		html_table_td_text(&o->t, a->app[0] ? a->app : "(none)");
+		html_table_td_u64(&o->t, a->ops);
+		html_table_td_fixed(&o->t, (double)a->total_us / 1000.0, 1);
+		html_table_td_u64(&o->t, a->shapes);
 		for (int r = 0; r < RULE_COUNT; r++)
-			text_printf(&o->t, "<td class=\"n\">%" PRIu64 "</td>", a->findings[r]);
+			html_table_td_u64(&o->t, a->findings[r]);
 		text_str(&o->t, "</tr>");
 		out_flush(o);
 	}
-	text_str(&o->t, "</tbody></table></section>");
+	html_table_close(&o->t);
+	text_str(&o->t, "</section>");
 	out_flush(o);
 }
 

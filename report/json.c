@@ -8,11 +8,7 @@
 #include "report/diff_out.h"
 #include "report/out.h"
 #include "report/sections.h"
-
-static void jstr(text_buf *t, const char *s)
-{
-	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
-}
+#include "report/sort.h"
 
 static void inputs(out_t *o, const model *m)
 {
@@ -20,18 +16,18 @@ static void inputs(out_t *o, const model *m)
 	for (size_t i = 0; i < m->ninputs; i++) {
 		const model_input *in = &m->inputs[i];
 		text_str(&o->t, i ? ",{\"path\":" : "{\"path\":");
-		jstr(&o->t, in->path);
+		out_json_str(&o->t, in->path);
 		text_str(&o->t, ",\"mongoguard\":");
-		jstr(&o->t, in->mongoguard);
+		out_json_str(&o->t, in->mongoguard);
 		text_str(&o->t, ",\"redaction\":");
-		jstr(&o->t, in->redaction);
+		out_json_str(&o->t, in->redaction);
 		text_printf(&o->t, ",\"records\":%" PRIu64 ",\"refused\":%s,\"truncated\":%s",
 		            in->records, in->refused ? "true" : "false",
 		            in->truncated ? "true" : "false");
 		if (in->truncated)
 			text_printf(&o->t, ",\"stoppedAt\":%" PRIu64, in->stopped_at);
 		text_str(&o->t, ",\"problem\":");
-		jstr(&o->t, in->problem);
+		out_json_str(&o->t, in->problem);
 		text_char(&o->t, '}');
 		out_flush(o);
 	}
@@ -48,7 +44,7 @@ static void overview(out_t *o, const model *m)
 	            m->t_min, m->t_max, m->requests, m->replies, m->paired, m->blocked, m->gaps,
 	            m->dropped, m->redacted ? "true" : "false");
 	if (m->indexes_live)
-		jstr(&o->t, m->indexes_from);
+		out_json_str(&o->t, m->indexes_from);
 	else
 		text_str(&o->t, "\"capture\"");
 	text_str(&o->t, ",\"findingsPerRule\":{");
@@ -91,13 +87,13 @@ static void shapes(out_t *o, const model *m)
 		char hex[17];
 		snprintf(hex, sizeof hex, "%016" PRIx64, s->hash);
 		text_printf(&o->t, "%s{\"shapeHash\":\"%s\",\"ns\":", k ? "," : "", hex);
-		jstr(&o->t, s->ns);
+		out_json_str(&o->t, s->ns);
 		text_str(&o->t, ",\"command\":");
-		jstr(&o->t, s->command);
+		out_json_str(&o->t, s->command);
 		text_str(&o->t, ",\"shape\":");
-		jstr(&o->t, s->shape);
+		out_json_str(&o->t, s->shape);
 		text_str(&o->t, ",\"app\":");
-		jstr(&o->t, s->app);
+		out_json_str(&o->t, s->app);
 		text_printf(
 		    &o->t,
 		    ",\"count\":%" PRIu64 ",\"ratePerSec\":%.3f,\"replies\":%zu,\"p50Ms\":%.3f,"
@@ -120,7 +116,7 @@ static void shapes(out_t *o, const model *m)
 
 static void findings(out_t *o, const model *m)
 {
-	size_t npush = 0, *pushes = model_pushes_by_growth(m, &npush);
+	size_t npush = 0, *pushes = model_array_findings_by_growth(m, &npush);
 	size_t *rank = calloc(m->nfindings ? m->nfindings : 1, sizeof *rank);
 	for (size_t k = 0; pushes && rank && k < npush; k++)
 		rank[pushes[k]] = k + 1;
@@ -131,27 +127,27 @@ static void findings(out_t *o, const model *m)
 		char hex[17];
 		snprintf(hex, sizeof hex, "%016" PRIx64, f->hash);
 		text_printf(&o->t, "%s{\"rule\":\"%s\",\"fix\":", i ? "," : "", rule_name(f->rule));
-		jstr(&o->t, rule_table[f->rule]->fix_kind);
+		out_json_str(&o->t, rule_table[f->rule]->fix_kind);
 		text_printf(&o->t, ",\"shapeHash\":\"%s\",\"ns\":", hex);
-		jstr(&o->t, f->ns);
+		out_json_str(&o->t, f->ns);
 		text_str(&o->t, ",\"command\":");
-		jstr(&o->t, f->command);
+		out_json_str(&o->t, f->command);
 		text_printf(&o->t, ",\"count\":%" PRIu64 ",\"example\":", f->count);
-		jstr(&o->t, f->shape);
+		out_json_str(&o->t, f->shape);
 		/* the detail is one occurrence's (the first): said, so its figures
 		 * are not read as every occurrence's */
 		text_str(&o->t, ",\"detail\":");
-		jstr(&o->t, f->detail);
+		out_json_str(&o->t, f->detail);
 		text_printf(&o->t, ",\"detailOf\":\"%s\",\"new\":%s",
 		            f->count > 1 ? "first occurrence" : "the occurrence",
 		            model_finding_is_new(m, i) ? "true" : "false");
 		text_str(&o->t, ",\"suggestion\":");
-		jstr(&o->t, f->suggestion);
+		out_json_str(&o->t, f->suggestion);
 		text_str(&o->t, ",\"apps\":{");
 		for (size_t a = 0; a < f->napps; a++) {
 			if (a)
 				text_char(&o->t, ',');
-			jstr(&o->t, f->apps[a]);
+			out_json_str(&o->t, f->apps[a]);
 			text_printf(&o->t, ":%" PRIu64, f->app_counts[a]);
 		}
 		text_char(&o->t, '}');
@@ -168,7 +164,7 @@ static void fields(text_buf *t, const char *key, const model_field *f, size_t n,
 	text_printf(t, ",\"%s\":[", key);
 	for (size_t i = 0; i < n; i++) {
 		text_str(t, i ? ",{\"path\":" : "{\"path\":");
-		jstr(t, f[i].path);
+		out_json_str(t, f[i].path);
 		if (lens)
 			text_printf(t, ",\"maxLength\":%" PRId64 "}", f[i].max_len);
 		else
@@ -183,7 +179,7 @@ static void schema(out_t *o, const model *m)
 	for (size_t i = 0; i < m->nnss; i++) {
 		const model_ns *n = &m->nss[i];
 		text_str(&o->t, i ? ",{\"ns\":" : "{\"ns\":");
-		jstr(&o->t, n->ns);
+		out_json_str(&o->t, n->ns);
 		text_printf(&o->t,
 		            ",\"ops\":%" PRIu64 ",\"reads\":%" PRIu64
 		            ",\"readsWithLookup\":%" PRIu64,
@@ -203,7 +199,7 @@ static void schema(out_t *o, const model *m)
 		for (size_t j = 0; j < n->njoined; j++) {
 			if (j)
 				text_char(&o->t, ',');
-			jstr(&o->t, n->joined[j]);
+			out_json_str(&o->t, n->joined[j]);
 		}
 		text_char(&o->t, ']');
 		fields(&o->t, "pushTargets", n->push, n->npush, false);
@@ -214,9 +210,9 @@ static void schema(out_t *o, const model *m)
 		for (size_t k = 0; k < n->nindexes; k++) {
 			const model_index *x = &n->indexes[k];
 			text_str(&o->t, k ? ",{\"name\":" : "{\"name\":");
-			jstr(&o->t, x->name);
+			out_json_str(&o->t, x->name);
 			text_str(&o->t, ",\"key\":");
-			jstr(&o->t, x->key);
+			out_json_str(&o->t, x->key);
 			text_printf(&o->t,
 			            ",\"usedByCapturedShapes\":%s,\"indexStatsOps\":%" PRId64 "}",
 			            x->used ? "true" : "false", x->ops);
@@ -227,7 +223,7 @@ static void schema(out_t *o, const model *m)
 	text_str(&o->t, "],\"databases\":[");
 	for (size_t i = 0; i < m->ndbs; i++) {
 		text_str(&o->t, i ? ",{\"db\":" : "{\"db\":");
-		jstr(&o->t, m->dbs[i].db);
+		out_json_str(&o->t, m->dbs[i].db);
 		text_printf(&o->t, ",\"collections\":%" PRIu64 "}", m->dbs[i].collections);
 	}
 	text_str(&o->t, "],");
@@ -240,7 +236,7 @@ static void apps(out_t *o, const model *m)
 	for (size_t i = 0; i < m->napps; i++) {
 		const model_app *a = &m->apps[i];
 		text_str(&o->t, i ? ",{\"app\":" : "{\"app\":");
-		jstr(&o->t, a->app);
+		out_json_str(&o->t, a->app);
 		text_printf(&o->t,
 		            ",\"ops\":%" PRIu64 ",\"totalMs\":%.3f,\"shapes\":%" PRIu64
 		            ",\"findings\":{",

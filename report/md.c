@@ -8,6 +8,7 @@
 #include "report/diff_out.h"
 #include "report/out.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
 /* Inline code in a table cell: backticks and pipes would end it. */
 static void cell(text_buf *t, const char *s, size_t max)
@@ -32,10 +33,11 @@ static void failures_cell(text_buf *t, const model_shape *s)
 	text_str(t, " | ");
 }
 
-/* The pushes ranked by how much their arrays grew (arrays.c). */
+/* The findings of the rules that grow arrays, ranked by how much their
+ * arrays grew (arrays.c). */
 static void pushes_md(out_t *o, const model *m)
 {
-	size_t n = 0, *p = model_pushes_by_growth(m, &n);
+	size_t n = 0, *p = model_array_findings_by_growth(m, &n);
 	if (p && n) {
 		text_str(&o->t,
 		         "\n## Arrays that grow (by growth: second-half largest minus "
@@ -61,6 +63,38 @@ static void pushes_md(out_t *o, const model *m)
 		}
 	}
 	free(p);
+}
+
+/* Each finding: its shape, what it saw, and its fix (a command in a code
+ * block, words as words). */
+static void changes_md(out_t *o, const model *m)
+{
+	text_str(&o->t, "\n## What to change\n");
+	for (size_t i = 0; i < m->nfindings; i++) {
+		const model_finding *fd = &m->findings[i];
+		text_printf(&o->t,
+		            "\n### `%s` on `%s` (%" PRIu64 "×)\n\nShape: ", rule_name(fd->rule),
+		            fd->ns, fd->count);
+		cell(&o->t, fd->shape, 1000);
+		text_str(&o->t, "\n\n");
+		if (fd->count > 1) /* one occurrence's figures, not every one's */
+			text_printf(&o->t, "First of %" PRIu64 " occurrences: ", fd->count);
+		text_str(&o->t, fd->detail);
+		if (rule_table[fd->rule]->grows_arrays) {
+			text_str(&o->t, "\n\n");
+			report_arrays_md(&o->t, fd);
+		}
+		size_t n = model_fix_command_len(fd->suggestion);
+		const char *rest = fd->suggestion + n;
+		if (n)
+			text_printf(&o->t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
+		while (*rest == ' ')
+			rest++;
+		if (n && !strncmp(rest, "and ", 4))
+			rest += 4;
+		text_printf(&o->t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
+		out_flush(o);
+	}
 }
 
 bool report_write_md(const model *m, FILE *f)
@@ -113,31 +147,6 @@ bool report_write_md(const model *m, FILE *f)
 	free(order);
 	report_diff_md(&o, m);
 	pushes_md(&o, m);
-	text_str(&o.t, "\n## What to change\n");
-	for (size_t i = 0; i < m->nfindings; i++) {
-		const model_finding *fd = &m->findings[i];
-		text_printf(&o.t,
-		            "\n### `%s` on `%s` (%" PRIu64 "×)\n\nShape: ", rule_name(fd->rule),
-		            fd->ns, fd->count);
-		cell(&o.t, fd->shape, 1000);
-		text_str(&o.t, "\n\n");
-		if (fd->count > 1) /* one occurrence's figures, not every one's */
-			text_printf(&o.t, "First of %" PRIu64 " occurrences: ", fd->count);
-		text_str(&o.t, fd->detail);
-		if (fd->rule == RULE_UNBOUNDED_PUSH) {
-			text_str(&o.t, "\n\n");
-			report_arrays_md(&o.t, fd);
-		}
-		size_t n = model_fix_command_len(fd->suggestion);
-		const char *rest = fd->suggestion + n;
-		if (n)
-			text_printf(&o.t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
-		while (*rest == ' ')
-			rest++;
-		if (n && !strncmp(rest, "and ", 4))
-			rest += 4;
-		text_printf(&o.t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
-		out_flush(&o);
-	}
+	changes_md(&o, m);
 	return out_done(&o);
 }

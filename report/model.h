@@ -60,7 +60,7 @@ typedef struct model_shape {
  * by the business (five addresses), not by the code. */
 #define MODEL_ARRAY_SMALL 20
 
-/* What sampled replies showed of an unbounded-push finding's array. */
+/* What sampled replies showed of the array a finding's write grows. */
 typedef struct model_array_evidence {
 	char path[128];
 	uint64_t samples;     /* sampled replies that held it */
@@ -87,10 +87,13 @@ typedef struct model_finding {
 	 * equality fields, the next esr_nsort sort fields; -1: not known (the
 	 * key is then taken in its order, as written). */
 	int esr_neq, esr_nsort;
-	char push_paths[4][128]; /* unbounded-push: the arrays its shape appends to */
+	/* Of a rule that grows arrays (rules.h, grows_arrays): the arrays its
+	 * shape appends to; whether they were seen only small (arrays.c); and
+	 * whether arr holds what replies showed. */
+	char push_paths[4][128];
 	size_t npush_paths;
-	bool array_bounded; /* unbounded-push: its arrays were seen only small (arrays.c) */
-	bool has_evidence;  /* unbounded-push: arr holds what replies showed */
+	bool array_bounded;
+	bool has_evidence;
 	model_array_evidence arr;
 } model_finding;
 
@@ -270,12 +273,8 @@ bool report_gate_parse(const char *spec, report_gate *g, char *err, size_t errle
  * a baseline). */
 bool report_gate_matches(const report_gate *g, const model *m, size_t i);
 
-/* Shared by the writers: the shapes sorted by total time (indexes into
- * m->shapes, malloc'd). Each rule's words come from its row of
- * rule_table. */
 /* Failed replies as a share of the shape's paired replies (0..1). */
 double model_failed_share(const model_shape *s);
-size_t *model_shapes_by_time(const model *m);
 
 /* ---- the writers ---- */
 

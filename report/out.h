@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "protocol/text.h"
 
@@ -32,6 +33,14 @@ static inline void out_flush(out_t *o)
 	if (o->t.len && fwrite(o->t.p, 1, o->t.len, o->f) != o->t.len)
 		o->failed = true;
 	text_init(&o->t, o->buf, sizeof o->buf);
+}
+
+/* A JSON string, quoted, of text that may hold anything a client sent:
+ * it comes out as valid UTF-8 (TEXT_JSON_UTF8), so every JSON writer of
+ * the report (JSON, SARIF, the diff, the recommendations) escapes alike. */
+static inline void out_json_str(text_buf *t, const char *s)
+{
+	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
 }
 
 static inline bool out_done(out_t *o)

@@ -1,8 +1,8 @@
 /* One recommendation per collection: recommend.h says what, and states
  * the merge rule. Index fixes come from findings whose suggestion is a
- * createIndex command (index-mismatched-sort and collection-scan give ESR
- * keys, case-insensitive-regex a collation index); every other finding
- * asks for a design change, named by its pattern. */
+ * createIndex command (an ESR key, or an index with a collation); every
+ * other finding asks for a design change, named by the pattern its rule
+ * gives (rules.h, design_pattern). */
 #include "report/recommend.h"
 
 #include <stdio.h>
@@ -11,7 +11,6 @@
 
 #include "analyzers/planner/esr.h"
 #include "analyzers/planner/query_preds.h"
-#include "report/aggregate_int.h"
 
 /* ---- the merge rule ---- */
 

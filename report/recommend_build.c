@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "analyzers/planner/query_preds.h"
-#include "report/aggregate_int.h"
+#include "report/hash_map.h"
 #include "report/recommend.h"
 
 typedef struct icand {
@@ -18,12 +18,12 @@ typedef struct icand {
 
 typedef struct build {
 	model *m;
-	imap shapes; /* hash -> shape index + 1 */
+	hash_map shapes; /* hash -> shape index + 1 */
 } build;
 
 static int64_t shape_us(const build *b, uint64_t hash)
 {
-	size_t i = imap_get(&b->shapes, hash);
+	size_t i = hash_map_get(&b->shapes, hash);
 	return i ? b->m->shapes[i - 1].total_us : 0;
 }
 
@@ -231,21 +231,14 @@ static void index_recs(build *b)
 
 /* ---- design changes ---- */
 
-/* The pattern a finding's fix applies, by rule and what it saw. */
+/* The pattern a finding's fix applies: its rule's, from what it saw. */
 static const char *pattern_of(const model_finding *f)
 {
-	switch (f->rule) {
-	case RULE_UNBOUNDED_PUSH:
-		return f->array_bounded ? "subset pattern" : "bucket pattern";
-	case RULE_LARGE_DOCUMENT:
-		if (strstr(f->shape, "longArray"))
-			return "bucket pattern";
-		return strstr(f->suggestion, "GridFS") ? "GridFS" : "subset pattern";
-	case RULE_HOT_PATH_LOOKUP:
-		return "extended reference pattern";
-	default:
-		return "query change";
-	}
+	const rule_def *d = rule_table[f->rule];
+	rule_report_finding rf = {
+	    .shape = f->shape, .suggestion = f->suggestion, .arrays_seen_small = f->array_bounded};
+	const char *p = d->design_pattern ? d->design_pattern(&rf) : NULL;
+	return p ? p : "query change";
 }
 
 static void design_recs(build *b)
@@ -324,11 +317,11 @@ void report_recommend_build(model *m)
 {
 	build b = {.m = m};
 	for (size_t i = 0; i < m->nshapes; i++)
-		imap_put(&b.shapes, m->shapes[i].hash, i + 1);
+		hash_map_put(&b.shapes, m->shapes[i].hash, i + 1);
 	index_recs(&b);
 	design_recs(&b);
 	ns_totals(&b);
 	if (m->nrecs > 1) /* recs is NULL when there are none */
 		qsort(m->recs, m->nrecs, sizeof *m->recs, by_rank);
-	imap_free(&b.shapes);
+	hash_map_free(&b.shapes);
 }

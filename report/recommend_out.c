@@ -30,11 +30,6 @@ const model_shape *model_shape_by_hash(const model *m, uint64_t hash)
 	return NULL;
 }
 
-static void jstr(text_buf *t, const char *s)
-{
-	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
-}
-
 /* db.getSiblingDB("d").getCollection("c").dropIndex("name") */
 static void drop_command(text_buf *t, const char *ns, const char *name)
 {
@@ -43,9 +38,9 @@ static void drop_command(text_buf *t, const char *ns, const char *name)
 	text_str(t, "db.getSiblingDB(");
 	text_json_str(t, ns, dl, TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
 	text_str(t, ").getCollection(");
-	jstr(t, dot ? dot + 1 : "");
+	out_json_str(t, dot ? dot + 1 : "");
 	text_str(t, ").dropIndex(");
-	jstr(t, name);
+	out_json_str(t, name);
 	text_char(t, ')');
 }
 
@@ -167,7 +162,7 @@ void report_recs_json(out_t *o, const model *m)
 			rank++;
 		text_printf(&o->t, "%s{\"rank\":%zu,\"collectionRank\":%zu,\"ns\":", i ? "," : "",
 		            i + 1, rank);
-		jstr(&o->t, r->ns);
+		out_json_str(&o->t, r->ns);
 		text_printf(&o->t, ",\"kind\":\"%s\",\"rule\":\"%s\",\"rules\":[",
 		            r->index ? "index" : "design", rule_name(r->rule));
 		for (int k = 0, n = 0; k < RULE_COUNT; k++)
@@ -176,31 +171,31 @@ void report_recs_json(out_t *o, const model *m)
 				            rule_name((rule_id)k));
 		text_str(&o->t, "],\"key\":");
 		if (r->index) {
-			jstr(&o->t, r->key);
+			out_json_str(&o->t, r->key);
 			text_str(&o->t, ",\"command\":");
-			jstr(&o->t, r->command);
+			out_json_str(&o->t, r->command);
 			text_str(&o->t, ",\"pattern\":null");
 		} else {
 			text_str(&o->t, "null,\"command\":null,\"pattern\":");
-			jstr(&o->t, r->pattern);
+			out_json_str(&o->t, r->pattern);
 		}
 		text_str(&o->t, ",\"change\":");
-		jstr(&o->t, r->change);
+		out_json_str(&o->t, r->change);
 		text_str(&o->t, ",\"shapes\":[");
 		for (size_t s = 0; s < r->nshapes; s++)
 			text_printf(&o->t, "%s\"%016" PRIx64 "\"", s ? "," : "", r->shapes[s]);
 		text_str(&o->t, "],\"redundantIndexes\":[");
 		for (size_t k = 0; k < r->nredundant; k++) {
 			text_str(&o->t, k ? ",{\"name\":" : "{\"name\":");
-			jstr(&o->t, r->redundant[k]);
+			out_json_str(&o->t, r->redundant[k]);
 			text_str(&o->t, ",\"key\":");
-			jstr(&o->t, r->redundant_key[k]);
+			out_json_str(&o->t, r->redundant_key[k]);
 			char cmd[512];
 			text_buf c;
 			text_init(&c, cmd, sizeof cmd);
 			drop_command(&c, r->ns, r->redundant[k]);
 			text_str(&o->t, ",\"dropCommand\":");
-			jstr(&o->t, text_finish(&c));
+			out_json_str(&o->t, text_finish(&c));
 			text_char(&o->t, '}');
 		}
 		text_printf(&o->t,

@@ -1,33 +1,11 @@
 /* The schema view's raw facts from a (redacted) request: the fields
  * filters, sorts and hints use (for index use), $push / $addToSet targets,
  * joins. aggregate.c calls agg_note_schema for each request with a
- * namespace. */
+ * namespace; it reads the request and writes namespace rows only. */
 #include <stdio.h>
 #include <string.h>
 
-#include "report/aggregate_int.h"
-
-void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp((*arr)[i].path, path) == 0) {
-			(*arr)[i].count++;
-			if (len > (*arr)[i].max_len)
-				(*arr)[i].max_len = len;
-			return;
-		}
-	if (*n >= 256)
-		return; /* enough to show; the rest would not be read */
-	model_field *na = realloc(*arr, (*n + 1) * sizeof **arr);
-	if (!na)
-		abort();
-	*arr = na;
-	memset(&na[*n], 0, sizeof na[*n]);
-	snprintf(na[*n].path, sizeof na[*n].path, "%s", path);
-	na[*n].count = 1;
-	na[*n].max_len = len;
-	(*n)++;
-}
+#include "report/aggregate_parts.h"
 
 static void note_filter_fields(model_ns *n, const bson_iter_t *filter, int depth)
 {
@@ -37,7 +15,7 @@ static void note_filter_fields(model_ns *n, const bson_iter_t *filter, int depth
 	while (bson_iter_next(&c)) {
 		const char *k = bson_iter_key(&c);
 		if (k[0] != '$') {
-			agg_field_note(&n->used, &n->nused, k, -1);
+			ns_field_note(&n->used, &n->nused, k, -1);
 		} else if ((!strcmp(k, "$and") || !strcmp(k, "$or") || !strcmp(k, "$nor")) &&
 		           BSON_ITER_HOLDS_ARRAY(&c)) {
 			bson_iter_t e;
@@ -57,7 +35,7 @@ static void note_keys(model_ns *n, const bson_iter_t *doc, const char *prefix)
 	while (bson_iter_next(&c)) {
 		char p[160];
 		snprintf(p, sizeof p, "%s%s", prefix, bson_iter_key(&c));
-		agg_field_note(&n->used, &n->nused, p, -1);
+		ns_field_note(&n->used, &n->nused, p, -1);
 	}
 }
 
@@ -71,13 +49,13 @@ static void note_update(model_ns *n, const bson_iter_t *u)
 		if ((strcmp(op, "$push") && strcmp(op, "$addToSet")) || !bson_iter_recurse(&c, &f))
 			continue;
 		while (bson_iter_next(&f)) {
-			agg_field_note(&n->push, &n->npush, bson_iter_key(&f), -1);
+			ns_field_note(&n->push, &n->npush, bson_iter_key(&f), -1);
 			n->pushes++;
 		}
 	}
 }
 
-static void note_pipeline(aggregator *a, model_ns *n, const char *db, const bson_iter_t *pl)
+static void note_pipeline(ns_table *t, model_ns *n, const char *db, const bson_iter_t *pl)
 {
 	bson_iter_t st, c, l;
 	bool leading = true, joined = false;
@@ -114,11 +92,11 @@ static void note_pipeline(aggregator *a, model_ns *n, const char *db, const bson
 					j++;
 				if (j == n->njoined && j < 8)
 					snprintf(n->joined[n->njoined++], MODEL_NS_LEN, "%s", fns);
-				size_t self = agg_ns_index(a, n);
-				model_ns *fn = agg_ns_get(a, fns); /* may move a->m->nss */
+				size_t self = ns_table_index(t, n);
+				model_ns *fn = ns_table_get(t, fns); /* may move t->m->nss */
 				if (foreign)
-					agg_field_note(&fn->used, &fn->nused, foreign, -1);
-				n = &a->m->nss[self - 1];
+					ns_field_note(&fn->used, &fn->nused, foreign, -1);
+				n = &t->m->nss[self - 1];
 			}
 		}
 	}
@@ -126,10 +104,10 @@ static void note_pipeline(aggregator *a, model_ns *n, const char *db, const bson
 		n->lookups++;
 }
 
-void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *canon)
+void agg_note_schema(ns_table *t, model_ns *n, const cmdview *v, const char *canon)
 {
 	bson_iter_t it;
-	size_t self = agg_ns_index(a, n);
+	size_t self = ns_table_index(t, n);
 	if (!bson_iter_init(&it, &v->body))
 		return;
 	bool read = !strcmp(canon, "find") || !strcmp(canon, "aggregate") ||
@@ -145,16 +123,16 @@ void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *c
 		else if (!strcmp(k, "hint") && BSON_ITER_HOLDS_UTF8(&it)) {
 			char p[160];
 			snprintf(p, sizeof p, "hint:%s", bson_iter_utf8(&it, NULL));
-			agg_field_note(&n->used, &n->nused, p, -1);
+			ns_field_note(&n->used, &n->nused, p, -1);
 		} else if (!strcmp(k, "hint"))
 			note_keys(n, &it, "");
 		else if (!strcmp(k, "key") && BSON_ITER_HOLDS_UTF8(&it))
-			agg_field_note(&n->used, &n->nused, bson_iter_utf8(&it, NULL), -1);
+			ns_field_note(&n->used, &n->nused, bson_iter_utf8(&it, NULL), -1);
 		else if (!strcmp(k, "update"))
 			note_update(n, &it);
 		else if (!strcmp(k, "pipeline") && BSON_ITER_HOLDS_ARRAY(&it)) {
-			note_pipeline(a, n, v->db, &it);
-			n = &a->m->nss[self - 1];
+			note_pipeline(t, n, v->db, &it);
+			n = &t->m->nss[self - 1];
 		}
 	}
 	const char *seq = !strcmp(canon, "update")   ? "updates"

@@ -1,4 +1,4 @@
-/* The sections of issue 25's second round, each in its own file, for each
+/* The report's sections that live in files of their own, for each
  * writer: recommendations (recommend_out.c), array evidence (arrays.c) and
  * the time charts and filters (timeline.c). */
 #ifndef MG_REPORT_SECTIONS_H
@@ -11,14 +11,11 @@ void report_recs_html(out_t *o, const model *m); /* <section id="recommendations
 void report_recs_json(out_t *o, const model *m); /* "recommendations":[...], */
 void report_recs_md(out_t *o, const model *m);   /* ## Recommendations */
 
-/* Array evidence of an unbounded-push finding (arrays.c). */
+/* Array evidence of a finding of a rule that grows arrays (arrays.c). */
 void report_arrays_html(text_buf *t, const model_finding *f); /* <p class="evidence"> */
 void report_arrays_md(text_buf *t, const model_finding *f);
 void report_arrays_json(text_buf *t, const model_finding *f,
                         size_t growth_rank); /* ,"arrayEvidence":... */
-/* The unbounded-push findings (indexes into m->findings), most growth first;
- * *n of them. malloc'd. */
-size_t *model_pushes_by_growth(const model *m, size_t *n);
 
 /* Time charts and filters (timeline.c). */
 void report_timeline_html(out_t *o, const model *m); /* two <svg> line charts */

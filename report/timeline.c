@@ -15,23 +15,22 @@
 #include <string.h>
 #include <time.h>
 
-#include "report/aggregate_int.h"
+#include "report/aggregate_parts.h"
+#include "report/grow.h"
 #include "report/sections.h"
+#include "report/sort.h"
 
-void agg_tally(void *arg, rule_id rule, rule_action action)
+void agg_tally_at(model *m, int64_t t_us, rule_id rule)
 {
-	aggregator *a = arg;
-	model *m = a->m;
-	(void)action;
 	if (m->ntl_ev) {
 		model_tl_event *e = &m->tl_ev[m->ntl_ev - 1];
-		if (e->rule == rule && a->cur_t / 1000000 == e->t_us / 1000000) {
+		if (e->rule == rule && t_us / 1000000 == e->t_us / 1000000) {
 			e->n++;
 			return;
 		}
 	}
-	GROW(m->tl_ev, m->ntl_ev, m->captl_ev);
-	m->tl_ev[m->ntl_ev++] = (model_tl_event){.t_us = a->cur_t, .rule = rule, .n = 1};
+	REPORT_GROW(m->tl_ev, m->ntl_ev, m->captl_ev);
+	m->tl_ev[m->ntl_ev++] = (model_tl_event){.t_us = t_us, .rule = rule, .n = 1};
 }
 
 static size_t bucket_of(const model_timeline *tl, int64_t t)
@@ -40,12 +39,6 @@ static size_t bucket_of(const model_timeline *tl, int64_t t)
 		return 0;
 	size_t b = (size_t)((t - tl->start_us) / tl->width_us);
 	return b < tl->nb ? b : tl->nb - 1;
-}
-
-static int cmp_i64(const void *x, const void *y)
-{
-	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-	return a < b ? -1 : a > b;
 }
 
 /* Shape k's p95 per bucket: its latencies grouped by bucket, each group
@@ -72,7 +65,7 @@ static void shape_p95(model *m, size_t k)
 		tl->p95[k][b] = -1;
 		if (!n)
 			continue;
-		qsort(v + at[b], n, sizeof *v, cmp_i64);
+		sort_i64(v + at[b], n);
 		tl->p95[k][b] = (double)v[at[b] + (size_t)(0.95 * (double)(n - 1) + 0.5)] / 1000.0;
 	}
 	free(v);

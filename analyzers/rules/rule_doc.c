@@ -849,12 +849,24 @@ static const rule_checks checks = {
     .words = words,
 };
 
+/* The report's design change, from what the finding saw: a long array
+ * (its shape names the field as longArray) goes into bucket documents; a
+ * large document moves its rarely read fields out, or its blob to GridFS
+ * when the words said so. */
+static const char *doc_design_pattern(const rule_report_finding *f)
+{
+	if (strstr(f->shape, "longArray"))
+		return "bucket pattern";
+	return strstr(f->suggestion, "GridFS") ? "GridFS" : "subset pattern";
+}
+
 const rule_def rule_doc_def = {
     .id = RULE_LARGE_DOCUMENT,
     .name = "large-document",
     .summary = "an inserted or replacement document, or a value an update writes, is over "
                "maxBytes or holds an array over maxArrayLength",
     .fix_kind = "subset, bucket or outlier pattern; GridFS for blobs",
+    .design_pattern = doc_design_pattern,
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

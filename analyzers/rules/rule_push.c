@@ -535,10 +535,20 @@ static const rule_checks checks = {
     .update_when = STMT_PUSH,
 };
 
+/* The report's design change: a list seen only small is bounded by the
+ * business, so keep a subset of it explicitly; one that grows goes into
+ * bucket documents. */
+static const char *push_design_pattern(const rule_report_finding *f)
+{
+	return f->arrays_seen_small ? "subset pattern" : "bucket pattern";
+}
+
 const rule_def rule_push_def = {
     .id = RULE_UNBOUNDED_PUSH,
     .name = "unbounded-push",
     .summary = "an update appends to an array with nothing bounding its length",
     .fix_kind = "$each + $slice",
+    .grows_arrays = true,
+    .design_pattern = push_design_pattern,
     .checks = &checks,
 };

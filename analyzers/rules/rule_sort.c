@@ -652,5 +652,6 @@ const rule_def rule_sort_def = {
     .name = "index-mismatched-sort",
     .summary = "no index provides the sort: mongod sorts in memory (suggests an ESR index)",
     .fix_kind = "ESR createIndex",
+    .fix_esr_index = true,
     .checks = &checks,
 };

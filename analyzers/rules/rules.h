@@ -5,7 +5,9 @@
  *
  * Everything that lists rules reads this table: the engine (which checks to
  * run), the config loader (rule names, parameters and their bounds), the
- * --help text, the offline report (each rule's fix and profile row).
+ * --help text, the offline report (each rule's fix, profile row, array
+ * evidence, index classification and design pattern: the report names no
+ * rule; scripts/check_rule_ids.py keeps it so).
  * Adding a rule is one file, one rule_id value here and one row in
  * rules.c.
  *
@@ -50,6 +52,16 @@ typedef struct rule_param {
 
 typedef struct rule_checks rule_checks; /* analyzers/rules/rule_api.h */
 
+/* A finding as the offline report holds it, for the rule's report
+ * callbacks: plain strings, no report type. */
+typedef struct rule_report_finding {
+	const char *shape;      /* redacted, as the finding's shapeHash hashes it */
+	const char *suggestion; /* the rule's words for it ("" when none) */
+	/* grows_arrays: every array the finding appends to was seen in
+	 * sampled replies, and each stayed small without growing */
+	bool arrays_seen_small;
+} rule_report_finding;
+
 typedef struct rule_def {
 	rule_id id;
 	/* The rule's sort or query checks read the namespace's index list and
@@ -59,7 +71,9 @@ typedef struct rule_def {
 	/* The same, only for a query run with a collation (its other checks
 	 * read no index). */
 	bool needs_indexes_collated;
-	const char *name;    /* the id: a contract (configs and logs name it) */
+	/* The id: configs, log lines, --fail-on and the report name the rule
+	 * by it, so it never changes. */
+	const char *name;
 	const char *summary; /* one line: --help and the README's rule list */
 	/* The offline report's words: the kind of fix, a few words, in the
 	 * rule list, the Markdown table and each finding's JSON "fix" (never
@@ -68,6 +82,20 @@ typedef struct rule_def {
 	 * else both NULL. */
 	const char *fix_kind;
 	const char *profile_row, *profile_key;
+	/* The rule's suggestion starts with an ESR createIndex
+	 * (analyzers/planner/esr.h): the report classifies its key's fields
+	 * (equality, sort, range) from the request that gave it, so the
+	 * indexes it merges keep each shape's fields in a serving order. */
+	bool fix_esr_index;
+	/* The rule's findings are writes that grow arrays: the report reads
+	 * the $push / $addToSet targets from each finding's shape, shows the
+	 * array lengths sampled replies held, and lists the rule's findings
+	 * by how much their arrays grew. */
+	bool grows_arrays;
+	/* The schema design pattern the report's design change names for a
+	 * finding whose suggestion is no createIndex; NULL (or a NULL answer):
+	 * a change to the query. */
+	const char *(*design_pattern)(const rule_report_finding *f);
 	const rule_param *params;
 	size_t nparams;
 	const rule_checks *checks;

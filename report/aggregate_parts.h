@@ -1,0 +1,38 @@
+/* The files the aggregation (aggregate.c) is split into, as it calls
+ * them: each fills its part of the model from what the reader hands it
+ * and knows nothing of the reader. schema_facts.c: a request's schema
+ * facts; arrays.c: array evidence; timeline.c: the time charts;
+ * failures.c: the per-shape failures. Only report/ includes this. */
+#ifndef MG_REPORT_AGGREGATE_PARTS_H
+#define MG_REPORT_AGGREGATE_PARTS_H
+
+#include <stdint.h>
+
+#include "protocol/cmdview.h"
+#include "report/model.h"
+#include "report/namespaces.h"
+
+/* The schema view's raw facts from one (redacted) request of n; may add
+ * rows to t (a joined collection), so n is stale after. */
+void agg_note_schema(ns_table *t, model_ns *n, const cmdview *v, const char *canon);
+
+/* Array evidence (arrays.c): a sampled reply's longest array under path,
+ * at time t; the target paths of a new finding of a rule that grows
+ * arrays (rules.h, grows_arrays), from its shape; after the last record,
+ * each such finding's evidence. */
+void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t);
+void agg_finding_push_paths(model_finding *mf);
+void report_arrays_finish(model *m);
+
+/* Time charts (timeline.c): a finding of rule at time t_us (the engine's
+ * tally); after the last record, before latencies are sorted, the
+ * buckets. */
+void agg_tally_at(model *m, int64_t t_us, rule_id rule);
+void report_timeline_build(model *m);
+
+/* A failed reply of s with its code; after the last record, the codes
+ * ranked and the shape marked when most of its replies failed. */
+void agg_note_failure(model_shape *s, int32_t code);
+void agg_finish_failures(model_shape *s);
+
+#endif
