@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/commands.h"
 #include "report/aggregate_int.h"
 
 void agg_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
@@ -132,9 +133,8 @@ void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *c
 	size_t self = agg_ns_index(a, n);
 	if (!bson_iter_init(&it, &v->body))
 		return;
-	bool read = !strcmp(canon, "find") || !strcmp(canon, "aggregate") ||
-	            !strcmp(canon, "count") || !strcmp(canon, "distinct");
-	if (read)
+	const cmd_row *row = &cmd_rows[cmd_find(canon)];
+	if (row->kind == CMD_KIND_READ)
 		n->reads++;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
@@ -157,9 +157,9 @@ void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *c
 			n = &a->m->nss[self - 1];
 		}
 	}
-	const char *seq = !strcmp(canon, "update")   ? "updates"
-	                  : !strcmp(canon, "delete") ? "deletes"
-	                                             : NULL;
+	/* the statements' q and u: update's and delete's (bulkWrite names no
+	 * collection of its own, so never comes here) */
+	const char *seq = row->seq == CMD_SEQ_STATEMENTS ? row->stmts : NULL;
 	if (!seq)
 		return;
 	cmdview_docs d;

@@ -16,8 +16,8 @@
 /* The error a block sends; a dry-run logs the same words. */
 static void block_message(const actx *ax, rule_id rule, const rule_words *w, char *out, size_t size)
 {
-	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.", ax->cmd->name,
-	         rule_name(rule), w->detail, w->fix);
+	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.",
+	         command_name(ax->cmd), rule_name(rule), w->detail, w->fix);
 }
 
 static void fill_block(actx *ax, rule_id rule, const rule_words *w)
@@ -252,5 +252,5 @@ void engine_block_uuid(actx *ax, rule_id r)
 	         "mongoguard blocked this %s: rule %s: the collection is named by UUID, "
 	         "so mongoguard cannot tell which collection's rules and indexes "
 	         "apply. Fix: name the collection.",
-	         ax->cmd->name, rule_name(r));
+	         command_name(ax->cmd), rule_name(r));
 }
