@@ -157,19 +157,20 @@ void agg_note_schema(aggregator *a, model_ns *n, const cmdview *v, const char *c
 			n = &a->m->nss[self - 1];
 		}
 	}
-	/* the statements' q and u: update's and delete's (bulkWrite names no
-	 * collection of its own, so never comes here) */
-	const char *seq = row->seq == CMD_SEQ_STATEMENTS ? row->stmts : NULL;
-	if (!seq)
+	/* each statement's filter and update, by the row's keys (update's q
+	 * and u, delete's q; bulkWrite names no collection of its own, so never
+	 * comes here) */
+	if (row->seq != CMD_SEQ_STATEMENTS)
 		return;
 	cmdview_docs d;
 	bson_t stmt;
-	cmdview_docs_init(&d, v, seq);
+	cmdview_docs_init(&d, v, row->stmts);
 	while (cmdview_docs_next(&d, &stmt)) {
 		bson_iter_t s;
-		if (bson_iter_init_find(&s, &stmt, "q") && BSON_ITER_HOLDS_DOCUMENT(&s))
+		if (row->filter && bson_iter_init_find(&s, &stmt, row->filter) &&
+		    BSON_ITER_HOLDS_DOCUMENT(&s))
 			note_filter_fields(n, &s, 0);
-		if (bson_iter_init_find(&s, &stmt, "u"))
+		if (row->update && bson_iter_init_find(&s, &stmt, row->update))
 			note_update(n, &s);
 	}
 }
