@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/commands.h"
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"
 
@@ -57,13 +58,8 @@ static const char *first_coll(const cmdview *v)
  * application data, and no one reviewing a design needs a password. */
 static bool holds_credentials(const cmdview *v)
 {
-	static const char *const names[] = {
-	    "saslStart",  "saslContinue",    "authenticate", "createUser",
-	    "updateUser", "copydbsaslstart", "copydb",       NULL,
-	};
-	for (int i = 0; v->name && names[i]; i++)
-		if (streq(v->name, names[i]))
-			return true;
+	if (cmd_rows[cmd_find(v->name)].credentials)
+		return true;
 	bson_iter_t it;
 	if (!bson_iter_init(&it, &v->body))
 		return true; /* unreadable: never stored whole */
@@ -106,7 +102,7 @@ void capture_build_request(bson_t *out, const capture_origin *o, const request *
 	bson_append_document_begin(out, "seqs", -1, &seqs);
 	for (size_t i = 0; i < v->nseqs; i++) {
 		const opmsg_sequence *s = &v->seqs[i];
-		bool inserts = streq(s->id, "documents");
+		bool inserts = cmd_key_role_of(s->id) == CMD_KEY_DOCUMENTS;
 		bson_t arr;
 		bson_append_array_begin(&seqs, s->id, -1, &arr);
 		const uint8_t *p = s->docs, *end = s->docs + s->docs_len;
@@ -461,7 +457,7 @@ static void put_i32(msg_buf *m, int32_t v)
 static void put_sequence(msg_buf *m, const char *id, const bson_iter_t *docs)
 {
 	bson_iter_t e;
-	bool inserts = streq(id, "documents");
+	bool inserts = cmd_key_role_of(id) == CMD_KEY_DOCUMENTS;
 	size_t start = m->len;
 	put(m, "\x01", 1);
 	put_i32(m, 0);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "protocol/capture.h"
+#include "protocol/commands.h"
 
 #define MAX_DEPTH 100 /* deeper values are replaced whole (never expected) */
 
@@ -152,32 +153,33 @@ static void redact_container(bson_t *out, const char *key, size_t klen, const bs
 
 /* ---- which mode each member gets ---- */
 
-/* Members of a command body (or statement). */
+/* Members of a command body (or statement). What a command's filter,
+ * update and statements are called is the command table's (cmd_key_role_of);
+ * the options below are every command's. */
 static rmode command_child(const char *parent, const char *k, rmode mode)
 {
-	static const char *const filters[] = {"filter", "query", "q", NULL};
-	static const char *const updates[] = {"update", "u", "updateMods", NULL};
 	static const char *const verbatim[] = {
 	    "sort",         "hint",        "collation", "projection",      "fields", "cursor",
 	    "writeConcern", "readConcern", "nsInfo",    "$readPreference", NULL};
-	static const char *const statements[] = {"updates", "deletes", "ops", NULL};
 	if (!k)
 		return RM_COMMAND; /* an element of updates / deletes / ops */
-	for (const char *const *f = filters; *f; f++)
-		if (streq(k, *f))
-			return RM_FILTER;
-	for (const char *const *u = updates; *u; u++)
-		if (streq(k, *u))
-			return RM_UPDATE;
+	switch (cmd_key_role_of(k)) {
+	case CMD_KEY_FILTER:
+		return RM_FILTER;
+	case CMD_KEY_UPDATE:
+		return RM_UPDATE;
+	case CMD_KEY_STATEMENTS:
+		return RM_COMMAND;
+	case CMD_KEY_DOCUMENTS: /* application data */
+	case CMD_KEY_OTHER:
+		break;
+	}
 	for (const char *const *v = verbatim; *v; v++)
 		if (streq(k, *v))
 			return RM_VERBATIM;
-	for (const char *const *s = statements; *s; s++)
-		if (streq(k, *s))
-			return RM_COMMAND;
 	if (streq(k, "pipeline"))
 		return RM_PIPELINE;
-	if (streq(k, "explain"))
+	if (streq(k, cmd_rows[CMD_EXPLAIN].name))
 		return RM_COMMAND; /* {explain: {find: ...}} (a bool stays a bool) */
 	if (streq(k, "arrayFilters"))
 		return RM_FILTER;

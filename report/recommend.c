@@ -11,6 +11,7 @@
 
 #include "analyzers/planner/esr.h"
 #include "analyzers/planner/query_preds.h"
+#include "protocol/commands.h"
 
 /* ---- the merge rule ---- */
 
@@ -315,13 +316,16 @@ static bool try_doc(const bson_t *doc, const rec_command *c, int *neq, int *nsor
 
 void rec_classify(const cmdview *v, const rec_command *c, int *neq, int *nsort)
 {
-	static const char *const seqs[] = {"updates", "deletes", "ops"};
 	if (try_doc(&v->body, c, neq, nsort))
 		return;
-	for (size_t i = 0; i < sizeof seqs / sizeof *seqs; i++) {
+	/* every statement sequence of the command table (update's, delete's,
+	 * bulkWrite's ops), whichever command holds it */
+	for (unsigned id = CMD_NONE + 1; id < CMD_IDS; id++) {
 		cmdview_docs d;
 		bson_t stmt;
-		cmdview_docs_init(&d, v, seqs[i]);
+		if (cmd_rows[id].seq != CMD_SEQ_STATEMENTS)
+			continue;
+		cmdview_docs_init(&d, v, cmd_rows[id].stmts);
 		while (cmdview_docs_next(&d, &stmt))
 			if (try_doc(&stmt, c, neq, nsort))
 				return;

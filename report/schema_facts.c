@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/commands.h"
 #include "report/aggregate_parts.h"
 
 static void note_filter_fields(model_ns *n, const bson_iter_t *filter, int depth)
@@ -110,9 +111,8 @@ void agg_note_schema(ns_table *t, model_ns *n, const cmdview *v, const char *can
 	size_t self = ns_table_index(t, n);
 	if (!bson_iter_init(&it, &v->body))
 		return;
-	bool read = !strcmp(canon, "find") || !strcmp(canon, "aggregate") ||
-	            !strcmp(canon, "count") || !strcmp(canon, "distinct");
-	if (read)
+	const cmd_row *row = &cmd_rows[cmd_find(canon)];
+	if (row->kind == CMD_KIND_READ)
 		n->reads++;
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
@@ -135,19 +135,20 @@ void agg_note_schema(ns_table *t, model_ns *n, const cmdview *v, const char *can
 			n = &t->m->nss[self - 1];
 		}
 	}
-	const char *seq = !strcmp(canon, "update")   ? "updates"
-	                  : !strcmp(canon, "delete") ? "deletes"
-	                                             : NULL;
-	if (!seq)
+	/* each statement's filter and update, by the row's keys (update's q
+	 * and u, delete's q; bulkWrite names no collection of its own, so never
+	 * comes here) */
+	if (row->seq != CMD_SEQ_STATEMENTS)
 		return;
 	cmdview_docs d;
 	bson_t stmt;
-	cmdview_docs_init(&d, v, seq);
+	cmdview_docs_init(&d, v, row->stmts);
 	while (cmdview_docs_next(&d, &stmt)) {
 		bson_iter_t s;
-		if (bson_iter_init_find(&s, &stmt, "q") && BSON_ITER_HOLDS_DOCUMENT(&s))
+		if (row->filter && bson_iter_init_find(&s, &stmt, row->filter) &&
+		    BSON_ITER_HOLDS_DOCUMENT(&s))
 			note_filter_fields(n, &s, 0);
-		if (bson_iter_init_find(&s, &stmt, "u"))
+		if (row->update && bson_iter_init_find(&s, &stmt, row->update))
 			note_update(n, &s);
 	}
 }

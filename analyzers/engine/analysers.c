@@ -314,7 +314,7 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 	                 (nonempty_doc(sq->sort) ? PART_SORT : 0) | PART_QUERY |
 	                     (nonempty_doc(sq->collation) ? PART_COLLATED : 0)))
 		return VERDICT_WAIT_INDEXES;
-	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
@@ -393,7 +393,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		ax->explain = true; /* {aggregate, explain: true} runs nothing */
 	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
-	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
 
 	bool ready = true;
@@ -445,7 +445,7 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 	if (!body_walk(&b, &v->body, ax->cmd->keys) || !b.has_pipeline ||
 	    !target_init(ax, &t, ax->db, coll) || !(t.parts & ax->cmd->parts))
 		return VERDICT_FORWARD;
-	shape_spec spec = {ax->cmd->name, coll, ax->explain, b.parts, b.n};
+	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
 	run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 	return ax->verdict;
@@ -507,11 +507,11 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
-	cmdview_docs_init(&d, v, c->stmts);
+	cmdview_docs_init(&d, v, command_stmts(c));
 	while (cmdview_docs_next_iter(&d, &doc))
 		if (!tpp || !byte_template_matches(tpp, doc.raw, doc.len))
-			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, c->name, coll, NULL,
-			             tpp);
+			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, command_name(c), coll,
+			             NULL, tpp);
 	return ax->verdict;
 }
 
@@ -530,11 +530,11 @@ verdict analyze_insert(rule_ctx *ax, const cmdview *v)
 	const char *coll = body_coll_of(&v->body);
 	if (!coll || !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_DOCUMENT))
 		return VERDICT_FORWARD;
-	shape_spec spec = {ax->cmd->name, coll, ax->explain, NULL, 0};
+	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, NULL, 0};
 	rule_site site = site_of(&t, &spec);
 	cmdview_docs d;
 	bson_t doc;
-	cmdview_docs_init(&d, v, ax->cmd->stmts);
+	cmdview_docs_init(&d, v, command_stmts(ax->cmd));
 	while (cmdview_docs_next(&d, &doc))
 		run_checks(ax, &site, CHECK_DOCUMENT, &doc);
 	return ax->verdict;
@@ -557,7 +557,7 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 	    !body_doc_view(&it, &doc))
 		return;
 	shape_part part = {.key = "op", .mode = SHAPE_VERBATIM, .str = "insert"};
-	shape_spec spec = {ax->cmd->name, t->ns, ax->explain, &part, 1};
+	shape_spec spec = {command_name(ax->cmd), t->ns, ax->explain, &part, 1};
 	rule_site site = site_of(t, &spec);
 	run_checks(ax, &site, CHECK_DOCUMENT, &doc);
 }
@@ -655,7 +655,7 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		else if (bson_iter_init(&stmt, &op))
 			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
-			             ax->cmd->name, t.ns, kind, NULL);
+			             command_name(ax->cmd), t.ns, kind, NULL);
 	}
 	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;

@@ -129,7 +129,7 @@ static bool shape_parts(const command_def *c, const cmdview *v, cmd_body *b)
 	case CMD_SHAPE_BODY:
 		return body_walk(b, &v->body, c->keys);
 	case CMD_SHAPE_FIRST_STMT: /* as findings on it: the first statement's parts */
-		cmdview_docs_init(&d, v, c->stmts);
+		cmdview_docs_init(&d, v, command_stmts(c));
 		return !cmdview_docs_next(&d, &stmt) || body_walk(b, &stmt, c->stmt_keys);
 	default: /* insert, bulkWrite and the rest: the command alone */
 		return true;
@@ -155,7 +155,7 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 	const char *coll = body_coll_of(&v->body);
 	cmd_body b;
 	body_init(&b, v->db, coll);
-	const char *name = c ? c->name : v->name ? v->name : "";
+	const char *name = c ? command_name(c) : v->name ? v->name : "";
 	if (!shape_parts(c, v, &b))
 		return false;
 	explain |= b.explain; /* {aggregate, explain: true} */

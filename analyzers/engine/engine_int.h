@@ -3,7 +3,7 @@
  * that runs them), and each file's entry points.
  *
  *   engine.c         the core: engine_new, classify, dispatch, verdict
- *   commands.c       the command table
+ *   commands.c       the engine's columns of the command table
  *   analysers.c      each command's analyser: from a request to its parts
  *   body.c           the body walker
  *   rule_ctx.c       what a check may ask; index lookups and owed verdicts
@@ -30,32 +30,7 @@
  * the verdict: a 100,000-op batch must not render 100,000 shapes. */
 #define MAX_REPORTS_PER_REQUEST 32
 
-/* ---- the kinds of check (rule_checks), one row each ---- */
-
-/* The order is the order in which a request's parts are checked where one
- * site has several; sort first (see run_checks). */
-typedef enum {
-	CHECK_SORT,
-	CHECK_FILTER,
-	CHECK_UPDATE,
-	CHECK_PIPELINE,
-	CHECK_QUERY,
-	CHECK_DOCUMENT,
-	CHECK_KINDS,
-} check_kind;
-
-/* The parts of a request a rule's checks read: one bit per check kind. */
-enum {
-	PART_SORT = 1u << CHECK_SORT,
-	PART_FILTER = 1u << CHECK_FILTER,
-	PART_UPDATE = 1u << CHECK_UPDATE,
-	PART_PIPELINE = 1u << CHECK_PIPELINE,
-	PART_QUERY = 1u << CHECK_QUERY,
-	PART_DOCUMENT = 1u << CHECK_DOCUMENT,
-	/* Not a part: the request's query has a collation (facts_ready, for a
-	 * rule whose facts matter only then: rule_def.needs_indexes_collated). */
-	PART_COLLATED = 1u << CHECK_KINDS,
-};
+/* ---- the kinds of check (check_kind and PART_*: commands.h) ---- */
 
 static inline bool check_present(const rule_checks *k, check_kind kind)
 {
@@ -166,7 +141,7 @@ struct rule_ctx {
 /* The command's name as findings and shapes show it. */
 static inline const char *rule_ctx_command(const rule_ctx *ax)
 {
-	return ax->explain ? "explain" : ax->cmd->name;
+	return ax->explain ? "explain" : command_name(ax->cmd);
 }
 
 /* Each check of one kind, for the rules not off at the site (and not
@@ -278,15 +253,7 @@ static inline bool split_ns(const char *ns, char *db, size_t cap, const char **c
 	return true;
 }
 
-/* ---- analysers.c: the analysers of the command table ---- */
-
-verdict analyze_query(rule_ctx *ax, const cmdview *v); /* find, findAndModify, count, distinct */
-verdict analyze_aggregate(rule_ctx *ax, const cmdview *v);  /* aggregate */
-verdict analyze_view(rule_ctx *ax, const cmdview *v);       /* create / collMod of a view */
-verdict analyze_statements(rule_ctx *ax, const cmdview *v); /* update, delete */
-verdict analyze_insert(rule_ctx *ax, const cmdview *v);     /* insert */
-verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v); /* bulkWrite */
-verdict analyze_explain(rule_ctx *ax, const cmdview *v);    /* explain: the inner command */
+/* ---- analysers.c: the analysers of the rows (declared in commands.h) ---- */
 
 /* ---- rule_ctx.c ---- */
 

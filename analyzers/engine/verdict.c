@@ -17,8 +17,8 @@
 static void block_message(const rule_ctx *ax, rule_id rule, const rule_words *w, char *out,
                           size_t size)
 {
-	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.", ax->cmd->name,
-	         rule_name(rule), w->detail, w->fix);
+	snprintf(out, size, "mongoguard blocked this %s: rule %s: %s. Fix: %s.",
+	         command_name(ax->cmd), rule_name(rule), w->detail, w->fix);
 }
 
 static void fill_block(rule_ctx *ax, rule_id rule, const rule_words *w)
@@ -253,5 +253,5 @@ void engine_block_uuid(rule_ctx *ax, rule_id r)
 	         "mongoguard blocked this %s: rule %s: the collection is named by UUID, "
 	         "so mongoguard cannot tell which collection's rules and indexes "
 	         "apply. Fix: name the collection.",
-	         ax->cmd->name, rule_name(r));
+	         command_name(ax->cmd), rule_name(r));
 }

@@ -25,6 +25,7 @@
 #include "analyzers/engine/rule_config.h"
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
+#include "protocol/commands.h"
 #include "protocol/text.h"
 
 /* The engine's per-request state; checks reach it through the functions
@@ -56,15 +57,19 @@ typedef struct rule_site {
 } rule_site;
 
 /* What a query plan is chosen from: the question the collection-scan rule
- * asks of every filter that selects documents. */
+ * asks of every filter that selects documents, named by the command whose
+ * filter it is (its id in protocol/commands.h, so a kind is never a second
+ * list of commands). */
 typedef enum {
-	RULE_QUERY_FIND,
-	RULE_QUERY_COUNT,
-	RULE_QUERY_DISTINCT,
-	RULE_QUERY_UPDATE,
-	RULE_QUERY_DELETE,
-	RULE_QUERY_FIND_AND_MODIFY,
-	RULE_QUERY_AGGREGATE, /* the leading $match stages (and the $sort after them) */
+	RULE_QUERY_NONE = CMD_NONE, /* a command that asks none (insert, ...) */
+	RULE_QUERY_FIND = CMD_FIND,
+	RULE_QUERY_COUNT = CMD_COUNT,
+	RULE_QUERY_DISTINCT = CMD_DISTINCT,
+	RULE_QUERY_UPDATE = CMD_UPDATE,
+	RULE_QUERY_DELETE = CMD_DELETE,
+	RULE_QUERY_FIND_AND_MODIFY = CMD_FIND_AND_MODIFY,
+	/* the leading $match stages (and the $sort after them) */
+	RULE_QUERY_AGGREGATE = CMD_AGGREGATE,
 } rule_query_kind;
 
 typedef struct rule_query {

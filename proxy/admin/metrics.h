@@ -16,6 +16,7 @@
 
 #include "analyzers/engine/rule_config.h"
 #include "analyzers/rules/rules.h"
+#include "protocol/commands.h"
 #include "protocol/text.h"
 
 typedef _Atomic uint64_t mx_counter;
@@ -33,32 +34,22 @@ static inline void mx_add_shared(mx_counter *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-/* Commands as labels: the ones worth telling apart, everything else "other". */
-typedef enum {
-	MX_CMD_FIND,
-	MX_CMD_AGGREGATE,
-	MX_CMD_GET_MORE,
-	MX_CMD_INSERT,
-	MX_CMD_UPDATE,
-	MX_CMD_DELETE,
-	MX_CMD_FIND_AND_MODIFY,
-	MX_CMD_BULK_WRITE,
-	MX_CMD_COUNT_CMD,
-	MX_CMD_DISTINCT,
-	MX_CMD_EXPLAIN,
-	MX_CMD_HELLO,
-	MX_CMD_PING,
-	MX_CMD_AUTH, /* saslStart, saslContinue, authenticate */
-	MX_CMD_KILL_CURSORS,
-	MX_CMD_END_SESSIONS,
-	MX_CMD_DDL, /* create/drop of indexes, collections, databases */
-	MX_CMD_OTHER,
-	MX_CMD_LABELS,
-} mx_command;
+/* Commands as labels: each row of the command table says its label
+ * (protocol/commands.h, cmd_label); an unknown name is "other". */
+typedef cmd_label mx_command;
+#define MX_CMD_LABELS CMD_LABELS
 
-/* The label of a command name as sent (NULL: "other"). */
-mx_command mx_command_of(const char *name);
-const char *mx_command_name(mx_command c);
+/* The label of a command name as sent (NULL: "other"). Inline: on every
+ * request, one lookup of the first letter's few rows. */
+static inline mx_command mx_command_of(const char *name)
+{
+	return cmd_rows[cmd_find(name)].label;
+}
+
+static inline const char *mx_command_name(mx_command c)
+{
+	return cmd_label_name(c);
+}
 
 typedef enum {
 	MX_DIR_REQUEST, /* client -> upstream */

@@ -39,24 +39,23 @@ static void test_rows_found_by_name_and_alias(void **state)
 	assert_true(n >= 12);
 	for (size_t i = 0; i < n; i++) {
 		const command_def *c = commands_at(i);
-		assert_true(islower((unsigned char)c->name[0]));
-		assert_ptr_equal(commands_find(c->name), c);
-		if (c->alias) {
-			assert_int_equal(c->alias[0], c->name[0]); /* one group */
-			assert_ptr_equal(commands_find(c->alias), c);
-		}
+		assert_true(islower((unsigned char)command_name(c)[0]));
+		assert_ptr_equal(commands_find(command_name(c)), c);
+		for (unsigned id = CMD_NONE + 1; id < CMD_IDS; id++)
+			if (cmd_rows[id].alias_of == command_id(c))
+				assert_ptr_equal(commands_find(cmd_rows[id].name), c);
 		/* a row explain can wrap has an analyser; a statement row a sequence */
 		if (c->explainable)
 			assert_non_null(c->analyze);
 		if (c->shape == CMD_SHAPE_FIRST_STMT)
-			assert_non_null(c->stmts);
+			assert_non_null(command_stmts(c));
 		/* no two rows share a name */
 		for (size_t j = 0; j < i; j++)
-			assert_string_not_equal(commands_at(j)->name, c->name);
+			assert_string_not_equal(command_name(commands_at(j)), command_name(c));
 	}
 	assert_null(commands_at(n));
-	assert_string_equal(commands_find("findandmodify")->name, "findAndModify");
-	assert_string_equal(commands_find("deleteIndexes")->name, "dropIndexes");
+	assert_string_equal(command_name(commands_find("findandmodify")), "findAndModify");
+	assert_string_equal(command_name(commands_find("deleteIndexes")), "dropIndexes");
 }
 
 static void test_unknown_commands(void **state)
@@ -72,20 +71,22 @@ static void test_unknown_commands(void **state)
 	}
 }
 
-/* Each group holds the rows of its letter, and its ddl flag says whether
- * one of them has a ddl kind (the DDL lookup skips the other groups). */
-static void test_groups(void **state)
+/* Each row is its shared row's (protocol/commands.h): the engine reads
+ * the commands that table knows, and only through their ids. */
+static void test_rows_by_shared_id(void **state)
 {
 	size_t n = 0;
-	for (size_t g = 0; g < COMMANDS_LETTERS; g++) {
-		bool ddl = false;
-		for (const command_def *c = commands_groups[g].rows; c && c->name; c++, n++) {
-			assert_int_equal(c->name[0], 'a' + (int)g);
-			ddl |= c->ddl != DDL_NONE;
-		}
-		assert_int_equal(commands_groups[g].ddl, ddl);
+	for (unsigned id = CMD_NONE + 1; id < CMD_IDS; id++) {
+		const command_def *c = commands_of((cmd_id)id);
+		if (!c)
+			continue;
+		n++;
+		assert_int_equal(command_id(c), id);
+		assert_int_equal(cmd_rows[id].alias_of, CMD_NONE);
+		assert_int_equal(c->ddl != DDL_NONE, cmd_rows[id].kind == CMD_KIND_DDL);
 	}
 	assert_int_equal(n, nrows());
+	assert_null(commands_of(CMD_NONE));
 }
 
 /* DDL: names and aliases without case, only rows with a ddl kind. */
@@ -95,20 +96,21 @@ static void test_ddl_lookup(void **state)
 	for (size_t i = 0; commands_at(i); i++) {
 		const command_def *c = commands_at(i);
 		char up[64];
-		upper(c->name, up, sizeof(up));
+		upper(command_name(c), up, sizeof(up));
 		if (c->ddl == DDL_NONE) {
-			assert_null(commands_find_ddl(c->name));
+			assert_null(commands_find_ddl(command_name(c)));
 			assert_null(commands_find_ddl(up));
 			continue;
 		}
 		nddl++;
-		assert_ptr_equal(commands_find_ddl(c->name), c);
+		assert_ptr_equal(commands_find_ddl(command_name(c)), c);
 		assert_ptr_equal(commands_find_ddl(up), c);
 		assert_null(commands_find(up)); /* analysis is case-sensitive */
-		if (c->alias) {
-			upper(c->alias, up, sizeof(up));
-			assert_ptr_equal(commands_find_ddl(up), c);
-		}
+		for (unsigned id = CMD_NONE + 1; id < CMD_IDS; id++)
+			if (cmd_rows[id].alias_of == command_id(c)) {
+				upper(cmd_rows[id].name, up, sizeof(up));
+				assert_ptr_equal(commands_find_ddl(up), c);
+			}
 	}
 	assert_int_equal(nddl, 9); /* ten names: dropIndexes has an alias */
 	const char *ddl_names[] = {"createIndexes",    "dropIndexes",
@@ -180,7 +182,7 @@ static void check_explained(const command_def *c, const explain_case *x, fx_sink
 	const fx_finding *f = fx_sink_first(sink, RULE_CASE_INSENSITIVE_REGEX);
 	assert_int_equal(f->action, RULE_LOG);
 	assert_string_equal(f->command, "explain");
-	assert_non_null(strstr(f->shape, c->name));
+	assert_non_null(strstr(f->shape, command_name(c)));
 	engine_free(e);
 }
 
@@ -192,7 +194,7 @@ static void test_explain_each_kind(void **state)
 	for (size_t i = 0; commands_at(i); i++) {
 		const command_def *c = commands_at(i);
 		if (c->explainable) {
-			const explain_case *x = explain_case_of(c->name);
+			const explain_case *x = explain_case_of(command_name(c));
 			assert_non_null(x);
 			check_explained(c, x, &sink);
 			nexplained++;
@@ -203,7 +205,7 @@ static void test_explain_each_kind(void **state)
 		snprintf(req, sizeof(req),
 		         "{'explain':{'%s':'users','filter':{'n':" RE_I
 		         "},'pipeline':[{'$match':{'n':" RE_I "}}]}}",
-		         c->name);
+		         command_name(c));
 		engine *e = blocking_engine(&sink);
 		fx_sink_clear(&sink);
 		block_info b = {0};
@@ -230,7 +232,7 @@ static void test_rows_without_analyser(void **state)
 		snprintf(req, sizeof(req),
 		         "{'%s':'users','filter':{'n':" RE_I "},'pipeline':[{'$match':{'n':" RE_I
 		         "}}]}",
-		         c->name);
+		         command_name(c));
 		assert_int_equal(fx_analyze(e, "test", req, NULL, 0, NULL, &b), VERDICT_FORWARD);
 	}
 	assert_int_equal(sink.n, 0);
@@ -343,7 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rows_found_by_name_and_alias),
 	    cmocka_unit_test(test_unknown_commands),
-	    cmocka_unit_test(test_groups),
+	    cmocka_unit_test(test_rows_by_shared_id),
 	    cmocka_unit_test(test_ddl_lookup),
 	    cmocka_unit_test(test_explain_each_kind),
 	    cmocka_unit_test(test_rows_without_analyser),
