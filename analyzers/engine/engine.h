@@ -84,6 +84,7 @@ uint64_t engine_repeat_hits(const engine_repeat *r);
 typedef struct request_ctx {
 	const char *app_name;    /* from the handshake, "" if none */
 	const char *client;      /* "host:port" */
+	uint64_t conn;           /* the connection's number (its log lines' "connN"); 0: none */
 	int64_t now_ms;          /* monotonic milliseconds */
 	bool no_wait;            /* true: an unknown index list means "no verdict", never WAIT */
 	const engine_late *late; /* non-NULL: a late call (see engine_late) */

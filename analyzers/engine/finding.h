@@ -21,6 +21,7 @@ typedef struct finding {
 	const char *detail;     /* what exactly matched, e.g. "name: $regex with $options 'i'" */
 	const char *app_name;   /* "" when the client sent none */
 	const char *client;     /* "host:port" */
+	uint64_t conn;          /* the connection it came from (request_ctx.conn); 0: none */
 	uint64_t repeats;       /* 0 for a first occurrence; N for a summary of N repeats */
 	/* dry-run only: the error a block would have sent, and whether the
 	 * rule said block and its sample left this shape out. */

@@ -225,6 +225,7 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 	    .detail = w.detail,
 	    .app_name = app,
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
+	    .conn = ax->rc ? ax->rc->conn : 0,
 	    .repeats = 0,
 	    .would_block = action == RULE_DRY_RUN ? would : NULL,
 	    .sampled_out = sampled_out,

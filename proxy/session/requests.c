@@ -159,6 +159,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		request_ctx rc = {
 		    .app_name = s->app,
 		    .client = s->peer,
+		    .conn = s->id,
 		    .now_ms = now / 1000000,
 		    .no_wait = s->hold == HOLD_EXPIRED,
 		    .repeat = &s->repeat,

@@ -66,9 +66,14 @@ void finding_sink_free(finding_sink *s)
 static void log_finding(const finding *f, const char *hash)
 {
 	bool summary = f->repeats > 0;
+	/* A first finding came from one connection, whose lines say "connN";
+	 * a summary counts repeats from any, so it is the process's ("main"). */
+	char ctx[32];
+	snprintf(ctx, sizeof ctx, "conn%llu", (unsigned long long)f->conn);
 	log_line *l =
 	    log_begin(LOG_WARNING, "ANALYZER", summary ? LOGID_FINDING_SUMMARY : LOGID_FINDING,
-	              NULL, summary ? "Query anti-pattern repeated" : "Query anti-pattern");
+	              summary || !f->conn ? NULL : ctx,
+	              summary ? "Query anti-pattern repeated" : "Query anti-pattern");
 	log_attr_str(l, "rule", rule_name(f->rule));
 	log_attr_str(l, "action", rule_action_name(f->action));
 	log_attr_str(l, "ns", f->ns);

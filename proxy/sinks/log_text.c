@@ -328,23 +328,45 @@ static const char *action_colour(const char *action, bool color)
 	                                    : ESC("33");
 }
 
+/* "[conn7] " for a line about one connection; nothing for "main". */
+static void put_ctx(text_buf *t, const log_event *ev)
+{
+	char ctx[128];
+	log_slice_text(ev->ctx, ctx, sizeof(ctx));
+	if (ctx[0] && strcmp(ctx, "main"))
+		text_printf(t, "[%s] ", ctx);
+}
+
+/* A finding: what, where and who on its line; why it matched and the fix
+ * indented under it, so a person reads the reason without the JSON. */
 static void put_finding(text_buf *t, const log_event *ev, bool color)
 {
-	char action[32], repeats[32], app[512];
+	char action[32], repeats[32], app[512], client[128];
 	log_slice_text(log_event_attr(ev, "action"), action, sizeof(action));
 	log_slice_text(log_event_attr(ev, "repeats"), repeats, sizeof(repeats));
 	log_slice_text(log_event_attr(ev, "appName"), app, sizeof(app));
+	log_slice_text(log_event_attr(ev, "client"), client, sizeof(client));
+	put_ctx(t, ev);
 	text_str(t, ESC("1"));
 	put_value(t, log_event_attr(ev, "rule"));
 	text_printf(t, "%s %s%s%s ", ESC("0"), action_colour(action, color), action, ESC("0"));
 	put_value(t, log_event_attr(ev, "ns"));
 	text_str(t, " app=");
 	text_str(t, app[0] ? app : "-");
+	if (client[0]) {
+		text_str(t, " client=");
+		text_str(t, client);
+	}
 	text_char(t, ' ');
 	put_value(t, log_event_attr(ev, "shape"));
 	long long n = strtoll(repeats, NULL, 10);
 	if (n > 0)
 		text_printf(t, " (repeated %lld time%s)", n, n == 1 ? "" : "s");
+	log_slice why = log_event_attr(ev, "detail");
+	if (why.n > 2) {
+		text_printf(t, "\n    %swhy:%s ", ESC("36"), ESC("0"));
+		put_value(t, why);
+	}
 	log_slice fix = log_event_attr(ev, "suggestion");
 	if (fix.n > 2) {
 		text_printf(t, "\n    %sfix:%s ", ESC("36"), ESC("0"));
@@ -368,10 +390,7 @@ static void put_attr(text_buf *t, log_slice k, log_slice v)
 
 static void put_other(text_buf *t, const log_event *ev, bool color)
 {
-	char ctx[128];
-	log_slice_text(ev->ctx, ctx, sizeof(ctx));
-	if (ctx[0] && strcmp(ctx, "main"))
-		text_printf(t, "[%s] ", ctx);
+	put_ctx(t, ev);
 	put_decoded(t, ev->msg);
 	obj_iter it;
 	log_slice k, v;

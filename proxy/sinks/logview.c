@@ -158,9 +158,12 @@ int logview_main(int argc, char **argv)
 			/* A misspelt rule would filter every line out and exit 0, as if
 			 * the log held no finding of it. */
 			if (rule_from_name(optarg) < 0) {
-				fprintf(stderr, "mongoguard log: --rule %s: no such rule; the rules are", optarg);
+				fprintf(stderr,
+				        "mongoguard log: --rule %s: no such rule; the rules are",
+				        optarg);
 				for (int r = 0; r < RULE_COUNT; r++)
-					fprintf(stderr, "%s %s", r ? "," : "", rule_name((rule_id)r));
+					fprintf(stderr, "%s %s", r ? "," : "",
+					        rule_name((rule_id)r));
 				fputc('\n', stderr);
 				return 2;
 			}

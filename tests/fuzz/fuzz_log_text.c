@@ -88,8 +88,8 @@ static char *check_text(const char *s, size_t n, bool a_finding, bool color, siz
 		}
 		if (c == '\n') {
 			lines++;
-			if (i + 1 < n) { /* a second line: a finding's fix, indented */
-				if (!a_finding || lines > 1) {
+			if (i + 1 < n) { /* more lines: a finding's why and fix, indented */
+				if (!a_finding || lines > 2) {
 					fprintf(stderr, "more lines than events: %.*s\n", (int)n,
 					        s);
 					abort();
@@ -101,10 +101,20 @@ static char *check_text(const char *s, size_t n, bool a_finding, bool color, siz
 		i++;
 	}
 	plain[len] = '\0';
-	char *nl = memchr(plain, '\n', len);
-	if (nl && nl + 1 < plain + len && strncmp(nl + 1, "    fix: ", 9) != 0) {
-		fprintf(stderr, "a second line that is not the fix: %s\n", plain);
-		abort();
+	/* a finding's lines after its first: "    why: " then "    fix: ", each
+	 * at most once, in that order */
+	const char *want[] = {"    why: ", "    fix: "};
+	size_t next = 0;
+	for (char *nl = memchr(plain, '\n', len); nl && nl + 1 < plain + len;
+	     nl = memchr(nl + 1, '\n', (size_t)(plain + len - nl - 1))) {
+		while (next < 2 && strncmp(nl + 1, want[next], 9) != 0)
+			next++;
+		if (next == 2) {
+			fprintf(stderr, "a line under a finding that is not its why or fix: %s\n",
+			        plain);
+			abort();
+		}
+		next++;
 	}
 	*plain_len = len;
 	return plain;

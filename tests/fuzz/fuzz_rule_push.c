@@ -1,4 +1,5 @@
-/* libFuzzer target: the unbounded-push (analyzers/rules/rule_push.c) rule alone, at block (fuzz_rule.h).
+/* libFuzzer target: the unbounded-push (analyzers/rules/rule_push.c) rule alone, at block
+ * (fuzz_rule.h).
  */
 #include "fuzz_rule.h"
 

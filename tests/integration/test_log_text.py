@@ -17,14 +17,19 @@ TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
 
 
 def finding_lines(text: str) -> list[str]:
-    """A finding's line and its fix line, the time cut off (two proxies see
-    the same event at different times)."""
+    """A finding's line and the indented lines under it (why, fix), the time,
+    the connection and the client's port cut off (two proxies see the same
+    event at different times, on different connections)."""
     lines = text.splitlines()
     out = []
     for i, ln in enumerate(lines):
-        if " ANALYZER case-insensitive-regex " in ln:
-            out.append(TIME.sub("", ln))
-            out.append(lines[i + 1] if i + 1 < len(lines) else "")
+        if re.search(r" ANALYZER (\[conn\d+\] )?case-insensitive-regex ", ln):
+            out.append(re.sub(r"client=127\.0\.0\.1:\d+ ", "",
+                              re.sub(r"\[conn\d+\] ", "", TIME.sub("", ln))))
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("    "):
+                out.append(lines[j])
+                j += 1
     return out
 
 
@@ -48,9 +53,12 @@ def test_text_finding_and_the_subcommand_render_the_same(mongoguard_bin, tmp_pat
     live = text_log.read_text()
     assert "\033[" not in live  # a file: no colour
     # one line per event, the time first; a finding's fix indented under it
-    [line, fix] = finding_lines(live)
+    [line, why, fix] = finding_lines(live)
     assert re.match(r"^W ANALYZER case-insensitive-regex log shop\.users app=billing \{", line), line
+    assert re.search(r" ANALYZER \[conn\d+\] case-insensitive-regex .* client=127\.0\.0\.1:\d+ \{",
+                     live), live  # which connection, which client
     assert '"$regex"' in line and "bob" not in line  # the shape, redacted
+    assert why.startswith("    why: ") and "case-insensitive" in why, why
     assert fix.startswith("    fix: "), fix
     accepted = [ln for ln in live.splitlines() if "Connection accepted" in ln]
     assert accepted and TIME.match(accepted[0]) and "{" not in accepted[0]
@@ -61,7 +69,7 @@ def test_text_finding_and_the_subcommand_render_the_same(mongoguard_bin, tmp_pat
     r = subprocess.run([mongoguard_bin, "log", str(json_log)], capture_output=True, text=True,
                        timeout=10)
     assert r.returncode == 0, r.stderr
-    assert finding_lines(r.stdout) == [line, fix]
+    assert finding_lines(r.stdout) == [line, why, fix]
     # the filters
     for args, hit in ((["--rule", "case-insensitive-regex"], True), (["--rule", "unbounded-push"], False),
                       (["--ns", "shop.*"], True), (["--ns", "other.*"], False),
@@ -69,12 +77,12 @@ def test_text_finding_and_the_subcommand_render_the_same(mongoguard_bin, tmp_pat
         r = subprocess.run([mongoguard_bin, "log", str(json_log), *args], capture_output=True,
                            text=True, timeout=10)
         assert r.returncode == 0
-        assert (len(finding_lines(r.stdout)) == 2) == hit, (args, r.stdout)
+        assert (len(finding_lines(r.stdout)) == 3) == hit, (args, r.stdout)
         assert ("Connection accepted" in r.stdout) == False, args  # filtered lines only
     # stdin, and the same event through it
     r = subprocess.run([mongoguard_bin, "log", "-"], input=json_log.read_text(),
                        capture_output=True, text=True, timeout=10)
-    assert finding_lines(r.stdout) == [line, fix]
+    assert finding_lines(r.stdout) == [line, why, fix]
 
 
 def test_log_subcommand_usage_and_unreadable_files(mongoguard_bin, tmp_path):

@@ -36,6 +36,15 @@ static void test_finding(void **state)
 	                    "2026-12-02T13:53:45.123Z W ANALYZER case-insensitive-regex block "
 	                    "shop.users app=- {\"filter\":{\"name\":{\"$regex\":\"?\"}}}\n"
 	                    "    fix: store a lower-cased copy\xc3\xa9\n");
+	/* the connection, the client and why it matched, when the line has them */
+	const char *full =
+	    "{\"t\":{\"$date\":\"T\"},\"s\":\"W\",\"c\":\"ANALYZER\",\"id\":4000,\"ctx\":"
+	    "\"conn12\",\"msg\":\"Query anti-pattern\",\"attr\":{\"rule\":\"r\",\"action\":"
+	    "\"log\",\"ns\":\"a.b\",\"shape\":\"x\",\"suggestion\":\"do y\",\"detail\":"
+	    "\"x is z\",\"client\":\"10.0.0.1:5\",\"appName\":\"app\",\"repeats\":0}}";
+	assert_string_equal(render(full, false), "T W ANALYZER [conn12] r log a.b app=app "
+	                                         "client=10.0.0.1:5 x\n    why: x is z\n"
+	                                         "    fix: do y\n");
 	assert_non_null(strstr(render(line, true), "\033[1;31mblock\033[0m"));
 }
 
