@@ -2,7 +2,8 @@
 # The whole test suite, in this order:
 #   1. scripts/setup.sh --tests: install what is missing, build build/
 #      (release), build-asan/ (ASan+UBSan) and build-tsan/ (ThreadSanitizer)
-#   2. formatting (clang-format --dry-run)
+#   2. formatting (clang-format --dry-run) and the layout checks
+#      (scripts/check_layout.py, scripts/check_rule_ids.py)
 #   3. the cmocka unit tests under ASan+UBSan (ctest in build-asan/)
 #   4. the same unit tests under valgrind memcheck (scripts/memcheck.sh)
 #   5. a fuzz smoke: every libFuzzer target for 5 s (tests/fuzz/run_all.sh)
@@ -22,6 +23,10 @@ took() { printf '==> (%s: %d s)\n' "$1" $((SECONDS - step_start)); }
 
 step "Formatting (clang-format --dry-run)"
 git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror
+
+step "Layout (file and function sizes, module includes, rule ids in their own files)"
+python3 scripts/check_layout.py
+python3 scripts/check_rule_ids.py
 
 # The index cache's server-bound unit test needs a real server: the one in
 # MONGOGUARD_TEST_UPSTREAM, else a FerretDB started here for the unit runs

@@ -1,4 +1,4 @@
-/* The numbers the admin endpoint exposes as Prometheus text (DESIGN.md,
+/* The numbers the admin endpoint exposes as Prometheus text (docs/operations.md,
  * "Metrics": names prefixed mongoguard_, label sets bounded: rule, action,
  * command, direction; never namespaces or shapes).
  *
