@@ -153,7 +153,9 @@ static struct event_base *unlocked_base(void)
 	if (!cfg)
 		return NULL;
 	struct event_base *b = NULL;
-	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) == 0)
+	/* edge-triggered reads (epoll): the TLS sniff waits on them (session.c) */
+	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) == 0 &&
+	    event_config_require_features(cfg, EV_FEATURE_ET) == 0)
 		b = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	return b;
