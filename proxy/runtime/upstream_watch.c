@@ -34,6 +34,28 @@ struct upstream_watch {
 	pthread_t thread;
 };
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* poll() for the connect, for timeout_ms in all: a signal that interrupts
+ * it (the process has handlers) is not an answer from the upstream, so
+ * the wait goes on for the time left. */
+static int poll_connect(int fd, int timeout_ms)
+{
+	int64_t until = now_ms() + timeout_ms;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		int64_t left = until - now_ms();
+		int n = poll(&p, 1, left > 0 ? (int)left : 0);
+		if (n >= 0 || errno != EINTR)
+			return n;
+	}
+}
+
 bool upstream_probe(const net_addr *up, int timeout_ms, char *why, size_t whylen)
 {
 	int fd = socket(up->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -44,9 +66,8 @@ bool upstream_probe(const net_addr *up, int timeout_ms, char *why, size_t whylen
 	int soerr = 0;
 	bool ok = connect(fd, (const struct sockaddr *)&up->ss, up->len) == 0;
 	if (!ok && errno == EINPROGRESS) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
 		socklen_t len = sizeof(soerr);
-		int n = poll(&p, 1, timeout_ms);
+		int n = poll_connect(fd, timeout_ms);
 		if (n == 0)
 			soerr = ETIMEDOUT;
 		else if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
@@ -85,13 +106,6 @@ bool upstream_watch_probe(upstream_watch *w, char *why, size_t whylen)
 	}
 	pthread_mutex_unlock(&w->lock);
 	return ok;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Sleeps a tick, or until stopped. False once stopping. */

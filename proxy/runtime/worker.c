@@ -13,6 +13,8 @@
 #include "proxy/session/late.h"
 #include "proxy/sinks/log.h"
 
+enum { MAINTENANCE_MS = 1000 };
+
 /* A session ended: off the list, and one connection fewer. */
 static void session_closed(void *owner, void *token)
 {
@@ -137,6 +139,15 @@ static void wakeup_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopexit(w->base, NULL);
 }
 
+/* The worker's maintenance step, once a second: the deadlines no socket
+ * event or index change would reach. Now the late verdicts owed past
+ * LATE_WAIT_MS (a failed listIndexes notifies no worker). */
+static void maintenance_cb(evutil_socket_t fd, short what, void *arg)
+{
+	worker *w = arg;
+	late_queue_expire(w->late, mg_now_ms());
+}
+
 static void *worker_main(void *arg)
 {
 	worker *w = arg;
@@ -153,7 +164,9 @@ static struct event_base *unlocked_base(void)
 	if (!cfg)
 		return NULL;
 	struct event_base *b = NULL;
-	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) == 0)
+	/* edge-triggered reads (epoll): the TLS sniff waits on them (session.c) */
+	if (event_config_set_flag(cfg, EVENT_BASE_FLAG_NOLOCK) == 0 &&
+	    event_config_require_features(cfg, EV_FEATURE_ET) == 0)
 		b = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	return b;
@@ -187,7 +200,13 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	w->stage = evbuffer_new();
 	w->stage_replies = evbuffer_new();
 	w->late = late_queue_new(&shared->metrics->shards[index]);
-	if (!w->wakeup || !w->stage || !w->stage_replies || !w->late) {
+	w->maintenance = w->base ? event_new(w->base, -1, EV_PERSIST, maintenance_cb, w) : NULL;
+	struct timeval every = {MAINTENANCE_MS / 1000, (MAINTENANCE_MS % 1000) * 1000};
+	if (w->maintenance && event_add(w->maintenance, &every) != 0) {
+		event_free(w->maintenance);
+		w->maintenance = NULL;
+	}
+	if (!w->wakeup || !w->stage || !w->stage_replies || !w->late || !w->maintenance) {
 		snprintf(err, errlen, "cannot create the event loop of worker %d", index);
 		return false;
 	}
@@ -259,6 +278,7 @@ void worker_join(worker *w)
 {
 	pthread_join(w->thread, NULL);
 	event_free(w->wakeup);
+	event_free(w->maintenance);
 	close(w->wakeup_fd);
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);

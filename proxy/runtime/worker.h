@@ -63,6 +63,9 @@ typedef struct worker {
 	struct event_base *base;
 	int wakeup_fd;        /* an eventfd: other threads write it to wake the loop */
 	struct event *wakeup; /* reads wakeup_fd */
+	/* A persistent timer, once a second: the maintenance step that
+	 * applies the deadlines no event reaches (late verdicts' expiry). */
+	struct event *maintenance;
 	struct evbuffer *stage, *stage_replies; /* its sessions' env.stage* */
 
 	pthread_mutex_t lock; /* guards the inbox only */

@@ -36,7 +36,7 @@ void answers_flush(session *s)
 
 void answers_queue(session *s, int32_t request_id, reply_form form, uint8_t *msg, size_t len)
 {
-	/* process_client checks the queue has room first: only memory fails */
+	/* next_verb (requests.c) checks the queue has room first: only memory fails */
 	inflight *f = msg ? inflight_push(&s->inflight, request_id, INFLIGHT_PLAIN, form) : NULL;
 	if (!f) {
 		free(msg);

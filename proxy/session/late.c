@@ -85,8 +85,9 @@ void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_
 	q->n++;
 }
 
-/* One owed request judged again. True when nothing is owed any more. */
-static bool judge(late_queue *q, engine *e, late_req *l, int64_t now_ms)
+/* One owed request judged again by the rules it owes, now that the index
+ * cache changed. True when nothing is owed any more, judged or expired. */
+static bool rejudge_owed(late_queue *q, engine *e, late_req *l, int64_t now_ms)
 {
 	request r;
 	wire_error err = {0};
@@ -115,10 +116,25 @@ void late_queue_judge(late_queue *q, engine *e, int64_t now_ms)
 	unsigned keep = 0;
 	for (unsigned i = 0; i < q->n; i++) {
 		late_req *l = &q->req[i];
-		if (!e || judge(q, e, l, now_ms))
+		if (!e || rejudge_owed(q, e, l, now_ms))
 			free(l->buf);
 		else
 			q->req[keep++] = *l;
+	}
+	q->n = keep;
+}
+
+void late_queue_expire(late_queue *q, int64_t now_ms)
+{
+	unsigned keep = 0;
+	for (unsigned i = 0; i < q->n; i++) {
+		late_req *l = &q->req[i];
+		if (now_ms >= l->due_ms) {
+			late_count_skipped(q->mx, owed_rules(&l->owed), MX_SKIP_NEVER_CAME);
+			free(l->buf);
+		} else {
+			q->req[keep++] = *l;
+		}
 	}
 	q->n = keep;
 }

@@ -1,7 +1,8 @@
 /* Late verdicts: requests that went on before the facts some rule reads
  * were known (engine_late in analyzers/engine/engine.h), kept as copies and judged
  * again by those rules alone when the index cache changes, until they are
- * judged or LATE_WAIT_MS has passed. One queue per worker, outliving the
+ * judged or LATE_WAIT_MS has passed (late_queue_expire, whether or not
+ * anything changed). One queue per worker, outliving the
  * connection that sent them: a test suite or a batch job often closes its
  * connection right after its last query. Only the worker's thread touches
  * its queue. */
@@ -39,6 +40,13 @@ void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_
 /* The index cache changed: every request owed is judged again by the
  * rules it owes (e NULL: analysis is off now, they are dropped). */
 void late_queue_judge(late_queue *q, engine *e, int64_t now_ms);
+
+/* Drops what has been owed LATE_WAIT_MS by now, counted as never given
+ * (facts_never_came), without judging anything: the worker's maintenance
+ * step calls it, since a list that never comes (a failed listIndexes)
+ * changes nothing that would call late_queue_judge. Cheap when nothing is
+ * owed. */
+void late_queue_expire(late_queue *q, int64_t now_ms);
 
 /* How many requests are owed verdicts now (at most LATE_QUEUE_MAX): for
  * tests and fuzz_late, which check the queue's bounds from outside. */

@@ -175,9 +175,6 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 		                 f->kind == INFLIGHT_INSERT ? docs : -docs);
 }
 
-/* Relays what the upstream sent. The replies go through the worker's
- * stage_replies and out together when it returns (flush_replies); one
- * that is all its read held goes at once. */
 /* A whole reply (FRAMER_WHOLE) to the head request f: a write's reply is
  * read for its n and passed as it is; a hello's is rewritten. */
 static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
@@ -354,6 +351,9 @@ static void process_upstream_replies(session *s)
 	}
 }
 
+/* Relays what the upstream sent. The replies go through the worker's
+ * stage_replies and out together when it returns (answers_flush_replies); one
+ * that is all its read held goes at once. */
 void replies_process(session *s)
 {
 	process_upstream_replies(s);

@@ -451,8 +451,8 @@ static bool cut_finish(session *s, const reqf_step *st, handled *h)
  * of `in` (`all`: they are all it holds), or, with `in` NULL, at msg, a
  * large request's own buffer. False when the loop must stop (waiting, or
  * the session ended). */
-static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
-                  handled *h)
+static bool act_on_outcome(session *s, struct evbuffer *in, const uint8_t *msg, size_t len,
+                           bool all, handled *h)
 {
 	switch (h->outcome) {
 	case REQ_WAIT:
@@ -487,8 +487,8 @@ static bool apply(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 /* Judges one whole request and does what handling decided: from the front
  * of `in`, or (in NULL) a large request from its buffer, cut through or
  * held. False when the loop must stop. */
-static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t len, bool all,
-                  const reqf_step *st)
+static bool judge_whole_request(session *s, struct evbuffer *in, const uint8_t *msg, size_t len,
+                                bool all, const reqf_step *st)
 {
 	handled h;
 	handle_request(s, msg, len, &h);
@@ -508,7 +508,7 @@ static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
 	}
 	if (!in && s->reqf.mode == REQF_RELAYED)
 		return cut_finish(s, st, &h);
-	bool go = apply(s, in, msg, len, all, &h);
+	bool go = act_on_outcome(s, in, msg, len, all, &h);
 	if (!in && h.outcome != REQ_WAIT)
 		large_end(s); /* else it stays, judged again later */
 	return go;
@@ -522,7 +522,7 @@ static bool judge(session *s, struct evbuffer *in, const uint8_t *msg, size_t le
  * no loop turn each. Those forwarded in a row go in one move of their
  * bytes. The first that is not forwarded (answered, rewritten, waiting,
  * or ending the session) ends the run: the bytes before it move first, so
- * the order holds, then it is dealt with alone, as apply() does, and
+ * the order holds, then it is dealt with alone, as act_on_outcome() does, and
  * whatever follows it waits for the loop's next turn (a held request
  * stops reading until it is judged). False when the loop must stop. */
 static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t count, size_t avail)
@@ -550,7 +550,7 @@ static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t 
 	}
 	if (fwd == count)
 		return session_relaying(s);
-	return apply(s, in, NULL, len, off + len == avail, &h);
+	return act_on_outcome(s, in, NULL, len, off + len == avail, &h);
 }
 
 /* What a run may be looked for in: the input's first chain, when the
@@ -585,7 +585,7 @@ static size_t upstream_out_len(session *s)
 
 /* One verb of the request framer carried out. False when the loop must
  * stop: the framer waits for bytes, or the session waits or ended. */
-static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
+static bool carry_out_verb(session *s, struct evbuffer *in, size_t avail, const reqf_step *st)
 {
 	switch (st->verb) {
 	case REQF_NEED:
@@ -613,7 +613,7 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 		request_framer_sent(&s->reqf, st->n);
 		return true;
 	case REQF_JUDGE:
-		return judge(s, NULL, s->large->data, s->reqf.len, true, st);
+		return judge_whole_request(s, NULL, s->large->data, s->reqf.len, true, st);
 	case REQF_WHOLE:
 		break;
 	}
@@ -625,7 +625,7 @@ static bool step(session *s, struct evbuffer *in, size_t avail, const reqf_step 
 		session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte request", st->n);
 		return false;
 	}
-	return judge(s, in, msg, st->n, st->n == avail, st);
+	return judge_whole_request(s, in, msg, st->n, st->n == avail, st);
 }
 
 typedef enum {
@@ -681,7 +681,7 @@ static bool next_verb(session *s, struct evbuffer *in, size_t avail)
 		refuse_frame(s, &st.head, &err);
 		return false;
 	}
-	return step(s, in, avail, &st);
+	return carry_out_verb(s, in, avail, &st);
 }
 
 /* Called when the client side may have work: new bytes, room upstream, the

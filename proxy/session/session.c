@@ -27,6 +27,8 @@
  * queued for a slow upstream are not among those: the output refers to the
  * request's own buffer, which is held until they are written, and the next
  * large request waits for that (requests.c), so a connection holds one. */
+/* POLLRDHUP, for a client that closes while its first bytes are peeked */
+#define _GNU_SOURCE
 #include "proxy/session/session.h"
 
 #include <errno.h>
@@ -36,6 +38,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -144,6 +147,8 @@ static void enter_closed(session *s)
 		bufferevent_disable(s->cl.bev, EV_READ | EV_WRITE);
 	if (s->up.bev)
 		bufferevent_disable(s->up.bev, EV_READ | EV_WRITE);
+	if (s->sniff_ev)
+		event_del(s->sniff_ev); /* its socket is closed with it, by session_free */
 	session_clear_timer(s);
 	evtimer_del(s->reply_timer);
 	s->reply_due = s->reply_wake = 0;
@@ -318,11 +323,23 @@ static bool tls_failure(session *s, struct bufferevent *bev, bool upstream)
 	return true;
 }
 
+/* The client's TLS handshake finished: the frame wait that ran from
+ * accept ends, unless the timer is another wait's now (the unreachable
+ * one, an index list) or a request has started arriving. */
+static void client_handshake_done(session *s)
+{
+	log_reason(LOG_DEBUG, "NETWORK", LOGID_TLS, s->ctx, "TLS with client established");
+	if ((s->state == SESSION_CONNECTING || s->state == SESSION_ACTIVE) &&
+	    s->hold == HOLD_NONE && !requests_in_large(s) &&
+	    evbuffer_get_length(bufferevent_get_input(s->cl.bev)) == 0)
+		session_clear_timer(s);
+}
+
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	session *s = of_client(arg);
 	if (what & BEV_EVENT_CONNECTED) { /* a TLS handshake finished */
-		log_reason(LOG_DEBUG, "NETWORK", LOGID_TLS, s->ctx, "TLS with client established");
+		client_handshake_done(s);
 		return;
 	}
 	if (s->state != SESSION_FLUSHING) {
@@ -454,10 +471,16 @@ static void frame_timeout(session *s)
 		               s->unreachable_why ? s->unreachable_why : "upstream unreachable");
 		return;
 	}
+	uint32_t ms = session_snap(s)->cfg.max_frame_wait_ms;
+	if (s->cl.tls && !SSL_is_init_finished(bufferevent_openssl_get_ssl(s->cl.bev))) {
+		session_finish(s, LOG_WARNING,
+		               "TLS handshake not finished within %u ms (net.maxFrameWaitMS)", ms);
+		return;
+	}
 	session_finish(
 	    s, LOG_WARNING,
 	    "incomplete request: only %zu bytes arrived within %u ms (net.maxFrameWaitMS)", have,
-	    session_snap(s)->cfg.max_frame_wait_ms);
+	    ms);
 }
 
 static void wait_timeout(session *s)
@@ -477,6 +500,41 @@ static void flush_timeout(session *s)
 	session_enter(s, SESSION_CLOSED);
 }
 
+/* The session ends before relaying began: session_free closes the socket
+ * through the sniff event. */
+static void sniff_end(session *s, log_severity sev, const char *why)
+{
+	s->end_severity = sev;
+	snprintf(session_reason_buf(s), END_REASON_LEN, "%s", why);
+	session_enter(s, SESSION_CLOSED);
+}
+
+/* The client shut its side while the bytes it sent were too few to say:
+ * no more can come, and the peeked bytes alone keep the socket readable. */
+static bool sniff_peer_gone(evutil_socket_t fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* net.maxFrameWaitMS ran out before the first bytes said plain or TLS. */
+static void sniff_timeout(session *s)
+{
+	uint8_t head[TLS_SNIFF_LEN];
+	ssize_t n = recv(event_get_fd(s->sniff_ev), head, sizeof(head), MSG_PEEK);
+	char why[160];
+	uint32_t ms = session_snap(s)->cfg.max_frame_wait_ms;
+	if (n > 0)
+		snprintf(why, sizeof(why),
+		         "client sent only %zd bytes within %u ms, too few to tell plain from "
+		         "TLS (net.maxFrameWaitMS)",
+		         n, ms);
+	else
+		snprintf(why, sizeof(why), "client sent nothing within %u ms (net.maxFrameWaitMS)",
+		         ms);
+	sniff_end(s, LOG_WARNING, why);
+}
+
 static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
@@ -485,6 +543,8 @@ static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 		session_free(s);
 	else if (s->state == SESSION_FLUSHING)
 		flush_timeout(s);
+	else if (s->state == SESSION_SNIFFING)
+		sniff_timeout(s);
 	else if (s->hold == HOLD_WAITING)
 		wait_timeout(s);
 	else if (session_relaying(s))
@@ -546,13 +606,13 @@ static bool session_wire(session *s, int fd, bool client_tls)
 	struct event_base *base = s->env.base;
 	const net_tls *tls = &s->env.tls;
 	if (client_tls) {
+		/* libevent frees the SSL when it cannot make the buffer
+		 * (BEV_OPT_CLOSE_ON_FREE), so it is never freed here */
 		SSL *ssl = SSL_new(tls->server);
 		s->cl.bev =
 		    ssl ? bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
 		                                         BEV_OPT_CLOSE_ON_FREE)
 		        : NULL;
-		if (ssl && !s->cl.bev)
-			SSL_free(ssl);
 		s->cl.tls = s->cl.bev != NULL;
 	} else {
 		s->cl.bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -570,10 +630,10 @@ static bool session_wire(session *s, int fd, bool client_tls)
 			snprintf(session_reason_buf(s), END_REASON_LEN, "%s", err);
 			return false;
 		}
-		s->up.bev = bufferevent_openssl_socket_new(
-		    base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE);
-		if (!s->up.bev)
-			SSL_free(ssl);
+		s->up.bev =
+		    bufferevent_openssl_socket_new(/* frees ssl if it fails */
+		                                   base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+		                                   BEV_OPT_CLOSE_ON_FREE);
 		s->up.tls = s->up.bev != NULL;
 	} else {
 		s->up.bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
@@ -637,49 +697,44 @@ static void session_relay(session *s, int fd, bool client_tls)
 	bufferevent_enable(s->up.bev, EV_READ);
 }
 
-/* Plain or TLS, decided by the client's first bytes (net.tls.mode other
- * than disabled): peeked, not read, so whichever layer takes the socket
- * sees them. Bounded by net.maxFrameWaitMS. */
+/* ---- the sniff: plain or TLS (net.tls.mode other than disabled) ---- */
+
+/* The client's first bytes decide, peeked, not read, so whichever layer
+ * takes the socket sees them. The read event is edge-triggered and
+ * persistent: bytes too few to decide are left in the socket, which a
+ * level-triggered event would report readable on every loop turn, so
+ * "need more" waits for the next arrival (or the peer's close) instead,
+ * costing nothing. The deadline is the state's timer, armed at accept
+ * (sniff_timeout). */
 static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
 	uint8_t head[TLS_SNIFF_LEN];
-	if (what & EV_TIMEOUT) {
-		event_free(s->sniff_ev);
-		s->sniff_ev = NULL;
-		close(fd);
-		s->end_severity = LOG_WARNING;
-		snprintf(session_reason_buf(s), END_REASON_LEN,
-		         "client sent nothing within %u ms (net.maxFrameWaitMS)",
-		         session_snap(s)->cfg.max_frame_wait_ms);
-		session_enter(s, SESSION_CLOSED);
-		return;
-	}
-	ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-		event_add(s->sniff_ev, NULL);
-		return;
-	}
+	ssize_t n;
+	do
+		n = recv(fd, head, sizeof(head), MSG_PEEK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return; /* nothing after all: the next edge */
 	tls_sniff_result r = n > 0 ? tls_sniff(head, (size_t)n) : TLS_SNIFF_PLAIN;
 	if (n > 0 && r == TLS_SNIFF_NEED_MORE) {
-		event_add(s->sniff_ev, NULL); /* the same deadline goes on */
+		if (sniff_peer_gone(fd))
+			sniff_end(s, LOG_INFO, "client closed the connection");
 		return;
 	}
-	event_free(s->sniff_ev);
+	if (n <= 0) {
+		sniff_end(s, LOG_INFO, "client closed the connection");
+		return;
+	}
+	if (r == TLS_SNIFF_PLAIN && s->env.tls.mode == TLS_MODE_REQUIRE) {
+		log_reason(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
+		           "Plain-text client refused: net.tls.mode is requireTLS");
+		sniff_end(s, LOG_WARNING,
+		          "plain-text connection refused (net.tls.mode requireTLS)");
+		return;
+	}
+	event_free(s->sniff_ev); /* the socket is the buffer's from here */
 	s->sniff_ev = NULL;
-	if (n <= 0 || (r == TLS_SNIFF_PLAIN && s->env.tls.mode == TLS_MODE_REQUIRE)) {
-		close(fd);
-		if (n > 0) {
-			s->end_severity = LOG_WARNING;
-			log_reason(LOG_WARNING, "NETWORK", LOGID_TLS, s->ctx,
-			           "Plain-text client refused: net.tls.mode is requireTLS");
-		}
-		snprintf(session_reason_buf(s), END_REASON_LEN, "%s",
-		         n > 0 ? "plain-text connection refused (net.tls.mode requireTLS)"
-		               : "client closed the connection");
-		session_enter(s, SESSION_CLOSED);
-		return;
-	}
 	session_relay(s, fd, r == TLS_SNIFF_TLS);
 }
 
@@ -713,7 +768,7 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (env->tls.server)
-		s->sniff_ev = event_new(env->base, fd, EV_READ, sniff_cb, s);
+		s->sniff_ev = event_new(env->base, fd, EV_READ | EV_ET | EV_PERSIST, sniff_cb, s);
 	if (!session_timers(s) || (env->tls.server && !s->sniff_ev)) {
 		if (!s->sniff_ev)
 			close(fd); /* else session_free closes it, once, through the event */
@@ -728,9 +783,10 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	log_end(l);
 	mx_add(&env->mx->accepted, 1);
 	if (s->sniff_ev) {
-		uint32_t ms = session_snap(s)->cfg.max_frame_wait_ms;
-		struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-		event_add(s->sniff_ev, &tv);
+		/* the frame wait runs from accept, through the sniff and a TLS
+		 * handshake, until the first request is whole */
+		session_set_timer(s, session_snap(s)->cfg.max_frame_wait_ms);
+		event_add(s->sniff_ev, NULL);
 		return s;
 	}
 	session_relay(s, fd, false);

@@ -45,7 +45,7 @@ typedef struct session_env {
 	const atomic_uint *nconns;   /* connections open, for the log */
 	metrics_shard *mx;           /* this worker's counters (single writer) */
 	/* The worker's scratch buffer: the requests one read forwards are
-	 * gathered here and written together (session.c, flush_stage). Empty
+	 * gathered here and written together (requests.c, flush_stage). Empty
 	 * between events; shared by the worker's sessions, which run one at a
 	 * time. stage_replies does the same for the replies one read relays. */
 	struct evbuffer *stage;

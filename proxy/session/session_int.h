@@ -96,13 +96,15 @@ struct session {
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
 
 	transport_side cl;      /* the client; cl.bev NULL while SNIFFING */
-	struct event *sniff_ev; /* net.tls.mode != disabled: plain or TLS? */
+	struct event *sniff_ev; /* SNIFFING: edge-triggered read, plain or TLS? */
 	transport_side up;      /* the upstream; up.bev NULL from FLUSHING on */
 	char *unreachable_why;  /* UNREACHABLE: why (malloc'd: rare) */
 
 	/* One timer for the state's deadline, as the states never need two:
-	 * a started request must finish arriving (net.maxFrameWaitMS; in
-	 * UNREACHABLE, the wait for the first request); a held request, the
+	 * a started request must finish arriving (net.maxFrameWaitMS; with
+	 * TLS on, counted from accept, through SNIFFING and the client's
+	 * handshake; in UNREACHABLE, the wait for the first request); a held
+	 * request, the
 	 * index list; FLUSHING, the client reading the rest; CLOSED, made
 	 * active to free the session at the next loop turn. One event instead
 	 * of four keeps idle sessions small. */
