@@ -205,7 +205,6 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 		hash = rule_shape_redacted(ax, s, redacted);
 		shape = redacted;
 	}
-
 	char shown[SHAPE_BUF_LEN];
 	if (!ax->e->cfg.redact_literals) {
 		shape_render(s->shape, false, shown, sizeof(shown));
@@ -226,7 +225,6 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 	    .app_name = app,
 	    .client = ax->rc && ax->rc->client ? ax->rc->client : "",
 	    .conn = ax->rc ? ax->rc->conn : 0,
-	    .repeats = 0,
 	    .would_block = action == RULE_DRY_RUN ? would : NULL,
 	    .sampled_out = sampled_out,
 	    .late = ax->late_call,

@@ -12,6 +12,7 @@ typedef struct late_req {
 	uint8_t *buf;
 	size_t len;
 	const char *app, *client; /* into buf, after the request */
+	uint64_t conn;
 	engine_late owed;
 	int64_t due_ms; /* monotonic */
 } late_req;
@@ -62,7 +63,7 @@ unsigned late_queue_size(const late_queue *q)
 }
 
 void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_late *owed,
-                    const char *app, const char *client, int64_t now_ms)
+                    const char *app, const char *client, uint64_t conn, int64_t now_ms)
 {
 	if (owed->lost)
 		late_count_skipped(q->mx, owed->lost, MX_SKIP_NO_ROOM);
@@ -80,6 +81,7 @@ void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_
 	l->len = len;
 	l->app = (const char *)l->buf + len;
 	l->client = l->app + alen;
+	l->conn = conn;
 	l->owed = *owed;
 	l->due_ms = now_ms + LATE_WAIT_MS;
 	q->n++;
@@ -94,8 +96,11 @@ static bool rejudge_owed(late_queue *q, engine *e, late_req *l, int64_t now_ms)
 	bool done = true;
 	if (request_decode(&r, l->buf, l->len, &err) == REQUEST_COMMAND) {
 		engine_late owed = l->owed;
-		request_ctx rc = {
-		    .app_name = l->app, .client = l->client, .now_ms = now_ms, .late = &owed};
+		request_ctx rc = {.app_name = l->app,
+		                  .client = l->client,
+		                  .conn = l->conn,
+		                  .now_ms = now_ms,
+		                  .late = &owed};
 		block_info b;
 		engine_analyze(e, &r.view, &rc, &b);
 		if (b.late.lost)

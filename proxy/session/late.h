@@ -31,11 +31,11 @@ late_queue *late_queue_new(metrics_shard *mx);
 void late_queue_free(late_queue *q);
 
 /* The request (msg: its decoded bytes, as request_decode reads them) owes
- * the verdicts in `owed`; app and client are the sender's, for the
- * findings. A full queue or a request over LATE_COPY_MAX is counted
+ * the verdicts in `owed`; app, client and conn (its connection's number) are
+ * the sender's, for the findings. A full queue or a request over LATE_COPY_MAX is counted
  * instead (no_room). */
 void late_queue_owe(late_queue *q, const uint8_t *msg, size_t len, const engine_late *owed,
-                    const char *app, const char *client, int64_t now_ms);
+                    const char *app, const char *client, uint64_t conn, int64_t now_ms);
 
 /* The index cache changed: every request owed is judged again by the
  * rules it owes (e NULL: analysis is off now, they are dropped). */

@@ -183,7 +183,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
 		if ((block.late.n || block.late.lost) && s->env.late)
 			late_queue_owe(s->env.late, r->plain, r->plain_len, &block.late, s->app,
-			               s->peer, now / 1000000);
+			               s->peer, s->id, now / 1000000);
 		if (vd == VERDICT_BLOCK) {
 			if (s->env.capture)
 				capture_request(s, r, "block");

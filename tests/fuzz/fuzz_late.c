@@ -255,7 +255,7 @@ static void after_verdict(run *u, unsigned i, const block_info *b)
 	uint64_t no_room = skipped_all(u->mx, MX_SKIP_NO_ROOM);
 	char app[16];
 	snprintf(app, sizeof app, "r%u", i);
-	late_queue_owe(u->q, rq->msg, rq->len, &b->late, app, "127.0.0.1:1", u->now);
+	late_queue_owe(u->q, rq->msg, rq->len, &b->late, app, "127.0.0.1:1", 1, u->now);
 	unsigned after = late_queue_size(u->q);
 	bool room = before < LATE_QUEUE_MAX && rq->len <= LATE_COPY_MAX;
 	uint64_t counted = skipped_all(u->mx, MX_SKIP_NO_ROOM) - no_room;

@@ -55,6 +55,10 @@ def test_first_scan_at_log_is_found_late(start_proxy, upstream, clients, dbname)
     a = got[0]["attr"]
     assert a["late"] is True and a["action"] == "log"
     assert "qty" in a["suggestion"]
+    # judged after its request went on, still named by the connection it came on
+    [accepted] = [ln for ln in p.log.lines() if ln.get("msg") == "Connection accepted"
+                  and ln["attr"].get("remote") == a["client"]]
+    assert got[0]["ctx"] == accepted["ctx"] and got[0]["ctx"].startswith("conn")
     # forwarded at once: it did not wait for the index list
     assert took < 2.0
     # the same shape again, on time now: a repeat, not a second finding

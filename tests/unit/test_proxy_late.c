@@ -19,7 +19,7 @@ static void owe(late_queue *q, int64_t now_ms)
 	static const uint8_t msg[32] = {32};
 	engine_late owed = {.n = 1};
 	owed.at[0].rules = 1u << RULE;
-	late_queue_owe(q, msg, sizeof(msg), &owed, "app", "127.0.0.1:1", now_ms);
+	late_queue_owe(q, msg, sizeof(msg), &owed, "app", "127.0.0.1:1", 1, now_ms);
 }
 
 static uint64_t never_came(metrics_shard *mx)
