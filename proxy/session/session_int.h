@@ -130,6 +130,13 @@ struct session {
 	size_t cap_len, cap_off;
 	int32_t cap_rt;
 
+	/* The ids of the last requests sent with moreToCome. A server may
+	 * answer one all the same (FerretDB answers endSessions, which drivers
+	 * send so): such a reply is dropped as expected traffic, not as a
+	 * fault. */
+	int32_t no_reply_ids[4];
+	unsigned no_reply_next;
+
 	uint64_t nrequests, nblocked, ndiscarded;
 	char *end_reason;          /* END_REASON_LEN bytes once the session ends (reason_buf) */
 	log_severity end_severity; /* of the "Connection ended" line */
