@@ -40,6 +40,7 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
 
 enum {
@@ -380,6 +382,23 @@ static void upstream_connected(session *s, struct bufferevent *bev)
 	log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx, "Connected to upstream");
 }
 
+/* During an outage every new client fails to connect: the first failure
+ * in UNREACHABLE_QUIET_MS is a warning, the others (counted all the same in
+ * mongoguard_upstream_connect_failures_total) are debug lines, so one
+ * outage is one warning here (and one from the upstream watch) instead of
+ * one per client. Process-wide: the clients of every worker share it. */
+enum { UNREACHABLE_QUIET_MS = 10000 };
+
+static log_severity unreachable_severity(void)
+{
+	static _Atomic int64_t last_warned_ms;
+	int64_t now = mg_now_ms(), last = atomic_load(&last_warned_ms);
+	if (last && now - last < UNREACHABLE_QUIET_MS)
+		return LOG_DEBUG;
+	return atomic_compare_exchange_strong(&last_warned_ms, &last, now) ? LOG_WARNING
+	                                                                   : LOG_DEBUG;
+}
+
 /* The upstream connection ended after it was up. The client connection
  * ends the same way, with no reply of ours for what was forwarded: a driver
  * must see a network error as a network error (it then clears its pool,
@@ -432,8 +451,8 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		snprintf(why, sizeof(why), "mongoguard could not connect to upstream %s: %s", up,
 		         e);
 		mx_add(&s->env.mx->upstream_connect_failures, 1);
-		log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_FAILED, s->ctx,
-		                        "Upstream unreachable");
+		log_line *l = log_begin(unreachable_severity(), "NETWORK", LOGID_UPSTREAM_FAILED,
+		                        s->ctx, "Upstream unreachable");
 		log_attr_str(l, "upstream", up);
 		log_attr_str(l, "reason", e);
 		log_end(l);

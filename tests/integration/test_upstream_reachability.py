@@ -69,3 +69,24 @@ def test_live_upstream_at_start(mongoguard_bin, tmp_path):
     finally:
         assert g.stop() == 0
         srv.stop()
+
+
+def test_an_outage_is_one_warning_not_one_per_client(mongoguard_bin, tmp_path):
+    """During an outage every client's connect fails: each logged its own
+    'Upstream unreachable' warning. One outage: one such warning (the others at
+    debug, still counted), beside the watch's own line."""
+    up_port = free_port()
+    log = tmp_path / "mg.log"
+    g = Mongoguard(mongoguard_bin, "outage-once",
+                   ["--upstream", f"mongodb://127.0.0.1:{up_port}/", "--log", str(log)])
+    try:
+        for _ in range(8):  # eight clients, each answered HostUnreachable
+            reply = g.command({"ping": 1})
+            assert reply["ok"] == 0 and "could not connect to upstream" in reply["errmsg"]
+        wait_until(lambda: sum(1 for ln in log.read_text().splitlines()
+                               if '"Connection ended"' in ln) >= 8, what="eight ends")
+    finally:
+        assert g.stop() == 0
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    per_client = [ln for ln in lines if ln["msg"] == "Upstream unreachable"]
+    assert [ln["s"] for ln in per_client] == ["W"], per_client
