@@ -3,6 +3,8 @@
  * size alone already condemns it. */
 #include "protocol/frame.h"
 
+#include <string.h>
+
 frame_status frame_header_parse(const uint8_t *p, size_t n, frame_header *out, wire_error *err)
 {
 	if (n >= 4) {
@@ -20,6 +22,16 @@ frame_status frame_header_parse(const uint8_t *p, size_t n, frame_header *out, w
 	out->request_id = wire_read_i32(p + 4);
 	out->response_to = wire_read_i32(p + 8);
 	out->opcode = wire_read_i32(p + 12);
+	/* A TLS ClientHello's first bytes make a length in range (a 512-byte
+	 * record reads as 33 MB): its opcode, random bytes, says it is none,
+	 * and waiting for 33 MB would only end in a frame timeout. */
+	if (p[0] == 0x16 && p[1] == 0x03 && p[2] <= 0x04 &&
+	    !strcmp(frame_opcode_name(out->opcode), "unknown")) {
+		wire_error_set(err, WIRE_ERR_PROTOCOL, "ProtocolError",
+		               "a TLS record where a message header was expected (opcode %d)",
+		               out->opcode);
+		return FRAME_INVALID;
+	}
 	return FRAME_OK;
 }
 
@@ -54,4 +66,25 @@ const char *frame_opcode_name(int32_t opcode)
 		return "OP_MSG";
 	}
 	return "unknown";
+}
+
+const char *frame_foreign_protocol(const frame_header *h)
+{
+	/* Only the length is sure to be read: a bad one stops the parse at its
+	 * four bytes, so four bytes tell. */
+	uint8_t b[4];
+	for (int k = 0; k < 4; k++)
+		b[k] = (uint8_t)((uint32_t)h->length >> (8 * k));
+	/* a TLS record: handshake (22), version 3.x */
+	if (b[0] == 0x16 && b[1] == 0x03 && b[2] <= 0x04)
+		return "a TLS handshake";
+	/* PROXY protocol v1 ("PROXY ") and v2 (its signature starts \r\n\r\n) */
+	if (!memcmp(b, "PROX", 4) || !memcmp(b, "\r\n\r\n", 4))
+		return "a PROXY protocol header";
+	static const char methods[][5] = {"GET ", "POST", "HEAD", "PUT ", "DELE",
+	                                  "OPTI", "PATC", "CONN", "TRAC"};
+	for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+		if (!memcmp(b, methods[i], 4))
+			return "an HTTP request";
+	return NULL;
 }

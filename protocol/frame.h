@@ -55,6 +55,13 @@ void frame_header_write(uint8_t *out, const frame_header *h);
 /* Human name of an opcode for logs ("OP_MSG"), "unknown" otherwise. */
 const char *frame_opcode_name(int32_t opcode);
 
+/* What another protocol's first bytes, read as a header whose length made
+ * no sense, most likely were: "a TLS handshake", "an HTTP request", "a
+ * PROXY protocol header", or NULL when they look like none of these. For
+ * the log, as mongod says "It looks like you are trying to access MongoDB
+ * over HTTP": the person reading it learns what the client really sent. */
+const char *frame_foreign_protocol(const frame_header *h);
+
 /* Little-endian helpers shared by every decoder. */
 static inline int32_t wire_read_i32(const uint8_t *p)
 {

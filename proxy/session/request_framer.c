@@ -45,7 +45,9 @@ reqf_verb request_framer_next(const request_framer *f, const uint8_t *hdr, size_
 		return st->verb;
 	}
 	if (frame_header_parse(hdr, WIRE_HEADER_LEN, &st->head, err) != FRAME_OK) {
-		/* what the session's error reply is addressed to */
+		/* what the session's error reply is addressed to, and the length
+		 * the log reads another protocol's bytes from */
+		st->head.length = wire_read_i32(hdr);
 		st->head.request_id = wire_read_i32(hdr + 4);
 		st->head.opcode = wire_read_i32(hdr + 12);
 		st->verb = REQF_REFUSE;

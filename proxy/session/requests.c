@@ -262,7 +262,16 @@ static void refuse_frame(session *s, const frame_header *h, const wire_error *er
 			evbuffer_add(session_client_out(s), msg, len);
 		free(msg);
 	}
-	session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
+	const char *saw = frame_foreign_protocol(h);
+	if (saw)
+		session_finish(s, LOG_WARNING, "not a MongoDB message: the client sent %s%s (%s)",
+		               saw,
+		               !strcmp(saw, "a TLS handshake") ? ", and this listener takes plain "
+		                                                 "connections (net.tls.mode)"
+		                                               : "",
+		               err->msg);
+	else
+		session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
 }
 
 /* The requests staged by this turn go upstream, in one write when nothing

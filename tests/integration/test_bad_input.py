@@ -316,3 +316,31 @@ def test_many_bad_connections_at_once(env):
         for s in socks:
             s.close()
     check_healthy(p, healthy, raw)
+
+
+@pytest.mark.parametrize("sent,said", [
+    (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "the client sent an HTTP request"),
+    (bytes.fromhex("160301020001000200fc0303") + b"\0" * 60,
+     "the client sent a TLS handshake, and this listener takes plain connections"),
+])
+def test_another_protocol_on_the_port_is_named(env, sent, said):
+    """A browser or a TLS client on the plain port was logged as a bad message length;
+    mongod says what it saw, and so does the log now."""
+    srv, p, healthy, raw = env
+    mark = p.log.mark()
+    s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
+    port = s.getsockname()[1]
+    try:
+        s.sendall(sent)
+        s.settimeout(5)
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        s.close()
+    [ended] = p.log.wait_for(lambda ln: ln.get("msg") == "Connection ended" and
+                             ln["attr"].get("remote") == f"127.0.0.1:{port}", 5,
+                             since=mark, what="the connection's end")
+    assert said in ended["attr"]["reason"], ended
+    check_healthy(p, healthy, raw)

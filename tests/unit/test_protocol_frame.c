@@ -100,6 +100,48 @@ static void test_read_helpers(void **state)
 	assert_true(wire_read_i64(b) == (int64_t)0x80000001ffffffffull);
 }
 
+/* Another protocol's first bytes read as a header: the log says what they
+ * most likely were. */
+static frame_header header_of(const char *bytes)
+{
+	uint8_t b[16] = {0};
+	memcpy(b, bytes, strnlen(bytes, 16));
+	frame_header h = {wire_read_i32(b), wire_read_i32(b + 4), wire_read_i32(b + 8),
+	                  wire_read_i32(b + 12)};
+	return h;
+}
+
+static void test_foreign_protocols(void **state)
+{
+	frame_header tls = header_of("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03");
+	assert_string_equal(frame_foreign_protocol(&tls), "a TLS handshake");
+	frame_header get = header_of("GET / HTTP/1.1\r\nHost");
+	assert_string_equal(frame_foreign_protocol(&get), "an HTTP request");
+	frame_header post = header_of("POST /x HTTP/1.1");
+	assert_string_equal(frame_foreign_protocol(&post), "an HTTP request");
+	frame_header proxy = header_of("PROXY TCP4 1.2.3.4");
+	assert_string_equal(frame_foreign_protocol(&proxy), "a PROXY protocol header");
+	/* a MongoDB header, even a bad one, is none of these */
+	frame_header mongo = {60, 1, 0, OP_MSG};
+	assert_null(frame_foreign_protocol(&mongo));
+	frame_header big = {0x7fffffff, 1, 0, OP_MSG};
+	assert_null(frame_foreign_protocol(&big));
+	frame_header geta = header_of("GETX");
+	assert_null(frame_foreign_protocol(&geta));
+	/* a ClientHello's length is in range: its opcode (random bytes) condemns
+	 * it at once, instead of a wait for 33 MB */
+	const uint8_t hello[16] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01,
+	                           0xfc, 0x03, 0x03, 0x5a, 0x11, 0x22, 0x33, 0x44};
+	frame_header fh;
+	wire_error err = {0};
+	assert_int_equal(frame_header_parse(hello, 16, &fh, &err), FRAME_INVALID);
+	assert_non_null(strstr(err.msg, "a TLS record"));
+	assert_string_equal(frame_foreign_protocol(&fh), "a TLS handshake");
+	/* the length alone decides: a bad length stops the parse there */
+	frame_header only = {get.length, 0, 0, 0};
+	assert_string_equal(frame_foreign_protocol(&only), "an HTTP request");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -110,6 +152,7 @@ int main(void)
 	    cmocka_unit_test(test_write_round_trip),
 	    cmocka_unit_test(test_opcode_names),
 	    cmocka_unit_test(test_read_helpers),
+	    cmocka_unit_test(test_foreign_protocols),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
