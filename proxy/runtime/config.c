@@ -30,6 +30,7 @@ void config_defaults(mg_config *c)
 	c->log_verbosity = 0;
 	c->log_fmt = LOG_FORMAT_JSON;
 	c->log_rot = LOG_ROTATE_REOPEN;
+	c->log_connections = true;
 	c->findings_ring = 100;
 	c->analysis_enabled = true;
 	c->index_refresh_secs = 60;
@@ -282,6 +283,8 @@ static bool log_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		c->log_rot = (log_rotate)r;
 		return true;
 	}
+	if (!strcmp(key, "connections"))
+		return get_bool(x, v, "log.connections", &c->log_connections);
 	return unknown(x, v, "log", key);
 }
 
@@ -500,6 +503,29 @@ static bool rules_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return walk_map(x, v, key, rule_key, &ra);
 }
 
+/* True when nothing but white space or comments follows the first YAML
+ * document; else err says where the rest begins. */
+static bool config_rest_is_empty(yaml_parser_t *parser, const char *path, char *err, size_t errlen)
+{
+	yaml_document_t next;
+	if (!yaml_parser_load(parser, &next)) {
+		snprintf(err, errlen, "%s: line %lu: %s (after the first YAML document)", path,
+		         (unsigned long)parser->problem_mark.line + 1,
+		         parser->problem ? parser->problem : "invalid YAML");
+		return false;
+	}
+	yaml_node_t *root = yaml_document_get_root_node(&next);
+	unsigned long line = (unsigned long)next.start_mark.line + 1;
+	yaml_document_delete(&next);
+	if (root) {
+		snprintf(err, errlen,
+		         "%s: line %lu: a second YAML document; put every setting in one", path,
+		         line);
+		return false;
+	}
+	return true;
+}
+
 static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 {
 	mg_config *c = arg;
@@ -563,6 +589,11 @@ bool config_load_file(mg_config *c, const char *path, char *err, size_t errlen)
 	if (!ok)
 		snprintf(err, errlen, "%s: %s", path, inner);
 	yaml_document_delete(&doc);
+	/* What follows the first document is not silently dropped: a second
+	 * document, or text libyaml could not read as one (a block mapping after
+	 * a flow one), would be settings the file seems to set and does not. */
+	if (ok && !config_rest_is_empty(&parser, path, err, errlen))
+		ok = false;
 	yaml_parser_delete(&parser);
 	fclose(f);
 	return ok;

@@ -45,6 +45,10 @@ typedef struct mg_config {
 	int log_verbosity;   /* 0 info, 1 debug */
 	log_format log_fmt;  /* log.format: json (the default) or text */
 	log_rotate log_rot;  /* log.rotate: what SIGUSR1 does to the file */
+	/* log.connections: each connection's accept and end at info (true,
+	 * the default) or at debug (false); an end with a warning (bad input,
+	 * a lost upstream) is logged either way */
+	bool log_connections;
 	/* analysis */
 	bool analysis_enabled;
 	uint32_t index_refresh_secs;

@@ -212,10 +212,19 @@ void session_finish(session *s, log_severity sev, const char *fmt, ...)
 
 /* ---- lifecycle ---- */
 
+/* log.connections: ordinary accepts and ends at info, or at debug. A
+ * session made before any snapshot (start-up failures, unit tests) logs. */
+static bool logs_connections(const session *s)
+{
+	return !s->env.snap || !*s->env.snap || session_snap(s)->cfg.log_connections;
+}
+
 static void session_free(session *s)
 {
-	log_line *l =
-	    log_begin(s->end_severity, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
+	log_severity sev = s->end_severity;
+	if (sev == LOG_INFO && !logs_connections(s))
+		sev = LOG_DEBUG;
+	log_line *l = log_begin(sev, "NETWORK", LOGID_CONN_ENDED, s->ctx, "Connection ended");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_str(l, "appName", s->app);
 	log_attr_str(l, "reason", s->end_reason && s->end_reason[0] ? s->end_reason : "closed");
@@ -795,8 +804,8 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 		session_free(s);
 		return NULL;
 	}
-	log_line *l =
-	    log_begin(LOG_INFO, "NETWORK", LOGID_CONN_ACCEPTED, s->ctx, "Connection accepted");
+	log_line *l = log_begin(logs_connections(s) ? LOG_INFO : LOG_DEBUG, "NETWORK",
+	                        LOGID_CONN_ACCEPTED, s->ctx, "Connection accepted");
 	log_attr_str(l, "remote", s->peer);
 	log_attr_int(l, "connectionCount", (int64_t)atomic_load(env->nconns));
 	log_end(l);

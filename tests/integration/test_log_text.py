@@ -174,3 +174,41 @@ def test_sighup_switches_the_format(mongoguard_bin, tmp_path):
     lines = log.read_text().splitlines()
     assert lines[0].startswith("{") and not lines[-1].startswith("{")
     assert TIME.match(lines[-1]) and lines[-1].endswith("Shutdown complete")
+
+
+def test_log_connections_off_keeps_findings_and_failed_ends(mongoguard_bin, tmp_path):
+    """Each mongosh call logged ten connection lines and no switch hid them:
+    log.connections: false puts the ordinary ones at debug; findings and an end
+    with a warning still show."""
+    import json
+    import socket
+
+    srv = FakeServer()
+    srv.start()
+    log = tmp_path / "mg.log"
+    g = Mongoguard(mongoguard_bin, "conn-lines-off", ["--upstream", srv.uri, "--log", str(log)],
+                   json.dumps({**json.loads(rules_yaml(case_insensitive_regex="log")),
+                               "log": {"connections": False}}))
+    try:
+        for _ in range(3):
+            assert g.command({"ping": 1})["ok"] == 1
+        ci_regex_find(g, "shop", "users", app="billing")
+        with socket.create_connection(("127.0.0.1", g.port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+        wait_until(lambda: "not a MongoDB message" in log.read_text(), what="the bad end")
+        wait_until(lambda: "case-insensitive-regex" in log.read_text(), what="the finding")
+    finally:
+        assert g.stop() == 0
+        srv.stop()
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    msgs = [ln["msg"] for ln in lines]
+    assert "Connection accepted" not in msgs
+    ended = [ln for ln in lines if ln["msg"] == "Connection ended"]
+    assert len(ended) == 1 and ended[0]["s"] == "W", ended
+    assert "Query anti-pattern" in msgs

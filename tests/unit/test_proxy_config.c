@@ -46,7 +46,7 @@ static void test_every_key(void **state)
 	                 "  connectTimeoutMS: 700\n"
 	                 "workers: 3\n"
 	                 "shutdownGraceMS: 1234\n"
-	                 "log: {path: /tmp/x.log, verbosity: 1}\n"
+	                 "log: {path: /tmp/x.log, verbosity: 1, connections: false}\n"
 	                 "analysis:\n"
 	                 "  enabled: false\n"
 	                 "  redactLiterals: false\n"
@@ -64,6 +64,7 @@ static void test_every_key(void **state)
 	assert_int_equal(c.shutdown_grace_ms, 1234);
 	assert_string_equal(c.log_path, "/tmp/x.log");
 	assert_int_equal(c.log_verbosity, 1);
+	assert_false(c.log_connections);
 	assert_false(c.analysis_enabled);
 	assert_false(c.engine.redact_literals);
 	assert_int_equal(c.index_refresh_secs, 9);
@@ -117,6 +118,14 @@ static void test_rules_only_file_and_scopes(void **state)
 	assert_true(c.engine.redact_literals);
 }
 
+static void test_defaults(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("workers: 2\n# a comment after the document\n\n", &c, err, sizeof(err)));
+	assert_true(c.log_connections);
+}
+
 static void test_empty_file_is_valid(void **state)
 {
 	static mg_config c;
@@ -149,6 +158,11 @@ static void test_errors_name_the_line(void **state)
 	    {"net: [1, 2]\n", "net must be a mapping"},
 	    {"net:\n  listen: [a\n", "line"},
 	    {"- a\n- b\n", "the file must be a mapping"},
+	    {"log: {connections: sometimes}\n", "must be true or false"},
+	    /* what follows the first document is never dropped in silence */
+	    {"{\"rules\": {\"unbounded-push\": \"log\"}}\nlog: {connections: false}\n",
+	     "line 2: did not find expected <document start> (after the first YAML document)"},
+	    {"workers: 2\n---\nworkers: 3\n", "line 2: a second YAML document"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		static mg_config c;
@@ -247,6 +261,7 @@ int main(void)
 	    cmocka_unit_test(test_every_key),
 	    cmocka_unit_test(test_rules_only_file_and_scopes),
 	    cmocka_unit_test(test_empty_file_is_valid),
+	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_errors_name_the_line),
 	    cmocka_unit_test(test_shipped_configs_load),
 	    cmocka_unit_test(test_topology_tls_keys),
