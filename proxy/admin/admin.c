@@ -24,6 +24,8 @@ enum {
 	MAX_BODY = 4 * 1024,
 	TIMEOUT_SECS = 10,
 	TEXT_BIG = 256 * 1024, /* /findings and /config bodies */
+	/* /connections: about 300 bytes a connection, so tens of thousands */
+	TEXT_CONNECTIONS = 8 * 1024 * 1024,
 };
 
 struct admin {
@@ -168,6 +170,42 @@ static void render_config(admin *a, const void *ctx, text_buf *t)
 	a->src.config_json(a->src.arg, t);
 }
 
+static void render_connections(admin *a, const void *ctx, text_buf *t)
+{
+	a->src.connections_json(a->src.arg, t);
+}
+
+/* POST /connections/ID/close: the connection ends as at shutdown's end,
+ * its log line naming the operator; 404 when no worker has it. */
+static void close_connection(admin *a, struct evhttp_request *req, enum evhttp_cmd_type method,
+                             const char *rest)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long id = strtoull(rest, &end, 10);
+	if (end == rest || errno || strcmp(end, "/close") != 0) {
+		reply_text(req, 404, "Not Found", "try POST /connections/ID/close\n");
+		return;
+	}
+	if (method != EVHTTP_REQ_POST) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "POST");
+		reply_text(req, 405, "Method Not Allowed",
+		           "POST /connections/ID/close closes it\n");
+		return;
+	}
+	char msg[96];
+	if (!a->src.close_connection(a->src.arg, (uint64_t)id)) {
+		snprintf(msg, sizeof msg, "no open connection %llu\n", id);
+		reply_text(req, 404, "Not Found", msg);
+		return;
+	}
+	log_reason(LOG_WARNING, "CONTROL", LOGID_ADMIN, NULL,
+	           "Connection conn%llu closed by an operator (POST /connections/%llu/close)", id,
+	           id);
+	snprintf(msg, sizeof msg, "closed conn%llu\n", id);
+	reply_text(req, 200, "OK", msg);
+}
+
 static void reload(admin *a, struct evhttp_request *req, enum evhttp_cmd_type method)
 {
 	char err[1024], msg[1200];
@@ -210,16 +248,20 @@ static void handle(struct evhttp_request *req, void *arg)
 		reload(a, req, method);
 		return;
 	}
+	if (!strncmp(path, "/connections/", 13)) {
+		close_connection(a, req, method, path + 13);
+		return;
+	}
 	bool get = method == EVHTTP_REQ_GET;
-	static const char *const known[] = {"/metrics",  "/healthz", "/readyz",
-	                                    "/findings", "/config",  NULL};
+	static const char *const known[] = {"/metrics", "/healthz",     "/readyz", "/findings",
+	                                    "/config",  "/connections", NULL};
 	bool found = false;
 	for (int i = 0; known[i]; i++)
 		found |= !strcmp(path, known[i]);
 	if (!found) {
 		reply_text(req, 404, "Not Found",
 		           "unknown path; try /metrics, /healthz, /readyz, /findings, /config, "
-		           "/reload\n");
+		           "/connections, /reload\n");
 		return;
 	}
 	if (!get) {
@@ -236,6 +278,9 @@ static void handle(struct evhttp_request *req, void *arg)
 		readyz(a, req);
 	else if (!strcmp(path, "/findings"))
 		findings(a, req);
+	else if (!strcmp(path, "/connections"))
+		reply_rendered(a, req, "application/json", TEXT_CONNECTIONS, render_connections,
+		               NULL);
 	else
 		reply_rendered(a, req, "application/json", TEXT_BIG, render_config, NULL);
 }

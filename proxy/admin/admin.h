@@ -8,7 +8,9 @@
  *   GET  /findings  the most recent findings, JSON, redacted as the log;
  *                   ?rule=&ns=&app=&since=&limit= narrow them (admin_filter),
  *                   400 for a parameter that does not parse
- *   GET  /config    the effective configuration, secrets masked
+ *   GET  /config    the configuration in force, secrets masked
+ *   GET  /connections              the open client connections, JSON
+ *   POST /connections/ID/close     close one (the log says an operator did)
  *   POST /reload    re-read the configuration file, as SIGHUP does; the
  *                   answer names the changes that wait for a restart
  *
@@ -55,6 +57,11 @@ typedef struct admin_sources {
 	/* POST /reload: on success err holds the changed settings that wait
 	 * for a restart ("" for none); on failure, why. */
 	bool (*reload)(void *arg, char *err, size_t errlen);
+	/* GET /connections: a JSON array of the open client connections. */
+	void (*connections_json)(void *arg, text_buf *out);
+	/* POST /connections/ID/close: close connection ID; false when no
+	 * worker has it. */
+	bool (*close_connection)(void *arg, uint64_t id);
 	void *arg;
 } admin_sources;
 

@@ -767,6 +767,30 @@ static void admin_config(void *arg, text_buf *out)
 	snapshot_unref(s);
 }
 
+/* Each worker is asked in turn, on its own thread (worker_ask); a worker
+ * that does not answer within a second (it has stopped) is left out. */
+static void admin_connections(void *arg, text_buf *out)
+{
+	server *srv = arg;
+	worker_query q = {.kind = WORKER_LIST, .out = out};
+	text_str(out, "[");
+	for (size_t i = 0; i < srv->nworkers; i++)
+		if (!worker_ask(&srv->workers[i], &q, 1000))
+			continue;
+	text_str(out, "]");
+}
+
+static bool admin_close_connection(void *arg, uint64_t id)
+{
+	server *srv = arg;
+	for (size_t i = 0; i < srv->nworkers; i++) {
+		worker_query q = {.kind = WORKER_CLOSE, .conn = id};
+		if (worker_ask(&srv->workers[i], &q, 1000) && q.found)
+			return true;
+	}
+	return false;
+}
+
 static bool start_admin(server *srv, char *err, size_t errlen)
 {
 	const server_plan *p = srv->plan;
@@ -777,6 +801,8 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	                     .findings_json = admin_findings,
 	                     .config_json = admin_config,
 	                     .reload = admin_reload,
+	                     .connections_json = admin_connections,
+	                     .close_connection = admin_close_connection,
 	                     .arg = srv};
 	srv->admin = admin_start(&p->admin_listen, p->admin_token[0] ? p->admin_token : NULL, &src,
 	                         err, errlen);

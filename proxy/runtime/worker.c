@@ -105,6 +105,74 @@ static void drain(session *s, const char *arg)
 	session_drain(s);
 }
 
+/* The queries waiting, answered in the order asked. */
+static void answer_queries(worker *w)
+{
+	pthread_mutex_lock(&w->lock);
+	worker_query *q = w->queries;
+	w->queries = NULL;
+	pthread_mutex_unlock(&w->lock);
+	int64_t now = mg_now_ms();
+	for (worker_query *next; q; q = next) {
+		next = q->next;
+		for (session_node *n = w->sessions, *nn; n; n = nn) {
+			nn = n->next;
+			if (q->kind == WORKER_LIST) {
+				if (q->listed++)
+					text_str(q->out, ",");
+				session_describe(n->s, now, q->out);
+			} else if (session_id(n->s) == q->conn) {
+				char why[96];
+				snprintf(why, sizeof why,
+				         "closed by an operator (POST /connections/%llu/close)",
+				         (unsigned long long)q->conn);
+				q->found = true;
+				session_abort(n->s, why);
+				break;
+			}
+		}
+		pthread_mutex_lock(&w->lock);
+		q->done = true;
+		pthread_cond_broadcast(&w->answered);
+		pthread_mutex_unlock(&w->lock);
+	}
+}
+
+bool worker_ask(worker *w, worker_query *q, int timeout_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	q->done = false;
+	pthread_mutex_lock(&w->lock);
+	q->next = w->queries;
+	w->queries = q;
+	pthread_mutex_unlock(&w->lock);
+	worker_notify(w, WORKER_QUERY);
+	pthread_mutex_lock(&w->lock);
+	while (!q->done)
+		if (pthread_cond_timedwait(&w->answered, &w->lock, &until) != 0) {
+			/* Not taken yet: withdrawn. Taken: it is being answered,
+			 * which takes no longer than a walk of the sessions. */
+			worker_query **pp = &w->queries;
+			while (*pp && *pp != q)
+				pp = &(*pp)->next;
+			if (*pp) {
+				*pp = q->next;
+				break;
+			}
+			until.tv_sec += 1;
+		}
+	bool ok = q->done;
+	pthread_mutex_unlock(&w->lock);
+	return ok;
+}
+
 static void take_config(worker *w)
 {
 	snapshot *old = w->snap;
@@ -127,6 +195,8 @@ static void wakeup_cb(evutil_socket_t fd, short what, void *arg)
 	if (flags & (WORKER_DRAIN | WORKER_STOP))
 		atomic_store(&w->draining, true);
 	take_inbox(w);
+	if (flags & WORKER_QUERY)
+		answer_queries(w);
 	if (flags & WORKER_INDEX_CHANGED) {
 		late_queue_judge(w->late, w->snap->engine, mg_now_ns() / 1000000);
 		each_session(w, index_changed, NULL);
@@ -188,6 +258,11 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	w->index = index;
 	w->shared = shared;
 	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->answered, &ca);
+	pthread_condattr_destroy(&ca);
 	w->base = unlocked_base();
 	w->wakeup_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->wakeup = w->base && w->wakeup_fd >= 0
@@ -290,5 +365,6 @@ void worker_join(worker *w)
 	free(w->inbox);
 	late_queue_free(w->late);
 	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->answered);
 	snapshot_unref(w->snap);
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "protocol/text.h"
 #include "proxy/admin/metrics.h"
 #include "proxy/net/routes.h"
 #include "proxy/runtime/snapshot.h"
@@ -54,7 +55,21 @@ typedef enum {
 	WORKER_CONFIG_CHANGED = 1 << 1, /* take the newly published snapshot */
 	WORKER_DRAIN = 1 << 2,          /* shutdown: close idle sessions, finish the rest */
 	WORKER_STOP = 1 << 3,           /* grace period over: close everything and exit */
+	WORKER_QUERY = 1 << 4,          /* answer the queries waiting (worker_ask) */
 } worker_flag;
+
+/* A question another thread (the admin endpoint) asks about a worker's
+ * sessions, answered on the worker's thread between events, since only
+ * that thread may touch them. */
+typedef struct worker_query {
+	enum { WORKER_LIST, WORKER_CLOSE } kind;
+	uint64_t conn; /* WORKER_CLOSE: the connection's number */
+	text_buf *out; /* WORKER_LIST: each session's JSON object, comma-separated */
+	size_t listed; /* WORKER_LIST: objects written so far (a comma before the next) */
+	bool found;    /* WORKER_CLOSE: the worker had it, and closed it */
+	bool done;     /* answered (under the worker's lock) */
+	struct worker_query *next;
+} worker_query;
 
 typedef struct worker {
 	int index;
@@ -68,9 +83,11 @@ typedef struct worker {
 	struct event *maintenance;
 	struct evbuffer *stage, *stage_replies; /* its sessions' env.stage* */
 
-	pthread_mutex_t lock; /* guards the inbox only */
+	pthread_mutex_t lock; /* guards the inbox and the queries */
 	accepted_conn *inbox;
 	size_t ninbox, capinbox;
+	worker_query *queries;   /* asked, not yet taken */
+	pthread_cond_t answered; /* a query's done became true */
 
 	atomic_uint pending;  /* worker_flag bits not yet acted on */
 	atomic_bool draining; /* sessions read it: end when idle */
@@ -97,6 +114,10 @@ bool worker_hand(worker *w, int fd, const struct sockaddr *addr, socklen_t addrl
 
 /* From any thread: raise flags and wake w. */
 void worker_notify(worker *w, worker_flag flags);
+
+/* From any thread but w's: q answered by w's thread. False when w did not
+ * take it within timeout_ms (a worker that has stopped): q is withdrawn. */
+bool worker_ask(worker *w, worker_query *q, int timeout_ms) __attribute__((warn_unused_result));
 
 /* Waits for w's thread to end, then frees what worker_init made. */
 void worker_join(worker *w);

@@ -202,6 +202,7 @@ static void relay_whole(session *s, const inflight *f, struct evbuffer *in, stru
 	if (s->env.capture)
 		capture_reply_step(s, in, st);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
+	s->nbytes[MX_DIR_REPLY] += st->n;
 	if (f && inflight_is_write(f->kind)) {
 		note_write_reply(s, f, p, st->n);
 		evbuffer_remove_buffer(in, out, st->n);
@@ -259,6 +260,7 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 				transport_stage_or_relay(in, off, false, out, &s->cl, true);
 			evbuffer_drain(in, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
+			s->nbytes[MX_DIR_REPLY] += bytes;
 			return true;
 		}
 		if (verb != FRAMER_FORWARD)
@@ -284,6 +286,7 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 	if (nrun == 0)
 		return false;
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
+	s->nbytes[MX_DIR_REPLY] += bytes;
 	transport_set_read_need(&s->up, READ_CHUNK);
 	return true;
 }
@@ -355,6 +358,7 @@ static void process_upstream_replies(session *s)
 				capture_reply_step(s, in, &st);
 			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
+			s->nbytes[MX_DIR_REPLY] += st.n;
 			break;
 		case FRAMER_WHOLE:
 			relay_whole(s, head, in, out, p, &st);

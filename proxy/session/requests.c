@@ -292,6 +292,7 @@ static void count_relayed(session *s, mx_direction d, size_t nmsgs, size_t len)
 {
 	mx_add(&s->env.mx->messages[d], nmsgs);
 	mx_add(&s->env.mx->bytes[d], len);
+	s->nbytes[d] += len;
 }
 
 /* ---- large requests: read into their own buffer, relayed or held ---- */

@@ -596,6 +596,53 @@ void session_drain(session *s)
 		session_finish(s, LOG_INFO, "shutting down");
 }
 
+uint64_t session_id(const session *s)
+{
+	return s->id;
+}
+
+static const char *state_name(session_state st)
+{
+	switch (st) {
+	case SESSION_SNIFFING:
+		return "sniffing";
+	case SESSION_CONNECTING:
+		return "connecting";
+	case SESSION_ACTIVE:
+		return "active";
+	case SESSION_UNREACHABLE:
+		return "unreachable";
+	case SESSION_FLUSHING:
+		return "closing";
+	case SESSION_CLOSED:
+		break;
+	}
+	return "closed";
+}
+
+void session_describe(const session *s, int64_t now_ms, text_buf *out)
+{
+	text_printf(out, "{\"id\":%llu,\"ctx\":", (unsigned long long)s->id);
+	text_json(out, s->ctx);
+	text_str(out, ",\"client\":");
+	text_json(out, s->peer);
+	text_str(out, ",\"appName\":");
+	text_json(out, s->app);
+	text_str(out, ",\"state\":");
+	/* a session with requests in flight is busy, one without is idle */
+	bool busy = s->state == SESSION_ACTIVE && inflight_count(&s->inflight) > 0;
+	text_json(out,
+	          s->state == SESSION_ACTIVE ? (busy ? "busy" : "idle") : state_name(s->state));
+	text_printf(out,
+	            ",\"ageSecs\":%.1f,\"requests\":%llu,\"blocked\":%llu,\"bytesIn\":%llu,"
+	            "\"bytesOut\":%llu,\"tls\":%s,\"upstream\":",
+	            (double)(now_ms - s->accepted_ms) / 1000.0, (unsigned long long)s->nrequests,
+	            (unsigned long long)s->nblocked, (unsigned long long)s->nbytes[MX_DIR_REQUEST],
+	            (unsigned long long)s->nbytes[MX_DIR_REPLY], s->cl.tls ? "true" : "false");
+	text_json(out, s->env.up ? s->env.up->name : "");
+	text_str(out, "}");
+}
+
 void session_abort(session *s, const char *reason)
 {
 	if (s->state == SESSION_CLOSED)
@@ -786,6 +833,7 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 	s->token = token;
 	s->end_severity = LOG_INFO;
 	s->id = atomic_fetch_add(&env->ids->next_conn, 1);
+	s->accepted_ms = mg_now_ms();
 	s->app = "";
 	snprintf(s->ctx, sizeof(s->ctx), "conn%llu", (unsigned long long)s->id);
 	net_format_addr(addr, s->peer, sizeof(s->peer));

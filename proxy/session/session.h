@@ -13,6 +13,7 @@
 
 #include "proxy/admin/metrics.h"
 #include "protocol/hello_rewrite.h"
+#include "protocol/text.h"
 #include "proxy/net/tls.h"
 #include "proxy/net/upstream.h"
 #include "proxy/runtime/snapshot.h"
@@ -75,7 +76,14 @@ void session_index_changed(session *s);
  * finish its in-flight requests first. */
 void session_drain(session *s);
 
-/* Grace period over: close now. */
+/* Grace period over, or an operator said so: close now, with reason. */
 void session_abort(session *s, const char *reason);
+
+/* The connection's number ("conn42" is 42). */
+uint64_t session_id(const session *s);
+
+/* One JSON object for GET /connections: id, client, app, state, age,
+ * requests, blocked, bytes each way, upstream. The worker's thread only. */
+void session_describe(const session *s, int64_t now_ms, text_buf *out);
 
 #endif

@@ -138,6 +138,10 @@ struct session {
 	unsigned no_reply_next;
 
 	uint64_t nrequests, nblocked, ndiscarded;
+	/* Bytes relayed each way (mx_direction), and when the client came: for
+	 * GET /connections (session_describe). */
+	uint64_t nbytes[2];
+	int64_t accepted_ms;
 	char *end_reason;          /* END_REASON_LEN bytes once the session ends (reason_buf) */
 	log_severity end_severity; /* of the "Connection ended" line */
 };

@@ -276,3 +276,43 @@ def test_config_shows_the_workers_running(start_proxy, upstream):
     running = ready["attr"]["workers"]
     assert running >= 1
     assert json.loads(get(port, "/config")[2])["workers"] == running
+
+
+def test_list_and_close_connections(admin_proxy, clients, dbname):
+    """What a pgbouncer operator reaches for (SHOW CLIENTS, KILL): the open client
+    connections with who, what and how much, and closing one, token-guarded."""
+    p = admin_proxy
+    busy = clients.via(p, appname="lister-busy", maxPoolSize=1)
+    busy[dbname].items.insert_many([{"i": i} for i in range(5)])
+    assert len(list(busy[dbname].items.find({}))) == 5
+    other = clients.via(p, appname="lister-other", maxPoolSize=1)
+    other.admin.command("ping")
+
+    assert get(p.admin_port, "/connections")[0] == 401
+    status, headers, body = get(p.admin_port, "/connections", TOKEN)
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    conns = json.loads(body)
+    mine = [c for c in conns if c["appName"] == "lister-busy"]
+    assert mine, conns
+    # the pool's operation connection is the one that carried the requests
+    worker = max(mine, key=lambda c: c["requests"])
+    assert worker["requests"] >= 3 and worker["bytesIn"] > 0 and worker["bytesOut"] > 0
+    assert worker["state"] in ("idle", "busy") and worker["ageSecs"] >= 0
+    assert worker["ctx"] == f"conn{worker['id']}" and worker["client"].startswith("127.0.0.1:")
+    assert worker["upstream"] and worker["tls"] is False
+
+    # close it: the log says an operator did; the driver reconnects on its next call
+    mark = p.log.mark()
+    assert get(p.admin_port, f"/connections/{worker['id']}/close", TOKEN)[0] == 405
+    status, _, text = get(p.admin_port, f"/connections/{worker['id']}/close", TOKEN,
+                          method="POST")
+    assert status == 200 and text == f"closed conn{worker['id']}\n", text
+    [ended] = p.log.wait_for(lambda ln: ln.get("msg") == "Connection ended" and
+                             ln.get("ctx") == worker["ctx"], 5, since=mark, what="the end")
+    assert "closed by an operator" in ended["attr"]["reason"]
+    ids = {c["id"] for c in json.loads(get(p.admin_port, "/connections", TOKEN)[2])}
+    assert worker["id"] not in ids
+    assert get(p.admin_port, f"/connections/{worker['id']}/close", TOKEN, method="POST")[0] == 404
+    assert get(p.admin_port, "/connections/abc/close", TOKEN, method="POST")[0] == 404
+    # the others were not touched
+    assert other.admin.command("ping")["ok"] == 1
