@@ -291,6 +291,17 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 	return true;
 }
 
+/* The reply stream cannot be trusted past a malformed reply: logged, and
+ * the client's connection ends. */
+static void malformed_reply(session *s, const wire_error *err)
+{
+	log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REPLY, s->ctx,
+	                        "Malformed reply from upstream");
+	log_attr_str(l, "reason", err->msg);
+	log_end(l);
+	session_finish(s, LOG_WARNING, "upstream sent a malformed reply: %s", err->msg);
+}
+
 static void process_upstream_replies(session *s)
 {
 	struct evbuffer *out = s->env.stage_replies;
@@ -337,15 +348,9 @@ static void process_upstream_replies(session *s)
 				return;
 			}
 			continue;
-		case FRAMER_INVALID: {
-			log_line *l = log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REPLY, s->ctx,
-			                        "Malformed reply from upstream");
-			log_attr_str(l, "reason", err.msg);
-			log_end(l);
-			session_finish(s, LOG_WARNING, "upstream sent a malformed reply: %s",
-			               err.msg);
+		case FRAMER_INVALID:
+			malformed_reply(s, &err);
 			return;
-		}
 		case FRAMER_DROP:
 			if (st.starts)
 				note_dropped_reply(s, &st.peek.h);
