@@ -31,9 +31,13 @@ typedef struct guard_path {
 typedef struct push_guards {
 	guard_path counters[GUARDS_MAX]; /* fields held below a bound: $lt, $lte, $not {$gte} */
 	size_t ncounters;
+	guard_path floors[GUARDS_MAX]; /* fields held above a bound: $gt, $gte, $not {$lte} */
+	size_t nfloors;
 	guard_path arrays[GUARDS_MAX]; /* arrays held below a length: "a.N" $exists false, $size */
 	size_t narrays;
-	bool counted; /* some counter is also incremented by the update */
+	/* some counter is also incremented by the update, or some floor
+	 * decremented */
+	bool counted;
 } push_guards;
 
 static void add_guard(guard_path *list, size_t *n, const char *p, size_t len)
@@ -66,38 +70,47 @@ static bool is_number(const bson_iter_t *it)
 	}
 }
 
-/* {$gte: N} (or {$gt: N}) and nothing else: under $not, an upper bound. */
-static bool only_lower_bound(const bson_iter_t *v)
+/* {$gte: N} (or {$gt: N}) and nothing else, or with `lower` false {$lte:
+ * N} (or {$lt: N}): under $not, a bound the other way. */
+static bool only_bound(const bson_iter_t *v, bool lower)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c))
 		return false;
 	const char *k = wire_iter_key(&c);
-	if (!(key_eq(k, "$gte") || key_eq(k, "$gt")) || !is_number(&c))
+	bool ok =
+	    lower ? key_eq(k, "$gte") || key_eq(k, "$gt") : key_eq(k, "$lte") || key_eq(k, "$lt");
+	if (!ok || !is_number(&c))
 		return false;
 	return !wire_iter_next(&c);
 }
 
-/* The operators on one field: an upper bound on a counter, or an
- * element-existence guard when the field is "<array>.<N>". */
+/* The operators on one field: an upper or a lower bound on a counter, or
+ * an element-existence guard when the field is "<array>.<N>". */
 static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return;
-	bool counter = false, absent = false;
+	bool counter = false, floor = false, absent = false;
 	while (wire_iter_next(&c)) {
 		const char *op = wire_iter_key(&c);
 		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
 			counter = true;
-		else if (key_eq(op, "$not") && only_lower_bound(&c))
+		else if ((key_eq(op, "$gt") || key_eq(op, "$gte")) && is_number(&c))
+			floor = true;
+		else if (key_eq(op, "$not") && only_bound(&c, true))
 			counter = true;
+		else if (key_eq(op, "$not") && only_bound(&c, false))
+			floor = true;
 		else if (key_eq(op, "$exists") && (WIRE_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
 		         !bson_iter_as_bool(&c))
 			absent = true;
 	}
 	if (counter)
 		add_guard(g->counters, &g->ncounters, key, strlen(key));
+	if (floor)
+		add_guard(g->floors, &g->nfloors, key, strlen(key));
 	if (!absent)
 		return;
 	/* "<array>.<N>" with N a plain index (no sign, no leading zero). */
@@ -198,23 +211,37 @@ static void facts_guards(push_guards *g, const filter_facts *f)
 		member_guards(g, &f->m[i].it, 0);
 }
 
-/* Whether the update document increments a guarded counter by a positive
- * amount: then every application moves the counter towards its bound, and
- * the write stops applying when it is reached. */
+static bool guard_on(const guard_path *list, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is(&list[i], key))
+			return true;
+	return false;
+}
+
+/* Whether the update document moves a guarded counter towards its bound:
+ * increments one held below a bound by a positive amount, or decrements
+ * one held above a bound by a negative amount (a remaining-capacity
+ * counter: {seatsLeft: {$gt: 0}} with {$inc: {seatsLeft: -1}}). Every
+ * application then moves the counter towards the bound, and the write
+ * stops matching when it is reached, so what it pushes is bounded by the
+ * counter's starting value. */
 static bool increments_counter(const bson_iter_t *update, const push_guards *g)
 {
 	bson_iter_t c, inc;
-	if (g->ncounters == 0 || !wire_iter_recurse(update, &c))
+	if ((g->ncounters == 0 && g->nfloors == 0) || !wire_iter_recurse(update, &c))
 		return false;
 	while (wire_iter_next(&c)) {
 		if (!key_eq(wire_iter_key(&c), "$inc") || !wire_iter_recurse(&c, &inc))
 			continue;
 		while (wire_iter_next(&inc)) {
-			if (!is_number(&inc) || bson_iter_as_double(&inc) <= 0)
+			if (!is_number(&inc))
 				continue;
-			for (size_t i = 0; i < g->ncounters; i++)
-				if (path_is(&g->counters[i], wire_iter_key(&inc)))
-					return true;
+			double d = bson_iter_as_double(&inc);
+			if (d > 0 && guard_on(g->counters, g->ncounters, wire_iter_key(&inc)))
+				return true;
+			if (d < 0 && guard_on(g->floors, g->nfloors, wire_iter_key(&inc)))
+				return true;
 		}
 	}
 	return false;
@@ -423,7 +450,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	 * guard lists and the field text (720 bytes) cost more than the walk
 	 * of a $set; nothing reads past a count or the text's NUL. */
 	push_guards g;
-	g.ncounters = g.narrays = 0;
+	g.ncounters = g.nfloors = g.narrays = 0;
 	g.counted = false;
 	hit->fields[0] = '\0';
 	hit->pipeline = hit->unjudged = false;

@@ -167,6 +167,28 @@ static const pcase cases[] = {
         "{'update':'d','updates':[{'q':{'k':1},'u':{'$push':{'r':1},'$inc':{'n':1}},"
         "'arrayFilters':[{'n':{'$lt':5}}]}]}",
         "test.d", "update", "\"r\""),
+    /* a remaining-capacity counter bounds only when the same update
+     * decrements the field the filter holds above a constant */
+    HIT("capacity guard, counter incremented",
+        "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+        "'attendees':'SECRET'},'$inc':{'seatsLeft':1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard on another field than the one decremented",
+        "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+        "'attendees':'SECRET'},'$inc':{'waiting':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("counter decremented, no guard",
+        "{'update':'events','updates':[{'q':{'_id':1},'u':{'$push':{'attendees':'SECRET'},"
+        "'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard inside $or",
+        "{'update':'events','updates':[{'q':{'$or':[{'seatsLeft':{'$gt':0}},{'vip':true}]},'u':{"
+        "'$push':{'attendees':1},'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard against a string, not a number",
+        "{'update':'events','updates':[{'q':{'seatsLeft':{'$gt':'a'}},'u':{'$push':{"
+        "'attendees':1},'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
     HIT("explain of update (logged)",
         "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
         "'verbosity':'queryPlanner'}",
@@ -253,6 +275,21 @@ static const pcase cases[] = {
     MISS("outlier pattern: counter guard",
          "{'update':'books','updates':[{'q':{'_id':1,'customers_count':{'$lt':1000}},'u':{"
          "'$push':{'customers_purchased':'SECRET'},'$inc':{'customers_count':1}}}]}"),
+    MISS("remaining-capacity counter (updateOne, $gt 0, $inc -1)",
+         "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+         "'attendees':'SECRET'},'$inc':{'seatsLeft':-1}}}]}"),
+    MISS("remaining-capacity counter, $gte and a fractional decrement",
+         "{'update':'events','updates':[{'q':{'seatsLeft':{'$gte':1}},'u':{'$inc':{"
+         "'seatsLeft':-0.5},'$push':{'a':1,'b':2}}}]}"),
+    MISS("remaining-capacity counter, $not {$lte: 0}",
+         "{'update':'events','updates':[{'q':{'seatsLeft':{'$not':{'$lte':0}}},'u':{'$push':{"
+         "'attendees':1},'$inc':{'seatsLeft':{'$numberLong':'-1'}}}}]}"),
+    MISS("remaining-capacity counter, findAndModify",
+         "{'findAndModify':'events','query':{'_id':1,'seatsLeft':{'$gt':0}},'update':{'$push':{"
+         "'attendees':1},'$inc':{'seatsLeft':-1}},'new':true}"),
+    MISS("remaining-capacity counter, bulkWrite",
+         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'seatsLeft':{'$gt':0}},'updateMods':{"
+         "'$push':{'attendees':1},'$inc':{'seatsLeft':-1}}}],'nsInfo':[{'ns':'i.events'}]}"),
     MISS("size guard",
          "{'update':'d','updates':[{'q':{'_id':1,'$expr':{'$lt':[{'$size':'$r'},50]}},'u':{"
          "'$push':{'r':1}}}]}"),
