@@ -306,6 +306,14 @@ static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *
 	return found;
 }
 
+/* The operators whose result holds at most a given number of elements of
+ * their input: $slice, and (MongoDB 5.2) the array expressions $firstN and
+ * $lastN ({input, n}). An append under one of them is bounded. */
+static bool bounds_array(const char *k)
+{
+	return key_eq(k, "$slice") || key_eq(k, "$firstN") || key_eq(k, "$lastN");
+}
+
 /* Does expr reference path (the "$field" string) outside any $slice? */
 static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int depth)
 {
@@ -320,7 +328,7 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 	while (wire_iter_next(&c)) {
 		if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
 			const char *k = wire_iter_key(&c);
-			if (key_eq(k, "$slice") || key_eq(k, "$literal"))
+			if (bounds_array(k) || key_eq(k, "$literal"))
 				continue;
 		}
 		if (refs_path_unbounded(&c, path, depth + 1))
@@ -342,7 +350,7 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 	bool doc = WIRE_ITER_HOLDS_DOCUMENT(expr);
 	while (wire_iter_next(&c)) {
 		const char *k = doc ? wire_iter_key(&c) : NULL; /* NULL: array element */
-		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
+		if (k && (bounds_array(k) || key_eq(k, "$literal")))
 			continue; /* bounded, or not an expression */
 		if (k && key_eq(k, "$concatArrays") && WIRE_ITER_HOLDS_ARRAY(&c)) {
 			bson_iter_t op;
@@ -364,10 +372,66 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 	return false;
 }
 
+/* ---- update pipelines: what the stages do to each path, in order ----
+ *
+ * A stage reads the document the stages before it made, so a path's fate
+ * is decided by the last stage that assigns it: [{$set: {a:
+ * {$concatArrays: ["$a", [x]]}}}, {$set: {a: {$slice: ["$a", -10]}}}]
+ * keeps ten elements, and a $slice before the append ({$slice: ["$a",
+ * -9]} then the $concatArrays) bounds it as well. Paths start as stored
+ * (whatever the document holds, which grows from one run to the next);
+ * each assignment makes its path grown (appended to while unbounded),
+ * bounded (a value of bounded length, or one not read from the path), or
+ * leaves it as it was (the path read whole, e.g. $reverseArray). Paths
+ * are compared whole: a stage assigning a.b leaves a.b.c as it was. A path
+ * the table has no room for, when it grows, is reported at once, which
+ * can only keep a finding. */
+
+#define PIPE_PATHS_MAX 16
+#define PIPE_PATH_LEN  200
+
+typedef enum { PATH_GROWN, PATH_BOUNDED } path_state;
+
+typedef struct pipe_paths {
+	struct {
+		char path[PIPE_PATH_LEN];
+		uint8_t state; /* path_state */
+	} at[PIPE_PATHS_MAX];
+	size_t n;
+} pipe_paths;
+
+static uint8_t *path_state_of(pipe_paths *pp, const char *field)
+{
+	for (size_t i = 0; i < pp->n; i++)
+		if (strcmp(pp->at[i].path, field) == 0)
+			return &pp->at[i].state;
+	return NULL;
+}
+
+/* One assignment field = expr (path is "$field"). */
+static void assign(pipe_paths *pp, const char *field, const char *path, const bson_iter_t *expr,
+                   push_hit *hit, bool *found, int depth)
+{
+	uint8_t *st = path_state_of(pp, field);
+	bool appends = concat_appends(expr, path, depth);
+	if (!appends && refs_path_unbounded(expr, path, depth))
+		return; /* read whole ({$reverseArray: "$a"}): as it was */
+	path_state to = appends && !(st && *st == PATH_BOUNDED) ? PATH_GROWN : PATH_BOUNDED;
+	if (st) {
+		*st = (uint8_t)to;
+	} else if (pp->n < PIPE_PATHS_MAX) {
+		snprintf(pp->at[pp->n].path, PIPE_PATH_LEN, "%s", field);
+		pp->at[pp->n++].state = (uint8_t)to;
+	} else if (to == PATH_GROWN) {
+		add_field(hit, field); /* no room to follow it: reported now */
+		*found = true;
+	}
+}
+
 /* $set / $addFields: {field: expr}; an object literal {a: {b: expr}}
  * assigns a.b, so the walk extends the path through it. */
 static bool check_assignments(const bson_iter_t *fields, const char *prefix, const push_guards *g,
-                              push_hit *hit, int depth)
+                              pipe_paths *pp, push_hit *hit, int depth)
 {
 	bson_iter_t c;
 	bool found = false;
@@ -380,7 +444,7 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 		return false;
 	while (wire_iter_next(&c)) {
 		const char *k = wire_iter_key(&c);
-		char field[200], path[208];
+		char field[PIPE_PATH_LEN], path[PIPE_PATH_LEN + 8];
 		int n = prefix[0] ? snprintf(field, sizeof(field), "%s.%s", prefix, k)
 		                  : snprintf(field, sizeof(field), "%s", k);
 		if (n < 0 || (size_t)n >= sizeof(field)) { /* see MAX_DEPTH */
@@ -392,15 +456,13 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 		bson_iter_t first;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
 		    wire_iter_next(&first) && wire_iter_key(&first)[0] != '$') {
-			if (check_assignments(&c, field, g, hit, depth + 1))
+			if (check_assignments(&c, field, g, pp, hit, depth + 1))
 				found = true;
 			continue;
 		}
 		snprintf(path, sizeof(path), "$%s", field);
-		if (!guarded(g, field) && concat_appends(&c, path, depth + 1)) {
-			add_field(hit, field);
-			found = true;
-		}
+		if (!guarded(g, field))
+			assign(pp, field, path, &c, hit, &found, depth + 1);
 	}
 	return found;
 }
@@ -409,6 +471,8 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 {
 	bson_iter_t stage, c;
 	bool found = false;
+	pipe_paths pp; /* 3 KB, for pipeline updates only; the paths are read up to n */
+	pp.n = 0;
 	if (!wire_iter_recurse(pipeline, &stage))
 		return false;
 	while (wire_iter_next(&stage)) {
@@ -417,10 +481,15 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 		while (wire_iter_next(&c)) {
 			const char *k = wire_iter_key(&c);
 			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
-			    check_assignments(&c, "", g, hit, 0))
+			    check_assignments(&c, "", g, &pp, hit, 0))
 				found = true;
 		}
 	}
+	for (size_t i = 0; i < pp.n; i++)
+		if (pp.at[i].state == PATH_GROWN) {
+			add_field(hit, pp.at[i].path);
+			found = true;
+		}
 	if (found) {
 		hit->pipeline = true;
 		hit->form = hit->unjudged ? "is assigned at a path too deep or too long to judge"

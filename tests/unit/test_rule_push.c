@@ -103,6 +103,25 @@ static const pcase cases[] = {
         "{'findAndModify':'posts','query':{'_id':1},'update':[{'$set':{'h':{'$concatArrays':["
         "[0],'$h']}}}]}",
         "test.posts", "findAndModify", "\"h\""),
+    /* a path's fate is the last stage's that assigns it */
+    HIT("pipeline: a later stage slices another path",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',['SECRET']]}}},{'$set':{'b':{'$slice':['$b',"
+            "-10]}}}]"),
+        "test.posts", "update", "\"a\" is appended to"),
+    HIT("pipeline: a later stage reads the path whole",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':{'$reverseArray':'$a'}}}]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: a later stage slices a sub-path only",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a.x':{'$slice':['$a.x',-1]}}}"
+            "]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: a later stage appends again, sliced other operand",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':{'$concatArrays':['$a',{"
+            "'$slice':['$b',-1]}]}}}]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: $slice of a stage before, then $set from the stored path",
+        UPD("[{'$set':{'t':{'$slice':['$a',-3]}}},{'$set':{'a':{'$concatArrays':['$a','$t']}}}]"),
+        "test.posts", "update", "\"a\""),
     /* ---- guards that do not bound (PROTOCOL.md, "Guards that bound an array") ---- */
     HIT("counter guard inside $or",
         "{'update':'d','updates':[{'q':{'k':1,'$or':[{'n':{'$lt':200}},{'x':1}]},'u':{'$push':{"
@@ -219,6 +238,21 @@ static const pcase cases[] = {
          UPD("[{'$set':{'log':{'$slice':[{'$concatArrays':['$log',['x']]},-10]}}}]")),
     MISS("pipeline field sliced before concatenation",
          UPD("[{'$set':{'log':{'$concatArrays':[{'$slice':['$log',-9]},['x']]}}}]")),
+    MISS("pipeline: a later stage slices the appended path",
+         UPD("[{'$set':{'a':{'$concatArrays':['$a',['SECRET']]}}},{'$set':{'a':{'$slice':['$a',"
+             "-10]}}}]")),
+    MISS("pipeline: a later $addFields slices a nested path",
+         UPD("[{'$set':{'d':{'l':{'$concatArrays':['$d.l',[1]]}}}},{'$addFields':{'d.l':{'$slice':"
+             "['$d.l',5]}}}]")),
+    MISS("pipeline: sliced in a stage before the append",
+         UPD("[{'$set':{'a':{'$slice':['$a',-9]}}},{'$set':{'a':{'$concatArrays':['$a',[1]]}}}]")),
+    MISS("pipeline: a later stage replaces the array",
+         UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':[]}}]")),
+    MISS("pipeline: $lastN around the $concatArrays",
+         UPD("[{'$set':{'a':{'$lastN':{'input':{'$concatArrays':['$a',[1]]},'n':10}}}}]")),
+    MISS("pipeline: a later stage keeps $firstN",
+         UPD("[{'$set':{'a':{'$concatArrays':[[1],'$a']}}},{'$set':{'a':{'$firstN':{'input':'$a',"
+             "'n':10}}}}]")),
     MISS("pipeline concatenates other fields",
          UPD("[{'$set':{'all':{'$concatArrays':['$a','$b']}}}]")),
     MISS("pipeline $project with $concatArrays",
