@@ -122,6 +122,30 @@ static const pcase cases[] = {
     HIT("pipeline: $slice of a stage before, then $set from the stored path",
         UPD("[{'$set':{'t':{'$slice':['$a',-3]}}},{'$set':{'a':{'$concatArrays':['$a','$t']}}}]"),
         "test.posts", "update", "\"a\""),
+    /* $merge's whenMatched pipeline updates the matching document of `into`
+     * on every run: an update of that collection */
+    HIT("$merge whenMatched appends",
+        "{'aggregate':'events','pipeline':[{'$match':{'k':'SECRET'}},{'$merge':{'into':'c',"
+        "'whenMatched':[{'$set':{'tags':{'$concatArrays':['$tags',['$$new.t']]}}}]}}],"
+        "'cursor':{}}",
+        "test.c", "aggregate", "\"tags\" is appended to with $concatArrays"),
+    HIT("$merge into {db, coll}, on, whenNotMatched",
+        "{'aggregate':'events','pipeline':[{'$group':{'_id':'$u','t':{'$last':'$t'}}},{'$merge':{"
+        "'into':{'db':'stats','coll':'users'},'on':'_id','whenMatched':[{'$addFields':{'seen':{"
+        "'$concatArrays':['$seen',['$$new.t']]}}}],'whenNotMatched':'insert'}}],'cursor':{}}",
+        "stats.users", "aggregate", "\"seen\""),
+    HIT("$merge into {coll} only: the request's database",
+        "{'aggregate':'events','pipeline':[{'$merge':{'into':{'coll':'c'},'whenMatched':[{'$set':"
+        "{'h':{'$concatArrays':[['$$new.x'],'$h']}}}]}}],'cursor':{}}",
+        "test.c", "aggregate", "\"h\""),
+    HIT("$merge of a collection-less aggregate",
+        "{'aggregate':1,'pipeline':[{'$documents':[{'_id':1,'t':2}]},{'$merge':{'into':'c',"
+        "'whenMatched':[{'$set':{'h':{'$concatArrays':['$h',['$$new.t']]}}}]}}],'cursor':{}}",
+        "test.c", "aggregate", "\"h\""),
+    HIT("explain of an aggregate with $merge (logged)",
+        "{'explain':{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{"
+        "'$set':{'h':{'$concatArrays':['$h',[1]]}}}]}}],'cursor':{}},'verbosity':'queryPlanner'}",
+        "test.c", "explain", "\"h\""),
     /* ---- guards that do not bound (PROTOCOL.md, "Guards that bound an array") ---- */
     HIT("counter guard inside $or",
         "{'update':'d','updates':[{'q':{'k':1,'$or':[{'n':{'$lt':200}},{'x':1}]},'u':{'$push':{"
@@ -220,7 +244,14 @@ static const pcase cases[] = {
     MISS("$each + $slice + $sort + $position",
          UPD("{'$push':{'c':{'$each':[1],'$position':0,'$sort':{'t':-1},'$slice':-5}}}")),
     MISS("$addToSet", UPD("{'$addToSet':{'tags':'SECRET'}}")),
+    /* $addToSet stays silent: a set is bounded by its domain (the distinct
+     * values the application has), which one request does not show */
     MISS("$addToSet $each", UPD("{'$addToSet':{'tags':{'$each':['a','b']}}}")),
+    MISS("$addToSet, findAndModify upsert",
+         "{'findAndModify':'posts','query':{'_id':1},'update':{'$addToSet':{'tags':'SECRET'}},"
+         "'upsert':true}"),
+    MISS("pipeline $setUnion (the pipeline's $addToSet)",
+         UPD("[{'$set':{'tags':{'$setUnion':['$tags',['SECRET']]}}}]")),
     MISS("$pull", UPD("{'$pull':{'tags':'SECRET'}}")),
     MISS("$pop", UPD("{'$pop':{'tags':1}}")),
     MISS("$set of an array", UPD("{'$set':{'tags':['a','b','c']}}")),
@@ -261,6 +292,18 @@ static const pcase cases[] = {
          UPD("[{'$set':{'log':{'$literal':{'$concatArrays':['$log',[1]]}}}}]")),
     MISS("pipeline path prefix is not the field",
          UPD("[{'$set':{'log':{'$concatArrays':['$logs',[1]]}}}]")),
+    MISS("$merge whenMatched sliced in a later stage",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{'$set':{'tags':{"
+         "'$concatArrays':['$tags',['$$new.t']]}}},{'$set':{'tags':{'$slice':['$tags',-50]}}}]}}"
+         "],'cursor':{}}"),
+    MISS("$merge whenMatched as a word",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':'merge'}}],"
+         "'cursor':{}}"),
+    MISS("$merge as a string", "{'aggregate':'events','pipeline':[{'$merge':'c'}],'cursor':{}}"),
+    MISS("$merge whenMatched sets without appending",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{'$set':{'n':"
+         "'$$new.n','tags':'$$new.tags'}}]}}],'cursor':{}}"),
+    MISS("$out", "{'aggregate':'events','pipeline':[{'$out':'c'}],'cursor':{}}"),
     MISS("findAndModify remove", "{'findAndModify':'posts','query':{'_id':1},'remove':true}"),
     MISS("delete", "{'delete':'posts','deletes':[{'q':{'$push':1},'limit':1}]}"),
     MISS("$push in the filter position", "{'update':'posts','updates':[{'q':{'h':{'$size':3}},"
