@@ -391,7 +391,11 @@ static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const 
 	bson_iter_t st, last, c, m, into, wm;
 	bool any = false, has_wm = false;
 	const char *db = ax->db, *coll = NULL;
-	if (!wire_iter_recurse(pipeline, &st))
+	uint32_t len;
+	const uint8_t *data;
+	bson_iter_array(pipeline, &len, &data);
+	/* most pipelines merge nothing: no walk to their last stage */
+	if (!data || !key_maybe_in(data, len, "whenMatched") || !wire_iter_recurse(pipeline, &st))
 		return;
 	while (wire_iter_next(&st)) {
 		last = st;
