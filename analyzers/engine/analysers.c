@@ -378,6 +378,59 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 	}
 }
 
+/* The last stage {$merge: {into, whenMatched: [...]}}: whenMatched is an
+ * update pipeline ($set / $addFields, $project / $unset, $replaceRoot /
+ * $replaceWith, reading the merged document as $$new) that mongod applies
+ * to the matching document of `into` on every run, so it is given to the
+ * update checks as an update of that collection, as an update's u: [...]
+ * is. into is "coll" (the request's database) or {db, coll}; whenMatched
+ * as a word ("merge", "replace", ...) updates nothing an update check
+ * reads. */
+static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const shape_spec *spec)
+{
+	bson_iter_t st, last, c, m, into, wm;
+	bool any = false, has_wm = false;
+	const char *db = ax->db, *coll = NULL;
+	uint32_t len;
+	const uint8_t *data;
+	bson_iter_array(pipeline, &len, &data);
+	/* most pipelines merge nothing: no walk to their last stage */
+	if (!data || !key_maybe_in(data, len, "whenMatched") || !wire_iter_recurse(pipeline, &st))
+		return;
+	while (wire_iter_next(&st)) {
+		last = st;
+		any = true;
+	}
+	if (!any || !WIRE_ITER_HOLDS_DOCUMENT(&last) || !wire_iter_recurse(&last, &c) ||
+	    !wire_iter_next(&c) || !key_eq(wire_iter_key(&c), "$merge") ||
+	    !WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
+		return;
+	while (wire_iter_next(&m)) {
+		const char *k = wire_iter_key(&m);
+		if (key_eq(k, "into") && WIRE_ITER_HOLDS_UTF8(&m)) {
+			coll = bson_iter_utf8(&m, NULL);
+		} else if (key_eq(k, "into") && WIRE_ITER_HOLDS_DOCUMENT(&m) &&
+		           wire_iter_recurse(&m, &into)) {
+			while (wire_iter_next(&into))
+				if (WIRE_ITER_HOLDS_UTF8(&into) &&
+				    key_eq(wire_iter_key(&into), "db"))
+					db = bson_iter_utf8(&into, NULL);
+				else if (WIRE_ITER_HOLDS_UTF8(&into) &&
+				         key_eq(wire_iter_key(&into), "coll"))
+					coll = bson_iter_utf8(&into, NULL);
+		} else if (key_eq(k, "whenMatched") && WIRE_ITER_HOLDS_ARRAY(&m)) {
+			wm = m;
+			has_wm = true;
+		}
+	}
+	target t;
+	if (!has_wm || !coll || !coll[0] || !db[0] || !target_init(ax, &t, db, coll) ||
+	    !(t.parts & PART_UPDATE))
+		return;
+	rule_site site = site_of(&t, spec);
+	run_checks(ax, &site, CHECK_UPDATE, &wm);
+}
+
 /* An aggregation: the leading $match and $sort as a query (sort checks
  * first, as everywhere), then the whole pipeline for the pipeline checks.
  * {aggregate, explain: true} is judged as an explain. */
@@ -422,6 +475,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			run_checks(ax, &site, CHECK_QUERY, &rq);
 		}
 		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
+		merge_when_matched(ax, &b.pipeline, &spec);
 	}
 	if (l.owned)
 		bson_destroy(&l.merged);

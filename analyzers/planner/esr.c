@@ -81,19 +81,137 @@ static void add_field(esr_key *f, const char *field, int dir)
 	f->n++;
 }
 
+/* prefix.field (field NULL: prefix), kept in f->names. */
+static void add_path(esr_key *f, const char *prefix, const char *field)
+{
+	char path[256];
+	int n = field ? snprintf(path, sizeof path, "%s.%s", prefix, field)
+	              : snprintf(path, sizeof path, "%s", prefix);
+	if (n < 0 || (size_t)n >= sizeof path)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		if (strcmp(f->field[i], path) == 0)
+			return;
+	if (f->n == ESR_MAX_FIELDS || f->names_len + (size_t)n + 1 > sizeof f->names)
+		return;
+	char *at = f->names + f->names_len;
+	memcpy(at, path, (size_t)n + 1);
+	f->names_len += (size_t)n + 1;
+	add_field(f, at, 1);
+}
+
+/* The ESR group a walk adds to. */
+typedef enum { ESR_EQUALITY, ESR_RANGE } esr_group;
+
+#define ELEM_DEPTH_MAX 4 /* nested $elemMatch walked; deeper, the array's path */
+
+/* The operators that make {$elemMatch: {...}} a filter on element
+ * documents although they start with '$'. */
+static bool filter_level(const char *k)
+{
+	return strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0 ||
+	       strcmp(k, "$expr") == 0 || strcmp(k, "$where") == 0 || strcmp(k, "$text") == 0 ||
+	       strcmp(k, "$comment") == 0 || strcmp(k, "$jsonSchema") == 0;
+}
+
+/* The value form {$elemMatch: {$eq: 5, ...}}: a point on the array's own
+ * index keys; any other operator is a range of them. */
+static bool names_eq(const bson_t *doc)
+{
+	bson_iter_t it;
+	if (bson_iter_init(&it, doc))
+		while (wire_iter_next(&it))
+			if (strcmp(wire_iter_key(&it), "$eq") == 0)
+				return true;
+	return false;
+}
+
+static bool elem_of(const query_preds *p, const char *field, size_t *i);
+
+/* What the $elemMatch on path tests (its operand's bytes), in group g:
+ * the value form gives path itself, the document form path.f for each
+ * field f it tests (nested $elemMatch: path.f.g), the equalities in the
+ * equality group and every other field in the range group. */
+static void elem_fields(esr_key *f, const char *path, const uint8_t *data, uint32_t len,
+                        esr_group g, int depth)
+{
+	bson_t doc;
+	bson_iter_t it;
+	if (!bson_init_static(&doc, data, len) || !bson_iter_init(&it, &doc))
+		return;
+	const char *k = wire_iter_next(&it) ? wire_iter_key(&it) : NULL;
+	if (!k || depth >= ELEM_DEPTH_MAX || (k[0] == '$' && !filter_level(k))) {
+		bool eq = k && depth < ELEM_DEPTH_MAX && names_eq(&doc);
+		if (eq == (g == ESR_EQUALITY))
+			add_path(f, path, NULL);
+		return;
+	}
+	query_preds sub; /* on the suggestion's path only, never per request */
+	query_preds_init(&sub);
+	query_preds_collect(&sub, &doc);
+	if (sub.n == 0 && g == ESR_RANGE)
+		add_path(f, path, NULL); /* {$elemMatch: {$expr: ...}} and the like */
+	for (size_t i = 0; i < sub.n; i++) {
+		const query_pred *q = &sub.p[i];
+		size_t e;
+		if (elem_of(&sub, q->field, &e)) {
+			char nested[256];
+			int n = snprintf(nested, sizeof nested, "%s.%s", path, q->field);
+			if (n > 0 && (size_t)n < sizeof nested)
+				elem_fields(f, nested, sub.elems[e].data, sub.elems[e].len, g,
+				            depth + 1);
+			continue;
+		}
+		if (q->equality == (g == ESR_EQUALITY))
+			add_path(f, path, q->field);
+	}
+}
+
+/* Whether field (a name p's predicates point to) has an $elemMatch in p:
+ * its index in *i. */
+static bool elem_of(const query_preds *p, const char *field, size_t *i)
+{
+	for (*i = 0; *i < p->nelems; (*i)++)
+		if (p->elems[*i].field == field)
+			return true;
+	return false;
+}
+
+/* The $elemMatch of preds->p[i], if any, in group g. */
+static void pred_elems(esr_key *f, const query_preds *preds, size_t i, esr_group g)
+{
+	for (size_t e = 0; e < preds->nelems; e++)
+		if (preds->elems[e].field == preds->p[i].field)
+			elem_fields(f, preds->p[i].field, preds->elems[e].data, preds->elems[e].len,
+			            g, 0);
+}
+
 void esr_key_build(const query_preds *preds, const sort_spec *sort, esr_key *f)
 {
 	f->n = 0;
-	for (size_t i = 0; i < preds->n; i++)
+	f->names_len = 0;
+	for (size_t i = 0; i < preds->n; i++) {
 		if (preds->p[i].equality)
 			add_field(f, preds->p[i].field, 1);
+		if (preds->nelems)
+			pred_elems(f, preds, i, ESR_EQUALITY);
+	}
 	f->neq = f->n;
 	for (size_t i = 0; i < sort->n; i++)
 		add_field(f, sort->keys[i].field, sort->keys[i].direction);
 	f->nsort = f->n - f->neq;
-	for (size_t i = 0; i < preds->n; i++)
+	for (size_t i = 0; i < preds->n; i++) {
 		if (preds->p[i].range)
 			add_field(f, preds->p[i].field, 1);
+		if (preds->nelems)
+			pred_elems(f, preds, i, ESR_RANGE);
+	}
+	/* Only predicates of no ESR class ($size, $all, $type, $not, $mod):
+	 * an index on their fields is the one createIndex can be given. */
+	if (f->n == 0)
+		for (size_t i = 0; i < preds->n; i++)
+			if (preds->p[i].any)
+				add_field(f, preds->p[i].field, 1);
 }
 
 bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *preds,
@@ -103,6 +221,11 @@ bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *pre
 	text_buf b;
 
 	esr_key_build(preds, sort, &f);
+	if (f.n == 0) { /* mongod refuses createIndex({}) */
+		if (len > 0)
+			out[0] = '\0';
+		return false;
+	}
 	text_init(&b, out, len);
 	text_str(&b, "db.getSiblingDB(");
 	text_json(&b, db != NULL ? db : "");

@@ -27,21 +27,35 @@ void esr_put_doc(text_buf *t, const bson_t *doc);
 /* The ESR key of a query, as fields: the first neq are its equality
  * fields (in filter order; any order of them serves the query), the next
  * nsort its sort fields (in order and direction), the rest its range
- * fields. Each field once; names point into preds and sort. This is what
+ * fields. Each field once; names point into preds and sort, or into names
+ * (the paths an $elemMatch tests, "arr.f"). This is what
  * esr_suggest_parsed writes, and what the report merges by (report/
- * recommend.c). */
-#define ESR_MAX_FIELDS 32 /* the server's limit on compound index keys */
+ * recommend.c).
+ *
+ * {arr: {$elemMatch: {f: 1, g: {$gt: 2}}}} gives arr.f (equality) and
+ * arr.g (range): mongod compounds the bounds of index keys on fields of
+ * one array that one $elemMatch joins (the manual's "Multikey Index
+ * Bounds"), and intersects the bounds of {arr: {$elemMatch: {$gte: 3,
+ * $lte: 6}}} on an index of arr itself, which the value form gives. A
+ * query whose fields give no ESR class at all ($size, $all, $type, $not
+ * only) gets those fields, so the key is never empty: mongod refuses
+ * createIndex({}). With no field and no sort the key is empty, and
+ * esr_suggest_parsed suggests nothing. */
+#define ESR_MAX_FIELDS 32  /* the server's limit on compound index keys */
+#define ESR_NAMES_LEN  512 /* the composed paths; a path that does not fit is left out */
 
 typedef struct esr_key {
 	const char *field[ESR_MAX_FIELDS];
 	int dir[ESR_MAX_FIELDS];
 	size_t n, neq, nsort;
+	char names[ESR_NAMES_LEN];
+	size_t names_len;
 } esr_key;
 
 void esr_key_build(const query_preds *preds, const sort_spec *sort, esr_key *out);
 
 /* The suggestion for an already-parsed query. Returns false (and writes
- * nothing useful) when the result does not fit in len. */
+ * "") when the key is empty or the result does not fit in len. */
 bool esr_suggest_parsed(const char *db, const char *coll, const query_preds *preds,
                         const sort_spec *sort, const bson_t *collation, char *out, size_t len);
 

@@ -14,6 +14,7 @@ void query_preds_init(query_preds *p)
 	p->text_or_near = false;
 	p->nors = 0;
 	p->ors_overflow = false;
+	p->nelems = 0;
 }
 
 const query_pred *query_preds_find(const query_preds *p, const char *field)
@@ -187,6 +188,11 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
 		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
 			q->range = true;
+		} else if (strcmp(op, "$elemMatch") == 0 && t == BSON_TYPE_DOCUMENT &&
+		           p->nelems < QUERY_ELEMS_MAX) {
+			bson_iter_document(&it, &p->elems[p->nelems].len,
+			                   &p->elems[p->nelems].data);
+			p->elems[p->nelems++].field = q->field;
 		} else if (strcmp(op, "$near") == 0 || strcmp(op, "$nearSphere") == 0 ||
 		           strcmp(op, "$geoNear") == 0) {
 			p->text_or_near = true;

@@ -17,6 +17,7 @@
 #define QUERY_ORS_MAX        4   /* $or clauses looked into */
 #define QUERY_SORT_MAX       32  /* the server's own limit on sort keys */
 #define QUERY_IN_EXPLODE_MAX 200 /* point scans the planner merges for a sort */
+#define QUERY_ELEMS_MAX      4   /* $elemMatch operands kept */
 
 typedef struct query_pred {
 	const char *field;
@@ -45,6 +46,15 @@ typedef struct query_preds {
 	} ors[QUERY_ORS_MAX];
 	size_t nors;
 	bool ors_overflow;
+	/* {f: {$elemMatch: {...}}}: the operand's bytes, inside the caller's
+	 * filter, for the ESR suggestion (esr.c), which indexes what the
+	 * $elemMatch tests; f itself is neither a point nor a range. */
+	struct {
+		const char *field;
+		const uint8_t *data;
+		uint32_t len;
+	} elems[QUERY_ELEMS_MAX];
+	size_t nelems;
 } query_preds;
 
 /* Collects the conjunctive predicates of filter (NULL: none): top-level

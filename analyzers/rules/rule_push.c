@@ -31,9 +31,13 @@ typedef struct guard_path {
 typedef struct push_guards {
 	guard_path counters[GUARDS_MAX]; /* fields held below a bound: $lt, $lte, $not {$gte} */
 	size_t ncounters;
+	guard_path floors[GUARDS_MAX]; /* fields held above a bound: $gt, $gte, $not {$lte} */
+	size_t nfloors;
 	guard_path arrays[GUARDS_MAX]; /* arrays held below a length: "a.N" $exists false, $size */
 	size_t narrays;
-	bool counted; /* some counter is also incremented by the update */
+	/* some counter is also incremented by the update, or some floor
+	 * decremented */
+	bool counted;
 } push_guards;
 
 static void add_guard(guard_path *list, size_t *n, const char *p, size_t len)
@@ -66,38 +70,47 @@ static bool is_number(const bson_iter_t *it)
 	}
 }
 
-/* {$gte: N} (or {$gt: N}) and nothing else: under $not, an upper bound. */
-static bool only_lower_bound(const bson_iter_t *v)
+/* {$gte: N} (or {$gt: N}) and nothing else, or with `lower` false {$lte:
+ * N} (or {$lt: N}): under $not, a bound the other way. */
+static bool only_bound(const bson_iter_t *v, bool lower)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c))
 		return false;
 	const char *k = wire_iter_key(&c);
-	if (!(key_eq(k, "$gte") || key_eq(k, "$gt")) || !is_number(&c))
+	bool ok =
+	    lower ? key_eq(k, "$gte") || key_eq(k, "$gt") : key_eq(k, "$lte") || key_eq(k, "$lt");
+	if (!ok || !is_number(&c))
 		return false;
 	return !wire_iter_next(&c);
 }
 
-/* The operators on one field: an upper bound on a counter, or an
- * element-existence guard when the field is "<array>.<N>". */
+/* The operators on one field: an upper or a lower bound on a counter, or
+ * an element-existence guard when the field is "<array>.<N>". */
 static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return;
-	bool counter = false, absent = false;
+	bool counter = false, floor = false, absent = false;
 	while (wire_iter_next(&c)) {
 		const char *op = wire_iter_key(&c);
 		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
 			counter = true;
-		else if (key_eq(op, "$not") && only_lower_bound(&c))
+		else if ((key_eq(op, "$gt") || key_eq(op, "$gte")) && is_number(&c))
+			floor = true;
+		else if (key_eq(op, "$not") && only_bound(&c, true))
 			counter = true;
+		else if (key_eq(op, "$not") && only_bound(&c, false))
+			floor = true;
 		else if (key_eq(op, "$exists") && (WIRE_ITER_HOLDS_BOOL(&c) || is_number(&c)) &&
 		         !bson_iter_as_bool(&c))
 			absent = true;
 	}
 	if (counter)
 		add_guard(g->counters, &g->ncounters, key, strlen(key));
+	if (floor)
+		add_guard(g->floors, &g->nfloors, key, strlen(key));
 	if (!absent)
 		return;
 	/* "<array>.<N>" with N a plain index (no sign, no leading zero). */
@@ -198,23 +211,37 @@ static void facts_guards(push_guards *g, const filter_facts *f)
 		member_guards(g, &f->m[i].it, 0);
 }
 
-/* Whether the update document increments a guarded counter by a positive
- * amount: then every application moves the counter towards its bound, and
- * the write stops applying when it is reached. */
+static bool guard_on(const guard_path *list, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is(&list[i], key))
+			return true;
+	return false;
+}
+
+/* Whether the update document moves a guarded counter towards its bound:
+ * increments one held below a bound by a positive amount, or decrements
+ * one held above a bound by a negative amount (a remaining-capacity
+ * counter: {seatsLeft: {$gt: 0}} with {$inc: {seatsLeft: -1}}). Every
+ * application then moves the counter towards the bound, and the write
+ * stops matching when it is reached, so what it pushes is bounded by the
+ * counter's starting value. */
 static bool increments_counter(const bson_iter_t *update, const push_guards *g)
 {
 	bson_iter_t c, inc;
-	if (g->ncounters == 0 || !wire_iter_recurse(update, &c))
+	if ((g->ncounters == 0 && g->nfloors == 0) || !wire_iter_recurse(update, &c))
 		return false;
 	while (wire_iter_next(&c)) {
 		if (!key_eq(wire_iter_key(&c), "$inc") || !wire_iter_recurse(&c, &inc))
 			continue;
 		while (wire_iter_next(&inc)) {
-			if (!is_number(&inc) || bson_iter_as_double(&inc) <= 0)
+			if (!is_number(&inc))
 				continue;
-			for (size_t i = 0; i < g->ncounters; i++)
-				if (path_is(&g->counters[i], wire_iter_key(&inc)))
-					return true;
+			double d = bson_iter_as_double(&inc);
+			if (d > 0 && guard_on(g->counters, g->ncounters, wire_iter_key(&inc)))
+				return true;
+			if (d < 0 && guard_on(g->floors, g->nfloors, wire_iter_key(&inc)))
+				return true;
 		}
 	}
 	return false;
@@ -279,6 +306,14 @@ static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *
 	return found;
 }
 
+/* The operators whose result holds at most a given number of elements of
+ * their input: $slice, and (MongoDB 5.2) the array expressions $firstN and
+ * $lastN ({input, n}). An append under one of them is bounded. */
+static bool bounds_array(const char *k)
+{
+	return key_eq(k, "$slice") || key_eq(k, "$firstN") || key_eq(k, "$lastN");
+}
+
 /* Does expr reference path (the "$field" string) outside any $slice? */
 static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int depth)
 {
@@ -293,7 +328,7 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 	while (wire_iter_next(&c)) {
 		if (WIRE_ITER_HOLDS_DOCUMENT(it)) {
 			const char *k = wire_iter_key(&c);
-			if (key_eq(k, "$slice") || key_eq(k, "$literal"))
+			if (bounds_array(k) || key_eq(k, "$literal"))
 				continue;
 		}
 		if (refs_path_unbounded(&c, path, depth + 1))
@@ -315,7 +350,7 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 	bool doc = WIRE_ITER_HOLDS_DOCUMENT(expr);
 	while (wire_iter_next(&c)) {
 		const char *k = doc ? wire_iter_key(&c) : NULL; /* NULL: array element */
-		if (k && (key_eq(k, "$slice") || key_eq(k, "$literal")))
+		if (k && (bounds_array(k) || key_eq(k, "$literal")))
 			continue; /* bounded, or not an expression */
 		if (k && key_eq(k, "$concatArrays") && WIRE_ITER_HOLDS_ARRAY(&c)) {
 			bson_iter_t op;
@@ -337,10 +372,66 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 	return false;
 }
 
+/* ---- update pipelines: what the stages do to each path, in order ----
+ *
+ * A stage reads the document the stages before it made, so a path's fate
+ * is decided by the last stage that assigns it: [{$set: {a:
+ * {$concatArrays: ["$a", [x]]}}}, {$set: {a: {$slice: ["$a", -10]}}}]
+ * keeps ten elements, and a $slice before the append ({$slice: ["$a",
+ * -9]} then the $concatArrays) bounds it as well. Paths start as stored
+ * (whatever the document holds, which grows from one run to the next);
+ * each assignment makes its path grown (appended to while unbounded),
+ * bounded (a value of bounded length, or one not read from the path), or
+ * leaves it as it was (the path read whole, e.g. $reverseArray). Paths
+ * are compared whole: a stage assigning a.b leaves a.b.c as it was. A path
+ * the table has no room for, when it grows, is reported at once, which
+ * can only keep a finding. */
+
+#define PIPE_PATHS_MAX 16
+#define PIPE_PATH_LEN  200
+
+typedef enum { PATH_GROWN, PATH_BOUNDED } path_state;
+
+typedef struct pipe_paths {
+	struct {
+		char path[PIPE_PATH_LEN];
+		uint8_t state; /* path_state */
+	} at[PIPE_PATHS_MAX];
+	size_t n;
+} pipe_paths;
+
+static uint8_t *path_state_of(pipe_paths *pp, const char *field)
+{
+	for (size_t i = 0; i < pp->n; i++)
+		if (strcmp(pp->at[i].path, field) == 0)
+			return &pp->at[i].state;
+	return NULL;
+}
+
+/* One assignment field = expr (path is "$field"). */
+static void assign(pipe_paths *pp, const char *field, const char *path, const bson_iter_t *expr,
+                   push_hit *hit, bool *found, int depth)
+{
+	uint8_t *st = path_state_of(pp, field);
+	bool appends = concat_appends(expr, path, depth);
+	if (!appends && refs_path_unbounded(expr, path, depth))
+		return; /* read whole ({$reverseArray: "$a"}): as it was */
+	path_state to = appends && !(st && *st == PATH_BOUNDED) ? PATH_GROWN : PATH_BOUNDED;
+	if (st) {
+		*st = (uint8_t)to;
+	} else if (pp->n < PIPE_PATHS_MAX) {
+		snprintf(pp->at[pp->n].path, PIPE_PATH_LEN, "%s", field);
+		pp->at[pp->n++].state = (uint8_t)to;
+	} else if (to == PATH_GROWN) {
+		add_field(hit, field); /* no room to follow it: reported now */
+		*found = true;
+	}
+}
+
 /* $set / $addFields: {field: expr}; an object literal {a: {b: expr}}
  * assigns a.b, so the walk extends the path through it. */
 static bool check_assignments(const bson_iter_t *fields, const char *prefix, const push_guards *g,
-                              push_hit *hit, int depth)
+                              pipe_paths *pp, push_hit *hit, int depth)
 {
 	bson_iter_t c;
 	bool found = false;
@@ -353,7 +444,7 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 		return false;
 	while (wire_iter_next(&c)) {
 		const char *k = wire_iter_key(&c);
-		char field[200], path[208];
+		char field[PIPE_PATH_LEN], path[PIPE_PATH_LEN + 8];
 		int n = prefix[0] ? snprintf(field, sizeof(field), "%s.%s", prefix, k)
 		                  : snprintf(field, sizeof(field), "%s", k);
 		if (n < 0 || (size_t)n >= sizeof(field)) { /* see MAX_DEPTH */
@@ -365,15 +456,13 @@ static bool check_assignments(const bson_iter_t *fields, const char *prefix, con
 		bson_iter_t first;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &first) &&
 		    wire_iter_next(&first) && wire_iter_key(&first)[0] != '$') {
-			if (check_assignments(&c, field, g, hit, depth + 1))
+			if (check_assignments(&c, field, g, pp, hit, depth + 1))
 				found = true;
 			continue;
 		}
 		snprintf(path, sizeof(path), "$%s", field);
-		if (!guarded(g, field) && concat_appends(&c, path, depth + 1)) {
-			add_field(hit, field);
-			found = true;
-		}
+		if (!guarded(g, field))
+			assign(pp, field, path, &c, hit, &found, depth + 1);
 	}
 	return found;
 }
@@ -382,6 +471,8 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 {
 	bson_iter_t stage, c;
 	bool found = false;
+	pipe_paths pp; /* 3 KB, for pipeline updates only; the paths are read up to n */
+	pp.n = 0;
 	if (!wire_iter_recurse(pipeline, &stage))
 		return false;
 	while (wire_iter_next(&stage)) {
@@ -390,10 +481,15 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 		while (wire_iter_next(&c)) {
 			const char *k = wire_iter_key(&c);
 			if ((key_eq(k, "$set") || key_eq(k, "$addFields")) &&
-			    check_assignments(&c, "", g, hit, 0))
+			    check_assignments(&c, "", g, &pp, hit, 0))
 				found = true;
 		}
 	}
+	for (size_t i = 0; i < pp.n; i++)
+		if (pp.at[i].state == PATH_GROWN) {
+			add_field(hit, pp.at[i].path);
+			found = true;
+		}
 	if (found) {
 		hit->pipeline = true;
 		hit->form = hit->unjudged ? "is assigned at a path too deep or too long to judge"
@@ -423,7 +519,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	 * guard lists and the field text (720 bytes) cost more than the walk
 	 * of a $set; nothing reads past a count or the text's NUL. */
 	push_guards g;
-	g.ncounters = g.narrays = 0;
+	g.ncounters = g.nfloors = g.narrays = 0;
 	g.counted = false;
 	hit->fields[0] = '\0';
 	hit->pipeline = hit->unjudged = false;

@@ -9,9 +9,14 @@
  *   $push: {f: {$slice: 3}}            no $each: the server pushes the
  *                                      document {$slice: 3} itself
  * each field of a $push checked. In a pipeline-style update (an array of
- * stages), a $set / $addFields that assigns f from $concatArrays with "$f"
- * among the operands, unless a $slice expression bounds the result (or
- * bounds "$f" before it is concatenated).
+ * stages; also the whenMatched pipeline of an aggregation's $merge, which
+ * the engine gives as an update of its into collection), a $set /
+ * $addFields that assigns f from $concatArrays with "$f" among the
+ * operands, unless what the stages leave in f is bounded: a $slice, $firstN
+ * or $lastN around the result (or around "$f" before it is concatenated),
+ * a later stage that slices f or assigns it a value not read from f, or an
+ * earlier one that sliced f before the append. The last stage assigning f
+ * decides (rule_push.c, "update pipelines").
  *
  * Fine: $each together with $slice (any value, 0 and negative included).
  * Fine too: a push the statement's filter bounds (a guard), read from the
@@ -25,6 +30,9 @@
  *                   bucket and outlier patterns). The counter is judged by
  *                   name only: that n counts the array's elements is the
  *                   application's contract, which the pattern makes.
+ *                   The same the other way: {n: {$gt: N}} / {$gte: N} /
+ *                   {$not: {$lte: N}} with $inc: {n: <negative>}, a
+ *                   remaining-capacity counter (seatsLeft).
  *   existence guard {"f.K": {$exists: false}}, K a plain array index: f has
  *                   at most K elements before the push. Bounds f only.
  *   size guard      {$expr: {$lt: [{$size: "$f"}, N]}} ($lte; or $gt/$gte
@@ -32,12 +40,11 @@
  *                   number. Bounds f only.
  * The existence and size guards also bound $concatArrays in update
  * pipelines; the counter guard needs $inc, which pipelines do not have.
- * Deliberately not caught: $addToSet (it only adds values not yet present,
- * so its growth is bounded by the distinct values the application has, and
- * it has no $slice to suggest); $push in $group / $setWindowFields (an
- * accumulator, not a write); $set of a whole array (the application chose
- * its length); $concatArrays in $project / $replaceRoot / $replaceWith
- * stages of update pipelines (the field assigned is not a single path). */
+ * Deliberately not caught: $addToSet, and $setUnion in pipelines (it only adds values not yet
+ * present, so its growth is bounded by the distinct values the application has, and it has no
+ * $slice to suggest); $push in $group / $setWindowFields (an accumulator, not a write); $set of a
+ * whole array (the application chose its length); $concatArrays in $project / $replaceRoot /
+ * $replaceWith stages of update pipelines (the field assigned is not a single path). */
 #ifndef MG_ANALYZERS_RULES_RULE_PUSH_H
 #define MG_ANALYZERS_RULES_RULE_PUSH_H
 

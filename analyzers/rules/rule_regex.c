@@ -453,7 +453,11 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
  * wildcard), a hint, $text / $near, more fields than are read: no
  * verdict. */
 
-/* A query's collation of strength 1 or 2: its locale and strength. */
+/* A query's collation that ignores case: strength 1 or 2 without
+ * caseLevel (its locale and strength). The manual's "Collation":
+ * caseLevel true includes case comparison at strength 1 (base characters
+ * and case) and 2 (base characters, diacritics and case), so such a query
+ * matches case-sensitively and is no business of this rule. */
 static bool insensitive_collation(const bson_t *c, collation_hit *h)
 {
 	bson_iter_t it;
@@ -463,10 +467,11 @@ static bool insensitive_collation(const bson_t *c, collation_hit *h)
 	h->strength = bson_iter_as_int64(&it);
 	if (h->strength != 1 && h->strength != 2)
 		return false;
+	if (bson_iter_init_find(&it, c, "caseLevel") && bson_iter_as_bool(&it))
+		return false;
 	h->locale = bson_iter_init_find(&it, c, "locale") && WIRE_ITER_HOLDS_UTF8(&it)
 	                ? bson_iter_utf8(&it, NULL)
 	                : "";
-	h->case_level = bson_iter_init_find(&it, c, "caseLevel") && bson_iter_as_bool(&it);
 	return true;
 }
 
@@ -661,8 +666,7 @@ static void collation_text(text_buf *t, const collation_hit *h)
 {
 	text_str(t, "{locale: \"");
 	js(t, h->locale);
-	text_printf(t, "\", strength: %d%s}", (int)h->strength,
-	            h->case_level ? ", caseLevel: true" : "");
+	text_printf(t, "\", strength: %d}", (int)h->strength);
 }
 
 static void collation_words(const rule_site *s, const collation_hit *h, rule_words *w)

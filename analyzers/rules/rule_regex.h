@@ -21,7 +21,8 @@
  * so they never decide an index scan); an inline (?i) that is not at the
  * start of the pattern (it makes only part of it insensitive).
  *
- * Also a query run with a collation of strength 1 or 2 (find, count,
+ * Also a query run with a collation of strength 1 or 2 without caseLevel
+ * (caseLevel: true compares case at those strengths) (find, count,
  * distinct, update / delete statements, findAndModify, bulkWrite ops, an
  * aggregation's leading $match) whose collated predicates (bounds that may
  * hold strings: {f: "x"}, $in, $gt ... on strings) no index with that
@@ -60,8 +61,7 @@ typedef struct collation_hit {
 	size_t nfields;
 	bool more;          /* more than COLLATION_FIELDS_MAX */
 	const char *locale; /* the query's collation, into the request */
-	int64_t strength;   /* 1 or 2 */
-	bool case_level;
+	int64_t strength;   /* 1 or 2 (and no caseLevel) */
 } collation_hit;
 
 /* filter: an iterator positioned on a filter document. */

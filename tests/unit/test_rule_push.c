@@ -103,6 +103,49 @@ static const pcase cases[] = {
         "{'findAndModify':'posts','query':{'_id':1},'update':[{'$set':{'h':{'$concatArrays':["
         "[0],'$h']}}}]}",
         "test.posts", "findAndModify", "\"h\""),
+    /* a path's fate is the last stage's that assigns it */
+    HIT("pipeline: a later stage slices another path",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',['SECRET']]}}},{'$set':{'b':{'$slice':['$b',"
+            "-10]}}}]"),
+        "test.posts", "update", "\"a\" is appended to"),
+    HIT("pipeline: a later stage reads the path whole",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':{'$reverseArray':'$a'}}}]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: a later stage slices a sub-path only",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a.x':{'$slice':['$a.x',-1]}}}"
+            "]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: a later stage appends again, sliced other operand",
+        UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':{'$concatArrays':['$a',{"
+            "'$slice':['$b',-1]}]}}}]"),
+        "test.posts", "update", "\"a\""),
+    HIT("pipeline: $slice of a stage before, then $set from the stored path",
+        UPD("[{'$set':{'t':{'$slice':['$a',-3]}}},{'$set':{'a':{'$concatArrays':['$a','$t']}}}]"),
+        "test.posts", "update", "\"a\""),
+    /* $merge's whenMatched pipeline updates the matching document of `into`
+     * on every run: an update of that collection */
+    HIT("$merge whenMatched appends",
+        "{'aggregate':'events','pipeline':[{'$match':{'k':'SECRET'}},{'$merge':{'into':'c',"
+        "'whenMatched':[{'$set':{'tags':{'$concatArrays':['$tags',['$$new.t']]}}}]}}],"
+        "'cursor':{}}",
+        "test.c", "aggregate", "\"tags\" is appended to with $concatArrays"),
+    HIT("$merge into {db, coll}, on, whenNotMatched",
+        "{'aggregate':'events','pipeline':[{'$group':{'_id':'$u','t':{'$last':'$t'}}},{'$merge':{"
+        "'into':{'db':'stats','coll':'users'},'on':'_id','whenMatched':[{'$addFields':{'seen':{"
+        "'$concatArrays':['$seen',['$$new.t']]}}}],'whenNotMatched':'insert'}}],'cursor':{}}",
+        "stats.users", "aggregate", "\"seen\""),
+    HIT("$merge into {coll} only: the request's database",
+        "{'aggregate':'events','pipeline':[{'$merge':{'into':{'coll':'c'},'whenMatched':[{'$set':"
+        "{'h':{'$concatArrays':[['$$new.x'],'$h']}}}]}}],'cursor':{}}",
+        "test.c", "aggregate", "\"h\""),
+    HIT("$merge of a collection-less aggregate",
+        "{'aggregate':1,'pipeline':[{'$documents':[{'_id':1,'t':2}]},{'$merge':{'into':'c',"
+        "'whenMatched':[{'$set':{'h':{'$concatArrays':['$h',['$$new.t']]}}}]}}],'cursor':{}}",
+        "test.c", "aggregate", "\"h\""),
+    HIT("explain of an aggregate with $merge (logged)",
+        "{'explain':{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{"
+        "'$set':{'h':{'$concatArrays':['$h',[1]]}}}]}}],'cursor':{}},'verbosity':'queryPlanner'}",
+        "test.c", "explain", "\"h\""),
     /* ---- guards that do not bound (PROTOCOL.md, "Guards that bound an array") ---- */
     HIT("counter guard inside $or",
         "{'update':'d','updates':[{'q':{'k':1,'$or':[{'n':{'$lt':200}},{'x':1}]},'u':{'$push':{"
@@ -167,6 +210,28 @@ static const pcase cases[] = {
         "{'update':'d','updates':[{'q':{'k':1},'u':{'$push':{'r':1},'$inc':{'n':1}},"
         "'arrayFilters':[{'n':{'$lt':5}}]}]}",
         "test.d", "update", "\"r\""),
+    /* a remaining-capacity counter bounds only when the same update
+     * decrements the field the filter holds above a constant */
+    HIT("capacity guard, counter incremented",
+        "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+        "'attendees':'SECRET'},'$inc':{'seatsLeft':1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard on another field than the one decremented",
+        "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+        "'attendees':'SECRET'},'$inc':{'waiting':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("counter decremented, no guard",
+        "{'update':'events','updates':[{'q':{'_id':1},'u':{'$push':{'attendees':'SECRET'},"
+        "'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard inside $or",
+        "{'update':'events','updates':[{'q':{'$or':[{'seatsLeft':{'$gt':0}},{'vip':true}]},'u':{"
+        "'$push':{'attendees':1},'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
+    HIT("capacity guard against a string, not a number",
+        "{'update':'events','updates':[{'q':{'seatsLeft':{'$gt':'a'}},'u':{'$push':{"
+        "'attendees':1},'$inc':{'seatsLeft':-1}}}]}",
+        "test.events", "update", "\"attendees\""),
     HIT("explain of update (logged)",
         "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
         "'verbosity':'queryPlanner'}",
@@ -179,7 +244,14 @@ static const pcase cases[] = {
     MISS("$each + $slice + $sort + $position",
          UPD("{'$push':{'c':{'$each':[1],'$position':0,'$sort':{'t':-1},'$slice':-5}}}")),
     MISS("$addToSet", UPD("{'$addToSet':{'tags':'SECRET'}}")),
+    /* $addToSet stays silent: a set is bounded by its domain (the distinct
+     * values the application has), which one request does not show */
     MISS("$addToSet $each", UPD("{'$addToSet':{'tags':{'$each':['a','b']}}}")),
+    MISS("$addToSet, findAndModify upsert",
+         "{'findAndModify':'posts','query':{'_id':1},'update':{'$addToSet':{'tags':'SECRET'}},"
+         "'upsert':true}"),
+    MISS("pipeline $setUnion (the pipeline's $addToSet)",
+         UPD("[{'$set':{'tags':{'$setUnion':['$tags',['SECRET']]}}}]")),
     MISS("$pull", UPD("{'$pull':{'tags':'SECRET'}}")),
     MISS("$pop", UPD("{'$pop':{'tags':1}}")),
     MISS("$set of an array", UPD("{'$set':{'tags':['a','b','c']}}")),
@@ -197,6 +269,21 @@ static const pcase cases[] = {
          UPD("[{'$set':{'log':{'$slice':[{'$concatArrays':['$log',['x']]},-10]}}}]")),
     MISS("pipeline field sliced before concatenation",
          UPD("[{'$set':{'log':{'$concatArrays':[{'$slice':['$log',-9]},['x']]}}}]")),
+    MISS("pipeline: a later stage slices the appended path",
+         UPD("[{'$set':{'a':{'$concatArrays':['$a',['SECRET']]}}},{'$set':{'a':{'$slice':['$a',"
+             "-10]}}}]")),
+    MISS("pipeline: a later $addFields slices a nested path",
+         UPD("[{'$set':{'d':{'l':{'$concatArrays':['$d.l',[1]]}}}},{'$addFields':{'d.l':{'$slice':"
+             "['$d.l',5]}}}]")),
+    MISS("pipeline: sliced in a stage before the append",
+         UPD("[{'$set':{'a':{'$slice':['$a',-9]}}},{'$set':{'a':{'$concatArrays':['$a',[1]]}}}]")),
+    MISS("pipeline: a later stage replaces the array",
+         UPD("[{'$set':{'a':{'$concatArrays':['$a',[1]]}}},{'$set':{'a':[]}}]")),
+    MISS("pipeline: $lastN around the $concatArrays",
+         UPD("[{'$set':{'a':{'$lastN':{'input':{'$concatArrays':['$a',[1]]},'n':10}}}}]")),
+    MISS("pipeline: a later stage keeps $firstN",
+         UPD("[{'$set':{'a':{'$concatArrays':[[1],'$a']}}},{'$set':{'a':{'$firstN':{'input':'$a',"
+             "'n':10}}}}]")),
     MISS("pipeline concatenates other fields",
          UPD("[{'$set':{'all':{'$concatArrays':['$a','$b']}}}]")),
     MISS("pipeline $project with $concatArrays",
@@ -205,6 +292,18 @@ static const pcase cases[] = {
          UPD("[{'$set':{'log':{'$literal':{'$concatArrays':['$log',[1]]}}}}]")),
     MISS("pipeline path prefix is not the field",
          UPD("[{'$set':{'log':{'$concatArrays':['$logs',[1]]}}}]")),
+    MISS("$merge whenMatched sliced in a later stage",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{'$set':{'tags':{"
+         "'$concatArrays':['$tags',['$$new.t']]}}},{'$set':{'tags':{'$slice':['$tags',-50]}}}]}}"
+         "],'cursor':{}}"),
+    MISS("$merge whenMatched as a word",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':'merge'}}],"
+         "'cursor':{}}"),
+    MISS("$merge as a string", "{'aggregate':'events','pipeline':[{'$merge':'c'}],'cursor':{}}"),
+    MISS("$merge whenMatched sets without appending",
+         "{'aggregate':'events','pipeline':[{'$merge':{'into':'c','whenMatched':[{'$set':{'n':"
+         "'$$new.n','tags':'$$new.tags'}}]}}],'cursor':{}}"),
+    MISS("$out", "{'aggregate':'events','pipeline':[{'$out':'c'}],'cursor':{}}"),
     MISS("findAndModify remove", "{'findAndModify':'posts','query':{'_id':1},'remove':true}"),
     MISS("delete", "{'delete':'posts','deletes':[{'q':{'$push':1},'limit':1}]}"),
     MISS("$push in the filter position", "{'update':'posts','updates':[{'q':{'h':{'$size':3}},"
@@ -253,6 +352,21 @@ static const pcase cases[] = {
     MISS("outlier pattern: counter guard",
          "{'update':'books','updates':[{'q':{'_id':1,'customers_count':{'$lt':1000}},'u':{"
          "'$push':{'customers_purchased':'SECRET'},'$inc':{'customers_count':1}}}]}"),
+    MISS("remaining-capacity counter (updateOne, $gt 0, $inc -1)",
+         "{'update':'events','updates':[{'q':{'_id':1,'seatsLeft':{'$gt':0}},'u':{'$push':{"
+         "'attendees':'SECRET'},'$inc':{'seatsLeft':-1}}}]}"),
+    MISS("remaining-capacity counter, $gte and a fractional decrement",
+         "{'update':'events','updates':[{'q':{'seatsLeft':{'$gte':1}},'u':{'$inc':{"
+         "'seatsLeft':-0.5},'$push':{'a':1,'b':2}}}]}"),
+    MISS("remaining-capacity counter, $not {$lte: 0}",
+         "{'update':'events','updates':[{'q':{'seatsLeft':{'$not':{'$lte':0}}},'u':{'$push':{"
+         "'attendees':1},'$inc':{'seatsLeft':{'$numberLong':'-1'}}}}]}"),
+    MISS("remaining-capacity counter, findAndModify",
+         "{'findAndModify':'events','query':{'_id':1,'seatsLeft':{'$gt':0}},'update':{'$push':{"
+         "'attendees':1},'$inc':{'seatsLeft':-1}},'new':true}"),
+    MISS("remaining-capacity counter, bulkWrite",
+         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'seatsLeft':{'$gt':0}},'updateMods':{"
+         "'$push':{'attendees':1},'$inc':{'seatsLeft':-1}}}],'nsInfo':[{'ns':'i.events'}]}"),
     MISS("size guard",
          "{'update':'d','updates':[{'q':{'_id':1,'$expr':{'$lt':[{'$size':'$r'},50]}},'u':{"
          "'$push':{'r':1}}}]}"),

@@ -115,6 +115,13 @@ static const scase cases[] = {
         REWRITE),
     HIT("$nor", FIND("{'$nor':[{'status':'SECRET'}]}"), "find", "($nor)", REWRITE),
     HIT("$size", FIND("{'status':{'$size':3}}"), "find", "status: $size", NULL),
+    /* $elemMatch: the index to suggest is on the array's sub-fields (or the
+     * array itself for the value form), never createIndex({}) */
+    HIT("$elemMatch on unindexed sub-fields",
+        FIND("{'tags':{'$elemMatch':{'n':{'$gt':1},'k':'SECRET'}}}"), "find", "tags",
+        ESR("\"tags.k\": 1, \"tags.n\": 1")),
+    HIT("$elemMatch on array values", FIND("{'scores':{'$elemMatch':{'$gte':80,'$lt':85}}}"),
+        "find", "scores", ESR("\"scores\": 1")),
     HIT("$mod", FIND("{'status':{'$mod':[2,0]}}"), "find", "status: $mod", NULL),
     HIT("$or with a branch no index bounds", FIND("{'$or':[{'status':'SECRET'},{'qty':1}]}"),
         "find", "$or: a branch no index bounds", NULL),

@@ -338,6 +338,10 @@ static void test_table(void **state)
 			print_error("case \"%s\": blocking without a suggestion\n", cases[i].name);
 			failed++;
 		}
+		if (v == B && !fx_suggestion_keys_ok(sugg)) {
+			print_error("case \"%s\": no valid createIndex: %s\n", cases[i].name, sugg);
+			failed++;
+		}
 		if (v != B && sugg[0] != '\0') {
 			print_error("case \"%s\": suggestion without a finding\n", cases[i].name);
 			failed++;
