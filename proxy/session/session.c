@@ -601,25 +601,6 @@ uint64_t session_id(const session *s)
 	return s->id;
 }
 
-static const char *state_name(session_state st)
-{
-	switch (st) {
-	case SESSION_SNIFFING:
-		return "sniffing";
-	case SESSION_CONNECTING:
-		return "connecting";
-	case SESSION_ACTIVE:
-		return "active";
-	case SESSION_UNREACHABLE:
-		return "unreachable";
-	case SESSION_FLUSHING:
-		return "closing";
-	case SESSION_CLOSED:
-		break;
-	}
-	return "closed";
-}
-
 void session_describe(const session *s, int64_t now_ms, text_buf *out)
 {
 	text_printf(out, "{\"id\":%llu,\"ctx\":", (unsigned long long)s->id);
@@ -632,7 +613,7 @@ void session_describe(const session *s, int64_t now_ms, text_buf *out)
 	/* a session with requests in flight is busy, one without is idle */
 	bool busy = s->state == SESSION_ACTIVE && inflight_count(&s->inflight) > 0;
 	text_json(out,
-	          s->state == SESSION_ACTIVE ? (busy ? "busy" : "idle") : state_name(s->state));
+	          s->state == SESSION_ACTIVE ? (busy ? "busy" : "idle") : state_names[s->state]);
 	text_printf(out,
 	            ",\"ageSecs\":%.1f,\"requests\":%llu,\"blocked\":%llu,\"bytesIn\":%llu,"
 	            "\"bytesOut\":%llu,\"tls\":%s,\"upstream\":",
