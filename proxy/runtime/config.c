@@ -186,6 +186,8 @@ static bool net_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_u32(x, v, "net.maxConnections", 1, 1000000, &c->max_connections);
 	if (!strcmp(key, "maxFrameWaitMS"))
 		return get_u32(x, v, "net.maxFrameWaitMS", 100, 86400000, &c->max_frame_wait_ms);
+	if (!strcmp(key, "proxyProtocol"))
+		return get_bool(x, v, "net.proxyProtocol", &c->proxy_protocol);
 	return unknown(x, v, "net", key);
 }
 

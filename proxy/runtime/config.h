@@ -26,6 +26,9 @@ typedef struct mg_config {
 	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
 	uint32_t max_connections;
 	uint32_t max_frame_wait_ms; /* a started request must complete within this */
+	/* net.proxyProtocol: every connection begins with a PROXY protocol
+	 * header (v1 or v2) naming the real client (proxy/net/proxy_proto.h) */
+	bool proxy_protocol;
 	tls_client_side_config tls; /* net.tls.* */
 	/* upstream */
 	char upstream_uri[2048];

@@ -48,6 +48,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "proxy/net/proxy_proto.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
 
@@ -753,7 +754,8 @@ static void session_relay(session *s, int fd, bool client_tls)
 	bufferevent_enable(s->up.bev, EV_READ);
 }
 
-/* ---- the sniff: plain or TLS (net.tls.mode other than disabled) ---- */
+/* ---- the sniff: a PROXY header (net.proxyProtocol), then plain or TLS
+ * (net.tls.mode other than disabled) ---- */
 
 /* The client's first bytes decide, peeked, not read, so whichever layer
  * takes the socket sees them. The read event is edge-triggered and
@@ -762,9 +764,73 @@ static void session_relay(session *s, int fd, bool client_tls)
  * "need more" waits for the next arrival (or the peer's close) instead,
  * costing nothing. The deadline is the state's timer, armed at accept
  * (sniff_timeout). */
+/* net.proxyProtocol: the load balancer's header, peeked until whole, then
+ * consumed; the client is who it names from here on. True when it was read
+ * (the sniff goes on); false to wait for more, or when the session ended. */
+static bool read_proxy_header(session *s, evutil_socket_t fd)
+{
+	uint8_t head[PROXY_PROTO_MAX];
+	ssize_t n;
+	do
+		n = recv(fd, head, sizeof(head), MSG_PEEK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return false;
+	if (n <= 0) {
+		sniff_end(s, LOG_INFO, "client closed the connection");
+		return false;
+	}
+	proxy_proto pp;
+	char why[256], msg[300];
+	switch (proxy_proto_parse(head, (size_t)n, &pp, why, sizeof why)) {
+	case PROXY_PROTO_NEED_MORE:
+		if (sniff_peer_gone(fd))
+			sniff_end(s, LOG_INFO, "client closed the connection");
+		return false;
+	case PROXY_PROTO_INVALID:
+		snprintf(msg, sizeof msg, "PROXY protocol: %s", why);
+		sniff_end(s, LOG_WARNING, msg);
+		return false;
+	case PROXY_PROTO_OK:
+		break;
+	}
+	ssize_t got; /* the bytes peeked are there: this takes exactly them */
+	do
+		got = recv(fd, head, pp.len, 0);
+	while (got < 0 && errno == EINTR);
+	if (got != (ssize_t)pp.len) {
+		sniff_end(s, LOG_WARNING, "PROXY protocol: the header could not be read");
+		return false;
+	}
+	s->awaiting_proxy = false;
+	if (pp.has_source) {
+		char via[sizeof s->peer];
+		memcpy(via, s->peer, sizeof via);
+		net_format_addr((const struct sockaddr *)&pp.source, s->peer, sizeof s->peer);
+		log_line *l =
+		    log_begin(logs_connections(s) ? LOG_INFO : LOG_DEBUG, "NETWORK",
+		              LOGID_CONN_ACCEPTED, s->ctx, "Client named by a PROXY header");
+		log_attr_str(l, "remote", s->peer);
+		log_attr_str(l, "via", via);
+		log_attr_int(l, "version", pp.version);
+		log_end(l);
+	}
+	return true;
+}
+
 static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
+	if (s->awaiting_proxy) {
+		if (!read_proxy_header(s, fd))
+			return;
+		if (!s->env.tls.server) { /* no TLS to tell apart: plain from here */
+			event_free(s->sniff_ev);
+			s->sniff_ev = NULL;
+			session_relay(s, fd, false);
+			return;
+		}
+	}
 	uint8_t head[TLS_SNIFF_LEN];
 	ssize_t n;
 	do
@@ -824,9 +890,11 @@ session *session_start(const session_env *env, int fd, const struct sockaddr *ad
 
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (env->tls.server)
+	s->awaiting_proxy = env->snap && *env->snap && (*env->snap)->cfg.proxy_protocol;
+	bool sniff = env->tls.server || s->awaiting_proxy;
+	if (sniff)
 		s->sniff_ev = event_new(env->base, fd, EV_READ | EV_ET | EV_PERSIST, sniff_cb, s);
-	if (!session_timers(s) || (env->tls.server && !s->sniff_ev)) {
+	if (!session_timers(s) || (sniff && !s->sniff_ev)) {
 		if (!s->sniff_ev)
 			close(fd); /* else session_free closes it, once, through the event */
 		snprintf(session_reason_buf(s), END_REASON_LEN, "out of memory");

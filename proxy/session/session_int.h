@@ -93,6 +93,7 @@ struct session {
 	 * (protocol/request_template.h): made on first use too. */
 	request_template *req_template;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
+	bool awaiting_proxy;  /* net.proxyProtocol: its header not read yet (sniff_cb) */
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */
 
 	transport_side cl;      /* the client; cl.bev NULL while SNIFFING */
