@@ -364,8 +364,12 @@ static void counting_tail(bson_iter_t *s, leading *l)
 				l->count_limit = skip + n;
 			continue;
 		}
-		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g) ||
-		    !bson_iter_find(&g, "_id"))
+		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g))
+			return;
+		bool found = false;
+		while (!found && wire_iter_next(&g))
+			found = key_eq(wire_iter_key(&g), "_id");
+		if (!found)
 			return;
 		bson_type_t t = wire_iter_type(&g);
 		l->counts = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
@@ -394,7 +398,8 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 			return;
 		}
 		if (!key_eq(k, "$match")) {
-			if (l->filter)
+			if (l->filter &&
+			    bson_empty(l->filter)) /* the count alone makes it a read */
 				counting_tail(&s, l);
 			return;
 		}
@@ -487,18 +492,36 @@ static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *fac
 	}
 }
 
+/* Whether some top-level stage of pipeline is $facet or $unionWith: each
+ * stage's name read in place, as the first key of its document, walking
+ * the array's bytes (the body was validated, so every length and key ends
+ * inside it). Anything but a document among the stages ends the walk with
+ * "maybe": the server refuses such a pipeline anyway. */
+static bool names_subpipeline(const bson_iter_t *pipeline)
+{
+	const uint8_t *p = pipeline->raw + pipeline->d1 + 4; /* the first element */
+	while (*p) {
+		if (*p != BSON_TYPE_DOCUMENT)
+			return true;
+		p += 1 + strlen((const char *)p + 1) + 1; /* type, index key */
+		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		               (uint32_t)p[3] << 24;
+		const char *k = (const char *)p + 5;
+		if (len > 5 && (key_eq(k, "$facet") || key_eq(k, "$unionWith")))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
 /* The stages of a pipeline that hold pipelines of their own: $facet (its
  * sorts) and $unionWith (another collection's query). Most pipelines name
- * neither, and cost two byte searches. */
+ * neither, and cost a look at each stage's name. */
 static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
                          int depth)
 {
 	bson_iter_t stage, c;
-	uint32_t len;
-	const uint8_t *data;
-	bson_iter_array(pipeline, &len, &data);
-	if (depth > SUBPIPELINE_MAX_DEPTH ||
-	    (!key_maybe_in(data, len, "$facet") && !key_maybe_in(data, len, "$unionWith")) ||
+	if (depth > SUBPIPELINE_MAX_DEPTH || !names_subpipeline(pipeline) ||
 	    !wire_iter_recurse(pipeline, &stage))
 		return;
 	while (wire_iter_next(&stage)) {
@@ -525,7 +548,8 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	if (b.explain)
 		ax->explain = true; /* {aggregate, explain: true} runs nothing */
-	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
+	/* A late call may owe verdicts at a $unionWith's namespace only. */
+	if (!b.has_pipeline || (!target_init(ax, &t, ax->db, coll) && !ax->late_call))
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
@@ -548,7 +572,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			ready = run_sort(ax, &site, &b.q);
 		}
 	}
-	if (ready && coll && ax->e->ic && (t.parts & (PART_SORT | PART_QUERY)))
+	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))))
 		subpipelines(ax, &site, &b, &b.pipeline, 0);
 	if (ready) {
 		if (l.filter && (t.parts & PART_QUERY)) {

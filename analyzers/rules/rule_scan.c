@@ -429,7 +429,7 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 		}
 		/* A partial index serves only a filter that implies its own;
 		 * mongod refuses a hint to one that it does not. */
-		bool usable = index_def_usable_for(d, p->conj, p->nconj);
+		bool usable = !d->partial || index_def_usable_for(d, p->conj, p->nconj);
 		if (hinted && !usable)
 			return SCAN_UNKNOWN;
 		if (usable && index_bounded(d, p))
