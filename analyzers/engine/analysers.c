@@ -337,14 +337,54 @@ typedef struct leading {
 	const bson_t *filter; /* NULL, &first or &merged */
 	bson_t sort;
 	bool has_sort;
+	bool counts;         /* countDocuments' form: the matches are counted */
+	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
 } leading;
+
+/* After the leading $match stages, countDocuments' pipeline (every driver's:
+ * [{$match: F}, {$skip}, {$limit}, {$group: {_id: 1, n: {$sum: 1}}}]):
+ * a $group with a constant _id reads every document F selects, up to the
+ * $skip and $limit before it. s: on the stage after the $match stages. */
+static void counting_tail(bson_iter_t *s, leading *l)
+{
+	bson_iter_t c, g;
+	int64_t skip = 0;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if ((key_eq(k, "$skip") || key_eq(k, "$limit")) && WIRE_ITER_HOLDS_NUMBER(&c)) {
+			int64_t n = bson_iter_as_int64(&c);
+			if (n < 0 || n > INT32_MAX)
+				return;
+			if (key_eq(k, "$skip"))
+				skip += n;
+			else
+				l->count_limit = skip + n;
+			continue;
+		}
+		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g))
+			return;
+		bool found = false;
+		while (!found && wire_iter_next(&g))
+			found = key_eq(wire_iter_key(&g), "_id");
+		if (!found)
+			return;
+		bson_type_t t = wire_iter_type(&g);
+		l->counts = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
+		            !(t == BSON_TYPE_UTF8 && bson_iter_utf8(&g, NULL)[0] == '$');
+		return;
+	} while (wire_iter_next(s));
+}
 
 /* Stops at the first stage that is neither $match nor $sort: a stage
  * between them changes what the sort or the filter applies to. */
 static void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
-	l->owned = l->has_sort = false;
+	l->owned = l->has_sort = l->counts = false;
+	l->count_limit = 0;
 	l->filter = NULL;
 	if (!wire_iter_recurse(pipeline, &s))
 		return;
@@ -357,8 +397,12 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 			l->has_sort = body_doc_view(&c, &l->sort);
 			return;
 		}
-		if (!key_eq(k, "$match"))
+		if (!key_eq(k, "$match")) {
+			if (l->filter &&
+			    bson_empty(l->filter)) /* the count alone makes it a read */
+				counting_tail(&s, l);
 			return;
+		}
 		if (!l->filter) {
 			if (!body_doc_view(&c, &l->first))
 				return;
@@ -431,6 +475,119 @@ static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const 
 	run_checks(ax, &site, CHECK_UPDATE, &wm);
 }
 
+#define SUBPIPELINE_MAX_DEPTH 4
+
+static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
+                         int depth);
+
+/* {$unionWith: {coll, pipeline}}: the pipeline runs against coll and its
+ * leading $match and $sort reach the planner there, as a top-level
+ * aggregate's do; judged at coll's namespace (its scopes, its indexes). */
+static void union_with(rule_ctx *ax, const rule_site *parent, cmd_body *b, const bson_iter_t *stage,
+                       int depth)
+{
+	bson_iter_t it, pipeline;
+	const char *coll = NULL;
+	bool has_pipeline = false;
+	target t;
+	if (!wire_iter_recurse(stage, &it))
+		return;
+	while (wire_iter_next(&it)) {
+		if (key_eq(wire_iter_key(&it), "coll") && WIRE_ITER_HOLDS_UTF8(&it))
+			coll = bson_iter_utf8(&it, NULL);
+		else if (key_eq(wire_iter_key(&it), "pipeline") && WIRE_ITER_HOLDS_ARRAY(&it))
+			pipeline = it, has_pipeline = true;
+	}
+	if (!coll || !has_pipeline || !target_init(ax, &t, ax->db, coll))
+		return;
+	rule_site site = site_of(&t, parent->shape); /* the shape of the whole aggregate */
+	leading l;
+	leading_stages(&pipeline, &l);
+	sort_query q = {.db = ax->db,
+	                .coll = coll,
+	                .filter = l.filter,
+	                .sort = l.has_sort ? &l.sort : NULL,
+	                .collation = b->q.collation};
+	if (l.has_sort && (t.parts & PART_SORT) && !run_sort(ax, &site, &q))
+		ax->wait = true;
+	if (l.filter && (t.parts & PART_QUERY)) {
+		rule_query rq = {.kind = RULE_QUERY_AGGREGATE,
+		                 .q = q,
+		                 .limit = l.count_limit,
+		                 .counts = l.counts};
+		run_checks(ax, &site, CHECK_QUERY, &rq);
+	}
+	if (l.owned)
+		bson_destroy(&l.merged);
+	subpipelines(ax, &site, b, &pipeline, depth + 1);
+}
+
+/* Every $sort of a $facet's sub-pipelines: sorted in memory whatever the
+ * indexes (sort_query.in_facet). */
+static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *facet)
+{
+	bson_iter_t f, stage, c;
+	bson_t sort;
+	if (!wire_iter_recurse(facet, &f))
+		return;
+	while (wire_iter_next(&f)) {
+		if (!WIRE_ITER_HOLDS_ARRAY(&f) || !wire_iter_recurse(&f, &stage))
+			continue;
+		while (wire_iter_next(&stage))
+			if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
+			    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
+			    body_doc_view(&c, &sort)) {
+				sort_query q = {
+				    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
+				if (!run_sort(ax, s, &q))
+					ax->wait = true;
+			}
+	}
+}
+
+/* Whether some top-level stage of pipeline is $facet or $unionWith: each
+ * stage's name read in place, as the first key of its document, walking
+ * the array's bytes (the body was validated, so every length and key ends
+ * inside it). Anything but a document among the stages ends the walk with
+ * "maybe": the server refuses such a pipeline anyway. */
+static bool names_subpipeline(const bson_iter_t *pipeline)
+{
+	const uint8_t *p = pipeline->raw + pipeline->d1 + 4; /* the first element */
+	while (*p) {
+		if (*p != BSON_TYPE_DOCUMENT)
+			return true;
+		p += 1 + strlen((const char *)p + 1) + 1; /* type, index key */
+		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		               (uint32_t)p[3] << 24;
+		const char *k = (const char *)p + 5;
+		if (len > 5 && (key_eq(k, "$facet") || key_eq(k, "$unionWith")))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/* The stages of a pipeline that hold pipelines of their own: $facet (its
+ * sorts) and $unionWith (another collection's query). Most pipelines name
+ * neither, and cost a look at each stage's name. */
+static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
+                         int depth)
+{
+	bson_iter_t stage, c;
+	if (depth > SUBPIPELINE_MAX_DEPTH || !names_subpipeline(pipeline) ||
+	    !wire_iter_recurse(pipeline, &stage))
+		return;
+	while (wire_iter_next(&stage)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &c) ||
+		    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_DOCUMENT(&c))
+			continue;
+		if (key_eq(wire_iter_key(&c), "$facet"))
+			facet_sorts(ax, s, &c);
+		else if (key_eq(wire_iter_key(&c), "$unionWith"))
+			union_with(ax, s, b, &c, depth);
+	}
+}
+
 /* An aggregation: the leading $match and $sort as a query (sort checks
  * first, as everywhere), then the whole pipeline for the pipeline checks.
  * {aggregate, explain: true} is judged as an explain. */
@@ -444,7 +601,8 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	if (b.explain)
 		ax->explain = true; /* {aggregate, explain: true} runs nothing */
-	if (!b.has_pipeline || !target_init(ax, &t, ax->db, coll))
+	/* A late call may owe verdicts at a $unionWith's namespace only. */
+	if (!b.has_pipeline || (!target_init(ax, &t, ax->db, coll) && !ax->late_call))
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
@@ -467,9 +625,14 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			ready = run_sort(ax, &site, &b.q);
 		}
 	}
+	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))))
+		subpipelines(ax, &site, &b, &b.pipeline, 0);
 	if (ready) {
 		if (l.filter && (t.parts & PART_QUERY)) {
-			rule_query rq = {.kind = ax->cmd->query, .q = b.q, .min_max = false};
+			rule_query rq = {.kind = ax->cmd->query,
+			                 .q = b.q,
+			                 .limit = l.count_limit,
+			                 .counts = l.counts};
 			rq.q.filter = l.filter;
 			rq.q.sort = l.has_sort ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);
@@ -532,6 +695,16 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	b.q.coll = t->coll;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
 	rule_site site = site_of(t, &spec);
+	if (nonempty_doc(b.q.sort) && (t->parts & PART_SORT)) {
+		/* updateOne's sort (8.0) orders the documents q selects to pick
+		 * one, as findAndModify's does: a sort question of its own, and
+		 * a statement the template cannot stand for. */
+		if (!run_sort(ax, &site, body_sort_query(&b)))
+			return;
+		if (tp)
+			tp->valid = false;
+		tp = NULL;
+	}
 	if (!tp) {
 		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
 		return;
@@ -599,7 +772,7 @@ verdict analyze_insert(rule_ctx *ax, const cmdview *v)
 /* bulkWrite's update and delete ops (the statements of its "ops"). */
 #define BULK_UPDATE_KEYS                                                                           \
 	(BK(FILTER) | BK(UPDATE_MODS) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) |    \
-	 BK(COLLATION))
+	 BK(COLLATION) | BK(SORT))
 #define BULK_DELETE_KEYS (BK(FILTER) | BK(MULTI) | BK(HINT) | BK(COLLATION))
 
 /* A bulkWrite insert op: {insert: i, document: {...}}. */

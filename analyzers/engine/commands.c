@@ -13,7 +13,8 @@
  * but never checked for regexes: they pick elements inside documents the
  * filter already selected, so they never decide an index scan. */
 #define UPDATE_STMT_KEYS                                                                           \
-	(BK(Q) | BK(U) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) | BK(COLLATION))
+	(BK(Q) | BK(U) | BK(UPSERT) | BK(ARRAY_FILTERS) | BK(MULTI) | BK(HINT) | BK(COLLATION) |   \
+	 BK(SORT))
 #define DELETE_STMT_KEYS (BK(Q) | BK(LIMIT) | BK(HINT) | BK(COLLATION))
 
 /* A command that only changes what the index cache knows. */
@@ -32,7 +33,7 @@ const command_def commands_rows[CMD_IDS] = {
                        .shape = CMD_SHAPE_BODY},
     /* ops name their namespaces through nsInfo; findings are per op */
     [CMD_BULK_WRITE] = {.analyze = analyze_bulk_write,
-                        .parts = PART_FILTER | PART_UPDATE | PART_QUERY | PART_DOCUMENT,
+                        .parts = PART_FILTER | PART_UPDATE | PART_QUERY | PART_DOCUMENT | PART_SORT,
                         .explainable = true,
                         .shape = CMD_SHAPE_NAME},
     [CMD_COUNT] = {.analyze = analyze_query,
@@ -92,7 +93,8 @@ const command_def commands_rows[CMD_IDS] = {
     [CMD_RENAME_COLLECTION] = DDL_ROW(DDL_RENAME),
     [CMD_UPDATE] = {.analyze = analyze_statements,
                     .stmt_keys = UPDATE_STMT_KEYS,
-                    .parts = PART_FILTER | PART_UPDATE | PART_QUERY,
+                    /* a statement's sort (updateOne, 8.0) picks the document */
+                    .parts = PART_FILTER | PART_UPDATE | PART_QUERY | PART_SORT,
                     .query = RULE_QUERY_UPDATE,
                     .explainable = true,
                     .shape = CMD_SHAPE_FIRST_STMT},

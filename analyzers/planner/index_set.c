@@ -98,6 +98,16 @@ static bson_t *copy_collation(const bson_iter_t *it)
 	return bson_copy(&view);
 }
 
+/* False only when memory runs out. */
+static bool copy_document(const bson_iter_t *it, bson_t **out)
+{
+	const uint8_t *data;
+	uint32_t len;
+	bson_iter_document(it, &len, &data);
+	*out = bson_new_from_data(data, len);
+	return *out != NULL;
+}
+
 static bool truthy(const bson_iter_t *it)
 {
 	return bson_iter_as_bool(it);
@@ -126,6 +136,9 @@ static bool build_def(index_def *d, const bson_t *spec)
 			d->sparse = truthy(&it);
 		} else if (strcmp(k, "partialFilterExpression") == 0) {
 			d->partial = true;
+			if (WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+			    !copy_document(&it, &d->partial_filter))
+				return false;
 		} else if (strcmp(k, "collation") == 0) {
 			d->collation = copy_collation(&it);
 		} else if (strcmp(k, "key") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
@@ -168,6 +181,8 @@ static void free_defs(index_def *defs, size_t n)
 		free(defs[i].keys);
 		if (defs[i].collation != NULL)
 			bson_destroy(defs[i].collation);
+		if (defs[i].partial_filter != NULL)
+			bson_destroy(defs[i].partial_filter);
 	}
 	free(defs);
 }
@@ -259,6 +274,52 @@ out:
 	free(docs);
 	bson_destroy(arr);
 	return s;
+}
+
+bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size_t n)
+{
+	return !d->partial || query_implies(filters, n, d->partial_filter);
+}
+
+#define KEYS_COVER_MAX_DEPTH 8
+
+static bool keys_cover(const index_def *d, const bson_t *filter, int depth)
+{
+	bson_iter_t it, el;
+	bson_t sub;
+	if (!filter || depth > KEYS_COVER_MAX_DEPTH || !bson_iter_init(&it, filter))
+		return filter == NULL;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0) {
+			if (!WIRE_ITER_HOLDS_ARRAY(&it) || !wire_iter_recurse(&it, &el))
+				return false;
+			while (wire_iter_next(&el)) {
+				uint32_t len;
+				const uint8_t *data;
+				if (!WIRE_ITER_HOLDS_DOCUMENT(&el))
+					return false;
+				bson_iter_document(&el, &len, &data);
+				if (!bson_init_static(&sub, data, len) ||
+				    !keys_cover(d, &sub, depth + 1))
+					return false;
+			}
+			continue;
+		}
+		if (strcmp(k, "$comment") == 0)
+			continue;
+		size_t i = 0;
+		while (i < d->nkeys && strcmp(d->keys[i].field, k) != 0)
+			i++;
+		if (i == d->nkeys)
+			return false;
+	}
+	return true;
+}
+
+bool index_def_keys_cover(const index_def *d, const bson_t *filter)
+{
+	return keys_cover(d, filter, 0);
 }
 
 void index_def_key_pattern(const index_def *d, bson_t *out)

@@ -25,14 +25,15 @@ typedef struct index_def {
 	bson_t *collation; /* NULL for the simple collation */
 	bool hidden;       /* a hidden index is never used by the planner */
 	bool sparse;
-	bool partial;  /* has partialFilterExpression */
-	bool wildcard; /* a "$**" key */
-	bool plugin;   /* a text, 2d, 2dsphere or geoHaystack key: such an index
-	                  serves only its own operators and is never scanned
-	                  whole for a sort (hashed is not a plugin here) */
-	bool odd;      /* a spec this code does not fully understand (an unknown key
-	                  type, a name or field too long to store): never assumed
-	                  unable to serve a sort, so it turns a finding into no verdict */
+	bool partial;           /* has partialFilterExpression */
+	bson_t *partial_filter; /* ... a copy of it (NULL: none, or not a document) */
+	bool wildcard;          /* a "$**" key */
+	bool plugin;            /* a text, 2d, 2dsphere or geoHaystack key: such an index
+	                           serves only its own operators and is never scanned
+	                           whole for a sort (hashed is not a plugin here) */
+	bool odd;               /* a spec this code does not fully understand (an unknown key
+	                           type, a name or field too long to store): never assumed
+	                           unable to serve a sort, so it turns a finding into no verdict */
 	/* Multikey, as explain of a hinted query reported it (listIndexes does
 	 * not say). Unknown unless multikey_known; then bit i of multikey_keys
 	 * says keys[i] holds arrays in some document. */
@@ -85,6 +86,17 @@ size_t index_set_find_hint(const index_set *s, const char *hint_name, const bson
  * collation; queries usually give locale and strength only, so the
  * options with defaults beyond these are not compared. */
 bool index_collation_same(const bson_t *a, const bson_t *b);
+
+/* Whether the planner may use d for a query whose filter is the
+ * conjunction of filters (n documents): always, unless d is partial; then
+ * only when the filters certainly imply its partialFilterExpression
+ * (query_implies). */
+bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size_t n);
+
+/* Whether every field filter (NULL: none) names, at the top level or
+ * under $and / $or, is a key of d; any other top-level operator ($expr,
+ * $where, $nor, ...) is not. */
+bool index_def_keys_cover(const index_def *d, const bson_t *filter);
 
 /* The _id index ({_id: 1}, named "_id_"), or NULL. Its collation is the
  * collection's default, which indexes created without one inherit. */

@@ -93,6 +93,23 @@ typedef struct sort_spec {
 
 sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out);
 
+/* Whether a regex with this pattern and these options has a literal
+ * prefix an index can bound: mongod bounds a regex anchored with \A, or
+ * with ^ and no m option, that has no i, s or x option and no alternation,
+ * by the literal characters after the anchor. */
+bool query_regex_bounded(const char *pattern, const char *options);
+
+/* Whether every document matched by all of filters (n documents, a
+ * conjunction; NULL entries are skipped) is certainly matched by expr, a
+ * partialFilterExpression: each of expr's constraints (equality, $eq, $in,
+ * $gt/$gte/$lt/$lte, $exists: true, under $and, or one $or branch) follows
+ * from one the filters put on the same field (equality, $eq, $in, a range,
+ * $exists: true, at the top level or under $and). Numbers, dates, ObjectIds
+ * and booleans are ordered; strings only compare equal byte for byte. False
+ * whenever it cannot tell: mongod uses a partial index only when the
+ * implication holds (expression::isSubsetOf). */
+bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr);
+
 /* Collation helpers. NULL, {} and {locale: "simple"} are the simple
  * collation; two collations are the same when locale and strength are
  * (strength defaults to 3). */

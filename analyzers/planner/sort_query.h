@@ -14,6 +14,10 @@ typedef struct sort_query {
 	const bson_t *collation; /* NULL: simple collation */
 	const bson_t *hint_doc;  /* hint as a key pattern, or NULL */
 	const char *hint_name;   /* hint as an index name, or NULL */
+	/* A $sort in a $facet sub-pipeline: it sorts what the stage before
+	 * $facet hands over, which no index can order (only a pipeline's
+	 * leading stages reach the query planner), so it sorts in memory. */
+	bool in_facet;
 } sort_query;
 
 #endif

@@ -78,6 +78,8 @@ typedef struct rule_query {
 	int64_t limit;            /* documents the command reads at most; 0: no limit */
 	const char *distinct_key; /* distinct's key, or NULL */
 	bool min_max;             /* find's min / max: bounds of the hinted index */
+	bool counts;              /* an aggregate counting what its $match selects (countDocuments):
+	                             an empty $match reads every document too */
 } rule_query;
 
 #define RULE_WORDS_LEN 4096

@@ -30,6 +30,12 @@ enum {
 	B_POINT = 4u,  /* equality or $in: bounds a hashed index */
 	B_ELEM = 8u,   /* $elemMatch: also an index on a sub-field */
 	B_GEO = 16u,   /* $geoWithin / $geoIntersects: a 2d / 2dsphere key */
+	/* An $expr comparison mongod rewrites into a match ($_internalExpr*):
+	 * bounds a btree index unless the index is multikey on the field
+	 * (planner_ixselect: expression comparisons cannot be indexed through
+	 * arrays); B_EXPR_SPARSE: a non-null constant, a sparse index too. */
+	B_EXPR = 32u,
+	B_EXPR_SPARSE = 64u,
 };
 
 typedef struct scan_field {
@@ -52,6 +58,11 @@ typedef struct scan_preds {
 	size_t nors;
 	scan_why why[SCAN_WHY_MAX];
 	size_t nwhy;
+	/* The filter documents whose conjunction selects the documents (the
+	 * filter, and an $or branch being judged): what a partial index's
+	 * filter must follow from. */
+	const bson_t *conj[SCAN_MAX_DEPTH + 2];
+	size_t nconj;
 	bool unknown;      /* overflow, $text, $near, too deep: say nothing */
 	bool predicates;   /* some predicate at all (not an empty filter) */
 	bool or_unbounded; /* an $or clause had a branch no index bounds */
@@ -64,7 +75,7 @@ typedef struct scan_preds {
  * filters' reads. */
 static void preds_init(scan_preds *p)
 {
-	p->n = p->nors = p->nwhy = 0;
+	p->n = p->nors = p->nwhy = p->nconj = 0;
 	p->unknown = p->predicates = p->or_unbounded = false;
 }
 
@@ -100,48 +111,9 @@ static void add_bounds(scan_preds *p, const char *field, unsigned bounds)
 	p->n++;
 }
 
-static bool is_special(char c)
-{
-	return strchr("\\^$.[]|()*+?{}", c) != NULL;
-}
-
 bool rule_scan_regex_bounded(const char *pattern, const char *options)
 {
-	bool a_anchor = strncmp(pattern, "\\A", 2) == 0;
-	if (!a_anchor && pattern[0] != '^')
-		return false;
-	for (const char *o = options ? options : ""; *o; o++)
-		if (*o == 'i' || *o == 's' || *o == 'x' || (*o == 'm' && !a_anchor))
-			return false;
-	/* An unescaped | anywhere: an alternative need not share the prefix. */
-	for (const char *c = pattern; *c; c++) {
-		if (*c == '\\' && c[1])
-			c++;
-		else if (*c == '|')
-			return false;
-	}
-	const char *c = pattern + (a_anchor ? 2 : 1);
-	size_t literals = 0;
-	while (*c) {
-		if (*c == '\\') {
-			if (c[1] == 'Q')
-				return c[2] != '\0' && !(c[2] == '\\' && c[3] == 'E');
-			if (!c[1] || (c[1] >= '0' && c[1] <= '9') || (c[1] >= 'a' && c[1] <= 'z') ||
-			    (c[1] >= 'A' && c[1] <= 'Z'))
-				break; /* \d, \w, a back-reference...: no longer literal */
-			literals++;
-			c += 2;
-			continue;
-		}
-		if (is_special(*c))
-			break;
-		literals++;
-		c++;
-	}
-	/* "^ab*": the b is optional, the prefix is "a". */
-	if (literals > 0 && (*c == '*' || *c == '?' || *c == '{'))
-		literals--;
-	return literals > 0;
+	return query_regex_bounded(pattern, options);
 }
 
 static bool regex_value_bounded(const bson_iter_t *v, const char *extra_options)
@@ -216,7 +188,11 @@ static void field_operators(scan_preds *p, const char *field, const bson_iter_t 
 		           key_eq(op, "$lte") || key_eq(op, "$type") || key_eq(op, "$all")) {
 			add_bounds(p, field, B_ANY | B_SPARSE);
 		} else if (key_eq(op, "$exists")) {
-			add_bounds(p, field, bson_iter_as_bool(&it) ? B_ANY | B_SPARSE : B_ANY);
+			/* true: bounds [MinKey, MaxKey] on a non-sparse index, which
+			 * then fetches every document (index_bounds_builder); only a
+			 * sparse index holds just the documents that have it. false:
+			 * the null point, on a non-sparse index only. */
+			add_bounds(p, field, bson_iter_as_bool(&it) ? B_SPARSE : B_ANY);
 		} else if (key_eq(op, "$elemMatch")) {
 			add_bounds(p, field, B_ANY | B_SPARSE | B_ELEM);
 		} else if (key_eq(op, "$regex")) {
@@ -258,16 +234,25 @@ static bool is_operator_doc(const bson_iter_t *v, bson_iter_t *it)
 	return k[0] == '$' && !key_eq(k, "$ref") && !key_eq(k, "$id") && !key_eq(k, "$db");
 }
 
-/* A constant operand: not a field path, a variable, or an expression. */
+/* A constant operand: not a field path, a variable, or an expression; nor
+ * an array or undefined, which mongod does not rewrite (RewriteExpr). */
 static bool expr_constant(const bson_iter_t *v)
 {
 	if (WIRE_ITER_HOLDS_UTF8(v))
 		return bson_iter_utf8(v, NULL)[0] != '$';
-	return !WIRE_ITER_HOLDS_DOCUMENT(v) && !WIRE_ITER_HOLDS_ARRAY(v);
+	bson_type_t t = wire_iter_type(v);
+	return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_UNDEFINED;
 }
 
-/* The $expr forms mongod rewrites into an index-usable match:
- * {$eq: ["$f", c]} or {$eq: [c, "$f"]}, and $and of such. */
+static bool expr_comparison(const char *op)
+{
+	return key_eq(op, "$eq") || key_eq(op, "$gt") || key_eq(op, "$gte") || key_eq(op, "$lt") ||
+	       key_eq(op, "$lte");
+}
+
+/* The $expr forms mongod (5.0+) rewrites into an index-usable match
+ * ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte): a comparison of one
+ * field path with a constant, either order, and $and of such. */
 static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 {
 	bson_iter_t c, args, x, y;
@@ -282,7 +267,7 @@ static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 			expr_bounds(p, &args, depth + 1);
 		return;
 	}
-	if (key_eq(op, "$eq") && wire_iter_next(&args)) {
+	if (expr_comparison(op) && wire_iter_next(&args)) {
 		x = args;
 		if (wire_iter_next(&args)) {
 			y = args;
@@ -294,7 +279,10 @@ static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 			const char *f = path ? bson_iter_utf8(path, NULL) + 1 : NULL;
 			if (f && f[0] && f[0] != '$' && !wire_iter_next(&args) &&
 			    expr_constant(k)) {
-				add_bounds(p, f, B_ANY | B_POINT);
+				bool null = wire_iter_type(k) == BSON_TYPE_NULL;
+				add_bounds(p, f,
+				           B_EXPR | (null ? 0u : B_EXPR_SPARSE) |
+				               (key_eq(op, "$eq") ? B_POINT : 0u));
 				return;
 			}
 		}
@@ -412,6 +400,10 @@ static bool index_bounded(const index_def *d, const scan_preds *p)
 		return f && (f->bounds & B_POINT);
 	if (f && (f->bounds & (d->sparse ? B_SPARSE : B_ANY)))
 		return true;
+	/* Multikey unknown (a server that does not say) counts as not. */
+	bool multikey = d->multikey_known && (d->multikey_keys & 1u);
+	if (f && (f->bounds & (d->sparse ? B_EXPR_SPARSE : B_EXPR)) && !multikey)
+		return true;
 	/* {a: {$elemMatch: {b: ...}}} bounds an index on a.b */
 	for (size_t i = 0; i < p->n; i++) {
 		size_t len = strlen(p->f[i].field);
@@ -435,7 +427,12 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 			odd = true;
 			continue;
 		}
-		if (index_bounded(d, p))
+		/* A partial index serves only a filter that implies its own;
+		 * mongod refuses a hint to one that it does not. */
+		bool usable = !d->partial || index_def_usable_for(d, p->conj, p->nconj);
+		if (hinted && !usable)
+			return SCAN_UNKNOWN;
+		if (usable && index_bounded(d, p))
 			return SCAN_BOUNDED;
 	}
 	return odd ? SCAN_UNKNOWN : SCAN_UNBOUNDED;
@@ -445,8 +442,9 @@ static scan_verdict preds_verdict(const index_set *set, const index_def *hinted,
                                   int depth);
 
 /* An $or clause is bounded when each of its branches is. */
-static scan_verdict or_verdict(const index_set *set, const index_def *hinted, const uint8_t *data,
-                               uint32_t len, int depth)
+static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
+                               const scan_preds *outer, const uint8_t *data, uint32_t len,
+                               int depth)
 {
 	bson_t arr;
 	bson_iter_t it;
@@ -465,6 +463,10 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted, co
 		scan_preds bp;
 		preds_init(&bp);
 		collect(&bp, &branch, depth + 1);
+		bp.nconj = 0;
+		for (size_t i = 0; i < outer->nconj && bp.nconj < SCAN_MAX_DEPTH + 1; i++)
+			bp.conj[bp.nconj++] = outer->conj[i];
+		bp.conj[bp.nconj++] = &branch;
 		scan_verdict b = preds_verdict(set, hinted, &bp, depth + 1);
 		if (b == SCAN_UNBOUNDED)
 			return SCAN_UNBOUNDED;
@@ -483,7 +485,7 @@ static scan_verdict preds_verdict(const index_set *set, const index_def *hinted,
 	if (v != SCAN_UNBOUNDED)
 		return v;
 	for (size_t i = 0; i < p->nors; i++) {
-		scan_verdict o = or_verdict(set, hinted, p->ors[i].data, p->ors[i].len, depth);
+		scan_verdict o = or_verdict(set, hinted, p, p->ors[i].data, p->ors[i].len, depth);
 		if (o == SCAN_BOUNDED)
 			return SCAN_BOUNDED;
 		if (o == SCAN_UNKNOWN)
@@ -530,6 +532,7 @@ scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const 
 	}
 	preds_init(&p);
 	collect(&p, filter, 0);
+	p.conj[p.nconj++] = filter;
 	if (!p.predicates)
 		return SCAN_UNBOUNDED;
 	return preds_verdict(set, hinted, &p, 0);
@@ -566,13 +569,17 @@ static bool sort_served(const index_set *set, const rule_query *rq)
 	return f.verdict != SORT_BLOCKING; /* no verdict: say nothing either */
 }
 
-/* distinct's key leads a usable index: a DISTINCT_SCAN reads each value once. */
-static bool distinct_served(const index_set *set, const char *key)
+/* distinct's key leads a usable index and the filter names only that
+ * index's fields: a DISTINCT_SCAN reads each value once, and can apply a
+ * filter only on the keys it reads, so a filter on another field makes it
+ * an ordinary query of that filter (query_planner: the distinct scan needs
+ * a plan the index alone answers). */
+static bool distinct_served(const index_set *set, const char *key, const bson_t *filter)
 {
 	for (size_t i = 0; key && i < index_set_count(set); i++) {
 		const index_def *d = index_set_get(set, i);
-		if (!d->hidden && !d->plugin && !d->wildcard && d->nkeys > 0 &&
-		    strcmp(d->keys[0].field, key) == 0)
+		if (!d->hidden && !d->plugin && !d->wildcard && !d->partial && d->nkeys > 0 &&
+		    strcmp(d->keys[0].field, key) == 0 && index_def_keys_cover(d, filter))
 			return true;
 	}
 	return false;
@@ -604,10 +611,11 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		collect_facts(&p, ff);
 	else
 		collect(&p, rq->q.filter, 0);
+	p.conj[p.nconj++] = rq->q.filter;
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
 	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
 		return; /* reads `limit` documents, or the collection's metadata */
-	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE)
+	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts)
 		return; /* {$match: {}} leads nothing: as with no $match, not judged */
 	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
 		return; /* every collection has the _id index; min/max bound the hinted index */
@@ -638,8 +646,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	if (hinted && (hinted->odd || hinted->wildcard))
 		return;
 	if (!p.predicates) {
-		if (sort_served(set, rq) ||
-		    (rq->kind == RULE_QUERY_DISTINCT && distinct_served(set, rq->distinct_key)))
+		if (sort_served(set, rq) || (rq->kind == RULE_QUERY_DISTINCT &&
+		                             distinct_served(set, rq->distinct_key, NULL)))
 			return;
 		f.cause = CAUSE_EMPTY;
 	} else {
@@ -647,7 +655,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 			return;
 		if (limited && sort_served(set, rq))
 			return; /* stops after `limit` matches, in index order */
-		if (rq->kind == RULE_QUERY_DISTINCT && distinct_served(set, rq->distinct_key))
+		if (rq->kind == RULE_QUERY_DISTINCT &&
+		    distinct_served(set, rq->distinct_key, rq->q.filter))
 			return; /* a distinct scan can filter on its keys */
 		f.cause = hinted ? CAUSE_HINTED : CAUSE_FILTER;
 		f.hinted = hinted ? hinted->name : NULL;

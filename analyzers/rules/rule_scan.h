@@ -4,29 +4,33 @@
  *
  * Read (docs/rules.md, "collection-scan"): the filter of find, count, distinct,
  * update and delete statements, findAndModify, bulkWrite update and delete
- * ops, and an aggregation's leading $match stages; and the foreign side of
+ * ops, an aggregation's leading $match stages (those of a $unionWith's
+ * pipeline on its collection; countDocuments' empty $match too); and the foreign side of
  * every $lookup with localField / foreignField (each joined document is
  * looked up in `from`, so a foreignField no index leads with scans `from`
  * once per document).
  *
  * A field's predicate bounds an index whose leading field it is: equality
  * (null too, on a non-sparse index), $eq, $in, $gt/$gte/$lt/$lte, $exists
- * (either way; false only on a non-sparse index), $type, $all, $elemMatch
+ * (true on a sparse index only, false on a non-sparse one only), $type, $all, $elemMatch
  * (also for an index on a sub-field of it), a case-sensitive regex anchored
  * with ^ or \A with a literal prefix (no i, s or x flag, no m unless \A, no
  * unescaped |), and $geoWithin / $geoIntersects on a 2d or 2dsphere key.
  * A hashed index is bounded by equality and $in only. $expr bounds only in
- * the form mongod 5.0+ pushes down: {$eq: ["$f", constant]} (either order,
- * also inside $expr's $and). $and and implicit AND: one bounded conjunct is
- * enough. $or: bounded when some $or clause has every branch bounded.
- * No bounds: $ne, $nin, $not, $nor, $mod, $size, $where, other $expr, bit
- * tests, $jsonSchema, unanchored or case-insensitive regexes.
+ * the forms mongod 5.0+ pushes down: $eq/$gt/$gte/$lt/$lte of "$f" and a
+ * constant (either order, also inside $expr's $and), never on an index
+ * explain says is multikey on f. A partial index bounds only a filter that
+ * implies its partialFilterExpression (query_implies). $and and implicit AND: one bounded conjunct
+ * is enough. $or: bounded when some $or clause has every branch bounded. No bounds: $ne, $nin,
+ * $not, $nor, $mod, $size, $where, other $expr, bit tests, $jsonSchema, unanchored or
+ * case-insensitive regexes.
  *
  * Empty filter (or only $comment): reported unless a limit below
  * minDocuments bounds what is read (updates without multi, deletes with
  * limit 1 and findAndModify read one document), a sort an index provides
  * makes it an index scan in order, it is a count (metadata), or a distinct
- * whose key an index leads with (a distinct scan). A filter no index bounds
+ * whose key an index leads with (a distinct scan; with a filter only when it
+ * names only that index's fields). A filter no index bounds
  * with a sort an index provides and a limit below minDocuments is silent
  * too: the scan stops after that many matches in index order.
  *
@@ -35,8 +39,8 @@
  * fewer than minDocuments documents, a wildcard index or one whose spec
  * cannot be read, $text or $near (they need their index or fail), a hint
  * naming no single index, more fields or $or clauses than are read.
- * Generous where the planner might still use an index: partial indexes and
- * indexes with another collation count as bounding. Hidden indexes never do.
+ * Generous where the planner might still use an index: indexes with another
+ * collation count as bounding. Hidden indexes never do.
  *
  * Suggestion: the ESR index for the filter and sort (esr.h) as a runnable
  * createIndex, or, when no predicate can be bounded at all, how to rewrite

@@ -472,6 +472,18 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 	case SORT_SPEC_KEYS:
 		break;
 	}
+	if (q->in_facet) {
+		/* A $facet's sub-pipelines get their documents from the stage
+		 * before $facet, never from an index scan: only a pipeline's
+		 * leading stages are pushed down to the query planner, so every
+		 * $sort in them sorts in memory (the server's own aggregation
+		 * tests that assert an index-provided sort refuse to run
+		 * wrapped in $facet). */
+		query_preds_init(&f->preds);
+		say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it",
+		    NULL, NULL);
+		return;
+	}
 	if (s == NULL || index_set_is_opaque(s, &why)) {
 		say(f, SORT_NO_VERDICT, &f->sort,
 		    "no verdict: ", why != NULL ? why : "index list unknown", NULL);
@@ -571,7 +583,7 @@ void sort_facts_suggestion(const sort_facts *f, char *suggestion, size_t len)
 	if (suggestion == NULL || len == 0)
 		return;
 	suggestion[0] = '\0';
-	if (f->verdict == SORT_BLOCKING)
+	if (f->verdict == SORT_BLOCKING && !f->q->in_facet) /* no index helps there */
 		esr_suggest_parsed(f->q->db, f->q->coll, &f->preds, &f->sort, f->q->collation,
 		                   suggestion, len);
 }
@@ -593,7 +605,7 @@ static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_que
 	const index_set *set = NULL;
 	if (!s->coll)
 		return RULE_READY;
-	switch (rule_ctx_indexes(c, s->db, s->coll, &set)) {
+	switch (q->in_facet ? INDEXES_KNOWN : rule_ctx_indexes(c, s->db, s->coll, &set)) {
 	case INDEXES_KNOWN:
 		break;
 	case INDEXES_PENDING: /* the engine owes the verdict, or the wait ended */
@@ -626,7 +638,10 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 		text_str(&t, "no index provides this sort, so mongod sorts in memory");
 	w->detail = rule_words_piece(&t, start);
 	start = text_mark(&t);
-	if (index[0])
+	if (f->q->in_facet)
+		text_str(&t, "move the $sort (and a $limit after it) before $facet, where an index "
+		             "can provide it, or sort fewer documents inside the facet");
+	else if (index[0])
 		text_printf(&t, "create the index %s", index);
 	else
 		text_str(&t, "create an index with the equality fields first, then the sort fields "

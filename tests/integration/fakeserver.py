@@ -14,6 +14,19 @@ overrides any command with a handler:
 
 Handlers run one at a time per connection, in arrival order, which is how a
 mongod connection behaves too.
+
+A test can also give it a catalogue of collections, for index kinds a test server
+cannot create (partial, hidden, hashed, wildcard, text, 2dsphere, collation) and
+multikey facts it does not report:
+
+    server.add_collection("shop.orders", count=50000, multikey=["tags"],
+                          indexes=[{"key": {"tags": 1}, "name": "tags_1"}])
+
+Then listIndexes, count (and the $collStats count of estimatedDocumentCount) and
+explain of a find answer for it as mongod does: explain's winningPlan is
+LIMIT > FETCH > IXSCAN of the hinted index, with isMultiKey and multiKeyPaths
+computed from the multikey paths given (a path is multikey when it or a prefix of
+it holds arrays), which is what mongoguard's side connection reads.
 """
 
 from __future__ import annotations
@@ -85,6 +98,7 @@ class FakeServer:
         self._next_cid = 1
         self._lock = threading.Lock()
         self.errors: list[str] = []
+        self.catalog: dict[str, dict] = {}
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -227,11 +241,83 @@ class FakeServer:
                 return
         await self.default(conn, msg)
 
+    # --- the catalogue -----------------------------------------------------
+
+    def add_collection(self, ns: str, *, indexes: list[dict], count: int = 0,
+                       multikey: list[str] | tuple = ()) -> None:
+        """Catalogue ns ("db.coll"): its indexes as listIndexes returns them (the _id
+        index first unless given; "v": 2 added), its document count, and the paths that
+        hold arrays in some document."""
+        specs = [dict({"v": 2}, **ix) for ix in indexes]
+        if not any(ix.get("name") == "_id_" for ix in specs):
+            specs.insert(0, {"v": 2, "key": {"_id": 1}, "name": "_id_"})
+        self.catalog[ns] = {"indexes": specs, "count": count, "multikey": set(multikey)}
+
+    def _multikey_paths(self, entry: dict, key: dict) -> dict:
+        out = {}
+        for field in key:
+            parts = field.split(".")
+            prefixes = [".".join(parts[:i + 1]) for i in range(len(parts))]
+            out[field] = [p for p in prefixes if p in entry["multikey"]]
+        return out
+
+    def _explain_reply(self, db: str, entry: dict, inner: dict) -> dict:
+        coll = inner.get("find")
+        hint = inner.get("hint")
+        ix = None
+        for spec in entry["indexes"]:
+            if (isinstance(hint, str) and spec.get("name") == hint) or \
+                    (isinstance(hint, dict) and list(hint.items()) == list(spec["key"].items())):
+                ix = spec
+        if ix is None:
+            plan = {"stage": "COLLSCAN", "direction": "forward"}
+        else:
+            paths = self._multikey_paths(entry, ix["key"])
+            plan = {"stage": "FETCH", "inputStage": {
+                "stage": "IXSCAN", "keyPattern": ix["key"], "indexName": ix.get("name"),
+                "isMultiKey": any(paths.values()), "multiKeyPaths": paths,
+                "isUnique": bool(ix.get("unique")), "isSparse": bool(ix.get("sparse")),
+                "isPartial": "partialFilterExpression" in ix, "indexVersion": 2,
+                "direction": "forward"}}
+        if inner.get("limit"):
+            plan = {"stage": "LIMIT", "limitAmount": inner["limit"], "inputStage": plan}
+        return {"explainVersion": "1",
+                "queryPlanner": {"namespace": f"{db}.{coll}", "indexFilterSet": False,
+                                 "parsedQuery": inner.get("filter", {}), "winningPlan": plan,
+                                 "rejectedPlans": []},
+                "command": dict(inner, **{"$db": db}), "ok": 1.0}
+
+    async def catalog_answer(self, conn: FakeConn, msg: w.Message) -> bool:
+        """Answers msg from the catalogue when it is about a catalogued collection."""
+        name = msg.command
+        body = msg.body or {}
+        db = body.get("$db", "test")
+        target = body.get("explain", {}).get("find") if name == "explain" else body.get(name)
+        entry = self.catalog.get(f"{db}.{target}") if isinstance(target, str) else None
+        if entry is None:
+            return False
+        ns = f"{db}.{target}"
+        if name == "listIndexes":
+            await conn.reply(msg, {"cursor": {"id": Int64(0), "ns": ns,
+                                              "firstBatch": entry["indexes"]}, "ok": 1.0})
+        elif name == "count":
+            await conn.reply(msg, {"n": entry["count"], "ok": 1.0})
+        elif name == "explain":
+            await conn.reply(msg, self._explain_reply(db, entry, body["explain"]))
+        elif name == "aggregate" and any("$collStats" in st for st in body.get("pipeline", [])):
+            await conn.reply(msg, {"cursor": {"id": Int64(0), "ns": ns, "firstBatch": [
+                {"ns": ns, "count": entry["count"]}]}, "ok": 1.0})
+        else:
+            return False
+        return True
+
     async def default(self, conn: FakeConn, msg: w.Message) -> None:
         if msg.opcode not in (w.OP_MSG, w.OP_QUERY):
             return  # legacy fire-and-forget or unknown: no reply, like 5.1+
         if msg.more_to_come:
             return  # no reply may be sent
+        if self.catalog and msg.opcode == w.OP_MSG and await self.catalog_answer(conn, msg):
+            return
         name = msg.command
         body = msg.body or {}
         if msg.opcode == w.OP_QUERY and name not in ("hello", "isMaster", "ismaster"):

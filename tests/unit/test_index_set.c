@@ -1,5 +1,7 @@
 /* Which index a hint names (index_def_matches_hint, index_set_find_hint),
- * the one lookup the sort and collection-scan rules share. */
+ * the one lookup the sort and collection-scan rules share; when a partial
+ * index may serve a filter (index_def_usable_for, query_implies); which
+ * filters name only an index's keys (index_def_keys_cover). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 
 #include "analyzers/planner/index_set.h"
+#include "analyzers/planner/query_preds.h"
 
 static index_set *set_of(const char *json)
 {
@@ -84,11 +87,93 @@ static void test_find_in_set(void **state)
 	index_set_release(s);
 }
 
+static bool implies(const char *filter_json, const char *expr_json)
+{
+	bson_error_t e;
+	bson_t *f = bson_new_from_json((const uint8_t *)filter_json, -1, &e);
+	bson_t *x = bson_new_from_json((const uint8_t *)expr_json, -1, &e);
+	assert_non_null(f);
+	assert_non_null(x);
+	const bson_t *fs[] = {f};
+	bool r = query_implies(fs, 1, x);
+	bson_destroy(f);
+	bson_destroy(x);
+	return r;
+}
+
+/* The server's isSubsetOf cases this test answers, and what it declines. */
+static void test_partial_filter_implied(void **state)
+{
+	const char *gt5 = "{\"p\": {\"$gt\": 5}}";
+	assert_true(implies("{\"p\": 6}", gt5));
+	assert_true(implies("{\"p\": 5.5}", gt5));
+	assert_true(implies("{\"p\": {\"$gt\": 5}}", gt5));
+	assert_true(implies("{\"p\": {\"$gte\": 6, \"$lt\": 0}}", gt5));
+	assert_true(implies("{\"p\": {\"$in\": [6, 7]}}", gt5));
+	assert_true(implies("{\"$and\": [{\"q\": 1}, {\"p\": {\"$eq\": 9}}]}", gt5));
+	assert_false(implies("{\"p\": 5}", gt5));
+	assert_false(implies("{\"p\": {\"$gte\": 5}}", gt5));
+	assert_false(implies("{\"p\": {\"$lt\": 9}}", gt5));
+	assert_false(implies("{\"p\": \"6\"}", gt5)); /* another type: not in the range */
+	assert_false(implies("{\"p\": {\"$in\": [6, 1]}}", gt5));
+	assert_false(implies("{\"q\": 6}", gt5));
+	assert_false(implies("{\"$or\": [{\"p\": 6}, {\"p\": 7}]}", gt5)); /* not read */
+	const char *exists = "{\"p\": {\"$exists\": true}}";
+	assert_true(implies("{\"p\": 1}", exists));
+	assert_true(implies("{\"p\": {\"$gt\": \"a\"}}", exists));
+	assert_true(implies("{\"p\": {\"$exists\": true}}", exists));
+	assert_false(implies("{\"p\": null}", exists));
+	assert_false(implies("{\"p\": {\"$ne\": 1}}", exists));
+	const char *eq = "{\"status\": \"A\", \"n\": {\"$lte\": 10}}";
+	assert_true(implies("{\"status\": \"A\", \"n\": {\"$lt\": 3}}", eq));
+	assert_false(implies("{\"status\": \"a\", \"n\": {\"$lt\": 3}}", eq));
+	assert_false(implies("{\"status\": \"A\"}", eq));
+	assert_false(implies("{\"status\": {\"$gt\": \"A\"}, \"n\": 1}", eq)); /* string order */
+	assert_true(implies("{\"n\": 2}", "{\"$or\": [{\"n\": {\"$lt\": 0}}, {\"n\": 2}]}"));
+	assert_false(implies("{\"n\": 2}", "{\"n\": {\"$type\": \"int\"}}"));
+
+	index_set *s = set_of("[{\"key\": {\"_id\": 1}, \"name\": \"_id_\"},"
+	                      "{\"key\": {\"p\": 1}, \"name\": \"p_1\","
+	                      " \"partialFilterExpression\": {\"p\": {\"$gt\": 5}}}]");
+	bson_error_t e;
+	bson_t *f = bson_new_from_json((const uint8_t *)"{\"p\": 3}", -1, &e);
+	const bson_t *fs[] = {f};
+	assert_true(index_def_usable_for(index_set_get(s, 0), fs, 1));
+	assert_true(index_set_get(s, 1)->partial);
+	assert_false(index_def_usable_for(index_set_get(s, 1), fs, 1));
+	bson_destroy(f);
+	index_set_release(s);
+}
+
+static void test_keys_cover(void **state)
+{
+	index_set *s = set_of("[{\"key\": {\"a\": 1, \"b\": -1}, \"name\": \"a_1_b_-1\"}]");
+	const index_def *d = index_set_get(s, 0);
+	const char *yes[] = {"{}", "{\"a\": 1}", "{\"b\": {\"$gt\": 1}, \"a\": {\"$ne\": 2}}",
+	                     "{\"$or\": [{\"a\": 1}, {\"b\": 2}]}", "{\"$comment\": \"x\"}"};
+	const char *no[] = {"{\"c\": 1}", "{\"a\": 1, \"c\": 1}",
+	                    "{\"$expr\": {\"$eq\": [\"$a\", 1]}}",
+	                    "{\"$and\": [{\"a\": 1}, {\"c\": 2}]}", "{\"a.x\": 1}"};
+	for (size_t i = 0; i < 5; i++) {
+		bson_error_t e;
+		bson_t *y = bson_new_from_json((const uint8_t *)yes[i], -1, &e);
+		bson_t *n = bson_new_from_json((const uint8_t *)no[i], -1, &e);
+		assert_true(index_def_keys_cover(d, y));
+		assert_false(index_def_keys_cover(d, n));
+		bson_destroy(y);
+		bson_destroy(n);
+	}
+	assert_true(index_def_keys_cover(d, NULL));
+	index_set_release(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_key_pattern),
 	    cmocka_unit_test(test_find_in_set),
+	    cmocka_unit_test(test_partial_filter_implied),
+	    cmocka_unit_test(test_keys_cover),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

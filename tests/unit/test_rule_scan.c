@@ -38,6 +38,24 @@ static void put(index_cache *ic, const char *coll, const char *specs, int64_t do
 	index_set_release(s);
 }
 
+/* test.mk: an index on tags, which explain says is multikey. */
+static void put_multikey(index_cache *ic)
+{
+	char err[128];
+	char *json =
+	    fx_dequote("[{'key':{'_id':1},'name':'_id_'},{'key':{'tags':1},'name':'tags_1'}]");
+	index_set *s = index_set_from_json(json, err, sizeof err);
+	free(json);
+	bson_t *reply = fx_json("{'queryPlanner':{'winningPlan':{'stage':'FETCH','inputStage':{"
+	                        "'stage':'IXSCAN','keyPattern':{'tags':1},'indexName':'tags_1',"
+	                        "'isMultiKey':true,'multiKeyPaths':{'tags':['tags']}}}},'ok':1}");
+	assert_true(index_set_learn_multikey(s, 1, reply));
+	bson_destroy(reply);
+	index_set_set_doc_count(s, 50000);
+	index_cache_put(ic, "test", "mk", s);
+	index_set_release(s);
+}
+
 static index_cache *scan_cache(void)
 {
 	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
@@ -48,6 +66,7 @@ static index_cache *scan_cache(void)
 	put(ic, "users", "[{'key':{'_id':1},'name':'_id_'}]", 50000);
 	put(ic, "uidx", "[{'key':{'_id':1},'name':'_id_'},{'key':{'uid':1},'name':'uid_1'}]",
 	    50000);
+	put_multikey(ic);
 	index_set *v = index_set_new_opaque("the namespace is a view");
 	index_cache_put(ic, "test", "view", v);
 	index_set_release(v);
@@ -110,7 +129,40 @@ static const scase cases[] = {
         FIND("{'name':{'$in':['a',{'$regularExpression':{'pattern':'x','options':''}}]}}"), "find",
         "name: $in with an unanchored", NULL),
     HIT("$where", FIND("{'$where':'this.a > 1'}"), "find", "($where)", REWRITE),
-    HIT("$expr range", FIND("{'$expr':{'$gt':['$status',5]}}"), "find", "($expr)", REWRITE),
+    HIT("$expr range of two fields", FIND("{'$expr':{'$gt':['$status','$name']}}"), "find",
+        "($expr)", REWRITE),
+    HIT("$expr $gt against an array constant", FIND("{'$expr':{'$gt':['$status',[1,2]]}}"), "find",
+        "($expr)", REWRITE),
+    {"$expr $eq on a multikey path", "{'find':'mk','filter':{'$expr':{'$eq':['$tags','SECRET']}}}",
+     NOSEQ, true, "test.mk", "find", "tags" NOT_INDEXED, NULL},
+    {"$expr $gte on a multikey path", "{'find':'mk','filter':{'$expr':{'$gte':['$tags',5]}}}",
+     NOSEQ, true, "test.mk", "find", "tags" NOT_INDEXED, NULL},
+    HIT("$exists true on a non-sparse index", FIND("{'status':{'$exists':true}}"), "find",
+        "status" NOT_INDEXED, NULL),
+    HIT("partial index whose filter the query does not imply", FIND("{'p':{'$gt':3}}"), "find",
+        "p" NOT_INDEXED, NULL),
+    HIT("partial index: equality on its bound, which it excludes", FIND("{'p':5}"), "find",
+        "p" NOT_INDEXED, NULL),
+    HIT("partial index: a range the other way", FIND("{'p':{'$lt':9}}"), "find", "p" NOT_INDEXED,
+        NULL),
+    HIT("partial index: an $in with a value outside it", FIND("{'p':{'$in':[6,2]}}"), "find",
+        "p" NOT_INDEXED, NULL),
+    HIT("distinct on an indexed key, filter on another field",
+        "{'distinct':'big','key':'status','query':{'qty':5}}", "distinct", "qty" NOT_INDEXED, NULL),
+    HIT("countDocuments({}) reads every document",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':1,'n':{'%sum':1}}}],"
+        "'cursor':{}}",
+        "aggregate", EMPTY_FILTER, "add a filter"),
+    HIT("countDocuments({}) with a skip and a large limit",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$skip':5},{'$limit':20000},{'$group':{"
+        "'_id':1,'n':{'%sum':1}}}],'cursor':{}}",
+        "aggregate", EMPTY_FILTER, NULL),
+    {"$unionWith: its leading $match runs on its collection",
+     "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx','pipeline':"
+     "[{'$match':{'qty':1}}]}}],'cursor':{}}",
+     NOSEQ, true, "test.uidx", "aggregate",
+     "no index on test.uidx bounds the filter (qty" NOT_INDEXED,
+     "getCollection(\"uidx\").createIndex({\"qty\": 1})"},
     HIT("$expr $eq of two fields", FIND("{'$expr':{'$eq':['$status','$name']}}"), "find", "($expr)",
         REWRITE),
     HIT("$nor", FIND("{'$nor':[{'status':'SECRET'}]}"), "find", "($nor)", REWRITE),
@@ -219,6 +271,38 @@ static const scase cases[] = {
     MISS("$where next to a bounded conjunct", FIND("{'$where':'1','status':'a'}")),
     MISS("$expr $eq pushed down", FIND("{'$expr':{'$eq':['$status','SECRET']}}")),
     MISS("$expr $and of $eq", FIND("{'$expr':{'$and':[{'$eq':[5,'$name']},{'$gt':['$a',1]}]}}")),
+    MISS("$expr range pushed down (5.0+)", FIND("{'$expr':{'$gt':['$status',5]}}")),
+    MISS("$expr $lt with the constant first", FIND("{'$expr':{'$lt':['SECRET','$name']}}")),
+    MISS("$expr $lte in $and", FIND("{'$expr':{'$and':[{'$lte':['$status',9]}]}}")),
+    MISS("$expr $eq on a path not multikey in this index",
+         "{'find':'mk','filter':{'$expr':{'$eq':['$_id',3]},'x':1}}"),
+    MISS("a filter on the multikey path itself", "{'find':'mk','filter':{'tags':'SECRET'}}"),
+    MISS("partial index: a range inside its filter", FIND("{'p':{'$gte':6}}")),
+    MISS("partial index: equality inside its filter", FIND("{'p':9}")),
+    MISS("partial index: $in inside its filter", FIND("{'p':{'$in':[6,7.5]}}")),
+    MISS("partial index: implied in an $and", FIND("{'$and':[{'q':1},{'p':{'$gt':5}}]}")),
+    MISS("partial index: implied in an $or branch", FIND("{'$or':[{'p':7},{'_id':1}]}")),
+    MISS("hint to a partial index the filter does not imply (the server refuses it)",
+         "{'find':'big','filter':{'p':3},'hint':'p_1'}"),
+    MISS("distinct on an indexed key, filter on a field of the same index",
+         "{'distinct':'big','key':'status','query':{'created':{'$gt':1}}}"),
+    MISS("distinct on an indexed key, $ne on the key",
+         "{'distinct':'big','key':'status','query':{'status':{'$ne':'a'}}}"),
+    MISS("countDocuments({}) with a small limit",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$limit':5},{'$group':{'_id':1,'n':{"
+         "'%sum':1}}}],'cursor':{}}"),
+    MISS("countDocuments on an indexed field",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':1,'n':{"
+         "'%sum':1}}}],'cursor':{}}"),
+    MISS("updateOne with a sort an index provides stops at the first match",
+         "{'update':'big','updates':[{'q':{'qty':{'$ne':1}},'u':{'$set':{'a':1}},"
+         "'sort':{'name':1}}]}"),
+    MISS("$unionWith on an indexed field",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx',"
+         "'pipeline':[{'$match':{'uid':1}}]}}],'cursor':{}}"),
+    MISS("$unionWith of a whole collection",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx',"
+         "'pipeline':[]}}],'cursor':{}}"),
     MISS("$elemMatch on an indexed sub-field", FIND("{'items':{'$elemMatch':{'sku':'x','n':1}}}")),
     MISS("$geoWithin on a 2dsphere index",
          FIND("{'loc':{'$geoWithin':{'$centerSphere':[[0,0],0.1]}}}")),
@@ -250,8 +334,8 @@ static const scase cases[] = {
     MISS("a view", "{'find':'view','filter':{'qty':1}}"),
     MISS("aggregate without a leading $match",
          "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a'}}],'cursor':{}}"),
-    MISS("aggregate with an empty leading $match (pymongo's count_documents({}))",
-         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':1,'n':{'$sum':1}}}],"
+    MISS("aggregate with an empty leading $match, grouped by a field (analytics)",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'$a','n':{'$sum':1}}}],"
          "'cursor':{}}"),
     MISS("aggregate $match bounded",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':'$a'}}],"

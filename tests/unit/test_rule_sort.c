@@ -627,6 +627,77 @@ static void test_key_pattern_for_the_hint(void **state)
 	index_set_release(s);
 }
 
+/* ---- through the engine: where a request holds a sort ---- */
+
+static index_cache *forms_cache(void)
+{
+	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	const char *specs[][2] = {
+	    {"orders", "[{'key':{'_id':1},'name':'_id_'},{'key':{'a':1,'b':1},'name':'a_1_b_1'}]"},
+	    {"other", "[{'key':{'_id':1},'name':'_id_'},{'key':{'x':1},'name':'x_1'}]"},
+	};
+	for (size_t i = 0; i < 2; i++) {
+		char err[128];
+		char *json = fx_dequote(specs[i][1]);
+		index_set *s = index_set_from_json(json, err, sizeof err);
+		free(json);
+		assert_non_null(s);
+		index_set_set_doc_count(s, 100);
+		index_cache_put(ic, "test", specs[i][0], s);
+		index_set_release(s);
+	}
+	return ic;
+}
+
+#define AGG(stages) "{'aggregate':'orders','pipeline':[" stages "],'cursor':{}}"
+#define MOVE        "move the $sort"
+
+static const fx_expect form_cases[] = {
+    {"$sort inside $facet", true, "test.orders", "aggregate",
+     "sort {\"b\": 1} on test.orders: inside $facet", MOVE},
+    {"$sort inside $facet, after a leading $sort an index provides", true, "test.orders",
+     "aggregate", "inside $facet, where no index can provide it", MOVE},
+    {"$facet without a $sort", false, NULL, NULL, NULL, NULL},
+    {"$unionWith: a leading $sort no index on its collection provides", true, "test.other",
+     "aggregate", "sort {\"y\": 1} on test.other: no index provides it",
+     "getCollection(\"other\").createIndex({\"w\": 1, \"y\": 1})"},
+    {"$unionWith: a leading $sort its collection's index provides", false, NULL, NULL, NULL, NULL},
+    {"updateOne's sort no index provides", true, "test.orders", "update",
+     "sort {\"c\": 1} on test.orders: no index provides it", "createIndex({\"a\": 1, \"c\": 1})"},
+    {"updateOne's sort an index provides", false, NULL, NULL, NULL, NULL},
+    {"bulkWrite updateOne's sort no index provides", true, "test.orders", "bulkWrite",
+     "sort {\"c\": -1} on test.orders", NULL},
+};
+
+static const char *const form_json[] = {
+    AGG("{'$match':{'a':1}},{'$facet':{'top':[{'$match':{'z':'SECRET'}},{'$sort':{'b':1}},"
+        "{'$limit':5}],'n':[{'$count':'n'}]}}"),
+    AGG("{'$sort':{'a':1}},{'$facet':{'x':[{'$sort':{'a':1}},{'$limit':5}]}}"),
+    AGG("{'$match':{'a':1}},{'$facet':{'n':[{'$count':'n'}],'g':[{'$group':{'_id':'$b'}}]}}"),
+    AGG("{'$match':{'a':1}},{'$unionWith':{'coll':'other','pipeline':[{'$match':{'w':"
+        "'SECRET'}},{'$sort':{'y':1}}]}}"),
+    AGG("{'$match':{'a':1}},{'$unionWith':{'coll':'other','pipeline':[{'$match':{'x':{'$gt':"
+        "1}}},{'$sort':{'x':-1}}]}}"),
+    "{'update':'orders','updates':[{'q':{'a':'SECRET'},'u':{'$set':{'z':1}},'sort':{'c':1}}]}",
+    "{'update':'orders','updates':[{'q':{'a':'SECRET'},'u':{'$set':{'z':1}},'sort':{'b':-1}}]}",
+    "{'bulkWrite':1,'ops':[{'update':0,'filter':{'a':1},'updateMods':{'$set':{'z':1}},'sort':{"
+    "'c':-1}}],'nsInfo':[{'ns':'test.orders'}]}",
+};
+
+static void test_forms_through_the_engine(void **state)
+{
+	index_cache *ic = forms_cache();
+	size_t n = sizeof(form_cases) / sizeof(form_cases[0]);
+	assert_int_equal(n, sizeof(form_json) / sizeof(form_json[0]));
+	for (size_t i = 0; i < n; i++) {
+		fx_run_rule_case_ic(RULE_INDEX_MISMATCHED_SORT, RULE_LOG, ic, form_json[i], NULL, 0,
+		                    &form_cases[i]);
+		fx_run_rule_case_ic(RULE_INDEX_MISMATCHED_SORT, RULE_BLOCK, ic, form_json[i], NULL,
+		                    0, &form_cases[i]);
+	}
+	index_cache_free(ic);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,6 +711,7 @@ int main(void)
 	    cmocka_unit_test(test_index_set_reads_specs),
 	    cmocka_unit_test(test_multikey_from_explain),
 	    cmocka_unit_test(test_key_pattern_for_the_hint),
+	    cmocka_unit_test(test_forms_through_the_engine),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

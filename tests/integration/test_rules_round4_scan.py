@@ -1,0 +1,174 @@
+"""Issue 32, detection round four: collection-scan and index-mismatched-sort on the forms
+held-out cases missed, through the real proxy with real drivers (pymongo).
+
+Index kinds FerretDB cannot create (partial, sparse) and multikey facts it does not report
+come from the scripted upstream (fakeserver.py's catalogue: listIndexes, count and explain
+answered as mongod does), which answers every query with an empty cursor: the findings are
+mongoguard's, judged before forwarding. The forms FerretDB runs (countDocuments({}),
+distinct with a filter, $exists) are also run against it, where the query's answer must come
+back unchanged. The rule logic itself is unit-tested in tests/unit/test_rule_scan.c,
+test_rule_sort.c and test_index_set.c.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pymongo import MongoClient
+
+from fakeserver import FakeServer
+from test_analyzers import check_finding, config, seed, wait_findings
+from test_rules_round2 import rules, until
+
+SCAN = {"action": "log", "minDocuments": 100}
+
+ORDERS = [
+    {"key": {"status": 1}, "name": "status_1"},
+    {"key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
+    {"key": {"s": 1}, "name": "s_1", "sparse": True},
+    {"key": {"tags": 1}, "name": "tags_1"},
+    {"key": {"a": 1, "b": 1}, "name": "a_1_b_1"},
+]
+
+
+def scripted(start_proxy, appname: str):
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.orders", indexes=ORDERS, count=50000, multikey=["tags"])
+    srv.add_collection("shop.other", indexes=[{"key": {"x": 1}, "name": "x_1"}], count=50000)
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN, index_mismatched_sort="log")))
+    client = MongoClient(p.uri, appname=appname, serverSelectionTimeoutMS=10000)
+    return srv, p, client
+
+
+def ready(p, c):
+    """Repeats an unindexed find until the side connection knows the catalogue."""
+    until(lambda: (list(c.find({"qty": 1})), p.log.findings("collection-scan"))[1])
+
+
+def details_after(p, rule, mark, fn, n=1):
+    fn()
+    return [f["attr"]["detail"] for f in wait_findings(p, rule=rule, n=n, since=mark)]
+
+
+def test_partial_sparse_and_multikey_from_the_catalogue(start_proxy):
+    srv, p, client = scripted(start_proxy, "round4-scan")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        # Learned as mongod says: listIndexes, count and one explain per index.
+        assert srv.messages("listIndexes") and srv.messages("explain")
+        hits = [
+            ("p: no usable index leads with it", lambda: list(c.find({"p": {"$gt": 3}}))),
+            ("p: no usable index leads with it", lambda: list(c.find({"p": 5}))),
+            ("status: no usable index leads with it",
+             lambda: list(c.find({"status": {"$exists": True}}))),
+            ("tags: no usable index leads with it",
+             lambda: list(c.find({"$expr": {"$eq": ["$tags", "x"]}}))),
+        ]
+        for words, fn in hits:
+            mark = p.log.mark()
+            [d] = details_after(p, "collection-scan", mark, fn)
+            assert words in d, (words, d)
+        [f] = p.log.findings("collection-scan", mark)
+        check_finding(f, rule="collection-scan", action="log", ns="shop.orders", command="find",
+                      app="round4-scan")
+        # Near misses: inside the partial filter, $exists on the sparse index, the same
+        # filters an index bounds, $expr ranges on a path that is not multikey.
+        mark = p.log.mark()
+        list(c.find({"p": {"$gte": 6}}))
+        list(c.find({"p": {"$in": [7, 8]}}))
+        list(c.find({"s": {"$exists": True}}))
+        list(c.find({"tags": "x"}))
+        list(c.find({"$expr": {"$gt": ["$status", "A"]}}))
+        list(c.find({"$or": [{"p": 9}, {"_id": 1}]}))
+        time.sleep(0.3)
+        assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_sorts_in_facet_union_with_and_update(start_proxy):
+    srv, p, client = scripted(start_proxy, "round4-sort")
+    try:
+        db = client["shop"]
+        c = db["orders"]
+        ready(p, c)
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"a": 1}},
+                          {"$facet": {"top": [{"$sort": {"b": 1}}, {"$limit": 5}],
+                                      "n": [{"$count": "n"}]}}]))
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        check_finding(f, rule="index-mismatched-sort", action="log", ns="shop.orders",
+                      command="aggregate", app="round4-sort")
+        assert "inside $facet" in f["attr"]["detail"]
+        assert "move the $sort" in f["attr"]["suggestion"]
+
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"a": 1}},
+                          {"$unionWith": {"coll": "other",
+                                          "pipeline": [{"$match": {"w": 1}},
+                                                       {"$sort": {"y": 1}}]}}]))
+        fs = wait_findings(p, rule="index-mismatched-sort", ns="shop.other", since=mark)
+        assert "sort {\"y\": 1} on shop.other: no index provides it" in fs[0]["attr"]["detail"]
+        scan = wait_findings(p, rule="collection-scan", ns="shop.other", since=mark)
+        assert "w: no usable index leads with it" in scan[0]["attr"]["detail"]
+
+        # updateOne's sort (8.0): sent as the driver sends it, a statement's "sort".
+        mark = p.log.mark()
+        db.command("update", "orders",
+                   updates=[{"q": {"a": 1}, "u": {"$set": {"z": 1}}, "sort": {"c": 1}}])
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        assert f["attr"]["command"] == "update"
+        assert "sort {\"c\": 1} on shop.orders: no index provides it" in f["attr"]["detail"]
+
+        # Near misses: sorts an index provides there.
+        mark = p.log.mark()
+        db.command("update", "orders",
+                   updates=[{"q": {"a": 1}, "u": {"$set": {"z": 1}}, "sort": {"b": -1}}])
+        list(c.aggregate([{"$match": {"a": 1}},
+                          {"$unionWith": {"coll": "other", "pipeline": [{"$sort": {"x": 1}}]}}]))
+        list(c.aggregate([{"$match": {"a": 1}}, {"$facet": {"n": [{"$count": "n"}]}}]))
+        time.sleep(0.3)
+        assert not p.log.findings("index-mismatched-sort", mark)
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_count_documents_and_distinct_on_a_real_server(clients, upstream, start_proxy,
+                                                       dbname):
+    docs = [{"_id": i, "status": "AB"[i % 2], "qty": i % 10} for i in range(300)]
+    seed(clients, dbname, "orders", docs)
+    clients.direct()[dbname]["orders"].create_index("status")
+    p = start_proxy(upstream.uri, config(rules(collection_scan=SCAN)))
+    c = clients.via(p, appname="round4-real")[dbname]["orders"]
+    ns = f"{dbname}.orders"
+    until(lambda: (list(c.find({"qty": 5})), p.log.findings("collection-scan"))[1])
+
+    mark = p.log.mark()
+    assert c.count_documents({}) == 300
+    [f] = wait_findings(p, rule="collection-scan", ns=ns, since=mark)
+    check_finding(f, rule="collection-scan", action="log", ns=ns, command="aggregate",
+                  app="round4-real")
+    assert "an empty filter" in f["attr"]["detail"]
+
+    mark = p.log.mark()
+    assert sorted(c.distinct("status", {"qty": 3})) == ["B"]
+    [f] = wait_findings(p, rule="collection-scan", ns=ns, since=mark)
+    assert f["attr"]["command"] == "distinct"
+    assert "qty: no usable index leads with it" in f["attr"]["detail"]
+
+    mark = p.log.mark()
+    assert len(list(c.find({"status": {"$exists": True}}))) == 300
+    [f] = wait_findings(p, rule="collection-scan", ns=ns, since=mark)
+    assert "status: no usable index leads with it" in f["attr"]["detail"]
+
+    # Near misses: a count with a small limit, distinct on the index's own field.
+    mark = p.log.mark()
+    assert c.count_documents({}, limit=5) == 5
+    assert sorted(c.distinct("status", {"status": {"$ne": "A"}})) == ["B"]
+    assert sorted(c.distinct("status")) == ["A", "B"]
+    time.sleep(0.3)
+    assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)
