@@ -45,8 +45,8 @@ static void sarif_rule(out_t *o, const rule_def *d, bool comma)
 {
 	char buf[4096];
 	text_buf w;
-	text_printf(&o->t, "%s{\"id\":\"%s\",\"name\":\"%s\",\"shortDescription\":{\"text\":",
-	            comma ? "," : "", d->name, d->name);
+	text_printf(&o->t, "%s{\"id\":\"%s\",\"shortDescription\":{\"text\":", comma ? "," : "",
+	            d->name);
 	out_json_str(&o->t, d->summary);
 	text_init(&w, buf, sizeof buf);
 	text_printf(&w, "%s.", d->summary);

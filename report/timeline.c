@@ -235,8 +235,8 @@ static void rules_chart(out_t *o, const model *m)
 				maxv = (double)tl->rule[r][b];
 	for (int r = 0; r < RULE_COUNT; r++)
 		n += m->rule_totals[r] > 0;
-	chart_open(o, m, "rules-time-chart", "Occurrences per rule over time", maxv, "occurrences",
-	           n);
+	chart_open(o, m, "rules-time-chart", "Occurrences per rule over time", maxv,
+	           maxv == 1 ? "occurrence" : "occurrences", n);
 	n = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
 		if (!m->rule_totals[r])

@@ -80,12 +80,15 @@ def test_directory_and_refusals(tmp_path, pair, mongoguard_bin):
     yaml = tmp_path / "prod.yaml"
     yaml.write_text("listen: 0.0.0.0:27017\n")
     html = tmp_path / "never.html"
-    for bad, why in [(yaml, "not a mongoguard capture"), (tmp_path / "missing.bson", "No such"),
-                     (tmp_path / "empty", "no capture files")]:
+    # a name that is no capture is a usage error (2); one that cannot be read
+    # is an input that failed (1), as bsondump's missing file is
+    for bad, why, status in [(yaml, "not a mongoguard capture", 2),
+                             (tmp_path / "missing.bson", "No such", 1),
+                             (tmp_path / "empty", "no capture files", 2)]:
         if bad.name == "empty":
             bad.mkdir()
         r = report(mongoguard_bin, old, bad, "-o", html)
-        assert r.returncode == 2, (bad, r.stderr)
+        assert r.returncode == status, (bad, r.stderr)
         assert str(bad) in r.stderr and why in r.stderr, r.stderr
         assert not html.exists()
     r = report(mongoguard_bin, old, "--baseline", yaml, "-o", html)
