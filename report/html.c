@@ -25,6 +25,7 @@ static const char css[] =
     "table{border-collapse:collapse;width:100%;margin:8px 0 16px;font-size:13px}"
     "th,td{border-bottom:1px solid #e3e7ee;padding:4px 6px;text-align:left;vertical-align:top}"
     "th{background:#f4f6f9;cursor:pointer;white-space:nowrap}td.n,th.n{text-align:right}"
+    "td.size{white-space:nowrap}"
     "code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#f4f6f9}"
     "pre{padding:8px;white-space:pre-wrap;word-break:break-all;border-radius:4px}"
     "code{padding:0 2px;word-break:break-all}"
@@ -284,7 +285,7 @@ static void shape_row(out_t *o, const model_shape *s, double secs)
 	html_table_td_fixed(&o->t, s->p99, 2);
 	html_table_td_fixed(&o->t, (double)s->total_us / 1000.0, 1);
 	html_table_td_u64(&o->t, s->docs);
-	text_printf(&o->t, "<td class=\"n\" data-v=\"%" PRIu64 "\">", s->bytes);
+	text_printf(&o->t, "<td class=\"n size\" data-v=\"%" PRIu64 "\">", s->bytes);
 	out_size(&o->t, s->bytes);
 	html_table_td_end(&o->t);
 	failures_cell(&o->t, s);

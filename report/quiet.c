@@ -73,7 +73,7 @@ static void html_rule(out_t *o, const model *m, rule_id r)
 		html_table_td_u64(&o->t, s->count);
 		html_table_td_fixed(&o->t, (double)ns_docs(m, s->ns), 0);
 		html_table_td_u64(&o->t, s->docs);
-		text_printf(&o->t, "<td class=\"n\" data-v=\"%" PRIu64 "\">", s->bytes);
+		text_printf(&o->t, "<td class=\"n size\" data-v=\"%" PRIu64 "\">", s->bytes);
 		out_size(&o->t, s->bytes);
 		html_table_td_end(&o->t);
 		html_table_td_code(&o->t, s->shape);

@@ -154,13 +154,17 @@ def test_sarif_required_fields(tmp_path, pair, mongoguard_bin):
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["help"]["text"]
     res = run["results"]
-    assert len(res) == 1  # one per finding
+    # one per finding, and with a baseline one per finding gone since ("absent")
+    now = [x for x in res if x["baselineState"] != "absent"]
+    assert len(now) == 1
     for x in res:
         assert x["message"]["text"] and x["ruleId"] in ids and ids[x["ruleIndex"]] == x["ruleId"]
         assert x["level"] in ("none", "note", "warning", "error")
         p = x["properties"]
-        assert p["namespace"] == "s.c" and p["shape"] and p["fix"] and p["new"] is True
+        assert p["namespace"] == "s.c" and p["shape"] and p["fix"]
         assert x["locations"][0]["logicalLocations"][0]["name"] == "s.c"
+        assert x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith(".bson")
+    assert now[0]["baselineState"] == "new"
 
 
 def test_junit(tmp_path, pair, mongoguard_bin):
