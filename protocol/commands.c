@@ -16,9 +16,20 @@
 		.name = n, .credentials = true, .label = l                                         \
 	}
 
+/* Driver and shell housekeeping (cmd_row.housekeeping). */
+#define HOUSEKEEPING(n, l)                                                                         \
+	{                                                                                          \
+		.name = n, .housekeeping = true, .label = l                                        \
+	}
+
 const cmd_row cmd_rows[CMD_IDS] = {
     [CMD_AGGREGATE] = {.name = "aggregate", .kind = CMD_KIND_READ, .label = CMD_LABEL_AGGREGATE},
-    [CMD_AUTHENTICATE] = CREDENTIALS("authenticate", CMD_LABEL_AUTH),
+    [CMD_AUTHENTICATE] = {.name = "authenticate",
+                          .credentials = true,
+                          .housekeeping = true,
+                          .label = CMD_LABEL_AUTH},
+    /* mongosh asks at start; mongod outside Atlas answers it with an error */
+    [CMD_ATLAS_VERSION] = HOUSEKEEPING("atlasVersion", CMD_LABEL_OTHER),
     /* ops name their namespaces through nsInfo, kept whole by the capture */
     [CMD_BULK_WRITE] = {.name = "bulkWrite",
                         .kind = CMD_KIND_WRITE,
@@ -27,6 +38,8 @@ const cmd_row cmd_rows[CMD_IDS] = {
                         .filter = "filter",
                         .update = "updateMods",
                         .label = CMD_LABEL_BULK_WRITE},
+    [CMD_BUILD_INFO] = HOUSEKEEPING("buildInfo", CMD_LABEL_OTHER),
+    [CMD_BUILDINFO] = ALIAS("buildinfo", CMD_BUILD_INFO),
     [CMD_COUNT] = {.name = "count",
                    .kind = CMD_KIND_READ,
                    .filter = "query",
@@ -39,6 +52,7 @@ const cmd_row cmd_rows[CMD_IDS] = {
     [CMD_CREATE_USER] = CREDENTIALS("createUser", CMD_LABEL_OTHER),
     [CMD_COPYDB] = CREDENTIALS("copydb", CMD_LABEL_OTHER),
     [CMD_COPYDB_SASL_START] = CREDENTIALS("copydbsaslstart", CMD_LABEL_OTHER),
+    [CMD_CONNECTION_STATUS] = HOUSEKEEPING("connectionStatus", CMD_LABEL_OTHER),
     [CMD_DELETE] = {.name = "delete",
                     .kind = CMD_KIND_WRITE,
                     .stmts = "deletes",
@@ -55,7 +69,7 @@ const cmd_row cmd_rows[CMD_IDS] = {
     [CMD_DROP_DATABASE] = DDL("dropDatabase"),
     /* {explain: {find: ...}}: the command it wraps is read, never run */
     [CMD_EXPLAIN] = {.name = "explain", .label = CMD_LABEL_EXPLAIN},
-    [CMD_END_SESSIONS] = {.name = "endSessions", .label = CMD_LABEL_END_SESSIONS},
+    [CMD_END_SESSIONS] = HOUSEKEEPING("endSessions", CMD_LABEL_END_SESSIONS),
     [CMD_FIND] = {.name = "find",
                   .kind = CMD_KIND_READ,
                   .filter = "filter",
@@ -68,7 +82,11 @@ const cmd_row cmd_rows[CMD_IDS] = {
     [CMD_FINDANDMODIFY] = ALIAS("findandmodify", CMD_FIND_AND_MODIFY),
     /* continues the read that opened the cursor, which the report counts */
     [CMD_GET_MORE] = {.name = "getMore", .label = CMD_LABEL_GET_MORE},
-    [CMD_HELLO] = {.name = "hello", .label = CMD_LABEL_HELLO},
+    [CMD_GET_PARAMETER] = HOUSEKEEPING("getParameter", CMD_LABEL_OTHER),
+    [CMD_GET_LOG] = HOUSEKEEPING("getLog", CMD_LABEL_OTHER),
+    [CMD_GET_CMD_LINE_OPTS] = HOUSEKEEPING("getCmdLineOpts", CMD_LABEL_OTHER),
+    [CMD_HELLO] = HOUSEKEEPING("hello", CMD_LABEL_HELLO),
+    [CMD_HOST_INFO] = HOUSEKEEPING("hostInfo", CMD_LABEL_OTHER),
     [CMD_INSERT] = {.name = "insert",
                     .kind = CMD_KIND_WRITE,
                     .stmts = "documents",
@@ -77,10 +95,19 @@ const cmd_row cmd_rows[CMD_IDS] = {
     [CMD_IS_MASTER] = ALIAS("isMaster", CMD_HELLO),
     [CMD_ISMASTER] = ALIAS("ismaster", CMD_HELLO),
     [CMD_KILL_CURSORS] = {.name = "killCursors", .label = CMD_LABEL_KILL_CURSORS},
-    [CMD_PING] = {.name = "ping", .label = CMD_LABEL_PING},
+    /* mongosh lists them at start, for its prompt and completion */
+    [CMD_LIST_DATABASES] = HOUSEKEEPING("listDatabases", CMD_LABEL_OTHER),
+    [CMD_LOGOUT] = HOUSEKEEPING("logout", CMD_LABEL_OTHER),
+    [CMD_PING] = HOUSEKEEPING("ping", CMD_LABEL_PING),
     [CMD_RENAME_COLLECTION] = DDL("renameCollection"),
-    [CMD_SASL_START] = CREDENTIALS("saslStart", CMD_LABEL_AUTH),
-    [CMD_SASL_CONTINUE] = CREDENTIALS("saslContinue", CMD_LABEL_AUTH),
+    [CMD_SASL_START] = {.name = "saslStart",
+                        .credentials = true,
+                        .housekeeping = true,
+                        .label = CMD_LABEL_AUTH},
+    [CMD_SASL_CONTINUE] = {.name = "saslContinue",
+                           .credentials = true,
+                           .housekeeping = true,
+                           .label = CMD_LABEL_AUTH},
     [CMD_UPDATE] = {.name = "update",
                     .kind = CMD_KIND_WRITE,
                     .stmts = "updates",
@@ -89,6 +116,7 @@ const cmd_row cmd_rows[CMD_IDS] = {
                     .update = "u",
                     .label = CMD_LABEL_UPDATE},
     [CMD_UPDATE_USER] = CREDENTIALS("updateUser", CMD_LABEL_OTHER),
+    [CMD_WHATSMYURI] = HOUSEKEEPING("whatsmyuri", CMD_LABEL_OTHER),
 };
 
 /* Hand-kept beside the ids' order; test_proxy_commands checks each run and
@@ -103,11 +131,13 @@ const cmd_letter cmd_letters[CMD_LETTERS] = {
     ['g' - 'a'] = {CMD_GET_MORE, CMD_HELLO, false},
     ['h' - 'a'] = {CMD_HELLO, CMD_INSERT, false},
     ['i' - 'a'] = {CMD_INSERT, CMD_KILL_CURSORS, false},
-    ['k' - 'a'] = {CMD_KILL_CURSORS, CMD_PING, false},
+    ['k' - 'a'] = {CMD_KILL_CURSORS, CMD_LIST_DATABASES, false},
+    ['l' - 'a'] = {CMD_LIST_DATABASES, CMD_PING, false},
     ['p' - 'a'] = {CMD_PING, CMD_RENAME_COLLECTION, false},
     ['r' - 'a'] = {CMD_RENAME_COLLECTION, CMD_SASL_START, true},
     ['s' - 'a'] = {CMD_SASL_START, CMD_UPDATE, false},
-    ['u' - 'a'] = {CMD_UPDATE, CMD_IDS, false},
+    ['u' - 'a'] = {CMD_UPDATE, CMD_WHATSMYURI, false},
+    ['w' - 'a'] = {CMD_WHATSMYURI, CMD_IDS, false},
 };
 
 static const char *const label_names[CMD_LABELS] = {

@@ -7,7 +7,8 @@
  *
  *   the engine (analyzers/engine/commands.c)  its own columns, by cmd_id
  *   the metrics (proxy/admin/metrics.h)       the label
- *   the report (report/)                      read or write, statements
+ *   the report (report/)                      read or write, statements,
+ *                                             housekeeping
  *   the capture (capture.c, capture_redact.c) redaction
  *
  * Adding a command is one id, one row here, and where the engine reads it
@@ -30,7 +31,10 @@ typedef enum {
 	CMD_NONE, /* no row: a command the table does not know */
 	CMD_AGGREGATE,
 	CMD_AUTHENTICATE,
+	CMD_ATLAS_VERSION,
 	CMD_BULK_WRITE,
+	CMD_BUILD_INFO,
+	CMD_BUILDINFO, /* alias of buildInfo */
 	CMD_COUNT,
 	CMD_CREATE,
 	CMD_COLL_MOD,
@@ -40,6 +44,7 @@ typedef enum {
 	CMD_CREATE_USER,
 	CMD_COPYDB,
 	CMD_COPYDB_SASL_START,
+	CMD_CONNECTION_STATUS,
 	CMD_DELETE,
 	CMD_DISTINCT,
 	CMD_DROP_INDEXES,
@@ -52,17 +57,24 @@ typedef enum {
 	CMD_FIND_AND_MODIFY,
 	CMD_FINDANDMODIFY, /* alias of findAndModify */
 	CMD_GET_MORE,
+	CMD_GET_PARAMETER,
+	CMD_GET_LOG,
+	CMD_GET_CMD_LINE_OPTS,
 	CMD_HELLO,
+	CMD_HOST_INFO,
 	CMD_INSERT,
 	CMD_IS_MASTER, /* alias of hello */
 	CMD_ISMASTER,  /* alias of hello */
 	CMD_KILL_CURSORS,
+	CMD_LIST_DATABASES,
+	CMD_LOGOUT,
 	CMD_PING,
 	CMD_RENAME_COLLECTION,
 	CMD_SASL_START,
 	CMD_SASL_CONTINUE,
 	CMD_UPDATE,
 	CMD_UPDATE_USER,
+	CMD_WHATSMYURI,
 	CMD_IDS,
 } cmd_id;
 
@@ -117,6 +129,11 @@ typedef struct cmd_row {
 	const char *filter;
 	const char *update;
 	bool credentials; /* holds a password or a SASL conversation */
+	/* What drivers and shells send on their own, to connect, authenticate,
+	 * learn the server and keep sessions (hello, buildInfo, ping, saslStart,
+	 * endSessions, ...), never the application's data: the report counts
+	 * these apart from the application's query shapes. */
+	bool housekeeping;
 	cmd_label label;
 } cmd_row;
 

@@ -33,6 +33,7 @@
 #include "report/aggregate_parts.h"
 #include "report/grow.h"
 #include "report/hash_map.h"
+#include "report/housekeeping.h"
 #include "report/namespaces.h"
 #include "report/recommend.h"
 #include "report/sort.h"
@@ -51,6 +52,13 @@ typedef struct pending {
 struct aggregator {
 	model *m;
 	engine *e;
+	/* The rules that stay silent on small collections (rules.h,
+	 * quiet_below), with that parameter at 0 and every other rule off: asked
+	 * only of requests on a collection under quiet_max documents. */
+	engine *quiet;
+	engine_config quiet_cfg;
+	uint32_t quiet_max;
+	size_t input; /* the file being read, into m->inputs */
 	index_cache *ic;
 	hash_map shapes, findings, apps;
 	ns_table nss;
@@ -113,6 +121,7 @@ static void on_finding(void *arg, const finding *f)
 		snprintf(mf->shape, sizeof mf->shape, "%s", f->shape);
 		snprintf(mf->suggestion, sizeof mf->suggestion, "%s", f->suggestion);
 		snprintf(mf->detail, sizeof mf->detail, "%s", f->detail);
+		mf->input = a->input;
 		hash_map_put(&a->findings, k, m->nfindings);
 		note_new_finding(a, mf);
 	}
@@ -258,6 +267,43 @@ static void per_second(model *m, int64_t t)
 	m->per_sec[i]++;
 }
 
+/* The request judged by the engine, as a session would; and, on a
+ * collection under a quiet rule's parameter, by the quiet engine. */
+static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t, const char *app,
+                  const model_ns *n)
+{
+	request_ctx rc = {
+	    .app_name = app, .client = rec_str(rec, "client"), .now_ms = t / 1000, .no_wait = true};
+	block_info b;
+	if (!a->e)
+		return;
+	a->cur = v;
+	a->cur_t = t;
+	(void)engine_analyze(a->e, v, &rc, &b);
+	a->cur = NULL;
+	if (a->quiet && n && n->doc_count >= 0 && n->doc_count < (int64_t)a->quiet_max)
+		(void)engine_analyze(a->quiet, v, &rc, &b);
+}
+
+/* A reply is owed (not moreToCome): remembered to pair with it. shape and
+ * ns: + 1, 0 for none (housekeeping has no row). */
+static void expect_reply(aggregator *a, const bson_t *rec, size_t shape, size_t ns, int64_t t)
+{
+	bson_iter_t it;
+	if (bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))
+		return;
+	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
+	pending *p = malloc(sizeof *p);
+	if (!p)
+		abort();
+	p->key = k;
+	p->shape = shape;
+	p->ns = ns;
+	p->t_us = t;
+	p->next = a->pend[k % PENDING_BUCKETS];
+	a->pend[k % PENDING_BUCKETS] = p;
+}
+
 static void on_request(aggregator *a, const bson_t *rec)
 {
 	model *m = a->m;
@@ -281,10 +327,20 @@ static void on_request(aggregator *a, const bson_t *rec)
 		m->blocked++;
 	char ns[MODEL_NS_LEN], cmd[64], text[SHAPE_BUF_LEN];
 	uint64_t h = shape_of(&r.view, ns, sizeof ns, cmd, sizeof cmd, text);
+	const char *hk = report_housekeeping(r.view.name, ns);
+	if (hk) {
+		/* judged still, so the report's findings stay the live log's */
+		report_housekeeping_note(m, hk);
+		judge(a, rec, &r.view, t, app, NULL);
+		expect_reply(a, rec, 0, 0, t);
+		request_release(&r);
+		free(msg);
+		return;
+	}
 	model_shape *s = shape_get(a, h, ns, cmd, text, app);
 	s->count++;
-	model_app *ap = app_get(a, app);
-	ap->ops++;
+	size_t si = (size_t)(s - m->shapes) + 1;
+	app_get(a, app)->ops++;
 	model_ns *n = NULL;
 	if (!strstr(ns, ".$cmd")) {
 		n = ns_table_get(&a->nss, ns);
@@ -292,30 +348,8 @@ static void on_request(aggregator *a, const bson_t *rec)
 		agg_note_schema(&a->nss, n, &r.view, cmd);
 		n = ns_table_get(&a->nss, ns); /* note_schema may have moved the table */
 	}
-	if (a->e) {
-		request_ctx rc = {.app_name = app,
-		                  .client = rec_str(rec, "client"),
-		                  .now_ms = t / 1000,
-		                  .no_wait = true};
-		block_info b;
-		a->cur = &r.view;
-		a->cur_t = t;
-		(void)engine_analyze(a->e, &r.view, &rc, &b);
-		a->cur = NULL;
-	}
-	bson_iter_t it;
-	if (!(bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))) {
-		uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
-		pending *p = malloc(sizeof *p);
-		if (!p)
-			abort();
-		p->key = k;
-		p->shape = (size_t)(s - m->shapes) + 1;
-		p->ns = n ? ns_table_index(&a->nss, n) : 0;
-		p->t_us = t;
-		p->next = a->pend[k % PENDING_BUCKETS];
-		a->pend[k % PENDING_BUCKETS] = p;
-	}
+	judge(a, rec, &r.view, t, app, n);
+	expect_reply(a, rec, si, n ? ns_table_index(&a->nss, n) : 0, t);
 	request_release(&r);
 	free(msg);
 }
@@ -343,6 +377,10 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		return; /* an exhaust stream's later reply, or its request was dropped */
 	*pp = p->next;
 	m->paired++;
+	if (!p->shape) { /* housekeeping: counted, never a shape's */
+		free(p);
+		return;
+	}
 	model_shape *s = &m->shapes[p->shape - 1];
 	int64_t lat = clamp_count(t - p->t_us); /* both >= 0: no overflow */
 	if (s->nlat == s->caplat) {
@@ -440,6 +478,10 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 	if (!opaque)
 		index_set_set_doc_count(set, count);
 	index_cache_put(a->ic, db, dot + 1, set);
+	if (report_housekeeping(NULL, ns)) { /* no collection of the application's */
+		index_set_release(set);
+		return;
+	}
 	model_ns *mn = ns_table_get(&a->nss, ns);
 	if (!opaque)
 		mn->doc_count = count;
@@ -510,6 +552,49 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
 }
 
+/* --rule (model.overrides): each in place of the capture's, whose value
+ * is kept for the report's header. */
+static void apply_overrides(aggregator *a)
+{
+	model *m = a->m;
+	for (size_t i = 0; i < m->noverrides; i++) {
+		model_override *o = &m->overrides[i];
+		rule_config *rc = &a->cfg.rules[o->rule];
+		if (o->param < 0) {
+			o->capture = rc->action;
+			rc->action = (rule_action)o->value;
+		} else {
+			unsigned slot = rule_table[o->rule]->params[o->param].slot;
+			o->capture = rc->params[slot];
+			rc->params[slot] = o->value;
+		}
+	}
+}
+
+/* The quiet engine's rules: those with a quiet_below parameter above 0,
+ * at log with it at 0; every other rule off. */
+static void quiet_rules(aggregator *a)
+{
+	a->quiet_cfg = a->cfg;
+	a->quiet_max = 0;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_def *d = rule_table[r];
+		const rule_param *p = d->quiet_below ? rule_param_find(d, d->quiet_below) : NULL;
+		rule_config *rc = &a->quiet_cfg.rules[r];
+		uint32_t v = p ? a->cfg.rules[r].params[p->slot] : 0;
+		if (!p || a->cfg.rules[r].action == RULE_OFF || v == 0) {
+			rc->action = RULE_OFF;
+			continue;
+		}
+		a->m->quiet_below[r] = v;
+		rc->action = RULE_LOG;
+		rc->nscopes = 0;
+		rc->params[p->slot] = 0;
+		if (v > a->quiet_max)
+			a->quiet_max = v;
+	}
+}
+
 /* The rules the capture ran with (its header), every action at most
  * `log`: the report judges, it blocks nothing. */
 static void rules_from_header(aggregator *a, const bson_t *h)
@@ -537,6 +622,8 @@ static void rules_from_header(aggregator *a, const bson_t *h)
 				}
 			}
 		}
+	apply_overrides(a);
+	quiet_rules(a);
 	a->rules_set = true;
 }
 
@@ -560,15 +647,32 @@ static void tally(void *arg, rule_id rule, rule_action action)
 	agg_tally_at(a->m, a->cur_t, rule);
 }
 
-/* The engine is made at the first request, once a header said which rules
- * the capture ran with. */
+/* The quiet engine's sink: the shape would be reported once its
+ * collection grows past the rule's parameter. */
+static void on_quiet_finding(void *arg, const finding *f)
+{
+	aggregator *a = arg;
+	size_t i = hash_map_get(&a->shapes, f->shape_hash);
+	if (i)
+		a->m->shapes[i - 1].quiet_rules |= 1u << f->rule;
+}
+
+/* The engines are made at the first request, once a header said which
+ * rules the capture ran with. */
 static void ensure_engine(aggregator *a)
 {
 	if (!a->e) {
 		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
 		if (a->e)
 			engine_set_tally(a->e, tally, a);
+		if (a->quiet_max)
+			a->quiet = engine_new(&a->quiet_cfg, a->ic, on_quiet_finding, a);
 	}
+}
+
+void aggregator_set_input(aggregator *a, size_t input)
+{
+	a->input = input;
 }
 
 void aggregator_record(aggregator *a, int pass, const bson_t *rec)
@@ -639,6 +743,9 @@ void aggregator_finish(aggregator *a)
 	model *m = a->m;
 	if (a->e)
 		engine_flush_summaries(a->e);
+	if (a->quiet)
+		engine_flush_summaries(a->quiet);
+	report_housekeeping_finish(m);
 	for (size_t i = 0; i < m->nfindings; i++) {
 		size_t s = hash_map_get(&a->shapes, m->findings[i].hash);
 		if (s)
@@ -672,6 +779,8 @@ void aggregator_free(aggregator *a)
 		}
 	if (a->e)
 		engine_free(a->e);
+	if (a->quiet)
+		engine_free(a->quiet);
 	if (a->ic)
 		index_cache_free(a->ic);
 	hash_map_free(&a->shapes);

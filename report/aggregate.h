@@ -13,6 +13,9 @@ aggregator *aggregator_new(model *m);
 /* pass 1: index snapshots only; pass 2: everything. Records of one file
  * come after its header. */
 void aggregator_record(aggregator *a, int pass, const bson_t *rec);
+/* The records that follow are of m->inputs[input] (a finding names the
+ * file it was first seen in). */
+void aggregator_set_input(aggregator *a, size_t input);
 /* After the last record: summaries flushed, percentiles, index use. */
 void aggregator_finish(aggregator *a);
 /* --indexes-from: a collection's live index list (live.c; its

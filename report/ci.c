@@ -1,11 +1,17 @@
 /* The report for CI systems (model.h): --sarif and --junit.
  *
- * SARIF 2.1.0 (OASIS): one run whose tool.driver lists every rule of the
- * rule table (rules.h), in its order, so ruleIndex is the rule_id; one
- * result per finding: ruleId the rule id, level warning, the detail as
- * its message, the namespace as a logical location, and the shape, its hash,
- * the fix and the count as properties. A capture has no source files, so
- * no physical location is claimed.
+ * SARIF 2.1.0 (OASIS), as GitHub code scanning ingests it: one run whose
+ * tool.driver lists every rule of the rule table (rules.h), in its order,
+ * so ruleIndex is the rule_id, each with its summary, a full description
+ * naming its parameters, and help (text and Markdown) from the row; one
+ * result per finding: ruleId the rule id, level warning, the detail as its
+ * message, the capture file it was first seen in as its physical location
+ * (GitHub shows only results located in a file; a capture has no lines, so
+ * no region), the namespace as a logical location, and the shape, its
+ * hash, the fix and the count as properties. With --baseline, each result
+ * has SARIF's baselineState (new or unchanged), and each finding gone
+ * since the baseline is a result too, "absent", located in the baseline's
+ * capture file.
  *
  * JUnit XML: one testsuite, one testcase per query shape (classname the
  * namespace, name the command and shape hash), one failure per finding on
@@ -21,22 +27,80 @@
 #define MG_VERSION "0"
 #endif
 
+/* The rule's parameters in words: "minDocuments (default 10000): ...". */
+static void params_words(text_buf *t, const rule_def *d, bool md)
+{
+	for (size_t i = 0; i < d->nparams; i++) {
+		const rule_param *p = &d->params[i];
+		text_printf(t,
+		            md ? "%s`%s` (default %" PRIu32 ", %" PRIu32 " to %" PRIu32 "): %s"
+		               : "%s%s (default %" PRIu32 ", %" PRIu32 " to %" PRIu32 "): %s",
+		            i ? (md ? "\n- " : "; ")
+		              : (md ? "\n\nParameters:\n\n- " : " Parameters: "),
+		            p->name, p->def, p->min, p->max, p->summary);
+	}
+}
+
+static void sarif_rule(out_t *o, const rule_def *d, bool comma)
+{
+	char buf[4096];
+	text_buf w;
+	text_printf(&o->t, "%s{\"id\":\"%s\",\"shortDescription\":{\"text\":", comma ? "," : "",
+	            d->name);
+	out_json_str(&o->t, d->summary);
+	text_init(&w, buf, sizeof buf);
+	text_printf(&w, "%s.", d->summary);
+	params_words(&w, d, false);
+	text_str(&o->t, "},\"fullDescription\":{\"text\":");
+	out_json_str(&o->t, text_finish(&w));
+	text_init(&w, buf, sizeof buf);
+	text_printf(&w, "mongoguard rule %s: %s. Fix: %s.", d->name, d->summary, d->fix_kind);
+	params_words(&w, d, false);
+	text_str(&o->t, "},\"help\":{\"text\":");
+	out_json_str(&o->t, text_finish(&w));
+	text_init(&w, buf, sizeof buf);
+	text_printf(&w, "**mongoguard rule `%s`**: %s.\n\nFix: %s.", d->name, d->summary,
+	            d->fix_kind);
+	params_words(&w, d, true);
+	text_str(&o->t, ",\"markdown\":");
+	out_json_str(&o->t, text_finish(&w));
+	text_str(&o->t, "},\"defaultConfiguration\":{\"level\":\"warning\"}}");
+	out_flush(o);
+}
+
 static void sarif_rules(out_t *o)
 {
 	text_str(&o->t, "\"rules\":[");
-	for (int r = 0; r < RULE_COUNT; r++) {
-		text_printf(&o->t, "%s{\"id\":\"%s\",\"shortDescription\":{\"text\":", r ? "," : "",
-		            rule_name((rule_id)r));
-		out_json_str(&o->t, rule_table[r]->summary);
-		text_str(&o->t, "},\"help\":{\"text\":");
-		out_json_str(&o->t, rule_table[r]->fix_kind);
-		text_str(&o->t, "}}");
-		out_flush(o);
-	}
+	for (int r = 0; r < RULE_COUNT; r++)
+		sarif_rule(o, rule_table[r], r > 0);
 	text_str(&o->t, "]");
 }
 
-static void sarif_result(out_t *o, const model *m, size_t i)
+/* A file path as a URI reference: relative as given, absolute as a file:
+ * URI; every byte but unreserved ones and '/' percent-encoded. */
+static void uri(text_buf *t, const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char buf[4096];
+	text_buf u;
+	text_init(&u, buf, sizeof buf);
+	if (path[0] == '/')
+		text_str(&u, "file://");
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || strchr("-._~/", *c)) {
+			text_char(&u, (char)*c);
+		} else {
+			text_char(&u, '%');
+			text_char(&u, hex[*c >> 4]);
+			text_char(&u, hex[*c & 15]);
+		}
+	}
+	out_json_str(t, text_finish(&u));
+}
+
+/* One result; state: its baselineState, or NULL without a baseline. */
+static void sarif_result(out_t *o, const model *m, size_t i, const char *state, bool comma)
 {
 	const model_finding *f = &m->findings[i];
 	char hex[17];
@@ -44,12 +108,19 @@ static void sarif_result(out_t *o, const model *m, size_t i)
 	text_printf(&o->t,
 	            "%s{\"ruleId\":\"%s\",\"ruleIndex\":%d,\"level\":\"warning\","
 	            "\"message\":{\"text\":",
-	            i ? "," : "", rule_name(f->rule), (int)f->rule);
+	            comma ? "," : "", rule_name(f->rule), (int)f->rule);
 	out_json_str(&o->t, f->detail[0] ? f->detail : rule_table[f->rule]->summary);
-	text_str(&o->t, "},\"locations\":[{\"logicalLocations\":[{\"name\":");
+	text_str(&o->t, "},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":");
+	/* a model made without files (tests) has no path: a URI is never empty */
+	const char *path = f->input < m->ninputs ? m->inputs[f->input].path : "";
+	uri(&o->t, path[0] ? path : "capture.bson");
+	text_str(&o->t, "}},\"logicalLocations\":[{\"name\":");
 	out_json_str(&o->t, f->ns);
 	text_str(&o->t, ",\"kind\":\"namespace\"}]}],\"partialFingerprints\":{\"shapeHash/v1\":");
-	text_printf(&o->t, "\"%s/%s\"},\"properties\":{\"namespace\":", rule_name(f->rule), hex);
+	text_printf(&o->t, "\"%s/%s\"}", rule_name(f->rule), hex);
+	if (state)
+		text_printf(&o->t, ",\"baselineState\":\"%s\"", state);
+	text_str(&o->t, ",\"properties\":{\"namespace\":");
 	out_json_str(&o->t, f->ns);
 	text_str(&o->t, ",\"command\":");
 	out_json_str(&o->t, f->command);
@@ -57,8 +128,7 @@ static void sarif_result(out_t *o, const model *m, size_t i)
 	out_json_str(&o->t, f->shape);
 	text_str(&o->t, ",\"fix\":");
 	out_json_str(&o->t, f->suggestion[0] ? f->suggestion : rule_table[f->rule]->fix_kind);
-	text_printf(&o->t, ",\"count\":%" PRIu64 ",\"new\":%s}}", f->count,
-	            model_finding_is_new(m, i) ? "true" : "false");
+	text_printf(&o->t, ",\"count\":%" PRIu64 "}}", f->count);
 	out_flush(o);
 }
 
@@ -73,7 +143,14 @@ bool report_write_sarif(const model *m, FILE *f)
 	sarif_rules(&o);
 	text_str(&o.t, "}},\"results\":[");
 	for (size_t i = 0; i < m->nfindings; i++)
-		sarif_result(&o, m, i);
+		sarif_result(&o, m, i,
+		             !m->diff                     ? NULL
+		             : model_finding_is_new(m, i) ? "new"
+		                                          : "unchanged",
+		             i > 0);
+	for (size_t i = 0; m->diff && i < m->diff->ngone_findings; i++)
+		sarif_result(&o, m->diff->before, m->diff->gone_findings[i], "absent",
+		             m->nfindings + i > 0);
 	text_str(&o.t, "]}]}\n");
 	return out_done(&o);
 }

@@ -5,6 +5,7 @@
 
 #include "report/diff_out.h"
 #include "report/html_table.h"
+#include "report/sections.h"
 
 static void json_shape(out_t *o, const model_shape *s, bool comma)
 {
@@ -181,6 +182,7 @@ void report_diff_html(out_t *o, const model *m)
 	                "rule); ");
 	regression_words(&o->t);
 	text_str(&o->t, ".</p>");
+	report_legend_html(&o->t);
 	html_findings(o, "New findings", m, d->new_findings, d->nnew_findings);
 	html_findings(o, "Gone findings", d->before, d->gone_findings, d->ngone_findings);
 	html_regressions(o, m, d);

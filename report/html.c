@@ -10,8 +10,10 @@
 
 #include "report/model.h"
 #include "report/diff_out.h"
+#include "report/housekeeping.h"
 #include "report/html_table.h"
 #include "report/out.h"
+#include "report/report.h"
 #include "report/sections.h"
 #include "report/sort.h"
 
@@ -23,6 +25,7 @@ static const char css[] =
     "table{border-collapse:collapse;width:100%;margin:8px 0 16px;font-size:13px}"
     "th,td{border-bottom:1px solid #e3e7ee;padding:4px 6px;text-align:left;vertical-align:top}"
     "th{background:#f4f6f9;cursor:pointer;white-space:nowrap}td.n,th.n{text-align:right}"
+    "td.size{white-space:nowrap}"
     "code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;background:#f4f6f9}"
     "pre{padding:8px;white-space:pre-wrap;word-break:break-all;border-radius:4px}"
     "code{padding:0 2px;word-break:break-all}"
@@ -143,13 +146,32 @@ static void bar_chart(out_t *o, const char *id, const char *title, const char *c
 	out_flush(o);
 }
 
-static void card(text_buf *t, const char *label, const char *fmt, double v)
+/* A figure and its label, singular for one. */
+static void card(text_buf *t, const char *one, const char *many, const char *fmt, double v)
 {
 	text_str(t, "<div class=\"card\"><b>");
 	text_printf(t, fmt, v);
 	text_str(t, "</b>");
-	h(t, label);
+	h(t, v == 1 ? one : many);
 	text_str(t, "</div>");
+}
+
+/* What the counts leave out or were judged with: housekeeping, --rule. */
+static void overview_notes(out_t *o, const model *m)
+{
+	text_str(&o->t, "<p id=\"housekeeping\">Driver and shell housekeeping: ");
+	report_housekeeping_words(&o->t, m, 12);
+	text_str(&o->t, ". <span class=\"muted\">The handshake, authentication, server facts and "
+	                "sessions that drivers and shells send on their own: counted here, not "
+	                "as query shapes.</span></p>");
+	size_t mark = text_mark(&o->t);
+	text_str(&o->t, "<p id=\"judged-with\" class=\"bad\">Judged with other rule settings "
+	                "than the capture's (--rule): ");
+	if (!report_overrides_words(&o->t, m))
+		text_rewind(&o->t, mark);
+	else
+		text_str(&o->t, ".</p>");
+	out_flush(o);
 }
 
 static void overview(out_t *o, const model *m)
@@ -170,17 +192,22 @@ static void overview(out_t *o, const model *m)
 	                            : " <b class=\"bad\">Some inputs hold whole requests "
 	                              "(capture.redactLiterals: false).</b>");
 	text_str(&o->t, "</p><div class=\"cards\">");
-	card(&o->t, "operations", "%.0f", (double)m->requests);
-	card(&o->t, "ops per second", "%.1f", secs > 0 ? (double)m->requests / secs : 0);
-	card(&o->t, "query shapes", "%.0f", (double)m->nshapes);
-	card(&o->t, "apps", "%.0f", (double)m->napps);
-	card(&o->t, "namespaces", "%.0f", (double)m->nnss);
+	card(&o->t, "operation", "operations", "%.0f", (double)m->requests);
+	card(&o->t, "ops per second", "ops per second", "%.1f",
+	     secs > 0 ? (double)m->requests / secs : 0);
+	card(&o->t, "query shape", "query shapes", "%.0f", (double)m->nshapes);
+	card(&o->t, "app", "apps", "%.0f", (double)m->napps);
+	card(&o->t, "namespace", "namespaces", "%.0f", (double)m->nnss);
 	uint64_t nf = 0;
 	for (int r = 0; r < RULE_COUNT; r++)
 		nf += m->rule_totals[r];
-	card(&o->t, "findings", "%.0f", (double)nf);
-	card(&o->t, "records lost (queue full)", "%.0f", (double)m->dropped);
+	card(&o->t, "finding (rule and shape)", "findings (rule and shape)", "%.0f",
+	     (double)m->nfindings);
+	card(&o->t, "occurrence (request)", "occurrences (requests)", "%.0f", (double)nf);
+	card(&o->t, "record lost (queue full)", "records lost (queue full)", "%.0f",
+	     (double)m->dropped);
 	text_str(&o->t, "</div>");
+	overview_notes(o, m);
 	for (size_t i = 0; i < m->ninputs; i++)
 		if (m->inputs[i].refused || m->inputs[i].truncated) {
 			text_str(&o->t, "<p class=\"bad\">");
@@ -196,8 +223,8 @@ static void overview(out_t *o, const model *m)
 	const char *labels[RULE_COUNT];
 	for (int r = 0; r < RULE_COUNT; r++)
 		labels[r] = rule_name((rule_id)r);
-	text_str(&o->t, "<h3>Findings per rule</h3>");
-	bar_chart(o, "rules-chart", "Findings per rule", labels, m->rule_totals, RULE_COUNT);
+	text_str(&o->t, "<h3>Occurrences per rule</h3>");
+	bar_chart(o, "rules-chart", "Occurrences per rule", labels, m->rule_totals, RULE_COUNT);
 	report_timeline_html(o, m);
 	text_str(&o->t, "</section>");
 	out_flush(o);
@@ -258,7 +285,9 @@ static void shape_row(out_t *o, const model_shape *s, double secs)
 	html_table_td_fixed(&o->t, s->p99, 2);
 	html_table_td_fixed(&o->t, (double)s->total_us / 1000.0, 1);
 	html_table_td_u64(&o->t, s->docs);
-	html_table_td_u64(&o->t, s->bytes);
+	text_printf(&o->t, "<td class=\"n size\" data-v=\"%" PRIu64 "\">", s->bytes);
+	out_size(&o->t, s->bytes);
+	html_table_td_end(&o->t);
 	failures_cell(&o->t, s);
 	html_table_td(&o->t, NULL);
 	rule_tags(&o->t, s->rules);
@@ -275,6 +304,7 @@ static void shapes(out_t *o, const model *m)
 	         "<section id=\"shapes\"><h2>Query shapes</h2><p class=\"muted\">Sorted by total "
 	         "time (latency as mongoguard measured it: request forwarded to reply relayed). "
 	         "Click a heading to sort by it.</p>");
+	report_legend_html(&o->t);
 	html_table_open(&o->t, "id=\"shape-table\" class=\"sortable\"", shape_cols,
 	                sizeof shape_cols / sizeof *shape_cols);
 	out_flush(o);
@@ -283,6 +313,8 @@ static void shapes(out_t *o, const model *m)
 		shape_row(o, &m->shapes[order[k]], secs);
 	free(order);
 	html_table_close(&o->t);
+	out_flush(o);
+	report_quiet_html(o, m);
 	text_str(&o->t, "</section>");
 	out_flush(o);
 }
@@ -322,7 +354,8 @@ static void finding_html(out_t *o, const model_finding *f)
 	h(&o->t, f->ns);
 	text_str(&o->t, "</b> ");
 	h(&o->t, f->command);
-	text_printf(&o->t, ", %" PRIu64 " times", f->count);
+	text_str(&o->t, ", ");
+	out_count(&o->t, f->count, "occurrence", "occurrences");
 	for (size_t a = 0; a < f->napps; a++) {
 		text_str(&o->t, a ? ", " : " (apps: ");
 		h(&o->t, f->apps[a][0] ? f->apps[a] : "(none)");
@@ -366,13 +399,20 @@ static void rules(out_t *o, const model *m)
 {
 	size_t ngrown = 0;
 	size_t *grown = model_array_findings_by_growth(m, &ngrown);
-	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2>");
+	text_str(&o->t, "<section id=\"rules\"><h2>Rules</h2><p class=\"muted\">A finding is a "
+	                "rule broken by one query shape; its occurrences are the requests that "
+	                "broke it.</p>");
+	report_legend_html(&o->t);
 	for (int r = 0; r < RULE_COUNT; r++) {
-		text_printf(&o->t,
-		            "<h3 id=\"rule-%s\"><code>%s</code>: %" PRIu64
-		            " findings</h3><p class=\"muted\">%s. Fix: ",
-		            rule_name((rule_id)r), rule_name((rule_id)r), m->rule_totals[r],
-		            rule_table[r]->summary);
+		size_t n = 0;
+		for (size_t i = 0; i < m->nfindings; i++)
+			n += m->findings[i].rule == (rule_id)r;
+		text_printf(&o->t, "<h3 id=\"rule-%s\"><code>%s</code>: ", rule_name((rule_id)r),
+		            rule_name((rule_id)r));
+		out_count(&o->t, n, "finding", "findings");
+		text_str(&o->t, ", ");
+		out_count(&o->t, m->rule_totals[r], "occurrence", "occurrences");
+		text_printf(&o->t, "</h3><p class=\"muted\">%s. Fix: ", rule_table[r]->summary);
 		h(&o->t, rule_table[r]->fix_kind);
 		text_str(&o->t, ".</p>");
 		size_t mine = 0;
@@ -432,10 +472,12 @@ static void bloat_cell(out_t *o, const model_ns *n)
 		text_str(&o->t, "<span class=\"muted\">no reply sampled</span>");
 		return;
 	}
-	text_printf(&o->t,
-	            "%" PRIu64 " documents sampled, mean %.0f bytes, largest %" PRId64
-	            " bytes (%.3f%% of the 16 MiB limit)<br>",
-	            n->docs, (double)n->doc_bytes / (double)n->docs, n->doc_max,
+	out_count(&o->t, n->docs, "document", "documents");
+	text_str(&o->t, " sampled, mean ");
+	out_size(&o->t, n->doc_bytes / n->docs);
+	text_str(&o->t, ", largest ");
+	out_size(&o->t, n->doc_max > 0 ? (uint64_t)n->doc_max : 0);
+	text_printf(&o->t, " (%.3f%% of the 16 MiB limit)<br>",
 	            (double)n->doc_max * 100.0 / 16777216.0);
 	for (int b = 0; b < MODEL_BLOAT_BUCKETS; b++)
 		if (n->bloat[b])
@@ -465,7 +507,9 @@ static void schema_ns(out_t *o, const model_ns *n)
 {
 	text_str(&o->t, "<h3>");
 	h(&o->t, n->ns);
-	text_printf(&o->t, " <span class=\"muted\">%" PRIu64 " operations</span></h3>", n->ops);
+	text_str(&o->t, " <span class=\"muted\">");
+	out_count(&o->t, n->ops, "operation", "operations");
+	text_str(&o->t, "</span></h3>");
 	html_table_open(&o->t, NULL, NULL, 0);
 	html_table_row_head(&o->t, "Arrays that grow");
 	text_printf(

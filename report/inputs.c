@@ -5,7 +5,10 @@
  * Every file is looked at before anything is read: a name that is no
  * capture (a configuration file, a log, an empty file) is a mistake on
  * the command line, refused by name before any report is written, so a
- * typo never yields an empty report and exit status 0. */
+ * typo never yields an empty report and exit status 0. A name that cannot
+ * be read at all (missing, no permission) is refused the same way, but as
+ * an input that failed (exit status 1, as bsondump's for a missing file),
+ * not as a usage error. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,19 +45,26 @@ static bool add(names *l, const char *path)
 
 /* Whether path starts with a capture header (the first 64 KiB are
  * plenty: a header is a few hundred bytes). */
-static bool is_capture(const char *path, char *why, size_t whylen)
+static bool is_capture(const char *path, bool *unreadable, char *why, size_t whylen)
 {
 	uint8_t buf[65536];
 	int fd = open(path, O_RDONLY);
 	if (fd < 0) {
 		snprintf(why, whylen, "cannot read it: %s", strerror(errno));
+		*unreadable = true;
 		return false;
 	}
 	ssize_t got = read(fd, buf, sizeof buf);
+	int rerr = errno;
 	close(fd);
 	size_t off = 0;
 	bson_t rec;
-	if (got <= 0) {
+	if (got < 0) {
+		snprintf(why, whylen, "cannot read it: %s", strerror(rerr));
+		*unreadable = true;
+		return false;
+	}
+	if (got == 0) {
 		snprintf(why, whylen, "empty, not a mongoguard capture");
 		return false;
 	}
@@ -74,11 +84,12 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* The directory's capture files (*.bson), in name order. */
-static bool add_dir(names *l, const char *dir, char *err, size_t errlen)
+static bool add_dir(names *l, const char *dir, bool *unreadable, char *err, size_t errlen)
 {
 	DIR *d = opendir(dir);
 	if (!d) {
 		snprintf(err, errlen, "%s: cannot read the directory: %s", dir, strerror(errno));
+		*unreadable = true;
 		return false;
 	}
 	size_t first = l->n;
@@ -107,25 +118,27 @@ static bool add_dir(names *l, const char *dir, char *err, size_t errlen)
 	return true;
 }
 
-bool report_inputs_expand(const char *const *args, size_t n, char ***out, size_t *nout, char *err,
-                          size_t errlen)
+bool report_inputs_expand(const char *const *args, size_t n, char ***out, size_t *nout,
+                          bool *unreadable, char *err, size_t errlen)
 {
 	names l = {0};
 	bool ok = true;
+	*unreadable = false;
 	for (size_t i = 0; ok && i < n; i++) {
 		struct stat sb;
 		if (stat(args[i], &sb) != 0) {
 			snprintf(err, errlen, "%s: %s", args[i], strerror(errno));
+			*unreadable = true;
 			ok = false;
 		} else if (S_ISDIR(sb.st_mode)) {
-			ok = add_dir(&l, args[i], err, errlen);
+			ok = add_dir(&l, args[i], unreadable, err, errlen);
 		} else if (!(ok = add(&l, args[i]))) {
 			snprintf(err, errlen, "out of memory");
 		}
 	}
 	for (size_t i = 0; ok && i < l.n; i++) {
 		char why[256];
-		if (!is_capture(l.v[i], why, sizeof why)) {
+		if (!is_capture(l.v[i], unreadable, why, sizeof why)) {
 			snprintf(err, errlen, "%s: %s", l.v[i], why);
 			ok = false;
 		}

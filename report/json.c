@@ -7,6 +7,7 @@
 #include "report/model.h"
 #include "report/diff_out.h"
 #include "report/out.h"
+#include "report/report.h"
 #include "report/sections.h"
 #include "report/sort.h"
 
@@ -51,7 +52,21 @@ static void overview(out_t *o, const model *m)
 	for (int r = 0; r < RULE_COUNT; r++)
 		text_printf(&o->t, "%s\"%s\":%" PRIu64, r ? "," : "", rule_name((rule_id)r),
 		            m->rule_totals[r]);
-	text_printf(&o->t, "},\"opsPerSecond\":{\"start\":%" PRIu64 ",\"counts\":[",
+	uint64_t occurrences = 0;
+	for (int r = 0; r < RULE_COUNT; r++)
+		occurrences += m->rule_totals[r];
+	text_printf(&o->t,
+	            "},\"findings\":%zu,\"occurrences\":%" PRIu64
+	            ",\"housekeeping\":{\"requests\":%" PRIu64 ",\"commands\":{",
+	            m->nfindings, occurrences, m->housekeeping_requests);
+	for (size_t i = 0; i < m->nhousekeeping; i++) {
+		text_str(&o->t, i ? "," : "");
+		out_json_str(&o->t, m->housekeeping[i].what);
+		text_printf(&o->t, ":%" PRIu64, m->housekeeping[i].count);
+	}
+	text_str(&o->t, "}},");
+	report_overrides_json(&o->t, m);
+	text_printf(&o->t, ",\"opsPerSecond\":{\"start\":%" PRIu64 ",\"counts\":[",
 	            m->per_sec_base);
 	out_flush(o);
 	for (size_t i = 0; i < m->nsec; i++) {
@@ -259,6 +274,7 @@ bool report_write_json(const model *m, FILE *f)
 	overview(&o, m);
 	report_timeline_json(&o, m);
 	shapes(&o, m);
+	report_quiet_json(&o, m);
 	findings(&o, m);
 	report_recs_json(&o, m);
 	report_diff_json(&o, m);

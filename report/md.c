@@ -6,7 +6,9 @@
 
 #include "report/model.h"
 #include "report/diff_out.h"
+#include "report/housekeeping.h"
 #include "report/out.h"
+#include "report/report.h"
 #include "report/sections.h"
 #include "report/sort.h"
 
@@ -70,11 +72,13 @@ static void pushes_md(out_t *o, const model *m)
 static void changes_md(out_t *o, const model *m)
 {
 	text_str(&o->t, "\n## What to change\n");
+	if (m->nfindings)
+		report_legend_md(&o->t);
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
-		text_printf(&o->t,
-		            "\n### `%s` on `%s` (%" PRIu64 "×)\n\nShape: ", rule_name(fd->rule),
-		            fd->ns, fd->count);
+		text_printf(&o->t, "\n### `%s` on `%s` (", rule_name(fd->rule), fd->ns);
+		out_count(&o->t, fd->count, "occurrence", "occurrences");
+		text_str(&o->t, ")\n\nShape: ");
 		cell(&o->t, fd->shape, 1000);
 		text_str(&o->t, "\n\n");
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
@@ -97,54 +101,96 @@ static void changes_md(out_t *o, const model *m)
 	}
 }
 
+/* The overview: what was read, in counts with their nouns. */
+static void overview_md(out_t *o, const model *m)
+{
+	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	text_str(&o->t, "# mongoguard design review\n\n- Requests: ");
+	text_printf(&o->t, "%" PRIu64 " over %.1f s (", m->requests, secs);
+	out_count(&o->t, m->nshapes, "query shape", "query shapes");
+	text_str(&o->t, ", ");
+	out_count(&o->t, m->napps, "app", "apps");
+	text_str(&o->t, ", ");
+	out_count(&o->t, m->nnss, "collection", "collections");
+	text_str(&o->t, ")\n- Driver and shell housekeeping: ");
+	report_housekeeping_words(&o->t, m, 8);
+	text_printf(&o->t,
+	            ", not counted as query shapes\n- Replies paired with their request: %" PRIu64
+	            " of %" PRIu64 "\n- Records lost to a full capture queue: %" PRIu64
+	            "\n- Redaction: %s\n",
+	            m->paired, m->replies, m->dropped,
+	            m->redacted ? "shapes only" : "some inputs hold whole requests");
+	size_t mark = text_mark(&o->t);
+	text_str(&o->t, "- Judged with (--rule): ");
+	if (!report_overrides_words(&o->t, m))
+		text_rewind(&o->t, mark); /* the capture's own rules: nothing to say */
+	else
+		text_char(&o->t, '\n');
+	for (size_t i = 0; i < m->ninputs; i++)
+		if (m->inputs[i].refused || m->inputs[i].truncated) {
+			text_str(&o->t, "- **");
+			text_str(&o->t, m->inputs[i].refused ? "Refused" : "Truncated");
+			text_str(&o->t, "**: ");
+			cell(&o->t, m->inputs[i].path, 200);
+			text_str(&o->t, ": ");
+			text_str(&o->t, m->inputs[i].problem);
+			text_char(&o->t, '\n');
+		}
+	out_flush(o);
+}
+
+/* Per rule: its findings (a finding is the rule on one query shape) and
+ * their occurrences (the requests that broke it). */
+static void rules_md(out_t *o, const model *m)
+{
+	text_str(&o->t, "\n## Findings per rule\n\nA finding is a rule broken by one query "
+	                "shape; its occurrences are the requests that broke it.\n\n| rule | "
+	                "findings | occurrences | fix |\n|---|---:|---:|---|\n");
+	for (int r = 0; r < RULE_COUNT; r++) {
+		size_t n = 0;
+		for (size_t i = 0; i < m->nfindings; i++)
+			n += m->findings[i].rule == (rule_id)r;
+		text_printf(&o->t, "| `%s` | %zu | %" PRIu64 " | %s |\n", rule_name((rule_id)r), n,
+		            m->rule_totals[r], rule_table[r]->fix_kind);
+	}
+	out_flush(o);
+}
+
+static void shapes_md(out_t *o, const model *m)
+{
+	text_str(&o->t, "\n## Costliest query shapes (by total time)\n\n"
+	                "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
+	                "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
+	size_t *order = model_shapes_by_time(m);
+	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
+		const model_shape *s = &m->shapes[order[k]];
+		text_str(&o->t, "| ");
+		cell(&o->t, s->ns, 100);
+		text_printf(&o->t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
+		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		failures_cell(&o->t, s);
+		for (int r = 0; r < RULE_COUNT; r++)
+			if (s->rules & (1u << r))
+				text_printf(&o->t, "`%s` ", rule_name((rule_id)r));
+		text_str(&o->t, "| ");
+		cell(&o->t, s->shape, 300);
+		text_str(&o->t, " |\n");
+		out_flush(o);
+	}
+	free(order);
+	report_legend_md(&o->t);
+	out_flush(o);
+}
+
 bool report_write_md(const model *m, FILE *f)
 {
 	static out_t o;
 	out_init(&o, f);
-	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
-	text_printf(&o.t,
-	            "# mongoguard design review\n\n"
-	            "- Requests: %" PRIu64 " over %.1f s (%zu query shapes, %zu apps, %zu "
-	            "collections)\n- Replies paired with their request: %" PRIu64 " of %" PRIu64
-	            "\n- Records lost to a full capture queue: %" PRIu64 "\n- Redaction: %s\n",
-	            m->requests, secs, m->nshapes, m->napps, m->nnss, m->paired, m->replies,
-	            m->dropped, m->redacted ? "shapes only" : "some inputs hold whole requests");
-	for (size_t i = 0; i < m->ninputs; i++)
-		if (m->inputs[i].refused || m->inputs[i].truncated) {
-			text_str(&o.t, "- **");
-			text_str(&o.t, m->inputs[i].refused ? "Refused" : "Truncated");
-			text_str(&o.t, "**: ");
-			cell(&o.t, m->inputs[i].path, 200);
-			text_str(&o.t, ": ");
-			text_str(&o.t, m->inputs[i].problem);
-			text_char(&o.t, '\n');
-		}
-	text_str(&o.t, "\n## Findings per rule\n\n| rule | findings | fix |\n|---|---:|---|\n");
-	for (int r = 0; r < RULE_COUNT; r++)
-		text_printf(&o.t, "| `%s` | %" PRIu64 " | %s |\n", rule_name((rule_id)r),
-		            m->rule_totals[r], rule_table[r]->fix_kind);
-	out_flush(&o);
+	overview_md(&o, m);
+	rules_md(&o, m);
 	report_recs_md(&o, m);
-	text_str(&o.t, "\n## Costliest query shapes (by total time)\n\n"
-	               "| ns | command | count | p50 ms | p95 ms | total ms | failed | rules | "
-	               "shape |\n|---|---|---:|---:|---:|---:|---|---|---|\n");
-	size_t *order = model_shapes_by_time(m);
-	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
-		const model_shape *s = &m->shapes[order[k]];
-		text_str(&o.t, "| ");
-		cell(&o.t, s->ns, 100);
-		text_printf(&o.t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
-		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
-		failures_cell(&o.t, s);
-		for (int r = 0; r < RULE_COUNT; r++)
-			if (s->rules & (1u << r))
-				text_printf(&o.t, "`%s` ", rule_name((rule_id)r));
-		text_str(&o.t, "| ");
-		cell(&o.t, s->shape, 300);
-		text_str(&o.t, " |\n");
-		out_flush(&o);
-	}
-	free(order);
+	shapes_md(&o, m);
+	report_quiet_md(&o, m);
 	report_diff_md(&o, m);
 	pushes_md(&o, m);
 	changes_md(&o, m);

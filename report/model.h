@@ -48,8 +48,12 @@ typedef struct model_shape {
 	uint64_t code_counts[MODEL_ERROR_CODES];
 	size_t ncodes;
 	uint64_t other_codes;
-	bool mostly_fails;    /* more than half its replies failed: its latency is no speed */
-	unsigned rules;       /* bit per rule_id found on this shape */
+	bool mostly_fails; /* more than half its replies failed: its latency is no speed */
+	unsigned rules;    /* bit per rule_id found on this shape */
+	/* A rule that stays silent on small collections (rules.h, quiet_below)
+	 * would have reported it with that parameter at 0 (aggregate.c asks
+	 * again for collections under it): what scans once data grows. */
+	unsigned quiet_rules;
 	char app[128];        /* the first app seen */
 	double p50, p95, p99; /* ms, after aggregator_finish */
 } model_shape;
@@ -82,6 +86,7 @@ typedef struct model_finding {
 	char apps[MODEL_APPS_PER_FINDING][128];
 	uint64_t app_counts[MODEL_APPS_PER_FINDING];
 	size_t napps;
+	size_t input; /* the input it was first seen in, into model.inputs */
 	/* The ESR classification of the suggestion's key, from the request
 	 * that first gave it (recommend.c): its first esr_neq fields are
 	 * equality fields, the next esr_nsort sort fields; -1: not known (the
@@ -214,6 +219,29 @@ typedef struct model_timeline {
 	double p95[MODEL_TIME_SHAPES][MODEL_TIME_BUCKETS]; /* ms; -1: no reply then */
 } model_timeline;
 
+/* Driver and shell housekeeping (housekeeping.c): what it is and how
+ * many requests, most first after aggregator_finish. */
+#define MODEL_HOUSEKEEPING_KINDS 32
+typedef struct model_housekeeping {
+	char what[48]; /* the command's name, or the namespace mongosh reads */
+	uint64_t count;
+} model_housekeeping;
+
+/* --rule RULE.PARAM=VALUE or RULE=ACTION (report.h): what the report
+ * judged with instead of the capture's configuration. */
+#define MODEL_OVERRIDES 16
+typedef struct model_override {
+	rule_id rule;
+	int param;        /* into rule_table[rule]->params; -1: the action */
+	uint32_t value;   /* the parameter's value, or a rule_action */
+	uint32_t capture; /* what the capture's first header said (or the default) */
+} model_override;
+
+/* A shape listed under "scans below <parameter>": it returned at least
+ * this many documents or bytes (either) over the capture. */
+#define MODEL_QUIET_MIN_DOCS  1000
+#define MODEL_QUIET_MIN_BYTES (1u << 20)
+
 typedef struct model {
 	model_input *inputs;
 	size_t ninputs;
@@ -242,7 +270,19 @@ typedef struct model {
 	size_t nrecs;
 	bool redacted;          /* every input was redacted */
 	const model_diff *diff; /* NULL without --baseline */
+	model_housekeeping housekeeping[MODEL_HOUSEKEEPING_KINDS];
+	size_t nhousekeeping;
+	uint64_t housekeeping_requests;
+	model_override overrides[MODEL_OVERRIDES];
+	size_t noverrides;
+	/* Each rule's quiet_below parameter as judged (rules.h); 0: none. */
+	uint32_t quiet_below[RULE_COUNT];
 } model;
+
+/* Whether shape s is one to list under "scans below <parameter>" for rule
+ * r: no finding of r, one with the parameter at 0, and it returned a lot
+ * (MODEL_QUIET_MIN_DOCS, MODEL_QUIET_MIN_BYTES). */
+bool model_shape_quiet(const model_shape *s, rule_id r);
 
 /* ---- the diff (diff.c) ---- */
 

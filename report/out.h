@@ -5,7 +5,9 @@
 #ifndef MG_REPORT_OUT_H
 #define MG_REPORT_OUT_H
 
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +43,31 @@ static inline void out_flush(out_t *o)
 static inline void out_json_str(text_buf *t, const char *s)
 {
 	text_json_str(t, s, strlen(s), TEXT_JSON_QUOTED | TEXT_JSON_UTF8);
+}
+
+/* "1 app", "3 apps": a count and its noun, singular for one. */
+static inline void out_count(text_buf *t, uint64_t n, const char *one, const char *many)
+{
+	text_printf(t, "%" PRIu64 " %s", n, n == 1 ? one : many);
+}
+
+/* A size for people: "512 B", "1.5 KiB", "12.0 MiB" (binary units, as
+ * MongoDB's 16 MiB limit is). */
+static inline void out_size(text_buf *t, uint64_t bytes)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+	if (bytes < 1024) {
+		text_printf(t, "%" PRIu64 " B", bytes);
+		return;
+	}
+	v /= 1024;
+	while (v >= 1024 && u + 1 < sizeof units / sizeof *units) {
+		v /= 1024;
+		u++;
+	}
+	text_printf(t, "%.1f %s", v, units[u]);
 }
 
 static inline bool out_done(out_t *o)

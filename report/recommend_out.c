@@ -131,6 +131,8 @@ void report_recs_html(out_t *o, const model *m)
 	text_str(&o->t, "</p>");
 	if (!m->nrecs)
 		text_str(&o->t, "<p>No finding asks for a change.</p>");
+	else
+		report_legend_html(&o->t);
 	size_t rank = 0;
 	for (size_t i = 0; i < m->nrecs; i++) {
 		const model_rec *r = &m->recs[i];

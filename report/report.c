@@ -169,11 +169,14 @@ static bool write_out(const char *path, const model *m, bool (*fn)(const model *
 
 /* Reads inputs (both passes) into m. False with err set when nothing
  * could be read at all; *bad: inputs refused. */
-static bool build_model(const char *const *inputs, size_t n, const char *indexes_from,
-                        bool show_progress, model *m, unsigned long long *records, size_t *bad,
-                        char *err, size_t errlen)
+static bool build_model(const report_options *o, const char *const *inputs, size_t n,
+                        const char *indexes_from, bool show_progress, model *m,
+                        unsigned long long *records, size_t *bad, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof *m);
+	m->noverrides = o->noverrides < MODEL_OVERRIDES ? o->noverrides : MODEL_OVERRIDES;
+	for (size_t i = 0; i < m->noverrides; i++)
+		m->overrides[i] = o->overrides[i];
 	m->inputs = calloc(n ? n : 1, sizeof *m->inputs);
 	aggregator *a = m->inputs ? aggregator_new(m) : NULL;
 	if (!a) {
@@ -197,8 +200,10 @@ static bool build_model(const char *const *inputs, size_t n, const char *indexes
 			return false;
 		}
 	}
-	for (size_t i = 0; i < m->ninputs; i++)
+	for (size_t i = 0; i < m->ninputs; i++) {
+		aggregator_set_input(a, i);
 		read_file(a, &m->inputs[i], 1, &pg, 0, live);
+	}
 	qsort(m->inputs, m->ninputs, sizeof *m->inputs, cmp_inputs);
 	if (live && !live_fetch(live, a, err, errlen)) {
 		live_free(live);
@@ -209,6 +214,7 @@ static bool build_model(const char *const *inputs, size_t n, const char *indexes
 	m->redacted = true;
 	for (size_t i = 0; i < m->ninputs; i++) {
 		struct stat sb;
+		aggregator_set_input(a, i);
 		read_file(a, &m->inputs[i], 2, &pg, base, NULL);
 		if (stat(m->inputs[i].path, &sb) == 0)
 			base += (uint64_t)sb.st_size;
@@ -259,6 +265,24 @@ static bool junit_out(const model *m, FILE *f)
 	return report_write_junit(m, junit_gate, f);
 }
 
+/* One line on stderr: what was read and found, in the report's words (a
+ * finding is a rule on a shape; its occurrences, the requests). */
+static void summary_line(const model *m, unsigned long long records, bool baseline)
+{
+	uint64_t occurrences = 0;
+	for (int r = 0; r < RULE_COUNT; r++)
+		occurrences += m->rule_totals[r];
+	fprintf(stderr,
+	        "mongoguard report: %llu record%s, %llu request%s (%llu driver and shell "
+	        "housekeeping), %zu query shape%s, %zu finding%s (rule and shape) in %llu "
+	        "occurrence%s%s\n",
+	        records, records == 1 ? "" : "s", (unsigned long long)m->requests,
+	        m->requests == 1 ? "" : "s", (unsigned long long)m->housekeeping_requests,
+	        m->nshapes, m->nshapes == 1 ? "" : "s", m->nfindings, m->nfindings == 1 ? "" : "s",
+	        (unsigned long long)occurrences, occurrences == 1 ? "" : "s",
+	        baseline ? " (and a baseline)" : "");
+}
+
 bool report_run_gated(const report_options *o, unsigned long long *records, size_t *matched,
                       char *err, size_t errlen)
 {
@@ -270,13 +294,13 @@ bool report_run_gated(const report_options *o, unsigned long long *records, size
 	*matched = 0;
 	if (o->fail_on && !report_gate_parse(o->fail_on, &g, err, errlen))
 		return false;
-	if (!build_model(o->inputs, o->ninputs, o->indexes_from, o->progress, &m, records, &bad,
+	if (!build_model(o, o->inputs, o->ninputs, o->indexes_from, o->progress, &m, records, &bad,
 	                 err, errlen))
 		return false;
 	memset(&before, 0, sizeof before);
 	if (o->nbaseline) {
-		if (!build_model(o->baseline, o->nbaseline, NULL, false, &before, &before_records,
-		                 &bad_before, err, errlen)) {
+		if (!build_model(o, o->baseline, o->nbaseline, NULL, false, &before,
+		                 &before_records, &bad_before, err, errlen)) {
 			model_free(&m);
 			return false;
 		}
@@ -290,11 +314,7 @@ bool report_run_gated(const report_options *o, unsigned long long *records, size
 	if (ok && bad)
 		snprintf(err, errlen, "%zu of %zu inputs refused", bad, m.ninputs + before.ninputs);
 	if (!o->quiet)
-		fprintf(stderr,
-		        "mongoguard report: %llu records, %llu requests, %zu query shapes, %zu "
-		        "findings%s\n",
-		        *records, (unsigned long long)m.requests, m.nshapes, m.nfindings,
-		        o->nbaseline ? " (and a baseline)" : "");
+		summary_line(&m, *records, o->nbaseline > 0);
 	model_diff_free(&d);
 	model_free(&before);
 	model_free(&m);
@@ -310,6 +330,7 @@ bool report_run(const report_options *o, unsigned long long *records, char *err,
 static void report_usage(FILE *f)
 {
 	fputs("Usage: mongoguard report CAPTURE... [--baseline CAPTURE]... [--fail-on SPEC]\n"
+	      "                         [--rule RULE.PARAMETER=VALUE|RULE=off|log]...\n"
 	      "                         [--indexes-from URI] [-o report.html] [--json FILE]\n"
 	      "                         [--md FILE] [--sarif FILE] [--junit FILE]\n"
 	      "                         [--progress|--no-progress]\n"
@@ -325,10 +346,16 @@ static void report_usage(FILE *f)
 	      "  --sarif FILE        SARIF 2.1.0, one result per finding\n"
 	      "  --junit FILE        JUnit XML, a testcase per shape, a failure per matched\n"
 	      "                      finding\n"
+	      "  --rule RULE.PARAMETER=VALUE  (repeatable) judge with this parameter instead\n"
+	      "                      of the capture's (the rules and their parameters:\n"
+	      "                      mongoguard --help); RULE=off or RULE=log turns a rule\n"
+	      "                      off or on\n"
 	      "  --indexes-from URI  judge against the live indexes (and $indexStats) of URI\n"
 	      "                      instead of the index lists recorded in the capture\n"
-	      "Exit status: 0; 1 when an input cannot be read or --fail-on matched; 2 for a\n"
-	      "bad command line, or a name that is not a capture.\n",
+	      "Exit status: 0; 1 when an input cannot be read (missing, unreadable, cut\n"
+	      "short, a format version this mongoguard does not know) or --fail-on matched;\n"
+	      "2 for a bad command line: an unknown flag, a bad --fail-on or --rule, or a\n"
+	      "name that is not a capture.\n",
 	      f);
 }
 
@@ -336,8 +363,33 @@ typedef struct cli {
 	report_options o;
 	const char **baseline;
 	size_t nbaseline;
+	model_override overrides[MODEL_OVERRIDES];
 	int force; /* --progress / --no-progress, -1: neither */
 } cli;
+
+/* One --rule: a later one for the same rule and parameter replaces it. */
+static bool add_override(cli *c, const char *spec)
+{
+	model_override o;
+	char err[1024];
+	if (!report_rule_parse(spec, &o, err, sizeof err)) {
+		fprintf(stderr, "mongoguard report: %s\n", err);
+		return false;
+	}
+	size_t i = 0;
+	while (i < c->o.noverrides &&
+	       (c->overrides[i].rule != o.rule || c->overrides[i].param != o.param))
+		i++;
+	if (i == MODEL_OVERRIDES) {
+		fprintf(stderr, "mongoguard report: --rule: at most %d of them\n", MODEL_OVERRIDES);
+		return false;
+	}
+	c->overrides[i] = o;
+	if (i == c->o.noverrides)
+		c->o.noverrides++;
+	c->o.overrides = c->overrides;
+	return true;
+}
 
 /* The options; -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, cli *c)
@@ -351,6 +403,7 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"junit", required_argument, NULL, 'u'},
 	    {"baseline", required_argument, NULL, 'b'},
 	    {"fail-on", required_argument, NULL, 'f'},
+	    {"rule", required_argument, NULL, 'r'},
 	    {"progress", no_argument, NULL, 'p'},
 	    {"no-progress", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
@@ -388,6 +441,10 @@ static int parse_args(int argc, char **argv, cli *c)
 		case 'f':
 			c->o.fail_on = optarg;
 			break;
+		case 'r':
+			if (!add_override(c, optarg))
+				return 2;
+			break;
 		case 'p':
 			c->force = 1;
 			break;
@@ -423,12 +480,16 @@ int report_main(int argc, char **argv)
 	char **in = NULL, **base = NULL;
 	size_t nin = 0, nbase = 0;
 	char err[1024] = "";
+	bool unreadable = false;
 	if (st < 0 &&
 	    (!report_inputs_expand((const char *const *)argv + optind, (size_t)(argc - optind), &in,
-	                           &nin, err, sizeof err) ||
-	     !report_inputs_expand(c.baseline, c.nbaseline, &base, &nbase, err, sizeof err))) {
+	                           &nin, &unreadable, err, sizeof err) ||
+	     !report_inputs_expand(c.baseline, c.nbaseline, &base, &nbase, &unreadable, err,
+	                           sizeof err))) {
 		fprintf(stderr, "mongoguard report: %s\n", err);
-		st = 2;
+		/* an input that cannot be read is a failed input, as one cut short
+		 * is; a name that is no capture is a mistake on the command line */
+		st = unreadable ? 1 : 2;
 	}
 	if (st >= 0) {
 		report_inputs_free(in, nin);

@@ -16,6 +16,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "protocol/text.h"
+#include "report/model.h"
+
 typedef struct report_options {
 	const char *const *inputs; /* capture files (report_inputs_expand) */
 	size_t ninputs;
@@ -28,21 +31,28 @@ typedef struct report_options {
 	const char *html;         /* NULL: none */
 	const char *json;
 	const char *md;
+	/* --rule: judged with these instead of the capture's (both sides of a
+	 * --baseline diff) */
+	const model_override *overrides;
+	size_t noverrides;
 	bool progress; /* a progress bar on stderr */
 	bool quiet;    /* no summary line on stderr (the benchmark) */
 } report_options;
 
 /* The subcommand: argv[0] is "report". Returns the exit status: 0; 1 when
- * an input could not be read, or --fail-on matched a finding; 2 for a bad
- * command line, a name that is no capture among them. */
+ * an input could not be read (missing, unreadable, a format version it does
+ * not know), or --fail-on matched a finding; 2 for a bad command line: an
+ * unknown flag, a bad --fail-on or --rule, a name that is no capture. */
 int report_main(int argc, char **argv);
 
 /* Capture files and directories (a directory: its *.bson files in name
  * order) into a list of files, each of which starts with a capture
  * header. False with err naming the first that is no capture or cannot be
- * read. Free the list with report_inputs_free. */
-bool report_inputs_expand(const char *const *args, size_t n, char ***out, size_t *nout, char *err,
-                          size_t errlen) __attribute__((warn_unused_result));
+ * read, and *unreadable set when it could not be read at all (missing, no
+ * permission). Free the list with report_inputs_free. */
+bool report_inputs_expand(const char *const *args, size_t n, char ***out, size_t *nout,
+                          bool *unreadable, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
 void report_inputs_free(char **v, size_t n);
 
 /* Reads, analyses, writes. False with err set when nothing could be
@@ -52,5 +62,16 @@ bool report_run(const report_options *o, unsigned long long *records, char *err,
 /* The same; *matched: how many findings --fail-on matched. */
 bool report_run_gated(const report_options *o, unsigned long long *records, size_t *matched,
                       char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* --rule RULE.PARAMETER=VALUE or RULE=off|log (rule_arg.c): false with
+ * err naming what is allowed (the rules, the rule's parameters, the
+ * parameter's bounds). */
+bool report_rule_parse(const char *spec, model_override *o, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+/* The overrides that differ from the capture's, as words ("rule.param=100
+ * (the capture's: 10000)"); how many. */
+size_t report_overrides_words(text_buf *t, const model *m);
+/* "judgedWith":[{rule, parameter (null: the action), value, capture}] */
+void report_overrides_json(text_buf *t, const model *m);
 
 #endif

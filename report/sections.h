@@ -23,6 +23,16 @@ void report_timeline_json(out_t *o, const model *m); /* "timeline":{...}, */
 void report_filters_html(out_t *o, const model *m);  /* <form id="filters" hidden> */
 extern const char report_filter_js[];                /* shows and runs that form */
 
+/* Scans a rule's size parameter kept quiet (quiet.c): one part per rule
+ * with a quiet_below parameter (rules.h). */
+void report_quiet_html(out_t *o, const model *m); /* <h3>Scans below ...</h3> */
+void report_quiet_md(out_t *o, const model *m);   /* ## Scans below ... */
+void report_quiet_json(out_t *o, const model *m); /* "quietFindings":[...], */
+
+/* The placeholders a redacted shape holds, explained (legend.c). */
+void report_legend_html(text_buf *t);
+void report_legend_md(text_buf *t);
+
 /* The length of the runnable command a fix starts with (a createIndex),
  * 0 when the fix is words: a command goes in a code block, words never. */
 size_t model_fix_command_len(const char *fix);

@@ -71,15 +71,55 @@ static void shape_p95(model *m, size_t k)
 	free(v);
 }
 
+/* Intervals a reader takes in at a glance: whole seconds, minutes, hours
+ * or days, never under a second (finer would chart the client's jitter). */
+static const int64_t widths_s[] = {1,     2,     5,     10,    15,     30,    60,
+                                   120,   300,   600,   900,   1800,   3600,  7200,
+                                   10800, 21600, 43200, 86400, 172800, 604800};
+
+/* The smallest round width that fits [t_min, t_max] in at most
+ * MODEL_TIME_BUCKETS intervals, starting on a multiple of the width (so
+ * 10 s intervals start at :00, :10, ...); past the largest, whole seconds. */
+static void bucket_width(model_timeline *tl, int64_t t_min, int64_t t_max)
+{
+	for (size_t i = 0; i < sizeof widths_s / sizeof *widths_s; i++) {
+		int64_t w = widths_s[i] * 1000000;
+		int64_t start = t_min - t_min % w;
+		int64_t nb = (t_max - start) / w + 1;
+		if (nb <= MODEL_TIME_BUCKETS) {
+			tl->start_us = start;
+			tl->width_us = w;
+			tl->nb = (size_t)nb;
+			return;
+		}
+	}
+	int64_t w = ((t_max - t_min) / MODEL_TIME_BUCKETS / 1000000 + 1) * 1000000;
+	tl->start_us = t_min;
+	tl->width_us = w;
+	tl->nb = (size_t)((t_max - t_min) / w + 1);
+}
+
+/* "5 s", "2 min", "1 h", "2 d". */
+static void width_words(text_buf *t, int64_t us)
+{
+	int64_t s = us / 1000000;
+	if (s % 86400 == 0)
+		text_printf(t, "%" PRId64 " d", s / 86400);
+	else if (s % 3600 == 0)
+		text_printf(t, "%" PRId64 " h", s / 3600);
+	else if (s % 60 == 0)
+		text_printf(t, "%" PRId64 " min", s / 60);
+	else
+		text_printf(t, "%" PRId64 " s", s);
+}
+
 void report_timeline_build(model *m)
 {
 	model_timeline *tl = &m->tl;
 	memset(tl, 0, sizeof *tl);
 	if (!m->requests)
 		return;
-	tl->nb = MODEL_TIME_BUCKETS;
-	tl->start_us = m->t_min;
-	tl->width_us = (m->t_max - m->t_min) / MODEL_TIME_BUCKETS + 1;
+	bucket_width(tl, m->t_min, m->t_max);
 	for (size_t i = 0; i < m->ntl_ev; i++)
 		tl->rule[m->tl_ev[i].rule][bucket_of(tl, m->tl_ev[i].t_us)] += m->tl_ev[i].n;
 	/* the busiest shapes: most total time, of those a reply timed */
@@ -137,9 +177,12 @@ static void chart_open(out_t *o, const model *m, const char *id, const char *tit
 	text_str(&o->t, buf);
 	text_printf(&o->t,
 	            "</text><text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"end\">+%.1f s "
-	            "(%zu intervals of %.2f s)</text>",
-	            CW - 5, CH + 18, (double)(m->t_max - m->t_min) / 1e6, m->tl.nb,
-	            (double)m->tl.width_us / 1e6);
+	            "(",
+	            CW - 5, CH + 18, (double)(m->t_max - m->t_min) / 1e6);
+	out_count(&o->t, m->tl.nb, "interval", "intervals");
+	text_str(&o->t, " of ");
+	width_words(&o->t, m->tl.width_us);
+	text_str(&o->t, ")</text>");
 	out_flush(o);
 }
 
@@ -192,7 +235,8 @@ static void rules_chart(out_t *o, const model *m)
 				maxv = (double)tl->rule[r][b];
 	for (int r = 0; r < RULE_COUNT; r++)
 		n += m->rule_totals[r] > 0;
-	chart_open(o, m, "rules-time-chart", "Findings per rule over time", maxv, "findings", n);
+	chart_open(o, m, "rules-time-chart", "Occurrences per rule over time", maxv,
+	           maxv == 1 ? "occurrence" : "occurrences", n);
 	n = 0;
 	for (int r = 0; r < RULE_COUNT; r++) {
 		if (!m->rule_totals[r])
@@ -229,12 +273,14 @@ void report_timeline_html(out_t *o, const model *m)
 {
 	if (!m->tl.nb)
 		return;
-	text_str(&o->t, "<h3>Findings per rule over time</h3>");
+	text_str(&o->t, "<h3>Occurrences per rule over time</h3>");
 	rules_chart(o, m);
-	text_str(&o->t,
-	         "<h3>p95 latency of the busiest shapes over time</h3><p class=\"muted\">The "
-	         "five shapes with the most total time; each point is the p95 of the "
-	         "replies to requests sent in that interval (none: no point).</p>");
+	text_printf(&o->t,
+	            "<h3>p95 latency of the busiest shapes over time</h3><p class=\"muted\">The "
+	            "five shapes with the most total time; each point is the p95 of the "
+	            "replies to requests sent in that interval (none: no point). Intervals are "
+	            "a round length (1 s at least) that cuts the capture into at most %d.</p>",
+	            MODEL_TIME_BUCKETS);
 	p95_chart(o, m);
 }
 

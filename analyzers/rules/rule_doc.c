@@ -849,15 +849,35 @@ static const rule_checks checks = {
     .words = words,
 };
 
-/* The report's design change, from what the finding saw: a long array
- * (its shape names the field as longArray) goes into bucket documents; a
- * large document moves its rarely read fields out, or its blob to GridFS
- * when the words said so. */
+/* The report's design change is titled by the patterns its words (the
+ * suggestion) offer, in the order they offer them, so title and text
+ * agree: an over-long array is capped (subset), bucketed or split
+ * (outlier); a large document moves its rarely read fields out (subset),
+ * buckets its lists, or keeps its blobs in GridFS. The words always name
+ * them in that order. */
 static const char *doc_design_pattern(const rule_report_finding *f)
 {
-	if (strstr(f->shape, "longArray"))
+	enum { SUBSET = 1, BUCKET = 2, OUTLIER = 4, GRIDFS = 8 };
+	unsigned named = (strstr(f->suggestion, "subset pattern") ? SUBSET : 0) |
+	                 (strstr(f->suggestion, "bucket pattern") ? BUCKET : 0) |
+	                 (strstr(f->suggestion, "outlier pattern") ? OUTLIER : 0) |
+	                 (strstr(f->suggestion, "GridFS") ? GRIDFS : 0);
+	switch (named) {
+	case SUBSET:
+		return "subset pattern";
+	case BUCKET:
 		return "bucket pattern";
-	return strstr(f->suggestion, "GridFS") ? "GridFS" : "subset pattern";
+	case SUBSET | BUCKET:
+		return "subset or bucket pattern";
+	case BUCKET | OUTLIER:
+		return "bucket or outlier pattern";
+	case SUBSET | BUCKET | GRIDFS:
+		return "subset or bucket pattern, or GridFS";
+	case GRIDFS:
+		return "GridFS";
+	default: /* what the row's fix_kind says of the rule */
+		return "subset, bucket or outlier pattern";
+	}
 }
 
 const rule_def rule_doc_def = {

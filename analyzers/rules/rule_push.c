@@ -631,12 +631,17 @@ static const rule_checks checks = {
     .update_when = STMT_PUSH,
 };
 
-/* The report's design change: a list seen only small is bounded by the
- * business, so keep a subset of it explicitly; one that grows goes into
- * bucket documents. */
+/* The report's design change is titled by the patterns its words (the
+ * suggestion) offer, in their order, so title and text agree: every form
+ * leads with a cap that keeps the newest N (the subset pattern), which is
+ * the whole fix for a list seen only small (bounded by the business); for
+ * one that grows, the words go on to bucket documents. A pipeline
+ * mongoguard could not judge asks for a change to the update instead. */
 static const char *push_design_pattern(const rule_report_finding *f)
 {
-	return f->arrays_seen_small ? "subset pattern" : "bucket pattern";
+	if (!strncmp(f->suggestion, "flatten ", 8))
+		return NULL;
+	return f->arrays_seen_small ? "subset pattern" : "subset or bucket pattern";
 }
 
 const rule_def rule_push_def = {

@@ -958,6 +958,7 @@ const rule_def rule_scan_def = {
     .summary = "no index can bound the filter: mongod reads every document (suggests an ESR index)",
     .fix_kind = "an index on the filter's fields (ESR createIndex)",
     .fix_esr_index = true,
+    .quiet_below = "minDocuments",
     .params = params,
     .nparams = sizeof(params) / sizeof(params[0]),
     .checks = &checks,

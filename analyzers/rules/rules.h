@@ -96,6 +96,10 @@ typedef struct rule_def {
 	 * finding whose suggestion is no createIndex; NULL (or a NULL answer):
 	 * a change to the query. */
 	const char *(*design_pattern)(const rule_report_finding *f);
+	/* The parameter (a collection's estimated document count) under which
+	 * the rule stays silent, or NULL: the report asks again with it at 0
+	 * and lists what would be reported once data grows. */
+	const char *quiet_below;
 	const rule_param *params;
 	size_t nparams;
 	const rule_checks *checks;

@@ -27,7 +27,9 @@
  *     ones, RULE,... the findings of those rules (new ones with a
  *     baseline); so the exit status (1 iff something matched) follows;
  *   - SARIF: strict JSON (json_check.h), version 2.1.0, one result per
- *     finding with its rule id, rule index, hash, count and "new" flag;
+ *     finding (and per gone finding with a baseline) with its rule id,
+ *     rule index, hash, count, a file location, and with a baseline its
+ *     baselineState;
  *   - JUnit: well-formed XML (xml_check.h); one testcase per shape row and
  *     per finding hash with no row; one <failure> per finding the gate
  *     matches, no more; the suites' tests and failures attributes count
@@ -461,7 +463,8 @@ static void check_sarif(const model *m)
 	parse("SARIF", json, len, 0, &b);
 	if (strcmp(get_utf8(&b, "version"), "2.1.0") != 0 || count_of(&b, "runs") != 1 ||
 	    count_of(&b, "runs.0.tool.driver.rules") != RULE_COUNT ||
-	    count_of(&b, "runs.0.results") != m->nfindings)
+	    count_of(&b, "runs.0.results") !=
+	        m->nfindings + (m->diff ? m->diff->ngone_findings : 0))
 		abort();
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *f = &m->findings[i];
@@ -472,8 +475,12 @@ static void check_sarif(const model *m)
 		    get_int(&b, AT("ruleIndex")) != (int64_t)f->rule ||
 		    strcmp(get_utf8(&b, AT("properties.shapeHash")), hex) != 0 ||
 		    get_int(&b, AT("properties.count")) != (int64_t)f->count ||
-		    get_int(&b, AT("properties.new")) != model_finding_is_new(m, i) ||
-		    !get_utf8(&b, AT("message.text"))[0])
+		    !get_utf8(&b, AT("message.text"))[0] ||
+		    !get_utf8(&b, AT("locations.0.physicalLocation.artifactLocation.uri"))[0])
+			abort();
+		/* with a baseline, SARIF's own baselineState says whether it is new */
+		if (m->diff && strcmp(get_utf8(&b, AT("baselineState")),
+		                      model_finding_is_new(m, i) ? "new" : "unchanged") != 0)
 			abort();
 #undef AT
 	}

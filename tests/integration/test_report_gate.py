@@ -80,12 +80,15 @@ def test_directory_and_refusals(tmp_path, pair, mongoguard_bin):
     yaml = tmp_path / "prod.yaml"
     yaml.write_text("listen: 0.0.0.0:27017\n")
     html = tmp_path / "never.html"
-    for bad, why in [(yaml, "not a mongoguard capture"), (tmp_path / "missing.bson", "No such"),
-                     (tmp_path / "empty", "no capture files")]:
+    # a name that is no capture is a usage error (2); one that cannot be read
+    # is an input that failed (1), as bsondump's missing file is
+    for bad, why, status in [(yaml, "not a mongoguard capture", 2),
+                             (tmp_path / "missing.bson", "No such", 1),
+                             (tmp_path / "empty", "no capture files", 2)]:
         if bad.name == "empty":
             bad.mkdir()
         r = report(mongoguard_bin, old, bad, "-o", html)
-        assert r.returncode == 2, (bad, r.stderr)
+        assert r.returncode == status, (bad, r.stderr)
         assert str(bad) in r.stderr and why in r.stderr, r.stderr
         assert not html.exists()
     r = report(mongoguard_bin, old, "--baseline", yaml, "-o", html)
@@ -151,13 +154,17 @@ def test_sarif_required_fields(tmp_path, pair, mongoguard_bin):
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["help"]["text"]
     res = run["results"]
-    assert len(res) == 1  # one per finding
+    # one per finding, and with a baseline one per finding gone since ("absent")
+    now = [x for x in res if x["baselineState"] != "absent"]
+    assert len(now) == 1
     for x in res:
         assert x["message"]["text"] and x["ruleId"] in ids and ids[x["ruleIndex"]] == x["ruleId"]
         assert x["level"] in ("none", "note", "warning", "error")
         p = x["properties"]
-        assert p["namespace"] == "s.c" and p["shape"] and p["fix"] and p["new"] is True
+        assert p["namespace"] == "s.c" and p["shape"] and p["fix"]
         assert x["locations"][0]["logicalLocations"][0]["name"] == "s.c"
+        assert x["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith(".bson")
+    assert now[0]["baselineState"] == "new"
 
 
 def test_junit(tmp_path, pair, mongoguard_bin):

@@ -20,6 +20,7 @@
 #include "proxy/admin/metrics.h"
 #include "report/aggregate.h"
 #include "report/aggregate_parts.h"
+#include "report/housekeeping.h"
 #include "report/namespaces.h"
 
 /* The canonical id a row stands for (itself, or the command it spells). */
@@ -71,6 +72,7 @@ static void test_every_row_found(void **state)
 			assert_null(r->filter);
 			assert_null(r->update);
 			assert_false(r->credentials);
+			assert_false(r->housekeeping);
 			assert_int_equal(r->label, CMD_LABEL_OTHER);
 		}
 		assert_int_equal(r->stmts != NULL, r->seq != CMD_SEQ_NONE);
@@ -225,6 +227,37 @@ static void test_report_reads_and_statements(void **state)
 	model_free(&m);
 }
 
+/* What drivers and shells send on their own is housekeeping in every
+ * spelling, counted by the report under its command's name; no read,
+ * write or DDL command is; and mongosh's read of admin.atlascli is too. */
+static void test_report_housekeeping(void **state)
+{
+	static const char *const hk[] = {
+	    "hello",          "isMaster",     "ismaster", "buildInfo",    "buildinfo",
+	    "getParameter",   "atlasVersion", "ping",     "endSessions",  "saslStart",
+	    "saslContinue",   "authenticate", "getLog",   "hostInfo",     "connectionStatus",
+	    "getCmdLineOpts", "whatsmyuri",   "logout",   "listDatabases"};
+	for (size_t i = 0; i < sizeof hk / sizeof *hk; i++) {
+		cmd_id id = cmd_find(hk[i]);
+		assert_int_not_equal(id, CMD_NONE);
+		assert_true(cmd_rows[id].housekeeping);
+		assert_string_equal(report_housekeeping(hk[i], "admin.$cmd"), cmd_rows[id].name);
+	}
+	for (unsigned id = CMD_NONE + 1; id < CMD_IDS; id++)
+		if (cmd_rows[id].housekeeping)
+			assert_int_equal(cmd_rows[id].kind, CMD_KIND_OTHER);
+	static const char *const app[] = {"find",        "aggregate",     "getMore",
+	                                  "killCursors", "insert",        "explain",
+	                                  "count",       "createIndexes", "someNewCommand"};
+	for (size_t i = 0; i < sizeof app / sizeof *app; i++)
+		assert_null(report_housekeeping(app[i], "shop.orders"));
+	assert_string_equal(report_housekeeping("find", "admin.atlascli"), "admin.atlascli");
+	assert_null(report_housekeeping("find", "admin.atlascli2"));
+	/* their metrics label is unchanged: counted as "other" before they had rows */
+	assert_int_equal(mx_command_of("buildInfo"), CMD_LABEL_OTHER);
+	assert_int_equal(mx_command_of("hello"), CMD_LABEL_HELLO);
+}
+
 /* ---- the capture ---- */
 
 static bool has_field(const bson_t *rec, const char *path)
@@ -329,6 +362,7 @@ int main(void)
 	    cmocka_unit_test(test_metrics_labels),
 	    cmocka_unit_test(test_metrics_exposition),
 	    cmocka_unit_test(test_report_reads_and_statements),
+	    cmocka_unit_test(test_report_housekeeping),
 	    cmocka_unit_test(test_capture_credentials),
 	    cmocka_unit_test(test_capture_redaction),
 	};
