@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "analyzers/catalog/index_cache.h"
+#include "analyzers/rules/rules.h"
 #include "proxy/admin/admin.h"
 #include "proxy/admin/config_json.h"
 #include "proxy/admin/metrics.h"
@@ -403,23 +404,30 @@ static void index_fetch_failed(void *arg, const char *ns, const char *message)
 		return; /* a fetch that ended during shutdown: nobody is waiting */
 	}
 	mx_add_shared(&srv->metrics->index_fetch_failures, 1);
+	/* The rules that read index lists, named from the rule table. */
+	char rules[160] = "";
+	for (int r = 0, used = 0; r < RULE_COUNT; r++)
+		if (rule_table[r]->needs_indexes && used < (int)sizeof rules)
+			used += snprintf(rules + used, sizeof rules - (size_t)used, "%s%s",
+			                 used ? ", " : "", rule_name((rule_id)r));
 	if (strstr(message, "requires authentication") || strstr(message, "Unauthorized") ||
 	    strstr(message, "not authorized")) {
 		/* once, loudly: every sort on every collection is without verdict */
 		if (!atomic_exchange(&srv->warned_auth, true))
-			log_reason(LOG_ERROR, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
-			           "The upstream requires authentication and the index-cache side "
-			           "connection %s: index-mismatched-sort gives no verdict until it "
-			           "can run listIndexes. Put credentials in upstream.uri or in "
-			           "upstream.credentialsFile (least privilege: listIndexes and "
-			           "listCollections on the analysed databases)",
-			           srv->plan->side_has_credentials ? "was refused"
-			                                           : "has no credentials");
+			log_reason(
+			    LOG_ERROR, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+			    "The upstream requires authentication and the index-cache side "
+			    "connection %s: %s give no verdict until it can run listIndexes. "
+			    "Put credentials in upstream.uri or in upstream.credentialsFile "
+			    "(least privilege: listIndexes and listCollections on the analysed "
+			    "databases)",
+			    srv->plan->side_has_credentials ? "was refused" : "has no credentials",
+			    rules);
 	}
-	log_line *l =
-	    log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
-	              "Cannot list indexes; index-mismatched-sort has no verdict for this "
-	              "collection until a retry succeeds");
+	log_line *l = log_begin(LOG_WARNING, "ANALYZER", LOGID_METADATA_CLIENT, NULL,
+	                        "Cannot list indexes; the rules that read them give no verdict "
+	                        "for this collection until a retry succeeds");
+	log_attr_str(l, "rules", rules);
 	log_attr_str(l, "ns", ns);
 	log_attr_str(l, "error", message);
 	log_end(l);
