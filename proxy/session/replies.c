@@ -14,20 +14,11 @@
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
 
-/* A reply to one of the last moreToCome requests: the server answered what
- * allowed no answer (session_int.h, no_reply_ids). */
-static bool answers_a_no_reply_request(const session *s, int32_t response_to)
-{
-	for (unsigned i = 0; i < 4 && i < s->no_reply_next; i++)
-		if (s->no_reply_ids[i] == response_to)
-			return true;
-	return false;
-}
-
 static void note_dropped_reply(session *s, const frame_header *h)
 {
 	const int32_t *expect = inflight_expect(&s->inflight);
-	if (answers_a_no_reply_request(s, h->response_to)) {
+	if (s->no_reply_owed > 0) { /* session_int.h, no_reply_owed */
+		s->no_reply_owed--;
 		log_line *l = log_begin(LOG_DEBUG, "NETWORK", LOGID_BAD_REPLY, s->ctx,
 		                        "Dropped the upstream's reply to a request sent with "
 		                        "moreToCome, which allows none");

@@ -215,7 +215,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		if (f && write && (f->kept = (uint8_t *)strdup(ns)))
 			f->kept_len = strlen(ns) + 1;
 	} else {
-		s->no_reply_ids[s->no_reply_next++ % 4] = r->h.request_id;
+		if (s->no_reply_owed < UINT32_MAX)
+			s->no_reply_owed++;
 	}
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
 }

@@ -131,12 +131,14 @@ struct session {
 	size_t cap_len, cap_off;
 	int32_t cap_rt;
 
-	/* The ids of the last requests sent with moreToCome. A server may
-	 * answer one all the same (FerretDB answers endSessions, which drivers
-	 * send so): such a reply is dropped as expected traffic, not as a
-	 * fault. */
-	int32_t no_reply_ids[4];
-	unsigned no_reply_next;
+	/* Requests sent with moreToCome that no reply has been dropped for
+	 * yet. A server may answer them all the same (FerretDB answers the
+	 * endSessions drivers send so, and w:0 writes): while any is owed, a
+	 * reply that answers nothing in flight is taken for one of those
+	 * answers, dropped as expected traffic, not as a fault. A burst of w:0
+	 * writes may be answered long after later ones were sent, so a count,
+	 * not a list of ids. */
+	uint32_t no_reply_owed;
 
 	uint64_t nrequests, nblocked, ndiscarded;
 	/* Bytes relayed each way (mx_direction), and when the client came: for

@@ -328,8 +328,11 @@ def test_admin_only_where_told(mongoguard_bin, tmp_path):
 
 
 def test_admin_token_guards_every_path(start_proxy, upstream, tmp_path):
-    """With a token, every path answers 401 without it, including POST
-    /reload, which then reloads nothing; only the exact bearer token works."""
+    """With a token, every path but the probes answers 401 without it, including
+    POST /reload, which then reloads nothing, and the connection list and close;
+    only the exact bearer token works. The probes (/healthz, /readyz) are open: a
+    kubelet or a load balancer's check sends no token (issue 34), and they tell
+    nothing the token protects."""
     admin = free_port()
     tok = tmp_path / "token"
     tok.write_text(TOKEN + "\n")
@@ -341,8 +344,8 @@ def test_admin_token_guards_every_path(start_proxy, upstream, tmp_path):
     bad_auth = [None, "Bearer", f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}", f"Basic {TOKEN}",
                 f"bearer{TOKEN}", f"Bearer  {TOKEN} extra"]
     for path, method in (("/metrics", "GET"), ("/findings", "GET"), ("/config", "GET"),
-                         ("/healthz", "GET"), ("/readyz", "GET"), ("/reload", "POST"),
-                         ("/nope", "GET")):
+                         ("/connections", "GET"), ("/connections/1/close", "POST"),
+                         ("/reload", "POST"), ("/nope", "GET")):
         for value in bad_auth:
             headers = {"Authorization": value} if value else {}
             status, body = http(admin, path, method=method, headers=headers)
@@ -350,6 +353,9 @@ def test_admin_token_guards_every_path(start_proxy, upstream, tmp_path):
             assert TOKEN not in body
         status, _ = http(admin, f"{path}?token={TOKEN}", method=method)
         assert status == 401, (path, "token in the query string")
+    for probe in ("/healthz", "/readyz"):
+        status, body = http(admin, probe)
+        assert status == 200 and TOKEN not in body, (probe, status)
     # the refused reload changed nothing; the right token reloads
     status, text = http(admin, "/metrics", TOKEN)
     assert status == 200 and 'mongoguard_config_reloads_total{result="ok"} 0' in text
