@@ -359,6 +359,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	uint32_t ms = srv->cfg->shutdown_grace_ms;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	evtimer_add(srv->grace, &tv);
+	struct timeval poll = {0, 50 * 1000};
+	evtimer_add(srv->poll_done, &poll);
 }
 
 /* Ends the main loop once every worker has closed its last session. */
@@ -693,7 +695,8 @@ static bool start_events(server *srv, char *err, size_t errlen)
 	srv->sigint = evsignal_new(srv->base, SIGINT, signal_cb, srv);
 	srv->sighup = evsignal_new(srv->base, SIGHUP, sighup_cb, srv);
 	srv->sigusr1 = evsignal_new(srv->base, SIGUSR1, sigusr1_cb, srv);
-	srv->poll_done = add_timer(srv, poll_done_cb, EV_PERSIST, 50);
+	/* armed when a shutdown begins: an idle process does not wake for it */
+	srv->poll_done = add_timer(srv, poll_done_cb, EV_PERSIST, 0);
 	srv->summary =
 	    add_timer(srv, summary_cb, EV_PERSIST, srv->cfg->summary_interval_secs * 1000);
 	srv->grace = add_timer(srv, grace_cb, 0, 0);
