@@ -762,11 +762,28 @@ static bool admin_ready(void *arg, char *why, size_t whylen)
 	return upstream_watch_probe(srv->watch, why, whylen);
 }
 
+/* The first listener's server in the routes in force: what a session
+ * accepted now would be paired with (DNS may have moved it since start-up). */
+static void watch_target(void *arg, net_addr *up)
+{
+	server *srv = arg;
+	upstream_routes *r = routes_slot_get(&srv->routes);
+	*up = r->target[0];
+	routes_unref(r);
+}
+
+static uint64_t watch_failures(void *arg)
+{
+	server *srv = arg;
+	return connect_failures(srv->metrics);
+}
+
 /* The upstream's reachability, in the log from start-up on. */
 static bool start_watch(server *srv, char *err, size_t errlen)
 {
-	srv->watch = upstream_watch_start(&srv->plan->listeners[0].up, connect_failures,
-	                                  srv->metrics, err, errlen);
+	upstream_watch_sources src = {
+	    .target = watch_target, .failures = watch_failures, .arg = srv};
+	srv->watch = upstream_watch_start(&src, err, errlen);
 	return srv->watch != NULL;
 }
 
@@ -855,7 +872,7 @@ static void stop(server *srv)
 	srv->hooks_off = true;
 	pthread_mutex_unlock(&srv->hooks_lock);
 	admin_stop(srv->admin);          /* it reads the snapshot and the counters */
-	upstream_watch_stop(srv->watch); /* it reads the counters */
+	upstream_watch_stop(srv->watch); /* it reads the counters and the routes */
 	/* Before the workers stop: the cache's thread tells them about new
 	 * index lists (index_changed) until it is joined. A listIndexes the
 	 * upstream never answers holds it for the side connection's socket

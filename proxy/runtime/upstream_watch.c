@@ -24,12 +24,11 @@ enum {
 typedef enum { WATCH_UNKNOWN, WATCH_UP, WATCH_DOWN } watch_state;
 
 struct upstream_watch {
-	const net_addr *up;
-	uint64_t (*failures)(void *arg);
-	void *arg;
-	pthread_mutex_t lock; /* state and its log line change together */
-	pthread_cond_t wake;
+	upstream_watch_sources src;
+	pthread_mutex_t lock; /* state, said, and the log line change together */
+	pthread_cond_t wake;  /* on CLOCK_MONOTONIC: a step of the wall clock moves no wait */
 	watch_state state;
+	net_addr said; /* the address the last line named */
 	bool stopping;
 	pthread_t thread;
 };
@@ -82,13 +81,28 @@ bool upstream_probe(const net_addr *up, int timeout_ms, char *why, size_t whylen
 	return ok;
 }
 
-bool upstream_watch_probe(upstream_watch *w, char *why, size_t whylen)
+static bool same_addr(const net_addr *a, const net_addr *b)
+{
+	return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0 &&
+	       strcmp(a->name, b->name) == 0;
+}
+
+static net_addr target_now(const upstream_watch *w)
+{
+	net_addr up = {0};
+	w->src.target(w->src.arg, &up);
+	return up;
+}
+
+/* Probes up (what the sources said a moment ago) and logs a change: of the
+ * answer, or of the address, so the last line names what /readyz probes. */
+static bool probe_at(upstream_watch *w, const net_addr *up, char *why, size_t whylen)
 {
 	why[0] = '\0';
-	bool ok = upstream_probe(w->up, PROBE_MS, why, whylen);
+	bool ok = upstream_probe(up, PROBE_MS, why, whylen);
 	pthread_mutex_lock(&w->lock);
 	watch_state now = ok ? WATCH_UP : WATCH_DOWN;
-	if (now != w->state) {
+	if (now != w->state || !same_addr(up, &w->said)) {
 		log_line *l = ok ? log_begin(LOG_INFO, "NETWORK", LOGID_UPSTREAM_REACHABLE, NULL,
 		                             "Upstream reachable")
 		                 : NULL;
@@ -98,21 +112,29 @@ bool upstream_watch_probe(upstream_watch *w, char *why, size_t whylen)
 			l = log_begin(LOG_WARNING, "NETWORK", LOGID_UPSTREAM_UNREACHABLE, NULL,
 			              msg);
 		}
-		log_attr_str(l, "upstream", w->up->name);
+		log_attr_str(l, "upstream", up->name);
 		if (!ok)
 			log_attr_str(l, "reason", why);
 		log_end(l);
 		w->state = now;
+		w->said = *up;
 	}
 	pthread_mutex_unlock(&w->lock);
 	return ok;
 }
 
-/* Sleeps a tick, or until stopped. False once stopping. */
+bool upstream_watch_probe(upstream_watch *w, char *why, size_t whylen)
+{
+	net_addr up = target_now(w);
+	return probe_at(w, &up, why, whylen);
+}
+
+/* Sleeps a tick (on the monotonic clock, the one wake was made with), or
+ * until stopped. False once stopping. */
 static bool nap(upstream_watch *w)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_nsec += TICK_MS * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
@@ -128,32 +150,38 @@ static void *watch_main(void *arg)
 {
 	upstream_watch *w = arg;
 	char why[512];
-	uint64_t seen = w->failures ? w->failures(w->arg) : 0;
-	bool up = upstream_watch_probe(w, why, sizeof(why));
+	uint64_t seen = w->src.failures ? w->src.failures(w->src.arg) : 0;
+	net_addr probed = target_now(w);
+	bool up = probe_at(w, &probed, why, sizeof(why));
 	int64_t last = now_ms();
 	while (nap(w)) {
-		uint64_t f = w->failures ? w->failures(w->arg) : 0;
+		uint64_t f = w->src.failures ? w->src.failures(w->src.arg) : 0;
+		net_addr target = target_now(w);
 		int64_t wait = up ? WATCH_UP_SECS * 1000 : WATCH_DOWN_MS;
-		if (f == seen && now_ms() - last < wait)
+		if (f == seen && same_addr(&target, &probed) && now_ms() - last < wait)
 			continue;
 		seen = f;
-		up = upstream_watch_probe(w, why, sizeof(why));
+		probed = target;
+		up = probe_at(w, &probed, why, sizeof(why));
 		last = now_ms();
 	}
 	return NULL;
 }
 
-upstream_watch *upstream_watch_start(const net_addr *up, uint64_t (*failures)(void *arg), void *arg,
-                                     char *err, size_t errlen)
+upstream_watch *upstream_watch_start(const upstream_watch_sources *src, char *err, size_t errlen)
 {
 	upstream_watch *w = calloc(1, sizeof(*w));
 	if (!w) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	*w = (upstream_watch){.up = up, .failures = failures, .arg = arg};
+	*w = (upstream_watch){.src = *src};
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->wake, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
 		snprintf(err, errlen, "cannot start the upstream watch thread");
 		pthread_cond_destroy(&w->wake);

@@ -17,6 +17,7 @@ from pymongo.errors import ServerSelectionTimeoutError
 from conftest import free_port, line_text, unique_name
 from dns_stub import SRV, TXT, A, DnsStub
 from fakeserver import FakeServer
+from ops_helpers import http_get
 from topology_helpers import certs, ferret  # noqa: F401 -- fixtures
 
 SRV_HOST = "rs.mongoguard.test"
@@ -262,6 +263,34 @@ def test_connect_failure_re_resolves_at_once(ferret, dns, start_proxy):
     assert _msg(p, "Upstream unreachable", mark)
     with f_client(f2) as d2:
         assert d2[db].c.count_documents({}) == 1
+
+
+def test_watch_and_readyz_follow_the_routes(dns, start_proxy):
+    """The SRV answer first names a host where nothing listens, then a live
+    one: the upstream watch and /readyz follow the routes the sessions are
+    given, not the address resolved at start-up, and the watch's lines name
+    the address they probed."""
+    dead = free_port()
+    _point(dns, ("db1", dead))
+    admin = free_port()
+    p = start_proxy(f"mongodb+srv://{SRV_HOST}/?tls=false",
+                    config=_config(dns, refresh=1) + f'admin: {{listen: "127.0.0.1:{admin}"}}\n')
+    down = _wait_msg(p, "Upstream unreachable:")[0]
+    assert down["attr"]["upstream"] == f"db1.mongoguard.test:{dead}", line_text(down)
+    assert http_get(admin, "/readyz")[0] == 503
+    s = FakeServer()
+    live = s.start()
+    try:
+        mark = p.log.mark()
+        _point(dns, ("db2", live))
+        up = p.log.wait_for(lambda ln: ln.get("msg") == "Upstream reachable", 15, since=mark,
+                            what="Upstream reachable")[0]
+        assert up["attr"]["upstream"] == f"db2.mongoguard.test:{live}", line_text(up)
+        assert http_get(admin, "/readyz") == (200, "ready\n")
+        with p.client() as c:  # the sessions went the same way
+            assert c.admin.command("ping")["ok"] == 1
+    finally:
+        s.stop()
 
 
 def test_load_balanced_reply_is_warned_once_per_connection(start_proxy):
