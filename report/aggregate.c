@@ -268,9 +268,11 @@ static void per_second(model *m, int64_t t)
 }
 
 /* The request judged by the engine, as a session would; and, on a
- * collection under a quiet rule's parameter, by the quiet engine. */
+ * collection under a quiet rule's parameter, by the quiet engine. ns: the
+ * collection's row + 1 (0: none), an index because a finding on a
+ * collection not seen yet (a $unionWith's) adds a row and may move them. */
 static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t, const char *app,
-                  const model_ns *n)
+                  size_t ns)
 {
 	request_ctx rc = {
 	    .app_name = app, .client = rec_str(rec, "client"), .now_ms = t / 1000, .no_wait = true};
@@ -281,6 +283,7 @@ static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t,
 	a->cur_t = t;
 	(void)engine_analyze(a->e, v, &rc, &b);
 	a->cur = NULL;
+	const model_ns *n = ns ? &a->m->nss[ns - 1] : NULL;
 	if (a->quiet && n && n->doc_count >= 0 && n->doc_count < (int64_t)a->quiet_max)
 		(void)engine_analyze(a->quiet, v, &rc, &b);
 }
@@ -331,7 +334,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	if (hk) {
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
-		judge(a, rec, &r.view, t, app, NULL);
+		judge(a, rec, &r.view, t, app, 0);
 		expect_reply(a, rec, 0, 0, t);
 		request_release(&r);
 		free(msg);
@@ -341,15 +344,16 @@ static void on_request(aggregator *a, const bson_t *rec)
 	s->count++;
 	size_t si = (size_t)(s - m->shapes) + 1;
 	app_get(a, app)->ops++;
-	model_ns *n = NULL;
+	/* the row by index: noting the schema and judging may add rows */
+	size_t ni = 0;
 	if (!strstr(ns, ".$cmd")) {
-		n = ns_table_get(&a->nss, ns);
+		model_ns *n = ns_table_get(&a->nss, ns);
 		n->ops++;
+		ni = ns_table_index(&a->nss, n);
 		agg_note_schema(&a->nss, n, &r.view, cmd);
-		n = ns_table_get(&a->nss, ns); /* note_schema may have moved the table */
 	}
-	judge(a, rec, &r.view, t, app, n);
-	expect_reply(a, rec, si, n ? ns_table_index(&a->nss, n) : 0, t);
+	judge(a, rec, &r.view, t, app, ni);
+	expect_reply(a, rec, si, ni, t);
 	request_release(&r);
 	free(msg);
 }

@@ -176,15 +176,80 @@ static void xml(text_buf *t, const char *s)
 	text_html(t, p);
 }
 
-static size_t matched_on(const model *m, const report_gate *g, uint64_t hash)
+/* The findings by shape hash (then row, so a shape's failures come in the
+ * model's order) and the shapes' hashes sorted: each testcase finds its
+ * findings, and each finding whether a shape row has its hash, by binary
+ * search, so the suite is n log n in shapes and findings. */
+typedef struct junit_index {
+	size_t *by_hash; /* into m->findings */
+	uint64_t *shape_hashes;
+} junit_index;
+
+static const model *sort_model; /* qsort has no context argument */
+
+static int finding_cmp(const void *pa, const void *pb)
 {
-	size_t n = 0;
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+	uint64_t ha = sort_model->findings[a].hash, hb = sort_model->findings[b].hash;
+	if (ha != hb)
+		return ha < hb ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static int hash_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+	return a < b ? -1 : a > b;
+}
+
+static void junit_index_build(junit_index *x, const model *m)
+{
+	x->by_hash = calloc(m->nfindings ? m->nfindings : 1, sizeof *x->by_hash);
+	x->shape_hashes = calloc(m->nshapes ? m->nshapes : 1, sizeof *x->shape_hashes);
+	if (!x->by_hash || !x->shape_hashes)
+		abort(); /* as the aggregator: nothing sensible to do */
 	for (size_t i = 0; i < m->nfindings; i++)
-		n += m->findings[i].hash == hash && report_gate_matches(g, m, i);
+		x->by_hash[i] = i;
+	sort_model = m;
+	qsort(x->by_hash, m->nfindings, sizeof *x->by_hash, finding_cmp);
+	sort_model = NULL;
+	for (size_t i = 0; i < m->nshapes; i++)
+		x->shape_hashes[i] = m->shapes[i].hash;
+	qsort(x->shape_hashes, m->nshapes, sizeof *x->shape_hashes, hash_cmp);
+}
+
+/* The findings of hash: x->by_hash[*first .. return). */
+static size_t findings_of(const junit_index *x, const model *m, uint64_t hash, size_t *first)
+{
+	size_t lo = 0, hi = m->nfindings;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->findings[x->by_hash[mid]].hash < hash)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*first = lo;
+	while (hi < m->nfindings && m->findings[x->by_hash[hi]].hash == hash)
+		hi++;
+	return hi;
+}
+
+static bool has_shape_row(const junit_index *x, const model *m, uint64_t hash)
+{
+	return bsearch(&hash, x->shape_hashes, m->nshapes, sizeof hash, hash_cmp) != NULL;
+}
+
+static size_t matched_on(const junit_index *x, const model *m, const report_gate *g, uint64_t hash)
+{
+	size_t n = 0, k, end = findings_of(x, m, hash, &k);
+	for (; k < end; k++)
+		n += report_gate_matches(g, m, x->by_hash[k]);
 	return n;
 }
 
-static void junit_case(out_t *o, const model *m, const report_gate *g, const model_shape *s)
+static void junit_case(out_t *o, const junit_index *x, const model *m, const report_gate *g,
+                       const model_shape *s)
 {
 	char hex[17];
 	snprintf(hex, sizeof hex, "%016" PRIx64, s->hash);
@@ -193,9 +258,11 @@ static void junit_case(out_t *o, const model *m, const report_gate *g, const mod
 	text_str(&o->t, "\" name=\"");
 	xml(&o->t, s->command);
 	text_printf(&o->t, " %s\" time=\"%.3f\">", hex, (double)s->total_us / 1e6);
-	for (size_t i = 0; i < m->nfindings; i++) {
+	size_t k, end = findings_of(x, m, s->hash, &k);
+	for (; k < end; k++) {
+		size_t i = x->by_hash[k];
 		const model_finding *f = &m->findings[i];
-		if (f->hash != s->hash || !report_gate_matches(g, m, i))
+		if (!report_gate_matches(g, m, i))
 			continue;
 		text_printf(&o->t, "<failure type=\"%s\" message=\"", rule_name(f->rule));
 		xml(&o->t, f->detail);
@@ -216,16 +283,14 @@ static void junit_case(out_t *o, const model *m, const report_gate *g, const mod
  * no row shows). Its testcase holds
  * every finding of that hash, so a second finding there (another rule on
  * the same statement) opens none: each failure is written once. */
-static bool orphan_case(const model *m, size_t i)
+static bool orphan_case(const junit_index *x, const model *m, size_t i)
 {
 	uint64_t hash = m->findings[i].hash;
-	for (size_t k = 0; k < m->nshapes; k++)
-		if (m->shapes[k].hash == hash)
-			return false;
-	for (size_t k = 0; k < i; k++)
-		if (m->findings[k].hash == hash)
-			return false;
-	return true;
+	size_t first;
+	if (has_shape_row(x, m, hash))
+		return false;
+	(void)findings_of(x, m, hash, &first);
+	return x->by_hash[first] == i;
 }
 
 bool report_write_junit(const model *m, const report_gate *g, FILE *f)
@@ -234,15 +299,17 @@ bool report_write_junit(const model *m, const report_gate *g, FILE *f)
 	out_init(&o, f);
 	size_t failures = 0;
 	double secs = 0;
+	junit_index x;
+	junit_index_build(&x, m);
 	for (size_t i = 0; i < m->nshapes; i++) {
-		failures += matched_on(m, g, m->shapes[i].hash) > 0;
+		failures += matched_on(&x, m, g, m->shapes[i].hash) > 0;
 		secs += (double)m->shapes[i].total_us / 1e6;
 	}
 	size_t orphans = 0;
 	for (size_t i = 0; i < m->nfindings; i++)
-		if (orphan_case(m, i)) {
+		if (orphan_case(&x, m, i)) {
 			orphans++;
-			failures += matched_on(m, g, m->findings[i].hash) > 0;
+			failures += matched_on(&x, m, g, m->findings[i].hash) > 0;
 		}
 	text_printf(&o.t,
 	            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mongoguard\" "
@@ -251,16 +318,18 @@ bool report_write_junit(const model *m, const report_gate *g, FILE *f)
 	            m->nshapes + orphans, failures, m->nshapes + orphans, failures, secs);
 	out_flush(&o);
 	for (size_t i = 0; i < m->nshapes; i++)
-		junit_case(&o, m, g, &m->shapes[i]);
+		junit_case(&o, &x, m, g, &m->shapes[i]);
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
-		if (!orphan_case(m, i))
+		if (!orphan_case(&x, m, i))
 			continue;
 		model_shape s = {.hash = fd->hash};
 		snprintf(s.ns, sizeof s.ns, "%s", fd->ns);
 		snprintf(s.command, sizeof s.command, "%s", fd->command);
-		junit_case(&o, m, g, &s);
+		junit_case(&o, &x, m, g, &s);
 	}
+	free(x.by_hash);
+	free(x.shape_hashes);
 	text_str(&o.t, "</testsuite></testsuites>\n");
 	return out_done(&o);
 }

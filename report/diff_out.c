@@ -197,8 +197,9 @@ static void md_findings(out_t *o, const char *title, const model *m, const size_
 	text_printf(&o->t, "\n**%s: %zu**\n", title, n);
 	for (size_t i = 0; i < n; i++) {
 		const model_finding *f = &m->findings[idx[i]];
-		text_printf(&o->t, "- `%s` on `%s` (%" PRIu64 "×, shape `%016" PRIx64 "`)\n",
-		            rule_name(f->rule), f->ns, f->count, f->hash);
+		text_printf(&o->t, "- `%s` on ", rule_name(f->rule));
+		out_md_code(&o->t, f->ns, sizeof f->ns, false);
+		text_printf(&o->t, " (%" PRIu64 "×, shape `%016" PRIx64 "`)\n", f->count, f->hash);
 		out_flush(o);
 	}
 }
@@ -214,8 +215,12 @@ void report_diff_md(out_t *o, const model *m)
 	text_printf(&o->t, "\n**Latency regressions: %zu**\n", d->nregressions);
 	for (size_t i = 0; i < d->nregressions; i++) {
 		const model_shape *s = &m->shapes[d->regressions[i].shape];
-		text_printf(&o->t, "- `%s` %s: p95 %.2f ms → %.2f ms\n", s->ns, s->command,
-		            d->regressions[i].before_p95, d->regressions[i].p95);
+		text_str(&o->t, "- ");
+		out_md_code(&o->t, s->ns, sizeof s->ns, false);
+		text_char(&o->t, ' ');
+		out_md_text(&o->t, s->command);
+		text_printf(&o->t, ": p95 %.2f ms → %.2f ms\n", d->regressions[i].before_p95,
+		            d->regressions[i].p95);
 		out_flush(o);
 	}
 	text_printf(&o->t, "\n**Shapes: %zu new, %zu gone**\n", d->nnew_shapes, d->ngone_shapes);

@@ -12,15 +12,6 @@
 #include "report/sections.h"
 #include "report/sort.h"
 
-/* Inline code in a table cell: backticks and pipes would end it. */
-static void cell(text_buf *t, const char *s, size_t max)
-{
-	text_char(t, '`');
-	for (size_t i = 0; s[i] && i < max; i++)
-		text_char(t, s[i] == '`' ? '\'' : s[i] == '|' ? '/' : s[i] == '\n' ? ' ' : s[i]);
-	text_char(t, '`');
-}
-
 /* "3 (60%, codes 11000 ×2, 121), **mostly fails**", or "0". */
 static void failures_cell(text_buf *t, const model_shape *s)
 {
@@ -48,13 +39,13 @@ static void pushes_md(out_t *o, const model *m)
 		for (size_t k = 0; k < n; k++) {
 			const model_finding *f = &m->findings[p[k]];
 			text_str(&o->t, "| ");
-			cell(&o->t, f->ns, 100);
+			out_md_code(&o->t, f->ns, 100, true);
 			text_str(&o->t, " | ");
 			if (!f->has_evidence) {
 				text_str(&o->t, "(none sampled) | | | | | | |\n");
 				continue;
 			}
-			cell(&o->t, f->arr.path, 100);
+			out_md_code(&o->t, f->arr.path, 100, true);
 			text_printf(&o->t,
 			            " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64
 			            " | %+" PRId64 " | %s |\n",
@@ -76,10 +67,12 @@ static void changes_md(out_t *o, const model *m)
 		report_legend_md(&o->t);
 	for (size_t i = 0; i < m->nfindings; i++) {
 		const model_finding *fd = &m->findings[i];
-		text_printf(&o->t, "\n### `%s` on `%s` (", rule_name(fd->rule), fd->ns);
+		text_printf(&o->t, "\n### `%s` on ", rule_name(fd->rule));
+		out_md_code(&o->t, fd->ns, sizeof fd->ns, false);
+		text_str(&o->t, " (");
 		out_count(&o->t, fd->count, "occurrence", "occurrences");
 		text_str(&o->t, ")\n\nShape: ");
-		cell(&o->t, fd->shape, 1000);
+		out_md_code(&o->t, fd->shape, 1000, false);
 		text_str(&o->t, "\n\n");
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
 			text_printf(&o->t, "First of %" PRIu64 " occurrences: ", fd->count);
@@ -131,7 +124,7 @@ static void overview_md(out_t *o, const model *m)
 			text_str(&o->t, "- **");
 			text_str(&o->t, m->inputs[i].refused ? "Refused" : "Truncated");
 			text_str(&o->t, "**: ");
-			cell(&o->t, m->inputs[i].path, 200);
+			out_md_code(&o->t, m->inputs[i].path, 200, false);
 			text_str(&o->t, ": ");
 			text_str(&o->t, m->inputs[i].problem);
 			text_char(&o->t, '\n');
@@ -165,15 +158,17 @@ static void shapes_md(out_t *o, const model *m)
 	for (size_t k = 0; order && k < m->nshapes && k < 10; k++) {
 		const model_shape *s = &m->shapes[order[k]];
 		text_str(&o->t, "| ");
-		cell(&o->t, s->ns, 100);
-		text_printf(&o->t, " | %s | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->command,
-		            s->count, s->p50, s->p95, (double)s->total_us / 1000.0);
+		out_md_code(&o->t, s->ns, 100, true);
+		text_str(&o->t, " | ");
+		out_md_text(&o->t, s->command);
+		text_printf(&o->t, " | %" PRIu64 " | %.2f | %.2f | %.1f | ", s->count, s->p50,
+		            s->p95, (double)s->total_us / 1000.0);
 		failures_cell(&o->t, s);
 		for (int r = 0; r < RULE_COUNT; r++)
 			if (s->rules & (1u << r))
 				text_printf(&o->t, "`%s` ", rule_name((rule_id)r));
 		text_str(&o->t, "| ");
-		cell(&o->t, s->shape, 300);
+		out_md_code(&o->t, s->shape, 300, true);
 		text_str(&o->t, " |\n");
 		out_flush(o);
 	}

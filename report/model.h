@@ -196,6 +196,10 @@ typedef struct model_diff {
 	size_t *gone_findings, ngone_findings; /* in before */
 	model_regression *regressions;
 	size_t nregressions;
+	/* per finding of the new model (nnow_findings of them): whether it is
+	 * new, so a writer asks in constant time */
+	bool *finding_new;
+	size_t nnow_findings;
 } model_diff;
 
 /* Time charts (timeline.c): the capture's time range in

@@ -70,6 +70,55 @@ static inline void out_size(text_buf *t, uint64_t bytes)
 	text_printf(t, "%.1f %s", v, units[u]);
 }
 
+/* Markdown inline code of text from the capture (a namespace, a shape):
+ * newlines and other controls as spaces, so a table row or a heading stays
+ * one line; in a table (in_table) '|' as "\\|", which GFM unescapes even in
+ * code; a backtick run inside, fenced by a longer run (CommonMark), padded
+ * with spaces when the text starts or ends with one. At most max bytes. */
+static inline void out_md_code(text_buf *t, const char *s, size_t max, bool in_table)
+{
+	size_t n = strnlen(s, max), run = 0, longest = 0;
+	for (size_t i = 0; i < n; i++) {
+		run = s[i] == '`' ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	bool pad = longest && (s[0] == '`' || s[n - 1] == '`');
+	for (size_t k = 0; k <= longest; k++)
+		text_char(t, '`');
+	if (pad)
+		text_char(t, ' ');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f)
+			text_char(t, ' ');
+		else if (c == '|' && in_table)
+			text_str(t, "\\|");
+		else
+			text_char(t, (char)c);
+	}
+	if (pad)
+		text_char(t, ' ');
+	for (size_t k = 0; k <= longest; k++)
+		text_char(t, '`');
+}
+
+/* Markdown text of a value from the capture in a table cell or a list
+ * item: controls as spaces, and the characters that would start markup
+ * or end the cell backslash-escaped. */
+static inline void out_md_text(text_buf *t, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x20 || c == 0x7f)
+			text_char(t, ' ');
+		else if (strchr("|`*[]<>\\", c))
+			text_printf(t, "\\%c", c);
+		else
+			text_char(t, (char)c);
+	}
+}
+
 static inline bool out_done(out_t *o)
 {
 	out_flush(o);

@@ -220,9 +220,11 @@ void report_recs_md(out_t *o, const model *m)
 	text_str(&o->t, "\n");
 	for (size_t i = 0; i < m->nrecs; i++) {
 		const model_rec *r = &m->recs[i];
-		if (!i || strcmp(r->ns, m->recs[i - 1].ns))
-			text_printf(&o->t, "\n### %zu. `%s` (%.1f ms)\n\n", ++rank, r->ns,
-			            (double)r->ns_total_us / 1000.0);
+		if (!i || strcmp(r->ns, m->recs[i - 1].ns)) {
+			text_printf(&o->t, "\n### %zu. ", ++rank);
+			out_md_code(&o->t, r->ns, sizeof r->ns, false);
+			text_printf(&o->t, " (%.1f ms)\n\n", (double)r->ns_total_us / 1000.0);
+		}
 		if (r->index) {
 			text_printf(
 			    &o->t,
