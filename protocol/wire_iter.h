@@ -149,4 +149,16 @@ static inline const char *wire_iter_key(const bson_iter_t *iter)
 #define WIRE_ITER_HOLDS_NUMBER(iter)                                                               \
 	(WIRE_ITER_HOLDS_INT(iter) || wire_iter_type(iter) == BSON_TYPE_DOUBLE)
 
+/* A static view of the document under it (false when it is not one): no
+ * copy, it reads the request's bytes. */
+static inline bool wire_iter_doc_view(const bson_iter_t *it, bson_t *out)
+{
+	uint32_t len;
+	const uint8_t *data;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+		return false;
+	bson_iter_document(it, &len, &data);
+	return bson_init_static(out, data, len);
+}
+
 #endif

@@ -207,7 +207,7 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 	rq.kind = kind;
 	rq.q = b->q;
 	rq.q.filter = NULL;
-	if (b->has_filter && body_doc_view(&b->filter, &b->filter_doc))
+	if (b->has_filter && wire_iter_doc_view(&b->filter, &b->filter_doc))
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
 	rq.min_max = b->min_max;
@@ -394,7 +394,7 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 			return;
 		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$sort")) {
-			l->has_sort = body_doc_view(&c, &l->sort);
+			l->has_sort = wire_iter_doc_view(&c, &l->sort);
 			return;
 		}
 		if (!key_eq(k, "$match")) {
@@ -404,13 +404,13 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 			return;
 		}
 		if (!l->filter) {
-			if (!body_doc_view(&c, &l->first))
+			if (!wire_iter_doc_view(&c, &l->first))
 				return;
 			l->filter = &l->first;
 			continue;
 		}
 		bson_t m;
-		if (!body_doc_view(&c, &m))
+		if (!wire_iter_doc_view(&c, &m))
 			return;
 		if (!l->owned) {
 			bson_init(&l->merged);
@@ -536,7 +536,7 @@ static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *fac
 		while (wire_iter_next(&stage))
 			if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
 			    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
-			    body_doc_view(&c, &sort)) {
+			    wire_iter_doc_view(&c, &sort)) {
 				sort_query q = {
 				    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
 				if (!run_sort(ax, s, &q))
@@ -781,7 +781,7 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 	bson_iter_t it;
 	bson_t doc;
 	if (!(t->parts & PART_DOCUMENT) || !bson_iter_init_find(&it, op, "document") ||
-	    !body_doc_view(&it, &doc))
+	    !wire_iter_doc_view(&it, &doc))
 		return;
 	shape_part part = {.key = "op", .mode = SHAPE_VERBATIM, .str = "insert"};
 	shape_spec spec = {command_name(ax->cmd), t->ns, ax->explain, &part, 1};

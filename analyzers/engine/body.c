@@ -9,7 +9,7 @@ static void take_hint(const bson_iter_t *it, bson_t *doc, sort_query *q)
 {
 	if (WIRE_ITER_HOLDS_UTF8(it))
 		q->hint_name = bson_iter_utf8(it, NULL);
-	else if (body_doc_view(it, doc))
+	else if (wire_iter_doc_view(it, doc))
 		q->hint_doc = doc;
 }
 
@@ -128,11 +128,11 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 			}
 			break;
 		case BK_SORT:
-			if ((taken = body_doc_view(&it, &b->sort)))
+			if ((taken = wire_iter_doc_view(&it, &b->sort)))
 				b->q.sort = &b->sort;
 			break;
 		case BK_COLLATION:
-			if ((taken = body_doc_view(&it, &b->collation)))
+			if ((taken = wire_iter_doc_view(&it, &b->collation)))
 				b->q.collation = &b->collation;
 			break;
 		case BK_HINT:
@@ -178,7 +178,7 @@ bool body_explained(const cmdview *v, cmdview *inner)
 	memset(inner, 0, sizeof(*inner));
 	inner->origin = v->origin;
 	inner->db = v->db;
-	if (!body_doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
+	if (!wire_iter_doc_view(&it, &inner->body) || !bson_iter_init(&it, &inner->body) ||
 	    !wire_iter_next(&it))
 		return false;
 	inner->name = wire_iter_key(&it);

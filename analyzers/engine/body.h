@@ -96,17 +96,6 @@ bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((w
 bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
     __attribute__((warn_unused_result));
 
-/* A static view of the document under it (false when it is not one). */
-static inline bool body_doc_view(const bson_iter_t *it, bson_t *out)
-{
-	uint32_t len;
-	const uint8_t *data;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
-		return false;
-	bson_iter_document(it, &len, &data);
-	return bson_init_static(out, data, len);
-}
-
 /* The collection a command names: its first value, when a string. */
 static inline const char *body_coll_of(const bson_t *doc)
 {
@@ -120,7 +109,7 @@ static inline const char *body_coll_of(const bson_t *doc)
  * the sort rule reads it as a document, and only when there is a sort. */
 static inline const sort_query *body_sort_query(cmd_body *b)
 {
-	if (b->has_filter && b->q.sort && body_doc_view(&b->filter, &b->filter_doc))
+	if (b->has_filter && b->q.sort && wire_iter_doc_view(&b->filter, &b->filter_doc))
 		b->q.filter = &b->filter_doc;
 	return &b->q;
 }

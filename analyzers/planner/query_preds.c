@@ -618,16 +618,6 @@ static bool predicate_implies(const bson_iter_t *v, imp_op pop, const bson_iter_
 	return false;
 }
 
-static bool doc_view(const bson_iter_t *it, bson_t *out)
-{
-	uint32_t len;
-	const uint8_t *data;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
-		return false;
-	bson_iter_document(it, &len, &data);
-	return bson_init_static(out, data, len);
-}
-
 /* Some conjunct of doc (top level or in $and) on field implies (pop, c). */
 static bool doc_implies(const bson_t *doc, const char *field, imp_op pop, const bson_iter_t *c,
                         int depth)
@@ -641,7 +631,7 @@ static bool doc_implies(const bson_t *doc, const char *field, imp_op pop, const 
 		if (strcmp(k, "$and") == 0) {
 			if (WIRE_ITER_HOLDS_ARRAY(&it) && wire_iter_recurse(&it, &el))
 				while (wire_iter_next(&el))
-					if (doc_view(&el, &sub) &&
+					if (wire_iter_doc_view(&el, &sub) &&
 					    doc_implies(&sub, field, pop, c, depth + 1))
 						return true;
 		} else if (strcmp(k, field) == 0 && predicate_implies(&it, pop, c)) {
@@ -698,7 +688,8 @@ static bool expr_implied(const bson_t *const *filters, size_t n, const bson_t *e
 			return false;
 		bool some = false; /* $or: one branch implied is enough */
 		while (wire_iter_next(&el)) {
-			bool b = doc_view(&el, &sub) && expr_implied(filters, n, &sub, depth + 1);
+			bool b = wire_iter_doc_view(&el, &sub) &&
+			         expr_implied(filters, n, &sub, depth + 1);
 			if (is_and && !b)
 				return false;
 			some |= b;

@@ -803,8 +803,7 @@ static void admin_connections(void *arg, text_buf *out)
 	worker_query q = {.kind = WORKER_LIST, .out = out};
 	text_str(out, "[");
 	for (size_t i = 0; i < srv->nworkers; i++)
-		if (!worker_ask(&srv->workers[i], &q, 1000))
-			continue;
+		(void)!worker_ask(&srv->workers[i], &q, 1000); /* a stopped worker lists none */
 	text_str(out, "]");
 }
 

@@ -809,7 +809,7 @@ static bool read_proxy_header(session *s, evutil_socket_t fd)
 		net_format_addr((const struct sockaddr *)&pp.source, s->peer, sizeof s->peer);
 		log_line *l =
 		    log_begin(logs_connections(s) ? LOG_INFO : LOG_DEBUG, "NETWORK",
-		              LOGID_CONN_ACCEPTED, s->ctx, "Client named by a PROXY header");
+		              LOGID_PROXY_HEADER, s->ctx, "Client named by a PROXY header");
 		log_attr_str(l, "remote", s->peer);
 		log_attr_str(l, "via", via);
 		log_attr_int(l, "version", pp.version);

@@ -45,6 +45,7 @@ enum {
 	LOGID_UPSTREAM_FAILED = 2004,
 	LOGID_HELLO_REWRITE = 2005, /* hello replies: members without a listener */
 	LOGID_TLS = 2006,           /* TLS set-up and handshakes, either side */
+	LOGID_PROXY_HEADER = 2007,  /* net.proxyProtocol: the client a header named */
 	LOGID_BAD_REQUEST = 3000,
 	LOGID_BAD_REPLY = 3001,
 	LOGID_COMPRESSION_STRIPPED = 3002,

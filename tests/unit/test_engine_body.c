@@ -115,7 +115,7 @@ static void test_walk_statement(void **state)
 	assert_string_equal(b.parts[0].key, "op");
 	assert_true(b.has_filter);
 	bson_t f;
-	assert_true(body_doc_view(&b.filter, &f));
+	assert_true(wire_iter_doc_view(&b.filter, &f));
 	assert_true(bson_has_field(&f, "c")); /* the last q */
 	const char *shown[] = {"op", "q", "u", "arrayFilters", "q", "upsert"};
 	assert_int_equal(b.n, 6);
@@ -191,7 +191,7 @@ static void test_coll_and_view(void **state)
 	bson_iter_t it;
 	assert_true(bson_iter_init_find(&it, doc, "pipeline"));
 	bson_t v;
-	assert_false(body_doc_view(&it, &v)); /* an array is not a document */
+	assert_false(wire_iter_doc_view(&it, &v)); /* an array is not a document */
 	bson_destroy(doc);
 }
 

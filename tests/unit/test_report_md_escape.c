@@ -12,20 +12,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fixtures/report_fixture.h"
+
 #include "report/model.h"
 
 #define ODD_NS "shop.a`b|c\nd"
-
-static char *markdown(const model *m)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	assert_non_null(f);
-	assert_true(report_write_md(m, f));
-	assert_int_equal(fclose(f), 0);
-	return text;
-}
 
 static void test_a_namespace_with_markup_stays_one_code_span(void **state)
 {
@@ -52,7 +43,7 @@ static void test_a_namespace_with_markup_stays_one_code_span(void **state)
 	gone = 0;
 	d = (model_diff){.before = &before, .gone_findings = &gone, .ngone_findings = 1};
 	m.diff = &d;
-	char *md = markdown(&m);
+	char *md = fx_markdown(&m);
 	/* the table row: '|' escaped, the newline a space, a longer fence */
 	assert_non_null(strstr(md, "| ``shop.a`b\\|c d`` | find\\|x | 1 |"));
 	assert_non_null(strstr(md, "| `{\"a\\|b\": 1}` |\n"));
@@ -72,7 +63,7 @@ static void test_a_backtick_at_an_end_is_padded(void **state)
 	snprintf(finding.ns, sizeof finding.ns, "shop.x`");
 	m.findings = &finding;
 	m.nfindings = 1;
-	char *md = markdown(&m);
+	char *md = fx_markdown(&m);
 	assert_non_null(strstr(md, " on `` shop.x` `` ("));
 	free(md);
 }

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fixtures/report_fixture.h"
+
 #include "fixtures/analyzer_fixture.h"
 #include "protocol/capture.h"
 #include "protocol/request.h"
@@ -97,17 +99,6 @@ static void workload(feed *f)
 		send(f, "shop", "{'find':'orders','filter':{'status':'open'}}", 200);
 }
 
-static char *markdown(const model *m)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	assert_non_null(out);
-	assert_true(report_write_md(m, out));
-	assert_int_equal(fclose(out), 0);
-	return text;
-}
-
 static void feed_close(feed *f)
 {
 	aggregator_free(f->a);
@@ -131,7 +122,7 @@ static void test_housekeeping_apart(void **state)
 		assert_true(strncmp(f.m.nss[i].ns, "admin.", 6) != 0);
 	assert_string_equal(f.m.housekeeping[0].what, "hello"); /* isMaster counts as hello */
 	assert_int_equal(f.m.housekeeping[0].count, 2);
-	char *md = markdown(&f.m);
+	char *md = fx_markdown(&f.m);
 	assert_non_null(strstr(md, "- Driver and shell housekeeping: 7 requests (hello 2, "));
 	assert_non_null(strstr(md, "admin.atlascli 1"));
 	assert_null(strstr(md, "atlasVersion` |"));
@@ -154,7 +145,7 @@ static void test_scans_below_min_documents(void **state)
 	int r = rule_from_name("collection-scan");
 	assert_true(model_shape_quiet(&f.m.shapes[0], (rule_id)r));
 	assert_int_equal(f.m.quiet_below[r], 10000);
-	char *md = markdown(&f.m);
+	char *md = fx_markdown(&f.m);
 	assert_non_null(strstr(md, "## Scans below minDocuments (10000)"));
 	assert_non_null(strstr(md, "| `shop.orders` | find | 10 | 500 | 2000 | "));
 	assert_null(strstr(md, "Judged with"));
@@ -170,7 +161,7 @@ static void test_scans_below_min_documents(void **state)
 	assert_int_equal(f.m.nfindings, 1);
 	assert_int_equal(f.m.findings[0].rule, r);
 	assert_false(model_shape_quiet(&f.m.shapes[0], (rule_id)r));
-	md = markdown(&f.m);
+	md = fx_markdown(&f.m);
 	assert_non_null(strstr(md, "- Judged with (--rule): collection-scan.minDocuments=100 (the "
 	                           "capture's: 10000)\n"));
 	assert_non_null(strstr(md, "## Scans below minDocuments (100)"));
