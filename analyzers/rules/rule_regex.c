@@ -329,11 +329,77 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 	return false;
 }
 
+/* An equality, $in or $all of literal values on a field k: an index on k bounds the
+ * read to the documents it names (an _id's, always), so a pattern beside it
+ * is a residual filter on those documents, not a scan of every key. */
+static bool point_value(const bson_iter_t *it)
+{
+	if (WIRE_ITER_HOLDS_REGEX(it))
+		return false;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+		return true; /* a scalar or an array: an equality */
+	bson_iter_t op;
+	if (!wire_iter_recurse(it, &op) || !wire_iter_next(&op))
+		return true; /* {} */
+	const char *k = wire_iter_key(&op);
+	if (k[0] != '$' || key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db"))
+		return true; /* an embedded document, or a DBRef */
+	do {
+		k = wire_iter_key(&op);
+		if (key_eq(k, "$eq") && !WIRE_ITER_HOLDS_REGEX(&op) &&
+		    !WIRE_ITER_HOLDS_DOCUMENT(&op))
+			return true;
+		/* $in: the values' points ([] reads nothing); $all: each value's,
+		 * an $and of equalities. A regex or an $elemMatch is not a point. */
+		if ((key_eq(k, "$in") || key_eq(k, "$all")) && WIRE_ITER_HOLDS_ARRAY(&op)) {
+			bson_iter_t e;
+			bool any = false, literal = wire_iter_recurse(&op, &e);
+			while (literal && wire_iter_next(&e)) {
+				any = true;
+				literal =
+				    !WIRE_ITER_HOLDS_REGEX(&e) && !WIRE_ITER_HOLDS_DOCUMENT(&e);
+			}
+			if (literal && (any || key_eq(k, "$in")))
+				return true;
+		}
+	} while (wire_iter_next(&op));
+	return false;
+}
+
+/* Whether the filter's top-level conjunction (its members and those of a
+ * top-level $and) holds a point predicate on a field other than the
+ * pattern's. The read is then what that predicate selects: an index on the
+ * field bounds it (mongod picks it over a scan of every key of the
+ * pattern's field), and without one the collection scan is the cost,
+ * which collection-scan reports with the index to create. Either way the
+ * pattern is not what scans (Mongoose's populate adds its match to an
+ * {_id: {$in: [...]}} or {foreignField: {$in: [...]}} filter). */
+static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
+{
+	bson_iter_t c;
+	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$and")) {
+			bson_iter_t e;
+			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
+				while (wire_iter_next(&e))
+					if (point_bounded(&e, field, depth + 1))
+						return true;
+		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return walk_filter(filter, NULL, hit, 0);
+	return walk_filter(filter, NULL, hit, 0) &&
+	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -633,7 +699,8 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	                             ? &s->facts->filter
 	                             : NULL;
 	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) &&
-	    (ff ? regex_in_facts(ff, &hit) : rule_regex_filter(filter, &hit)))
+	    (ff ? regex_in_facts(ff, &hit) && (hit.too_deep || !point_bounded(filter, hit.field, 0))
+	        : rule_regex_filter(filter, &hit)))
 		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 

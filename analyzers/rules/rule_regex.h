@@ -64,7 +64,11 @@ typedef struct collation_hit {
 	int64_t strength;   /* 1 or 2 (and no caseLevel) */
 } collation_hit;
 
-/* filter: an iterator positioned on a filter document. */
+/* filter: an iterator positioned on a filter document. True when a
+ * case-insensitive pattern selects documents and nothing else bounds the
+ * read: a point predicate (equality, $in, $all of literals) on another
+ * field of the top-level conjunction makes the pattern a residual filter
+ * on what that selects, and is not reported. */
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit);
 
 /* pipeline: an iterator positioned on an array of stages. */

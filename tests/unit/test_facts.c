@@ -354,15 +354,16 @@ static void test_gate_per_statement(void **state)
 	    "{'q': {'_id': 2}, 'u': {'$push': {'items': 1}}},"
 	    "{'q': {'_id': 3}, 'u': {'$set': {'v': 1}}},"
 	    "{'q': {'other': 4}, 'u': {'$set': {'v': 1}}, 'multi': true},"
-	    "{'q': {'_id': 5, 'name': {'$regex': 'x', '$options': 'i'}}, 'u': {'$set': {'v': "
-	    "1}}}]}",
+	    "{'q': {'_id': {'$gt': 5}, 'name': {'$regex': 'x', '$options': 'i'}}, 'u': {'$set': "
+	    "{'v': 1}}}]}",
 	    "{'bulkWrite': 1, 'nsInfo': [{'ns': 'shop.orders'}], 'ops': ["
 	    "{'update': 0, 'filter': {'_id': 1}, 'updateMods': {'$set': {'v': 1}}},"
 	    "{'update': 0, 'filter': {'_id': 2}, 'updateMods': {'$push': {'items': 1}}},"
 	    "{'update': 0, 'filter': {'_id': 3}, 'updateMods': {'$set': {'v': 1}}},"
 	    "{'update': 0, 'filter': {'other': 4}, 'updateMods': {'$set': {'v': 1}}, 'multi': "
 	    "true},"
-	    "{'delete': 0, 'filter': {'_id': 5, 'name': {'$regex': 'x', '$options': 'i'}}}]}",
+	    "{'delete': 0, 'filter': {'_id': {'$gt': 5}, 'name': {'$regex': 'x', '$options': "
+	    "'i'}}}]}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		fx_sink sink;
