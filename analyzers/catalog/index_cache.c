@@ -398,6 +398,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		int64_t now = now_ms(ic);
 		dequeue_locked(ic, e);
 		old = e->set;
+		index_set_carry_multikey(s, old);
 		e->set = index_set_retain(s);
 		e->state = ENTRY_KNOWN;
 		e->generation = ++ic->next_generation;
@@ -453,6 +454,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 		landed = true;
 		if (set != NULL) {
 			drop = e->set;
+			index_set_carry_multikey(set, drop);
 			e->set = set;
 			e->state = ENTRY_KNOWN;
 			e->fetched_at = now;

@@ -689,6 +689,8 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	}
 	if (!body_walk_iter(&b, doc, keys))
 		return;
+	if (b.has_update && ax->e->learn_arrays)
+		engine_arrays_from_update(ax, t->db, t->coll, &b.update);
 	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
 		b.limit = b.multi ? 0 : 1;
 	b.q.db = t->db;
@@ -748,19 +750,24 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 verdict analyze_insert(rule_ctx *ax, const cmdview *v)
 {
 	target t;
+	cmdview_docs d;
+	bson_t doc;
+	const char *coll = body_coll_of(&v->body);
+	if (coll && ax->e->learn_arrays) {
+		cmdview_docs_init(&d, v, command_stmts(ax->cmd));
+		while (cmdview_docs_next(&d, &doc))
+			engine_arrays_from_doc(ax, ax->db, coll, &doc);
+	}
 	/* Every document is smaller than the request: most inserts end here. */
 	uint64_t bytes = v->body.len;
 	for (size_t i = 0; i < v->nseqs; i++)
 		bytes += v->seqs[i].docs_len;
 	if (bytes < ax->e->doc_floor)
 		return VERDICT_FORWARD;
-	const char *coll = body_coll_of(&v->body);
 	if (!coll || !target_init(ax, &t, ax->db, coll) || !(t.parts & PART_DOCUMENT))
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, NULL, 0};
 	rule_site site = site_of(&t, &spec);
-	cmdview_docs d;
-	bson_t doc;
 	cmdview_docs_init(&d, v, command_stmts(ax->cmd));
 	while (cmdview_docs_next(&d, &doc))
 		run_checks(ax, &site, CHECK_DOCUMENT, &doc);
@@ -780,8 +787,11 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 {
 	bson_iter_t it;
 	bson_t doc;
-	if (!(t->parts & PART_DOCUMENT) || !bson_iter_init_find(&it, op, "document") ||
-	    !wire_iter_doc_view(&it, &doc))
+	if (!bson_iter_init_find(&it, op, "document") || !wire_iter_doc_view(&it, &doc))
+		return;
+	if (ax->e->learn_arrays)
+		engine_arrays_from_doc(ax, t->db, t->coll, &doc);
+	if (!(t->parts & PART_DOCUMENT))
 		return;
 	shape_part part = {.key = "op", .mode = SHAPE_VERBATIM, .str = "insert"};
 	shape_spec spec = {command_name(ax->cmd), t->ns, ax->explain, &part, 1};

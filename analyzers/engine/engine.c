@@ -63,6 +63,11 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 			holds |= rc->scopes[i].action >= RULE_DRY_RUN;
 		if (holds && e->needs_facts[r])
 			e->facts_may_hold |= 1u << r;
+		bool on = rc->action != RULE_OFF;
+		for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+			on |= rc->scopes[i].action != RULE_OFF;
+		if (on && e->needs_facts[r])
+			e->learn_arrays = true;
 		for (int c = 0; c < CHECK_KINDS; c++)
 			if (e->parts[r] & (1u << c)) {
 				e->when[c][e->nchecks[c]] = c == CHECK_FILTER   ? k->filter_when
@@ -258,12 +263,15 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.spans = rp ? &spans : NULL;
 	ax.ncalled = 0;
 	ax.repeatable = false;
+	ax.narrays = 0;
 	verdict vd = c->analyze(&ax, v);
 	if (ax.wait) {
 		vd = VERDICT_WAIT_INDEXES;
 		if (block)
 			block->late.n = block->late.lost = 0; /* judged again whole */
 	}
+	if (ax.narrays)
+		engine_arrays_apply(&ax, vd == VERDICT_FORWARD);
 	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&

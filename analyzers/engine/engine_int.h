@@ -96,13 +96,17 @@ struct engine {
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
+	/* Some rule that reads index lists is on somewhere: the writes are
+	 * read for multikey keys (arrays_seen.c). */
+	bool learn_arrays;
 	shape_hash_slot *shape_hashes; /* SHAPE_HASH_SLOTS */
 	uint64_t gen; /* this engine's number, unique in the process: engine_repeat */
 };
 
 /* ---- per-request state ---- */
 
-#define LOOKUP_NS_LEN 512 /* the index cache's own limit on "db.coll" */
+#define LOOKUP_NS_LEN     512 /* the index cache's own limit on "db.coll" */
+#define ENGINE_ARRAYS_MAX 8   /* (index, keys) pairs a request's writes mark at most */
 
 struct rule_ctx {
 	engine *e;
@@ -136,7 +140,24 @@ struct rule_ctx {
 	unsigned ncalled;
 	bool repeatable;
 	facts_spans *spans;
+	/* Keys the request's writes put arrays under (arrays_seen.c), marked
+	 * on their sets when the request is forwarded. */
+	unsigned narrays;
+	struct {
+		index_set *set; /* retained */
+		size_t index;
+		uint32_t mask;
+	} arrays[ENGINE_ARRAYS_MAX];
 };
+
+/* arrays_seen.c: what a forwarded write says about multikey keys of
+ * db.coll; doc an inserted or replacement document, update an iterator
+ * on an update's value. engine_arrays_apply marks what was seen when the
+ * request was written (forwarded) and forgets it either way. */
+void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc);
+void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
+                               const bson_iter_t *update);
+void engine_arrays_apply(rule_ctx *ax, bool written);
 
 /* The command's name as findings and shapes show it. */
 static inline const char *rule_ctx_command(const rule_ctx *ax)

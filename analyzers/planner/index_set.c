@@ -527,3 +527,36 @@ const index_def *index_set_id_index(const index_set *s)
 	}
 	return NULL;
 }
+
+void index_set_note_multikey(index_set *s, size_t i, uint32_t mask)
+{
+	if (i < s->n)
+		atomic_fetch_or_explicit(&s->defs[i].written_arrays, mask, memory_order_relaxed);
+}
+
+/* The same index: name and key pattern. */
+static bool same_index(const index_def *a, const index_def *b)
+{
+	if (strcmp(a->name, b->name) != 0 || a->nkeys != b->nkeys)
+		return false;
+	for (size_t k = 0; k < a->nkeys; k++)
+		if (strcmp(a->keys[k].field, b->keys[k].field) != 0 ||
+		    a->keys[k].direction != b->keys[k].direction)
+			return false;
+	return true;
+}
+
+void index_set_carry_multikey(index_set *to, const index_set *from)
+{
+	if (to == NULL || from == NULL || to == from)
+		return;
+	for (size_t i = 0; i < to->n; i++)
+		for (size_t j = 0; j < from->n; j++)
+			if (same_index(&to->defs[i], &from->defs[j])) {
+				uint32_t w = atomic_load_explicit(&from->defs[j].written_arrays,
+				                                  memory_order_relaxed);
+				if (w)
+					index_set_note_multikey(to, i, w);
+				break;
+			}
+}

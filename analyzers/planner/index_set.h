@@ -6,6 +6,7 @@
 #define MG_ANALYZERS_PLANNER_INDEX_SET_H
 
 #include <bson/bson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +40,23 @@ typedef struct index_def {
 	 * says keys[i] holds arrays in some document. */
 	bool multikey_known;
 	uint32_t multikey_keys;
+	/* Bit i: the proxy saw a write put an array under keys[i]
+	 * (index_set_note_multikey), from any thread, on a shared set. Not
+	 * every server's explain says multikey (FerretDB's does not); mongod
+	 * keeps an index multikey once a document made it so, and so does
+	 * this. Read it with index_def_multikey. */
+	_Atomic uint32_t written_arrays;
 } index_def;
+
+/* Which keys of d hold arrays in some document, from either source:
+ * explain (multikey_keys when multikey_known) or the writes the proxy saw.
+ * *known: whether either source has said anything. */
+static inline uint32_t index_def_multikey(const index_def *d, bool *known)
+{
+	uint32_t w = atomic_load_explicit(&d->written_arrays, memory_order_relaxed);
+	*known = d->multikey_known || w != 0;
+	return (d->multikey_known ? d->multikey_keys : 0) | w;
+}
 
 typedef struct index_set index_set;
 
@@ -63,6 +80,13 @@ index_set *index_set_retain(index_set *s);
  * isMultiKey without multiKeyPaths, which does not say which field). Call
  * before the set is shared. */
 bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *explain_reply);
+
+/* Records that a write put an array under the keys of index i in mask
+ * (bit k: keys[k]); from any thread, on a shared set. */
+void index_set_note_multikey(index_set *s, size_t i, uint32_t mask);
+/* A list fetched again stands for the same collection: what writes showed
+ * of an index in from (the same name and key pattern) holds in to. */
+void index_set_carry_multikey(index_set *to, const index_set *from);
 
 /* The hint that names index i by its key pattern (for that explain). */
 void index_def_key_pattern(const index_def *d, bson_t *out);

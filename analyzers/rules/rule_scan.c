@@ -400,8 +400,10 @@ static bool index_bounded(const index_def *d, const scan_preds *p)
 		return f && (f->bounds & B_POINT);
 	if (f && (f->bounds & (d->sparse ? B_SPARSE : B_ANY)))
 		return true;
-	/* Multikey unknown (a server that does not say) counts as not. */
-	bool multikey = d->multikey_known && (d->multikey_keys & 1u);
+	/* Multikey unknown (a server that does not say, and no write seen
+	 * putting an array there) counts as not. */
+	bool known;
+	bool multikey = index_def_multikey(d, &known) & 1u;
 	if (f && (f->bounds & (d->sparse ? B_EXPR_SPARSE : B_EXPR)) && !multikey)
 		return true;
 	/* {a: {$elemMatch: {b: ...}}} bounds an index on a.b */

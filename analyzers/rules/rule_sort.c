@@ -151,15 +151,18 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 	return n;
 }
 
-/* Does the sort name a field that d is known to be multikey on and that
- * the filter restricts? (Unknown multikey: assumed not, as listIndexes
- * alone never says.) */
+/* Does the sort name a field that d is known to be multikey on (from
+ * explain, or a write the proxy saw put an array there) and that the
+ * filter restricts? (Unknown multikey: assumed not, as listIndexes alone
+ * never says.) */
 static bool multikey_restricted(const index_def *d, const query_preds *p, const sort_spec *s)
 {
-	if (!d->multikey_known || d->multikey_keys == 0)
+	bool known;
+	uint32_t multikey = index_def_multikey(d, &known);
+	if (multikey == 0)
 		return false;
 	for (size_t i = 0; i < d->nkeys && i < 32; i++) {
-		if (!(d->multikey_keys & (1u << i)))
+		if (!(multikey & (1u << i)))
 			continue;
 		const query_pred *q = query_preds_find(p, d->keys[i].field);
 		if (q == NULL || !q->any)

@@ -1,0 +1,164 @@
+/* Multikey learned from writes. An index is multikey once some document
+ * holds an array under one of its keys, and mongod keeps it so; not every
+ * server's explain says it (FerretDB's does not), and the sort and
+ * collection-scan rules judge a multikey key differently. So the engine
+ * reads what the writes it forwards put under the keys of the namespace's
+ * known index list: an inserted or replacement document, and the paths of
+ * an update's $set, $setOnInsert, $push and $addToSet (a positional path,
+ * "a.$.b" or "a.$[e].b", says "a" is an array). What a request shows is
+ * noted in the rule_ctx as it is read and marked on the shared set
+ * (index_set_note_multikey) only when the request is forwarded: a blocked
+ * write wrote nothing. Only a list already known is marked, and only keys
+ * not marked yet are looked for; statements a batch template stood for
+ * are not read, so this learns from what the engine reads. */
+#include <string.h>
+
+#include "analyzers/engine/engine_int.h"
+#include "analyzers/engine/keys.h"
+#include "protocol/wire_iter.h"
+
+/* Whether, following path through the members it iterates (a document's),
+ * some element on the way is an array. */
+static bool array_on_path(bson_iter_t *it, const char *path)
+{
+	const char *dot = strchr(path, '.');
+	size_t n = dot ? (size_t)(dot - path) : strlen(path);
+	while (wire_iter_next(it)) {
+		const char *k = wire_iter_key(it);
+		if (strncmp(k, path, n) != 0 || k[n] != '\0')
+			continue;
+		if (WIRE_ITER_HOLDS_ARRAY(it))
+			return true;
+		bson_iter_t c;
+		return dot && WIRE_ITER_HOLDS_DOCUMENT(it) && wire_iter_recurse(it, &c) &&
+		       array_on_path(&c, dot + 1);
+	}
+	return false;
+}
+
+/* Whether field is the path p[0..n) or a path under it. */
+static bool under(const char *field, const char *p, size_t n)
+{
+	return n > 0 && strncmp(field, p, n) == 0 && (field[n] == '\0' || field[n] == '.');
+}
+
+/* The length of p before its first positional component ("$", "$[]",
+ * "$[name]"), which only an array can take; 0 when it has none. */
+static size_t positional_prefix(const char *p)
+{
+	for (const char *c = p; (c = strchr(c, '.')) != NULL; c++)
+		if (c[1] == '$' && (c[2] == '\0' || c[2] == '.' || c[2] == '['))
+			return (size_t)(c - p);
+	return 0;
+}
+
+/* Whether one update operator's document ({path: value, ...}) puts an
+ * array under field. grows: $push / $addToSet, whose path is an array. */
+static bool op_puts_array(const bson_iter_t *op, const char *field, bool grows)
+{
+	bson_iter_t paths, c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(op) || !wire_iter_recurse(op, &paths))
+		return false;
+	while (wire_iter_next(&paths)) {
+		const char *p = wire_iter_key(&paths);
+		size_t n = strlen(p);
+		if (under(field, p, positional_prefix(p)))
+			return true;
+		if ((grows || WIRE_ITER_HOLDS_ARRAY(&paths)) && under(field, p, n))
+			return true;
+		if (!grows && WIRE_ITER_HOLDS_DOCUMENT(&paths) && field[n] == '.' &&
+		    strncmp(field, p, n) == 0 && wire_iter_recurse(&paths, &c) &&
+		    array_on_path(&c, field + n + 1))
+			return true;
+	}
+	return false;
+}
+
+/* What a write shows: a document, or an update (an iterator on its value). */
+typedef struct write_seen {
+	const bson_t *doc;
+	const bson_iter_t *update;
+} write_seen;
+
+static bool puts_array(const write_seen *w, const char *field)
+{
+	bson_iter_t it;
+	if (w->doc)
+		return bson_iter_init(&it, w->doc) && array_on_path(&it, field);
+	if (!WIRE_ITER_HOLDS_DOCUMENT(w->update) || !wire_iter_recurse(w->update, &it))
+		return false; /* a pipeline computes its values: not read */
+	bson_iter_t first = it;
+	if (!wire_iter_next(&first))
+		return false;
+	if (wire_iter_key(&first)[0] != '$') /* a replacement document */
+		return array_on_path(&it, field);
+	while (wire_iter_next(&it)) {
+		const char *op = wire_iter_key(&it);
+		bool grows = key_eq(op, "$push") || key_eq(op, "$addToSet");
+		if ((grows || key_eq(op, "$set") || key_eq(op, "$setOnInsert")) &&
+		    op_puts_array(&it, field, grows))
+			return true;
+	}
+	return false;
+}
+
+static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
+{
+	for (unsigned j = 0; j < ax->narrays; j++)
+		if (ax->arrays[j].set == set && ax->arrays[j].index == i) {
+			ax->arrays[j].mask |= mask;
+			return;
+		}
+	if (ax->narrays < ENGINE_ARRAYS_MAX) {
+		ax->arrays[ax->narrays].set = index_set_retain(set);
+		ax->arrays[ax->narrays].index = i;
+		ax->arrays[ax->narrays].mask = mask;
+		ax->narrays++;
+	}
+}
+
+static void learn(rule_ctx *ax, const char *db, const char *coll, const write_seen *w)
+{
+	const index_set *seen;
+	if (!ax->e->learn_arrays || ax->explain || ax->late_call ||
+	    engine_lookup(ax, db, coll, &seen) != INDEXES_KNOWN || index_set_is_opaque(seen, NULL))
+		return;
+	index_set *set = ax->lookup_set; /* seen, as the engine holds it */
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		bool known;
+		uint32_t have = index_def_multikey(d, &known), add = 0;
+		for (size_t k = 0; k < d->nkeys && k < 32; k++) {
+			const char *f = d->keys[k].field;
+			if (!(have & (1u << k)) && strcmp(f, "_id") != 0 && !strstr(f, "$**") &&
+			    puts_array(w, f))
+				add |= 1u << k;
+		}
+		if (add)
+			note(ax, set, i, add);
+	}
+}
+
+void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc)
+{
+	write_seen w = {doc, NULL};
+	learn(ax, db, coll, &w);
+}
+
+void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
+                               const bson_iter_t *update)
+{
+	write_seen w = {NULL, update};
+	learn(ax, db, coll, &w);
+}
+
+void engine_arrays_apply(rule_ctx *ax, bool written)
+{
+	for (unsigned j = 0; j < ax->narrays; j++) {
+		if (written)
+			index_set_note_multikey(ax->arrays[j].set, ax->arrays[j].index,
+			                        ax->arrays[j].mask);
+		index_set_release(ax->arrays[j].set);
+	}
+	ax->narrays = 0;
+}
