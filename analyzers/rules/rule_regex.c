@@ -366,15 +366,30 @@ static bool point_value(const bson_iter_t *it)
 	return false;
 }
 
+/* Whether an index of set leads with field and may serve an equality on
+ * it: not hidden, not partial (its filter would have to be implied), not
+ * a text, geo or wildcard index. */
+static bool leads_index(const index_set *set, const char *field)
+{
+	for (size_t i = 0; set && i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (d->nkeys > 0 && !d->hidden && !d->partial && !d->plugin && !d->wildcard &&
+		    strcmp(d->keys[0].field, field) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Whether the filter's top-level conjunction (its members and those of a
- * top-level $and) holds a point predicate on a field other than the
- * pattern's. The read is then what that predicate selects: an index on the
- * field bounds it (mongod picks it over a scan of every key of the
- * pattern's field), and without one the collection scan is the cost,
- * which collection-scan reports with the index to create. Either way the
- * pattern is not what scans (Mongoose's populate adds its match to an
- * {_id: {$in: [...]}} or {foreignField: {$in: [...]}} filter). */
-static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
+ * top-level $and) holds a point predicate that an index bounds: on _id
+ * (every collection's _id index), or on a field that leads an index of set
+ * (the collection's list when known; NULL: _id only). The read is then
+ * what that predicate selects, and the pattern is a residual filter on
+ * those documents, not a scan of every key (Mongoose's populate adds its
+ * match to {_id: {$in: [...]}} or {foreignField: {$in: [...]}}). A point
+ * on a field no index leads bounds nothing: the pattern is reported. */
+static bool point_bounded(const bson_iter_t *filter, const char *field, const index_set *set,
+                          int depth)
 {
 	bson_iter_t c;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
@@ -385,9 +400,10 @@ static bool point_bounded(const bson_iter_t *filter, const char *field, int dept
 			bson_iter_t e;
 			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
 				while (wire_iter_next(&e))
-					if (point_bounded(&e, field, depth + 1))
+					if (point_bounded(&e, field, set, depth + 1))
 						return true;
-		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
+		} else if (k[0] != '$' && strcmp(k, field) != 0 &&
+		           (key_eq(k, "_id") || leads_index(set, k)) && point_value(&c)) {
 			return true;
 		}
 	}
@@ -399,7 +415,7 @@ bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0) &&
-	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
+	       (hit->too_deep || !point_bounded(filter, hit->field, NULL, 0));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -698,10 +714,19 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	const filter_facts *ff = s->facts && s->facts->has_filter && s->facts->filter.complete
 	                             ? &s->facts->filter
 	                             : NULL;
-	if (rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) &&
-	    (ff ? regex_in_facts(ff, &hit) && (hit.too_deep || !point_bounded(filter, hit.field, 0))
-	        : rule_regex_filter(filter, &hit)))
-		rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
+	if (!rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) ||
+	    !(ff ? regex_in_facts(ff, &hit) &&
+	               (hit.too_deep || !point_bounded(filter, hit.field, NULL, 0))
+	         : rule_regex_filter(filter, &hit)))
+		return;
+	/* A point on a field an index leads bounds the read too: asked of the
+	 * list when it is known, never waited for (unknown: reported). */
+	const index_set *set = NULL;
+	if (!hit.too_deep && s->coll &&
+	    rule_ctx_indexes_known(c, s->db, s->coll, &set) == INDEXES_KNOWN &&
+	    point_bounded(filter, hit.field, set, 0))
+		return;
+	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
 static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)

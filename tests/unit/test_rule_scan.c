@@ -470,7 +470,7 @@ static void test_first_request_gets_a_verdict(void **state)
 	fx_sink_init(&sink);
 	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
 	const char *q =
-	    "{'find':'fresh','filter':{'qty':{'$gt':1},'n':{'$regex':'SECRET','$options':'i'}}}";
+	    "{'find':'fresh','filter':{'qty':1,'n':{'$regex':'SECRET','$options':'i'}}}";
 	block_info b = {0};
 	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
 	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 0);
