@@ -334,7 +334,8 @@ static void test_indexed_point_bounds_the_read(void **state)
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
 		char json[512];
 		snprintf(json, sizeof(json), "{'find':'books','filter':%s}", points[i].filter);
-		fx_expect x = {points[i].filter, points[i].hit, "test.books", "find", "regex", NULL};
+		fx_expect x = {points[i].filter, points[i].hit, "test.books",
+		               "find",           "regex",       NULL};
 		fx_run_rule_case_ic(RULE_CASE_INSENSITIVE_REGEX, RULE_BLOCK, ic, json, NULL, 0, &x);
 		/* the list not known: reported, never held */
 		fx_expect unknown = {points[i].filter, true, "test.books", "find", "regex", NULL};
