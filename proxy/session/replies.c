@@ -8,7 +8,9 @@
  * goes at once. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "protocol/capture.h"
 #include "protocol/opmsg.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
@@ -38,18 +40,68 @@ static void note_dropped_reply(session *s, const frame_header *h)
 	log_end(l);
 }
 
-/* A relayed reply begins: count it, and time its request's first one. */
-static void note_reply_start(session *s)
+/* Where a request's first reply is known: its facts, for what learns from
+ * replies (the lead wires the client-side-join rule here: how many
+ * documents a read's reply held). Worker thread; f is the head of the
+ * in-flight queue, r is valid during the call only. */
+static void reply_observed(session *s, const inflight *f, const reply_facts *r)
+{
+	(void)s;
+	(void)f;
+	(void)r;
+}
+
+/* The head request's first reply, to its workload entry and to
+ * reply_observed. whole: the reply's bytes when they are all here and
+ * contiguous (its body is read then: documents, error code), else NULL
+ * (its length alone is known). */
+static void note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t *whole, size_t len)
+{
+	wl_shape *e = workload_at(s->env.workload, f->wl);
+	f->wl.gen = 0;
+	if (!e)
+		return;
+	reply_facts rf = {.ns = e->ns,
+	                  .command = e->command,
+	                  .kind = (wl_kind)e->kind,
+	                  .ndocs = -1,
+	                  .bytes = (int64_t)len,
+	                  .latency_ns = now - f->read_ns};
+	if (whole) {
+		capture_reply_facts cf;
+		capture_reply_inspect(whole, len, false, &cf);
+		if (cf.read) {
+			rf.read = true;
+			/* a batch's documents, a write's n; a count's n is its answer,
+			 * which comes in one document */
+			rf.ndocs = strcmp(e->command, "count") ? cf.n : 1;
+			rf.code = cf.ok && !cf.write_errors ? 0 : cf.code ? cf.code : -1;
+		}
+		capture_reply_facts_free(&cf);
+	}
+	wl_reply wr = {rf.latency_ns, rf.bytes, rf.read, rf.ndocs, rf.code};
+	workload_reply(e, &wr);
+	reply_observed(s, f, &rf);
+}
+
+/* A relayed reply begins: count it, and time its request's first one.
+ * whole: as note_reply_facts says; len: the reply's length. */
+static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 {
 	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
 	/* The upstream answers: no deadline while the reply streams (a slow
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
-	if (f && f->sent_ns) {
-		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
+	if (!f || (!f->sent_ns && !f->wl.gen))
+		return;
+	int64_t now = mg_now_ns();
+	if (f->sent_ns) {
+		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;
 	}
+	if (f->wl.gen)
+		note_reply_facts(s, f, now, whole, len);
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,
@@ -189,7 +241,7 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
                         const uint8_t *p, const framer_step *st)
 {
-	note_reply_start(s);
+	note_reply_start(s, p, st->n);
 	if (s->env.capture)
 		capture_reply_step(s, in, st);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
@@ -256,8 +308,8 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 		}
 		if (verb != FRAMER_FORWARD)
 			break; /* nothing consumed: the loop's own step says what it is */
-		if (st.starts)
-			note_reply_start(s);
+		if (st.starts) /* all of it is here: len <= have - off */
+			note_reply_start(s, p + off, len);
 		off += st.n;
 		bytes += st.n;
 		nrun++;
@@ -348,8 +400,8 @@ static void process_upstream_replies(session *s)
 			evbuffer_drain(in, st.n);
 			break;
 		case FRAMER_FORWARD:
-			if (st.starts)
-				note_reply_start(s);
+			if (st.starts) /* its body may not all be here: its length alone */
+				note_reply_start(s, NULL, (size_t)st.peek.h.length);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
 			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true);
