@@ -120,6 +120,7 @@ void config_json(const mg_config *c, unsigned workers_running, text_buf *t)
 	number(t, "shapes", c->workload.shapes, true);
 	number(t, "collections", c->workload.collections, true);
 	number(t, "metricsCollections", c->workload.metrics_collections, true);
+	number(t, "replySample", c->workload.reply_sample, true);
 	text_str(t, "},\"rules\":{");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(t, "%s\"%s\":{", r ? "," : "", rule_name((rule_id)r));

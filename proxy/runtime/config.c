@@ -42,6 +42,7 @@ void config_defaults(mg_config *c)
 	c->workload.shapes = 512;
 	c->workload.collections = 256;
 	c->workload.metrics_collections = 50;
+	c->workload.reply_sample = 8;
 }
 
 /* ---- a small typed walk over libyaml's document tree ---- */
@@ -388,6 +389,8 @@ static bool workload_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	if (!strcmp(key, "metricsCollections"))
 		return get_u32(x, v, "workload.metricsCollections", 0, 1000,
 		               &w->metrics_collections);
+	if (!strcmp(key, "replySample"))
+		return get_u32(x, v, "workload.replySample", 1, 1000000, &w->reply_sample);
 	return unknown(x, v, "workload", key);
 }
 

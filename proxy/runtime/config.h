@@ -28,6 +28,7 @@ typedef struct workload_settings {
 	uint32_t shapes;              /* entries per worker */
 	uint32_t collections;         /* collections per worker; the rest are "other" */
 	uint32_t metrics_collections; /* labelled in /metrics; the rest ns="other" */
+	uint32_t reply_sample;        /* read one reply body in this many (writes: all) */
 } workload_settings;
 
 typedef struct mg_config {

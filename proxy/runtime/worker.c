@@ -301,6 +301,8 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 		snprintf(err, errlen, "no memory for the workload statistics of worker %d", index);
 		return false;
 	}
+	if (w->workload)
+		w->workload->sample = ws->reply_sample;
 	w->env = (session_env){
 	    .base = w->base,
 	    .snap = &w->snap,

@@ -198,29 +198,31 @@ static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint6
 
 /* A forwarded request counted in its workload entry. One the engine judged
  * by its template (hit) has the template's shape: the entry the template's
- * request had, with no shape computed. One that made the template (sets
- * moved) leaves its entry for those. */
-static wl_ref workload_request(session *s, const request *r, bool hit, uint64_t sets, int64_t now)
+ * request had (the memo), with no shape computed and not even the
+ * template's count of changes asked. The template changes only on a
+ * request that missed it, and every such request passes here: one that
+ * made a new template (engine_repeat_sets moved) leaves its entry in the
+ * memo for the hits that follow. */
+static wl_ref workload_request(session *s, const request *r, bool hit, int64_t now)
 {
 	workload *w = s->env.workload;
-	wl_ref ref = {0, 0};
-	uint64_t key = 0;
-	bool memo = hit && s->wl_memo.sets == sets && s->wl_memo.key;
-	if (memo)
-		ref = s->wl_memo.ref;
-	wl_shape *e = memo ? workload_at(w, ref) : NULL;
-	if (!e) {
-		ref = workload_shape_of(s, r, now, &key);
-		e = workload_at(w, ref);
-		if (memo || s->wl_memo.sets != sets) { /* folded meanwhile, or a new template */
-			s->wl_memo.key = e ? key : 0;
-			s->wl_memo.ref = ref;
-			s->wl_memo.sets = sets;
-		}
-	}
-	if (e)
+	wl_shape *e = hit && s->wl_memo.key ? workload_at(w, s->wl_memo.ref) : NULL;
+	if (e) {
 		workload_count(w, e);
-	return e ? ref : (wl_ref){0, 0};
+		return s->wl_memo.ref;
+	}
+	uint64_t key = 0, sets = hit ? s->wl_memo.sets : engine_repeat_sets(s->repeat);
+	wl_ref ref = workload_shape_of(s, r, now, &key);
+	e = workload_at(w, ref);
+	if (hit || sets != s->wl_memo.sets) { /* folded meanwhile, or a new template */
+		s->wl_memo.key = e ? key : 0;
+		s->wl_memo.ref = ref;
+		s->wl_memo.sets = sets;
+	}
+	if (!e)
+		return (wl_ref){0, 0};
+	workload_count(w, e);
+	return ref;
 }
 
 /* A decoded command: analyse it, then queue it for its reply. */
@@ -275,7 +277,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		capture_request(s, r, "forward");
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
-		wl = workload_request(s, r, hit, engine_repeat_sets(s->repeat), now);
+		wl = workload_request(s, r, hit, now);
 	if (!r->more_to_come) {
 		char ns[256];
 		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;

@@ -80,9 +80,14 @@ typedef struct reply_facts {
 	wl_kind kind;       /* read, write or other (protocol/commands.h's kind) */
 	int64_t ndocs;      /* documents the reply held (its n); -1: unknown */
 	int32_t code;       /* 0: ok; the error's code; -1: an error without one */
-	bool read;          /* the body was read: ndocs and code mean something */
+	bool read;          /* the body was read (every write's, one in workload.replySample of
+	                       the others): ndocs and code mean something */
 	int64_t bytes;      /* the reply's length */
 	int64_t latency_ns; /* the request read to the reply's header read */
+	/* The whole reply when it is all here and contiguous (the bytes
+	 * bytes), for a reader that needs every reply's facts
+	 * (proxy/stats/reply_scan.h); NULL when only its start is. */
+	const uint8_t *msg;
 } reply_facts;
 
 struct session {

@@ -39,6 +39,7 @@ workload *workload_new(unsigned shapes, unsigned colls, int64_t now_ns)
 	w->ncoll = 1;
 	w->next_gen = 1;
 	w->started_ns = now_ns;
+	w->sample = WL_DEFAULT_SAMPLE;
 	return w;
 }
 
@@ -139,21 +140,12 @@ wl_ref workload_enter(workload *w, uint64_t key, const wl_desc *d, int64_t now_n
 	e->coll = coll_of(w, d->ns ? d->ns : "");
 	snprintf(e->ns, sizeof(e->ns), "%s", d->ns ? d->ns : "");
 	snprintf(e->command, sizeof(e->command), "%s", d->command ? d->command : "");
+	e->answer_is_n = !strcmp(e->command, "count");
 	snprintf(e->app, sizeof(e->app), "%s", d->app ? d->app : "");
 	snprintf(e->shape, sizeof(e->shape), "%s", d->shape ? d->shape : "");
 	e->first_ns = now_ns;
 	w->index[probe(w, key)] = slot + 1;
 	return (wl_ref){slot, e->gen};
-}
-
-unsigned workload_bucket(int64_t ns)
-{
-	uint64_t v = ns > 0 ? (uint64_t)ns : 0;
-	if (v < 4)
-		return (unsigned)v;
-	unsigned e = 63u - (unsigned)__builtin_clzll(v); /* v in [2^e, 2^(e+1)) */
-	unsigned b = (e - 1) * 4 + (unsigned)((v >> (e - 2)) & 3);
-	return b < WL_HIST ? b : WL_HIST - 1;
 }
 
 int64_t workload_bucket_mid(unsigned b)
@@ -166,24 +158,13 @@ int64_t workload_bucket_mid(unsigned b)
 	return lo + width / 2;
 }
 
-void workload_reply(wl_shape *e, const wl_reply *r)
+void workload_error(wl_shape *e, int32_t code)
 {
-	e->replies++;
-	e->total_ns += (uint64_t)(r->latency_ns > 0 ? r->latency_ns : 0);
-	e->hist[workload_bucket(r->latency_ns)]++;
-	e->bytes += (uint64_t)(r->bytes > 0 ? r->bytes : 0);
-	if (!r->read)
-		return;
-	e->read_replies++;
-	if (r->ndocs > 0)
-		e->docs += (uint64_t)r->ndocs;
-	if (!r->code)
-		return;
 	e->errors++;
 	for (unsigned i = 0; i < WL_ERRS; i++) {
-		if (e->err[i].n && e->err[i].code != r->code)
+		if (e->err[i].n && e->err[i].code != code)
 			continue;
-		e->err[i].code = r->code;
+		e->err[i].code = code;
 		e->err[i].n++;
 		return;
 	}
@@ -220,4 +201,5 @@ void workload_copy(workload *to, const workload *from)
 	to->folded_count = from->folded_count;
 	to->folded_total_ns = from->folded_total_ns;
 	to->started_ns = from->started_ns;
+	to->sample = from->sample;
 }

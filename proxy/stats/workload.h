@@ -32,6 +32,7 @@ enum {
 	WL_COLL_OTHER = 0,  /* collection index 0: everything past the table */
 	WL_DEFAULT_SHAPES = 512,
 	WL_DEFAULT_COLLS = 256,
+	WL_DEFAULT_SAMPLE = 8,
 };
 
 typedef enum { WL_KIND_OTHER, WL_KIND_READ, WL_KIND_WRITE } wl_kind;
@@ -46,7 +47,8 @@ typedef struct wl_shape {
 	uint64_t shape_hash;
 	uint32_t gen;
 	uint16_t coll;
-	uint8_t kind; /* wl_kind */
+	uint8_t kind;     /* wl_kind */
+	bool answer_is_n; /* a count: its reply's n is its answer, not documents */
 	char ns[WL_NS_LEN], command[WL_CMD_LEN], app[WL_APP_LEN], shape[WL_SHAPE_LEN];
 	int64_t first_ns; /* when it entered the table (monotonic) */
 	uint64_t count;   /* requests */
@@ -77,6 +79,7 @@ typedef struct workload {
 	uint64_t folded, folded_count, folded_total_ns; /* shapes folded away */
 	uint32_t next_gen;
 	int64_t started_ns;
+	uint32_t sample; /* the body of one reply in this many is read (not writes': all) */
 } workload;
 
 /* What a new entry shows. */
@@ -95,7 +98,9 @@ typedef struct wl_reply {
 	int32_t code; /* 0: ok */
 } wl_reply;
 
-/* NULL when out of memory. shapes, colls: at least 1 each. */
+/* NULL when out of memory. shapes, colls: at least 1 each. The table
+ * reads one reply body in WL_DEFAULT_SAMPLE of a shape's until
+ * workload_new's caller sets sample (workload.replySample). */
 workload *workload_new(unsigned shapes, unsigned colls, int64_t now_ns);
 void workload_free(workload *w);
 
@@ -129,12 +134,39 @@ static inline void workload_count(workload *w, wl_shape *e)
 		c->other++;
 }
 
-/* A reply's facts, to the entry. */
-void workload_reply(wl_shape *e, const wl_reply *r);
+/* An error reply of code (not 0), to the entry's counts by code. */
+void workload_error(wl_shape *e, int32_t code);
 
-/* The histogram's bucket of a latency, and the middle of a bucket. */
-unsigned workload_bucket(int64_t ns);
+/* The histogram's bucket of a latency: four a power of two, the first four
+ * one nanosecond each. Inline, as the next: on every reply. */
+static inline unsigned workload_bucket(int64_t ns)
+{
+	uint64_t v = ns > 0 ? (uint64_t)ns : 0;
+	if (v < 4)
+		return (unsigned)v;
+	unsigned e = 63u - (unsigned)__builtin_clzll(v); /* v in [2^e, 2^(e+1)) */
+	unsigned b = (e - 1) * 4 + (unsigned)((v >> (e - 2)) & 3);
+	return b < WL_HIST ? b : WL_HIST - 1;
+}
+
+/* The middle of a bucket. */
 int64_t workload_bucket_mid(unsigned b);
+
+/* A reply's facts, to the entry. */
+static inline void workload_reply(wl_shape *e, const wl_reply *r)
+{
+	e->replies++;
+	e->total_ns += (uint64_t)(r->latency_ns > 0 ? r->latency_ns : 0);
+	e->hist[workload_bucket(r->latency_ns)]++;
+	e->bytes += (uint64_t)r->bytes;
+	if (!r->read)
+		return;
+	e->read_replies++;
+	if (r->ndocs > 0)
+		e->docs += (uint64_t)r->ndocs;
+	if (r->code)
+		workload_error(e, r->code);
+}
 
 /* The latency under which a fraction q (0..1) of e's replies came; 0 when
  * none. */

@@ -179,6 +179,15 @@ static int by_key(const void *a, const void *b)
 	return x->s.key < y->s.key ? -1 : x->s.key > y->s.key;
 }
 
+/* Documents returned: those of the replies read, scaled to every reply
+ * (one in workload.replySample of a read's replies is read). */
+static uint64_t docs_est(const wl_shape *e)
+{
+	if (!e->read_replies || e->read_replies >= e->replies)
+		return e->docs;
+	return (uint64_t)((double)e->docs * (double)e->replies / (double)e->read_replies + 0.5);
+}
+
 static wl_sort sort_by;
 
 static uint64_t sort_value(const row *r)
@@ -191,7 +200,7 @@ static uint64_t sort_value(const row *r)
 	case WL_SORT_ERRORS:
 		return r->s.errors;
 	case WL_SORT_DOCS:
-		return r->s.docs;
+		return docs_est(&r->s);
 	case WL_SORT_BYTES:
 		return r->s.bytes;
 	case WL_SORT_TOTAL:
@@ -286,9 +295,12 @@ static void json_shape(text_buf *t, const row *r, int64_t now_ns)
 	            (unsigned long long)e->replies, ms((int64_t)e->total_ns),
 	            e->replies ? ms((int64_t)(e->total_ns / e->replies)) : 0.0,
 	            ms(workload_percentile(e, 0.50)), ms(workload_percentile(e, 0.95)), ms(r->p99));
-	text_printf(t, ",\"repliesRead\":%llu,\"docs\":%llu,\"bytes\":%llu,\"errors\":%llu",
-	            (unsigned long long)e->read_replies, (unsigned long long)e->docs,
-	            (unsigned long long)e->bytes, (unsigned long long)e->errors);
+	text_printf(t,
+	            ",\"repliesRead\":%llu,\"docs\":%llu,\"docsRead\":%llu,\"bytes\":%llu,"
+	            "\"errors\":%llu",
+	            (unsigned long long)e->read_replies, (unsigned long long)docs_est(e),
+	            (unsigned long long)e->docs, (unsigned long long)e->bytes,
+	            (unsigned long long)e->errors);
 	text_str(t, ",\"errorsByCode\":{");
 	bool first = true;
 	for (unsigned i = 0; i < WL_ERRS; i++)
