@@ -66,7 +66,8 @@ static void note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t
 	 * like); of the rest, one in workload.replySample a shape, since
 	 * reading every reply of a find by _id would cost some 3 % of its
 	 * request's instructions on its own (tests/bench/README.md). */
-	bool sample = e->kind == WL_KIND_WRITE || e->replies % s->env.workload->sample == 0;
+	bool sample = e->kind == WL_KIND_WRITE || e->unread == 0;
+	e->unread = sample ? s->env.workload->sample - 1 : e->unread - 1;
 	reply_scan sc;
 	if (whole && sample && reply_scan_read(whole, len, &sc)) {
 		wr.read = true;

@@ -93,6 +93,17 @@ static void index_remove(workload *w, unsigned i)
 	}
 }
 
+/* A shape's requests, to its collection's counts. */
+static void add_to_coll(wl_coll *c, const wl_shape *e)
+{
+	if (e->kind == WL_KIND_READ)
+		c->reads += e->count;
+	else if (e->kind == WL_KIND_WRITE)
+		c->writes += e->count;
+	else
+		c->other += e->count;
+}
+
 /* The slot of the entry with the least total time, folded into "other". */
 static unsigned fold_lightest(workload *w)
 {
@@ -103,6 +114,7 @@ static unsigned fold_lightest(workload *w)
 		     w->shapes[i].count < w->shapes[min].count))
 			min = i;
 	wl_shape *e = &w->shapes[min];
+	add_to_coll(&w->colls[e->coll], e);
 	w->folded++;
 	w->folded_count += e->count;
 	w->folded_total_ns += e->total_ns;
@@ -202,4 +214,16 @@ void workload_copy(workload *to, const workload *from)
 	to->folded_total_ns = from->folded_total_ns;
 	to->started_ns = from->started_ns;
 	to->sample = from->sample;
+	workload_settle(to);
+}
+
+void workload_settle(workload *w)
+{
+	for (unsigned i = 0; i < w->n; i++) {
+		wl_shape *e = &w->shapes[i];
+		e->replies = 0;
+		for (unsigned b = 0; b < WL_HIST; b++)
+			e->replies += e->hist[b];
+		add_to_coll(&w->colls[e->coll], e);
+	}
 }

@@ -49,10 +49,11 @@ typedef struct wl_shape {
 	uint16_t coll;
 	uint8_t kind;     /* wl_kind */
 	bool answer_is_n; /* a count: its reply's n is its answer, not documents */
+	uint32_t unread;  /* replies to pass before the next one read (0: read it) */
 	char ns[WL_NS_LEN], command[WL_CMD_LEN], app[WL_APP_LEN], shape[WL_SHAPE_LEN];
 	int64_t first_ns; /* when it entered the table (monotonic) */
 	uint64_t count;   /* requests */
-	uint64_t replies; /* replies timed */
+	uint64_t replies; /* replies timed: the histogram's sum, filled by workload_settle */
 	uint64_t total_ns;
 	uint64_t read_replies; /* replies whose body was read (docs and errors known) */
 	uint64_t docs, bytes;
@@ -64,6 +65,8 @@ typedef struct wl_shape {
 	uint32_t hist[WL_HIST];
 } wl_shape;
 
+/* A collection's requests: those of its shapes folded away, and, in a
+ * settled copy (workload_settle), those of its live shapes too. */
 typedef struct wl_coll {
 	char ns[WL_NS_LEN];
 	uint64_t reads, writes, other;
@@ -121,17 +124,12 @@ static inline wl_shape *workload_at(workload *w, wl_ref r)
 	return &w->shapes[r.slot];
 }
 
-/* A request of the entry: counted, and in its collection. */
+/* A request of the entry, counted. Its collection's counts are the sum of
+ * its shapes' (workload_settle), so the request path adds one number. */
 static inline void workload_count(workload *w, wl_shape *e)
 {
+	(void)w;
 	e->count++;
-	wl_coll *c = &w->colls[e->coll];
-	if (e->kind == WL_KIND_READ)
-		c->reads++;
-	else if (e->kind == WL_KIND_WRITE)
-		c->writes++;
-	else
-		c->other++;
 }
 
 /* An error reply of code (not 0), to the entry's counts by code. */
@@ -155,7 +153,6 @@ int64_t workload_bucket_mid(unsigned b);
 /* A reply's facts, to the entry. */
 static inline void workload_reply(wl_shape *e, const wl_reply *r)
 {
-	e->replies++;
 	e->total_ns += (uint64_t)(r->latency_ns > 0 ? r->latency_ns : 0);
 	e->hist[workload_bucket(r->latency_ns)]++;
 	e->bytes += (uint64_t)r->bytes;
@@ -173,7 +170,12 @@ static inline void workload_reply(wl_shape *e, const wl_reply *r)
 int64_t workload_percentile(const wl_shape *e, double q);
 
 /* Copies w into a table of its size made by workload_new (the admin's
- * snapshot of a worker). */
+ * snapshot of a worker), settled. */
 void workload_copy(workload *to, const workload *from);
+
+/* Fills what the request path leaves to be summed: each entry's replies
+ * (its histogram's sum) and each collection's counts (its live shapes'
+ * added). For a copy: the live table must not be settled twice. */
+void workload_settle(workload *w);
 
 #endif

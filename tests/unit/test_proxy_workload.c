@@ -55,6 +55,9 @@ static void test_enter_and_find(void **state)
 	assert_int_equal(e->count, 3);
 	assert_int_equal(e->docs, 6);
 	assert_int_equal(e->bytes, 300);
+	assert_int_equal(w->colls[e->coll].reads, 0); /* summed when settled */
+	workload_settle(w);
+	assert_int_equal(e->replies, 3);
 	assert_int_equal(w->colls[e->coll].reads, 3);
 	assert_string_equal(w->colls[e->coll].ns, "db.a");
 	workload_free(w);
@@ -87,6 +90,12 @@ static void test_bounded_and_folds_the_lightest(void **state)
 	}
 	assert_int_equal(w->n, 4);
 	assert_int_equal(w->folded, 1 + 1000); /* each new shape folded one */
+	/* a folded shape's requests stay in its collection's counts */
+	workload_settle(w);
+	uint64_t reads = 0;
+	for (unsigned i = 0; i < w->ncoll; i++)
+		reads += w->colls[i].reads;
+	assert_int_equal(reads, 4 + 1000);
 	workload_free(w);
 }
 
@@ -111,6 +120,7 @@ static void test_collections_bounded(void **state)
 		snprintf(ns, sizeof ns, "db.c%u", i);
 		serve(w, enter(w, 50 + i, ns, WL_KIND_WRITE), 1, 1000);
 	}
+	workload_settle(w);
 	assert_int_equal(w->ncoll, 3); /* "other" and two of their own */
 	assert_string_equal(w->colls[WL_COLL_OTHER].ns, "other");
 	assert_int_equal(w->colls[WL_COLL_OTHER].writes, 3);
@@ -156,6 +166,7 @@ static void test_errors_by_code(void **state)
 	}
 	wl_reply unread = {.latency_ns = 10, .bytes = 1, .read = false, .code = 7};
 	workload_reply(e, &unread); /* not read: no error known */
+	workload_settle(w);
 	assert_int_equal(e->errors, 7);
 	assert_int_equal(e->err[0].code, 11000);
 	assert_int_equal(e->err[0].n, 2);
@@ -172,6 +183,8 @@ static void test_json_merges_workers(void **state)
 	serve(b, enter(b, 5, "db.x", WL_KIND_READ), 4, 2000000);
 	serve(b, enter(b, 6, "db.y", WL_KIND_WRITE), 1, 1000);
 	workload_rules_note(5 * 7, 1);
+	workload_settle(a);
+	workload_settle(b);
 	const workload *tabs[] = {a, b};
 	static char buf[1 << 16];
 	text_buf t;
