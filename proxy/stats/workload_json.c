@@ -402,6 +402,21 @@ void workload_json(const workload *const *tabs, size_t n, const wl_query *q, int
 static char labelled[LABELS_MAX][WL_NS_LEN];
 static unsigned nlabelled;
 
+/* A label value as the text format escapes it: backslash, quote and
+ * newline; every other byte as it is (a name is UTF-8). */
+static void prom_label(text_buf *t, const char *v)
+{
+	text_char(t, '"');
+	for (; *v; v++)
+		if (*v == '\\' || *v == '"')
+			text_printf(t, "\\%c", *v);
+		else if (*v == '\n')
+			text_str(t, "\\n");
+		else
+			text_char(t, *v);
+	text_char(t, '"');
+}
+
 static int label_of(const char *ns, unsigned labels)
 {
 	for (unsigned i = 0; i < nlabelled; i++)
@@ -438,7 +453,7 @@ void workload_prometheus(const workload *const *tabs, size_t n, unsigned labels,
 		            names[k], k ? "Writes" : "Reads", labels, names[k]);
 		for (unsigned i = 0; i < nlabelled; i++) {
 			text_printf(out, "mongoguard_collection_%s_total{ns=", names[k]);
-			text_json(out, labelled[i]);
+			prom_label(out, labelled[i]);
 			text_printf(out, "} %llu\n", (unsigned long long)v[i]);
 		}
 		text_printf(out, "mongoguard_collection_%s_total{ns=\"other\"} %llu\n", names[k],

@@ -369,6 +369,25 @@ static void test_reply_scan_matches_capture(void **state)
 	bson_destroy(&one);
 }
 
+/* Label values escaped as the text format wants: backslash, quote and
+ * newline, and UTF-8 left as it is (JSON's \u escapes are not the text
+ * format's). */
+static void test_prometheus_label_escapes(void **state)
+{
+	workload *w = workload_new(8, 8, 0);
+	serve(w, enter(w, 1, "db.a\"b\\c\ncaf\xc3\xa9", WL_KIND_READ), 2, 10);
+	workload_settle(w);
+	const workload *tabs[] = {w};
+	static char buf[1 << 14];
+	text_buf t;
+	text_init(&t, buf, sizeof buf);
+	workload_prometheus(tabs, 1, 1000, &t);
+	text_finish(&t);
+	assert_non_null(strstr(
+	    buf, "mongoguard_collection_reads_total{ns=\"db.a\\\"b\\\\c\\ncaf\xc3\xa9\"} 2\n"));
+	workload_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +400,7 @@ int main(void)
 	    cmocka_unit_test(test_json_merges_workers),
 	    cmocka_unit_test(test_query_parse),
 	    cmocka_unit_test(test_reply_scan_matches_capture),
+	    cmocka_unit_test(test_prometheus_label_escapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
