@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/admin/top.h"
 #include "proxy/sinks/logview.h"
 #include "report/report.h"
 #include "proxy/runtime/check.h"
@@ -40,6 +41,8 @@ static void usage(FILE *out)
 	      "                                                  files (report --help)\n"
 	      "       mongoguard log FILE... [--rule R] [--ns NS] [--app A] [--follow]\n"
 	      "                                                  a JSON log as text (log --help)\n"
+	      "       mongoguard top [--admin HOST:PORT] [--once] the live workload of a running\n"
+	      "                                                  mongoguard (top --help)\n"
 	      "       mongoguard --check-config [OPTIONS]        validate, try the listen\n"
 	      "                                                  addresses and the upstream\n"
 	      "\n"
@@ -214,6 +217,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "log") == 0)
 		return logview_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "top") == 0)
+		return top_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "report") == 0) {
 		mongoc_init(); /* --indexes-from */
 		int rs = report_main(argc - 1, argv + 1);

@@ -181,6 +181,7 @@ struct engine_repeat {
 	uint64_t gen; /* of the engine that made it: unique in the process */
 	const char *app;
 	uint64_t hits;
+	uint64_t sets;    /* templates made in it (engine_repeat_sets) */
 	byte_template tp; /* byte_template_set_words: its bytes are not kept */
 };
 
@@ -192,6 +193,11 @@ void engine_repeat_free(engine_repeat *r)
 uint64_t engine_repeat_hits(const engine_repeat *r)
 {
 	return r ? r->hits : 0;
+}
+
+uint64_t engine_repeat_sets(const engine_repeat *r)
+{
+	return r ? r->sets : 0;
 }
 
 /* The slot a request may be matched against and make a template in. */
@@ -218,11 +224,12 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 {
 	engine_repeat *r = *slot;
 	if (!r && (r = *slot = malloc(sizeof(*r))))
-		r->hits = 0;
+		r->hits = r->sets = 0;
 	if (!r)
 		return; /* no template: every request is read */
 	r->gen = e->gen;
 	r->app = rc->app_name;
+	r->sets++;
 	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
 }
 

@@ -80,6 +80,11 @@ void engine_repeat_free(engine_repeat *r);
 /* How many requests r's templates judged (NULL: 0). */
 uint64_t engine_repeat_hits(const engine_repeat *r);
 
+/* How many times r's template was made anew (NULL: 0): a request that
+ * changed it is the one the next hits repeat, so a caller that keys
+ * something on the request (the workload's shape) keeps that key for them. */
+uint64_t engine_repeat_sets(const engine_repeat *r);
+
 /* Who sent the request. */
 typedef struct request_ctx {
 	const char *app_name;    /* from the handshake, "" if none */

@@ -26,6 +26,10 @@ enum {
 	TEXT_BIG = 256 * 1024, /* /findings and /config bodies */
 	/* /connections: about 300 bytes a connection, so tens of thousands */
 	TEXT_CONNECTIONS = 8 * 1024 * 1024,
+	/* /workload: about 1.5 KiB a shape, up to its limit */
+	TEXT_WORKLOAD = 16 * 1024 * 1024,
+	/* /metrics' per-collection lines: two per labelled collection */
+	TEXT_WORKLOAD_METRICS = 512 * 1024,
 };
 
 struct admin {
@@ -133,6 +137,36 @@ static void reply_rendered(admin *a, struct evhttp_request *req, const char *con
 static void render_metrics(admin *a, const void *ctx, text_buf *t)
 {
 	metrics_render(a->src.metrics, t);
+	if (a->src.workload_metrics && !t->overflow) /* the per-collection counters */
+		a->src.workload_metrics(a->src.arg, t);
+}
+
+/* GET /workload: rendered into a buffer of its own, so a worker's copy
+ * and the rows are gone before the reply is sent. */
+static void serve_workload(admin *a, struct evhttp_request *req)
+{
+	const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	char store[1024], err[300];
+	wl_query q;
+	if (!workload_query_parse(query, &q, store, sizeof(store), err, sizeof(err))) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "%s\n", err);
+		reply_text(req, 400, "Bad Request", msg);
+		return;
+	}
+	char *buf = malloc(TEXT_WORKLOAD);
+	if (!buf) {
+		reply_text(req, 500, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	text_buf t;
+	text_init_reserve(&t, buf, TEXT_WORKLOAD, 16);
+	if (!a->src.workload_json || !a->src.workload_json(a->src.arg, &q, &t))
+		reply_text(req, 404, "Not Found",
+		           "workload statistics are off (workload.enabled)\n");
+	else
+		reply(req, 200, "OK", "application/json", buf, t.len);
+	free(buf);
 }
 
 static void render_findings(admin *a, const void *filter, text_buf *t)
@@ -253,15 +287,15 @@ static void handle(struct evhttp_request *req, void *arg)
 		return;
 	}
 	bool get = method == EVHTTP_REQ_GET;
-	static const char *const known[] = {"/metrics", "/healthz",     "/readyz", "/findings",
-	                                    "/config",  "/connections", NULL};
+	static const char *const known[] = {"/metrics", "/healthz",     "/readyz",   "/findings",
+	                                    "/config",  "/connections", "/workload", NULL};
 	bool found = false;
 	for (int i = 0; known[i]; i++)
 		found |= !strcmp(path, known[i]);
 	if (!found) {
 		reply_text(req, 404, "Not Found",
 		           "unknown path; try /metrics, /healthz, /readyz, /findings, /config, "
-		           "/connections, /reload\n");
+		           "/connections, /workload, /reload\n");
 		return;
 	}
 	if (!get) {
@@ -271,13 +305,15 @@ static void handle(struct evhttp_request *req, void *arg)
 	}
 	if (!strcmp(path, "/metrics"))
 		reply_rendered(a, req, "text/plain; version=0.0.4; charset=utf-8",
-		               metrics_text_size(), render_metrics, NULL);
+		               metrics_text_size() + TEXT_WORKLOAD_METRICS, render_metrics, NULL);
 	else if (!strcmp(path, "/healthz"))
 		reply_text(req, 200, "OK", "ok\n");
 	else if (!strcmp(path, "/readyz"))
 		readyz(a, req);
 	else if (!strcmp(path, "/findings"))
 		findings(a, req);
+	else if (!strcmp(path, "/workload"))
+		serve_workload(a, req);
 	else if (!strcmp(path, "/connections"))
 		reply_rendered(a, req, "application/json", TEXT_CONNECTIONS, render_connections,
 		               NULL);

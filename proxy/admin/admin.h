@@ -11,6 +11,10 @@
  *   GET  /config    the configuration in force, secrets masked
  *   GET  /connections              the open client connections, JSON
  *   POST /connections/ID/close     close one (the log says an operator did)
+ *   GET  /workload  live statistics per query shape and collection, JSON;
+ *                   ?ns=&app=&sort=&limit= (workload_json.h), 400 for a
+ *                   parameter that does not parse, 404 when workload.enabled
+ *                   is off
  *   POST /reload    re-read the configuration file, as SIGHUP does; the
  *                   answer names the changes that wait for a restart
  *
@@ -28,6 +32,7 @@
 #include "protocol/text.h"
 #include "proxy/admin/metrics.h"
 #include "proxy/net/address.h"
+#include "proxy/stats/workload_json.h"
 
 typedef struct admin admin;
 
@@ -62,6 +67,10 @@ typedef struct admin_sources {
 	/* POST /connections/ID/close: close connection ID; false when no
 	 * worker has it. */
 	bool (*close_connection)(void *arg, uint64_t id);
+	/* GET /workload: false when the statistics are off. */
+	bool (*workload_json)(void *arg, const wl_query *q, text_buf *out);
+	/* /metrics' per-collection lines, after the rest (may be NULL). */
+	void (*workload_metrics)(void *arg, text_buf *out);
 	void *arg;
 } admin_sources;
 

@@ -115,7 +115,13 @@ void config_json(const mg_config *c, unsigned workers_running, text_buf *t)
 	number(t, "queueSize", m->queue_size, true);
 	number(t, "batchSize", m->batch_size, true);
 	number(t, "flushMS", m->flush_ms, true);
-	text_str(t, "}},\"rules\":{");
+	text_str(t, "}},\"workload\":{");
+	boolean(t, "enabled", c->workload.enabled, false);
+	number(t, "shapes", c->workload.shapes, true);
+	number(t, "collections", c->workload.collections, true);
+	number(t, "metricsCollections", c->workload.metrics_collections, true);
+	number(t, "replySample", c->workload.reply_sample, true);
+	text_str(t, "},\"rules\":{");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		text_printf(t, "%s\"%s\":{", r ? "," : "", rule_name((rule_id)r));
 		rule_json(t, rule_table[r], &c->engine.rules[r]);

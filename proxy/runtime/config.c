@@ -38,6 +38,11 @@ void config_defaults(mg_config *c)
 	rule_config_defaults(&c->engine);
 	mongo_sink_defaults(&c->sink_mongodb);
 	capture_settings_defaults(&c->capture);
+	c->workload.enabled = true;
+	c->workload.shapes = 512;
+	c->workload.collections = 256;
+	c->workload.metrics_collections = 50;
+	c->workload.reply_sample = 8;
 }
 
 /* ---- a small typed walk over libyaml's document tree ---- */
@@ -372,6 +377,23 @@ static bool capture_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 	return unknown(x, v, "capture", key);
 }
 
+static bool workload_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
+{
+	workload_settings *w = arg;
+	if (!strcmp(key, "enabled"))
+		return get_bool(x, v, "workload.enabled", &w->enabled);
+	if (!strcmp(key, "shapes"))
+		return get_u32(x, v, "workload.shapes", 16, 65536, &w->shapes);
+	if (!strcmp(key, "collections"))
+		return get_u32(x, v, "workload.collections", 1, 10000, &w->collections);
+	if (!strcmp(key, "metricsCollections"))
+		return get_u32(x, v, "workload.metricsCollections", 0, 1000,
+		               &w->metrics_collections);
+	if (!strcmp(key, "replySample"))
+		return get_u32(x, v, "workload.replySample", 1, 1000000, &w->reply_sample);
+	return unknown(x, v, "workload", key);
+}
+
 static bool get_action(cfg_ctx *x, yaml_node_t *v, const char *what, rule_action *out)
 {
 	const char *s = scalar(v);
@@ -549,6 +571,8 @@ static bool top_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return walk_map(x, v, "rules", rules_key, c);
 	if (!strcmp(key, "capture"))
 		return walk_map(x, v, "capture", capture_key, &c->capture);
+	if (!strcmp(key, "workload"))
+		return walk_map(x, v, "workload", workload_key, &c->workload);
 	if (!strcmp(key, "workers"))
 		return get_u32(x, v, "workers", 0, 256, &c->workers);
 	if (!strcmp(key, "shutdownGraceMS"))

@@ -21,6 +21,16 @@ typedef struct mg_member {
 	char listen[256]; /* "127.0.0.1:27019": clients reach that member here */
 } mg_member;
 
+/* workload: live statistics per query shape and collection
+ * (proxy/stats/workload.h); every setting needs a restart. */
+typedef struct workload_settings {
+	bool enabled;
+	uint32_t shapes;              /* entries per worker */
+	uint32_t collections;         /* collections per worker; the rest are "other" */
+	uint32_t metrics_collections; /* labelled in /metrics; the rest ns="other" */
+	uint32_t reply_sample;        /* read one reply body in this many (writes: all) */
+} workload_settings;
+
 typedef struct mg_config {
 	/* net */
 	char listen[256]; /* "HOST:PORT", "[v6]:PORT" */
@@ -66,6 +76,7 @@ typedef struct mg_config {
 	mongo_sink_config sink_mongodb;
 	/* capture (off while capture.dir is "") */
 	capture_settings capture;
+	workload_settings workload;
 } mg_config;
 
 void config_defaults(mg_config *c);

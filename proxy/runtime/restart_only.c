@@ -39,6 +39,7 @@ static const restart_key keys[] = {
     {.key = "upstream.members", .kind = RK_BYTES, FIELD(members), FIELD2(nmembers)},
     {.key = "upstream.credentialsFile", .kind = RK_TEXT, FIELD(credentials_file)},
     {.key = "admin.findingsRing", .kind = RK_BYTES, FIELD(findings_ring)},
+    {.key = "workload", .kind = RK_BYTES, FIELD(workload)},
 };
 
 size_t restart_only_count(void)

@@ -24,6 +24,7 @@
 #include "proxy/sinks/capture.h"
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
+#include "proxy/stats/workload_json.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/runtime/restart_only.h"
 #include "proxy/runtime/sd_notify.h"
@@ -807,6 +808,29 @@ static void admin_connections(void *arg, text_buf *out)
 	text_str(out, "]");
 }
 
+static bool admin_workload(void *arg, const wl_query *q, text_buf *out)
+{
+	server *srv = arg;
+	size_t n;
+	workload **tabs = workers_workload(srv->workers, srv->nworkers, &srv->cfg->workload, &n);
+	if (!tabs)
+		return false;
+	workload_json((const workload *const *)tabs, n, q, mg_now_ns(), out);
+	workers_workload_free(tabs, n);
+	return true;
+}
+
+static void admin_workload_metrics(void *arg, text_buf *out)
+{
+	server *srv = arg;
+	size_t n;
+	workload **tabs = workers_workload(srv->workers, srv->nworkers, &srv->cfg->workload, &n);
+	if (tabs)
+		workload_prometheus((const workload *const *)tabs, n,
+		                    srv->cfg->workload.metrics_collections, out);
+	workers_workload_free(tabs, n);
+}
+
 static bool admin_close_connection(void *arg, uint64_t id)
 {
 	server *srv = arg;
@@ -830,6 +854,8 @@ static bool start_admin(server *srv, char *err, size_t errlen)
 	                     .reload = admin_reload,
 	                     .connections_json = admin_connections,
 	                     .close_connection = admin_close_connection,
+	                     .workload_json = admin_workload,
+	                     .workload_metrics = admin_workload_metrics,
 	                     .arg = srv};
 	srv->admin = admin_start(&p->admin_listen, p->admin_token[0] ? p->admin_token : NULL, &src,
 	                         err, errlen);

@@ -11,6 +11,7 @@
 
 #include "proxy/runtime/clock.h"
 #include "proxy/session/late.h"
+#include "proxy/stats/workload.h"
 #include "proxy/sinks/log.h"
 
 enum { MAINTENANCE_MS = 1000 };
@@ -115,9 +116,17 @@ static void answer_queries(worker *w)
 	int64_t now = mg_now_ms();
 	for (worker_query *next; q; q = next) {
 		next = q->next;
+		if (q->kind == WORKER_WORKLOAD && w->workload && q->workload &&
+		    q->workload->cap == w->workload->cap &&
+		    q->workload->coll_cap == w->workload->coll_cap) {
+			workload_copy(q->workload, w->workload);
+			q->found = true;
+		}
 		for (session_node *n = w->sessions, *nn; n; n = nn) {
 			nn = n->next;
-			if (q->kind == WORKER_LIST) {
+			if (q->kind == WORKER_WORKLOAD) {
+				break;
+			} else if (q->kind == WORKER_LIST) {
 				if (q->listed++)
 					text_str(q->out, ",");
 				session_describe(n->s, now, q->out);
@@ -286,6 +295,14 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 		return false;
 	}
 	w->snap = snapshot_slot_get(shared->config);
+	const workload_settings *ws = &w->snap->cfg.workload;
+	if (ws->enabled &&
+	    !(w->workload = workload_new(ws->shapes, ws->collections, mg_now_ns()))) {
+		snprintf(err, errlen, "no memory for the workload statistics of worker %d", index);
+		return false;
+	}
+	if (w->workload)
+		w->workload->sample = ws->reply_sample;
 	w->env = (session_env){
 	    .base = w->base,
 	    .snap = &w->snap,
@@ -297,6 +314,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	    .stage_replies = w->stage_replies,
 	    .capture = shared->capture,
 	    .late = w->late,
+	    .workload = w->workload,
 	    .on_closed = session_closed,
 	    .out_of_fds = out_of_fds,
 	    .owner = w,
@@ -349,6 +367,28 @@ void worker_notify(worker *w, worker_flag flags)
 	wake(w);
 }
 
+workload **workers_workload(worker *workers, size_t n, const workload_settings *ws, size_t *got)
+{
+	*got = 0;
+	workload **tabs = ws->enabled ? calloc(n ? n : 1, sizeof(*tabs)) : NULL;
+	for (size_t i = 0; tabs && i < n; i++) {
+		workload *t = workload_new(ws->shapes, ws->collections, 0);
+		worker_query q = {.kind = WORKER_WORKLOAD, .workload = t};
+		if (t && worker_ask(&workers[i], &q, 1000) && q.found)
+			tabs[(*got)++] = t;
+		else
+			workload_free(t);
+	}
+	return tabs;
+}
+
+void workers_workload_free(workload **tabs, size_t n)
+{
+	for (size_t i = 0; tabs && i < n; i++)
+		workload_free(tabs[i]);
+	free(tabs);
+}
+
 void worker_join(worker *w)
 {
 	pthread_join(w->thread, NULL);
@@ -364,6 +404,7 @@ void worker_join(worker *w)
 	}
 	free(w->inbox);
 	late_queue_free(w->late);
+	workload_free(w->workload);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->answered);
 	snapshot_unref(w->snap);

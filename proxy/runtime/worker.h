@@ -62,12 +62,15 @@ typedef enum {
  * sessions, answered on the worker's thread between events, since only
  * that thread may touch them. */
 typedef struct worker_query {
-	enum { WORKER_LIST, WORKER_CLOSE } kind;
+	enum { WORKER_LIST, WORKER_CLOSE, WORKER_WORKLOAD } kind;
 	uint64_t conn; /* WORKER_CLOSE: the connection's number */
 	text_buf *out; /* WORKER_LIST: each session's JSON object, comma-separated */
 	size_t listed; /* WORKER_LIST: objects written so far (a comma before the next) */
-	bool found;    /* WORKER_CLOSE: the worker had it, and closed it */
-	bool done;     /* answered (under the worker's lock) */
+	bool found;    /* WORKER_CLOSE: the worker had it, and closed it; WORKER_WORKLOAD: copied */
+	/* WORKER_WORKLOAD: a table of the worker's sizes (workload_new), which
+	 * the worker copies its statistics into */
+	struct workload *workload;
+	bool done; /* answered (under the worker's lock) */
 	struct worker_query *next;
 } worker_query;
 
@@ -93,9 +96,10 @@ typedef struct worker {
 	atomic_bool draining; /* sessions read it: end when idle */
 
 	/* Owned by the worker thread alone. */
-	snapshot *snap;          /* the snapshot its sessions read (their env.snap) */
-	struct late_queue *late; /* its sessions' env.late */
-	session_env env;         /* handed to every session it starts */
+	snapshot *snap;            /* the snapshot its sessions read (their env.snap) */
+	struct late_queue *late;   /* its sessions' env.late */
+	struct workload *workload; /* its sessions' env.workload; NULL: off */
+	session_env env;           /* handed to every session it starts */
 	session_node *sessions;
 	size_t nsessions;
 } worker;
@@ -118,6 +122,14 @@ void worker_notify(worker *w, worker_flag flags);
 /* From any thread but w's: q answered by w's thread. False when w did not
  * take it within timeout_ms (a worker that has stopped): q is withdrawn. */
 bool worker_ask(worker *w, worker_query *q, int timeout_ms) __attribute__((warn_unused_result));
+
+/* From any thread but the workers': each worker's workload table, copied
+ * on its thread into a table of ws's sizes; *got: how many answered (a
+ * stopped worker is left out after a second). NULL when the statistics are
+ * off or memory is short. Free with workers_workload_free. */
+struct workload **workers_workload(worker *workers, size_t n, const workload_settings *ws,
+                                   size_t *got);
+void workers_workload_free(struct workload **tabs, size_t n);
 
 /* Waits for w's thread to end, then frees what worker_init made. */
 void worker_join(worker *w);

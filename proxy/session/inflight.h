@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "protocol/reply.h"
+#include "proxy/stats/workload.h"
 
 enum { INFLIGHT_MAX = 64 }; /* a client pipelining more waits for replies */
 
@@ -50,6 +51,10 @@ typedef struct inflight {
 	uint8_t *kept;
 	size_t kept_len;
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
+	/* The workload entry it counts in (gen 0: none) and when it was read
+	 * (monotonic); wl.gen is cleared once its first reply is counted. */
+	wl_ref wl;
+	int64_t read_ns;
 } inflight;
 
 /* A closed-loop client has one request in flight; only pipelining needs

@@ -8,11 +8,13 @@
  * goes at once. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "protocol/opmsg.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
+#include "proxy/stats/reply_scan.h"
 
 static void note_dropped_reply(session *s, const frame_header *h)
 {
@@ -38,18 +40,73 @@ static void note_dropped_reply(session *s, const frame_header *h)
 	log_end(l);
 }
 
-/* A relayed reply begins: count it, and time its request's first one. */
-static void note_reply_start(session *s)
+/* Where a request's first reply is known: its facts, for what learns from
+ * replies (the lead wires the client-side-join rule here: how many
+ * documents a read's reply held). Worker thread; f is the head of the
+ * in-flight queue, r is valid during the call only. */
+static void reply_observed(session *s, const inflight *f, const reply_facts *r)
+{
+	(void)s;
+	(void)f;
+	(void)r;
+}
+
+/* The head request's first reply, to its workload entry and to
+ * reply_observed. whole: the reply's bytes when they are all here and
+ * contiguous (its body is read then: documents, error code), else NULL
+ * (its length alone is known). */
+static void note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t *whole, size_t len)
+{
+	wl_shape *e = workload_at(s->env.workload, f->wl);
+	f->wl.gen = 0;
+	if (!e)
+		return;
+	wl_reply wr = {.latency_ns = now - f->read_ns, .bytes = (int64_t)len, .ndocs = -1};
+	/* Every write's reply is read (its errors: duplicate keys and the
+	 * like); of the rest, one in workload.replySample a shape, since
+	 * reading every reply of a find by _id would cost some 3 % of its
+	 * request's instructions on its own (tests/bench/README.md). */
+	bool sample = e->kind == WL_KIND_WRITE || e->unread == 0;
+	e->unread = sample ? s->env.workload->sample - 1 : e->unread - 1;
+	reply_scan sc;
+	if (whole && sample && reply_scan_read(whole, len, &sc)) {
+		wr.read = true;
+		/* a batch's documents, a write's n; a count's n is its answer,
+		 * which comes in one document */
+		wr.ndocs = e->answer_is_n ? 1 : sc.n;
+		wr.code = sc.ok && !sc.write_errors ? 0 : sc.code ? sc.code : -1;
+	}
+	workload_reply(e, &wr);
+	reply_facts rf = {.ns = e->ns,
+	                  .command = e->command,
+	                  .kind = (wl_kind)e->kind,
+	                  .ndocs = wr.ndocs,
+	                  .code = wr.code,
+	                  .read = wr.read,
+	                  .bytes = wr.bytes,
+	                  .latency_ns = wr.latency_ns,
+	                  .msg = whole};
+	reply_observed(s, f, &rf);
+}
+
+/* A relayed reply begins: count it, and time its request's first one.
+ * whole: as note_reply_facts says; len: the reply's length. */
+static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 {
 	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
 	/* The upstream answers: no deadline while the reply streams (a slow
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
-	if (f && f->sent_ns) {
-		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
+	if (!f || (!f->sent_ns && !f->wl.gen))
+		return;
+	int64_t now = mg_now_ns();
+	if (f->sent_ns) {
+		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;
 	}
+	if (f->wl.gen)
+		note_reply_facts(s, f, now, whole, len);
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,
@@ -189,7 +246,7 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
                         const uint8_t *p, const framer_step *st)
 {
-	note_reply_start(s);
+	note_reply_start(s, p, st->n);
 	if (s->env.capture)
 		capture_reply_step(s, in, st);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
@@ -256,8 +313,8 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 		}
 		if (verb != FRAMER_FORWARD)
 			break; /* nothing consumed: the loop's own step says what it is */
-		if (st.starts)
-			note_reply_start(s);
+		if (st.starts) /* all of it is here: len <= have - off */
+			note_reply_start(s, p + off, len);
 		off += st.n;
 		bytes += st.n;
 		nrun++;
@@ -348,8 +405,8 @@ static void process_upstream_replies(session *s)
 			evbuffer_drain(in, st.n);
 			break;
 		case FRAMER_FORWARD:
-			if (st.starts)
-				note_reply_start(s);
+			if (st.starts) /* its body may not all be here: its length alone */
+				note_reply_start(s, NULL, (size_t)st.peek.h.length);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
 			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true);

@@ -45,9 +45,12 @@
  * chunk at a time (SO_RCVLOWAT); one cut through is read with no such mark:
  * it goes on as it comes, and making the sender fill a chunk before it is
  * read stalls the client, mongoguard and the server in turn. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/engine/shape.h"
+#include "protocol/commands.h"
 #include "protocol/handshake.h"
 #include "protocol/request.h"
 #include "protocol/request_template.h"
@@ -55,6 +58,7 @@
 #include "proxy/session/late.h"
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
+#include "proxy/stats/workload.h"
 
 typedef enum {
 	REQ_FORWARD,
@@ -146,6 +150,81 @@ static void capture_request(session *s, const request *r, const char *outcome)
 	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
 }
 
+/* ---- the workload (proxy/stats/workload.h) ---- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The request's entry, found or made from its shape (the engine's, as
+ * findings key on it) and the application's name; gen 0 for what the
+ * workload leaves out (drivers' housekeeping: hello, ping, auth, ...). */
+static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint64_t *key)
+{
+	cmd_id id = cmd_find(r->view.name);
+	if (id != CMD_NONE && cmd_rows[id].housekeeping)
+		return (wl_ref){0, 0};
+	char ns[WL_NS_LEN], command[WL_CMD_LEN], shape[SHAPE_BUF_LEN];
+	uint64_t hash = 0;
+	if (!engine_shape(&r->view, ns, sizeof(ns), command, sizeof(command), shape, &hash)) {
+		snprintf(ns, sizeof(ns), "%s.$cmd", r->view.db ? r->view.db : "");
+		snprintf(command, sizeof(command), "%s", r->view.name ? r->view.name : "");
+		shape[0] = '\0';
+		hash = engine_ns_hash(command) ^ engine_ns_hash(ns);
+	}
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a of the application's name */
+	for (const char *a = s->app; *a; a++)
+		h = (h ^ (unsigned char)*a) * 0x100000001b3ULL;
+	*key = hash ^ mix64(h);
+	wl_ref ref = workload_find(s->env.workload, *key);
+	if (ref.gen)
+		return ref;
+	cmd_kind k =
+	    id == CMD_NONE || !strcmp(command, "explain") ? CMD_KIND_OTHER : cmd_rows[id].kind;
+	wl_desc d = {.ns = ns,
+	             .command = command,
+	             .app = s->app,
+	             .shape = shape,
+	             .shape_hash = hash,
+	             .kind = k == CMD_KIND_READ    ? WL_KIND_READ
+	                     : k == CMD_KIND_WRITE ? WL_KIND_WRITE
+	                                           : WL_KIND_OTHER};
+	return workload_enter(s->env.workload, *key, &d, now);
+}
+
+/* A forwarded request counted in its workload entry. One the engine judged
+ * by its template (hit) has the template's shape: the entry the template's
+ * request had (the memo), with no shape computed and not even the
+ * template's count of changes asked. The template changes only on a
+ * request that missed it, and every such request passes here: one that
+ * made a new template (engine_repeat_sets moved) leaves its entry in the
+ * memo for the hits that follow. */
+static wl_ref workload_request(session *s, const request *r, bool hit, int64_t now)
+{
+	workload *w = s->env.workload;
+	wl_shape *e = hit && s->wl_memo.key ? workload_at(w, s->wl_memo.ref) : NULL;
+	if (e) {
+		workload_count(w, e);
+		return s->wl_memo.ref;
+	}
+	uint64_t key = 0, sets = hit ? s->wl_memo.sets : engine_repeat_sets(s->repeat);
+	wl_ref ref = workload_shape_of(s, r, now, &key);
+	e = workload_at(w, ref);
+	if (hit || sets != s->wl_memo.sets) { /* folded meanwhile, or a new template */
+		s->wl_memo.key = e ? key : 0;
+		s->wl_memo.ref = ref;
+		s->wl_memo.sets = sets;
+	}
+	if (!e)
+		return (wl_ref){0, 0};
+	workload_count(w, e);
+	return ref;
+}
+
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
@@ -154,7 +233,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		note_hello(s, r, out);
 	/* Two clock reads per request: around the analysis, the second one
 	 * also the time the request is sent (its reply's latency). */
-	int64_t now = mg_now_ns();
+	int64_t now = mg_now_ns(), read_ns = now;
+	bool hit = false;
 	if (e) {
 		request_ctx rc = {
 		    .app_name = s->app,
@@ -170,7 +250,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
 		now = mg_now_ns();
 		mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
-		if (engine_repeat_hits(s->repeat) != repeats)
+		if ((hit = engine_repeat_hits(s->repeat) != repeats))
 			mx_add(&s->env.mx->repeats, 1);
 		if (vd != VERDICT_FORWARD) {
 			free(out->replacement);
@@ -195,6 +275,9 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	}
 	if (s->env.capture)
 		capture_request(s, r, "forward");
+	wl_ref wl = {0, 0};
+	if (s->env.workload)
+		wl = workload_request(s, r, hit, now);
 	if (!r->more_to_come) {
 		char ns[256];
 		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;
@@ -205,8 +288,11 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		                     : r->hello                   ? INFLIGHT_HELLO
 		                                                  : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
-		if (f)
+		if (f) {
 			f->sent_ns = now;
+			f->wl = wl;
+			f->read_ns = read_ns;
+		}
 		answers_arm_deadline(s, false, now);
 		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
 			memcpy(f->kept, r->plain, r->plain_len);

@@ -55,6 +55,9 @@ typedef struct session_env {
 	/* The worker's late verdicts (proxy/session/late.h): requests that
 	 * owe verdicts outlive their connection there. NULL: none kept. */
 	struct late_queue *late;
+	/* The worker's workload statistics (proxy/stats/workload.h), written
+	 * on its thread alone. NULL: workload.enabled is off. */
+	struct workload *workload;
 	/* Called exactly once per session_start(), as the session is freed (or
 	 * fails to start), with the token given to session_start(). */
 	void (*on_closed)(void *owner, void *token);

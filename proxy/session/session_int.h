@@ -72,6 +72,24 @@ typedef enum {
 	HOLD_EXPIRED,
 } session_hold;
 
+/* What the reply path knows of a request's first reply, when its request
+ * is counted in the workload (replies.c, reply_observed). */
+typedef struct reply_facts {
+	const char *ns; /* "db.coll" of the request */
+	const char *command;
+	wl_kind kind;       /* read, write or other (protocol/commands.h's kind) */
+	int64_t ndocs;      /* documents the reply held (its n); -1: unknown */
+	int32_t code;       /* 0: ok; the error's code; -1: an error without one */
+	bool read;          /* the body was read (every write's, one in workload.replySample of
+	                       the others): ndocs and code mean something */
+	int64_t bytes;      /* the reply's length */
+	int64_t latency_ns; /* the request read to the reply's header read */
+	/* The whole reply when it is all here and contiguous (the bytes
+	 * bytes), for a reader that needs every reply's facts
+	 * (proxy/stats/reply_scan.h); NULL when only its start is. */
+	const uint8_t *msg;
+} reply_facts;
+
 struct session {
 	session_env env;
 	void *token; /* the owner's, handed back by on_closed */
@@ -92,6 +110,14 @@ struct session {
 	/* The decoder's template of this connection's last command
 	 * (protocol/request_template.h): made on first use too. */
 	request_template *req_template;
+	/* The workload entry of the request that made the engine's template
+	 * (repeat): the requests the template then judges have its shape, so
+	 * they are counted there without computing a shape (requests.c). */
+	struct {
+		uint64_t key;
+		wl_ref ref;
+		uint64_t sets; /* engine_repeat_sets when it was taken */
+	} wl_memo;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 	bool awaiting_proxy;  /* net.proxyProtocol: its header not read yet (sniff_cb) */
 	bool warned_lb;       /* the load-balancer bypass warning, once per connection */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "proxy/sinks/log.h"
+#include "proxy/stats/workload_json.h"
 
 enum {
 	RECENT_LEN = 8 * 1024, /* bytes of one entry's JSON, at most */
@@ -192,6 +193,7 @@ void server_log_finding(void *arg, const finding *f)
 	char hash[17];
 	snprintf(hash, sizeof(hash), "%016" PRIx64, f->shape_hash);
 	log_finding(f, hash);
+	workload_rules_note(f->shape_hash, (unsigned)f->rule); /* GET /workload's rules */
 	if (!s)
 		return;
 	remember(s, f, hash);

@@ -117,6 +117,9 @@ def main() -> int:
     ap.add_argument("--rules", choices=["off", "log", "block"], default="log",
                     help="mongoguard's configuration, as run_bench's mg-off, mg-log, mg-block: "
                     "off is the session's own path without analysis [log]")
+    ap.add_argument("--workload-off", action="store_true",
+                    help="workload.enabled: false (the live statistics off; a binary "
+                    "older than them knows no such key)")
     ap.add_argument("--no-haproxy", action="store_true", help="measure mongoguard only")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     a = ap.parse_args()
@@ -145,7 +148,8 @@ def main() -> int:
         results = {}
         mg_port = free_port()
         cfg = tmp / "mg.yaml"
-        cfg.write_text(mongoguard_config(a.rules))
+        cfg.write_text(mongoguard_config(a.rules) +
+                       ("workload:\n  enabled: false\n" if a.workload_off else ""))
         mg_out = tmp / "cg-mongoguard.out"
         mg = callgrind([mg_bin, "--config", str(cfg), "--listen", f"127.0.0.1:{mg_port}",
                         "--upstream", f"mongodb://127.0.0.1:{up_port}/", "--log",

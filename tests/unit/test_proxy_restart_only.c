@@ -34,6 +34,7 @@ static const char *const expected[] = {
     "upstream.members",
     "upstream.credentialsFile",
     "admin.findingsRing",
+    "workload",
 };
 #define NKEYS (sizeof(expected) / sizeof(expected[0]))
 
@@ -96,6 +97,9 @@ static void change(mg_config *c, size_t i)
 		break;
 	case 18:
 		c->findings_ring++;
+		break;
+	case 19:
+		c->workload.shapes++;
 		break;
 	default:
 		fail();

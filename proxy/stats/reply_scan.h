@@ -1,0 +1,29 @@
+/* What the workload learns from a whole reply's bytes, read in one pass
+ * over the body's top level (and its cursor's batch): ok, the error code,
+ * how many documents it held. The same answers as the capture's reader
+ * (protocol/capture.h, capture_reply_inspect; tests/unit/test_proxy_workload.c
+ * compares the two), at a small part of its cost: that one validates the
+ * whole body and looks each field up from the start, some 3,900
+ * instructions a find by _id (tests/bench/README.md), which the request
+ * path cannot pay on every reply. Safe on any bytes: every length is
+ * checked against what is there before it is followed. */
+#ifndef MG_PROXY_STATS_REPLY_SCAN_H
+#define MG_PROXY_STATS_REPLY_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct reply_scan {
+	bool ok;
+	int32_t code;         /* 0 when ok; else the reply's, or its first writeError's */
+	int64_t write_errors; /* entries of writeErrors */
+	int64_t
+	    n; /* documents: a cursor's batch, an OP_REPLY's numberReturned, a write's n, else 1 */
+} reply_scan;
+
+/* msg/len: one whole reply (OP_MSG or OP_REPLY). False when it is neither,
+ * or its body cannot be read (out left zeroed then). */
+bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out);
+
+#endif
