@@ -21,6 +21,9 @@
 struct engine_conn_track {
 	uint64_t gen; /* of the engine whose layout it has */
 	size_t size;  /* bytes of area */
+	/* The last request told was no read: the rules know (a run of them
+	 * is told once, and their replies not at all). */
+	bool idle;
 	_Alignas(16) unsigned char area[];
 };
 
@@ -66,13 +69,14 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc)
 		t->size = e->conn_size;
 	}
 	t->gen = e->gen;
+	t->idle = false;
 	memset(t->area, 0, t->size);
 	return t;
 }
 
 void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms)
 {
-	if (!e || !t || t->gen != e->gen)
+	if (!e || !t || t->gen != e->gen || t->idle)
 		return;
 	for (unsigned i = 0; i < e->nconn; i++) {
 		rule_id r = e->conn_list[i];
@@ -217,6 +221,9 @@ uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_
 {
 	rule_read r;
 	describe(v, id, &r);
+	if (r.kind == RULE_READ_NONE && t->idle)
+		return 0;
+	t->idle = r.kind == RULE_READ_NONE;
 	uint32_t fired = 0;
 	for (unsigned i = 0; i < e->nconn; i++) {
 		rule_id rr = e->conn_list[i];

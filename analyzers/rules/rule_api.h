@@ -163,9 +163,11 @@ struct rule_checks {
 	/* State kept per connection, for a rule that follows a connection's
 	 * reads (client-side-join): conn_size bytes, zeroed when the
 	 * connection's first request comes (and when a reload makes a new
-	 * engine), given to conn_read for every request before any check,
-	 * and to conn_reply for every reply the proxy (or the report's replay)
-	 * tells the engine of: the documents it held (-1: not known). When
+	 * engine), given to conn_read for every request before any check
+	 * (of a run of requests that are not reads, the first: conn_read
+	 * must do the same for each), and to conn_reply for every reply the
+	 * proxy (or the report's replay) tells the engine of after a read:
+	 * the documents it held (-1: not known). When
 	 * conn_read answers true the engine reports a finding of the rule at
 	 * the request's own site, with the connection's state as the facts
 	 * words() renders (never a block: a block is taken as dry-run). rc is
