@@ -83,7 +83,9 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 			ok = (e->state[r] = k->state_new(&e->cfg.rules[r])) != NULL;
 		rule_action a = e->cfg.rules[r].action;
 		e->scoped |= e->cfg.rules[r].nscopes > 0;
-		if (rule_can_block(&e->cfg.rules[r])) {
+		/* A rule that reads no part (one that follows a connection's
+		 * reads) never blocks: at block it reports a dry run. */
+		if (rule_can_block(&e->cfg.rules[r]) && e->parts[r]) {
 			e->may_block_any = true;
 			e->may_block_documents |= (e->parts[r] & PART_DOCUMENT) != 0;
 		}
@@ -95,6 +97,7 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 		if (e->act_explain[r] != RULE_OFF)
 			e->parts_explain |= e->parts[r];
 	}
+	conn_track_layout(e);
 	if (!ok) {
 		engine_free(e);
 		return NULL;
@@ -240,10 +243,15 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		block->late.lost = 0;
 		block->skipped = 0;
 	}
+	/* The connection's reads first, templates or not (conn_track.c); a
+	 * read that completes a finding is analysed whole, to be reported. */
+	engine_conn_track *tr = conn_track_of(e, rc);
+	cmd_id id = tr ? cmd_find(v->name) : CMD_NONE;
+	uint32_t joined = tr ? conn_track_read(e, tr, v, id, rc->now_ms) : 0;
 	engine_repeat **rp = repeat_slot(e, v, rc);
-	if (rp && *rp && repeat_matches(*rp, e, v, rc))
+	if (rp && *rp && !joined && repeat_matches(*rp, e, v, rc))
 		return VERDICT_FORWARD; /* judged as its template was */
-	const command_def *c = commands_find(v->name);
+	const command_def *c = commands_of(tr ? id : cmd_find(v->name));
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
 	/* Field by field: lookup_ns is written before it is read (lookup_done),
@@ -284,6 +292,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	    ax.nreported == 0 && ax.ncalled == 0 &&
 	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))
 		repeat_set(rp, e, v, rc, &spans);
+	if (joined && !ax.wait)
+		conn_track_report(&ax, tr, v, joined);
 	return vd;
 }
 

@@ -85,15 +85,34 @@ uint64_t engine_repeat_hits(const engine_repeat *r);
  * something on the request (the workload's shape) keeps that key for them. */
 uint64_t engine_repeat_sets(const engine_repeat *r);
 
+/* A connection's reads in order, for the rules that follow them
+ * (client-side-join: a read of one collection, then one keyed read of
+ * another per document it returned). Owned by the connection, which passes
+ * its slot in request_ctx.track: engine_analyze makes it on first use (one
+ * allocation a connection, under 2 KiB) when such a rule is not off, and
+ * describes every request to it, one a repeat template judges included.
+ * When a reply to a request comes back, the connection tells the engine
+ * how many documents it held (a find's or aggregate's first batch, a
+ * getMore's next batch; -1 when not known or not a cursor):
+ * engine_note_reply, with the engine that analysed the request (a track
+ * made by an earlier engine is ignored until the next request resets it).
+ * The report's replay does the same from a capture's records. Not
+ * thread-safe: one connection, one thread at a time, as the repeat. */
+typedef struct engine_conn_track engine_conn_track;
+
+void engine_conn_track_free(engine_conn_track *t);
+void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms);
+
 /* Who sent the request. */
 typedef struct request_ctx {
-	const char *app_name;    /* from the handshake, "" if none */
-	const char *client;      /* "host:port" */
-	uint64_t conn;           /* the connection's number (its log lines' "connN"); 0: none */
-	int64_t now_ms;          /* monotonic milliseconds */
-	bool no_wait;            /* true: an unknown index list means "no verdict", never WAIT */
-	const engine_late *late; /* non-NULL: a late call (see engine_late) */
-	engine_repeat **repeat;  /* the connection's repeat slot (see above), or NULL: none */
+	const char *app_name;      /* from the handshake, "" if none */
+	const char *client;        /* "host:port" */
+	uint64_t conn;             /* the connection's number (its log lines' "connN"); 0: none */
+	int64_t now_ms;            /* monotonic milliseconds */
+	bool no_wait;              /* true: an unknown index list means "no verdict", never WAIT */
+	const engine_late *late;   /* non-NULL: a late call (see engine_late) */
+	engine_repeat **repeat;    /* the connection's repeat slot (see above), or NULL: none */
+	engine_conn_track **track; /* the connection's reads (see above), or NULL: none */
 } request_ctx;
 
 /* What comes with a verdict: for VERDICT_BLOCK, what the client is told;

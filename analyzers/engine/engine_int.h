@@ -9,6 +9,7 @@
  *   rule_ctx.c       what a check may ask; index lookups and owed verdicts
  *   verdict.c        findings: action, dedupe, shape hashes, words, block message
  *   cache_feed.c     what DDL passing by does to the index cache
+ *   conn_track.c     a connection's reads, for the rules that follow them
  *
  * Not for the proxy or the rule files (they read engine.h and rule_api.h). */
 #ifndef MG_ANALYZERS_ENGINE_ENGINE_INT_H
@@ -101,6 +102,13 @@ struct engine {
 	bool learn_arrays;
 	shape_hash_slot *shape_hashes; /* SHAPE_HASH_SLOTS */
 	uint64_t gen; /* this engine's number, unique in the process: engine_repeat */
+	/* The rules that follow a connection's reads (rule_checks.conn_read),
+	 * not off anywhere: bit r; where each one's state lies in a
+	 * connection's track, and the track's size (conn_track.c). */
+	uint32_t conn_rules;
+	rule_id conn_list[RULE_COUNT];
+	unsigned nconn;
+	size_t conn_off[RULE_COUNT], conn_size;
 };
 
 /* ---- per-request state ---- */
@@ -285,6 +293,23 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 /* rules (bit r) owe their verdict at ns, for the check kinds in kinds
  * (engine_late). */
 void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds);
+
+/* ---- conn_track.c ---- */
+
+/* Sets e's conn_rules and layout (engine_new). */
+void conn_track_layout(engine *e);
+
+/* The connection's track for this request, made or reset for e as needed
+ * (NULL: none followed, or no memory). */
+engine_conn_track *conn_track_of(engine *e, const request_ctx *rc);
+
+/* Describes the request v to each rule that follows t: the rules (bit r)
+ * whose conn_read answered true, to be reported at v (conn_track_report). */
+uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
+                         int64_t now_ms);
+
+/* Reports the findings of `rules` at the request ax analyses. */
+void conn_track_report(rule_ctx *ax, engine_conn_track *t, const cmdview *v, uint32_t rules);
 
 /* ---- verdict.c ---- */
 

@@ -92,6 +92,38 @@ typedef struct rule_words {
 	char buf[RULE_WORDS_LEN];
 } rule_words;
 
+/* A request as a connection's sequence of reads shows it (the
+ * per-connection hooks of rule_checks below): what the engine tells a rule
+ * that follows a connection, for every request, matched by a repeat
+ * template or not. Only what costs nothing to find is given; a find's
+ * filter is read when the rule asks (rule_read_filter). */
+typedef enum {
+	RULE_READ_NONE,     /* not a read that returns documents (a write, hello, count, ...) */
+	RULE_READ_QUERY,    /* a find or an aggregate; as a filter: any other than below */
+	RULE_READ_KEYED,    /* a filter by one field's value: {k: v}, {k: {$eq: v}} */
+	RULE_READ_KEYED_IN, /* a filter by one field's values: {k: {$in: [...]}} */
+	RULE_READ_MORE,     /* a getMore: more of a cursor on db.coll */
+} rule_read_kind;
+
+typedef struct rule_read {
+	rule_read_kind kind; /* NONE, QUERY or MORE */
+	bool find;           /* QUERY: a find (rule_read_filter reads its filter) */
+	const char *db;      /* NONE: NULL */
+	const char *coll;    /* coll_len bytes, not NUL-terminated */
+	uint32_t coll_len;
+	const void *view; /* the engine's */
+} rule_read;
+
+/* A find's filter, read when a rule asks (valid during conn_read). */
+typedef struct rule_read_filter_facts {
+	rule_read_kind kind; /* QUERY, KEYED or KEYED_IN */
+	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */
+	uint64_t key;        /* the filter's field names and operators, never its values */
+	const char *field;   /* KEYED, KEYED_IN: the field's name */
+} rule_read_filter_facts;
+
+void rule_read_filter(const rule_read *r, rule_read_filter_facts *f);
+
 /* Whether a check may have to wait for the index cache. */
 typedef enum {
 	RULE_READY,
@@ -128,6 +160,27 @@ struct rule_checks {
 	unsigned filter_when, update_when, query_when;
 	/* Renders the words of a finding from the facts the check reported. */
 	void (*words)(const rule_ctx *c, const rule_site *s, const void *facts, rule_words *w);
+	/* State kept per connection, for a rule that follows a connection's
+	 * reads (client-side-join): conn_size bytes, zeroed when the
+	 * connection's first request comes (and when a reload makes a new
+	 * engine), given to conn_read for every request before any check
+	 * (of a run of requests that are not reads, the first: conn_read
+	 * must do the same for each), and to conn_reply for every reply the
+	 * proxy (or the report's replay) tells the engine of after a read:
+	 * the documents it held (-1: not known). When
+	 * conn_read answers true the engine reports a finding of the rule at
+	 * the request's own site, with the connection's state as the facts
+	 * words() renders (never a block: a block is taken as dry-run). rc is
+	 * the rule's configuration, state its per-engine state. */
+	size_t conn_size;
+	bool (*conn_read)(void *conn, const rule_config *rc, void *state, const rule_read *r,
+	                  int64_t now_ms);
+	void (*conn_reply)(void *conn, const rule_config *rc, int64_t ndocs, int64_t now_ms);
+	/* The shapeHash of a finding conn_read completed, from the request's
+	 * (NULL: the request's own): client-side-join's is its pair's, the
+	 * parent read's shape mixed in, so each pair is a finding of its own
+	 * for the dedupe, the summaries and the report. */
+	uint64_t (*conn_hash)(const void *conn, uint64_t shape_hash);
 	/* State kept per engine (hot-path counters), or NULL. state_new
 	 * returns NULL when out of memory. */
 	void *(*state_new)(const rule_config *rc);

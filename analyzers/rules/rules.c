@@ -9,11 +9,13 @@ extern const rule_def rule_lookup_def;
 extern const rule_def rule_sort_def;
 extern const rule_def rule_scan_def;
 extern const rule_def rule_doc_def;
+extern const rule_def rule_join_def;
 
 const rule_def *const rule_table[RULE_COUNT] = {
     [RULE_CASE_INSENSITIVE_REGEX] = &rule_regex_def, [RULE_UNBOUNDED_PUSH] = &rule_push_def,
     [RULE_HOT_PATH_LOOKUP] = &rule_lookup_def,       [RULE_INDEX_MISMATCHED_SORT] = &rule_sort_def,
     [RULE_COLLECTION_SCAN] = &rule_scan_def,         [RULE_LARGE_DOCUMENT] = &rule_doc_def,
+    [RULE_CLIENT_SIDE_JOIN] = &rule_join_def,
 };
 
 const char *rule_name(rule_id id)

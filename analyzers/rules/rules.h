@@ -1,6 +1,6 @@
 /* The rule table: one row per rule, each row defined by the rule's own file
  * (rule_regex.c, rule_push.c, rule_lookup.c, rule_sort.c, rule_scan.c,
- * rule_doc.c), which owns its id, its one-line summary, its parameters,
+ * rule_doc.c, rule_join.c), which owns its id, its one-line summary, its parameters,
  * its check and its words, the report's included.
  *
  * Everything that lists rules reads this table: the engine (which checks to
@@ -29,6 +29,7 @@ typedef enum {
 	RULE_INDEX_MISMATCHED_SORT,
 	RULE_COLLECTION_SCAN,
 	RULE_LARGE_DOCUMENT,
+	RULE_CLIENT_SIDE_JOIN,
 	RULE_COUNT,
 } rule_id;
 

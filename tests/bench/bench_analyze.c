@@ -130,7 +130,11 @@ int main(int argc, char **argv)
 		if (!fx_req_build(&reqs[c], "shop", cmds[c].json,
 		                  cmds[c].seq.id ? &cmds[c].seq : NULL, cmds[c].seq.id ? 1 : 0))
 			return 1;
-	request_ctx rc = {.app_name = "bench", .client = "127.0.0.1:1", .now_ms = 1};
+	/* A connection's track, as the proxy passes it: every read is described
+	 * to client-side-join (engine.h, engine_conn_track). */
+	engine_conn_track *track = NULL;
+	request_ctx rc = {
+	    .app_name = "bench", .client = "127.0.0.1:1", .now_ms = 1, .track = &track};
 	block_info block;
 	double *means = calloc(nbatches, sizeof(double));
 	double per_cmd[NCMDS];
@@ -210,6 +214,7 @@ int main(int argc, char **argv)
 	for (size_t c = 0; c < NCMDS; c++)
 		fx_req_free(&reqs[c]);
 	engine_free(e);
+	engine_conn_track_free(track);
 	index_cache_free(ic);
 	return 0;
 }

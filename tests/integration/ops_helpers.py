@@ -16,7 +16,7 @@ import mgwire as w
 from conftest import LOG_DIR, free_port, wait_port
 
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
-         "collection-scan", "large-document"]
+         "collection-scan", "large-document", "client-side-join"]
 
 
 def rules_yaml(**actions) -> str:

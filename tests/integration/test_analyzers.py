@@ -26,7 +26,7 @@ from conftest import line_text
 from fakeserver import FakeServer
 
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
-         "collection-scan", "large-document"]
+         "collection-scan", "large-document", "client-side-join"]
 SECRET = "s3cr3t-literal-7731"
 
 

@@ -38,7 +38,7 @@ import mgwire as w
 from conftest import ProxyFactory, free_port
 
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
-         "collection-scan", "large-document"]
+         "collection-scan", "large-document", "client-side-join"]
 REGEX, PUSH, DOC = "case-insensitive-regex", "unbounded-push", "large-document"
 BLOCKED = 96
 MAX_DOC = 2048

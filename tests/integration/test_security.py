@@ -42,7 +42,7 @@ WRONG = "wr0ng-Secret-b21c"
 NEW_PASSWORD = "n3w-user-Pass-c0de"
 MARKER = "MARKER-7f3a"
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
-         "collection-scan", "large-document"]
+         "collection-scan", "large-document", "client-side-join"]
 
 
 def http(port: int, path: str, token: str | None = None, method: str = "GET",

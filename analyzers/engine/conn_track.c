@@ -1,0 +1,284 @@
+/* A connection's reads as the rules that follow them see them
+ * (engine.h, engine_conn_track; rule_api.h, rule_checks.conn_read): each
+ * request described once (rule_read: its namespace, whether it reads by
+ * one field's value or values, the structure of its filter), given to the
+ * rules that follow the connection, and their findings reported at the
+ * request that completes one.
+ *
+ * Cost: engine_analyze calls conn_track_read on every request when such a
+ * rule is not off: the command's id (which the engine needs anyway), its
+ * collection from the view's first key, and the rule's few stores; a
+ * find's filter is read only when the rule asks (client-side-join: only
+ * within windowMS of a read that returned enough documents). Nothing is
+ * allocated after a connection's first request. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/engine/body.h"
+#include "analyzers/engine/engine_int.h"
+#include "protocol/wire_iter.h"
+
+struct engine_conn_track {
+	uint64_t gen; /* of the engine whose layout it has */
+	size_t size;  /* bytes of area */
+	/* The last request told was no read: the rules know (a run of them
+	 * is told once, and their replies not at all). */
+	bool idle;
+	_Alignas(16) unsigned char area[];
+};
+
+#define ALIGN16(n) (((n) + 15) & ~(size_t)15)
+
+void conn_track_layout(engine *e)
+{
+	e->conn_rules = 0;
+	e->nconn = 0;
+	e->conn_size = 0;
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_checks *k = rule_table[r]->checks;
+		const rule_config *rc = &e->cfg.rules[r];
+		bool on = rc->action != RULE_OFF;
+		for (size_t i = 0; i < rc->nscopes && i < RULE_MAX_SCOPES; i++)
+			on |= rc->scopes[i].action != RULE_OFF;
+		if (!k->conn_read || !k->conn_size || !on)
+			continue;
+		e->conn_rules |= 1u << r;
+		e->conn_list[e->nconn++] = (rule_id)r;
+		e->conn_off[r] = e->conn_size;
+		e->conn_size += ALIGN16(k->conn_size);
+	}
+}
+
+void engine_conn_track_free(engine_conn_track *t)
+{
+	free(t);
+}
+
+engine_conn_track *conn_track_of(engine *e, const request_ctx *rc)
+{
+	if (!e->conn_rules || !rc || !rc->track || rc->late)
+		return NULL;
+	engine_conn_track *t = *rc->track;
+	if (t && t->gen == e->gen)
+		return t;
+	if (!t || t->size < e->conn_size) {
+		engine_conn_track *n = realloc(t, sizeof(*t) + e->conn_size);
+		if (!n)
+			return NULL; /* the old one stays the slot's, to be freed */
+		*rc->track = t = n;
+		t->size = e->conn_size;
+	}
+	t->gen = e->gen;
+	t->idle = false;
+	memset(t->area, 0, t->size);
+	return t;
+}
+
+void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms)
+{
+	if (!e || !t || t->gen != e->gen || t->idle)
+		return;
+	for (unsigned i = 0; i < e->nconn; i++) {
+		rule_id r = e->conn_list[i];
+		rule_table[r]->checks->conn_reply(t->area + e->conn_off[r], &e->cfg.rules[r], ndocs,
+		                                  now_ms);
+	}
+}
+
+/* ---- describing a request ---- */
+
+/* The filter's structure, words at a time (as verdict.c's shape-hash key). */
+#define MIX_MUL 0x9e3779b97f4a7c15ull
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+	size_t n = strlen(s);
+	uint64_t w;
+	for (; n >= 8; s += 8, n -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * MIX_MUL;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, s, n);
+	h = (h ^ w ^ ((uint64_t)n << 56)) * MIX_MUL;
+	return h ^ (h >> 29);
+}
+
+/* A value an equality reads: anything but a document of operators or a
+ * regex. An operator document {$eq: v} is one too; {$in: [...]} is
+ * KEYED_IN; any other operator is a query. */
+static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64_t *key)
+{
+	bson_iter_t op;
+	if (WIRE_ITER_HOLDS_REGEX(it))
+		return RULE_READ_QUERY;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+		return RULE_READ_KEYED;
+	if (!wire_iter_recurse(it, &op) || !wire_iter_next(&op))
+		return RULE_READ_KEYED; /* {k: {}}: an equality with an empty document */
+	const char *name = wire_iter_key(&op);
+	if (name[0] != '$')
+		return RULE_READ_KEYED; /* an embedded document's equality */
+	*key = mix_str(*key, name);
+	rule_read_kind k = RULE_READ_QUERY;
+	if (strcmp(name, "$eq") == 0) {
+		k = RULE_READ_KEYED;
+	} else if (strcmp(name, "$in") == 0 && WIRE_ITER_HOLDS_ARRAY(&op)) {
+		bson_iter_t a;
+		uint32_t n = 0;
+		if (wire_iter_recurse(&op, &a))
+			while (wire_iter_next(&a))
+				n++;
+		*values = n;
+		k = RULE_READ_KEYED_IN;
+	}
+	while (wire_iter_next(&op)) { /* another operator: {$in: [...], $ne: x} */
+		*key = mix_str(*key, wire_iter_key(&op));
+		k = RULE_READ_QUERY;
+	}
+	return k;
+}
+
+/* The value of the body's top-level key `name` of type `type` (the view's
+ * keys, cmdview.h: no walk), or NULL. */
+static const uint8_t *top_value(const cmdview *v, const char *name, uint32_t n, bson_type_t type)
+{
+	size_t top = v->ntop < CMDVIEW_TOP_KEYS ? v->ntop : CMDVIEW_TOP_KEYS;
+	for (size_t i = 1; i < top; i++)
+		if (v->top_lens[i] == n && memcmp(v->top_keys[i], name, n) == 0)
+			return (uint8_t)v->top_keys[i][-1] == type
+			           ? (const uint8_t *)v->top_keys[i] + n + 1
+			           : NULL;
+	return NULL;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	uint32_t n;
+	memcpy(&n, p, 4);
+	return BSON_UINT32_FROM_LE(n);
+}
+
+/* rule_api.h: a find's filter, one field read by its value or values, or
+ * another query; key gets its field names and operators. */
+void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
+{
+	f->kind = RULE_READ_QUERY;
+	f->values = 0;
+	f->key = 0;
+	f->field = NULL;
+	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT) : NULL;
+	bson_iter_t it;
+	if (!doc)
+		return;                             /* no filter: every document */
+	wire_iter_init_framed(&it, doc, le32(doc)); /* validated with the body */
+	if (!wire_iter_next(&it))
+		return; /* {}: every document */
+	const char *field = wire_iter_key(&it);
+	uint32_t values = 1;
+	f->key = mix_str(0, field);
+	rule_read_kind k = value_kind(&it, &values, &f->key);
+	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
+		f->key = mix_str(f->key, wire_iter_key(&it));
+		k = RULE_READ_QUERY;
+	}
+	f->kind = k;
+	if (k == RULE_READ_KEYED || k == RULE_READ_KEYED_IN) {
+		f->values = values;
+		f->field = field;
+	}
+}
+
+/* What v (command id) is as a read: its collection from the view's first
+ * key, a getMore's from its "collection"; the filter is read only when a
+ * rule asks. */
+static void describe(const cmdview *v, cmd_id id, rule_read *r)
+{
+	r->kind = RULE_READ_NONE;
+	r->db = NULL;
+	if ((id != CMD_FIND && id != CMD_AGGREGATE && id != CMD_GET_MORE) || !v->db || !v->ntop)
+		return;
+	const uint8_t *coll;
+	if (id == CMD_GET_MORE)
+		coll = top_value(v, "collection", 10, BSON_TYPE_UTF8);
+	else
+		coll = (uint8_t)v->top_keys[0][-1] == BSON_TYPE_UTF8
+		           ? (const uint8_t *)v->top_keys[0] + v->top_lens[0] + 1
+		           : NULL;
+	if (!coll || (id == CMD_AGGREGATE && top_value(v, "explain", 7, BSON_TYPE_BOOL)))
+		return; /* db-wide, or explained: runs nothing */
+	r->kind = id == CMD_GET_MORE ? RULE_READ_MORE : RULE_READ_QUERY;
+	r->find = id == CMD_FIND;
+	r->db = v->db;
+	r->coll = (const char *)coll + 4;
+	r->coll_len = le32(coll) - 1; /* its length counts the NUL */
+	r->view = v;
+}
+
+uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
+                         int64_t now_ms)
+{
+	rule_read r;
+	describe(v, id, &r);
+	if (r.kind == RULE_READ_NONE && t->idle)
+		return 0;
+	t->idle = r.kind == RULE_READ_NONE;
+	uint32_t fired = 0;
+	for (unsigned i = 0; i < e->nconn; i++) {
+		rule_id rr = e->conn_list[i];
+		if (rule_table[rr]->checks->conn_read(t->area + e->conn_off[rr], &e->cfg.rules[rr],
+		                                      e->state[rr], &r, now_ms))
+			fired |= 1u << rr;
+	}
+	return fired;
+}
+
+/* ---- reporting ---- */
+
+/* The finding's site: the request's namespace, each rule's action there
+ * (a block taken as dry-run: a read that completes a sequence of reads is
+ * harmless alone), and its shape as findings on it show it. */
+__attribute__((noinline)) void conn_track_report(rule_ctx *ax, engine_conn_track *t,
+                                                 const cmdview *v, uint32_t rules)
+{
+	engine *e = ax->e;
+	const char *coll = body_coll_of(&v->body);
+	const command_def *c = commands_find(v->name);
+	cmd_body b;
+	if (!coll || !c || !v->db)
+		return;
+	body_init(&b, v->db, coll);
+	if (!body_walk(&b, &v->body, c->keys))
+		return;
+	char ns[256];
+	ns_join(ns, sizeof(ns), v->db, coll);
+	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
+	rule_action act[RULE_COUNT];
+	uint8_t sample[RULE_COUNT];
+	for (int r = 0; r < RULE_COUNT; r++) {
+		act[r] = RULE_OFF;
+		sample[r] = 0;
+		if (!(rules >> r & 1))
+			continue;
+		act[r] =
+		    e->scoped ? rule_effective(&e->cfg.rules[r], ns, app, &sample[r]) : e->act[r];
+		if (act[r] == RULE_BLOCK)
+			act[r] = RULE_DRY_RUN;
+	}
+	shape_spec spec = {command_name(c), coll, false, b.parts, b.n};
+	rule_site s = {v->db, coll, ns, act, sample, &spec, NULL, NULL, 0};
+	for (int r = 0; r < RULE_COUNT; r++) {
+		const rule_checks *k = rule_table[r]->checks;
+		const void *facts = t->area + e->conn_off[r];
+		if (act[r] == RULE_OFF)
+			continue;
+		if (!k->conn_hash) {
+			rule_report(ax, &s, (rule_id)r, facts);
+			continue;
+		}
+		char shape[SHAPE_BUF_LEN];
+		uint64_t h = rule_shape_redacted(ax, &s, shape);
+		rule_report_shaped(ax, &s, (rule_id)r, facts, shape, k->conn_hash(facts, h));
+	}
+}

@@ -1,0 +1,640 @@
+/* client-side-join through the engine as the proxy drives it: requests
+ * with a connection's track (and its repeat template), replies told with
+ * engine_note_reply. The positives (N+1 by _id, by a single key, a
+ * populate $in batch, a few $in batches, pagination) and the near misses
+ * the rule must stay silent on, the findings' words, the dedupe per pair
+ * of shapes, and that reads a repeat template judges are still counted. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "analyzers/rules/rule_join.h"
+#include "fixtures/analyzer_fixture.h"
+
+#define J RULE_CLIENT_SIDE_JOIN
+
+typedef struct conn {
+	engine_conn_track *track;
+	engine_repeat *repeat;
+} conn;
+
+typedef struct world {
+	engine *e;
+	fx_sink sink;
+	int64_t t; /* ms */
+	unsigned oid;
+} world;
+
+static void world_open(world *w, rule_action action)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[J].action = action;
+	fx_sink_init(&w->sink);
+	w->e = engine_new(&cfg, NULL, fx_sink_fn, &w->sink);
+	assert_non_null(w->e);
+	w->t = 1000000;
+	w->oid = 1;
+}
+
+static void conn_close(conn *c)
+{
+	engine_conn_track_free(c->track);
+	engine_repeat_free(c->repeat);
+	memset(c, 0, sizeof(*c));
+}
+
+static void world_close(world *w)
+{
+	engine_free(w->e);
+	fx_sink_free(&w->sink);
+}
+
+/* One request on c at the world's time, then (ndocs >= -1) its reply. */
+static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
+{
+	request_ctx rc = {.app_name = "shop-api",
+	                  .client = "127.0.0.1:5000",
+	                  .conn = 7,
+	                  .now_ms = w->t,
+	                  .repeat = &c->repeat,
+	                  .track = &c->track};
+	block_info block;
+	verdict v = fx_analyze(w->e, "shop", json, NULL, 0, &rc, &block);
+	if (ndocs >= -1) /* the reply, a round trip later */
+		engine_note_reply(w->e, c->track, ndocs, ++w->t);
+	return v;
+}
+
+#define NO_REPLY (-2)
+
+static void find_orders(world *w, conn *c, int64_t n)
+{
+	send(w, c, "{'find':'orders','filter':{'status':'A'},'sort':{'created':-1},'limit':50}", n);
+}
+
+/* A find of coll by field = a fresh ObjectId (a driver's findById). */
+static verdict find_by(world *w, conn *c, const char *coll, const char *field)
+{
+	char json[256];
+	snprintf(json, sizeof(json),
+	         "{'find':'%s','filter':{'%s':{'$oid':'%024x'}},'limit':1,'singleBatch':true}",
+	         coll, field, w->oid++);
+	return send(w, c, json, 1);
+}
+
+/* A find of coll by _id $in n fresh ObjectIds (populate). */
+static void find_in(world *w, conn *c, const char *coll, unsigned n, int64_t ndocs)
+{
+	char json[4096];
+	int at = snprintf(json, sizeof(json), "{'find':'%s','filter':{'_id':{'$in':[", coll);
+	for (unsigned i = 0; i < n; i++)
+		at += snprintf(json + at, sizeof(json) - at, "%s{'$oid':'%024x'}", i ? "," : "",
+		               w->oid++);
+	snprintf(json + at, sizeof(json) - at, "]}}}");
+	send(w, c, json, ndocs);
+}
+
+/* n keyed reads of coll, gap ms apart (the first gap ms after now). */
+static void n_plus_one(world *w, conn *c, const char *coll, const char *field, int n, int gap)
+{
+	for (int i = 0; i < n; i++) {
+		w->t += gap;
+		assert_int_equal(find_by(w, c, coll, field), VERDICT_FORWARD);
+	}
+}
+
+static void expect_silent(world *w)
+{
+	if (fx_sink_count(&w->sink, J) != 0)
+		fail_msg("unexpected finding: %s", fx_sink_first(&w->sink, J)->detail);
+}
+
+static const fx_finding *expect_one(world *w, const char *ns, const char *detail)
+{
+	assert_int_equal(fx_sink_count(&w->sink, J), 1);
+	const fx_finding *f = fx_sink_first(&w->sink, J);
+	if (getenv("FX_VERBOSE"))
+		printf("shape       %s\ndetail      %s\nsuggestion  %s\n", f->shape, f->detail,
+		       f->suggestion);
+	assert_string_equal(f->ns, ns);
+	assert_string_equal(f->command, "find");
+	if (!strstr(f->detail, detail))
+		fail_msg("detail [%s] lacks [%s]", f->detail, detail);
+	assert_non_null(strstr(f->suggestion, "$lookup"));
+	assert_non_null(strstr(f->suggestion, "extended reference"));
+	assert_int_equal(f->repeats, 0);
+	assert_null(strstr(f->shape, "0000")); /* redacted: no ObjectId */
+	return f;
+}
+
+/* ---- positives ---- */
+
+static void test_defaults(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	assert_string_equal(rule_name(J), "client-side-join");
+	assert_int_equal(cfg.rules[J].action, RULE_LOG);
+	assert_int_equal(cfg.rules[J].params[JOIN_PARAM_WINDOW_MS], 100);
+	assert_int_equal(cfg.rules[J].params[JOIN_PARAM_MIN_FANOUT], 3);
+}
+
+static void test_n_plus_one_by_id(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "customers", "_id", 4, 2);
+	expect_silent(&w); /* 4 of 10: not yet */
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	const fx_finding *f = expect_one(
+	    &w, "shop.customers",
+	    "after a read of \"shop.orders\" returned 10 documents, this connection read "
+	    "\"shop.customers\" by \"_id\" 5 times, one find per document (N+1), each within "
+	    "100 ms of the last (fan-out 5 of 10)");
+	assert_int_equal(f->action, RULE_LOG);
+	assert_string_equal(f->app_name, "shop-api");
+	n_plus_one(&w, &c, "customers", "_id", 5, 2); /* the rest of the loop: once */
+	assert_int_equal(fx_sink_count(&w.sink, J), 1);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* The reads after the first are judged by the connection's repeat template
+ * (no check is called for them): they are counted all the same. */
+static void test_repeat_template_reads_counted(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 8);
+	n_plus_one(&w, &c, "customers", "_id", 3, 1);
+	expect_silent(&w);
+	assert_true(engine_repeat_hits(c.repeat) >= 2);
+	n_plus_one(&w, &c, "customers", "_id", 1, 1);
+	expect_one(&w, "shop.customers", "4 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_n_plus_one_by_single_key(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 6);
+	n_plus_one(&w, &c, "items", "orderId", 3, 5);
+	expect_one(&w, "shop.items",
+	           "read \"shop.items\" by \"orderId\" 3 times, one find per document (N+1)");
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_eq_operator(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 3);
+	for (int i = 0; i < 3; i++) {
+		w.t += 3;
+		char json[160];
+		snprintf(json, sizeof(json), "{'find':'users','filter':{'email':{'$eq':'u%d@x'}}}",
+		         i);
+		send(&w, &c, json, 1);
+	}
+	expect_one(&w, "shop.users", "by \"email\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_populate_one_in_batch(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 20);
+	w.t += 4;
+	find_in(&w, &c, "customers", 20, 20);
+	expect_one(&w, "shop.customers",
+	           "returned 20 documents, this connection read \"shop.customers\" by \"_id\" in 1 "
+	           "$in batch holding 20 keys, each within 100 ms of the last (fan-out 20 of 20)");
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_few_in_batches(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 30);
+	for (int i = 0; i < 2; i++) {
+		w.t += 10;
+		find_in(&w, &c, "customers", 5, 5);
+	}
+	expect_silent(&w); /* 10 keys of 30 */
+	w.t += 10;
+	find_in(&w, &c, "customers", 5, 5);
+	expect_one(&w, "shop.customers", "in 3 $in batches holding 15 keys");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A find's first batch, then a getMore: the parent's documents add up and
+ * its chain goes on. */
+static void test_pagination(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 4);
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	w.t += 2;
+	send(&w, &c, "{'getMore':{'$numberLong':'123456'},'collection':'orders'}", 16);
+	n_plus_one(&w, &c, "customers", "_id", 8, 2);
+	expect_silent(&w); /* 9 of 20 */
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	expect_one(&w, "shop.customers", "returned 20 documents");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Several parents on one connection: a chain joins the most recent. */
+static void test_most_recent_parent(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 6);
+	w.t += 2;
+	send(&w, &c, "{'find':'invoices','filter':{'due':{'$lt':5}}}", 6);
+	n_plus_one(&w, &c, "payments", "invoiceId", 3, 2);
+	expect_one(&w, "shop.payments", "after a read of \"shop.invoices\" returned 6");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Two child collections per parent document, interleaved. */
+static void test_two_children_interleaved(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 4);
+	for (int i = 0; i < 2; i++) {
+		n_plus_one(&w, &c, "customers", "_id", 1, 2);
+		n_plus_one(&w, &c, "products", "_id", 1, 2);
+	}
+	expect_silent(&w);
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	n_plus_one(&w, &c, "products", "_id", 1, 2);
+	assert_int_equal(fx_sink_count(&w.sink, J), 2);
+	assert_string_equal(w.sink.f[0].ns, "shop.customers");
+	assert_string_equal(w.sink.f[1].ns, "shop.products");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A loop that reads each order's items too (a parent of its own: 3
+ * documents each) goes on joining the orders it started with. */
+static void test_loop_with_nested_reads(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 8);
+	for (int i = 0; i < 3; i++) {
+		n_plus_one(&w, &c, "customers", "_id", 1, 2);
+		w.t += 2;
+		char json[160];
+		snprintf(json, sizeof(json), "{'find':'items','filter':{'orderId':%d}}", i);
+		send(&w, &c, json, 3);
+	}
+	expect_silent(&w); /* 3 of 8 each */
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	expect_one(&w, "shop.customers",
+	           "after a read of \"shop.orders\" returned 8 documents, this connection read "
+	           "\"shop.customers\" by \"_id\" 4 times");
+	w.t += 2;
+	send(&w, &c, "{'find':'items','filter':{'orderId':3}}", 3);
+	assert_int_equal(fx_sink_count(&w.sink, J), 2);
+	assert_string_equal(w.sink.f[1].ns, "shop.items");
+	assert_non_null(strstr(w.sink.f[1].detail, "after a read of \"shop.orders\" returned 8"));
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Once per pair of shapes: the same loop again, on this connection or
+ * another, is not reported again; another child shape is. */
+static void test_dedupe_per_pair(void **state)
+{
+	world w;
+	conn c = {0}, d = {0};
+	world_open(&w, RULE_LOG);
+	for (int round = 0; round < 3; round++) {
+		w.t += 1000;
+		find_orders(&w, &c, 5);
+		n_plus_one(&w, &c, "customers", "_id", 5, 1);
+		w.t += 1000;
+		find_orders(&w, &d, 5);
+		n_plus_one(&w, &d, "customers", "_id", 5, 1);
+	}
+	assert_int_equal(fx_sink_count(&w.sink, J), 1);
+	w.t += 1000;
+	find_orders(&w, &c, 5);
+	w.t += 1;
+	find_in(&w, &c, "customers", 5, 5); /* another shape: another pair */
+	assert_int_equal(fx_sink_count(&w.sink, J), 2);
+	/* The parent's shape is its namespace and command: another find of
+	 * orders is the same pair, an aggregate of orders another. */
+	w.t += 1000;
+	send(&w, &c, "{'find':'orders','filter':{'customer':'x'}}", 5);
+	n_plus_one(&w, &c, "customers", "_id", 3, 1);
+	assert_int_equal(fx_sink_count(&w.sink, J), 2);
+	w.t += 1000;
+	send(&w, &c, "{'aggregate':'orders','pipeline':[{'$match':{'a':1}}],'cursor':{}}", 5);
+	n_plus_one(&w, &c, "customers", "_id", 3, 1);
+	assert_int_equal(fx_sink_count(&w.sink, J), 3);
+	assert_string_equal(w.sink.f[2].ns, "shop.customers");
+	assert_int_not_equal(w.sink.f[2].shape_hash, w.sink.f[0].shape_hash);
+	conn_close(&c);
+	conn_close(&d);
+	world_close(&w);
+}
+
+/* Never a block: at block the finding is a dry run, the read forwarded. */
+static void test_block_is_dry_run(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_BLOCK);
+	find_orders(&w, &c, 3);
+	n_plus_one(&w, &c, "customers", "_id", 3, 1); /* asserts each one forwarded */
+	const fx_finding *f = expect_one(&w, "shop.customers", "3 times");
+	assert_int_equal(f->action, RULE_DRY_RUN);
+	assert_non_null(strstr(f->would_block, "rule client-side-join"));
+	/* nothing it reads can be blocked: a large insert may be cut through */
+	assert_false(engine_may_block(w.e, "insert"));
+	assert_false(engine_may_block(w.e, "find"));
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_off_tracks_nothing(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_OFF);
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "customers", "_id", 10, 1);
+	expect_silent(&w);
+	assert_null(c.track);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* ---- near misses ---- */
+
+static void test_single_lookup(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	w.t += 500;
+	find_orders(&w, &c, 2);
+	n_plus_one(&w, &c, "customers", "_id", 1, 2);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A parent of one document: a plain reference lookup, whatever follows;
+ * and of none. */
+static void test_small_parents(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 1);
+	n_plus_one(&w, &c, "customers", "_id", 5, 2);
+	w.t += 500;
+	find_orders(&w, &c, 0);
+	n_plus_one(&w, &c, "customers", "_id", 5, 2);
+	w.t += 500;
+	find_orders(&w, &c, 2);
+	n_plus_one(&w, &c, "customers", "_id", 5, 2);
+	w.t += 500;
+	find_orders(&w, &c, -1); /* reply not known */
+	n_plus_one(&w, &c, "customers", "_id", 5, 2);
+	w.t += 500;
+	find_orders(&w, &c, NO_REPLY); /* no reply told at all */
+	n_plus_one(&w, &c, "customers", "_id", 5, 2);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_batch_job_without_parent(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	n_plus_one(&w, &c, "customers", "_id", 200, 1);
+	for (int i = 0; i < 5; i++) {
+		w.t += 1;
+		find_in(&w, &c, "customers", 50, 50);
+	}
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* The keyed reads start too late after the parent's reply, or are spaced
+ * wider than the window. */
+static void test_beyond_window(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	w.t += 150;
+	n_plus_one(&w, &c, "customers", "_id", 10, 2);
+	w.t += 1000;
+	find_orders(&w, &c, 6);
+	n_plus_one(&w, &c, "customers", "_id", 6, 101);
+	w.t += 1000;
+	find_orders(&w, &c, 6);
+	n_plus_one(&w, &c, "customers", "_id", 2, 20);
+	w.t += 120; /* the chain breaks: the parent is stale too */
+	n_plus_one(&w, &c, "customers", "_id", 2, 20);
+	/* a chain that broke while its parent stayed active (other keyed
+	 * reads joined it): counted afresh */
+	w.t += 1000;
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "customers", "_id", 2, 2);
+	n_plus_one(&w, &c, "products", "_id", 4, 50);
+	n_plus_one(&w, &c, "customers", "_id", 3, 2);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_writes_are_not_reads(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	for (int i = 0; i < 10; i++) {
+		char json[200];
+		w.t += 1;
+		snprintf(json, sizeof(json),
+		         "{'update':'customers','updates':[{'q':{'_id':%d},'u':{'$inc':{'n':1}}}]}",
+		         i);
+		send(&w, &c, json, -1);
+		snprintf(json, sizeof(json),
+		         "{'findAndModify':'stock','query':{'_id':%d},'update':{'$inc':{'n':-1}}}",
+		         i);
+		send(&w, &c, json, -1);
+		snprintf(json, sizeof(json), "{'count':'customers','query':{'_id':%d}}", i);
+		send(&w, &c, json, -1);
+	}
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+static void test_same_collection(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "orders", "_id", 10, 1);
+	w.t += 1;
+	find_in(&w, &c, "orders", 10, 10);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Reads of another collection by other filters: not keyed by one field. */
+static void test_unkeyed_reads(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	static const char *const reads[] = {
+	    "{'find':'customers','filter':{'status':'A','tier':2}}",
+	    "{'find':'customers','filter':{'age':{'$gt':30}}}",
+	    "{'find':'customers','filter':{}}",
+	    "{'find':'customers'}",
+	    "{'find':'customers','filter':{'_id':{'$in':[1,2,3,4,5,6]},'deleted':false}}",
+	    "{'find':'customers','filter':{'name':{'$regularExpression':{'pattern':'^a','options':"
+	    "''}}}}",
+	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':1}}],'cursor':{}}",
+	    "{'explain':{'find':'customers','filter':{'_id':1}}}",
+	    "{'distinct':'customers','key':'a','query':{'_id':1}}",
+	};
+	find_orders(&w, &c, 6);
+	for (int round = 0; round < 6; round++)
+		for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+			w.t += 1;
+			send(&w, &c, reads[i], 1);
+		}
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Too few keyed reads for the parent's documents: a few lookups that
+ * happen to follow a large read, or an $in far smaller than the page. */
+static void test_fanout_short_of_parent(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 100);
+	n_plus_one(&w, &c, "customers", "_id", 20, 2);
+	w.t += 1000;
+	find_orders(&w, &c, 20);
+	w.t += 1;
+	find_in(&w, &c, "customers", 2, 2);
+	w.t += 1000;
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &c, "customers", "_id", 2, 2);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* The parent's reads on one connection, the keyed reads on another. */
+static void test_other_connection(void **state)
+{
+	world w;
+	conn c = {0}, d = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	n_plus_one(&w, &d, "customers", "_id", 10, 1);
+	expect_silent(&w);
+	conn_close(&c);
+	conn_close(&d);
+	world_close(&w);
+}
+
+/* A reload: a track made by another engine starts afresh. */
+static void test_new_engine_resets(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	engine *old = w.e;
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	w.e = engine_new(&cfg, NULL, fx_sink_fn, &w.sink);
+	engine_note_reply(old, c.track, 10, w.t); /* old engine, new track: ignored later */
+	n_plus_one(&w, &c, "customers", "_id", 10, 1);
+	expect_silent(&w);
+	engine_free(old);
+	conn_close(&c);
+	world_close(&w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_n_plus_one_by_id),
+	    cmocka_unit_test(test_repeat_template_reads_counted),
+	    cmocka_unit_test(test_n_plus_one_by_single_key),
+	    cmocka_unit_test(test_eq_operator),
+	    cmocka_unit_test(test_populate_one_in_batch),
+	    cmocka_unit_test(test_few_in_batches),
+	    cmocka_unit_test(test_pagination),
+	    cmocka_unit_test(test_most_recent_parent),
+	    cmocka_unit_test(test_two_children_interleaved),
+	    cmocka_unit_test(test_loop_with_nested_reads),
+	    cmocka_unit_test(test_dedupe_per_pair),
+	    cmocka_unit_test(test_block_is_dry_run),
+	    cmocka_unit_test(test_off_tracks_nothing),
+	    cmocka_unit_test(test_single_lookup),
+	    cmocka_unit_test(test_small_parents),
+	    cmocka_unit_test(test_batch_job_without_parent),
+	    cmocka_unit_test(test_beyond_window),
+	    cmocka_unit_test(test_writes_are_not_reads),
+	    cmocka_unit_test(test_same_collection),
+	    cmocka_unit_test(test_unkeyed_reads),
+	    cmocka_unit_test(test_fanout_short_of_parent),
+	    cmocka_unit_test(test_other_connection),
+	    cmocka_unit_test(test_new_engine_resets),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
