@@ -36,6 +36,7 @@
 #include "report/housekeeping.h"
 #include "report/namespaces.h"
 #include "report/recommend.h"
+#include "report/relationships.h"
 #include "report/sort.h"
 
 /* A request waiting for its reply, keyed by (instance, connection,
@@ -66,6 +67,7 @@ struct aggregator {
 	uint64_t instance; /* of the file being read */
 	bool rules_set;
 	engine_config cfg;
+	rel_tracker *rel;   /* client-side joins (relationships.c) */
 	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
 	int64_t cur_t;      /* its time */
 };
@@ -334,6 +336,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	if (hk) {
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
+		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
 		judge(a, rec, &r.view, t, app, 0);
 		expect_reply(a, rec, 0, 0, t);
 		request_release(&r);
@@ -352,6 +355,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 		ni = ns_table_index(&a->nss, n);
 		agg_note_schema(&a->nss, n, &r.view, cmd);
 	}
+	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
+	rel_request(a->rel, m,
+	            &(rel_req){a->instance, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0), t,
+	                       &r.view, cmd, ni, h, m->shapes[si - 1].proj_fields});
 	judge(a, rec, &r.view, t, app, ni);
 	expect_reply(a, rec, si, ni, t);
 	request_release(&r);
@@ -373,6 +380,10 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	m->replies++;
 	int64_t t = rec_time(rec);
 	note_time(m, t);
+	bson_iter_t ok;
+	bool failed = bson_iter_init_find(&ok, rec, "ok") && !bson_iter_as_bool(&ok);
+	rel_reply(a->rel, m, a->instance, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0), t,
+	          failed ? -1 : rec_int(rec, "n", -1));
 	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)
@@ -639,6 +650,9 @@ aggregator *aggregator_new(model *m)
 	a->m = m;
 	a->nss.m = m;
 	a->ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	a->rel = rel_tracker_new();
+	if (!a->rel)
+		abort();
 	rule_config_defaults(&a->cfg);
 	return a;
 }
@@ -769,6 +783,8 @@ void aggregator_finish(aggregator *a)
 	for (size_t i = 0; i < m->nnss; i++)
 		mark_used(&m->nss[i]);
 	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
+	workload_finish(m);      /* the covered time, which the relationships' rates need */
+	rel_finish(a->rel, m);
 	report_recommend_build(m);
 }
 
@@ -787,6 +803,7 @@ void aggregator_free(aggregator *a)
 		engine_free(a->quiet);
 	if (a->ic)
 		index_cache_free(a->ic);
+	rel_tracker_free(a->rel);
 	hash_map_free(&a->shapes);
 	hash_map_free(&a->findings);
 	hash_map_free(&a->apps);
@@ -803,6 +820,7 @@ void model_free(model *m)
 	free(m->tl_ev);
 	for (size_t i = 0; i < m->nnss; i++) {
 		free(m->nss[i].push);
+		free(m->nss[i].add_to_set);
 		for (size_t k = 0; k < m->nss[i].narrays; k++) {
 			free(m->nss[i].arrays[k].sample_t);
 			free(m->nss[i].arrays[k].sample_len);
@@ -814,6 +832,8 @@ void model_free(model *m)
 	for (size_t i = 0; i < m->nrecs; i++)
 		free(m->recs[i].shapes);
 	free(m->recs);
+	free(m->spans);
+	free(m->rels);
 	free(m->shapes);
 	free(m->findings);
 	free(m->nss);

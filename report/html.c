@@ -610,7 +610,8 @@ bool report_write_html(const model *m, FILE *f)
 	if (m->diff)
 		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
 	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
-	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
+	               "<a href=\"#workload\">Workload</a><a href=\"#relationships\">"
+	               "Relationships</a><a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
 	report_filters_html(&o, m);
@@ -619,6 +620,7 @@ bool report_write_html(const model *m, FILE *f)
 	report_recs_html(&o, m);
 	report_diff_html(&o, m);
 	shapes(&o, m);
+	report_workload_html(&o, m);
 	rules(&o, m);
 	schema(&o, m);
 	apps(&o, m);

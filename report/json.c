@@ -278,6 +278,8 @@ bool report_write_json(const model *m, FILE *f)
 	findings(&o, m);
 	report_recs_json(&o, m);
 	report_diff_json(&o, m);
+	report_workload_json(&o, m);
+	report_rels_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);
 	text_str(&o.t, "}\n");
