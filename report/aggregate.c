@@ -219,6 +219,47 @@ static int64_t rec_time(const bson_t *rec)
 	return t < 0 ? 0 : t;
 }
 
+/* What pairs a request with its reply, read in one pass over the record
+ * (each lookup by name is a pass of its own): conn, the request's rid or
+ * the reply's rt, and of a reply n and ok; of a request mtc. The first
+ * of a key counts, as with a lookup. */
+typedef struct rec_ids {
+	int64_t conn, id, n; /* n -1: none */
+	bool failed, mtc;
+} rec_ids;
+
+static void rec_ids_of(const bson_t *rec, const char *idkey, rec_ids *r)
+{
+	bson_iter_t it;
+	unsigned seen = 0;
+	*r = (rec_ids){.n = -1};
+	if (!bson_iter_init(&it, rec))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		unsigned bit = !strcmp(k, "conn")  ? 1u
+		               : !strcmp(k, idkey) ? 2u
+		               : !strcmp(k, "n")   ? 4u
+		               : !strcmp(k, "ok")  ? 8u
+		               : !strcmp(k, "mtc") ? 16u
+		                                   : 0u;
+		if (!bit || (seen & bit))
+			continue;
+		seen |= bit;
+		bool num = BSON_ITER_HOLDS_NUMBER(&it);
+		if (bit == 1u && num)
+			r->conn = bson_iter_as_int64(&it);
+		else if (bit == 2u && num)
+			r->id = bson_iter_as_int64(&it);
+		else if (bit == 4u && num)
+			r->n = bson_iter_as_int64(&it);
+		else if (bit == 8u)
+			r->failed = !bson_iter_as_bool(&it);
+		else if (bit == 16u)
+			r->mtc = bson_iter_as_bool(&it);
+	}
+}
+
 static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
 {
 	uint64_t k = hash_map_fnv(&a->instance, sizeof a->instance, HASH_MAP_FNV0);
@@ -292,12 +333,11 @@ static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t,
 
 /* A reply is owed (not moreToCome): remembered to pair with it. shape and
  * ns: + 1, 0 for none (housekeeping has no row). */
-static void expect_reply(aggregator *a, const bson_t *rec, size_t shape, size_t ns, int64_t t)
+static void expect_reply(aggregator *a, const rec_ids *ids, size_t shape, size_t ns, int64_t t)
 {
-	bson_iter_t it;
-	if (bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))
+	if (ids->mtc)
 		return;
-	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
+	uint64_t k = pend_key(a, ids->conn, ids->id);
 	pending *p = malloc(sizeof *p);
 	if (!p)
 		abort();
@@ -318,8 +358,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 	wire_error err = {0};
 	int64_t t = rec_time(rec);
 	const char *app = rec_str(rec, "app");
+	rec_ids ids;
 	if (!msg)
 		return;
+	rec_ids_of(rec, "rid", &ids);
 	if (request_decode(&r, msg, len, &err) != REQUEST_COMMAND) {
 		request_release(&r);
 		free(msg);
@@ -338,7 +380,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 		report_housekeeping_note(m, hk);
 		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
 		judge(a, rec, &r.view, t, app, 0);
-		expect_reply(a, rec, 0, 0, t);
+		expect_reply(a, &ids, 0, 0, t);
 		request_release(&r);
 		free(msg);
 		return;
@@ -357,10 +399,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 	}
 	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
 	rel_request(a->rel, m,
-	            &(rel_req){a->instance, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0), t,
-	                       &r.view, cmd, ni, h, m->shapes[si - 1].proj_fields});
+	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
+	                       m->shapes[si - 1].proj_fields});
 	judge(a, rec, &r.view, t, app, ni);
-	expect_reply(a, rec, si, ni, t);
+	expect_reply(a, &ids, si, ni, t);
 	request_release(&r);
 	free(msg);
 }
@@ -380,11 +422,10 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	m->replies++;
 	int64_t t = rec_time(rec);
 	note_time(m, t);
-	bson_iter_t ok;
-	bool failed = bson_iter_init_find(&ok, rec, "ok") && !bson_iter_as_bool(&ok);
-	rel_reply(a->rel, m, a->instance, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0), t,
-	          failed ? -1 : rec_int(rec, "n", -1));
-	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
+	rec_ids ids;
+	rec_ids_of(rec, "rt", &ids);
+	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
+	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)
 		pp = &p->next;
@@ -414,13 +455,11 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	s->total_us += lat;
 	app_get(a, s->app)->total_us += lat;
 	s->bytes += rec_count(rec, "len");
-	bson_iter_t it;
-	if ((bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it)) ||
-	    rec_int(rec, "we", 0) > 0)
+	if (ids.failed || rec_int(rec, "we", 0) > 0)
 		agg_note_failure(s, (int32_t)rec_int(rec, "code", 0));
 	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
 	    !strcmp(s->command, "getMore"))
-		s->docs += rec_count(rec, "n");
+		s->docs += (uint64_t)clamp_count(ids.n);
 	if (p->ns) {
 		model_ns *ns = &m->nss[p->ns - 1];
 		bson_iter_t d, c;

@@ -40,7 +40,11 @@ static const char css[] =
     "label{margin-right:10px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
     "font-size:12px}.rec-ns h3{margin-top:16px}"
     "@media print{nav,form.filters{display:none}th{cursor:auto}h2{break-before:page}"
-    "table,pre,svg{break-inside:avoid}}";
+    "table,pre,svg{break-inside:avoid}}"
+    /* the workload and relationships tables (workload.c, relationships.c) */
+    "td.nsc{overflow-wrap:anywhere;min-width:9em}td.top{min-width:24em}td.top div{margin:0 0 "
+    "3px}tr.why td{border-bottom:2px solid #e3e7ee;padding-top:0;color:#475467}"
+    "tr.pair td{border-bottom:none}td.advice{white-space:nowrap}";
 
 static const char js[] =
     "document.querySelectorAll('table.sortable th').forEach(function(th,i){"

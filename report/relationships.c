@@ -527,15 +527,62 @@ void report_rels_md(out_t *o, const model *m)
 }
 
 static const html_col rel_cols[] = {
-    {"parent", false},      {"child", false},         {"how", false},
-    {"by", false},          {"together/s", true},     {"share of parent reads", true},
-    {"fan-out", false},     {"child writes/s", true}, {"child alone/s", true},
-    {"child fields", true}, {"advice", false},
+    {"parent", false},
+    {"child", false},
+    {"read together", false},
+    {"together/s", true},
+    {"share of parent reads", true},
+    {"fan-out", false},
+    {"child writes/s", true},
+    {"child alone/s", true},
+    {"child fields", true},
+    {"advice", false},
 };
+
+static const char *const via_short[] = {
+    [MODEL_REL_LOOKUP] = "$lookup on",
+    [MODEL_REL_CLIENT_EACH] = "client, N+1 by",
+    [MODEL_REL_CLIENT_IN] = "client, $in by",
+};
+
+/* One pair: its numbers in a row, the evidence in words under it. */
+static void rel_html(out_t *o, const model_rel *x)
+{
+	text_str(&o->t, "<tr class=\"pair\" data-ns=\"");
+	text_html(&o->t, x->parent);
+	text_str(&o->t, "\"><td class=\"nsc\">");
+	text_html(&o->t, x->parent);
+	text_str(&o->t, "</td><td class=\"nsc\">");
+	text_html(&o->t, x->child);
+	text_printf(&o->t, "</td><td>%s <code>", via_short[x->via]);
+	text_html(&o->t, x->key);
+	text_str(&o->t, "</code></td>");
+	html_table_td_fixed(&o->t, x->rate, 2);
+	html_table_td(&o->t, "n");
+	text_printf(&o->t, "%.0f%%", x->share * 100);
+	html_table_td_end(&o->t);
+	html_table_td(&o->t, NULL);
+	fanout_text(&o->t, x);
+	html_table_td_end(&o->t);
+	html_table_td_fixed(&o->t, x->child_writes_s, 2);
+	html_table_td_fixed(&o->t, x->child_solo_s, 2);
+	html_table_td(&o->t, "n");
+	fields_text(&o->t, x);
+	html_table_td_end(&o->t);
+	text_printf(&o->t, "<td class=\"advice\"><b>%s</b></td></tr><tr class=\"why\" data-ns=\"",
+	            advice_words[x->advice]);
+	text_html(&o->t, x->parent);
+	text_printf(&o->t, "\"><td colspan=\"%zu\">Why: ", sizeof rel_cols / sizeof *rel_cols);
+	text_html(&o->t, x->why);
+	text_str(&o->t, ".</td></tr>");
+	out_flush(o);
+}
 
 void report_rels_html(out_t *o, const model *m)
 {
-	text_str(&o->t, "<h3 id=\"relationships\">Relationships</h3><p class=\"muted\">");
+	text_str(&o->t, "<h3 id=\"relationships\">Relationships</h3><p class=\"muted\">Pairs of "
+	                "collections read together, by a $lookup or on the client, and the "
+	                "data-modelling method's decision for each. ");
 	thresholds(&o->t);
 	text_str(&o->t, "</p>");
 	if (!m->nrels) {
@@ -544,35 +591,8 @@ void report_rels_html(out_t *o, const model *m)
 		return;
 	}
 	html_table_open(&o->t, "id=\"rel-table\"", rel_cols, sizeof rel_cols / sizeof *rel_cols);
-	for (size_t i = 0; i < m->nrels; i++) {
-		const model_rel *x = &m->rels[i];
-		text_str(&o->t, "<tr data-ns=\"");
-		text_html(&o->t, x->parent);
-		text_str(&o->t, "\">");
-		html_table_td_text(&o->t, x->parent);
-		html_table_td_text(&o->t, x->child);
-		html_table_td_text(&o->t, via_words[x->via]);
-		html_table_td_code(&o->t, x->key);
-		html_table_td_fixed(&o->t, x->rate, 2);
-		html_table_td(&o->t, "n");
-		text_printf(&o->t, "%.0f%%", x->share * 100);
-		html_table_td_end(&o->t);
-		html_table_td(&o->t, NULL);
-		fanout_text(&o->t, x);
-		html_table_td_end(&o->t);
-		html_table_td_fixed(&o->t, x->child_writes_s, 2);
-		html_table_td_fixed(&o->t, x->child_solo_s, 2);
-		html_table_td(&o->t, "n");
-		fields_text(&o->t, x);
-		html_table_td_end(&o->t);
-		html_table_td(&o->t, "advice");
-		text_printf(&o->t, "<b>%s</b><div class=\"muted\">", advice_words[x->advice]);
-		text_html(&o->t, x->why);
-		text_str(&o->t, "</div>");
-		html_table_td_end(&o->t);
-		text_str(&o->t, "</tr>");
-		out_flush(o);
-	}
+	for (size_t i = 0; i < m->nrels; i++)
+		rel_html(o, &m->rels[i]);
 	html_table_close(&o->t);
 	out_flush(o);
 }

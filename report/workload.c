@@ -344,8 +344,9 @@ static void ns_html(out_t *o, const model *m, const model_ns *n)
 	size_t nt = top_shapes(m, n->ns, -1, top, WL_TOP_SHAPES);
 	text_str(&o->t, "<tr data-ns=\"");
 	text_html(&o->t, n->ns);
-	text_str(&o->t, "\">");
-	html_table_td_text(&o->t, n->ns);
+	text_str(&o->t, "\"><td class=\"nsc\">");
+	text_html(&o->t, n->ns);
+	html_table_td_end(&o->t);
 	html_table_td_u64(&o->t, n->reads);
 	html_table_td_fixed(&o->t, per_s(m, n->reads), 2);
 	html_table_td_u64(&o->t, n->writes);
@@ -399,8 +400,9 @@ static void reads_html(out_t *o, const model *m)
 		int64_t avg = n ? avg_doc(n) : -1;
 		text_str(&o->t, "<tr data-ns=\"");
 		text_html(&o->t, s->ns);
-		text_str(&o->t, "\">");
-		html_table_td_text(&o->t, s->ns);
+		text_str(&o->t, "\"><td class=\"nsc\">");
+		text_html(&o->t, s->ns);
+		html_table_td_end(&o->t);
 		html_table_td_text(&o->t, s->command);
 		html_table_td_fixed(&o->t, per_s(m, s->count), 2);
 		if (s->proj_fields < 0)
@@ -446,8 +448,9 @@ static void arrays_html(out_t *o, const model *m)
 				                sizeof arr_cols / sizeof *arr_cols);
 			}
 			head = true;
-			text_str(&o->t, "<tr>");
-			html_table_td_text(&o->t, n->ns);
+			text_str(&o->t, "<tr><td class=\"nsc\">");
+			text_html(&o->t, n->ns);
+			html_table_td_end(&o->t);
 			html_table_td_code(&o->t, f->path);
 			html_table_td_code(&o->t, array_ops(n, f));
 			html_table_td_u64(&o->t, f->count);
