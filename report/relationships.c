@@ -33,7 +33,7 @@ typedef struct rel_conn {
 	int64_t conn;
 	/* a read waiting for its reply: it may be a parent */
 	bool pending;
-	int64_t pend_rid;
+	int64_t pend_rid, pend_t;
 	size_t pend_ns;
 	uint64_t pend_shape;
 	/* the armed parent */
@@ -47,9 +47,16 @@ typedef struct rel_conn {
 } rel_conn;
 
 #define REL_BUCKETS 4096
+/* Every REL_SWEEP_EVERY requests, the connections with nothing open (no
+ * chain within the window, no read waiting past REL_PENDING_US for its
+ * reply) are judged and forgotten: the tracker holds about as many
+ * connections as were busy lately, not every one a long capture saw. */
+#define REL_SWEEP_EVERY 65536
+#define REL_PENDING_US  (60 * 1000000LL)
 
 struct rel_tracker {
 	rel_conn *b[REL_BUCKETS];
+	uint64_t requests;
 };
 
 rel_tracker *rel_tracker_new(void)
@@ -274,8 +281,25 @@ static void lookups(model *m, const rel_req *q)
 	}
 }
 
+static void sweep(rel_tracker *r, model *m, int64_t now)
+{
+	for (size_t i = 0; i < REL_BUCKETS; i++)
+		for (rel_conn **pp = &r->b[i], *c; (c = *pp);) {
+			if (c->armed && now - c->last_t > REL_WINDOW_US)
+				close_chain(m, c);
+			if (c->armed || (c->pending && now - c->pend_t <= REL_PENDING_US)) {
+				pp = &c->next;
+				continue;
+			}
+			*pp = c->next;
+			free(c);
+		}
+}
+
 void rel_request(rel_tracker *r, model *m, const rel_req *q)
 {
+	if (++r->requests % REL_SWEEP_EVERY == 0)
+		sweep(r, m, q->t);
 	bool find = !strcmp(q->cmd, "find"), agg = !strcmp(q->cmd, "aggregate");
 	if (!q->ns || (!find && !agg))
 		return; /* writes, getMores and the rest neither join nor break a chain */
@@ -288,6 +312,7 @@ void rel_request(rel_tracker *r, model *m, const rel_req *q)
 		return;
 	close_chain(m, c);
 	c->pending = true; /* a parent, if its reply holds documents enough */
+	c->pend_t = q->t;
 	c->pend_rid = q->rid;
 	c->pend_ns = q->ns;
 	c->pend_shape = q->shape;

@@ -576,6 +576,30 @@ static void test_fleet_merged(void **state)
 	cap_free(&c);
 }
 
+/* A long capture: the tracker forgets idle connections every 65,536
+ * requests (relationships.c, REL_SWEEP_EVERY); a chain open at that
+ * moment is kept and still judged. 65,533 single reads on connections of
+ * their own, then an N+1 whose second child read is the 65,536th. */
+static void test_chain_open_across_a_sweep(void **state)
+{
+	(void)state;
+	cap c;
+	cap_open(&c);
+	header(&c, "one");
+	for (int i = 0; i < 65533; i++)
+		call(&c, 1000 + i, T0 + i, find_orders(), 1, 0);
+	int64_t t = T0 + SEC;
+	call(&c, 1, t, find_orders(), 4, 0);
+	for (int k = 0; k < 4; k++)
+		call(&c, 1, t + 2000 + k * 2000, cust_by_id(), 1, 0);
+	cap_close(&c);
+	const model_rel *x = pair(&c.m, "shop.orders", "shop.customers");
+	assert_non_null(x);
+	assert_int_equal(x->occurrences, 1);
+	assert_int_equal(x->child_reads, 4);
+	cap_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -589,6 +613,7 @@ int main(void)
 	    cmocka_unit_test(test_n_plus_one_by_indexed_key),
 	    cmocka_unit_test(test_lookup_pair),
 	    cmocka_unit_test(test_fleet_merged),
+	    cmocka_unit_test(test_chain_open_across_a_sweep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
