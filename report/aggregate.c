@@ -424,6 +424,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	note_time(m, t);
 	rec_ids ids;
 	rec_ids_of(rec, "rt", &ids);
+	workload_span(m, a->instance, t);
 	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
 	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;

@@ -198,7 +198,7 @@ static void overview(out_t *o, const model *m)
 	text_str(&o->t, "</p><div class=\"cards\">");
 	card(&o->t, "operation", "operations", "%.0f", (double)m->requests);
 	card(&o->t, "ops per second", "ops per second", "%.1f",
-	     secs > 0 ? (double)m->requests / secs : 0);
+	     m->covered_s > 0 ? (double)m->requests / m->covered_s : 0);
 	card(&o->t, "query shape", "query shapes", "%.0f", (double)m->nshapes);
 	card(&o->t, "app", "apps", "%.0f", (double)m->napps);
 	card(&o->t, "namespace", "namespaces", "%.0f", (double)m->nnss);
@@ -303,7 +303,7 @@ static void shape_row(out_t *o, const model_shape *s, double secs)
 
 static void shapes(out_t *o, const model *m)
 {
-	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	double secs = m->covered_s; /* the instances' time ranges (workload.c) */
 	text_str(&o->t,
 	         "<section id=\"shapes\"><h2>Query shapes</h2><p class=\"muted\">Sorted by total "
 	         "time (latency as mongoguard measured it: request forwarded to reply relayed). "

@@ -76,5 +76,7 @@ void rel_finish(rel_tracker *r, model *m);
 void workload_note(model *m, uint64_t instance, int64_t t, const cmdview *v, const char *cmd,
                    size_t shape, size_t ns);
 void workload_finish(model *m); /* m->covered_s */
+/* A reply's time in its instance's range. */
+void workload_span(model *m, uint64_t instance, int64_t t);
 
 #endif

@@ -7,7 +7,7 @@
  * showed of them.
  *
  * Rates are over the capture's covered time: the union of each instance's
- * time range (its first request to its last), so captures of a fleet read
+ * time range (its first record to its last, requests and replies), so captures of a fleet read
  * together give the fleet's rates, and two captures an hour apart do not
  * count the hour between them. */
 #include <inttypes.h>
@@ -65,7 +65,7 @@ static void note_projection(model_shape *s, const cmdview *v)
 		s->proj_fields = n;
 }
 
-static void note_span(model *m, uint64_t instance, int64_t t)
+void workload_span(model *m, uint64_t instance, int64_t t)
 {
 	for (size_t i = 0; i < m->nspans; i++)
 		if (m->spans[i].instance == instance) {
@@ -83,7 +83,7 @@ void workload_note(model *m, uint64_t instance, int64_t t, const cmdview *v, con
                    size_t shape, size_t ns)
 {
 	int kind = cmd_rows[cmd_find(cmd)].kind;
-	note_span(m, instance, t);
+	workload_span(m, instance, t);
 	if (shape) {
 		model_shape *s = &m->shapes[shape - 1];
 		if (s->count == 1) { /* its first request: the shape is the same after */
