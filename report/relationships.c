@@ -41,6 +41,8 @@ typedef struct rel_conn {
 	size_t parent; /* row + 1 */
 	uint64_t parent_shape;
 	int64_t n, last_t;
+	bool more; /* a getMore of the parent's cursor waits for its reply */
+	int64_t more_rid;
 	rel_child kids[REL_MAX_CHILDREN];
 	size_t nkids;
 	struct rel_conn *next;
@@ -296,10 +298,33 @@ static void sweep(rel_tracker *r, model *m, int64_t now)
 		}
 }
 
+/* A getMore of the armed parent's collection: its documents are the
+ * parent's too (an application iterating a cursor reads each batch's
+ * children before asking for the next). */
+static void parent_more(model *m, rel_tracker *r, const rel_req *q)
+{
+	bson_iter_t it;
+	rel_conn *c = conn_get(r, q->instance, q->conn, false);
+	if (!c || !c->armed || q->t - c->last_t > REL_WINDOW_US ||
+	    !bson_iter_init_find(&it, &q->v->body, "collection") || !BSON_ITER_HOLDS_UTF8(&it))
+		return;
+	const char *ns = m->nss[c->parent - 1].ns, *dot = strchr(ns, '.');
+	if (!dot || strcmp(dot + 1, bson_iter_utf8(&it, NULL)) ||
+	    strncmp(ns, q->v->db ? q->v->db : "", (size_t)(dot - ns)))
+		return;
+	c->more = true;
+	c->more_rid = q->rid;
+	c->last_t = q->t;
+}
+
 void rel_request(rel_tracker *r, model *m, const rel_req *q)
 {
 	if (++r->requests % REL_SWEEP_EVERY == 0)
 		sweep(r, m, q->t);
+	if (!strcmp(q->cmd, "getMore")) {
+		parent_more(m, r, q);
+		return;
+	}
 	bool find = !strcmp(q->cmd, "find"), agg = !strcmp(q->cmd, "aggregate");
 	if (!q->ns || (!find && !agg))
 		return; /* writes, getMores and the rest neither join nor break a chain */
@@ -327,6 +352,10 @@ void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_
 		return;
 	if (c->armed && t > c->last_t)
 		c->last_t = t; /* a child's reply: the next child read follows it */
+	if (c->armed && c->more && c->more_rid == rt) {
+		c->more = false;
+		c->n += n > 0 ? n : 0;
+	}
 	if (!c->pending || c->pend_rid != rt)
 		return;
 	c->pending = false;
@@ -337,6 +366,7 @@ void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_
 	c->parent_shape = c->pend_shape;
 	c->n = n;
 	c->last_t = t;
+	c->more = false;
 	c->nkids = 0;
 }
 

@@ -493,6 +493,38 @@ static void test_n_plus_one_by_indexed_key(void **state)
 	cap_free(&c);
 }
 
+/* A cursor iterated: 3 orders, their customers, a getMore of 3 more,
+ * theirs: 6 children of one parent read of 6 documents. */
+static void test_n_plus_one_over_get_more(void **state)
+{
+	(void)state;
+	cap c;
+	cap_open(&c);
+	header(&c, "one");
+	for (int i = 0; i < 4; i++) {
+		int64_t t = T0 + i * SEC;
+		call(&c, 1, t, find_orders(), 3, 400);
+		for (int k = 0; k < 3; k++)
+			call(&c, 1, t + 2000 + k * 2000, cust_by_id(), 1, 300);
+		call(&c, 1, t + 9000,
+		     BCON_NEW("getMore", BCON_INT64(77), "collection", "orders", "$db", "shop"), 3,
+		     400);
+		for (int k = 0; k < 3; k++)
+			call(&c, 1, t + 12000 + k * 2000, cust_by_id(), 1, 300);
+		/* another collection's getMore is not the parent's */
+		call(&c, 1, t + 30000,
+		     BCON_NEW("getMore", BCON_INT64(78), "collection", "other", "$db", "shop"), 50,
+		     400);
+	}
+	cap_close(&c);
+	const model_rel *x = pair(&c.m, "shop.orders", "shop.customers");
+	assert_non_null(x);
+	assert_int_equal(x->occurrences, 4);
+	assert_int_equal(x->fanout_max, 6);
+	assert_int_equal(x->child_reads, 24);
+	cap_free(&c);
+}
+
 /* A $lookup: every aggregate reads both; its fan-out is its output
  * array's length in sampled replies (3, 5, 7: avg 5, max 7). */
 static void test_lookup_pair(void **state)
@@ -614,6 +646,7 @@ int main(void)
 	    cmocka_unit_test(test_populate_in_extended_reference),
 	    cmocka_unit_test(test_look_alikes_are_no_join),
 	    cmocka_unit_test(test_n_plus_one_by_indexed_key),
+	    cmocka_unit_test(test_n_plus_one_over_get_more),
 	    cmocka_unit_test(test_lookup_pair),
 	    cmocka_unit_test(test_fleet_merged),
 	    cmocka_unit_test(test_chain_open_across_a_sweep),
