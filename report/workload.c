@@ -342,7 +342,7 @@ static void ns_html(out_t *o, const model *m, const model_ns *n)
 {
 	size_t top[WL_TOP_SHAPES];
 	size_t nt = top_shapes(m, n->ns, -1, top, WL_TOP_SHAPES);
-	text_str(&o->t, "<tr data-ns=\"");
+	text_str(&o->t, "<tr class=\"wl\" data-ns=\"");
 	text_html(&o->t, n->ns);
 	text_str(&o->t, "\"><td class=\"nsc\">");
 	text_html(&o->t, n->ns);
@@ -398,7 +398,7 @@ static void reads_html(out_t *o, const model *m)
 			if (!strcmp(m->nss[i].ns, s->ns))
 				n = &m->nss[i];
 		int64_t avg = n ? avg_doc(n) : -1;
-		text_str(&o->t, "<tr data-ns=\"");
+		text_str(&o->t, "<tr class=\"wl\" data-ns=\"");
 		text_html(&o->t, s->ns);
 		text_str(&o->t, "\"><td class=\"nsc\">");
 		text_html(&o->t, s->ns);

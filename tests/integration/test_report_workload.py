@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import bson
 import pytest
 from pymongo import ASCENDING
 
@@ -70,6 +71,34 @@ def fleet(tmp_path, upstream, start_proxy, clients, dbname):
     return dirs
 
 
+def expected_pairs(dirs: list[Path], parent_field: str, children: int,
+                   least: int) -> tuple[int, int]:
+    """The rounds as the capture timed them: (pairs, child reads). A round is a
+    parent find on parent_field, then its children reads; its chain ends at the
+    first gap over the 250 ms window (a client descheduled on a loaded machine),
+    and it is a pair when at least `least` reads came before."""
+    pairs = reads = 0
+    for d in dirs:
+        recs = [r for f in sorted(d.glob("*.bson")) for r in bson.decode_file_iter(f.open("rb"))
+                if r["k"] in ("req", "reply")]
+        by_conn: dict = {}
+        for r in recs:
+            by_conn.setdefault(r["conn"], []).append(r)
+        for seq in by_conn.values():
+            for i, r in enumerate(seq):
+                if r["k"] != "req" or r.get("op") != "find" or parent_field not in r[
+                        "body"].get("filter", {}):
+                    continue
+                last, n = seq[i + 1]["t"], 0  # the parent's reply
+                for k in range(i + 2, min(i + 2 + 2 * children, len(seq)), 2):
+                    if seq[k]["t"] - last > 250_000:
+                        break
+                    n, last = n + 1, seq[k + 1]["t"]
+                if n >= least:
+                    pairs, reads = pairs + 1, reads + n
+    return pairs, reads
+
+
 def report(bin_: str, *args) -> subprocess.CompletedProcess:
     r = subprocess.run([bin_, "report", *map(str, args), "--no-progress"], capture_output=True,
                        text=True, timeout=120)
@@ -102,10 +131,16 @@ def test_workload_and_relationships_of_a_fleet(fleet, tmp_path, mongoguard_bin, 
     assert rels["params"]["windowMs"] == 250 and rels["params"]["minFanout"] == 3
     pairs = {(p["parent"], p["child"], p["via"]): p for p in rels["pairs"]}
     each = pairs[(f"{dbname}.orders", f"{dbname}.customers", "client-each")]
-    assert each["key"] == "_id" and each["occurrences"] == 2 * ROUNDS, each
-    assert each["fanoutMax"] == 5 and each["childReads"] == 2 * ROUNDS * 5
+    # 2 * ROUNDS pairs of 5 reads each, unless the machine stalled the client
+    # past the window mid-round (the capture's own times say when)
+    want_pairs, want_reads = expected_pairs(fleet, "status", 5, 3)
+    assert want_pairs >= 2 * ROUNDS - 2, "the machine stalled the client too often"
+    assert each["key"] == "_id" and each["occurrences"] == want_pairs, each
+    assert each["fanoutMax"] == 5 and each["childReads"] == want_reads, each
     pop = pairs[(f"{dbname}.orders", f"{dbname}.customers", "client-in")]
-    assert pop["occurrences"] == 2 * ROUNDS and pop["childFieldsRead"] == 1, pop
+    want_pairs, _ = expected_pairs(fleet, "created", 1, 1)
+    assert want_pairs >= 2 * ROUNDS - 2, "the machine stalled the client too often"
+    assert pop["occurrences"] == want_pairs and pop["childFieldsRead"] == 1, pop
     # the look-alike (a list then one lookup) is no pair: only these two
     assert len(rels["pairs"]) == 2, rels["pairs"]
     # the customer changes about once per two joint reads: reference, said why
