@@ -44,7 +44,7 @@ static const char css[] =
     /* the workload and relationships tables (workload.c, relationships.c) */
     "td.nsc{overflow-wrap:anywhere;min-width:9em}td.top{min-width:24em}td.top div{margin:0 0 "
     "3px}tr.why td{border-bottom:2px solid #e3e7ee;padding-top:0;color:#475467}"
-    "tr.pair td{border-bottom:none}td.advice{white-space:nowrap}";
+    "tr.pair td{border-bottom:none}tr.pair code{word-break:normal}td.advice{white-space:nowrap}";
 
 static const char js[] =
     "document.querySelectorAll('table.sortable th').forEach(function(th,i){"

@@ -317,6 +317,7 @@ void report_workload_md(out_t *o, const model *m)
 		if (ns_listed(&m->nss[i]))
 			ns_md(o, m, &m->nss[i]);
 	reads_md(o, m);
+	report_legend_md(&o->t);
 	arrays_md(o, m);
 	out_flush(o);
 }
@@ -487,6 +488,7 @@ void report_workload_html(out_t *o, const model *m)
 	            "(estimated, from the index snapshots) and their sizes (sampled replies), "
 	            "and the most frequent shapes.</p>",
 	            m->covered_s, m->nspans, m->nspans == 1 ? "'s" : "s");
+	report_legend_html(&o->t);
 	html_table_open(&o->t, "id=\"workload-table\" class=\"sortable\"", wl_cols,
 	                sizeof wl_cols / sizeof *wl_cols);
 	out_flush(o);
