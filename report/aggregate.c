@@ -36,6 +36,7 @@
 #include "report/housekeeping.h"
 #include "report/namespaces.h"
 #include "report/recommend.h"
+#include "report/relationships.h"
 #include "report/sort.h"
 
 /* A request waiting for its reply, keyed by (instance, connection,
@@ -66,6 +67,7 @@ struct aggregator {
 	uint64_t instance; /* of the file being read */
 	bool rules_set;
 	engine_config cfg;
+	rel_tracker *rel;   /* client-side joins (relationships.c) */
 	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
 	int64_t cur_t;      /* its time */
 };
@@ -217,6 +219,47 @@ static int64_t rec_time(const bson_t *rec)
 	return t < 0 ? 0 : t;
 }
 
+/* What pairs a request with its reply, read in one pass over the record
+ * (each lookup by name is a pass of its own): conn, the request's rid or
+ * the reply's rt, and of a reply n and ok; of a request mtc. The first
+ * of a key counts, as with a lookup. */
+typedef struct rec_ids {
+	int64_t conn, id, n; /* n -1: none */
+	bool failed, mtc;
+} rec_ids;
+
+static void rec_ids_of(const bson_t *rec, const char *idkey, rec_ids *r)
+{
+	bson_iter_t it;
+	unsigned seen = 0;
+	*r = (rec_ids){.n = -1};
+	if (!bson_iter_init(&it, rec))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		unsigned bit = !strcmp(k, "conn")  ? 1u
+		               : !strcmp(k, idkey) ? 2u
+		               : !strcmp(k, "n")   ? 4u
+		               : !strcmp(k, "ok")  ? 8u
+		               : !strcmp(k, "mtc") ? 16u
+		                                   : 0u;
+		if (!bit || (seen & bit))
+			continue;
+		seen |= bit;
+		bool num = BSON_ITER_HOLDS_NUMBER(&it);
+		if (bit == 1u && num)
+			r->conn = bson_iter_as_int64(&it);
+		else if (bit == 2u && num)
+			r->id = bson_iter_as_int64(&it);
+		else if (bit == 4u && num)
+			r->n = bson_iter_as_int64(&it);
+		else if (bit == 8u)
+			r->failed = !bson_iter_as_bool(&it);
+		else if (bit == 16u)
+			r->mtc = bson_iter_as_bool(&it);
+	}
+}
+
 static uint64_t pend_key(aggregator *a, int64_t conn, int64_t id)
 {
 	uint64_t k = hash_map_fnv(&a->instance, sizeof a->instance, HASH_MAP_FNV0);
@@ -290,12 +333,11 @@ static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t,
 
 /* A reply is owed (not moreToCome): remembered to pair with it. shape and
  * ns: + 1, 0 for none (housekeeping has no row). */
-static void expect_reply(aggregator *a, const bson_t *rec, size_t shape, size_t ns, int64_t t)
+static void expect_reply(aggregator *a, const rec_ids *ids, size_t shape, size_t ns, int64_t t)
 {
-	bson_iter_t it;
-	if (bson_iter_init_find(&it, rec, "mtc") && bson_iter_as_bool(&it))
+	if (ids->mtc)
 		return;
-	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rid", 0));
+	uint64_t k = pend_key(a, ids->conn, ids->id);
 	pending *p = malloc(sizeof *p);
 	if (!p)
 		abort();
@@ -316,8 +358,10 @@ static void on_request(aggregator *a, const bson_t *rec)
 	wire_error err = {0};
 	int64_t t = rec_time(rec);
 	const char *app = rec_str(rec, "app");
+	rec_ids ids;
 	if (!msg)
 		return;
+	rec_ids_of(rec, "rid", &ids);
 	if (request_decode(&r, msg, len, &err) != REQUEST_COMMAND) {
 		request_release(&r);
 		free(msg);
@@ -334,8 +378,9 @@ static void on_request(aggregator *a, const bson_t *rec)
 	if (hk) {
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
+		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
 		judge(a, rec, &r.view, t, app, 0);
-		expect_reply(a, rec, 0, 0, t);
+		expect_reply(a, &ids, 0, 0, t);
 		request_release(&r);
 		free(msg);
 		return;
@@ -352,8 +397,12 @@ static void on_request(aggregator *a, const bson_t *rec)
 		ni = ns_table_index(&a->nss, n);
 		agg_note_schema(&a->nss, n, &r.view, cmd);
 	}
+	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
+	rel_request(a->rel, m,
+	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
+	                       m->shapes[si - 1].proj_fields});
 	judge(a, rec, &r.view, t, app, ni);
-	expect_reply(a, rec, si, ni, t);
+	expect_reply(a, &ids, si, ni, t);
 	request_release(&r);
 	free(msg);
 }
@@ -373,7 +422,11 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	m->replies++;
 	int64_t t = rec_time(rec);
 	note_time(m, t);
-	uint64_t k = pend_key(a, rec_int(rec, "conn", 0), rec_int(rec, "rt", 0));
+	rec_ids ids;
+	rec_ids_of(rec, "rt", &ids);
+	workload_span(m, a->instance, t);
+	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
+	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)
 		pp = &p->next;
@@ -403,13 +456,11 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	s->total_us += lat;
 	app_get(a, s->app)->total_us += lat;
 	s->bytes += rec_count(rec, "len");
-	bson_iter_t it;
-	if ((bson_iter_init_find(&it, rec, "ok") && !bson_iter_as_bool(&it)) ||
-	    rec_int(rec, "we", 0) > 0)
+	if (ids.failed || rec_int(rec, "we", 0) > 0)
 		agg_note_failure(s, (int32_t)rec_int(rec, "code", 0));
 	if (!strcmp(s->command, "find") || !strcmp(s->command, "aggregate") ||
 	    !strcmp(s->command, "getMore"))
-		s->docs += rec_count(rec, "n");
+		s->docs += (uint64_t)clamp_count(ids.n);
 	if (p->ns) {
 		model_ns *ns = &m->nss[p->ns - 1];
 		bson_iter_t d, c;
@@ -639,6 +690,9 @@ aggregator *aggregator_new(model *m)
 	a->m = m;
 	a->nss.m = m;
 	a->ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	a->rel = rel_tracker_new();
+	if (!a->rel)
+		abort();
 	rule_config_defaults(&a->cfg);
 	return a;
 }
@@ -769,6 +823,8 @@ void aggregator_finish(aggregator *a)
 	for (size_t i = 0; i < m->nnss; i++)
 		mark_used(&m->nss[i]);
 	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
+	workload_finish(m);      /* the covered time, which the relationships' rates need */
+	rel_finish(a->rel, m);
 	report_recommend_build(m);
 }
 
@@ -787,6 +843,7 @@ void aggregator_free(aggregator *a)
 		engine_free(a->quiet);
 	if (a->ic)
 		index_cache_free(a->ic);
+	rel_tracker_free(a->rel);
 	hash_map_free(&a->shapes);
 	hash_map_free(&a->findings);
 	hash_map_free(&a->apps);
@@ -803,6 +860,7 @@ void model_free(model *m)
 	free(m->tl_ev);
 	for (size_t i = 0; i < m->nnss; i++) {
 		free(m->nss[i].push);
+		free(m->nss[i].add_to_set);
 		for (size_t k = 0; k < m->nss[i].narrays; k++) {
 			free(m->nss[i].arrays[k].sample_t);
 			free(m->nss[i].arrays[k].sample_len);
@@ -814,6 +872,8 @@ void model_free(model *m)
 	for (size_t i = 0; i < m->nrecs; i++)
 		free(m->recs[i].shapes);
 	free(m->recs);
+	free(m->spans);
+	free(m->rels);
 	free(m->shapes);
 	free(m->findings);
 	free(m->nss);

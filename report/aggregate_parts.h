@@ -23,6 +23,9 @@ void agg_note_schema(ns_table *t, model_ns *n, const cmdview *v, const char *can
 void agg_array_sample(model_ns *n, const char *path, int64_t len, int64_t t);
 void agg_finding_push_paths(model_finding *mf);
 void report_arrays_finish(model *m);
+/* The evidence of one array of replies (f: a model_ns arrays row with
+ * samples): largest, p95, each half's largest, growth. */
+void report_array_evidence(const model *m, const model_field *f, model_array_evidence *e);
 
 /* Time charts (timeline.c): a finding of rule at time t_us (the engine's
  * tally); after the last record, before latencies are sorted, the

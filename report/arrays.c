@@ -73,7 +73,7 @@ void agg_finding_push_paths(model_finding *mf)
 	bson_destroy(b);
 }
 
-static void evidence_of(const model *m, const model_field *f, model_array_evidence *e)
+void report_array_evidence(const model *m, const model_field *f, model_array_evidence *e)
 {
 	int64_t mid = m->t_min + (m->t_max - m->t_min) / 2;
 	int64_t *v = malloc((f->nsamples ? f->nsamples : 1) * sizeof *v);
@@ -121,7 +121,7 @@ void report_arrays_finish(model *m)
 			model_array_evidence e;
 			if (!a)
 				continue;
-			evidence_of(m, a, &e);
+			report_array_evidence(m, a, &e);
 			if (!f->has_evidence || e.growth > f->arr.growth) {
 				f->arr = e;
 				f->has_evidence = true;

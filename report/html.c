@@ -40,7 +40,11 @@ static const char css[] =
     "label{margin-right:10px}li.rec{margin-bottom:14px}ul.served{margin:2px 0 6px;"
     "font-size:12px}.rec-ns h3{margin-top:16px}"
     "@media print{nav,form.filters{display:none}th{cursor:auto}h2{break-before:page}"
-    "table,pre,svg{break-inside:avoid}}";
+    "table,pre,svg{break-inside:avoid}}"
+    /* the workload and relationships tables (workload.c, relationships.c) */
+    "td.nsc{overflow-wrap:anywhere;min-width:9em}td.top{min-width:24em}td.top div{margin:0 0 "
+    "3px}tr.why td{border-bottom:2px solid #e3e7ee;padding-top:0;color:#475467}"
+    "tr.pair td{border-bottom:none}tr.pair code{word-break:normal}td.advice{white-space:nowrap}";
 
 static const char js[] =
     "document.querySelectorAll('table.sortable th').forEach(function(th,i){"
@@ -194,7 +198,7 @@ static void overview(out_t *o, const model *m)
 	text_str(&o->t, "</p><div class=\"cards\">");
 	card(&o->t, "operation", "operations", "%.0f", (double)m->requests);
 	card(&o->t, "ops per second", "ops per second", "%.1f",
-	     secs > 0 ? (double)m->requests / secs : 0);
+	     m->covered_s > 0 ? (double)m->requests / m->covered_s : 0);
 	card(&o->t, "query shape", "query shapes", "%.0f", (double)m->nshapes);
 	card(&o->t, "app", "apps", "%.0f", (double)m->napps);
 	card(&o->t, "namespace", "namespaces", "%.0f", (double)m->nnss);
@@ -299,7 +303,7 @@ static void shape_row(out_t *o, const model_shape *s, double secs)
 
 static void shapes(out_t *o, const model *m)
 {
-	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	double secs = m->covered_s; /* the instances' time ranges (workload.c) */
 	text_str(&o->t,
 	         "<section id=\"shapes\"><h2>Query shapes</h2><p class=\"muted\">Sorted by total "
 	         "time (latency as mongoguard measured it: request forwarded to reply relayed). "
@@ -610,7 +614,8 @@ bool report_write_html(const model *m, FILE *f)
 	if (m->diff)
 		text_str(&o.t, "<a href=\"#diff\">Before and after</a>");
 	text_str(&o.t, "<a href=\"#shapes\">Query shapes</a>"
-	               "<a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
+	               "<a href=\"#workload\">Workload</a><a href=\"#relationships\">"
+	               "Relationships</a><a href=\"#rules\">Rules</a><a href=\"#schema\">Schema</a>"
 	               "<a href=\"#apps\">Apps</a></nav>");
 	out_flush(&o);
 	report_filters_html(&o, m);
@@ -619,6 +624,7 @@ bool report_write_html(const model *m, FILE *f)
 	report_recs_html(&o, m);
 	report_diff_html(&o, m);
 	shapes(&o, m);
+	report_workload_html(&o, m);
 	rules(&o, m);
 	schema(&o, m);
 	apps(&o, m);

@@ -95,7 +95,7 @@ static void rules_list(text_buf *t, unsigned rules)
 static void shapes(out_t *o, const model *m)
 {
 	size_t *order = model_shapes_by_time(m);
-	double secs = m->t_max > m->t_min ? (double)(m->t_max - m->t_min) / 1e6 : 0;
+	double secs = m->covered_s; /* the instances' time ranges (workload.c) */
 	text_str(&o->t, "\"shapes\":[");
 	for (size_t k = 0; order && k < m->nshapes; k++) {
 		const model_shape *s = &m->shapes[order[k]];
@@ -278,6 +278,8 @@ bool report_write_json(const model *m, FILE *f)
 	findings(&o, m);
 	report_recs_json(&o, m);
 	report_diff_json(&o, m);
+	report_workload_json(&o, m);
+	report_rels_json(&o, m);
 	schema(&o, m);
 	apps(&o, m);
 	text_str(&o.t, "}\n");

@@ -185,6 +185,8 @@ bool report_write_md(const model *m, FILE *f)
 	rules_md(&o, m);
 	report_recs_md(&o, m);
 	shapes_md(&o, m);
+	report_workload_md(&o, m);
+	report_rels_md(&o, m);
 	report_quiet_md(&o, m);
 	report_diff_md(&o, m);
 	pushes_md(&o, m);

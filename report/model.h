@@ -56,6 +56,12 @@ typedef struct model_shape {
 	unsigned quiet_rules;
 	char app[128];        /* the first app seen */
 	double p50, p95, p99; /* ms, after aggregator_finish */
+	/* The workload (workload.c): the command table's kind of its command
+	 * (protocol/commands.h, CMD_KIND_*), and of a read the fields its
+	 * projection names (proj_fields -1: none, the whole document). */
+	int kind;
+	int proj_fields;
+	char proj[256]; /* the projection's field names, comma-separated */
 } model_shape;
 
 #define MODEL_ARRAY_SAMPLES (1u << 20)
@@ -141,7 +147,54 @@ typedef struct model_ns {
 	size_t nindexes;
 	bool have_indexes;
 	int64_t doc_count; /* estimated, with the last index list; -1 unknown */
+	/* The workload (workload.c): writes (the command table's write kind,
+	 * one per request); $addToSet targets alone (push holds both). */
+	uint64_t writes;
+	model_field *add_to_set;
+	size_t nadd_to_set;
 } model_ns;
+
+/* A capture instance's time range (one mongoguard process): the rates of
+ * a merged fleet are over the union of these (workload.c). */
+typedef struct model_span {
+	uint64_t instance;
+	int64_t first, last; /* µs */
+} model_span;
+
+/* How two collections are read together (relationships.c): by a $lookup
+ * in one aggregate, or on the client (a read of the parent, then reads of
+ * the child by one key, one per parent document or in $in batches). */
+typedef enum {
+	MODEL_REL_LOOKUP,
+	MODEL_REL_CLIENT_EACH, /* N+1: one read per parent document */
+	MODEL_REL_CLIENT_IN,   /* a few $in batches (an ODM's populate) */
+} model_rel_via;
+
+typedef enum {
+	MODEL_ADVICE_EMBED,
+	MODEL_ADVICE_EXTENDED_REFERENCE,
+	MODEL_ADVICE_REFERENCE,
+} model_advice;
+
+typedef struct model_rel {
+	char parent[MODEL_NS_LEN], child[MODEL_NS_LEN];
+	model_rel_via via;
+	char key[128];        /* the child's field read by (foreignField, _id, ...) */
+	char as[128];         /* a $lookup's output array (its length is the fan-out) */
+	uint64_t occurrences; /* parent reads followed by the child's */
+	uint64_t parent_shapes[8];
+	size_t nparent_shapes;
+	uint64_t parent_reads; /* of those parent shapes, after finish */
+	uint64_t fanout_total; /* child documents asked for, over the occurrences */
+	int64_t fanout_max;    /* -1: not known (a $lookup no sampled reply showed) */
+	uint64_t fanout_samples;
+	uint64_t child_reads;  /* the child's reads these occurrences made */
+	int child_proj_fields; /* the widest child projection seen; -1: whole documents */
+	/* after finish: per second over the covered time, and shares */
+	double rate, share, fanout_avg, child_writes_s, child_solo_s;
+	model_advice advice;
+	char why[512]; /* the evidence that decided it, in words */
+} model_rel;
 
 /* One fix for a collection (recommend.c): an index that serves some
  * captured shapes (the merged ESR suggestions), or a design change named
@@ -281,6 +334,12 @@ typedef struct model {
 	size_t noverrides;
 	/* Each rule's quiet_below parameter as judged (rules.h); 0: none. */
 	uint32_t quiet_below[RULE_COUNT];
+	/* The workload (workload.c) and relationships (relationships.c). */
+	model_span *spans;
+	size_t nspans, capspans;
+	double covered_s; /* the union of the spans, seconds: what rates are over */
+	model_rel *rels;  /* by occurrences, most first, after finish */
+	size_t nrels, caprels;
 } model;
 
 /* Whether shape s is one to list under "scans below <parameter>" for rule

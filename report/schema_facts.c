@@ -51,6 +51,9 @@ static void note_update(model_ns *n, const bson_iter_t *u)
 			continue;
 		while (bson_iter_next(&f)) {
 			ns_field_note(&n->push, &n->npush, bson_iter_key(&f), -1);
+			if (op[1] == 'a') /* $addToSet: the workload's arrays name it */
+				ns_field_note(&n->add_to_set, &n->nadd_to_set, bson_iter_key(&f),
+				              -1);
 			n->pushes++;
 		}
 	}

@@ -29,6 +29,15 @@ void report_quiet_html(out_t *o, const model *m); /* <h3>Scans below ...</h3> */
 void report_quiet_md(out_t *o, const model *m);   /* ## Scans below ... */
 void report_quiet_json(out_t *o, const model *m); /* "quietFindings":[...], */
 
+/* The workload (workload.c) and the relationships (relationships.c):
+ * the HTML section holds both. */
+void report_workload_html(out_t *o, const model *m); /* <section id="workload"> */
+void report_workload_md(out_t *o, const model *m);   /* ## Workload */
+void report_workload_json(out_t *o, const model *m); /* "workload":{...}, */
+void report_rels_html(out_t *o, const model *m);     /* <h3>Relationships</h3> */
+void report_rels_md(out_t *o, const model *m);       /* ## Relationships */
+void report_rels_json(out_t *o, const model *m);     /* "relationships":{...}, */
+
 /* The placeholders a redacted shape holds, explained (legend.c). */
 void report_legend_html(text_buf *t);
 void report_legend_md(text_buf *t);
