@@ -463,13 +463,15 @@ static void say(sort_facts *f, sort_verdict v, const sort_spec *shown, const cha
  * hidden, its filter implied when partial, its points not strings when
  * its collation is not the query's, and when sparse the predicate on its
  * leading key must keep out documents without it (those can repeat). */
-static bool few_documents(const index_set *s, sort_facts *f)
+static bool few_documents(const index_set *s, sort_facts *f, const index_def *id)
 {
 	const bson_t *filters[1] = {f->q->filter};
 	for (size_t i = 0; i < index_set_count(s); i++) {
 		const index_def *d = index_set_get(s, i);
-		bool id = strcmp(d->name, "_id_") == 0;
-		if ((!d->unique && !id) || d->hidden || d->odd || d->nkeys == 0 ||
+		if ((!d->unique && d != id) || d->hidden || d->odd || d->nkeys == 0)
+			continue;
+		const query_pred *lead = query_preds_find(&f->preds, d->keys[0].field);
+		if (lead == NULL || (!lead->point && lead->points == 0) ||
 		    !index_def_usable_for(d, filters, 1) ||
 		    (d->sparse &&
 		     sort_bounds_missing(filters, 1, d->keys[0].field) != MISSING_EXCLUDED))
@@ -599,12 +601,12 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		sort_bounds_elems(&f->preds, 0, &f->names);
 	/* No collation named: the query has the collection's default, which
 	 * the _id index carries (every index created without one inherits it). */
-	f->coll = q->collation;
-	if (q->collation == NULL) {
-		const index_def *id = index_set_id_index(s);
-		f->coll = id != NULL ? id->collation : NULL;
-	}
-	if (few_documents(s, f))
+	/* The _id index is listed first by every server; else looked for. */
+	const index_def *id = index_set_count(s) > 0 ? index_set_get(s, 0) : NULL;
+	if (id == NULL || strcmp(id->name, "_id_") != 0)
+		id = index_set_id_index(s);
+	f->coll = q->collation != NULL ? q->collation : id != NULL ? id->collation : NULL;
+	if (few_documents(s, f, id))
 		return;
 
 	switch (resolve_hint(s, q, &hinted, &why)) {
