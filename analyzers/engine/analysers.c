@@ -526,7 +526,8 @@ static void union_with(rule_ctx *ax, const rule_site *parent, cmd_body *b, const
 /* {$lookup: {from, pipeline, [localField, foreignField]}}: the
  * sub-pipeline runs against from for each outer document, and its
  * leading $match and $sort reach the planner there (with the variables
- * bound: sort_bounds_lookup), as a top-level aggregate's do; its $sort is
+ * bound: sort_bounds_expr reads its $expr equalities, sort_bounds_lookup
+ * adds foreignField's), as a top-level aggregate's do; its $sort is
  * judged against from's indexes, at from's namespace. The concise form
  * without a pipeline sorts nothing. */
 static void lookup_sorts(rule_ctx *ax, const rule_site *parent, cmd_body *b,
@@ -557,7 +558,7 @@ static void lookup_sorts(rule_ctx *ax, const rule_site *parent, cmd_body *b,
 	if (l.has_sort && (t.parts & PART_SORT)) {
 		bson_t bounds, merged;
 		bson_init(&bounds);
-		sort_bounds_lookup(&bounds, l.filter, has_local ? foreign : NULL);
+		sort_bounds_lookup(&bounds, has_local ? foreign : NULL);
 		bson_init(&merged);
 		if (l.filter)
 			bson_concat(&merged, l.filter);

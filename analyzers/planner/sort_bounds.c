@@ -218,7 +218,7 @@ uint32_t sort_bounds_multikey_cut(const index_def *d, const query_preds *p)
 	return cut;
 }
 
-/* ---- $lookup ---- */
+/* ---- $expr ---- */
 
 static bool field_path(const bson_iter_t *v)
 {
@@ -228,7 +228,9 @@ static bool field_path(const bson_iter_t *v)
 	return s[0] == '$' && s[1] != '$' && s[1] != '\0';
 }
 
-static void expr_eq(bson_t *out, const bson_iter_t *eq)
+/* {$eq: ["$f", v]} (either order): a point on f, whose name is the
+ * path's bytes after the '$', inside the filter. */
+static void expr_eq(query_preds *p, const bson_iter_t *eq)
 {
 	bson_iter_t a, lhs, rhs;
 	if (!WIRE_ITER_HOLDS_ARRAY(eq) || !wire_iter_recurse(eq, &a) || !wire_iter_next(&a))
@@ -242,32 +244,41 @@ static void expr_eq(bson_t *out, const bson_iter_t *eq)
 		lhs = rhs;
 		rhs = t;
 	}
-	if (!field_path(&lhs) || field_path(&rhs))
-		return;
-	const char *f = bson_iter_utf8(&lhs, NULL) + 1;
 	bson_type_t t = wire_iter_type(&rhs);
-	if (t == BSON_TYPE_UTF8 || t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY)
-		bson_append_utf8(out, f, -1, "?", 1); /* a variable, or collatable */
-	else
-		bson_append_iter(out, f, -1, &rhs);
+	if (!field_path(&lhs) || field_path(&rhs) || t == BSON_TYPE_DOCUMENT ||
+	    t == BSON_TYPE_ARRAY)
+		return; /* two paths, or a whole array or document: no point */
+	query_pred *q = pred_slot(p, bson_iter_utf8(&lhs, NULL) + 1);
+	if (q == NULL)
+		return;
+	q->any = q->point = q->equality = true;
+	/* a variable ("$$v") may hold a string; a constant says its type */
+	if (t != BSON_TYPE_UTF8 && t != BSON_TYPE_SYMBOL)
+		q->point_nc = q->bounded_nc = true;
 }
 
-void sort_bounds_lookup(bson_t *out, const bson_t *filter, const char *foreign_field)
+void sort_bounds_expr(query_preds *p, const bson_t *filter)
 {
 	bson_iter_t it, c, el;
-	if (foreign_field != NULL && foreign_field[0] != '\0')
-		bson_append_utf8(out, foreign_field, -1, "?", 1);
 	if (filter == NULL || !bson_iter_init_find(&it, filter, "$expr") ||
 	    !wire_iter_recurse(&it, &c) || !wire_iter_next(&c))
 		return;
 	if (strcmp(wire_iter_key(&c), "$eq") == 0) {
-		expr_eq(out, &c);
+		expr_eq(p, &c);
 	} else if (strcmp(wire_iter_key(&c), "$and") == 0 && wire_iter_recurse(&c, &el)) {
 		while (wire_iter_next(&el)) {
 			bson_iter_t op;
 			if (wire_iter_recurse(&el, &op) && wire_iter_next(&op) &&
 			    strcmp(wire_iter_key(&op), "$eq") == 0)
-				expr_eq(out, &op);
+				expr_eq(p, &op);
 		}
 	}
+}
+
+/* ---- $lookup ---- */
+
+void sort_bounds_lookup(bson_t *out, const char *foreign_field)
+{
+	if (foreign_field != NULL && foreign_field[0] != '\0')
+		bson_append_utf8(out, foreign_field, -1, "?", 1);
 }

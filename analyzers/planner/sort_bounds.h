@@ -54,14 +54,19 @@ missing_kind sort_bounds_missing(const bson_t *const *filters, size_t n, const c
  * the order the scan gives. 0 when d is not known to be multikey. */
 uint32_t sort_bounds_multikey_cut(const index_def *d, const query_preds *p);
 
-/* The bounds a $lookup sub-pipeline's leading $match (filter, NULL:
- * none) gets per outer document that the filter does not show, appended
- * to out as equalities: each {$eq: [<"$f">, <value>]} of its $expr (alone
- * or in an $and), which mongod rewrites to an index point on f once the
- * variables are bound (5.0), and, with localField/foreignField and a
- * pipeline (foreign_field non-NULL), {foreignField: value}. A variable's
- * value is unknown: written as the string "?" (a point that may collate);
- * a constant is written as it is. Two field paths compared give nothing. */
-void sort_bounds_lookup(bson_t *out, const bson_t *filter, const char *foreign_field);
+/* Adds to p the points the top-level $expr of filter gives: each {$eq:
+ * ["$f", v]} (alone or in an $and; v a constant or a variable, either
+ * order), which mongod rewrites to an index point on f ($_internalExprEq;
+ * in a $lookup sub-pipeline once the variables are bound, 5.0). A
+ * variable may hold a string: a point that may collate. Two paths
+ * compared, or an array or document value, give nothing. mongod does not
+ * use such a point on a multikey path: counted anyway, which can miss a
+ * finding there, never invent one. */
+void sort_bounds_expr(query_preds *p, const bson_t *filter);
+
+/* The equality a $lookup with localField/foreignField and a pipeline puts
+ * before its pipeline, {foreignField: <the local value>}, appended to out
+ * with the value unknown (the string "?", a point that may collate). */
+void sort_bounds_lookup(bson_t *out, const char *foreign_field);
 
 #endif

@@ -599,6 +599,7 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 	f->names.len = 0;
 	if (f->preds.nelems > 0)
 		sort_bounds_elems(&f->preds, 0, &f->names);
+	sort_bounds_expr(&f->preds, q->filter);
 	/* No collation named: the query has the collection's default, which
 	 * the _id index carries (every index created without one inherits it). */
 	/* The _id index is listed first by every server; else looked for. */

@@ -119,6 +119,7 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
         list(db.kinds.find({"email": "a@b"}).sort("name", 1))
         list(db.kinds.find({"_id": {"$in": [ObjectId() for _ in range(20)]}}).sort("name", 1))
         list(db.fr.find({}).sort("name", 1))
+        list(db.lines.find({"$expr": {"$eq": ["$order", 5]}}).sort("at", -1))
         list(db.kinds.aggregate([{"$lookup": {
             "from": "lines", "let": {"o": "$_id"},
             "pipeline": [{"$match": {"$expr": {"$eq": ["$order", "$$o"]}}},

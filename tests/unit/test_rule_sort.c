@@ -103,7 +103,15 @@ static const sort_case cases[] = {
      "{'b':1}", NULL, NULL, NULL, P},
     {"$elemMatch range is no point", ABCD, "{'a':{'$elemMatch':{'$gt':5}}}", "{'b':1}", NULL, NULL,
      NULL, B},
-    {"$expr is not equality", ABCD, "{'$expr':{'$eq':['$a',5]}}", "{'b':1}", NULL, NULL, NULL, B},
+    /* mongod rewrites an $expr $eq on a path to an index point
+     * ($_internalExprEq); was B before round 4. */
+    {"$expr $eq is a point", ABCD, "{'$expr':{'$eq':['$a',5]}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"$expr $eq in $and, either order", ABCD, "{'$expr':{'$and':[{'$eq':[5,'$a']}]}}", "{'b':1}",
+     NULL, NULL, NULL, P},
+    {"$expr $gt is not equality", ABCD, "{'$expr':{'$gt':['$a',5]}}", "{'b':1}", NULL, NULL, NULL,
+     B},
+    {"$expr comparing two paths bounds nothing", ABCD, "{'$expr':{'$eq':['$a','$z']}}", "{'b':1}",
+     NULL, NULL, NULL, B},
     {"equality under a 2-branch $or is not equality", ABCD, "{'$or':[{'a':5},{'z':1}]}", "{'b':1}",
      NULL, NULL, NULL, B},
 
