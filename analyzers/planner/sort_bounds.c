@@ -230,14 +230,14 @@ static bool field_path(const bson_iter_t *v)
 
 /* {$eq: ["$f", v]} (either order): a point on f, whose name is the
  * path's bytes after the '$', inside the filter. */
-static void expr_eq(query_preds *p, const bson_iter_t *eq)
+static bool expr_eq(query_preds *p, const bson_iter_t *eq)
 {
 	bson_iter_t a, lhs, rhs;
 	if (!WIRE_ITER_HOLDS_ARRAY(eq) || !wire_iter_recurse(eq, &a) || !wire_iter_next(&a))
-		return;
+		return false;
 	lhs = a;
 	if (!wire_iter_next(&a))
-		return;
+		return false;
 	rhs = a;
 	if (!field_path(&lhs)) {
 		bson_iter_t t = lhs;
@@ -247,32 +247,40 @@ static void expr_eq(query_preds *p, const bson_iter_t *eq)
 	bson_type_t t = wire_iter_type(&rhs);
 	if (!field_path(&lhs) || field_path(&rhs) || t == BSON_TYPE_DOCUMENT ||
 	    t == BSON_TYPE_ARRAY)
-		return; /* two paths, or a whole array or document: no point */
+		return false; /* two paths, or a whole array or document: no point */
 	query_pred *q = pred_slot(p, bson_iter_utf8(&lhs, NULL) + 1);
 	if (q == NULL)
-		return;
+		return false;
 	q->any = q->point = q->equality = true;
 	/* a variable ("$$v") may hold a string; a constant says its type */
 	if (t != BSON_TYPE_UTF8 && t != BSON_TYPE_SYMBOL)
 		q->point_nc = q->bounded_nc = true;
+	return true;
 }
 
-void sort_bounds_expr(query_preds *p, const bson_t *filter)
+bool sort_bounds_expr(query_preds *p, const bson_t *filter)
 {
 	bson_iter_t it, c, el;
-	if (filter == NULL || !bson_iter_init_find(&it, filter, "$expr") ||
-	    !wire_iter_recurse(&it, &c) || !wire_iter_next(&c))
-		return;
+	bool found = false, added = false;
+	if (filter == NULL || !wire_iter_init_raw(&it, bson_get_data(filter), filter->len))
+		return false;
+	while (!found && wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		found = k[0] == '$' && strcmp(k, "$expr") == 0;
+	}
+	if (!found || !wire_iter_recurse(&it, &c) || !wire_iter_next(&c))
+		return false;
 	if (strcmp(wire_iter_key(&c), "$eq") == 0) {
-		expr_eq(p, &c);
+		added = expr_eq(p, &c);
 	} else if (strcmp(wire_iter_key(&c), "$and") == 0 && wire_iter_recurse(&c, &el)) {
 		while (wire_iter_next(&el)) {
 			bson_iter_t op;
 			if (wire_iter_recurse(&el, &op) && wire_iter_next(&op) &&
 			    strcmp(wire_iter_key(&op), "$eq") == 0)
-				expr_eq(p, &op);
+				added |= expr_eq(p, &op);
 		}
 	}
+	return added;
 }
 
 /* ---- $lookup ---- */

@@ -62,7 +62,7 @@ uint32_t sort_bounds_multikey_cut(const index_def *d, const query_preds *p);
  * compared, or an array or document value, give nothing. mongod does not
  * use such a point on a multikey path: counted anyway, which can miss a
  * finding there, never invent one. */
-void sort_bounds_expr(query_preds *p, const bson_t *filter);
+bool sort_bounds_expr(query_preds *p, const bson_t *filter); /* true: added some */
 
 /* The equality a $lookup with localField/foreignField and a pipeline puts
  * before its pipeline, {foreignField: <the local value>}, appended to out

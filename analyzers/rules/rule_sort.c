@@ -484,6 +484,8 @@ static bool few_documents(const index_set *s, sort_facts *f, const index_def *id
 			docs = n == 0 ? QUERY_IN_EXPLODE_MAX + 1 : docs * n;
 		}
 		if (docs <= QUERY_IN_EXPLODE_MAX) {
+			f->maybe_why = NULL; /* what the blocking verdict set */
+			f->list_indexes = f->collation_near = false;
 			say(f, SORT_PROVIDED, &f->sort,
 			    "at most a few documents to sort: unique index ", d->name,
 			    " bounds them");
@@ -549,9 +551,10 @@ static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hi
 	blocking(f, NULL, hinted, out.collation);
 }
 
+static void judge_planned(const index_set *s, sort_facts *f);
+
 void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 {
-	const index_def *hinted = NULL;
 	const char *why = NULL;
 
 	f->q = q;
@@ -599,18 +602,31 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 	f->names.len = 0;
 	if (f->preds.nelems > 0)
 		sort_bounds_elems(&f->preds, 0, &f->names);
-	sort_bounds_expr(&f->preds, q->filter);
 	/* No collation named: the query has the collection's default, which
-	 * the _id index carries (every index created without one inherits it). */
-	/* The _id index is listed first by every server; else looked for. */
+	 * the _id index carries (every index created without one inherits
+	 * it). The _id index is listed first by every server; else looked for. */
 	const index_def *id = index_set_count(s) > 0 ? index_set_get(s, 0) : NULL;
 	if (id == NULL || strcmp(id->name, "_id_") != 0)
 		id = index_set_id_index(s);
 	f->coll = q->collation != NULL ? q->collation : id != NULL ? id->collation : NULL;
-	if (few_documents(s, f, id))
-		return;
+	judge_planned(s, f);
+	/* $expr points can only add order (mongod does not use them on a
+	 * multikey path, where they would cut it): read only when needed. */
+	if (f->verdict != SORT_PROVIDED && sort_bounds_expr(&f->preds, q->filter)) {
+		f->maybe_why = NULL;
+		f->list_indexes = f->collation_near = false;
+		judge_planned(s, f);
+	}
+	if (f->verdict == SORT_BLOCKING)
+		(void)few_documents(s, f, id);
+}
 
-	switch (resolve_hint(s, q, &hinted, &why)) {
+/* The hint, then the indexes (sort_evaluate's last step). */
+static void judge_planned(const index_set *s, sort_facts *f)
+{
+	const index_def *hinted = NULL;
+	const char *why = NULL;
+	switch (resolve_hint(s, f->q, &hinted, &why)) {
 	case HINT_NATURAL:
 		blocking(f, "hint {$natural} forces a collection scan", NULL, NULL);
 		return;
