@@ -109,10 +109,15 @@ static bool is_null(const bson_iter_t *v)
 static missing_kind op_missing(const char *op, const bson_iter_t *v)
 {
 	if (strcmp(op, "$eq") == 0 || strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
-	    strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0)
-		return is_null(v)
-		           ? (op[2] == 'q' || op[3] == 'e' ? MISSING_MATCHES : MISSING_UNSURE)
-		           : MISSING_EXCLUDED;
+	    strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) {
+		bson_type_t t = wire_iter_type(v);
+		if (t == BSON_TYPE_MINKEY || t == BSON_TYPE_MAXKEY)
+			return MISSING_UNSURE; /* {$gt: MinKey} matches a missing field */
+		if (!is_null(v))
+			return MISSING_EXCLUDED;
+		/* {$eq: null} matches a missing field; $gte/$lte null: unsure */
+		return strcmp(op, "$eq") == 0 ? MISSING_MATCHES : MISSING_UNSURE;
+	}
 	if (strcmp(op, "$in") == 0) {
 		bson_iter_t el;
 		if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
