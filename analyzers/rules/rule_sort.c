@@ -23,21 +23,25 @@
  * The rule must be trusted for its silence and its alarms alike, and where
  * the two pull apart it keeps quiet (SORT_NO_VERDICT) rather than risk a false
  * finding:
- *  - Multikey: listIndexes does not say whether an index is multikey, and a
- *    multikey field can only provide a sort when its bounds are unrestricted.
- *    The index cache learns it from explain of a query hinted to each index
- *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a sort on
- *    a multikey field the filter restricts gets no bounded or exploded scan
- *    from that index. Where it did not (a server that does not say), the
+ *  - Multikey: listIndexes does not say whether an index is multikey. The
+ *    index cache learns it from explain of a query hinted to each index
+ *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a bounded
+ *    scan's order ends at a multikey key whose bounds are restricted or that
+ *    shares an array prefix with a restricted one (sort_bounds_multikey_cut,
+ *    SERVER-31898). Where it did not (a server that does not say), the
  *    index is assumed not multikey: this can miss a finding, never invent one.
- *  - Sparse and partial indexes are eligible only when the filter guarantees
- *    the documents are in the index, which we do not evaluate. If such an
- *    index would provide the sort, the answer is "no verdict", not "blocking".
- *    (A sparse index is never scanned whole unless hinted: that case is
- *    certain and is judged.)
- *  - Any wildcard index (they can provide sorts on some paths), $text and
- *    $near queries, an unknown or ambiguous hint, an index spec we could not
+ *  - Partial indexes serve only a filter that implies their expression
+ *    (index_def_usable_for); sparse ones are never scanned whole unless
+ *    hinted, and bounded only when the predicate on their leading key keeps
+ *    out documents without it (sort_bounds_missing; unsure: no verdict).
+ *  - A wildcard index provides a sort only on a path the filter bounds
+ *    (then no verdict: its multikeyness is unknown). $text and $near
+ *    queries, an unknown or ambiguous hint, an index spec we could not
  *    read, too many predicates: no verdict.
+ *  - $elemMatch bounds the keys it tests, an $expr $eq on a path is a
+ *    point (sort_bounds.h), and no collation named means the collection's
+ *    default (the _id index's). A sort of at most 200 documents (an
+ *    equality or $in on every key of a unique index) is no finding.
  *  - $or: a query whose conjunctive part gets no sort from any index may
  *    still get one by merging sorted index scans of each branch; each branch
  *    is judged with the enclosing predicates added (generous: the planner
@@ -273,8 +277,7 @@ static bool wildcard_may_sort(const index_def *d, const query_preds *p, const so
  * (index_def_usable_for); a sparse one is never scanned whole, and is
  * bounded only when the predicate on its leading field matches no
  * document without it (else -1: cannot tell). */
-static int restricted_paths(const index_def *d, int paths, const query_preds *p,
-                            const filter_list *fl)
+static int restricted_paths(const index_def *d, int paths, const filter_list *fl)
 {
 	if (d->partial && !index_def_usable_for(d, fl->f, fl->n))
 		return 0;
@@ -283,7 +286,6 @@ static int restricted_paths(const index_def *d, int paths, const query_preds *p,
 	paths &= ~PATH_WHOLE;
 	if (paths == 0)
 		return 0;
-	(void)p;
 	switch (sort_bounds_missing(fl->f, fl->n, d->keys[0].field)) {
 	case MISSING_EXCLUDED:
 		return paths;
@@ -326,7 +328,7 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 		}
 		int paths = provides(d, p, s, qcoll, false);
 		if (hinted == NULL && (d->sparse || d->partial)) {
-			paths = restricted_paths(d, paths, p, fl);
+			paths = restricted_paths(d, paths, fl);
 			if (paths < 0) {
 				maybe(&r, out, d, "is sparse");
 				continue;
