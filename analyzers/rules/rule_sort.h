@@ -18,7 +18,8 @@
 #include "analyzers/planner/sort_query.h"
 
 typedef enum {
-	SORT_PROVIDED,   /* some usable index provides it (or no index question) */
+	SORT_PROVIDED,   /* some usable index provides it (or no index question, or a
+	                    unique key bounds it to at most 200 documents) */
 	SORT_BLOCKING,   /* mongod will sort in memory */
 	SORT_NO_VERDICT, /* cannot tell (wildcard index, odd spec, ...) */
 } sort_verdict;
