@@ -20,6 +20,7 @@
 #include "analyzers/engine/body.h"
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
+#include "analyzers/planner/sort_bounds.h"
 #include "protocol/byte_template.h"
 #include "protocol/wire_iter.h"
 
@@ -522,6 +523,61 @@ static void union_with(rule_ctx *ax, const rule_site *parent, cmd_body *b, const
 	subpipelines(ax, &site, b, &pipeline, depth + 1);
 }
 
+/* {$lookup: {from, pipeline, [localField, foreignField]}}: the
+ * sub-pipeline runs against from for each outer document, and its
+ * leading $match and $sort reach the planner there (with the variables
+ * bound: sort_bounds_expr reads its $expr equalities, sort_bounds_lookup
+ * adds foreignField's), as a top-level aggregate's do; its $sort is
+ * judged against from's indexes, at from's namespace. The concise form
+ * without a pipeline sorts nothing. */
+static void lookup_sorts(rule_ctx *ax, const rule_site *parent, cmd_body *b,
+                         const bson_iter_t *stage, int depth)
+{
+	bson_iter_t it, pipeline;
+	const char *from = NULL, *foreign = NULL;
+	bool has_pipeline = false, has_local = false;
+	target t;
+	if (!wire_iter_recurse(stage, &it))
+		return;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (key_eq(k, "from") && WIRE_ITER_HOLDS_UTF8(&it))
+			from = bson_iter_utf8(&it, NULL);
+		else if (key_eq(k, "pipeline") && WIRE_ITER_HOLDS_ARRAY(&it))
+			pipeline = it, has_pipeline = true;
+		else if (key_eq(k, "foreignField") && WIRE_ITER_HOLDS_UTF8(&it))
+			foreign = bson_iter_utf8(&it, NULL);
+		else if (key_eq(k, "localField"))
+			has_local = true;
+	}
+	if (!from || !from[0] || !has_pipeline || !target_init(ax, &t, ax->db, from))
+		return;
+	rule_site site = site_of(&t, parent->shape); /* the shape of the whole aggregate */
+	leading l;
+	leading_stages(&pipeline, &l);
+	if (l.has_sort && (t.parts & PART_SORT)) {
+		bson_t bounds, merged;
+		bson_init(&bounds);
+		sort_bounds_lookup(&bounds, has_local ? foreign : NULL);
+		bson_init(&merged);
+		if (l.filter)
+			bson_concat(&merged, l.filter);
+		bson_concat(&merged, &bounds);
+		sort_query q = {.db = ax->db,
+		                .coll = from,
+		                .filter = bson_empty(&merged) ? NULL : &merged,
+		                .sort = &l.sort,
+		                .collation = b->q.collation};
+		if (!run_sort(ax, &site, &q))
+			ax->wait = true;
+		bson_destroy(&merged);
+		bson_destroy(&bounds);
+	}
+	if (l.owned)
+		bson_destroy(&l.merged);
+	subpipelines(ax, &site, b, &pipeline, depth + 1);
+}
+
 /* Every $sort of a $facet's sub-pipelines: sorted in memory whatever the
  * indexes (sort_query.in_facet). */
 static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *facet)
@@ -545,7 +601,8 @@ static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *fac
 	}
 }
 
-/* Whether some top-level stage of pipeline is $facet or $unionWith: each
+/* Whether some top-level stage of pipeline is $facet, $unionWith or
+ * $lookup: each
  * stage's name read in place, as the first key of its document, walking
  * the array's bytes (the body was validated, so every length and key ends
  * inside it). Anything but a document among the stages ends the walk with
@@ -560,7 +617,8 @@ static bool names_subpipeline(const bson_iter_t *pipeline)
 		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
 		               (uint32_t)p[3] << 24;
 		const char *k = (const char *)p + 5;
-		if (len > 5 && (key_eq(k, "$facet") || key_eq(k, "$unionWith")))
+		if (len > 5 &&
+		    (key_eq(k, "$facet") || key_eq(k, "$unionWith") || key_eq(k, "$lookup")))
 			return true;
 		p += len;
 	}
@@ -568,8 +626,8 @@ static bool names_subpipeline(const bson_iter_t *pipeline)
 }
 
 /* The stages of a pipeline that hold pipelines of their own: $facet (its
- * sorts) and $unionWith (another collection's query). Most pipelines name
- * neither, and cost a look at each stage's name. */
+ * sorts), $unionWith and $lookup (another collection's query). Most
+ * pipelines name none, and cost a look at each stage's name. */
 static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
                          int depth)
 {
@@ -585,6 +643,8 @@ static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bs
 			facet_sorts(ax, s, &c);
 		else if (key_eq(wire_iter_key(&c), "$unionWith"))
 			union_with(ax, s, b, &c, depth);
+		else if (key_eq(wire_iter_key(&c), "$lookup"))
+			lookup_sorts(ax, s, b, &c, depth);
 	}
 }
 

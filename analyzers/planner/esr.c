@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyzers/planner/sort_bounds.h"
 #include "protocol/wire_iter.h"
 
 static void field_dir(text_buf *b, const char *field, int dir, bool first)
@@ -259,5 +260,6 @@ bool esr_suggest(const sort_query *q, char *out, size_t len)
 	}
 	query_preds_init(&preds);
 	query_preds_collect(&preds, q->filter);
+	sort_bounds_expr(&preds, q->filter); /* as the sort rule reads it */
 	return esr_suggest_parsed(q->db, q->coll, &preds, &sort, q->collation, out, len);
 }

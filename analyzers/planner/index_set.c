@@ -134,6 +134,8 @@ static bool build_def(index_def *d, const bson_t *spec)
 			d->hidden = truthy(&it);
 		} else if (strcmp(k, "sparse") == 0) {
 			d->sparse = truthy(&it);
+		} else if (strcmp(k, "unique") == 0) {
+			d->unique = truthy(&it);
 		} else if (strcmp(k, "partialFilterExpression") == 0) {
 			d->partial = true;
 			if (WIRE_ITER_HOLDS_DOCUMENT(&it) &&

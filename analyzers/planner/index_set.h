@@ -26,6 +26,7 @@ typedef struct index_def {
 	bson_t *collation; /* NULL for the simple collation */
 	bool hidden;       /* a hidden index is never used by the planner */
 	bool sparse;
+	bool unique;            /* unique: true (the _id index is unique without saying) */
 	bool partial;           /* has partialFilterExpression */
 	bson_t *partial_filter; /* ... a copy of it (NULL: none, or not a document) */
 	bool wildcard;          /* a "$**" key */

@@ -23,21 +23,25 @@
  * The rule must be trusted for its silence and its alarms alike, and where
  * the two pull apart it keeps quiet (SORT_NO_VERDICT) rather than risk a false
  * finding:
- *  - Multikey: listIndexes does not say whether an index is multikey, and a
- *    multikey field can only provide a sort when its bounds are unrestricted.
- *    The index cache learns it from explain of a query hinted to each index
- *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a sort on
- *    a multikey field the filter restricts gets no bounded or exploded scan
- *    from that index. Where it did not (a server that does not say), the
+ *  - Multikey: listIndexes does not say whether an index is multikey. The
+ *    index cache learns it from explain of a query hinted to each index
+ *    (mongod's IXSCAN isMultiKey and multiKeyPaths); where it did, a bounded
+ *    scan's order ends at a multikey key whose bounds are restricted or that
+ *    shares an array prefix with a restricted one (sort_bounds_multikey_cut,
+ *    SERVER-31898). Where it did not (a server that does not say), the
  *    index is assumed not multikey: this can miss a finding, never invent one.
- *  - Sparse and partial indexes are eligible only when the filter guarantees
- *    the documents are in the index, which we do not evaluate. If such an
- *    index would provide the sort, the answer is "no verdict", not "blocking".
- *    (A sparse index is never scanned whole unless hinted: that case is
- *    certain and is judged.)
- *  - Any wildcard index (they can provide sorts on some paths), $text and
- *    $near queries, an unknown or ambiguous hint, an index spec we could not
+ *  - Partial indexes serve only a filter that implies their expression
+ *    (index_def_usable_for); sparse ones are never scanned whole unless
+ *    hinted, and bounded only when the predicate on their leading key keeps
+ *    out documents without it (sort_bounds_missing; unsure: no verdict).
+ *  - A wildcard index provides a sort only on a path the filter bounds
+ *    (then no verdict: its multikeyness is unknown). $text and $near
+ *    queries, an unknown or ambiguous hint, an index spec we could not
  *    read, too many predicates: no verdict.
+ *  - $elemMatch bounds the keys it tests, an $expr $eq on a path is a
+ *    point (sort_bounds.h), and no collation named means the collection's
+ *    default (the _id index's). A sort of at most 200 documents (an
+ *    equality or $in on every key of a unique index) is no finding.
  *  - $or: a query whose conjunctive part gets no sort from any index may
  *    still get one by merging sorted index scans of each branch; each branch
  *    is judged with the enclosing predicates added (generous: the planner
@@ -56,6 +60,7 @@
 #include <string.h>
 
 #include "analyzers/planner/esr.h"
+#include "analyzers/planner/sort_bounds.h"
 #include "analyzers/catalog/index_cache.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/text.h"
@@ -90,14 +95,6 @@ static uint32_t usable_points(const query_pred *q, bool mismatch)
 	return q->points;
 }
 
-static bool has_key(const index_def *d, const char *field)
-{
-	for (size_t i = 0; i < d->nkeys; i++)
-		if (strcmp(d->keys[i].field, field) == 0)
-			return true;
-	return false;
-}
-
 /* want must be a prefix of have with every direction equal or every
  * direction inverted (the scan runs backwards). */
 static bool prefix_match(const sort_key *want, size_t nwant, const sort_key *have, size_t nhave)
@@ -115,14 +112,27 @@ static bool prefix_match(const sort_key *want, size_t nwant, const sort_key *hav
 	return true;
 }
 
-/* The sort with the fields this index pins to one value removed. */
+/* Position of field among d's keys, or -1. */
+static int key_pos(const index_def *d, const char *field)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		if (strcmp(d->keys[i].field, field) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The sort with the fields this index pins to one value removed. A key
+ * in cut (multikey, sort_bounds_multikey_cut) pinned to a point is not
+ * dropped: the scan skips it but does not order by it. */
 static size_t wanted_sort(const index_def *d, const query_preds *p, const sort_spec *s,
-                          bool mismatch, sort_key *want)
+                          bool mismatch, uint32_t cut, sort_key *want)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < s->n; i++) {
 		const char *f = s->keys[i].field;
-		if (has_key(d, f) && usable_point(query_preds_find(p, f), mismatch))
+		int k = key_pos(d, f);
+		if (k >= 0 && !(k < 32 && (cut & (1u << k))) &&
+		    usable_point(query_preds_find(p, f), mismatch))
 			continue;
 		want[n++] = s->keys[i];
 	}
@@ -133,14 +143,14 @@ static size_t wanted_sort(const index_def *d, const query_preds *p, const sort_s
  * scan delivers: point fields skipped, cut at a special key or (collation
  * mismatch) at a field whose bounds may hold strings. */
 static size_t scan_order(const index_def *d, size_t from, const query_preds *p, bool mismatch,
-                         sort_key *have)
+                         uint32_t cut, sort_key *have)
 {
 	size_t n = 0;
 	for (size_t i = from; i < d->nkeys && n < KEYS_MAX; i++) {
 		const query_pred *q = query_preds_find(p, d->keys[i].field);
 		if (usable_point(q, mismatch))
 			continue;
-		if (d->keys[i].direction == 0)
+		if (d->keys[i].direction == 0 || (i < 32 && (cut & (1u << i))))
 			break;
 		if (mismatch && (q == NULL || !q->bounded_nc))
 			break;
@@ -149,29 +159,6 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 		n++;
 	}
 	return n;
-}
-
-/* Does the sort name a field that d is known to be multikey on (from
- * explain, or a write the proxy saw put an array there) and that the
- * filter restricts? (Unknown multikey: assumed not, as listIndexes alone
- * never says.) */
-static bool multikey_restricted(const index_def *d, const query_preds *p, const sort_spec *s)
-{
-	bool known;
-	uint32_t multikey = index_def_multikey(d, &known);
-	if (multikey == 0)
-		return false;
-	for (size_t i = 0; i < d->nkeys && i < 32; i++) {
-		if (!(multikey & (1u << i)))
-			continue;
-		const query_pred *q = query_preds_find(p, d->keys[i].field);
-		if (q == NULL || !q->any)
-			continue;
-		for (size_t k = 0; k < s->n; k++)
-			if (strcmp(s->keys[k].field, d->keys[i].field) == 0)
-				return true;
-	}
-	return false;
 }
 
 /* Which ways (PATH_*) index d can deliver the sort for predicates p. */
@@ -201,12 +188,15 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 	}
 
 	/* 1. bounded scan: the leading field must carry a predicate. A
-	 * multikey field restricted by the filter gives no order to sort by
-	 * (each document sits at each of its elements), so then only the
-	 * whole-index scan below, with unrestricted bounds, can provide it. */
-	if (((lead != NULL && lead->any) || special_pred) && !multikey_restricted(d, p, s)) {
-		nwant = wanted_sort(d, p, s, mismatch, want);
-		nhave = scan_order(d, 0, p, mismatch, have);
+	 * multikey key whose bounds are restricted, or that shares an array
+	 * prefix with a restricted multikey key, gives no order to sort by
+	 * (each document sits at each of its elements): the order ends there
+	 * (sort_bounds_multikey_cut), and only the whole-index scan below,
+	 * with unrestricted bounds, may still provide it. */
+	if ((lead != NULL && lead->any) || special_pred) {
+		uint32_t cut = sort_bounds_multikey_cut(d, p);
+		nwant = wanted_sort(d, p, s, mismatch, cut, want);
+		nhave = scan_order(d, 0, p, mismatch, cut, have);
 		if (prefix_match(want, nwant, have, nhave))
 			paths |= PATH_BOUNDED;
 
@@ -225,7 +215,7 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 			multi = true;
 		}
 		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
-			nhave = scan_order(d, run, p, mismatch, have);
+			nhave = scan_order(d, run, p, mismatch, cut, have);
 			if (prefix_match(want, nwant, have, nhave))
 				paths |= PATH_EXPLODE;
 		}
@@ -234,7 +224,7 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 	/* 3. whole-index scan, in key pattern order, of a btree or hashed index;
 	 * strings would come out in the index's collation order, so the
 	 * collations must match. */
-	if (!mismatch && !d->plugin) {
+	if (!mismatch && !d->plugin && !d->wildcard) {
 		nhave = 0;
 		for (size_t i = 0; i < d->nkeys && nhave < KEYS_MAX; i++) {
 			if (d->keys[i].direction == 0)
@@ -249,9 +239,76 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 	return paths;
 }
 
+/* The filters a query's plan must satisfy (a conjunction): the query's
+ * filter, and an $or branch's when one is judged alone. */
+typedef struct filter_list {
+	const bson_t *f[2];
+	size_t n;
+} filter_list;
+
+/* A wildcard index is expanded per predicated path ({$_path: 1, f: 1}) and
+ * then provides a sort on that path only (computeSortsForScan); it is
+ * never scanned whole for a sort. So it may provide one only when the
+ * sort's first field has a predicate (or, compound wildcard, is a regular
+ * key of it); where it may, whether the path holds arrays is unknown. */
+static bool wildcard_may_sort(const index_def *d, const query_preds *p, const sort_spec *s)
+{
+	const char *f = s->keys[0].field;
+	if (key_pos(d, f) >= 0)
+		return true;
+	const query_pred *q = query_preds_find(p, f);
+	if (q == NULL || !q->any)
+		return false;
+	for (size_t i = 0; i < d->nkeys; i++) {
+		const char *k = d->keys[i].field;
+		size_t n = strlen(k);
+		if (strcmp(k, "$**") == 0)
+			return true;
+		/* "a.$**" covers a and the paths under it */
+		if (n > 3 && strcmp(k + n - 3, "$**") == 0 && strncmp(f, k, n - 4) == 0 &&
+		    (f[n - 4] == '\0' || f[n - 4] == '.'))
+			return true;
+	}
+	return false;
+}
+
+/* Which ways a sparse or partial index d may serve, not hinted: a
+ * partial index only when the filter implies its partialFilterExpression
+ * (index_def_usable_for); a sparse one is never scanned whole, and is
+ * bounded only when the predicate on its leading field matches no
+ * document without it (else -1: cannot tell). */
+static int restricted_paths(const index_def *d, int paths, const filter_list *fl)
+{
+	if (d->partial && !index_def_usable_for(d, fl->f, fl->n))
+		return 0;
+	if (!d->sparse)
+		return paths;
+	paths &= ~PATH_WHOLE;
+	if (paths == 0)
+		return 0;
+	switch (sort_bounds_missing(fl->f, fl->n, d->keys[0].field)) {
+	case MISSING_EXCLUDED:
+		return paths;
+	case MISSING_MATCHES:
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+static void maybe(eval_result *r, eval_out *out, const index_def *d, const char *why)
+{
+	if (*r != EVAL_NO)
+		return;
+	*r = EVAL_MAYBE;
+	out->maybe = d;
+	out->maybe_why = why;
+}
+
 /* Judges the indexes (only `hinted` when non-NULL) for one set of predicates. */
 static eval_result eval_indexes(const index_set *set, const index_def *hinted, const query_preds *p,
-                                const sort_spec *s, const bson_t *qcoll, eval_out *out)
+                                const sort_spec *s, const bson_t *qcoll, const filter_list *fl,
+                                eval_out *out)
 {
 	eval_result r = EVAL_NO;
 	size_t n = hinted != NULL ? 1 : index_set_count(set);
@@ -261,25 +318,21 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 		if (d->hidden)
 			continue;
 		if (d->odd) {
-			if (r == EVAL_NO) {
-				r = EVAL_MAYBE;
-				out->maybe = d;
-				out->maybe_why = "has a key pattern this rule cannot read";
-			}
+			maybe(&r, out, d, "has a key pattern this rule cannot read");
+			continue;
+		}
+		if (d->wildcard) {
+			if (wildcard_may_sort(d, p, s))
+				maybe(&r, out, d, "is a wildcard index on a predicated path");
 			continue;
 		}
 		int paths = provides(d, p, s, qcoll, false);
 		if (hinted == NULL && (d->sparse || d->partial)) {
-			/* Never scanned whole when sparse; eligible for a bounded scan
-			 * only if the filter guarantees its documents are indexed. */
-			if (d->sparse)
-				paths &= ~PATH_WHOLE;
-			if (paths != 0 && r == EVAL_NO) {
-				r = EVAL_MAYBE;
-				out->maybe = d;
-				out->maybe_why = d->sparse ? "is sparse" : "is partial";
+			paths = restricted_paths(d, paths, fl);
+			if (paths < 0) {
+				maybe(&r, out, d, "is sparse");
+				continue;
 			}
-			continue;
 		}
 		if (paths != 0) {
 			out->by = d;
@@ -291,10 +344,37 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 	return r;
 }
 
+/* One $or branch, judged with the enclosing predicates added (generous:
+ * the planner only sometimes pushes them down): EVAL_YES, EVAL_NO, or
+ * EVAL_MAYBE when it cannot be judged (nested $or, $text, ...). */
+static eval_result eval_branch(const index_set *set, const index_def *hinted, const query_preds *p,
+                               const sort_spec *s, const bson_t *qcoll, const bson_t *filter,
+                               const bson_t *branch)
+{
+	query_preds bp = *p;
+	sort_names names = {.len = 0};
+	eval_out bo = {0};
+	filter_list fl = {{filter, branch}, 2};
+	size_t from = p->nelems;
+
+	bp.nors = 0;
+	bp.ors_overflow = false;
+	query_preds_collect(&bp, branch);
+	if (bp.nelems > from)
+		sort_bounds_elems(&bp, from, &names);
+	if (bp.overflow || bp.text_or_near)
+		return EVAL_MAYBE;
+	eval_result r = eval_indexes(set, hinted, &bp, s, qcoll, &fl, &bo);
+	if (r == EVAL_NO && (bp.nors > 0 || bp.ors_overflow))
+		return EVAL_MAYBE; /* a nested $or might merge */
+	return r;
+}
+
 /* The conjunctive predicates gave no sort: try merging sorted scans of each
  * branch of an $or. */
 static eval_result eval_ors(const index_set *set, const index_def *hinted, const query_preds *p,
-                            const sort_spec *s, const bson_t *qcoll, eval_out *out)
+                            const sort_spec *s, const bson_t *qcoll, const bson_t *filter,
+                            eval_out *out)
 {
 	eval_result best = p->ors_overflow ? EVAL_MAYBE : EVAL_NO;
 
@@ -306,37 +386,15 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
 		    !bson_iter_init(&it, &arr))
 			continue;
-		while (wire_iter_next(&it) && all) {
-			const uint8_t *data;
-			uint32_t len;
+		while (all && wire_iter_next(&it)) {
 			bson_t branch;
-			query_preds bp = *p;
-			eval_out bo = {0};
-
-			if (!WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+			if (!wire_iter_doc_view(&it, &branch)) {
 				all = false;
 				break;
 			}
-			bson_iter_document(&it, &len, &data);
-			if (!bson_init_static(&branch, data, len)) {
-				all = false;
-				break;
-			}
-			bp.nors = 0;
-			bp.ors_overflow = false;
-			query_preds_collect(&bp, &branch);
-			eval_result r = EVAL_NO;
-			if (!bp.overflow && !bp.text_or_near)
-				r = eval_indexes(set, hinted, &bp, s, qcoll, &bo);
-			if (r == EVAL_YES)
-				continue;
-			if (r == EVAL_MAYBE || bp.overflow || bp.text_or_near || bp.nors > 0 ||
-			    bp.ors_overflow) {
-				/* Nested $or or something we do not judge. */
-				unsure = true;
-				continue;
-			}
-			all = false;
+			eval_result r = eval_branch(set, hinted, p, s, qcoll, filter, &branch);
+			unsure |= r == EVAL_MAYBE;
+			all = r != EVAL_NO;
 		}
 		if (all && !unsure) {
 			out->by = NULL;
@@ -399,6 +457,46 @@ static void say(sort_facts *f, sort_verdict v, const sort_spec *shown, const cha
 	f->tail = tail;
 }
 
+/* Whether an equality (or an $in) on every key of a unique index bounds
+ * what the query can return to at most QUERY_IN_EXPLODE_MAX documents:
+ * Mongoose's populate ({_id: {$in: [...]}} with a sort) and a lookup by a
+ * unique key. mongod still sorts them in memory, but a sort of at most
+ * that many documents is no finding. The index must serve the query: not
+ * hidden, its filter implied when partial, its points not strings when
+ * its collation is not the query's, and when sparse the predicate on its
+ * leading key must keep out documents without it (those can repeat). */
+static bool few_documents(const index_set *s, sort_facts *f, const index_def *id)
+{
+	const bson_t *filters[1] = {f->q->filter};
+	for (size_t i = 0; i < index_set_count(s); i++) {
+		const index_def *d = index_set_get(s, i);
+		if ((!d->unique && d != id) || d->hidden || d->odd || d->nkeys == 0)
+			continue;
+		const query_pred *lead = query_preds_find(&f->preds, d->keys[0].field);
+		if (lead == NULL || (!lead->point && lead->points == 0) ||
+		    !index_def_usable_for(d, filters, 1) ||
+		    (d->sparse &&
+		     sort_bounds_missing(filters, 1, d->keys[0].field) != MISSING_EXCLUDED))
+			continue;
+		bool mismatch = !query_collation_equal(d->collation, f->coll);
+		uint64_t docs = 1;
+		for (size_t k = 0; k < d->nkeys && docs <= QUERY_IN_EXPLODE_MAX; k++) {
+			const query_pred *q = query_preds_find(&f->preds, d->keys[k].field);
+			uint32_t n = usable_point(q, mismatch) ? 1 : usable_points(q, mismatch);
+			docs = n == 0 ? QUERY_IN_EXPLODE_MAX + 1 : docs * n;
+		}
+		if (docs <= QUERY_IN_EXPLODE_MAX) {
+			f->maybe_why = NULL; /* what the blocking verdict set */
+			f->list_indexes = f->collation_near = false;
+			say(f, SORT_PROVIDED, &f->sort,
+			    "at most a few documents to sort: unique index ", d->name,
+			    " bounds them");
+			return true;
+		}
+	}
+	return false;
+}
+
 /* When no index provides the sort: which one it is that blocks. */
 static void blocking(sort_facts *f, const char *why, const index_def *hinted,
                      const index_def *coll_near)
@@ -421,14 +519,15 @@ static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hi
 {
 	eval_out out = {0};
 	const sort_query *q = f->q;
-	eval_result r = eval_indexes(s, hinted, &f->preds, &f->sort, q->collation, &out);
+	filter_list fl = {{q->filter, NULL}, 1};
+	eval_result r = eval_indexes(s, hinted, &f->preds, &f->sort, f->coll, &fl, &out);
 	if (r == EVAL_YES) {
 		say(f, SORT_PROVIDED, &f->sort, "provided by index ", out.by->name, NULL);
 		return;
 	}
 	if (f->preds.nors > 0 || f->preds.ors_overflow) {
 		eval_out oo = {0};
-		eval_result orr = eval_ors(s, hinted, &f->preds, &f->sort, q->collation, &oo);
+		eval_result orr = eval_ors(s, hinted, &f->preds, &f->sort, f->coll, q->filter, &oo);
 		if (orr == EVAL_YES) {
 			say(f, SORT_PROVIDED, &f->sort,
 			    "provided by merging sorted index scans of each $or branch", NULL,
@@ -454,9 +553,10 @@ static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hi
 	blocking(f, NULL, hinted, out.collation);
 }
 
+static void judge_planned(const index_set *s, sort_facts *f);
+
 void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 {
-	const index_def *hinted = NULL;
 	const char *why = NULL;
 
 	f->q = q;
@@ -501,8 +601,34 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		    NULL);
 		return;
 	}
+	f->names.len = 0;
+	if (f->preds.nelems > 0)
+		sort_bounds_elems(&f->preds, 0, &f->names);
+	/* No collation named: the query has the collection's default, which
+	 * the _id index carries (every index created without one inherits
+	 * it). The _id index is listed first by every server; else looked for. */
+	const index_def *id = index_set_count(s) > 0 ? index_set_get(s, 0) : NULL;
+	if (id == NULL || strcmp(id->name, "_id_") != 0)
+		id = index_set_id_index(s);
+	f->coll = q->collation != NULL ? q->collation : id != NULL ? id->collation : NULL;
+	judge_planned(s, f);
+	/* $expr points can only add order (mongod does not use them on a
+	 * multikey path, where they would cut it): read only when needed. */
+	if (f->verdict != SORT_PROVIDED && sort_bounds_expr(&f->preds, q->filter)) {
+		f->maybe_why = NULL;
+		f->list_indexes = f->collation_near = false;
+		judge_planned(s, f);
+	}
+	if (f->verdict == SORT_BLOCKING)
+		(void)few_documents(s, f, id);
+}
 
-	switch (resolve_hint(s, q, &hinted, &why)) {
+/* The hint, then the indexes (sort_evaluate's last step). */
+static void judge_planned(const index_set *s, sort_facts *f)
+{
+	const index_def *hinted = NULL;
+	const char *why = NULL;
+	switch (resolve_hint(s, f->q, &hinted, &why)) {
 	case HINT_NATURAL:
 		blocking(f, "hint {$natural} forces a collection scan", NULL, NULL);
 		return;
@@ -510,15 +636,6 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ", why, NULL);
 		return;
 	case HINT_NONE:
-		for (size_t i = 0; i < index_set_count(s); i++) {
-			const index_def *d = index_set_get(s, i);
-			if (d->wildcard && !d->hidden) {
-				say(f, SORT_NO_VERDICT, &f->sort, "no verdict: wildcard index ",
-				    d->name, " may provide it");
-				return;
-			}
-		}
-		break;
 	case HINT_INDEX:
 		break;
 	}

@@ -14,10 +14,12 @@
 
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/sort_bounds.h"
 #include "analyzers/planner/sort_query.h"
 
 typedef enum {
-	SORT_PROVIDED,   /* some usable index provides it (or no index question) */
+	SORT_PROVIDED,   /* some usable index provides it (or no index question, or a
+	                    unique key bounds it to at most 200 documents) */
 	SORT_BLOCKING,   /* mongod will sort in memory */
 	SORT_NO_VERDICT, /* cannot tell (wildcard index, odd spec, ...) */
 } sort_verdict;
@@ -32,6 +34,8 @@ typedef struct sort_facts {
 	bool show_sort;        /* sort was parsed and is shown in the detail */
 	sort_spec sort;        /* valid when show_sort */
 	query_preds preds;     /* the filter's predicates: for the ESR suggestion */
+	sort_names names;      /* the paths of the bounds an $elemMatch adds to preds */
+	const bson_t *coll;    /* the query's collation, or the collection's default */
 	const char *what;      /* never NULL */
 	const char *name;      /* an index name, or NULL */
 	const char *tail;      /* or NULL */
