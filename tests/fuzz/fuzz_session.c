@@ -46,6 +46,8 @@ enum {
 	MAX_OPS = 256,
 	FINAL_SILENCE_MS = 200000,
 	STEP_MS = 1000,
+	/* 40 steps: a timer that fires every step would still pass SILENCE_BOUND */
+	FINAL_STEP_MS = 5000,
 	SILENCE_BOUND = 16,
 	MIN_MSG = 16,
 	MAX_MSG = 48000000,
@@ -158,11 +160,11 @@ static void op_deliver(run *r, uint8_t op, const uint8_t **in, const uint8_t *en
 /* Time passes with nothing from the client: only the session's deadlines
  * may fire (the frame wait, the reply wait and its re-arming, the flush,
  * the end), not a timer per step. */
-static void silence(run *r, uint64_t ms)
+static void silence(run *r, uint64_t ms, uint64_t step_ms)
 {
 	uint64_t cb = hx_callbacks(r->c), ep = hx_epoll_events(r->c);
 	r->silence_ms += ms;
-	check_run(r, hx_advance(r->c, ms, STEP_MS));
+	check_run(r, hx_advance(r->c, ms, step_ms));
 	if (hx_callbacks(r->c) - cb > SILENCE_BOUND || hx_epoll_events(r->c) - ep > SILENCE_BOUND)
 		die(r, "callbacks out of proportion during a silence");
 }
@@ -189,7 +191,7 @@ static void play(run *r, const uint8_t *in, const uint8_t *end)
 			op_queue(r, op, &in, end);
 			break;
 		case 2:
-			silence(r, (uint64_t)(op >> 2) * 500);
+			silence(r, (uint64_t)(op >> 2) * 500, STEP_MS);
 			break;
 		case 3:
 			if (op & 4)
@@ -221,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hx_tls_begin(r.c);
 	play(&r, data + 1, data + size);
 	bool must_end = must_have_ended(&r);
-	silence(&r, FINAL_SILENCE_MS);
+	silence(&r, FINAL_SILENCE_MS, FINAL_STEP_MS);
 	uint64_t bound = 64 + 24 * r.ops + r.c->delivered / 16;
 	if (hx_callbacks(r.c) > bound || hx_epoll_events(r.c) > bound)
 		die(&r, "callbacks out of proportion to what the client did");

@@ -153,11 +153,17 @@ hx_world *hx_world_new(bool tls, const char *log_path)
 	atomic_init(&w->draining, false);
 	atomic_init(&w->nconns, 1);
 	if (tls) {
-		w->server = server_ctx();
-		w->client = SSL_CTX_new(TLS_client_method());
-		if (!w->client)
-			abort();
-		SSL_CTX_set_verify(w->client, SSL_VERIFY_NONE, NULL);
+		/* made once: a key per world would cost more than the session */
+		static SSL_CTX *server, *client;
+		if (!server) {
+			server = server_ctx();
+			client = SSL_CTX_new(TLS_client_method());
+			if (!client)
+				abort();
+			SSL_CTX_set_verify(client, SSL_VERIFY_NONE, NULL);
+		}
+		w->server = server;
+		w->client = client;
 	}
 	return w;
 }
@@ -168,8 +174,6 @@ void hx_world_free(hx_world *w)
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);
-	SSL_CTX_free(w->server);
-	SSL_CTX_free(w->client);
 	log_close();
 	free(w);
 	virt_on = false;
