@@ -552,14 +552,21 @@ static bool sniff_peer_gone(evutil_socket_t fd)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* net.maxFrameWaitMS ran out before the first bytes said plain or TLS. */
+/* net.maxFrameWaitMS ran out before the first bytes said plain or TLS
+ * (or, with net.proxyProtocol, before the PROXY header was whole). */
 static void sniff_timeout(session *s)
 {
-	uint8_t head[TLS_SNIFF_LEN];
-	ssize_t n = recv(event_get_fd(s->sniff_ev), head, sizeof(head), MSG_PEEK);
+	uint8_t head[PROXY_PROTO_MAX];
+	ssize_t n = recv(event_get_fd(s->sniff_ev), head,
+	                 s->awaiting_proxy ? sizeof(head) : TLS_SNIFF_LEN, MSG_PEEK);
 	char why[160];
 	uint32_t ms = session_snap(s)->cfg.max_frame_wait_ms;
-	if (n > 0)
+	if (n > 0 && s->awaiting_proxy)
+		snprintf(why, sizeof(why),
+		         "client sent only %zd bytes of a PROXY header within %u ms "
+		         "(net.maxFrameWaitMS)",
+		         n, ms);
+	else if (n > 0)
 		snprintf(why, sizeof(why),
 		         "client sent only %zd bytes within %u ms, too few to tell plain from "
 		         "TLS (net.maxFrameWaitMS)",

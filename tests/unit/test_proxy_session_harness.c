@@ -33,7 +33,9 @@ typedef struct fixture {
 	hx_conn *c;
 } fixture;
 
-static fixture *start(bool tls)
+/* A world whose log is a file of the fixture's own (every world's first
+ * connection is conn0), and no connection yet. */
+static fixture *world(bool tls)
 {
 	fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
@@ -42,8 +44,19 @@ static fixture *start(bool tls)
 	assert_true(fd >= 0);
 	close(fd);
 	f->w = hx_world_new(tls, f->log);
+	return f;
+}
+
+static void connect_client(fixture *f)
+{
 	f->c = hx_conn_start(f->w);
 	assert_non_null(f->c->s);
+}
+
+static fixture *start(bool tls)
+{
+	fixture *f = world(tls);
+	connect_client(f);
 	return f;
 }
 
@@ -152,6 +165,20 @@ static void test_plain_reply_never_comes(void **state)
 	silence_until_closed(f, HX_REPLY_TIMEOUT_MS - STEP_MS);
 	assert_ended(f, "sent no reply within 30000 ms (upstream.replyTimeoutMS)");
 	assert_int_equal(hx_replies_to(f->c, 9), 0);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* net.proxyProtocol: a header begun, then nothing (its wait is the sniff's). */
+static void test_proxy_header_begun_then_silence(void **state)
+{
+	fixture *f = world(false);
+	hx_config(f->w)->proxy_protocol = true;
+	connect_client(f);
+	hx_queue_raw(f->c, "PROXY TCP4 ", 11);
+	assert_true(hx_flush(f->c));
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	assert_ended(f, "client sent only 11 bytes of a PROXY header within 60000 ms");
 	assert_cheap(f->c);
 	finish(f);
 }
@@ -275,6 +302,7 @@ int main(void)
 	    cmocka_unit_test(test_plain_partial_header_then_silence),
 	    cmocka_unit_test(test_plain_close_mid_frame),
 	    cmocka_unit_test(test_plain_reply_never_comes),
+	    cmocka_unit_test(test_proxy_header_begun_then_silence),
 	    cmocka_unit_test(test_tls_record_header_then_silence),
 	    cmocka_unit_test(test_tls_whole_client_hello_then_silence),
 	    cmocka_unit_test(test_tls_garbage_after_header),
