@@ -17,8 +17,9 @@
  *              of its own; set, the next byte + 1 bytes of the input as
  *              they are (in TLS as plaintext, once the handshake is done)
  *     2 mod 4  time passes: (op >> 2) * 500 ms, in steps of a second
- *     3 mod 4  the client ends: bit 2 clear, shutdown(SHUT_WR); set,
- *              close(); the operations stop there
+ *     3 mod 4  bit 3 set: the upstream closes its connection (and any
+ *              later one); clear, the client ends: bit 2 clear,
+ *              shutdown(SHUT_WR), set, close(), and the operations stop
  *   Without TLS the queue starts empty; with it, with the ClientHello.
  *   After the operations, 200 s of silence (more than net.maxFrameWaitMS,
  *   upstream.replyTimeoutMS and the flush wait together).
@@ -30,9 +31,10 @@
  *     what the client did: at most 64 + 24 per operation + 1 per 16 bytes
  *     delivered in all, and at most 16 in any one silence (the final one
  *     included), however long: the deadlines fire, nothing else does;
- *   - it ends when it must: when the client ended; without TLS, when the
- *     bytes delivered stop mid-message (or a length no message has); with
- *     TLS, when the handshake's bytes did not all arrive. */
+ *   - it ends when it must: when the client or the upstream ended;
+ *     without TLS, when the bytes delivered stop mid-message (or at a
+ *     length no message has); with TLS, when the handshake's bytes did not
+ *     all arrive. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +173,7 @@ static void silence(run *r, uint64_t ms, uint64_t step_ms)
 
 static bool must_have_ended(const run *r)
 {
-	if (r->ended)
+	if (r->ended || r->c->up_gone)
 		return true;
 	if (r->tls) /* the server's handshake needs every byte up to the client's Finished */
 		return !r->c->tls_done || r->c->delivered < r->c->hs_end;
@@ -194,6 +196,10 @@ static void play(run *r, const uint8_t *in, const uint8_t *end)
 			silence(r, (uint64_t)(op >> 2) * 500, STEP_MS);
 			break;
 		case 3:
+			if (op & 8) { /* the upstream goes; the client goes on */
+				hx_upstream_close(r->c);
+				break;
+			}
 			if (op & 4)
 				hx_client_close(r->c);
 			else

@@ -361,6 +361,12 @@ static void answer(hx_conn *c, int32_t request_id, int32_t op)
 static bool serve_upstream(hx_conn *c)
 {
 	bool acted = false;
+	if (c->up_gone) {
+		int fd = accept4(c->w->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		return fd >= 0;
+	}
 	if (c->ufd < 0) {
 		c->ufd = accept4(c->w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c->ufd < 0)
@@ -558,6 +564,14 @@ void hx_client_close(hx_conn *c)
 	if (c->cfd >= 0)
 		close(c->cfd);
 	c->cfd = -1;
+}
+
+void hx_upstream_close(hx_conn *c)
+{
+	if (c->ufd >= 0)
+		close(c->ufd);
+	c->ufd = -1;
+	c->up_gone = true;
 }
 
 /* ---- running ---- */

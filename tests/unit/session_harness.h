@@ -48,6 +48,7 @@ typedef struct hx_conn {
 	int cfd;      /* the harness's end of the client's socketpair (-1: closed) */
 	int ufd;      /* the upstream connection, accepted (-1: none yet) */
 	bool mute;    /* the upstream never answers */
+	bool up_gone; /* the upstream closed (hx_upstream_close) and takes no more */
 	bool no_read; /* the client does not read what the session sends */
 	bool client_eof;
 	/* TLS client (memory BIOs): its ciphertext goes to out, what comes
@@ -106,6 +107,8 @@ bool hx_flush(hx_conn *c);
 bool hx_tls_handshake(hx_conn *c);
 void hx_client_shutdown(hx_conn *c); /* SHUT_WR: the client says it is done */
 void hx_client_close(hx_conn *c);
+/* The upstream closes its connection, and any the session makes later. */
+void hx_upstream_close(hx_conn *c);
 
 /* Work counted since the conn started: session callbacks, epoll readiness. */
 uint64_t hx_callbacks(const hx_conn *c);

@@ -169,6 +169,25 @@ static void test_plain_reply_never_comes(void **state)
 	finish(f);
 }
 
+/* The upstream closes with a request in flight: the client's connection
+ * ends the same way, at once. */
+static void test_plain_upstream_closes_mid_request(void **state)
+{
+	fixture *f = start(false);
+	f->c->mute = true;
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 5);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 1);
+	hx_upstream_close(f->c);
+	assert_true(hx_run(f->c));
+	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
+	assert_int_equal(hx_replies_to(f->c, 5), 0);
+	assert_cheap(f->c);
+	finish(f);
+}
+
 /* net.proxyProtocol: a header begun, then nothing (its wait is the sniff's). */
 static void test_proxy_header_begun_then_silence(void **state)
 {
@@ -302,6 +321,7 @@ int main(void)
 	    cmocka_unit_test(test_plain_partial_header_then_silence),
 	    cmocka_unit_test(test_plain_close_mid_frame),
 	    cmocka_unit_test(test_plain_reply_never_comes),
+	    cmocka_unit_test(test_plain_upstream_closes_mid_request),
 	    cmocka_unit_test(test_proxy_header_begun_then_silence),
 	    cmocka_unit_test(test_tls_record_header_then_silence),
 	    cmocka_unit_test(test_tls_whole_client_hello_then_silence),
