@@ -451,6 +451,11 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 			upstream_connected(s, bev);
 		return;
 	}
+	/* A connect refused at once (a unix socket upstream with no listener)
+	 * is reported twice, on the write side and the read side: the first
+	 * report stands, as a second would end the UNREACHABLE wait early */
+	if (s->state == SESSION_UNREACHABLE)
+		return;
 	char why[512];
 	if (s->state != SESSION_ACTIVE) { /* the connect failed */
 		char tls_text[300], tls_why[340];

@@ -170,13 +170,21 @@ hx_world *hx_world_new(bool tls, const char *log_path)
 
 void hx_world_free(hx_world *w)
 {
-	close(w->lfd);
+	if (w->lfd >= 0)
+		close(w->lfd);
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);
 	log_close();
 	free(w);
 	virt_on = false;
+}
+
+void hx_world_refuse(hx_world *w)
+{
+	if (w->lfd >= 0)
+		close(w->lfd);
+	w->lfd = -1;
 }
 
 struct mg_config *hx_config(hx_world *w)
@@ -361,6 +369,8 @@ static void answer(hx_conn *c, int32_t request_id, int32_t op)
 static bool serve_upstream(hx_conn *c)
 {
 	bool acted = false;
+	if (c->w->lfd < 0)
+		return false; /* refused (hx_world_refuse) */
 	if (c->up_gone) {
 		int fd = accept4(c->w->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd >= 0)

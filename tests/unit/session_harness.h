@@ -76,6 +76,8 @@ typedef struct hx_conn {
  * structured log goes (NULL: /dev/null). */
 hx_world *hx_world_new(bool tls, const char *log_path);
 void hx_world_free(hx_world *w);
+/* The upstream's listener goes: connects from here on are refused. */
+void hx_world_refuse(hx_world *w);
 /* The configuration in force for sessions started after a change. */
 struct mg_config *hx_config(hx_world *w);
 

@@ -188,6 +188,42 @@ static void test_plain_upstream_closes_mid_request(void **state)
 	finish(f);
 }
 
+/* The upstream refuses the connect (at once, as a unix socket upstream
+ * does): a client that asks gets HostUnreachable; one that says nothing is
+ * closed after the unreachable wait (2 s). The refusal is reported twice
+ * (libevent's write and read sides); the second once ended the session at
+ * once, logging a refused state change. */
+static void test_plain_upstream_refused(void **state)
+{
+	fixture *f = world(false);
+	hx_world_refuse(f->w);
+	connect_client(f);
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 3);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(hx_replies_to(f->c, 3), 1);
+	assert_int_equal(f->c->requests_seen, 0);
+	assert_true(hx_advance(f->c, 3 * STEP_MS, STEP_MS));
+	assert_ended(f, "could not connect to upstream harness-upstream:1");
+	assert_null(hx_log_line(f->w, f->c, LOGID_INTERNAL, "")); /* no refused state change */
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_plain_upstream_refused_silent_client(void **state)
+{
+	fixture *f = world(false);
+	hx_world_refuse(f->w);
+	connect_client(f);
+	assert_false(f->c->closed);
+	assert_true(hx_advance(f->c, 3 * STEP_MS, STEP_MS));
+	assert_ended(f, "could not connect to upstream harness-upstream:1");
+	assert_null(hx_log_line(f->w, f->c, LOGID_INTERNAL, "")); /* no refused state change */
+	assert_cheap(f->c);
+	finish(f);
+}
+
 /* net.proxyProtocol: a header begun, then nothing (its wait is the sniff's). */
 static void test_proxy_header_begun_then_silence(void **state)
 {
@@ -322,6 +358,8 @@ int main(void)
 	    cmocka_unit_test(test_plain_close_mid_frame),
 	    cmocka_unit_test(test_plain_reply_never_comes),
 	    cmocka_unit_test(test_plain_upstream_closes_mid_request),
+	    cmocka_unit_test(test_plain_upstream_refused),
+	    cmocka_unit_test(test_plain_upstream_refused_silent_client),
 	    cmocka_unit_test(test_proxy_header_begun_then_silence),
 	    cmocka_unit_test(test_tls_record_header_then_silence),
 	    cmocka_unit_test(test_tls_whole_client_hello_then_silence),
