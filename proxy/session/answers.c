@@ -153,6 +153,7 @@ void answers_arm_deadline(session *s, bool restart, int64_t now)
 void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
 	session *s = arg;
+	session_ncallbacks++;
 	s->reply_wake = 0;
 	if (!s->reply_due)
 		return; /* no request is waiting any more */

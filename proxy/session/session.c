@@ -273,12 +273,14 @@ static session *of_upstream(void *side)
 
 static void client_read_cb(struct bufferevent *bev, void *arg)
 {
+	session_ncallbacks++;
 	requests_process(of_client(arg));
 }
 
 /* The client drained below OUT_LOW (or, while flushing, to nothing). */
 static void client_write_cb(struct bufferevent *bev, void *arg)
 {
+	session_ncallbacks++;
 	session *s = of_client(arg);
 	if (s->state == SESSION_FLUSHING) {
 		if (evbuffer_get_length(session_client_out(s)) == 0)
@@ -349,6 +351,7 @@ static void client_handshake_done(session *s)
 
 static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 {
+	session_ncallbacks++;
 	session *s = of_client(arg);
 	if (what & BEV_EVENT_CONNECTED) { /* a TLS handshake finished */
 		client_handshake_done(s);
@@ -370,6 +373,7 @@ static void client_event_cb(struct bufferevent *bev, short what, void *arg)
 
 static void upstream_read_cb(struct bufferevent *bev, void *arg)
 {
+	session_ncallbacks++;
 	session *s = of_upstream(arg);
 	process_upstream(s);
 	session_drain(s);
@@ -378,6 +382,7 @@ static void upstream_read_cb(struct bufferevent *bev, void *arg)
 /* The upstream drained below OUT_LOW: resume reading from the client. */
 static void upstream_write_cb(struct bufferevent *bev, void *arg)
 {
+	session_ncallbacks++;
 	session *s = of_upstream(arg);
 	requests_large_written(s);
 	resume_client(s);
@@ -436,6 +441,7 @@ static void upstream_lost(session *s, bool reset, const char *why)
 
 static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 {
+	session_ncallbacks++;
 	session *s = of_upstream(arg);
 	const char *up = s->env.up->name;
 	if (what & BEV_EVENT_CONNECTED) {
@@ -445,6 +451,11 @@ static void upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 			upstream_connected(s, bev);
 		return;
 	}
+	/* A connect refused at once (a unix socket upstream with no listener)
+	 * is reported twice, on the write side and the read side: the first
+	 * report stands, as a second would end the UNREACHABLE wait early */
+	if (s->state == SESSION_UNREACHABLE)
+		return;
 	char why[512];
 	if (s->state != SESSION_ACTIVE) { /* the connect failed */
 		char tls_text[300], tls_why[340];
@@ -546,14 +557,21 @@ static bool sniff_peer_gone(evutil_socket_t fd)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* net.maxFrameWaitMS ran out before the first bytes said plain or TLS. */
+/* net.maxFrameWaitMS ran out before the first bytes said plain or TLS
+ * (or, with net.proxyProtocol, before the PROXY header was whole). */
 static void sniff_timeout(session *s)
 {
-	uint8_t head[TLS_SNIFF_LEN];
-	ssize_t n = recv(event_get_fd(s->sniff_ev), head, sizeof(head), MSG_PEEK);
+	uint8_t head[PROXY_PROTO_MAX];
+	ssize_t n = recv(event_get_fd(s->sniff_ev), head,
+	                 s->awaiting_proxy ? sizeof(head) : TLS_SNIFF_LEN, MSG_PEEK);
 	char why[160];
 	uint32_t ms = session_snap(s)->cfg.max_frame_wait_ms;
-	if (n > 0)
+	if (n > 0 && s->awaiting_proxy)
+		snprintf(why, sizeof(why),
+		         "client sent only %zd bytes of a PROXY header within %u ms "
+		         "(net.maxFrameWaitMS)",
+		         n, ms);
+	else if (n > 0)
 		snprintf(why, sizeof(why),
 		         "client sent only %zd bytes within %u ms, too few to tell plain from "
 		         "TLS (net.maxFrameWaitMS)",
@@ -566,6 +584,7 @@ static void sniff_timeout(session *s)
 
 static void state_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
+	session_ncallbacks++;
 	session *s = arg;
 	s->timer_on = false; /* it fired (or was made active to free the session) */
 	if (s->state == SESSION_CLOSED)
@@ -595,6 +614,11 @@ void session_drain(session *s)
 	if (atomic_load(s->env.draining) && session_relaying(s) && s->hold == HOLD_NONE &&
 	    session_idle(s))
 		session_finish(s, LOG_INFO, "shutting down");
+}
+
+uint64_t session_callbacks_run(void)
+{
+	return session_ncallbacks;
 }
 
 uint64_t session_id(const session *s)
@@ -820,6 +844,7 @@ static bool read_proxy_header(session *s, evutil_socket_t fd)
 
 static void sniff_cb(evutil_socket_t fd, short what, void *arg)
 {
+	session_ncallbacks++;
 	session *s = arg;
 	if (s->awaiting_proxy) {
 		if (!read_proxy_header(s, fd))

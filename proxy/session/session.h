@@ -82,6 +82,11 @@ void session_drain(session *s);
 /* Grace period over, or an operator said so: close now, with reason. */
 void session_abort(session *s, const char *reason);
 
+/* How many callbacks of its sessions (socket reads, writes and events,
+ * timers) this thread has run so far: a test's measure of the work a
+ * sequence of bytes and silences caused (tests/unit/session_harness.h). */
+uint64_t session_callbacks_run(void);
+
 /* The connection's number ("conn42" is 42). */
 uint64_t session_id(const session *s);
 

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+_Thread_local uint64_t session_ncallbacks;
+
 enum { SMALL_READ = 16 * 1024 }; /* plain_read_cb's recv into the stack */
 
 static void plain_read_cb(evutil_socket_t fd, short what, void *arg);
@@ -251,6 +253,7 @@ static void plain_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct bufferevent *bev = arg;
 	transport_side *t = bev->cbarg;
+	session_ncallbacks++;
 	size_t have = evbuffer_get_length(bufferevent_get_input(bev)), high = bev->wm_read.high;
 	ssize_t n = 0;
 	if (t->direct_room > t->direct_got && have == 0) {

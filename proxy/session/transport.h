@@ -68,6 +68,12 @@ typedef struct transport_side {
  * which assigns it again) and sets the first read mark. */
 void transport_init_reads(transport_side *t);
 
+/* Callbacks this thread has run for its sessions: every socket or timer
+ * callback of a session counts one (session_callbacks_run). One increment
+ * of a thread-local a callback; a test bounds it against the bytes and
+ * time it gave, so a callback that runs again and again shows. */
+extern _Thread_local uint64_t session_ncallbacks;
+
 /* The read mark for the next message: need bytes (at least READ_CHUNK). */
 void transport_set_read_need(transport_side *t, size_t need);
 

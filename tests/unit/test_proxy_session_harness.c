@@ -1,0 +1,373 @@
+/* Real sessions driven by the deterministic harness (session_harness.h):
+ * scripted client bytes, silences and closes on a virtual clock, plain and
+ * TLS. Each test asserts how the session ended (or that it did not), the
+ * log line that says why, and a bound on the callbacks it ran: a session
+ * that spins (a read event that keeps firing, a timer that keeps re-arming)
+ * runs thousands where these run tens, and never lets the loop get quiet,
+ * which hx_run reports. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "proxy/sinks/log.h"
+#include "session_harness.h"
+
+enum {
+	/* What a session costs in these tests, with room: a round trip is
+	 * about ten callbacks, a TLS handshake about as many, a timeout one. */
+	BOUND_CALLBACKS = 64,
+	BOUND_EPOLL = 64,
+	STEP_MS = 1000,
+	IDLE_CALLBACKS = 1, /* an hour with nothing in flight */
+};
+
+typedef struct fixture {
+	char log[64];
+	hx_world *w;
+	hx_conn *c;
+} fixture;
+
+/* A world whose log is a file of the fixture's own (every world's first
+ * connection is conn0), and no connection yet. */
+static fixture *world(bool tls)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	snprintf(f->log, sizeof(f->log), "/tmp/mg-harness-log.XXXXXX");
+	int fd = mkstemp(f->log);
+	assert_true(fd >= 0);
+	close(fd);
+	f->w = hx_world_new(tls, f->log);
+	return f;
+}
+
+static void connect_client(fixture *f)
+{
+	f->c = hx_conn_start(f->w);
+	assert_non_null(f->c->s);
+}
+
+static fixture *start(bool tls)
+{
+	fixture *f = world(tls);
+	connect_client(f);
+	return f;
+}
+
+static void finish(fixture *f)
+{
+	hx_conn_free(f->c);
+	hx_world_free(f->w);
+	unlink(f->log);
+	free(f);
+}
+
+/* The session is gone, the client saw its end, and the "Connection ended"
+ * line gives the reason. */
+static void assert_ended(fixture *f, const char *reason)
+{
+	assert_true(f->c->closed);
+	assert_true(f->c->client_eof);
+	char *line = hx_log_line(f->w, f->c, LOGID_CONN_ENDED, reason);
+	if (!line)
+		fail_msg("no \"Connection ended\" line with \"%s\" in %s", reason, f->log);
+	free(line);
+}
+
+static void assert_cheap(const hx_conn *c)
+{
+	print_message("    %llu session callbacks, %llu epoll events, %llu loop turns\n",
+	              (unsigned long long)hx_callbacks(c), (unsigned long long)hx_epoll_events(c),
+	              (unsigned long long)c->turns);
+	if (hx_callbacks(c) > BOUND_CALLBACKS || hx_epoll_events(c) > BOUND_EPOLL)
+		fail_msg("%llu session callbacks, %llu epoll events: out of proportion",
+		         (unsigned long long)hx_callbacks(c),
+		         (unsigned long long)hx_epoll_events(c));
+}
+
+/* Silence: still open after open_ms, closed two steps later. */
+static void silence_until_closed(fixture *f, uint64_t open_ms)
+{
+	assert_true(hx_advance(f->c, open_ms, STEP_MS));
+	assert_false(f->c->closed);
+	assert_true(hx_advance(f->c, 2 * STEP_MS, STEP_MS));
+	assert_true(f->c->closed);
+}
+
+/* ---- plain ---- */
+
+static void test_plain_round_trip_then_idle(void **state)
+{
+	fixture *f = start(false);
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 7);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 1);
+	assert_int_equal(hx_replies_to(f->c, 7), 1);
+	/* an idle connection between requests has no deadline, and costs
+	 * nothing but the reply timer's one look after the reply came */
+	uint64_t before = hx_callbacks(f->c);
+	assert_true(hx_advance(f->c, 3600 * 1000, 10 * STEP_MS));
+	assert_false(f->c->closed);
+	assert_in_range(hx_callbacks(f->c) - before, 0, IDLE_CALLBACKS);
+	hx_client_shutdown(f->c);
+	assert_true(hx_run(f->c));
+	assert_ended(f, "client closed the connection");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* The issue's case: 3 bytes of a header, then 61 s of nothing. */
+static void test_plain_partial_header_then_silence(void **state)
+{
+	fixture *f = start(false);
+	uint8_t ping[64];
+	hx_ping(ping, 1);
+	hx_queue_raw(f->c, ping, 3);
+	assert_true(hx_flush(f->c));
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	assert_ended(f, "incomplete request: only 3 bytes arrived within 60000 ms");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_plain_close_mid_frame(void **state)
+{
+	fixture *f = start(false);
+	uint8_t ping[64];
+	hx_ping(ping, 1);
+	hx_queue_raw(f->c, ping, 10);
+	assert_true(hx_flush(f->c));
+	assert_false(f->c->closed);
+	hx_client_shutdown(f->c);
+	assert_true(hx_run(f->c));
+	assert_ended(f, "client closed the connection");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_plain_reply_never_comes(void **state)
+{
+	fixture *f = start(false);
+	f->c->mute = true;
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 9);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 1);
+	silence_until_closed(f, HX_REPLY_TIMEOUT_MS - STEP_MS);
+	assert_ended(f, "sent no reply within 30000 ms (upstream.replyTimeoutMS)");
+	assert_int_equal(hx_replies_to(f->c, 9), 0);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* The upstream closes with a request in flight: the client's connection
+ * ends the same way, at once. */
+static void test_plain_upstream_closes_mid_request(void **state)
+{
+	fixture *f = start(false);
+	f->c->mute = true;
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 5);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 1);
+	hx_upstream_close(f->c);
+	assert_true(hx_run(f->c));
+	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
+	assert_int_equal(hx_replies_to(f->c, 5), 0);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* The upstream refuses the connect (at once, as a unix socket upstream
+ * does): a client that asks gets HostUnreachable; one that says nothing is
+ * closed after the unreachable wait (2 s). The refusal is reported twice
+ * (libevent's write and read sides); the second once ended the session at
+ * once, logging a refused state change. */
+static void test_plain_upstream_refused(void **state)
+{
+	fixture *f = world(false);
+	hx_world_refuse(f->w);
+	connect_client(f);
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 3);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(hx_replies_to(f->c, 3), 1);
+	assert_int_equal(f->c->requests_seen, 0);
+	assert_true(hx_advance(f->c, 3 * STEP_MS, STEP_MS));
+	assert_ended(f, "could not connect to upstream harness-upstream:1");
+	assert_null(hx_log_line(f->w, f->c, LOGID_INTERNAL, "")); /* no refused state change */
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_plain_upstream_refused_silent_client(void **state)
+{
+	fixture *f = world(false);
+	hx_world_refuse(f->w);
+	connect_client(f);
+	assert_false(f->c->closed);
+	assert_true(hx_advance(f->c, 3 * STEP_MS, STEP_MS));
+	assert_ended(f, "could not connect to upstream harness-upstream:1");
+	assert_null(hx_log_line(f->w, f->c, LOGID_INTERNAL, "")); /* no refused state change */
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* net.proxyProtocol: a header begun, then nothing (its wait is the sniff's). */
+static void test_proxy_header_begun_then_silence(void **state)
+{
+	fixture *f = world(false);
+	hx_config(f->w)->proxy_protocol = true;
+	connect_client(f);
+	hx_queue_raw(f->c, "PROXY TCP4 ", 11);
+	assert_true(hx_flush(f->c));
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	assert_ended(f, "client sent only 11 bytes of a PROXY header within 60000 ms");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* ---- TLS (net.tls.mode allowTLS) ---- */
+
+/* The spin of issue 33: a record header's first 3 bytes, then nothing. */
+static void test_tls_record_header_then_silence(void **state)
+{
+	fixture *f = start(true);
+	hx_queue_raw(f->c, "\x16\x03\x01", 3);
+	assert_true(hx_flush(f->c));
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	assert_ended(f, "client sent only 3 bytes within 60000 ms, too few to tell plain from TLS");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_tls_whole_client_hello_then_silence(void **state)
+{
+	fixture *f = start(true);
+	hx_tls_begin(f->c);
+	assert_true(f->c->out_len > 5); /* the ClientHello */
+	f->c->no_read = true;           /* the server's answer is never read */
+	assert_true(hx_flush(f->c));
+	assert_false(f->c->closed);
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	f->c->no_read = false;
+	assert_true(hx_run(f->c));
+	assert_ended(f, "TLS handshake not finished within 60000 ms (net.maxFrameWaitMS)");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* A record header saying ClientHello, then bytes that are none: the sniff
+ * hands the socket to TLS, whose handshake fails at once. */
+static void test_tls_garbage_after_header(void **state)
+{
+	fixture *f = start(true);
+	hx_queue_raw(f->c, "\x16\x03\x01\x00\x20\x01garbage, not a ClientHello body", 37);
+	assert_true(hx_flush(f->c));
+	assert_true(f->c->closed);
+	assert_ended(f, "TLS with the client failed");
+	char *tls = hx_log_line(f->w, f->c, LOGID_TLS, "TLS with client failed");
+	assert_non_null(tls);
+	free(tls);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* A handshake record that is not a ClientHello is taken for plain bytes:
+ * no message header, so the session answers the error and closes. */
+static void test_tls_record_not_a_client_hello(void **state)
+{
+	fixture *f = start(true);
+	hx_queue_raw(f->c, "\x16\x03\x01\x00\x20garbage, not a handshake message!", 37);
+	assert_true(hx_flush(f->c));
+	assert_true(f->c->closed);
+	assert_ended(f, "not a MongoDB message");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_tls_partial_request_then_silence(void **state)
+{
+	fixture *f = start(true);
+	assert_true(hx_tls_handshake(f->c));
+	uint8_t ping[64];
+	hx_ping(ping, 1);
+	hx_queue_app(f->c, ping, 12);
+	assert_true(hx_flush(f->c));
+	silence_until_closed(f, HX_FRAME_WAIT_MS - STEP_MS);
+	assert_ended(f, "incomplete request: only 12 bytes arrived within 60000 ms");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_tls_round_trip_then_idle(void **state)
+{
+	fixture *f = start(true);
+	assert_true(hx_tls_handshake(f->c));
+	uint8_t ping[64];
+	size_t n = hx_ping(ping, 21);
+	hx_queue_app(f->c, ping, n);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 1);
+	assert_int_equal(hx_replies_to(f->c, 21), 1);
+	/* the frame wait that ran from accept ended with the handshake */
+	uint64_t before = hx_callbacks(f->c);
+	assert_true(hx_advance(f->c, 3600 * 1000, 10 * STEP_MS));
+	assert_false(f->c->closed);
+	assert_in_range(hx_callbacks(f->c) - before, 0, IDLE_CALLBACKS);
+	hx_client_close(f->c);
+	assert_true(hx_run(f->c));
+	assert_true(f->c->closed);
+	char *line = hx_log_line(f->w, f->c, LOGID_CONN_ENDED, "\"requests\":1");
+	assert_non_null(line);
+	free(line);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_tls_client_closes_mid_handshake(void **state)
+{
+	fixture *f = start(true);
+	hx_tls_begin(f->c);
+	hx_deliver(f->c, 40);
+	assert_true(hx_run(f->c));
+	assert_false(f->c->closed);
+	hx_client_shutdown(f->c);
+	assert_true(hx_run(f->c));
+	assert_true(f->c->closed);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_plain_round_trip_then_idle),
+	    cmocka_unit_test(test_plain_partial_header_then_silence),
+	    cmocka_unit_test(test_plain_close_mid_frame),
+	    cmocka_unit_test(test_plain_reply_never_comes),
+	    cmocka_unit_test(test_plain_upstream_closes_mid_request),
+	    cmocka_unit_test(test_plain_upstream_refused),
+	    cmocka_unit_test(test_plain_upstream_refused_silent_client),
+	    cmocka_unit_test(test_proxy_header_begun_then_silence),
+	    cmocka_unit_test(test_tls_record_header_then_silence),
+	    cmocka_unit_test(test_tls_whole_client_hello_then_silence),
+	    cmocka_unit_test(test_tls_garbage_after_header),
+	    cmocka_unit_test(test_tls_record_not_a_client_hello),
+	    cmocka_unit_test(test_tls_partial_request_then_silence),
+	    cmocka_unit_test(test_tls_round_trip_then_idle),
+	    cmocka_unit_test(test_tls_client_closes_mid_handshake),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
