@@ -40,27 +40,33 @@ static void note_dropped_reply(session *s, const frame_header *h)
 	log_end(l);
 }
 
-/* Where a request's first reply is known: its facts, for what learns from
- * replies (the lead wires the client-side-join rule here: how many
- * documents a read's reply held). Worker thread; f is the head of the
- * in-flight queue, r is valid during the call only. */
-static void reply_observed(session *s, const inflight *f, const reply_facts *r)
+/* A reply, to the rules that follow the connection's reads (the engine's
+ * track, made only when such a rule is on): how many documents it held.
+ * ndocs: what the workload read of it (-1: not read); otherwise read here
+ * when it is whole (reply_scan, some 130 instructions), else unknown. */
+static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, const uint8_t *whole,
+                             size_t len)
 {
-	(void)s;
-	(void)f;
-	(void)r;
+	engine *e = session_snap(s)->engine;
+	if (!e)
+		return;
+	reply_scan sc;
+	if (ndocs < 0 && whole && reply_scan_read(whole, len, &sc) && sc.ok)
+		ndocs = sc.n;
+	engine_note_reply(e, s->track, ndocs, now_ns / 1000000);
 }
 
 /* The head request's first reply, to its workload entry and to
  * reply_observed. whole: the reply's bytes when they are all here and
  * contiguous (its body is read then: documents, error code), else NULL
  * (its length alone is known). */
-static void note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t *whole, size_t len)
+static int64_t note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t *whole,
+                                size_t len)
 {
 	wl_shape *e = workload_at(s->env.workload, f->wl);
 	f->wl.gen = 0;
 	if (!e)
-		return;
+		return -1;
 	wl_reply wr = {.latency_ns = now - f->read_ns, .bytes = (int64_t)len, .ndocs = -1};
 	/* Every write's reply is read (its errors: duplicate keys and the
 	 * like); of the rest, one in workload.replySample a shape, since
@@ -77,16 +83,8 @@ static void note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t
 		wr.code = sc.ok && !sc.write_errors ? 0 : sc.code ? sc.code : -1;
 	}
 	workload_reply(e, &wr);
-	reply_facts rf = {.ns = e->ns,
-	                  .command = e->command,
-	                  .kind = (wl_kind)e->kind,
-	                  .ndocs = wr.ndocs,
-	                  .code = wr.code,
-	                  .read = wr.read,
-	                  .bytes = wr.bytes,
-	                  .latency_ns = wr.latency_ns,
-	                  .msg = whole};
-	reply_observed(s, f, &rf);
+	/* a read's documents, for the track (a count's n is no batch) */
+	return wr.read && e->kind == WL_KIND_READ && !e->answer_is_n ? wr.ndocs : -1;
 }
 
 /* A relayed reply begins: count it, and time its request's first one.
@@ -98,15 +96,17 @@ static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
-	if (!f || (!f->sent_ns && !f->wl.gen))
+	if (!f || (!f->sent_ns && !f->wl.gen && !s->track))
 		return;
-	int64_t now = mg_now_ns();
+	int64_t now = mg_now_ns(), ndocs = -1;
 	if (f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;
 	}
 	if (f->wl.gen)
-		note_reply_facts(s, f, now, whole, len);
+		ndocs = note_reply_facts(s, f, now, whole, len);
+	if (s->track)
+		note_track_reply(s, now, ndocs, whole, len);
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,

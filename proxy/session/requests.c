@@ -243,6 +243,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		    .now_ms = now / 1000000,
 		    .no_wait = s->hold == HOLD_EXPIRED,
 		    .repeat = &s->repeat,
+		    .track = &s->track,
 		};
 		block_info block;
 		int64_t t0 = now;

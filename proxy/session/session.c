@@ -242,6 +242,7 @@ static void session_free(session *s)
 	free(s->end_reason);
 	free(s->app_owned);
 	engine_repeat_free(s->repeat);
+	engine_conn_track_free(s->track);
 	request_template_free(s->req_template);
 	if (s->sniff_ev)
 		close(event_get_fd(s->sniff_ev)); /* still ours: no buffer took it */

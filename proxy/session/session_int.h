@@ -107,6 +107,10 @@ struct session {
 	 * without a check (analyzers/engine/engine.h): made on first use, since most
 	 * connections are idle pool members. */
 	engine_repeat *repeat;
+	/* The engine's record of this connection's reads, for the rules that
+	 * follow a connection (engine.h, engine_conn_track): made on first use
+	 * when such a rule is on; told how many documents each reply held. */
+	engine_conn_track *track;
 	/* The decoder's template of this connection's last command
 	 * (protocol/request_template.h): made on first use too. */
 	request_template *req_template;
