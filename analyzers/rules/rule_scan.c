@@ -420,7 +420,12 @@ static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const cha
 			return HINT_NATURAL;
 	}
 	size_t matches = index_set_find_hint(set, name, doc, out);
-	return matches == 1 && !(*out)->hidden ? HINT_INDEX : HINT_UNUSABLE;
+	if (matches != 1 || (*out)->hidden)
+		return HINT_UNUSABLE; /* the server refuses it */
+	/* a wildcard, geo or text index (or one not understood) hinted: its
+	 * own rules for a whole scan, or an error; not judged */
+	const index_def *d = *out;
+	return d->wildcard || d->plugin || d->odd ? HINT_UNUSABLE : HINT_INDEX;
 }
 
 scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const bson_t *hint_doc,
@@ -562,8 +567,6 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	default:
 		break;
 	}
-	if (hinted && (hinted->odd || hinted->wildcard))
-		return;
 	if (!p.predicates) {
 		if (sort_served(set, rq) || (rq->kind == RULE_QUERY_DISTINCT &&
 		                             distinct_served(set, rq->distinct_key, NULL)))

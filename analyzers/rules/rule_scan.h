@@ -42,7 +42,8 @@
  * fewer than minDocuments documents, an index whose spec cannot be read or
  * that this model does not judge (compound wildcard, 2dsphere version 1),
  * $text or $near (they need their index or fail), a hint naming no single
- * index or a wildcard index, more fields or $or clauses than are read.
+ * index or a wildcard, geo or text index, more fields or $or clauses than
+ * are read.
  * Hidden indexes never bound anything.
  *
  * Suggestion: the ESR index for the filter and sort (esr.h) as a runnable

@@ -202,6 +202,8 @@ static const pcase cases[] = {
     {"hint to a hashed index, equality", NULL, "{'h':1}", NULL, "{'h':'hashed'}", B},
     {"hint $natural", NULL, "{'a':1}", NULL, "{'$natural':1}", U},
     {"hint naming no index", NULL, "{'a':1}", NULL, "nope", X},
+    {"hint to a 2dsphere index: not judged", NULL, "{'a':1}", NULL, "loc_cat", X},
+    {"hint to a wildcard index: not judged", NULL, "{'doc.x':1}", NULL, "doc_wild", X},
     /* collation: the index's against the query's (a simple one when none) */
     {"collation: a string on an index of another collation", NULL, "{'c':'x'}", NULL, NULL, U},
     {"collation: a number on it", NULL, "{'c':5}", NULL, NULL, B},
