@@ -116,6 +116,9 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 	}
 	if (re_bad)
 		return pred(0, true);
+	/* a regex's bounds are strings: an index of another collation holds
+	 * them as collation keys, every one a candidate */
+	coll |= re;
 	unsigned k = BTREE_ALL | IXB_WILD | (re ? 0u : HASH_ALL);
 	if (null)
 		k &= ~(unsigned)(IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD);
@@ -204,7 +207,7 @@ static ixselect_pred elem_values(const bson_iter_t *first)
 		coll |= p.collated;
 	} while (wire_iter_next(&it));
 	/* null inside $elemMatch is a literal null: a sparse key holds it */
-	return pred(BTREE_ALL, coll);
+	return pred(BTREE_ALL | IXB_WILD, coll);
 }
 
 static ixselect_pred elem_match(const bson_iter_t *v)

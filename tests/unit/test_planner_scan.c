@@ -89,6 +89,7 @@ static const pcase cases[] = {
     /* wildcard "doc.$**": a single field under its path */
     {"wildcard: a field under the path", NULL, "{'doc.x':5}", NULL, NULL, B},
     {"wildcard: the path itself", NULL, "{'doc':5}", NULL, NULL, B},
+    {"wildcard: $elemMatch on values", NULL, "{'doc.x':{'$elemMatch':{'$gt':1}}}", NULL, NULL, B},
     {"wildcard: range", NULL, "{'doc.x':{'$gt':5}}", NULL, NULL, B},
     {"wildcard: anchored regex", NULL, "{'doc.x':" RE("^ab") "}", NULL, NULL, B},
     {"wildcard: $exists true", NULL, "{'doc.x':{'$exists':true}}", NULL, NULL, B},
@@ -210,6 +211,7 @@ static const pcase cases[] = {
     {"collation: $in of numbers", NULL, "{'c':{'$in':[1,2]}}", NULL, NULL, B},
     {"collation: $in with a string", NULL, "{'c':{'$in':[1,'x']}}", NULL, NULL, U},
     {"collation: a regex", NULL, "{'c':" RE("^x") "}", NULL, NULL, U},
+    {"collation: $in of a regex", NULL, "{'c':{'$in':[" RE("^x") "]}}", NULL, NULL, U},
     {"collation: $type", NULL, "{'c':{'$type':'string'}}", NULL, NULL, B},
     {"collation: $ne of a string", NULL, "{'c':{'$ne':'x'}}", NULL, NULL, U},
     {"collation: the query's, a string", NULL, "{'c':'x'}", "{'locale':'en','strength':2}", NULL,
