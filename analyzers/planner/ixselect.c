@@ -328,6 +328,12 @@ static unsigned elem_kinds(const bson_t *operand, const char *sub, unsigned *nc,
 					k |= elem_kinds(&doc, sub, nc, depth + 1);
 			continue;
 		}
+		if (key[0] == '$' && strcmp(key, "$and") != 0) {
+			/* $or and the like inside it: not read, so no claim that
+			 * the key gets no bounds */
+			*nc |= ~0u;
+			return ~0u;
+		}
 		if (strcmp(key, sub) != 0)
 			continue;
 		ixselect_pred p;

@@ -191,6 +191,8 @@ static const pcase cases[] = {
      "{'arr':{'$elemMatch':{'b':{'$geoWithin':" GEOJSON "}}}}", NULL, NULL, U},
     {"$elemMatch: a negated regex", NULL, "{'arr':{'$elemMatch':{'b':{'$not':" RE("^x") "}}}}",
      NULL, NULL, U},
+    {"$elemMatch: an $or inside is not read (no claim)", NULL,
+     "{'arr':{'$elemMatch':{'$or':[{'b':1},{'b':2}]}}}", NULL, NULL, B},
     {"$elemMatch: under $and", NULL, "{'arr':{'$elemMatch':{'$and':[{'c':1},{'b':2}]}}}", NULL,
      NULL, B},
     {"$elemMatch on values", NULL, "{'a':{'$elemMatch':{'$gt':1,'$lt':5}}}", NULL, NULL, B},
