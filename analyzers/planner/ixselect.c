@@ -23,6 +23,12 @@
 #include "analyzers/planner/query_preds.h"
 #include "protocol/wire_iter.h"
 
+/* An operator name: the first two bytes decide most comparisons. */
+static inline bool op_is(const char *k, const char *lit)
+{
+	return k[0] == lit[0] && k[1] == lit[1] && strcmp(k + 2, lit + 2) == 0;
+}
+
 #define BTREE_ALL (IXB_BTREE | IXB_SPARSE)
 #define HASH_ALL  (IXB_HASHED | IXB_HASHED_SPARSE)
 
@@ -85,7 +91,7 @@ static ixselect_pred range(const char *op, const bson_iter_t *v)
 {
 	bson_type_t t = wire_iter_type(v);
 	/* $gte / $lte null take the null point, which a sparse index lacks */
-	if (is_null(t) && (strcmp(op, "$gte") == 0 || strcmp(op, "$lte") == 0))
+	if (is_null(t) && (op_is(op, "$gte") || op_is(op, "$lte")))
 		return pred(IXB_BTREE, false);
 	return pred(BTREE_ALL | (nested(v) ? 0u : IXB_WILD), collatable(t));
 }
@@ -135,8 +141,7 @@ static ixselect_pred exists(bool want)
 
 static bool is_comparison(const char *op)
 {
-	return strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 || strcmp(op, "$lt") == 0 ||
-	       strcmp(op, "$lte") == 0;
+	return op_is(op, "$gt") || op_is(op, "$gte") || op_is(op, "$lt") || op_is(op, "$lte");
 }
 
 /* $ne v: the complement of the point v. */
@@ -161,11 +166,11 @@ static ixselect_pred negation(const bson_iter_t *v)
 		return pred(0, false); /* NOT of an AND: no bounds */
 	const char *k = wire_iter_key(&op);
 	bson_type_t t = wire_iter_type(&op);
-	if (strcmp(k, "$eq") == 0)
+	if (op_is(k, "$eq"))
 		return not_equal(&op);
-	if (strcmp(k, "$in") == 0)
+	if (op_is(k, "$in"))
 		return in_list(&op, true);
-	if (strcmp(k, "$exists") == 0)
+	if (op_is(k, "$exists"))
 		return exists(!bson_iter_as_bool(&op));
 	if (is_comparison(k) && t != BSON_TYPE_ARRAY)
 		return pred(IXB_BTREE, collatable(t));
@@ -180,11 +185,11 @@ static ixselect_pred geo_within(const bson_iter_t *v)
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
 		return pred(0, false);
 	const char *k = wire_iter_key(&it);
-	if (strcmp(k, "$geometry") == 0)
+	if (op_is(k, "$geometry"))
 		return pred(IXB_SPHERE, false);
-	if (strcmp(k, "$centerSphere") == 0)
+	if (op_is(k, "$centerSphere"))
 		return pred(IXB_SPHERE | IXB_FLAT, false);
-	if (strcmp(k, "$box") == 0 || strcmp(k, "$center") == 0 || strcmp(k, "$polygon") == 0)
+	if (op_is(k, "$box") || op_is(k, "$center") || op_is(k, "$polygon"))
 		return pred(IXB_FLAT, false);
 	return pred(0, false);
 }
@@ -198,10 +203,10 @@ static ixselect_pred elem_values(const bson_iter_t *first)
 	do {
 		const char *k = wire_iter_key(&it);
 		ixselect_pred p = ixselect_operator(k, &it, NULL);
-		bool own = strcmp(k, "$eq") == 0 || is_comparison(k) || strcmp(k, "$in") == 0 ||
-		           strcmp(k, "$regex") == 0 || strcmp(k, "$options") == 0 ||
-		           strcmp(k, "$type") == 0 || strcmp(k, "$exists") == 0 ||
-		           strcmp(k, "$mod") == 0 || (strcmp(k, "$not") == 0 && p.kinds != 0);
+		bool own = op_is(k, "$eq") || is_comparison(k) || op_is(k, "$in") ||
+		           op_is(k, "$regex") || op_is(k, "$options") || op_is(k, "$type") ||
+		           op_is(k, "$exists") || op_is(k, "$mod") ||
+		           (op_is(k, "$not") && p.kinds != 0);
 		if (!own)
 			return pred(0, false);
 		coll |= p.collated;
@@ -216,8 +221,8 @@ static ixselect_pred elem_match(const bson_iter_t *v)
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
 		return pred(0, false);
 	const char *k = wire_iter_key(&it);
-	if (k[0] == '$' && strcmp(k, "$and") != 0 && strcmp(k, "$or") != 0 &&
-	    strcmp(k, "$nor") != 0 && strcmp(k, "$where") != 0 && strcmp(k, "$expr") != 0)
+	if (k[0] == '$' && !op_is(k, "$and") && !op_is(k, "$or") && !op_is(k, "$nor") &&
+	    !op_is(k, "$where") && !op_is(k, "$expr"))
 		return elem_values(&it);
 	return pred(IXB_ELEM, false); /* documents: keys under the field */
 }
@@ -232,7 +237,7 @@ static ixselect_pred all(const bson_iter_t *v)
 	while (wire_iter_next(&el)) {
 		ixselect_pred p;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &em) &&
-		    wire_iter_next(&em) && strcmp(wire_iter_key(&em), "$elemMatch") == 0)
+		    wire_iter_next(&em) && op_is(wire_iter_key(&em), "$elemMatch"))
 			p = elem_match(&em);
 		else
 			p = ixselect_value(&el);
@@ -244,36 +249,36 @@ static ixselect_pred all(const bson_iter_t *v)
 
 ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char *options)
 {
-	if (strcmp(op, "$eq") == 0)
+	if (op_is(op, "$eq"))
 		return equality(v);
-	if (strcmp(op, "$in") == 0)
+	if (op_is(op, "$in"))
 		return in_list(v, false);
 	if (is_comparison(op))
 		return range(op, v);
-	if (strcmp(op, "$type") == 0)
+	if (op_is(op, "$type"))
 		return pred(BTREE_ALL | IXB_WILD, false);
-	if (strcmp(op, "$exists") == 0)
+	if (op_is(op, "$exists"))
 		return exists(bson_iter_as_bool(v));
-	if (strcmp(op, "$regex") == 0) {
+	if (op_is(op, "$regex")) {
 		if (WIRE_ITER_HOLDS_REGEX(v))
 			return regex_value(v, options);
 		if (WIRE_ITER_HOLDS_UTF8(v))
 			return regex(bson_iter_utf8(v, NULL), options, NULL);
 		return pred(0, true);
 	}
-	if (strcmp(op, "$ne") == 0)
+	if (op_is(op, "$ne"))
 		return not_equal(v);
-	if (strcmp(op, "$nin") == 0)
+	if (op_is(op, "$nin"))
 		return in_list(v, true);
-	if (strcmp(op, "$not") == 0)
+	if (op_is(op, "$not"))
 		return WIRE_ITER_HOLDS_REGEX(v) ? pred(0, true) : negation(v);
-	if (strcmp(op, "$all") == 0)
+	if (op_is(op, "$all"))
 		return all(v);
-	if (strcmp(op, "$elemMatch") == 0)
+	if (op_is(op, "$elemMatch"))
 		return elem_match(v);
-	if (strcmp(op, "$geoWithin") == 0 || strcmp(op, "$within") == 0)
+	if (op_is(op, "$geoWithin") || op_is(op, "$within"))
 		return geo_within(v);
-	if (strcmp(op, "$geoIntersects") == 0)
+	if (op_is(op, "$geoIntersects"))
 		return pred(IXB_SPHERE, false);
 	return pred(0, false); /* $size, $mod, bit tests, $options, ... */
 }
@@ -286,8 +291,8 @@ static bool object_operand(const bson_iter_t *v, const uint8_t **data, uint32_t 
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
 		return false;
 	const char *k = wire_iter_key(&it);
-	if (k[0] == '$' && strcmp(k, "$and") != 0 && strcmp(k, "$or") != 0 &&
-	    strcmp(k, "$nor") != 0 && strcmp(k, "$where") != 0 && strcmp(k, "$expr") != 0)
+	if (k[0] == '$' && !op_is(k, "$and") && !op_is(k, "$or") && !op_is(k, "$nor") &&
+	    !op_is(k, "$where") && !op_is(k, "$expr"))
 		return false;
 	bson_iter_document(v, len, data);
 	return true;
@@ -297,13 +302,13 @@ bool ixselect_elem_operand(const char *op, const bson_iter_t *v, const uint8_t *
                            uint32_t *len)
 {
 	bson_iter_t el, em;
-	if (strcmp(op, "$elemMatch") == 0)
+	if (op_is(op, "$elemMatch"))
 		return object_operand(v, data, len);
-	if (strcmp(op, "$all") != 0 || !WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+	if (!op_is(op, "$all") || !WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return false;
 	while (wire_iter_next(&el))
 		if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &em) &&
-		    wire_iter_next(&em) && strcmp(wire_iter_key(&em), "$elemMatch") == 0 &&
+		    wire_iter_next(&em) && op_is(wire_iter_key(&em), "$elemMatch") &&
 		    object_operand(&em, data, len))
 			return true;
 	return false;
@@ -322,13 +327,13 @@ static unsigned elem_kinds(const bson_t *operand, const char *sub, unsigned *nc,
 		return 0;
 	while (wire_iter_next(&it)) {
 		const char *key = wire_iter_key(&it);
-		if (strcmp(key, "$and") == 0 && wire_iter_recurse(&it, &el)) {
+		if (op_is(key, "$and") && wire_iter_recurse(&it, &el)) {
 			while (wire_iter_next(&el))
 				if (wire_iter_doc_view(&el, &doc))
 					k |= elem_kinds(&doc, sub, nc, depth + 1);
 			continue;
 		}
-		if (key[0] == '$' && strcmp(key, "$and") != 0) {
+		if (key[0] == '$' && !op_is(key, "$and")) {
 			/* $or and the like inside it: not read, so no claim that
 			 * the key gets no bounds */
 			*nc |= ~0u;
