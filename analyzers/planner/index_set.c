@@ -19,7 +19,8 @@ struct index_set {
 	index_def *defs;
 	bool opaque;
 	char reason[96];
-	int64_t doc_count; /* -1: unknown */
+	int64_t doc_count;               /* -1: unknown */
+	const bson_t *default_collation; /* the _id index's (NULL: simple or none) */
 	/* Documents inserted less those deleted since doc_count was read, as
 	 * the proxy saw the replies pass (index_set_note_docs): any thread. */
 	_Atomic int64_t written;
@@ -234,7 +235,14 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n)
 		}
 	}
 	s->n = n;
+	const index_def *id = index_set_id_index(s);
+	s->default_collation = id ? id->collation : NULL;
 	return s;
+}
+
+const bson_t *index_set_default_collation(const index_set *s)
+{
+	return s->default_collation;
 }
 
 index_set *index_set_new_opaque(const char *reason)

@@ -120,6 +120,9 @@ bool index_def_keys_cover(const index_def *d, const bson_t *filter);
 /* The _id index ({_id: 1}, named "_id_"), or NULL. Its collation is the
  * collection's default, which indexes created without one inherit. */
 const index_def *index_set_id_index(const index_set *s);
+/* That index's collation, the collection's default (NULL: simple, or no
+ * _id index listed); read once, when the set is built. */
+const bson_t *index_set_default_collation(const index_set *s);
 
 /* The collection's estimated document count, learned with the index list
  * (the collection-scan rule reports only above a size); -1 when unknown,

@@ -397,11 +397,7 @@ static scan_verdict preds_verdict(const index_set *set, const index_def *hinted,
  * default, which is the _id index's. */
 static const bson_t *query_collation(const index_set *set, const bson_t *given)
 {
-	const index_def *id;
-	if (given)
-		return given;
-	id = index_set_id_index(set);
-	return id ? id->collation : NULL;
+	return given ? given : index_set_default_collation(set);
 }
 
 typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
