@@ -314,6 +314,8 @@ bool ixselect_elem_operand(const char *op, const bson_iter_t *v, const uint8_t *
 	return false;
 }
 
+static bool strictly_under(const char *path, const char *field);
+
 #define ELEM_MAX_DEPTH 4
 
 /* What the operand puts on sub (top level and under $and): the union of
@@ -339,8 +341,14 @@ static unsigned elem_kinds(const bson_t *operand, const char *sub, unsigned *nc,
 			*nc |= ~0u;
 			return ~0u;
 		}
-		if (strcmp(key, sub) != 0)
+		if (strcmp(key, sub) != 0) {
+			/* {b: {$elemMatch: {c: ..}}} for a key on b.c: not read */
+			if (strictly_under(sub, key) && WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+				*nc |= ~0u;
+				return ~0u;
+			}
 			continue;
+		}
 		ixselect_pred p;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&it) && wire_iter_recurse(&it, &op) &&
 		    wire_iter_next(&op) && wire_iter_key(&op)[0] == '$') {

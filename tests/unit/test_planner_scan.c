@@ -33,6 +33,7 @@
 	"{'key':{'doc.$**':1},'name':'doc_wild'},"                                                 \
 	"{'key':{'arr.b':1},'name':'arr.b_1'},"                                                    \
 	"{'key':{'sp.b':1},'name':'sp.b_1','sparse':true},"                                        \
+	"{'key':{'ar.r.b':1},'name':'ar.r.b_1'},"                                                  \
 	"{'key':{'m':1},'name':'m_1'}]"
 
 /* A collection whose default collation is case-insensitive: its _id index
@@ -193,6 +194,8 @@ static const pcase cases[] = {
      NULL, NULL, U},
     {"$elemMatch: an $or inside is not read (no claim)", NULL,
      "{'arr':{'$elemMatch':{'$or':[{'b':1},{'b':2}]}}}", NULL, NULL, B},
+    {"$elemMatch in an $elemMatch: not read (no claim)", NULL,
+     "{'ar':{'$elemMatch':{'r':{'$elemMatch':{'b':1}}}}}", NULL, NULL, B},
     {"$elemMatch: under $and", NULL, "{'arr':{'$elemMatch':{'$and':[{'c':1},{'b':2}]}}}", NULL,
      NULL, B},
     {"$elemMatch on values", NULL, "{'a':{'$elemMatch':{'$gt':1,'$lt':5}}}", NULL, NULL, B},
