@@ -492,13 +492,19 @@ static bool sort_served(const index_set *set, const rule_query *rq)
  * index's fields: a DISTINCT_SCAN reads each value once, and can apply a
  * filter only on the keys it reads, so a filter on another field makes it
  * an ordinary query of that filter (query_planner: the distinct scan needs
- * a plan the index alone answers). */
-static bool distinct_served(const index_set *set, const char *key, const bson_t *filter)
+ * a plan the index alone answers). The index (getDistinctNodeIndex): not
+ * partial, its leading key a number (not hashed; no geo or text key after
+ * it either), its collation the query's. */
+static bool distinct_served(const index_set *set, const char *key, const bson_t *filter,
+                            const bson_t *collation)
 {
 	for (size_t i = 0; key && i < index_set_count(set); i++) {
 		const index_def *d = index_set_get(set, i);
 		if (!d->hidden && !d->plugin && !d->wildcard && !d->partial && d->nkeys > 0 &&
-		    strcmp(d->keys[0].field, key) == 0 && index_def_keys_cover(d, filter))
+		    d->keys[0].type == INDEX_KEY_BTREE && strcmp(d->keys[0].field, key) == 0 &&
+		    ((!d->collation && !collation) ||
+		     index_collation_same(d->collation, collation)) &&
+		    index_def_keys_cover(d, filter))
 			return true;
 	}
 	return false;
@@ -564,8 +570,9 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		break;
 	}
 	if (!p.predicates) {
-		if (sort_served(set, rq) || (rq->kind == RULE_QUERY_DISTINCT &&
-		                             distinct_served(set, rq->distinct_key, NULL)))
+		if (sort_served(set, rq) ||
+		    (rq->kind == RULE_QUERY_DISTINCT &&
+		     distinct_served(set, rq->distinct_key, NULL, p.collation)))
 			return;
 		f.cause = CAUSE_EMPTY;
 	} else {
@@ -574,7 +581,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		if (limited && sort_served(set, rq))
 			return; /* stops after `limit` matches, in index order */
 		if (rq->kind == RULE_QUERY_DISTINCT &&
-		    distinct_served(set, rq->distinct_key, rq->q.filter))
+		    distinct_served(set, rq->distinct_key, rq->q.filter, p.collation))
 			return; /* a distinct scan can filter on its keys */
 		f.cause = hinted ? CAUSE_HINTED : CAUSE_FILTER;
 		f.hinted = hinted ? hinted->name : NULL;
