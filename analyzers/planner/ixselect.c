@@ -232,9 +232,11 @@ static ixselect_pred all(const bson_iter_t *v)
 {
 	bson_iter_t el, em;
 	ixselect_pred out = {0, false};
+	bool any = false;
 	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return out;
 	while (wire_iter_next(&el)) {
+		any = true;
 		ixselect_pred p;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &em) &&
 		    wire_iter_next(&em) && op_is(wire_iter_key(&em), "$elemMatch"))
@@ -244,6 +246,8 @@ static ixselect_pred all(const bson_iter_t *v)
 		out.kinds |= p.kinds;
 		out.collated |= p.collated;
 	}
+	if (!any) /* $all: [] matches nothing: no scan at all */
+		out.kinds = BTREE_ALL | HASH_ALL | IXB_WILD;
 	return out;
 }
 

@@ -201,6 +201,7 @@ static const pcase cases[] = {
     {"$elemMatch on values", NULL, "{'a':{'$elemMatch':{'$gt':1,'$lt':5}}}", NULL, NULL, B},
     {"$elemMatch on values with $size", NULL, "{'a':{'$elemMatch':{'$size':1}}}", NULL, NULL, U},
     {"$all of values", NULL, "{'a':{'$all':[1,2]}}", NULL, NULL, B},
+    {"$all of nothing matches nothing", NULL, "{'h':{'$all':[]}}", NULL, NULL, B},
     {"$size", NULL, "{'a':{'$size':2}}", NULL, NULL, U},
     /* hints */
     {"hint by key pattern, bounded", NULL, "{'a':1}", NULL, "{'a':1}", B},
