@@ -19,7 +19,8 @@ struct index_set {
 	index_def *defs;
 	bool opaque;
 	char reason[96];
-	int64_t doc_count; /* -1: unknown */
+	int64_t doc_count;               /* -1: unknown */
+	const bson_t *default_collation; /* the _id index's (NULL: simple or none) */
 	/* Documents inserted less those deleted since doc_count was read, as
 	 * the proxy saw the replies pass (index_set_note_docs): any thread. */
 	_Atomic int64_t written;
@@ -71,6 +72,24 @@ static int key_direction(const bson_iter_t *it, bool *odd)
 		*odd = true;
 		return 0;
 	}
+}
+
+static index_key_type key_type(const bson_iter_t *it)
+{
+	static const struct {
+		const char *name;
+		index_key_type type;
+	} names[] = {{"hashed", INDEX_KEY_HASHED},
+	             {"2d", INDEX_KEY_2D},
+	             {"2dsphere", INDEX_KEY_2DSPHERE},
+	             {"text", INDEX_KEY_TEXT}};
+	if (!WIRE_ITER_HOLDS_UTF8(it))
+		return INDEX_KEY_BTREE;
+	const char *v = bson_iter_utf8(it, NULL);
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(v, names[i].name) == 0)
+			return names[i].type;
+	return INDEX_KEY_OTHER;
 }
 
 static bool is_wildcard_field(const char *f)
@@ -141,6 +160,11 @@ static bool build_def(index_def *d, const bson_t *spec)
 			if (WIRE_ITER_HOLDS_DOCUMENT(&it) &&
 			    !copy_document(&it, &d->partial_filter))
 				return false;
+		} else if (strcmp(k, "wildcardProjection") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+			if (!copy_document(&it, &d->wildcard_projection))
+				return false;
+		} else if (strcmp(k, "2dsphereIndexVersion") == 0 && WIRE_ITER_HOLDS_NUMBER(&it)) {
+			d->sphere_v1 = bson_iter_as_int64(&it) == 1;
 		} else if (strcmp(k, "collation") == 0) {
 			d->collation = copy_collation(&it);
 		} else if (strcmp(k, "key") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
@@ -162,8 +186,8 @@ static bool build_def(index_def *d, const bson_t *spec)
 				copy_bounded(key->field, sizeof key->field, wire_iter_key(&kit),
 				             &odd);
 				key->direction = key_direction(&kit, &odd);
-				if (WIRE_ITER_HOLDS_UTF8(&kit) &&
-				    strcmp(bson_iter_utf8(&kit, NULL), "hashed") != 0)
+				key->type = key_type(&kit);
+				if (key->type != INDEX_KEY_BTREE && key->type != INDEX_KEY_HASHED)
 					d->plugin = true;
 				if (is_wildcard_field(key->field))
 					d->wildcard = true;
@@ -185,6 +209,8 @@ static void free_defs(index_def *defs, size_t n)
 			bson_destroy(defs[i].collation);
 		if (defs[i].partial_filter != NULL)
 			bson_destroy(defs[i].partial_filter);
+		if (defs[i].wildcard_projection != NULL)
+			bson_destroy(defs[i].wildcard_projection);
 	}
 	free(defs);
 }
@@ -211,7 +237,14 @@ index_set *index_set_from_specs(const bson_t *const *specs, size_t n)
 		}
 	}
 	s->n = n;
+	const index_def *id = index_set_id_index(s);
+	s->default_collation = id ? id->collation : NULL;
 	return s;
+}
+
+const bson_t *index_set_default_collation(const index_set *s)
+{
+	return s->default_collation;
 }
 
 index_set *index_set_new_opaque(const char *reason)
@@ -281,6 +314,49 @@ out:
 bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size_t n)
 {
 	return !d->partial || query_implies(filters, n, d->partial_filter);
+}
+
+/* field is path or lies under it. */
+static bool under(const char *field, const char *path, size_t plen)
+{
+	return strncmp(field, path, plen) == 0 && (field[plen] == '\0' || field[plen] == '.');
+}
+
+/* A wildcardProjection: inclusion when some field other than _id is
+ * truthy; _id is held only when it says so. */
+static bool projection_covers(const bson_t *proj, const char *field)
+{
+	bson_iter_t it;
+	bool inclusion = false, listed = false, id_wanted = false;
+	if (!bson_iter_init(&it, proj))
+		return false;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		bool on = bson_iter_as_bool(&it);
+		if (strcmp(k, "_id") == 0) {
+			id_wanted = on;
+			continue;
+		}
+		inclusion |= on;
+		if (under(field, k, strlen(k)))
+			listed = true;
+	}
+	if (under(field, "_id", 3))
+		return id_wanted;
+	return inclusion ? listed : !listed;
+}
+
+bool index_def_wildcard_covers(const index_def *d, const char *field)
+{
+	if (!d->wildcard || d->nkeys != 1)
+		return false;
+	const char *k = d->keys[0].field;
+	size_t len = strlen(k);
+	if (strcmp(k, "$**") != 0)
+		return under(field, k, len - 4); /* "p.$**" */
+	if (d->wildcard_projection)
+		return projection_covers(d->wildcard_projection, field);
+	return !under(field, "_id", 3);
 }
 
 #define KEYS_COVER_MAX_DEPTH 8

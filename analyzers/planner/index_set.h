@@ -14,9 +14,21 @@
 #define INDEX_FIELD_LEN 256
 #define INDEX_NAME_LEN  128
 
+/* What a key's value names: a number (ascending or descending) or a
+ * special index type. */
+typedef enum {
+	INDEX_KEY_BTREE,
+	INDEX_KEY_HASHED,
+	INDEX_KEY_2D,
+	INDEX_KEY_2DSPHERE,
+	INDEX_KEY_TEXT,
+	INDEX_KEY_OTHER, /* geoHaystack, columnstore, an unknown string */
+} index_key_type;
+
 typedef struct index_key {
 	char field[INDEX_FIELD_LEN];
 	int direction; /* 1 or -1; 0 for a special key (text, hashed, 2d, 2dsphere, ...) */
+	index_key_type type;
 } index_key;
 
 typedef struct index_def {
@@ -26,16 +38,18 @@ typedef struct index_def {
 	bson_t *collation; /* NULL for the simple collation */
 	bool hidden;       /* a hidden index is never used by the planner */
 	bool sparse;
-	bool unique;            /* unique: true (the _id index is unique without saying) */
-	bool partial;           /* has partialFilterExpression */
-	bson_t *partial_filter; /* ... a copy of it (NULL: none, or not a document) */
-	bool wildcard;          /* a "$**" key */
-	bool plugin;            /* a text, 2d, 2dsphere or geoHaystack key: such an index
-	                           serves only its own operators and is never scanned
-	                           whole for a sort (hashed is not a plugin here) */
-	bool odd;               /* a spec this code does not fully understand (an unknown key
-	                           type, a name or field too long to store): never assumed
-	                           unable to serve a sort, so it turns a finding into no verdict */
+	bool unique;                 /* unique: true (the _id index is unique without saying) */
+	bool partial;                /* has partialFilterExpression */
+	bson_t *partial_filter;      /* ... a copy of it (NULL: none, or not a document) */
+	bool wildcard;               /* a "$**" key */
+	bson_t *wildcard_projection; /* its wildcardProjection (NULL: none) */
+	bool sphere_v1;              /* 2dsphereIndexVersion 1: not sparse on its geo keys */
+	bool plugin;                 /* a text, 2d, 2dsphere or geoHaystack key: such an index
+	                                serves only its own operators and is never scanned
+	                                whole for a sort (hashed is not a plugin here) */
+	bool odd;                    /* a spec this code does not fully understand (an unknown key
+	                                type, a name or field too long to store): never assumed
+	                                unable to serve a sort, so it turns a finding into no verdict */
 	/* Multikey, as explain of a hinted query reported it (listIndexes does
 	 * not say). Unknown unless multikey_known; then bit i of multikey_keys
 	 * says keys[i] holds arrays in some document. */
@@ -118,6 +132,11 @@ bool index_collation_same(const bson_t *a, const bson_t *b);
  * (query_implies). */
 bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size_t n);
 
+/* Whether wildcard index d holds keys for field: "$**" every field but
+ * _id (or what its wildcardProjection includes, or does not exclude),
+ * "p.$**" p and the fields under it. False for any other index. */
+bool index_def_wildcard_covers(const index_def *d, const char *field);
+
 /* Whether every field filter (NULL: none) names, at the top level or
  * under $and / $or, is a key of d; any other top-level operator ($expr,
  * $where, $nor, ...) is not. */
@@ -126,6 +145,9 @@ bool index_def_keys_cover(const index_def *d, const bson_t *filter);
 /* The _id index ({_id: 1}, named "_id_"), or NULL. Its collation is the
  * collection's default, which indexes created without one inherit. */
 const index_def *index_set_id_index(const index_set *s);
+/* That index's collation, the collection's default (NULL: simple, or no
+ * _id index listed); read once, when the set is built. */
+const bson_t *index_set_default_collation(const index_set *s);
 
 /* The collection's estimated document count, learned with the index list
  * (the collection-scan rule reports only above a size); -1 when unknown,

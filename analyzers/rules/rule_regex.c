@@ -8,6 +8,7 @@
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
 #include "analyzers/rules/rule_api.h"
+#include "analyzers/rules/rule_scan.h"
 #include "protocol/wire_iter.h"
 
 /* Query nesting is bounded by mongod (100 levels); deeper input is not
@@ -531,9 +532,12 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
  * (query_preds): an index whose leading field is a filter field (or a
  * sort field) and whose collation is the query's; or an index of any
  * collation whose leading field has a bound that holds no strings
- * ({age: 5}); for an $or, each branch served. Unknown indexes (odd,
- * wildcard), a hint, $text / $near, more fields than are read: no
- * verdict. */
+ * ({age: 5}); for an $or, each branch served. A filter served that way
+ * must also be bounded in collection-scan's planner model
+ * (rule_scan_filter_collated: a hashed index takes no range, a sparse one
+ * no null, ...), unless an index with the collation leads with a sort
+ * field. Unknown indexes (odd, wildcard), a hint, $text / $near, more
+ * fields than are read: no verdict. */
 
 /* A query's collation that ignores case: strength 1 or 2 without
  * caseLevel (its locale and strength). The manual's "Collation":
@@ -694,7 +698,21 @@ static bool collation_unserved(rule_ctx *c, const rule_site *s, const rule_query
 	const index_def *id = index_set_id_index(set);
 	if (id && index_collation_same(id->collation, qc))
 		return false; /* the collection's default: its indexes have it */
-	return query_served(set, qc, &p, &sort, h) == CI_UNSERVED && h->nfields > 0;
+	ci_verdict v = query_served(set, qc, &p, &sort, h);
+	if (v == CI_SERVED) {
+		/* An index with the collation leads with a field the filter
+		 * names: served only if the planner model (collection-scan's:
+		 * per operator and index kind) agrees it bounds the filter, or
+		 * such an index leads with a sort field. */
+		query_preds none;
+		query_preds_init(&none);
+		if (rule_scan_filter_collated(set, rq->q.filter, qc, NULL, NULL) !=
+		        SCAN_UNBOUNDED ||
+		    (sort.n > 0 && conj_served(set, qc, &none, &sort) != CI_UNSERVED))
+			return false;
+		v = CI_UNSERVED;
+	}
+	return v == CI_UNSERVED && h->nfields > 0;
 }
 
 /* ---- the rule: check and words ---- */

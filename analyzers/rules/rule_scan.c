@@ -1,7 +1,7 @@
 /* collection-scan (rule_scan.h says what it catches and what not).
  *
  * One pass over the filter collects, per field of its conjunctive part,
- * which kinds of index bounds its predicates give (B_*), and remembers the
+ * which kinds of index its predicates bound (IXB_*, ixselect.h), and remembers the
  * $or clauses and what gave no bounds (for the detail). Then each index of
  * the collection is asked whether its leading field is bounded. The common
  * case pays for no index lookup at all: a bounded predicate on _id (whose
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "analyzers/planner/esr.h"
+#include "analyzers/planner/ixselect.h"
 #include "analyzers/planner/query_preds.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_sort.h"
@@ -23,33 +24,13 @@
 #define SCAN_WHY_MAX    6 /* what gave no bounds, named in the detail */
 #define SCAN_MAX_DEPTH  8 /* $or / $and nesting read */
 
-/* What a field's predicates give an index whose leading field it is. */
-enum {
-	B_ANY = 1u,    /* bounds on a non-sparse btree index */
-	B_SPARSE = 2u, /* ... usable on a sparse index too (not null / missing) */
-	B_POINT = 4u,  /* equality or $in: bounds a hashed index */
-	B_ELEM = 8u,   /* $elemMatch: also an index on a sub-field */
-	B_GEO = 16u,   /* $geoWithin / $geoIntersects: a 2d / 2dsphere key */
-	/* An $expr comparison mongod rewrites into a match ($_internalExpr*):
-	 * bounds a btree index unless the index is multikey on the field
-	 * (planner_ixselect: expression comparisons cannot be indexed through
-	 * arrays); B_EXPR_SPARSE: a non-null constant, a sparse index too. */
-	B_EXPR = 32u,
-	B_EXPR_SPARSE = 64u,
-};
-
-typedef struct scan_field {
-	const char *field;
-	unsigned bounds;
-} scan_field;
-
 typedef struct scan_why {
 	const char *field; /* NULL: a top-level operator */
 	const char *what;  /* "$ne", "unanchored or case-insensitive regex", "$where" */
 } scan_why;
 
 typedef struct scan_preds {
-	scan_field f[SCAN_FIELDS_MAX];
+	ixselect_field f[SCAN_FIELDS_MAX];
 	size_t n;
 	struct {
 		const uint8_t *data;
@@ -63,9 +44,10 @@ typedef struct scan_preds {
 	 * filter must follow from. */
 	const bson_t *conj[SCAN_MAX_DEPTH + 2];
 	size_t nconj;
-	bool unknown;      /* overflow, $text, $near, too deep: say nothing */
-	bool predicates;   /* some predicate at all (not an empty filter) */
-	bool or_unbounded; /* an $or clause had a branch no index bounds */
+	bool unknown;            /* overflow, $text, $near, too deep: say nothing */
+	bool predicates;         /* some predicate at all (not an empty filter) */
+	bool or_unbounded;       /* an $or clause had a branch no index bounds */
+	const bson_t *collation; /* the query's, or the collection's default */
 } scan_preds;
 
 /* ---- reading the filter ---- */
@@ -77,6 +59,7 @@ static void preds_init(scan_preds *p)
 {
 	p->n = p->nors = p->nwhy = p->nconj = 0;
 	p->unknown = p->predicates = p->or_unbounded = false;
+	p->collation = NULL;
 }
 
 static void add_why(scan_preds *p, const char *field, const char *what)
@@ -94,65 +77,32 @@ static void add_why(scan_preds *p, const char *field, const char *what)
 	}
 }
 
-static void add_bounds(scan_preds *p, const char *field, unsigned bounds)
+/* The field's entry (NULL when there are too many fields). */
+static ixselect_field *add_bounds(scan_preds *p, const char *field, ixselect_pred b)
 {
 	p->predicates = true;
+	unsigned nc = b.collated ? 0u : b.kinds;
 	for (size_t i = 0; i < p->n; i++)
 		if (strcmp(p->f[i].field, field) == 0) {
-			p->f[i].bounds |= bounds;
-			return;
+			p->f[i].any |= b.kinds;
+			p->f[i].nc |= nc;
+			return &p->f[i];
 		}
 	if (p->n == SCAN_FIELDS_MAX) {
 		p->unknown = true;
-		return;
+		return NULL;
 	}
-	p->f[p->n].field = field;
-	p->f[p->n].bounds = bounds;
-	p->n++;
+	ixselect_field *f = &p->f[p->n++];
+	f->field = field;
+	f->any = b.kinds;
+	f->nc = nc;
+	f->elem = NULL;
+	return f;
 }
 
 bool rule_scan_regex_bounded(const char *pattern, const char *options)
 {
 	return query_regex_bounded(pattern, options);
-}
-
-static bool regex_value_bounded(const bson_iter_t *v, const char *extra_options)
-{
-	const char *options = NULL;
-	const char *pattern = bson_iter_regex(v, &options);
-	if (!pattern)
-		return false;
-	return rule_scan_regex_bounded(pattern, options) &&
-	       (!extra_options || rule_scan_regex_bounded(pattern, extra_options));
-}
-
-/* {f: v} and {f: {$eq: v}}: a point, or the null bracket. */
-static unsigned equality_bounds(const bson_iter_t *v)
-{
-	bson_type_t t = wire_iter_type(v);
-	if (t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED)
-		return B_ANY | B_POINT; /* a sparse index lacks the missing fields */
-	return B_ANY | B_SPARSE | B_POINT;
-}
-
-static unsigned in_bounds(const bson_iter_t *v, bool *bounded)
-{
-	bson_iter_t el;
-	unsigned b = B_ANY | B_SPARSE | B_POINT;
-	*bounded = true;
-	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
-		return b; /* the server refuses it */
-	while (wire_iter_next(&el)) {
-		bson_type_t t = wire_iter_type(&el);
-		if (t == BSON_TYPE_REGEX) {
-			b &= ~(unsigned)B_POINT;
-			if (!regex_value_bounded(&el, NULL))
-				*bounded = false;
-		} else if (t == BSON_TYPE_NULL) {
-			b &= ~(unsigned)B_SPARSE;
-		}
-	}
-	return b;
 }
 
 /* {f: {$op: ..., ...}}: every operator is a conjunct; any bounded one
@@ -166,61 +116,42 @@ static const char *options_of(const bson_iter_t *v)
 	return NULL;
 }
 
-/* it: on the first operator of v (already read). */
+/* Why a predicate gave no bounds, for the detail. */
+static const char *no_bounds_why(const char *op, const bson_iter_t *v)
+{
+	if (strcmp(op, "$regex") == 0)
+		return "an unanchored or case-insensitive regex";
+	if (strcmp(op, "$in") == 0)
+		return "$in with an unanchored or case-insensitive regex";
+	if (strcmp(op, "$not") == 0 && WIRE_ITER_HOLDS_REGEX(v))
+		return "$not of a regex";
+	return op;
+}
+
+/* it: on the first operator of v (already read). Every operator is a
+ * conjunct: any bounded one bounds the field. */
 static void field_operators(scan_preds *p, const char *field, const bson_iter_t *v,
                             bson_iter_t *it_first)
 {
 	bson_iter_t it = *it_first;
+	const char *options = NULL;
 	p->predicates = true;
 	do {
 		const char *op = wire_iter_key(&it);
-		bool ok;
-		if (key_eq(op, "$eq")) {
-			add_bounds(p, field, equality_bounds(&it));
-		} else if (key_eq(op, "$in")) {
-			unsigned b = in_bounds(&it, &ok);
-			if (ok)
-				add_bounds(p, field, b);
-			else
-				add_why(p, field,
-				        "$in with an unanchored or case-insensitive regex");
-		} else if (key_eq(op, "$gt") || key_eq(op, "$gte") || key_eq(op, "$lt") ||
-		           key_eq(op, "$lte") || key_eq(op, "$type") || key_eq(op, "$all")) {
-			add_bounds(p, field, B_ANY | B_SPARSE);
-		} else if (key_eq(op, "$exists")) {
-			/* true: bounds [MinKey, MaxKey] on a non-sparse index, which
-			 * then fetches every document (index_bounds_builder); only a
-			 * sparse index holds just the documents that have it. false:
-			 * the null point, on a non-sparse index only. */
-			add_bounds(p, field, bson_iter_as_bool(&it) ? B_SPARSE : B_ANY);
-		} else if (key_eq(op, "$elemMatch")) {
-			add_bounds(p, field, B_ANY | B_SPARSE | B_ELEM);
-		} else if (key_eq(op, "$regex")) {
-			bool b;
-			const char *options = options_of(v);
-			if (WIRE_ITER_HOLDS_REGEX(&it))
-				b = regex_value_bounded(&it, options);
-			else if (WIRE_ITER_HOLDS_UTF8(&it))
-				b = rule_scan_regex_bounded(bson_iter_utf8(&it, NULL), options);
-			else
-				b = false;
-			if (b)
-				add_bounds(p, field, B_ANY | B_SPARSE);
-			else
-				add_why(p, field, "an unanchored or case-insensitive regex");
-		} else if (key_eq(op, "$geoWithin") || key_eq(op, "$geoIntersects") ||
-		           key_eq(op, "$within")) {
-			add_bounds(p, field, B_GEO);
-		} else if (key_eq(op, "$near") || key_eq(op, "$nearSphere") ||
-		           key_eq(op, "$geoNear")) {
-			p->unknown = true; /* needs its geo index, or fails */
-		} else if (key_eq(op, "$options") || key_eq(op, "$comment")) {
+		if (key_eq(op, "$options") || key_eq(op, "$comment"))
 			continue;
-		} else {
-			/* $ne, $nin, $not, $mod, $size, bit tests, ...: the keys'
-			 * complement or no bounds at all. */
-			add_why(p, field, op);
+		if (key_eq(op, "$near") || key_eq(op, "$nearSphere") || key_eq(op, "$geoNear")) {
+			p->unknown = true; /* needs its geo index, or fails */
+			continue;
 		}
+		if (key_eq(op, "$regex") && !options)
+			options = options_of(v);
+		ixselect_pred b = ixselect_operator(op, &it, options);
+		ixselect_field *f = b.kinds ? add_bounds(p, field, b) : NULL;
+		if (f && !f->elem && (b.kinds & IXB_ELEM))
+			ixselect_elem_operand(op, &it, &f->elem, &f->elem_len);
+		if (!b.kinds)
+			add_why(p, field, no_bounds_why(op, &it));
 	} while (wire_iter_next(&it));
 }
 
@@ -279,10 +210,16 @@ static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 			const char *f = path ? bson_iter_utf8(path, NULL) + 1 : NULL;
 			if (f && f[0] && f[0] != '$' && !wire_iter_next(&args) &&
 			    expr_constant(k)) {
+				/* a btree key not multikey; a sparse one for a
+				 * non-null constant; $eq a hashed key too */
 				bool null = wire_iter_type(k) == BSON_TYPE_NULL;
-				add_bounds(p, f,
-				           B_EXPR | (null ? 0u : B_EXPR_SPARSE) |
-				               (key_eq(op, "$eq") ? B_POINT : 0u));
+				ixselect_pred b = {IXB_BTREE_NM, WIRE_ITER_HOLDS_UTF8(k) ||
+				                                     WIRE_ITER_HOLDS_DOCUMENT(k)};
+				if (!null)
+					b.kinds |= IXB_SPARSE_NM;
+				if (key_eq(op, "$eq"))
+					b.kinds |= IXB_HASHED | (null ? 0u : IXB_HASHED_SPARSE);
+				add_bounds(p, f, b);
 				return;
 			}
 		}
@@ -338,16 +275,15 @@ static void collect_member(scan_preds *p, const bson_iter_t *it, int depth)
 			add_why(p, NULL, k); /* $where, $nor, $jsonSchema, ... */
 		return;
 	}
-	if (WIRE_ITER_HOLDS_REGEX(it)) {
-		if (regex_value_bounded(it, NULL))
-			add_bounds(p, k, B_ANY | B_SPARSE);
-		else
-			add_why(p, k, "an unanchored or case-insensitive regex");
-	} else if (is_operator_doc(it, &first)) {
+	if (is_operator_doc(it, &first)) {
 		field_operators(p, k, it, &first);
-	} else {
-		add_bounds(p, k, equality_bounds(it));
+		return;
 	}
+	ixselect_pred b = ixselect_value(it);
+	if (b.kinds)
+		add_bounds(p, k, b);
+	else
+		add_why(p, k, "an unanchored or case-insensitive regex");
 }
 
 static void collect(scan_preds *p, const bson_t *filter, int depth)
@@ -372,50 +308,6 @@ static void collect_facts(scan_preds *p, const filter_facts *f)
 
 /* ---- asking the indexes ---- */
 
-static const scan_field *find_field(const scan_preds *p, const char *field)
-{
-	for (size_t i = 0; i < p->n; i++)
-		if (strcmp(p->f[i].field, field) == 0)
-			return &p->f[i];
-	return NULL;
-}
-
-/* Is the index's leading field (or, for a geo index, a geo key) bounded? */
-static bool index_bounded(const index_def *d, const scan_preds *p)
-{
-	if (d->nkeys == 0)
-		return false;
-	if (d->plugin) {
-		/* 2d / 2dsphere / text: used only for their own operators */
-		for (size_t i = 0; i < d->nkeys; i++) {
-			const scan_field *f = find_field(p, d->keys[i].field);
-			if (d->keys[i].direction == 0 && f && (f->bounds & B_GEO))
-				return true;
-		}
-		return false;
-	}
-	const char *lead = d->keys[0].field;
-	const scan_field *f = find_field(p, lead);
-	if (d->keys[0].direction == 0) /* hashed */
-		return f && (f->bounds & B_POINT);
-	if (f && (f->bounds & (d->sparse ? B_SPARSE : B_ANY)))
-		return true;
-	/* Multikey unknown (a server that does not say, and no write seen
-	 * putting an array there) counts as not. */
-	bool known;
-	bool multikey = index_def_multikey(d, &known) & 1u;
-	if (f && (f->bounds & (d->sparse ? B_EXPR_SPARSE : B_EXPR)) && !multikey)
-		return true;
-	/* {a: {$elemMatch: {b: ...}}} bounds an index on a.b */
-	for (size_t i = 0; i < p->n; i++) {
-		size_t len = strlen(p->f[i].field);
-		if ((p->f[i].bounds & B_ELEM) && strncmp(lead, p->f[i].field, len) == 0 &&
-		    lead[len] == '.')
-			return true;
-	}
-	return false;
-}
-
 /* hinted: the one index the plan may use, or NULL for any. */
 static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, const scan_preds *p)
 {
@@ -425,17 +317,19 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 		const index_def *d = hinted ? hinted : index_set_get(set, i);
 		if (d->hidden)
 			continue;
-		if (d->odd || d->wildcard) {
-			odd = true;
-			continue;
-		}
 		/* A partial index serves only a filter that implies its own;
 		 * mongod refuses a hint to one that it does not. */
 		bool usable = !d->partial || index_def_usable_for(d, p->conj, p->nconj);
 		if (hinted && !usable)
 			return SCAN_UNKNOWN;
-		if (usable && index_bounded(d, p))
+		if (!usable)
+			continue;
+		bool same = (!d->collation && !p->collation) ||
+		            index_collation_same(d->collation, p->collation);
+		ixselect_verdict v = ixselect_index(d, p->f, p->n, same);
+		if (v == IXSELECT_YES)
 			return SCAN_BOUNDED;
+		odd |= v == IXSELECT_UNKNOWN;
 	}
 	return odd ? SCAN_UNKNOWN : SCAN_UNBOUNDED;
 }
@@ -464,6 +358,7 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 			return SCAN_UNKNOWN;
 		scan_preds bp;
 		preds_init(&bp);
+		bp.collation = outer->collation;
 		collect(&bp, &branch, depth + 1);
 		bp.nconj = 0;
 		for (size_t i = 0; i < outer->nconj && bp.nconj < SCAN_MAX_DEPTH + 1; i++)
@@ -498,6 +393,13 @@ static scan_verdict preds_verdict(const index_set *set, const index_def *hinted,
 	return v;
 }
 
+/* The collation the query runs with: its own, else the collection's
+ * default, which is the _id index's. */
+static const bson_t *query_collation(const index_set *set, const bson_t *given)
+{
+	return given ? given : index_set_default_collation(set);
+}
+
 typedef enum { HINT_NONE, HINT_INDEX, HINT_NATURAL, HINT_UNUSABLE } hint_kind;
 
 static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const char *name,
@@ -514,11 +416,23 @@ static hint_kind resolve_hint(const index_set *set, const bson_t *doc, const cha
 			return HINT_NATURAL;
 	}
 	size_t matches = index_set_find_hint(set, name, doc, out);
-	return matches == 1 && !(*out)->hidden ? HINT_INDEX : HINT_UNUSABLE;
+	if (matches != 1 || (*out)->hidden)
+		return HINT_UNUSABLE; /* the server refuses it */
+	/* a wildcard, geo or text index (or one not understood) hinted: its
+	 * own rules for a whole scan, or an error; not judged */
+	const index_def *d = *out;
+	return d->wildcard || d->plugin || d->odd ? HINT_UNUSABLE : HINT_INDEX;
 }
 
 scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const bson_t *hint_doc,
                               const char *hint_name)
+{
+	return rule_scan_filter_collated(set, filter, NULL, hint_doc, hint_name);
+}
+
+scan_verdict rule_scan_filter_collated(const index_set *set, const bson_t *filter,
+                                       const bson_t *collation, const bson_t *hint_doc,
+                                       const char *hint_name)
 {
 	scan_preds p;
 	const index_def *hinted = NULL;
@@ -535,6 +449,9 @@ scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const 
 	preds_init(&p);
 	collect(&p, filter, 0);
 	p.conj[p.nconj++] = filter;
+	p.collation = query_collation(set, collation);
+	if (p.unknown)
+		return SCAN_UNKNOWN; /* $text, $near: their index, or an error */
 	if (!p.predicates)
 		return SCAN_UNBOUNDED;
 	return preds_verdict(set, hinted, &p, 0);
@@ -575,13 +492,19 @@ static bool sort_served(const index_set *set, const rule_query *rq)
  * index's fields: a DISTINCT_SCAN reads each value once, and can apply a
  * filter only on the keys it reads, so a filter on another field makes it
  * an ordinary query of that filter (query_planner: the distinct scan needs
- * a plan the index alone answers). */
-static bool distinct_served(const index_set *set, const char *key, const bson_t *filter)
+ * a plan the index alone answers). The index (getDistinctNodeIndex): not
+ * partial, its leading key a number (not hashed; no geo or text key after
+ * it either), its collation the query's. */
+static bool distinct_served(const index_set *set, const char *key, const bson_t *filter,
+                            const bson_t *collation)
 {
 	for (size_t i = 0; key && i < index_set_count(set); i++) {
 		const index_def *d = index_set_get(set, i);
 		if (!d->hidden && !d->plugin && !d->wildcard && !d->partial && d->nkeys > 0 &&
-		    strcmp(d->keys[0].field, key) == 0 && index_def_keys_cover(d, filter))
+		    d->keys[0].type == INDEX_KEY_BTREE && strcmp(d->keys[0].field, key) == 0 &&
+		    ((!d->collation && !collation) ||
+		     index_collation_same(d->collation, collation)) &&
+		    index_def_keys_cover(d, filter))
 			return true;
 	}
 	return false;
@@ -589,8 +512,10 @@ static bool distinct_served(const index_set *set, const char *key, const bson_t 
 
 static bool has_id_bound(const scan_preds *p)
 {
-	const scan_field *f = find_field(p, "_id");
-	return f && (f->bounds & B_ANY);
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->f[i].field, "_id") == 0)
+			return (p->collation ? p->f[i].nc : p->f[i].any) & IXB_BTREE;
+	return false;
 }
 
 /* The query's filter against the collection's indexes; a collection
@@ -614,6 +539,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	else
 		collect(&p, rq->q.filter, 0);
 	p.conj[p.nconj++] = rq->q.filter;
+	p.collation = rq->q.collation; /* the _id index's is the default */
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
 	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
 		return; /* reads `limit` documents, or the collection's metadata */
@@ -629,9 +555,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	int64_t docs = index_set_doc_count(set);
 	if (docs < 0 || docs < (int64_t)min)
 		return;
-	for (size_t i = 0; i < index_set_count(set); i++)
-		if (index_set_get(set, i)->wildcard && !index_set_get(set, i)->hidden)
-			return;
+	p.collation = query_collation(set, rq->q.collation);
 
 	scan_facts f = {.q = rq, .p = &p, .set = set, .docs = docs};
 	const index_def *hinted = NULL;
@@ -645,11 +569,10 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	default:
 		break;
 	}
-	if (hinted && (hinted->odd || hinted->wildcard))
-		return;
 	if (!p.predicates) {
-		if (sort_served(set, rq) || (rq->kind == RULE_QUERY_DISTINCT &&
-		                             distinct_served(set, rq->distinct_key, NULL)))
+		if (sort_served(set, rq) ||
+		    (rq->kind == RULE_QUERY_DISTINCT &&
+		     distinct_served(set, rq->distinct_key, NULL, p.collation)))
 			return;
 		f.cause = CAUSE_EMPTY;
 	} else {
@@ -658,7 +581,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		if (limited && sort_served(set, rq))
 			return; /* stops after `limit` matches, in index order */
 		if (rq->kind == RULE_QUERY_DISTINCT &&
-		    distinct_served(set, rq->distinct_key, rq->q.filter))
+		    distinct_served(set, rq->distinct_key, rq->q.filter, p.collation))
 			return; /* a distinct scan can filter on its keys */
 		f.cause = hinted ? CAUSE_HINTED : CAUSE_FILTER;
 		f.hinted = hinted ? hinted->name : NULL;
@@ -802,8 +725,8 @@ static void reasons(text_buf *t, const scan_preds *p)
 }
 
 static const char *const REWRITE =
-    "no index can bound $ne, $nin, $not, $nor, $mod, $size, $where, $expr or an unanchored or "
-    "case-insensitive regex: add an equality, $in, range or ^-anchored case-sensitive regex "
+    "no index can bound $nor, $mod, $size, $where, most $expr, an unanchored or case-insensitive "
+    "regex, or a negated regex: add an equality, $in, range or ^-anchored case-sensitive regex "
     "on an indexed field (or index a field you can match exactly)";
 
 static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)

@@ -10,20 +10,23 @@
  * looked up in `from`, so a foreignField no index leads with scans `from`
  * once per document).
  *
- * A field's predicate bounds an index whose leading field it is: equality
- * (null too, on a non-sparse index), $eq, $in, $gt/$gte/$lt/$lte, $exists
- * (true on a sparse index only, false on a non-sparse one only), $type, $all, $elemMatch
- * (also for an index on a sub-field of it), a case-sensitive regex anchored
- * with ^ or \A with a literal prefix (no i, s or x flag, no m unless \A, no
- * unescaped |), and $geoWithin / $geoIntersects on a 2d or 2dsphere key.
- * A hashed index is bounded by equality and $in only. $expr bounds only in
- * the forms mongod 5.0+ pushes down: $eq/$gt/$gte/$lt/$lte of "$f" and a
- * constant (either order, also inside $expr's $and), never on an index
- * explain says is multikey on f. A partial index bounds only a filter that
- * implies its partialFilterExpression (query_implies). $and and implicit AND: one bounded conjunct
- * is enough. $or: bounded when some $or clause has every branch bounded. No bounds: $ne, $nin,
- * $not, $nor, $mod, $size, $where, other $expr, bit tests, $jsonSchema, unanchored or
- * case-insensitive regexes.
+ * Which index a predicate bounds is planner knowledge (ixselect.h): per
+ * operator and per index kind (btree, sparse, hashed, wildcard, 2d,
+ * 2dsphere, text, hidden, partial, multikey, collation), as mongod's
+ * planner_ixselect decides. Equality, $in, ranges, $type, $all, anchored
+ * case-sensitive regexes, $exists (true on a sparse index only), $elemMatch
+ * (by what it puts on the key's sub-field) and the negations mongod
+ * complements ($ne, $nin, $not of one comparison) bound a btree key;
+ * $expr only in the forms mongod 5.0+ pushes down ($eq/$gt/$gte/$lt/$lte of
+ * "$f" and a constant, also in $expr's $and), never on a key explain says
+ * is multikey. A partial index bounds only a filter that implies its
+ * partialFilterExpression (query_implies); an index of another collation
+ * than the query's (its own, else the collection's default) no predicate
+ * that compares strings. $and and implicit AND: one bounded conjunct is
+ * enough. $or: bounded when some $or clause has every branch bounded, each
+ * branch judged with the enclosing conjuncts. No bounds: $nor, $mod,
+ * $size, $where, other $expr, bit tests, $jsonSchema, unanchored or
+ * case-insensitive regexes, negations of a regex, $type, $mod or an array.
  *
  * Empty filter (or only $comment): reported unless a limit below
  * minDocuments bounds what is read (updates without multi, deletes with
@@ -36,11 +39,12 @@
  *
  * Silent, never a guess: the index list or the collection's estimated
  * document count unknown (not fetched yet: this rule never holds a request),
- * fewer than minDocuments documents, a wildcard index or one whose spec
- * cannot be read, $text or $near (they need their index or fail), a hint
- * naming no single index, more fields or $or clauses than are read.
- * Generous where the planner might still use an index: indexes with another
- * collation count as bounding. Hidden indexes never do.
+ * fewer than minDocuments documents, an index whose spec cannot be read or
+ * that this model does not judge (compound wildcard, 2dsphere version 1),
+ * $text or $near (they need their index or fail), a hint naming no single
+ * index or a wildcard, geo or text index, more fields or $or clauses than
+ * are read.
+ * Hidden indexes never bound anything.
  *
  * Suggestion: the ESR index for the filter and sort (esr.h) as a runnable
  * createIndex, or, when no predicate can be bounded at all, how to rewrite
@@ -75,5 +79,10 @@ typedef enum {
  * NULL: none)? */
 scan_verdict rule_scan_filter(const index_set *set, const bson_t *filter, const bson_t *hint_doc,
                               const char *hint_name);
+/* The same for a query with a collation (NULL: none given, so the
+ * collection's default, the _id index's). */
+scan_verdict rule_scan_filter_collated(const index_set *set, const bson_t *filter,
+                                       const bson_t *collation, const bson_t *hint_doc,
+                                       const char *hint_name);
 
 #endif

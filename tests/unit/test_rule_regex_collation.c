@@ -65,8 +65,18 @@ static int setup(void **state)
 	    "{'v':2,'key':{'_id':1},'name':'_id_'}",
 	    "{'v':2,'key':{'$**':1},'name':'wild','collation':" EN2 "}",
 	};
+	/* ck: indexes with the query's collation that some predicates on their
+	 * field cannot use (collection-scan's planner model) */
+	static const char *const ck[] = {
+	    "{'v':2,'key':{'_id':1},'name':'_id_'}",
+	    "{'v':2,'key':{'h':'hashed'},'name':'h_ci','collation':" EN2 "}",
+	    "{'v':2,'key':{'s':1},'name':'s_ci','sparse':true,'collation':" EN2 "}",
+	    "{'v':2,'key':{'p':1},'name':'p_ci','partialFilterExpression':{'flag':true},"
+	    "'collation':" EN2 "}",
+	};
 	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
 	put(ic, "users", users, sizeof users / sizeof users[0]);
+	put(ic, "ck", ck, 4);
 	put(ic, "ci", ci, 2);
 	put(ic, "fr", fr, 2);
 	put(ic, "cl", cl, 2);
@@ -136,6 +146,15 @@ static const ccase cases[] = {
         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'name':" SECRET "},'updateMods':{'$set':{"
         "'a':1}}," C2 "}],'nsInfo':[{'ns':'test.users'}]}",
         "bulkWrite", NAME_EN2),
+    /* an index with the collation leads with the field, but the planner
+     * cannot use it for this predicate */
+    HIT_NS("a range on a hashed index", "{'find':'ck','filter':{'h':{'$gt':'a'}}," C2 "}",
+           "test.ck", "find", "\"h\" is compared case-insensitively"),
+    HIT_NS("$in with null on a sparse index",
+           "{'find':'ck','filter':{'s':{'$in':[null,'x']}}," C2 "}", "test.ck", "find",
+           "\"s\" is compared case-insensitively"),
+    HIT_NS("a partial index the filter does not imply", "{'find':'ck','filter':{'p':'x'}," C2 "}",
+           "test.ck", "find", "\"p\" is compared case-insensitively"),
     HIT("$in of strings", FIND("{'name':{'$in':[" SECRET ",'b']}}", "," C2), "find", NAME_EN2),
     HIT("string range", FIND("{'name':{'$gte':" SECRET ",'$lt':'n'}}", "," C2), "find", NAME_EN2),
     HIT("string _id on a simple collection", FIND("{'_id':" SECRET "}", "," C2), "find",
@@ -172,6 +191,12 @@ static const ccase cases[] = {
         FIND("{'name':{'$regularExpression':{'pattern':'SECRET','options':'i'}}}", "," C2), "find",
         "case-insensitive regex"),
 
+    MISS("equality on a hashed index with the collation",
+         "{'find':'ck','filter':{'h':'x'}," C2 "}"),
+    MISS("equality on a sparse index with the collation",
+         "{'find':'ck','filter':{'s':'x'}," C2 "}"),
+    MISS("a partial index the filter implies",
+         "{'find':'ck','filter':{'p':'x','flag':true}," C2 "}"),
     /* ---- near misses ---- */
     MISS("no collation: the collection default", FIND("{'name':" SECRET "}", "")),
     MISS("strength 3", FIND("{'name':" SECRET "}", ",'collation':{'locale':'en','strength':3}")),

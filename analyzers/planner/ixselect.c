@@ -1,0 +1,469 @@
+/* ixselect: which index kinds a predicate bounds (ixselect.h). The rules
+ * follow mongod's planner_ixselect and index_bounds_builder:
+ * - equality, $in and ranges bound a btree key; a sparse key only when they
+ *   cannot match null or a missing field; a hashed key equality and $in
+ *   without regexes, and $exists (false: the null point; true: on a sparse
+ *   key only, else every key); a wildcard index (sparse, keys for leaf
+ *   values only) no null and no comparison to a non-empty object or array;
+ * - negations ($ne, $nin, $not of one comparison or $exists) bound a
+ *   non-sparse btree key with the complement of their bounds, except of an
+ *   array, a regex, $mod, $type or $elemMatch; $ne: null (and $nin with
+ *   null) only a key that is not multikey, and then a sparse one or a
+ *   wildcard index too; never a hashed key;
+ * - geo operators bound only their geo key: 2dsphere takes $geoIntersects
+ *   and $geoWithin of a GeoJSON $geometry or $centerSphere, 2d $geoWithin of
+ *   $box, $center, $polygon or $centerSphere; a 2dsphere (version 2+) or 2d
+ *   index is never used without a geo predicate on it.
+ * - a predicate that compares strings (or objects, arrays) cannot use an
+ *   index of another collation than the query's; a regex neither. */
+#include "analyzers/planner/ixselect.h"
+
+#include <string.h>
+
+#include "analyzers/planner/query_preds.h"
+#include "protocol/wire_iter.h"
+
+/* An operator name: the first two bytes decide most comparisons. */
+static inline bool op_is(const char *k, const char *lit)
+{
+	return k[0] == lit[0] && k[1] == lit[1] && strcmp(k + 2, lit + 2) == 0;
+}
+
+#define BTREE_ALL (IXB_BTREE | IXB_SPARSE)
+#define HASH_ALL  (IXB_HASHED | IXB_HASHED_SPARSE)
+
+static bool collatable(bson_type_t t)
+{
+	return t == BSON_TYPE_UTF8 || t == BSON_TYPE_SYMBOL || t == BSON_TYPE_DOCUMENT ||
+	       t == BSON_TYPE_ARRAY;
+}
+
+static bool is_null(bson_type_t t)
+{
+	return t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED;
+}
+
+/* A non-empty document or array: a wildcard index holds no key for it. */
+static bool nested(const bson_iter_t *v)
+{
+	bson_iter_t c;
+	bson_type_t t = wire_iter_type(v);
+	return (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) && wire_iter_recurse(v, &c) &&
+	       wire_iter_next(&c);
+}
+
+static ixselect_pred pred(unsigned kinds, bool collated)
+{
+	ixselect_pred p = {kinds, collated};
+	return p;
+}
+
+static ixselect_pred equality(const bson_iter_t *v)
+{
+	bson_type_t t = wire_iter_type(v);
+	if (is_null(t))
+		return pred(IXB_BTREE | IXB_HASHED, false); /* null or missing */
+	return pred(BTREE_ALL | HASH_ALL | (nested(v) ? 0u : IXB_WILD), collatable(t));
+}
+
+static ixselect_pred regex(const char *pattern, const char *options, const char *extra)
+{
+	bool ok = pattern && query_regex_bounded(pattern, options) &&
+	          (!extra || query_regex_bounded(pattern, extra));
+	return pred(ok ? BTREE_ALL | IXB_WILD : 0u, true);
+}
+
+static ixselect_pred regex_value(const bson_iter_t *v, const char *extra)
+{
+	const char *options = NULL;
+	const char *pattern = bson_iter_regex(v, &options);
+	return regex(pattern, options, extra);
+}
+
+ixselect_pred ixselect_value(const bson_iter_t *v)
+{
+	if (WIRE_ITER_HOLDS_REGEX(v))
+		return regex_value(v, NULL);
+	return equality(v);
+}
+
+static ixselect_pred range(const char *op, const bson_iter_t *v)
+{
+	bson_type_t t = wire_iter_type(v);
+	/* $gte / $lte null take the null point, which a sparse index lacks */
+	if (is_null(t) && (op_is(op, "$gte") || op_is(op, "$lte")))
+		return pred(IXB_BTREE, false);
+	return pred(BTREE_ALL | (nested(v) ? 0u : IXB_WILD), collatable(t));
+}
+
+/* $in (negated: $nin). */
+static ixselect_pred in_list(const bson_iter_t *v, bool negated)
+{
+	bson_iter_t el;
+	bool re = false, re_bad = false, null = false, obj = false, arr = false, coll = false;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return pred(negated ? 0u : BTREE_ALL | HASH_ALL, false); /* refused */
+	while (wire_iter_next(&el)) {
+		bson_type_t t = wire_iter_type(&el);
+		if (t == BSON_TYPE_REGEX) {
+			re = true;
+			re_bad |= regex_value(&el, NULL).kinds == 0;
+			continue;
+		}
+		null |= is_null(t);
+		obj |= nested(&el);
+		arr |= t == BSON_TYPE_ARRAY;
+		coll |= collatable(t);
+	}
+	if (negated) {
+		if (re || arr)
+			return pred(0, coll);
+		return pred(null ? IXB_BTREE_NM : IXB_BTREE, coll);
+	}
+	if (re_bad)
+		return pred(0, true);
+	/* a regex's bounds are strings: an index of another collation holds
+	 * them as collation keys, every one a candidate */
+	coll |= re;
+	unsigned k = BTREE_ALL | IXB_WILD | (re ? 0u : HASH_ALL);
+	if (null)
+		k &= ~(unsigned)(IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD);
+	if (obj)
+		k &= ~(unsigned)IXB_WILD;
+	return pred(k, coll);
+}
+
+static ixselect_pred exists(bool want)
+{
+	return pred(want ? IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD : IXB_BTREE | IXB_HASHED,
+	            false);
+}
+
+static bool is_comparison(const char *op)
+{
+	return op_is(op, "$gt") || op_is(op, "$gte") || op_is(op, "$lt") || op_is(op, "$lte");
+}
+
+/* $ne v: the complement of the point v. */
+static ixselect_pred not_equal(const bson_iter_t *v)
+{
+	bson_type_t t = wire_iter_type(v);
+	if (is_null(t))
+		return pred(IXB_BTREE_NM | IXB_SPARSE_NM | IXB_WILD, false);
+	if (t == BSON_TYPE_ARRAY || t == BSON_TYPE_REGEX)
+		return pred(0, false);
+	return pred(IXB_BTREE, collatable(t));
+}
+
+/* {$not: v}: a regex, or one operator the planner can complement. */
+static ixselect_pred negation(const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return pred(0, false);
+	bson_iter_t op = it;
+	if (wire_iter_next(&it))
+		return pred(0, false); /* NOT of an AND: no bounds */
+	const char *k = wire_iter_key(&op);
+	bson_type_t t = wire_iter_type(&op);
+	if (op_is(k, "$eq"))
+		return not_equal(&op);
+	if (op_is(k, "$in"))
+		return in_list(&op, true);
+	if (op_is(k, "$exists"))
+		return exists(!bson_iter_as_bool(&op));
+	if (is_comparison(k) && t != BSON_TYPE_ARRAY)
+		return pred(IXB_BTREE, collatable(t));
+	return pred(0, false); /* $regex, $mod, $type, $elemMatch, geo, $size, ... */
+}
+
+/* $geoWithin's shape: a GeoJSON $geometry or $centerSphere for 2dsphere,
+ * the legacy shapes (and $centerSphere) for 2d. */
+static ixselect_pred geo_within(const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return pred(0, false);
+	const char *k = wire_iter_key(&it);
+	if (op_is(k, "$geometry"))
+		return pred(IXB_SPHERE, false);
+	if (op_is(k, "$centerSphere"))
+		return pred(IXB_SPHERE | IXB_FLAT, false);
+	if (op_is(k, "$box") || op_is(k, "$center") || op_is(k, "$polygon"))
+		return pred(IXB_FLAT, false);
+	return pred(0, false);
+}
+
+/* The operators an $elemMatch on values may hold for its field to be
+ * bounded: each must be one the planner indexes on its own field. */
+static ixselect_pred elem_values(const bson_iter_t *first)
+{
+	bson_iter_t it = *first;
+	bool coll = false;
+	do {
+		const char *k = wire_iter_key(&it);
+		ixselect_pred p = ixselect_operator(k, &it, NULL);
+		bool own = op_is(k, "$eq") || is_comparison(k) || op_is(k, "$in") ||
+		           op_is(k, "$regex") || op_is(k, "$options") || op_is(k, "$type") ||
+		           op_is(k, "$exists") || op_is(k, "$mod") ||
+		           (op_is(k, "$not") && p.kinds != 0);
+		if (!own)
+			return pred(0, false);
+		coll |= p.collated;
+	} while (wire_iter_next(&it));
+	/* null inside $elemMatch is a literal null: a sparse key holds it */
+	return pred(BTREE_ALL | IXB_WILD, coll);
+}
+
+static ixselect_pred elem_match(const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return pred(0, false);
+	const char *k = wire_iter_key(&it);
+	if (k[0] == '$' && !op_is(k, "$and") && !op_is(k, "$or") && !op_is(k, "$nor") &&
+	    !op_is(k, "$where") && !op_is(k, "$expr"))
+		return elem_values(&it);
+	return pred(IXB_ELEM, false); /* documents: keys under the field */
+}
+
+/* $all: an AND of equalities (any one bounds) or of $elemMatch. */
+static ixselect_pred all(const bson_iter_t *v)
+{
+	bson_iter_t el, em;
+	ixselect_pred out = {0, false};
+	bool any = false;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return out;
+	while (wire_iter_next(&el)) {
+		any = true;
+		ixselect_pred p;
+		if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &em) &&
+		    wire_iter_next(&em) && op_is(wire_iter_key(&em), "$elemMatch"))
+			p = elem_match(&em);
+		else
+			p = ixselect_value(&el);
+		out.kinds |= p.kinds;
+		out.collated |= p.collated;
+	}
+	if (!any) /* $all: [] matches nothing: no scan at all */
+		out.kinds = BTREE_ALL | HASH_ALL | IXB_WILD;
+	return out;
+}
+
+ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char *options)
+{
+	if (op_is(op, "$eq"))
+		return equality(v);
+	if (op_is(op, "$in"))
+		return in_list(v, false);
+	if (is_comparison(op))
+		return range(op, v);
+	if (op_is(op, "$type"))
+		return pred(BTREE_ALL | IXB_WILD, false);
+	if (op_is(op, "$exists"))
+		return exists(bson_iter_as_bool(v));
+	if (op_is(op, "$regex")) {
+		if (WIRE_ITER_HOLDS_REGEX(v))
+			return regex_value(v, options);
+		if (WIRE_ITER_HOLDS_UTF8(v))
+			return regex(bson_iter_utf8(v, NULL), options, NULL);
+		return pred(0, true);
+	}
+	if (op_is(op, "$ne"))
+		return not_equal(v);
+	if (op_is(op, "$nin"))
+		return in_list(v, true);
+	if (op_is(op, "$not"))
+		return WIRE_ITER_HOLDS_REGEX(v) ? pred(0, true) : negation(v);
+	if (op_is(op, "$all"))
+		return all(v);
+	if (op_is(op, "$elemMatch"))
+		return elem_match(v);
+	if (op_is(op, "$geoWithin") || op_is(op, "$within"))
+		return geo_within(v);
+	if (op_is(op, "$geoIntersects"))
+		return pred(IXB_SPHERE, false);
+	return pred(0, false); /* $size, $mod, bit tests, $options, ... */
+}
+
+/* An $elemMatch operand on documents: its first key is a field name (or a
+ * logical operator over them). */
+static bool object_operand(const bson_iter_t *v, const uint8_t **data, uint32_t *len)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return false;
+	const char *k = wire_iter_key(&it);
+	if (k[0] == '$' && !op_is(k, "$and") && !op_is(k, "$or") && !op_is(k, "$nor") &&
+	    !op_is(k, "$where") && !op_is(k, "$expr"))
+		return false;
+	bson_iter_document(v, len, data);
+	return true;
+}
+
+bool ixselect_elem_operand(const char *op, const bson_iter_t *v, const uint8_t **data,
+                           uint32_t *len)
+{
+	bson_iter_t el, em;
+	if (op_is(op, "$elemMatch"))
+		return object_operand(v, data, len);
+	if (!op_is(op, "$all") || !WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return false;
+	while (wire_iter_next(&el))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &em) &&
+		    wire_iter_next(&em) && op_is(wire_iter_key(&em), "$elemMatch") &&
+		    object_operand(&em, data, len))
+			return true;
+	return false;
+}
+
+static bool strictly_under(const char *path, const char *field);
+
+#define ELEM_MAX_DEPTH 4
+
+/* What the operand puts on sub (top level and under $and): the union of
+ * its predicates' kinds, those without strings in *nc. */
+static unsigned elem_kinds(const bson_t *operand, const char *sub, unsigned *nc, int depth)
+{
+	bson_iter_t it, el, op;
+	bson_t doc;
+	unsigned k = 0;
+	if (depth > ELEM_MAX_DEPTH || !bson_iter_init(&it, operand))
+		return 0;
+	while (wire_iter_next(&it)) {
+		const char *key = wire_iter_key(&it);
+		if (op_is(key, "$and") && wire_iter_recurse(&it, &el)) {
+			while (wire_iter_next(&el))
+				if (wire_iter_doc_view(&el, &doc))
+					k |= elem_kinds(&doc, sub, nc, depth + 1);
+			continue;
+		}
+		if (key[0] == '$' && !op_is(key, "$and")) {
+			/* $or and the like inside it: not read, so no claim that
+			 * the key gets no bounds */
+			*nc |= ~0u;
+			return ~0u;
+		}
+		if (strcmp(key, sub) != 0) {
+			/* {b: {$elemMatch: {c: ..}}} for a key on b.c: not read */
+			if (strictly_under(sub, key) && WIRE_ITER_HOLDS_DOCUMENT(&it)) {
+				*nc |= ~0u;
+				return ~0u;
+			}
+			continue;
+		}
+		ixselect_pred p;
+		if (WIRE_ITER_HOLDS_DOCUMENT(&it) && wire_iter_recurse(&it, &op) &&
+		    wire_iter_next(&op) && wire_iter_key(&op)[0] == '$') {
+			do {
+				p = ixselect_operator(wire_iter_key(&op), &op, NULL);
+				k |= p.kinds;
+				*nc |= p.collated ? 0u : p.kinds;
+			} while (wire_iter_next(&op));
+			continue;
+		}
+		p = ixselect_value(&it);
+		k |= p.kinds;
+		*nc |= p.collated ? 0u : p.kinds;
+	}
+	return k;
+}
+
+/* ---- asking one index ---- */
+
+static unsigned kinds_of(const ixselect_field *fields, size_t n, const char *field, bool same)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(fields[i].field, field) == 0)
+			return same ? fields[i].any : fields[i].nc;
+	return 0;
+}
+
+/* path lies strictly under field ("a.b" under "a"). */
+static bool strictly_under(const char *path, const char *field)
+{
+	size_t len = strlen(field);
+	return strncmp(path, field, len) == 0 && path[len] == '.';
+}
+
+static ixselect_verdict wildcard(const index_def *d, const ixselect_field *fields, size_t n,
+                                 bool same)
+{
+	if (d->nkeys != 1)
+		return IXSELECT_UNKNOWN; /* a compound wildcard index */
+	const char *k = d->keys[0].field;
+	for (size_t i = 0; i < n; i++) {
+		unsigned kinds = same ? fields[i].any : fields[i].nc;
+		const char *f = fields[i].field;
+		if ((kinds & IXB_WILD) && index_def_wildcard_covers(d, f))
+			return IXSELECT_YES;
+		/* {a: {$elemMatch: {b: ..}}}: a.b, if the index holds it */
+		if ((kinds & IXB_ELEM) &&
+		    (strcmp(k, "$**") == 0
+		         ? index_def_wildcard_covers(d, f)
+		         : index_def_wildcard_covers(d, f) || strictly_under(k, f)))
+			return IXSELECT_YES;
+	}
+	return IXSELECT_NO;
+}
+
+static ixselect_verdict geo(const index_def *d, const ixselect_field *fields, size_t n)
+{
+	if (d->sphere_v1)
+		return IXSELECT_UNKNOWN; /* not sparse: other keys may be used alone */
+	for (size_t i = 0; i < d->nkeys; i++) {
+		const index_key *key = &d->keys[i];
+		unsigned kinds = kinds_of(fields, n, key->field, false);
+		if ((key->type == INDEX_KEY_2DSPHERE && (kinds & IXB_SPHERE)) ||
+		    (key->type == INDEX_KEY_2D && (kinds & IXB_FLAT)))
+			return IXSELECT_YES;
+		if (key->type == INDEX_KEY_OTHER)
+			return IXSELECT_UNKNOWN;
+	}
+	return IXSELECT_NO; /* text: only $text, which the caller judges */
+}
+
+/* Whether d's leading key (btree or hashed) takes one of kinds. */
+static bool key_takes(const index_def *d, unsigned kinds)
+{
+	if (d->keys[0].type == INDEX_KEY_HASHED)
+		return kinds & (d->sparse ? IXB_HASHED_SPARSE : IXB_HASHED);
+	/* Multikey unknown (a server that does not say) counts as not. */
+	bool known; /* from explain, or a write the proxy saw put an array there */
+	bool multikey = index_def_multikey(d, &known) & 1u;
+	unsigned want = d->sparse ? IXB_SPARSE : IXB_BTREE;
+	if (!multikey)
+		want |= d->sparse ? IXB_SPARSE_NM : IXB_BTREE_NM;
+	return kinds & want;
+}
+
+ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields, size_t n,
+                                bool same)
+{
+	if (d->nkeys == 0 || d->odd)
+		return IXSELECT_UNKNOWN;
+	if (d->wildcard)
+		return wildcard(d, fields, n, same);
+	if (d->plugin)
+		return geo(d, fields, n);
+	const index_key *lead = &d->keys[0];
+	if (key_takes(d, kinds_of(fields, n, lead->field, same)))
+		return IXSELECT_YES;
+	/* {a: {$elemMatch: {b: ...}}} and $all of them: a key on a.b, by
+	 * what the $elemMatch puts on b (an operand not read: any key). */
+	for (size_t i = 0; i < n; i++) {
+		if (!(fields[i].nc & IXB_ELEM) || !strictly_under(lead->field, fields[i].field))
+			continue;
+		bson_t operand;
+		if (!fields[i].elem ||
+		    !bson_init_static(&operand, fields[i].elem, fields[i].elem_len))
+			return IXSELECT_YES;
+		unsigned nc = 0;
+		const char *sub = lead->field + strlen(fields[i].field) + 1;
+		unsigned any = elem_kinds(&operand, sub, &nc, 0);
+		if (key_takes(d, same ? any : nc))
+			return IXSELECT_YES;
+	}
+	return IXSELECT_NO;
+}

@@ -1,0 +1,167 @@
+"""collection-scan end to end on the index kinds FerretDB cannot create (hashed, sparse hashed,
+wildcard, 2dsphere, 2d, text, hidden, TTL, a collation, a collection default collation) and
+on negations, $or, $all of $elemMatch and hints: the real proxy in front of the scripted
+mongod (fakeserver.py), which lists each collection's indexes, its count and the multikey
+paths as mongod does. Each hit is a filter mongod's planner answers with a collection scan
+(or a full scan of the hinted index); each near miss one it bounds with an index. The
+planner table itself is unit-tested in tests/unit/test_planner_scan.c.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+from bson.regex import Regex
+from pymongo import MongoClient
+from pymongo.collation import Collation
+
+from fakeserver import FakeServer
+from test_analyzers import check_finding, config, wait_findings
+from test_rules_round2 import rules, until
+
+SCAN = {"action": "log", "minDocuments": 100}
+CI = {"locale": "en", "strength": 2}
+GEOJSON = {"$geometry": {"type": "Point", "coordinates": [0, 0]}}
+
+KINDS = [
+    {"key": {"a": 1}, "name": "a_1"},
+    {"key": {"s": 1}, "name": "s_1", "sparse": True},
+    {"key": {"h": "hashed"}, "name": "h_hashed"},
+    {"key": {"hs": "hashed"}, "name": "hs_hashed", "sparse": True},
+    {"key": {"doc.$**": 1}, "name": "doc.$**_1"},
+    {"key": {"loc": "2dsphere", "cat": 1}, "name": "loc_2dsphere_cat_1",
+     "2dsphereIndexVersion": 3},
+    {"key": {"pt": "2d"}, "name": "pt_2d"},
+    {"key": {"t": "text"}, "name": "t_text", "weights": {"t": 1}},
+    {"key": {"hid": 1}, "name": "hid_1", "hidden": True},
+    {"key": {"created": 1}, "name": "created_1", "expireAfterSeconds": 3600},
+    {"key": {"c": 1}, "name": "c_ci", "collation": dict(CI, caseLevel=False)},
+    {"key": {"arr.b": 1}, "name": "arr.b_1"},
+    {"key": {"m": 1}, "name": "m_1"},
+]
+
+# The collection's default collation is case-insensitive: _id_ and a_1 carry it, b_1 was
+# created with the simple one.
+DEFAULT_CI = [
+    {"key": {"_id": 1}, "name": "_id_", "collation": CI},
+    {"key": {"a": 1}, "name": "a_1", "collation": CI},
+    {"key": {"b": 1}, "name": "b_1"},
+]
+
+
+def scripted(start_proxy, appname: str):
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.kinds", indexes=KINDS, count=50000, multikey=["m", "arr"])
+    srv.add_collection("shop.ci", indexes=DEFAULT_CI, count=50000)
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
+    client = MongoClient(p.uri, appname=appname, serverSelectionTimeoutMS=10000)
+    return srv, p, client
+
+
+def ready(p, c):
+    """Repeats an unindexed find until the side connection knows the catalogue."""
+    until(lambda: (list(c.find({"qty": 1})), p.log.findings("collection-scan"))[1])
+
+
+def hit(p, fn, words: str) -> dict:
+    mark = p.log.mark()
+    fn()
+    [f] = wait_findings(p, rule="collection-scan", since=mark)
+    assert words in f["attr"]["detail"], (words, f["attr"]["detail"])
+    return f
+
+
+def misses(p, fns) -> None:
+    mark = p.log.mark()
+    for fn in fns:
+        fn()
+    time.sleep(0.3)
+    got = p.log.findings("collection-scan", mark)
+    assert not got, [(f["attr"]["shape"], f["attr"]["detail"]) for f in got]
+
+
+def not_indexed(field: str) -> str:
+    return f"{field}: no usable index leads with it"
+
+
+def test_index_kinds_from_the_catalogue(start_proxy):
+    srv, p, client = scripted(start_proxy, "kinds-scan")
+    try:
+        c = client["shop"]["kinds"]
+        ready(p, c)
+        f = hit(p, lambda: list(c.find({"h": {"$gt": 1}})), not_indexed("h"))
+        check_finding(f, rule="collection-scan", action="log", ns="shop.kinds", command="find",
+                      app="kinds-scan")
+        for filt, words in [
+            ({"h": {"$exists": True}}, not_indexed("h")),       # every key of a hashed index
+            ({"hs": None}, not_indexed("hs")),                  # sparse: no null
+            ({"doc.x": None}, not_indexed("doc.x")),            # wildcard: sparse
+            ({"doc.x": {"$exists": False}}, not_indexed("doc.x")),
+            ({"doc.x": {"$ne": 3}}, not_indexed("doc.x")),      # wildcard: no negation
+            ({"doc.x": {"p": 1}}, not_indexed("doc.x")),        # wildcard: no object
+            ({"docs.x": 1}, not_indexed("docs.x")),             # outside its path
+            ({"cat": 1}, not_indexed("cat")),                   # 2dsphere v2+: needs geo
+            ({"pt": {"$geoIntersects": GEOJSON}}, not_indexed("pt")),  # 2d: $geoWithin only
+            ({"loc": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}, not_indexed("loc")),
+            ({"t": "x"}, not_indexed("t")),                     # text: $text only
+            ({"hid": 1}, not_indexed("hid")),                   # hidden
+            ({"c": "x"}, not_indexed("c")),                     # another collation
+            ({"s": {"$ne": 1}}, not_indexed("s")),              # sparse: no negation
+            ({"m": {"$ne": None}}, not_indexed("m")),           # $ne null on a multikey key
+            ({"a": {"$not": Regex("^x")}}, "a: $not of a regex"),
+            ({"arr": {"$elemMatch": {"c": 1}}}, "arr"),        # no index on arr.c
+            ({"$or": [{"a": 1}, {"q": 2}]}, "$or: a branch no index bounds"),
+        ]:
+            hit(p, lambda: list(c.find(filt)), words)
+        hit(p, lambda: list(c.find({"a": 1}).hint([("$natural", 1)])),
+            "hint {$natural} forces a collection scan")
+        hit(p, lambda: list(c.find({"a": 2}).hint("s_1")),
+            "the hinted index s_1 gets no bounds")
+
+        when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+        misses(p, [lambda filt=filt: list(c.find(filt)) for filt in [
+            {"h": 5}, {"h": {"$in": [1, 2]}}, {"h": {"$exists": False}}, {"h": None},
+            {"hs": {"$exists": True}},
+            {"doc.x": 5}, {"doc.x": {"$gt": 1}}, {"doc": 5}, {"doc.x": {"$exists": True}},
+            {"loc": {"$geoWithin": GEOJSON}}, {"loc": {"$geoIntersects": GEOJSON}},
+            {"cat": 1, "loc": {"$geoWithin": GEOJSON}},
+            {"pt": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}},
+            {"created": {"$lt": when}},
+            {"c": 5}, {"c": {"$in": [1, 2]}},
+            {"a": {"$ne": 1}}, {"a": {"$nin": [1, 2]}}, {"a": {"$not": {"$gt": 1}}},
+            {"a": {"$ne": None}}, {"m": {"$ne": 1}}, {"s": {"$ne": None}},
+            {"arr": {"$all": [{"$elemMatch": {"b": 1}}]}},
+            {"arr": {"$elemMatch": {"b": {"$gt": 1}}}},
+            {"$or": [{"a": 1}, {"h": 2}, {"s": 3}]},
+            {"$and": [{"$or": [{"a": 1}, {"s": 2}]}, {"q": 1}]},
+            {"a": {"$in": list(range(300))}},
+        ]] + [
+            lambda: list(c.find({"c": "x"}).collation(Collation(**CI))),
+            lambda: list(c.find({"a": 1}).hint([("a", 1)])),
+            lambda: list(c.find({"h": 1}).hint([("h", "hashed")])),
+        ])
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_collection_default_collation(start_proxy):
+    srv, p, client = scripted(start_proxy, "kinds-ci")
+    try:
+        c = client["shop"]["ci"]
+        ready(p, c)
+        # No collation given: the collection's (case-insensitive) one, which b_1 lacks.
+        hit(p, lambda: list(c.find({"b": "x"})), not_indexed("b"))
+        # The simple collation named: a_1 (case-insensitive) cannot bound it.
+        hit(p, lambda: list(c.find({"a": "y"}).collation(Collation(locale="simple"))),
+            not_indexed("a"))
+        misses(p, [
+            lambda: list(c.find({"a": "x"})),
+            lambda: list(c.find({"b": 5})),
+            lambda: list(c.find({"b": "x"}).collation(Collation(locale="simple"))),
+        ])
+    finally:
+        client.close()
+        srv.stop()
