@@ -231,8 +231,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	engine *e = session_snap(s)->engine;
 	if (r->hello)
 		note_hello(s, r, out);
-	/* Two clock reads per request: around the analysis, the second one
-	 * also the time the request is sent (its reply's latency). */
+	/* Two clock reads: around the analysis, the second the request's send time */
 	int64_t now = mg_now_ns(), read_ns = now;
 	bool hit = false;
 	if (e) {
