@@ -1,0 +1,68 @@
+"""client-side-join, live, through mongoguard in front of the real server: a driver's N+1
+(a read of orders, then one read of customers by _id per order) and Mongoose's populate (one
+$in batch) are each reported once, with the fan-out; a lone lookup by _id, reads of one
+collection, and a batch job reading by _id with no parent read are not. The rule's logic is
+unit-tested through the engine in tests/unit/test_engine_join.c; this checks that the proxy
+tells it how many documents each reply held (proxy/session/replies.c)."""
+
+from __future__ import annotations
+
+import time
+
+from test_analyzers import config, wait_findings
+from test_rules_round2 import rules
+
+# A wide window: a loaded CI machine may pause the client between two reads.
+JOIN = {"action": "log", "windowMS": 5000}
+
+
+def seed_shop(clients, dbname):
+    db = clients.direct()[dbname]
+    db.customers.insert_many([{"_id": i, "name": f"c{i}"} for i in range(12)])
+    db.orders.insert_many([{"_id": 100 + i, "cust": i, "open": True} for i in range(12)])
+    db.products.insert_many([{"_id": i, "sku": f"s{i}"} for i in range(12)])
+
+
+def test_n_plus_one_and_populate_are_reported(clients, upstream, start_proxy, dbname):
+    seed_shop(clients, dbname)
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
+    db = clients.via(p, appname="shop")[dbname]
+    orders = list(db.orders.find({"open": True}))
+    assert len(orders) == 12
+    for o in orders:  # N+1
+        assert db.customers.find_one({"_id": o["cust"]})["name"] == f"c{o['cust']}"
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    a = f[0]["attr"]
+    assert a["action"] == "log" and a["command"] == "find"
+    assert f"{dbname}.orders" in a["detail"], a["detail"]
+    assert "12" in a["detail"], a["detail"]  # the parent's documents
+
+    # populate: one $in batch after the parent read
+    orders = list(db.orders.find({"open": True}))
+    got = list(db.products.find({"_id": {"$in": [o["cust"] for o in orders]}}))
+    assert len(got) == 12
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.products")
+    assert "$in" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+
+    # the same pair again: reported once
+    orders = list(db.orders.find({"open": True}))
+    for o in orders:
+        db.customers.find_one({"_id": o["cust"]})
+    time.sleep(0.5)
+    assert len(p.log.findings("client-side-join")) == 2
+
+
+def test_look_alikes_are_silent(clients, upstream, start_proxy, dbname):
+    seed_shop(clients, dbname)
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
+    db = clients.via(p, appname="batch")[dbname]
+    db.customers.find_one({"_id": 3})  # a lone lookup
+    for i in range(12):  # a batch job by _id, no parent read
+        db.customers.find_one({"_id": i})
+    list(db.orders.find({"open": True}))  # a parent, then reads of the same collection
+    for i in range(12):
+        db.orders.find_one({"_id": 100 + i})
+    list(db.orders.find({"_id": 100}))  # a parent of one document, then one child
+    db.customers.find_one({"_id": 0})
+    time.sleep(1)
+    assert p.log.findings("client-side-join") == []
