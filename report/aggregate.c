@@ -67,7 +67,16 @@ struct aggregator {
 	uint64_t instance; /* of the file being read */
 	bool rules_set;
 	engine_config cfg;
-	rel_tracker *rel;   /* client-side joins (relationships.c) */
+	rel_tracker *rel; /* client-side joins (relationships.c) */
+	/* Each connection's engine track (engine.h, engine_conn_track), as a
+	 * session keeps one, keyed by (instance, connection): the rules that
+	 * follow a connection's reads judge the capture as they judged the
+	 * traffic. At most AGG_TRACKS at once: past that all are dropped and
+	 * start again (a chain open at that moment is lost, memory stays
+	 * bounded over any capture). */
+	hash_map track_ix;
+	engine_conn_track **tracks;
+	size_t ntracks;
 	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
 	int64_t cur_t;      /* its time */
 };
@@ -310,15 +319,45 @@ static void per_second(model *m, int64_t t)
 	m->per_sec[i]++;
 }
 
+#define AGG_TRACKS 4096
+
+static void tracks_drop(aggregator *a)
+{
+	for (size_t i = 0; i < a->ntracks; i++)
+		engine_conn_track_free(a->tracks[i]);
+	a->ntracks = 0;
+	hash_map_free(&a->track_ix);
+	memset(&a->track_ix, 0, sizeof a->track_ix);
+}
+
+/* The track slot of (the file's instance, conn); NULL when out of memory. */
+static engine_conn_track **track_slot(aggregator *a, int64_t conn)
+{
+	uint64_t k = hash_map_fnv(&conn, sizeof conn, hash_map_fnv(&a->instance, 8, HASH_MAP_FNV0));
+	size_t i = hash_map_get(&a->track_ix, k);
+	if (i)
+		return &a->tracks[i - 1];
+	if (a->ntracks == AGG_TRACKS)
+		tracks_drop(a);
+	if (!a->tracks && !(a->tracks = calloc(AGG_TRACKS, sizeof *a->tracks)))
+		return NULL;
+	a->tracks[a->ntracks] = NULL;
+	hash_map_put(&a->track_ix, k, ++a->ntracks);
+	return &a->tracks[a->ntracks - 1];
+}
+
 /* The request judged by the engine, as a session would; and, on a
  * collection under a quiet rule's parameter, by the quiet engine. ns: the
  * collection's row + 1 (0: none), an index because a finding on a
  * collection not seen yet (a $unionWith's) adds a row and may move them. */
 static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t, const char *app,
-                  size_t ns)
+                  size_t ns, int64_t conn)
 {
-	request_ctx rc = {
-	    .app_name = app, .client = rec_str(rec, "client"), .now_ms = t / 1000, .no_wait = true};
+	request_ctx rc = {.app_name = app,
+	                  .client = rec_str(rec, "client"),
+	                  .now_ms = t / 1000,
+	                  .no_wait = true,
+	                  .track = track_slot(a, conn)};
 	block_info b;
 	if (!a->e)
 		return;
@@ -379,7 +418,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
 		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
-		judge(a, rec, &r.view, t, app, 0);
+		judge(a, rec, &r.view, t, app, 0, ids.conn);
 		expect_reply(a, &ids, 0, 0, t);
 		request_release(&r);
 		free(msg);
@@ -401,7 +440,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
 	                       m->shapes[si - 1].proj_fields});
-	judge(a, rec, &r.view, t, app, ni);
+	judge(a, rec, &r.view, t, app, ni, ids.conn);
 	expect_reply(a, &ids, si, ni, t);
 	request_release(&r);
 	free(msg);
@@ -426,6 +465,9 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	rec_ids_of(rec, "rt", &ids);
 	workload_span(m, a->instance, t);
 	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
+	engine_conn_track **tr = a->e ? track_slot(a, ids.conn) : NULL;
+	if (tr && *tr)
+		engine_note_reply(a->e, *tr, ids.failed ? -1 : ids.n, t / 1000);
 	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)
@@ -844,6 +886,8 @@ void aggregator_free(aggregator *a)
 	if (a->ic)
 		index_cache_free(a->ic);
 	rel_tracker_free(a->rel);
+	tracks_drop(a);
+	free(a->tracks);
 	hash_map_free(&a->shapes);
 	hash_map_free(&a->findings);
 	hash_map_free(&a->apps);

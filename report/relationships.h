@@ -22,7 +22,10 @@
  * parent's collection adds its documents to N. Up to
  * REL_MAX_CHILDREN child collections per parent read (populate of
  * several paths). */
-#define REL_WINDOW_US      250000
+/* The same defaults as the client-side-join rule's windowMS and minFanout
+ * (analyzers/rules/rule_join.c), so the relationships table and the
+ * report's findings of that rule see the same pairs. */
+#define REL_WINDOW_US      100000
 #define REL_MIN_FANOUT     3
 #define REL_EACH_LOW       0.5
 #define REL_EACH_HIGH      1.5

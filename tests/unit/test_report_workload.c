@@ -240,7 +240,7 @@ static void test_rates_per_collection(void **state)
 	assert_non_null(strstr(js, "{\"ns\":\"shop.orders\",\"reads\":51,\"writes\":10,"
 	                           "\"readsPerSecond\":5.100,\"writesPerSecond\":1.000,"
 	                           "\"readsPerWrite\":5.100,\"estimatedDocuments\":5000,"));
-	assert_non_null(strstr(js, "\"relationships\":{\"params\":{\"windowMs\":250,"));
+	assert_non_null(strstr(js, "\"relationships\":{\"params\":{\"windowMs\":100,"));
 	free(js);
 	cap_free(&c);
 }
