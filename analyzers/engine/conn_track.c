@@ -24,6 +24,12 @@ struct engine_conn_track {
 	/* The last request told was no read: the rules know (a run of them
 	 * is told once, and their replies not at all). */
 	bool idle;
+	/* The last request was a read of at most one document (a find with
+	 * limit 1, or by an _id value): its reply's count is no news. */
+	bool point;
+	/* The request that made the connection's repeat template was such a
+	 * read: so is every request the template judges. */
+	bool template_point;
 	_Alignas(16) unsigned char area[];
 };
 
@@ -70,6 +76,7 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc)
 	}
 	t->gen = e->gen;
 	t->idle = false;
+	t->point = t->template_point = false;
 	memset(t->area, 0, t->size);
 	return t;
 }
@@ -216,19 +223,75 @@ static void describe(const cmdview *v, cmd_id id, rule_read *r)
 	r->view = v;
 }
 
+/* A find that returns at most one document: limit 1 (find_one), or a
+ * filter whose first member is _id equal to a value. One pass over the
+ * view's top keys: no walk. */
+static bool point_read(const cmdview *v)
+{
+	size_t top = v->ntop < CMDVIEW_TOP_KEYS ? v->ntop : CMDVIEW_TOP_KEYS;
+	for (size_t i = 1; i < top; i++) {
+		const char *k = v->top_keys[i];
+		uint8_t type = (uint8_t)k[-1];
+		const uint8_t *p = (const uint8_t *)k + v->top_lens[i] + 1;
+		if (v->top_lens[i] == 5 && memcmp(k, "limit", 5) == 0) {
+			if ((type == BSON_TYPE_INT32 || type == BSON_TYPE_INT64) && le32(p) == 1 &&
+			    (type == BSON_TYPE_INT32 || le32(p + 4) == 0))
+				return true;
+		} else if (v->top_lens[i] == 6 && memcmp(k, "filter", 6) == 0 &&
+		           type == BSON_TYPE_DOCUMENT && le32(p) >= 5 + 1 + 4 + 1) {
+			uint8_t t = p[4];
+			if (memcmp(p + 5, "_id", 4) == 0 && t != BSON_TYPE_DOCUMENT &&
+			    t != BSON_TYPE_ARRAY && t != BSON_TYPE_REGEX && t != BSON_TYPE_EOD)
+				return true;
+		}
+	}
+	return false;
+}
+
+bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms)
+{
+	if (!t->template_point)
+		return false;
+	for (unsigned i = 0; i < e->nconn; i++) {
+		rule_id rr = e->conn_list[i];
+		const rule_checks *k = rule_table[rr]->checks;
+		if (!k->conn_point_wanted ||
+		    k->conn_point_wanted(t->area + e->conn_off[rr], &e->cfg.rules[rr], now_ms))
+			return false;
+	}
+	t->point = true;
+	t->idle = false;
+	return true;
+}
+
+void conn_track_template_set(engine_conn_track *t)
+{
+	t->template_point = t->point;
+}
+
+bool engine_track_wants_count(const engine_conn_track *t)
+{
+	return t && !t->idle && !t->point;
+}
+
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
                          int64_t now_ms)
 {
 	rule_read r;
 	describe(v, id, &r);
+	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
 	if (r.kind == RULE_READ_NONE && t->idle)
 		return 0;
 	t->idle = r.kind == RULE_READ_NONE;
 	uint32_t fired = 0;
 	for (unsigned i = 0; i < e->nconn; i++) {
 		rule_id rr = e->conn_list[i];
-		if (rule_table[rr]->checks->conn_read(t->area + e->conn_off[rr], &e->cfg.rules[rr],
-		                                      e->state[rr], &r, now_ms))
+		const rule_checks *k = rule_table[rr]->checks;
+		void *conn = t->area + e->conn_off[rr];
+		if (t->point && k->conn_point_wanted &&
+		    !k->conn_point_wanted(conn, &e->cfg.rules[rr], now_ms))
+			continue; /* a lookup by _id with nothing under way: the common read */
+		if (k->conn_read(conn, &e->cfg.rules[rr], e->state[rr], &r, now_ms))
 			fired |= 1u << rr;
 	}
 	return fired;

@@ -246,12 +246,17 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	/* The connection's reads first, templates or not (conn_track.c); a
 	 * read that completes a finding is analysed whole, to be reported. */
 	engine_conn_track *tr = conn_track_of(e, rc);
-	cmd_id id = tr ? cmd_find(v->name) : CMD_NONE;
-	uint32_t joined = tr ? conn_track_read(e, tr, v, id, rc->now_ms) : 0;
 	engine_repeat **rp = repeat_slot(e, v, rc);
-	if (rp && *rp && !joined && repeat_matches(*rp, e, v, rc))
+	bool rep = rp && *rp && repeat_matches(*rp, e, v, rc);
+	cmd_id id = CMD_NONE;
+	uint32_t joined = 0;
+	if (tr && !(rep && conn_track_repeat_point(e, tr, rc->now_ms))) {
+		id = cmd_find(v->name);
+		joined = conn_track_read(e, tr, v, id, rc->now_ms);
+	}
+	if (rep && !joined)
 		return VERDICT_FORWARD; /* judged as its template was */
-	const command_def *c = commands_of(tr ? id : cmd_find(v->name));
+	const command_def *c = commands_of(id != CMD_NONE ? id : cmd_find(v->name));
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */
 	/* Field by field: lookup_ns is written before it is read (lookup_done),
@@ -290,8 +295,11 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&
-	    (!block || (!block->late.n && !block->late.lost && !block->skipped)))
+	    (!block || (!block->late.n && !block->late.lost && !block->skipped))) {
 		repeat_set(rp, e, v, rc, &spans);
+		if (tr)
+			conn_track_template_set(tr);
+	}
 	if (joined && !ax.wait)
 		conn_track_report(&ax, tr, v, joined);
 	return vd;

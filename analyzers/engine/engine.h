@@ -102,6 +102,11 @@ typedef struct engine_conn_track engine_conn_track;
 
 void engine_conn_track_free(engine_conn_track *t);
 void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms);
+/* Whether the last request's reply count is worth telling: it was a read,
+ * and not one of at most one document (a find with limit 1 or by an _id
+ * value, which can start no join). False for NULL. The caller skips reading
+ * the reply otherwise. */
+bool engine_track_wants_count(const engine_conn_track *t);
 
 /* Who sent the request. */
 typedef struct request_ctx {

@@ -305,6 +305,13 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc);
 
 /* Describes the request v to each rule that follows t: the rules (bit r)
  * whose conn_read answered true, to be reported at v (conn_track_report). */
+/* A request the connection's repeat template judges, when the template
+ * was a read of at most one document and no rule wants such a read now:
+ * noted as such, nothing more read (true). False: read it with
+ * conn_track_read. conn_track_template_set: the request just read made
+ * the template. */
+bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms);
+void conn_track_template_set(engine_conn_track *t);
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
                          int64_t now_ms);
 

@@ -176,6 +176,11 @@ struct rule_checks {
 	bool (*conn_read)(void *conn, const rule_config *rc, void *state, const rule_read *r,
 	                  int64_t now_ms);
 	void (*conn_reply)(void *conn, const rule_config *rc, int64_t ndocs, int64_t now_ms);
+	/* Whether a read of at most one document (a find with limit 1, or by
+	 * an _id value) matters now: false lets the engine skip conn_read for
+	 * it (such a read starts nothing; it can only continue what is under
+	 * way). NULL: always given. */
+	bool (*conn_point_wanted)(const void *conn, const rule_config *rc, int64_t now_ms);
 	/* The shapeHash of a finding conn_read completed, from the request's
 	 * (NULL: the request's own): client-side-join's is its pair's, the
 	 * parent read's shape mixed in, so each pair is a finding of its own

@@ -269,6 +269,16 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 	return keyed_read(j, rc, state, &f, now_ms);
 }
 
+/* A read of at most one document only continues a chain: wanted while a
+ * parent is active within the window. Skipped otherwise, its reply is not
+ * told either (engine_track_wants_count), so the pending read stays the
+ * last one given, which only a reply of a wanted read would consume. */
+static bool conn_point_wanted(const void *conn, const rule_config *rc, int64_t now_ms)
+{
+	const join_conn *j = conn;
+	return j->active && now_ms - j->active_ms <= (int64_t)rc->params[JOIN_PARAM_WINDOW_MS];
+}
+
 /* A parent's slot: an empty one, else the least recently active. */
 static join_parent *parent_slot(join_conn *j)
 {
@@ -289,8 +299,9 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 	rule_read_kind k = j->pending;
 	if (k != RULE_READ_MORE) /* a getMore's exhaust replies keep coming */
 		j->pending = RULE_READ_NONE;
-	if (k == RULE_READ_NONE || ndocs < 0)
-		return;
+	if (k == RULE_READ_NONE || ndocs < 0 ||
+	    (k != RULE_READ_MORE && ndocs < (int64_t)rc->params[JOIN_PARAM_MIN_FANOUT]))
+		return; /* no parent: most replies end here, before any hashing */
 	uint64_t ns = ns_hash(j->pend_ns, j->pend_len);
 	if (k == RULE_READ_MORE) { /* pagination: more documents of the same parent */
 		join_parent *best = NULL;
@@ -399,6 +410,7 @@ static const rule_checks checks = {
     .conn_size = sizeof(join_conn),
     .conn_read = conn_read,
     .conn_reply = conn_reply,
+    .conn_point_wanted = conn_point_wanted,
     .conn_hash = conn_hash,
 };
 

@@ -41,7 +41,8 @@ static void note_dropped_reply(session *s, const frame_header *h)
 }
 
 /* A reply, to the rules that follow the connection's reads (the engine's
- * track, made only when such a rule is on): how many documents it held.
+ * track, made only when such a rule is on, and asking only after a read
+ * that may return more than one document): how many documents it held.
  * ndocs: what the workload read of it (-1: not read); otherwise read here
  * when it is whole (reply_scan, some 130 instructions), else unknown. */
 static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, const uint8_t *whole,
@@ -96,16 +97,17 @@ static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
-	if (!f || (!f->sent_ns && !f->wl.gen && !s->track))
+	if (!f || (!f->sent_ns && !f->wl.gen && !engine_track_wants_count(s->track)))
 		return;
 	int64_t now = mg_now_ns(), ndocs = -1;
+	bool track = engine_track_wants_count(s->track);
 	if (f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;
 	}
 	if (f->wl.gen)
 		ndocs = note_reply_facts(s, f, now, whole, len);
-	if (s->track)
+	if (track)
 		note_track_reply(s, now, ndocs, whole, len);
 }
 
