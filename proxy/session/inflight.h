@@ -50,6 +50,11 @@ typedef struct inflight {
 	uint8_t *kept;
 	size_t kept_len;
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
+	/* A schema change in flight that keeps the index cache's side
+	 * connection out of its database (index_cache_client_begin): slot + 1,
+	 * 0 for none; ended when the entry goes, however it goes. */
+	struct index_cache *gate_ic;
+	int gate;
 } inflight;
 
 /* A closed-loop client has one request in flight; only pipelining needs

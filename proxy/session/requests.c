@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/catalog/index_cache.h"
 #include "protocol/handshake.h"
 #include "protocol/request.h"
 #include "protocol/request_template.h"
@@ -147,9 +148,72 @@ static void capture_request(session *s, const request *r, const char *outcome)
 }
 
 /* A decoded command: analyse it, then queue it for its reply. */
+/* A schema change (engine_side_gate) waits while the index cache's side
+ * connection has a request out in its database, since an upstream may
+ * answer the two running side by side differently from the client's alone
+ * (index_cache.h); its claim on the database, taken the first time it is
+ * judged, keeps new fetches out meanwhile. True: it waits. A wait that ran
+ * out (HOLD_EXPIRED) goes on. */
+static bool side_gate(session *s, const request *r, engine *e)
+{
+	index_cache *ic = e && !r->more_to_come ? engine_side_gate(e, &r->view) : NULL;
+	if (!ic)
+		return false;
+	if (!s->gate) {
+		s->gate_ic = ic;
+		s->gate = index_cache_client_begin(ic, r->view.db) + 1;
+	}
+	return s->hold != HOLD_EXPIRED && index_cache_side_busy(ic, r->view.db);
+}
+
+/* The claim of a request that did not go (blocked, or no room to track
+ * its reply) ends with it. */
+void requests_gate_end(session *s)
+{
+	if (s->gate)
+		index_cache_client_end(s->gate_ic, s->gate - 1);
+	s->gate = 0;
+}
+
+/* A forwarded request's entry in the in-flight queue, with what its reply
+ * tells the index cache, and its claim on its database (side_gate); a
+ * moreToCome one gets no entry: the upstream owes it no reply. */
+static void track_reply(session *s, const request *r, engine *e, int64_t now)
+{
+	if (!r->more_to_come) {
+		char ns[256];
+		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;
+		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
+		                     : write > 0                  ? INFLIGHT_INSERT
+		                     : write < 0                  ? INFLIGHT_DELETE
+		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
+		                     : r->hello                   ? INFLIGHT_HELLO
+		                                                  : INFLIGHT_PLAIN;
+		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
+		if (f) {
+			f->sent_ns = now;
+			f->gate_ic = s->gate_ic; /* the claim lasts until its reply */
+			f->gate = s->gate;
+			s->gate = 0;
+		}
+		answers_arm_deadline(s, false, now);
+		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
+			memcpy(f->kept, r->plain, r->plain_len);
+			f->kept_len = r->plain_len;
+		}
+		if (f && write && (f->kept = (uint8_t *)strdup(ns)))
+			f->kept_len = strlen(ns) + 1;
+	} else {
+		if (s->no_reply_owed < UINT32_MAX)
+			s->no_reply_owed++;
+	}
+}
+
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
 	engine *e = session_snap(s)->engine;
+	if (side_gate(s, r, e))
+		return REQ_WAIT;
 	if (r->hello)
 		note_hello(s, r, out);
 	/* Two clock reads per request: around the analysis, the second one
@@ -176,8 +240,10 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			free(out->replacement);
 			out->replacement = NULL;
 		}
-		if (vd == VERDICT_WAIT_INDEXES)
-			return REQ_WAIT; /* counted when it is judged for good */
+		if (vd == VERDICT_WAIT_INDEXES) {
+			requests_gate_end(s); /* its claim would keep that list out */
+			return REQ_WAIT;      /* counted when it is judged for good */
+		}
 		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
 		if (block.skipped)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
@@ -188,6 +254,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			if (s->env.capture)
 				capture_request(s, r, "block");
 			answer_block(s, r, &block);
+			requests_gate_end(s);
 			return REQ_DROP;
 		}
 	} else {
@@ -195,29 +262,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	}
 	if (s->env.capture)
 		capture_request(s, r, "forward");
-	if (!r->more_to_come) {
-		char ns[256];
-		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;
-		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
-		                     : write > 0                  ? INFLIGHT_INSERT
-		                     : write < 0                  ? INFLIGHT_DELETE
-		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
-		                     : r->hello                   ? INFLIGHT_HELLO
-		                                                  : INFLIGHT_PLAIN;
-		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
-		if (f)
-			f->sent_ns = now;
-		answers_arm_deadline(s, false, now);
-		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
-			memcpy(f->kept, r->plain, r->plain_len);
-			f->kept_len = r->plain_len;
-		}
-		if (f && write && (f->kept = (uint8_t *)strdup(ns)))
-			f->kept_len = strlen(ns) + 1;
-	} else {
-		if (s->no_reply_owed < UINT32_MAX)
-			s->no_reply_owed++;
-	}
+	track_reply(s, r, e, now);
+	requests_gate_end(s); /* moved to the entry, unless it could not be */
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
 }
 

@@ -236,8 +236,9 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
-	requests_release(s); /* a request cut short by the end of the session */
-	replies_release(s);  /* a reply cut short the same way */
+	requests_gate_end(s); /* a schema change held when the session ended */
+	requests_release(s);  /* a request cut short by the end of the session */
+	replies_release(s);   /* a reply cut short the same way */
 	free(s->unreachable_why);
 	free(s->end_reason);
 	free(s->app_owned);

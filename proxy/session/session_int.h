@@ -77,6 +77,11 @@ struct session {
 	void *token; /* the owner's, handed back by on_closed */
 	session_state state;
 	session_hold hold;
+	/* A held schema change's claim on its database (inflight.h, gate):
+	 * taken when it first waits for the side connection, so no new fetch
+	 * starts there meanwhile; moved to its in-flight entry when it goes. */
+	struct index_cache *gate_ic;
+	int gate;
 	uint64_t id;
 	char ctx[32];  /* "conn42" */
 	char peer[80]; /* the client's address, "127.0.0.1:51234" */
@@ -192,6 +197,7 @@ void session_pause_client(session *s);
 /* Reads, judges and forwards what the client sent, as far as it can. */
 void requests_process(session *s);
 /* Held for an index list, or not (the only place s->hold changes). */
+void requests_gate_end(session *s);
 void requests_hold(session *s, session_hold to);
 /* Frees a large request cut short by the end of the session. */
 void requests_release(session *s);
