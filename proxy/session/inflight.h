@@ -55,6 +55,7 @@ typedef struct inflight {
 	 * 0 for none; ended when the entry goes, however it goes. */
 	struct index_cache *gate_ic;
 	int gate;
+	uint32_t no_reply_mark; /* session no_reply_sent when it was sent */
 } inflight;
 
 /* A closed-loop client has one request in flight; only pipelining needs

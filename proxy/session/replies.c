@@ -46,6 +46,11 @@ static void note_reply_start(session *s)
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
+	if (f) { /* in order: the moreToCome requests before f get no answer now */
+		uint32_t after = s->no_reply_sent - f->no_reply_mark;
+		if (s->no_reply_owed > after)
+			s->no_reply_owed = after;
+	}
 	if (f && f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(mg_now_ns() - f->sent_ns));
 		f->sent_ns = 0;

@@ -195,6 +195,7 @@ static void track_reply(session *s, const request *r, engine *e, int64_t now)
 			f->gate_ic = s->gate_ic; /* the claim lasts until its reply */
 			f->gate = s->gate;
 			s->gate = 0;
+			f->no_reply_mark = s->no_reply_sent;
 		}
 		answers_arm_deadline(s, false, now);
 		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
@@ -206,6 +207,7 @@ static void track_reply(session *s, const request *r, engine *e, int64_t now)
 	} else {
 		if (s->no_reply_owed < UINT32_MAX)
 			s->no_reply_owed++;
+		s->no_reply_sent++;
 	}
 }
 

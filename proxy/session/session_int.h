@@ -142,8 +142,14 @@ struct session {
 	 * reply that answers nothing in flight is taken for one of those
 	 * answers, dropped as expected traffic, not as a fault. A burst of w:0
 	 * writes may be answered long after later ones were sent, so a count,
-	 * not a list of ids. */
+	 * not a list of ids. It decays in request order: the upstream answers a
+	 * connection's requests in turn, so once a reply to an in-flight request
+	 * begins, no answer is owed any more for those sent before it, only
+	 * for those sent after (no_reply_sent - its no_reply_mark, inflight.h):
+	 * else one burst of them would excuse every stray reply for the rest of
+	 * the session. no_reply_sent counts them all (wrapping). */
 	uint32_t no_reply_owed;
+	uint32_t no_reply_sent;
 
 	uint64_t nrequests, nblocked, ndiscarded;
 	/* Bytes relayed each way (mx_direction), and when the client came: for
