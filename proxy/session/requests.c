@@ -780,7 +780,8 @@ void requests_hold(session *s, session_hold to)
 		bufferevent_disable(s->cl.bev, EV_READ);
 		session_set_timer(s, session_snap(s)->cfg.engine.index_wait_ms);
 		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-		           "Holding a request until the index list arrives");
+		           s->gate ? "Holding a schema change until the side connection is done"
+		                   : "Holding a request until the index list arrives");
 	} else if (to == HOLD_NONE) {
 		session_clear_timer(s);
 		if (!s->cl.paused)

@@ -515,8 +515,13 @@ static void frame_timeout(session *s)
 
 static void wait_timeout(session *s)
 {
+	/* A claim held while waiting: a schema change waiting for the side
+	 * connection (requests.c, side_gate), not for an index list. */
 	log_reason(LOG_INFO, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-	           "Index list did not arrive in time; request forwarded without a sort verdict");
+	           s->gate ? "The side connection was still busy in the database; schema change "
+	                     "forwarded beside it"
+	                   : "Index list did not arrive in time; request forwarded without a sort "
+	                     "verdict");
 	requests_hold(s, HOLD_EXPIRED);
 	requests_process(s);
 }

@@ -169,6 +169,8 @@ def test_client_ddl_waits_for_the_side_connection(start_proxy):
             time.sleep(0.1)  # its count is out now
             c.shop.orders.create_index("qty")
         assert overlaps == []
+        # it waited for the side connection, not out the wait's limit
+        assert not [ln for ln in p.log.lines() if "still busy" in ln.get("msg", "")]
         assert srv.messages("count") and srv.messages("createIndexes")
         assert srv.errors == []
     finally:
