@@ -82,6 +82,7 @@ struct index_cache {
 		char db[IC_DB_MAX];
 		uint32_t n;
 	} gates[INDEX_CACHE_GATES];
+	int ngated; /* slots with n > 0 */
 };
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
@@ -425,6 +426,8 @@ static bool gated_locked(const index_cache *ic, const char *ns)
 {
 	const char *dot = strchr(ns, '.');
 	size_t len = dot ? (size_t)(dot - ns) : strlen(ns);
+	if (ic->ngated == 0)
+		return false;
 	for (int i = 0; i < INDEX_CACHE_GATES; i++)
 		if (ic->gates[i].n > 0 && strncmp(ic->gates[i].db, ns, len) == 0 &&
 		    ic->gates[i].db[len] == '\0')
@@ -771,25 +774,33 @@ bool index_cache_side_busy(index_cache *ic, const char *db)
 	return busy;
 }
 
-int index_cache_client_begin(index_cache *ic, const char *db)
+int index_cache_client_begin(index_cache *ic, const char *db, bool *side_busy)
 {
 	int slot = -1;
+	*side_busy = false;
 	if (ic == NULL || db == NULL || db[0] == '\0' || strlen(db) >= IC_DB_MAX)
 		return -1;
 	pthread_mutex_lock(&ic->mu);
-	for (int i = 0; i < INDEX_CACHE_GATES; i++) {
-		if (ic->gates[i].n > 0 && strcmp(ic->gates[i].db, db) == 0) {
+	/* db's own slot when it has one, else the first free one */
+	for (int i = 0, seen = 0; i < INDEX_CACHE_GATES && (seen < ic->ngated || slot < 0); i++) {
+		if (ic->gates[i].n == 0) {
+			if (slot < 0)
+				slot = i;
+			continue;
+		}
+		seen++;
+		if (strcmp(ic->gates[i].db, db) == 0) {
 			slot = i;
 			break;
 		}
-		if (slot < 0 && ic->gates[i].n == 0)
-			slot = i; /* the first free one, unless db has a slot */
 	}
 	if (slot >= 0) {
-		if (ic->gates[slot].n == 0)
+		if (ic->gates[slot].n++ == 0) {
 			memcpy(ic->gates[slot].db, db, strlen(db) + 1);
-		ic->gates[slot].n++;
+			ic->ngated++;
+		}
 	}
+	*side_busy = ic->side_db[0] != '\0' && strcmp(ic->side_db, db) == 0;
 	pthread_mutex_unlock(&ic->mu);
 	return slot;
 }
@@ -799,7 +810,9 @@ void index_cache_client_end(index_cache *ic, int slot)
 	if (ic == NULL || slot < 0 || slot >= INDEX_CACHE_GATES)
 		return;
 	pthread_mutex_lock(&ic->mu);
-	if (ic->gates[slot].n > 0 && --ic->gates[slot].n == 0)
+	if (ic->gates[slot].n > 0 && --ic->gates[slot].n == 0) {
+		ic->ngated--;
 		pthread_cond_signal(&ic->cv); /* a fetch it kept back may go */
+	}
 	pthread_mutex_unlock(&ic->mu);
 }

@@ -119,12 +119,13 @@ void index_cache_set_clock(index_cache *ic, index_cache_clock_fn now_ms, void *a
 
 /* True while the metadata thread has a request out for a namespace of db. */
 bool index_cache_side_busy(index_cache *ic, const char *db);
-/* A client's schema-changing request to db was forwarded: the thread
+/* A client's schema-changing request to db is about to go: the thread
  * starts no fetch in db until index_cache_client_end(ic, the slot
  * returned). -1 (nothing to end) when db is not tracked (too long, or
- * INDEX_CACHE_GATES databases have such requests in flight already). */
+ * INDEX_CACHE_GATES databases have such requests in flight already).
+ * *side_busy: index_cache_side_busy(ic, db), read under the same lock. */
 #define INDEX_CACHE_GATES 32
-int index_cache_client_begin(index_cache *ic, const char *db);
+int index_cache_client_begin(index_cache *ic, const char *db, bool *side_busy);
 void index_cache_client_end(index_cache *ic, int slot);
 
 /* Namespaces remembered at most; the least recently used idle entry goes. */

@@ -147,23 +147,42 @@ static void capture_request(session *s, const request *r, const char *outcome)
 	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
 }
 
-/* A decoded command: analyse it, then queue it for its reply. */
+/* What a forwarded command's reply tells the index cache: a DDL command's
+ * that the lists it names changed; an insert's or a delete's (write +1 or
+ * -1, of ns) how many documents moved. Worked out once per request. */
+typedef struct {
+	bool ddl;
+	int write;
+	char ns[256];
+} req_class;
+
+static void classify(const request *r, engine *e, req_class *c)
+{
+	c->ddl = e && engine_is_ddl(&r->view);
+	c->write = e ? engine_write_ns(e, &r->view, c->ns, sizeof(c->ns)) : 0;
+}
+
 /* A schema change (engine_side_gate) waits while the index cache's side
  * connection has a request out in its database, since an upstream may
  * answer the two running side by side differently from the client's alone
  * (index_cache.h); its claim on the database, taken the first time it is
  * judged, keeps new fetches out meanwhile. True: it waits. A wait that ran
  * out (HOLD_EXPIRED) goes on. */
-static bool side_gate(session *s, const request *r, engine *e)
+static bool side_gate(session *s, const request *r, engine *e, const req_class *c)
 {
-	index_cache *ic = e && !r->more_to_come ? engine_side_gate(e, &r->view) : NULL;
+	if (r->more_to_come || (!c->ddl && c->write <= 0))
+		return false;
+	index_cache *ic = engine_side_gate(e, &r->view);
 	if (!ic)
 		return false;
+	bool busy;
 	if (!s->gate) {
 		s->gate_ic = ic;
-		s->gate = index_cache_client_begin(ic, r->view.db) + 1;
+		s->gate = index_cache_client_begin(ic, r->view.db, &busy) + 1;
+	} else {
+		busy = index_cache_side_busy(ic, r->view.db); /* judged again */
 	}
-	return s->hold != HOLD_EXPIRED && index_cache_side_busy(ic, r->view.db);
+	return s->hold != HOLD_EXPIRED && busy;
 }
 
 /* The claim of a request that did not go (blocked, or no room to track
@@ -178,17 +197,16 @@ void requests_gate_end(session *s)
 /* A forwarded request's entry in the in-flight queue, with what its reply
  * tells the index cache, and its claim on its database (side_gate); a
  * moreToCome one gets no entry: the upstream owes it no reply. */
-static void track_reply(session *s, const request *r, engine *e, int64_t now)
+static void track_reply(session *s, const request *r, const req_class *c, int64_t now)
 {
 	if (!r->more_to_come) {
-		char ns[256];
-		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;
-		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
-		                     : write > 0                  ? INFLIGHT_INSERT
-		                     : write < 0                  ? INFLIGHT_DELETE
-		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
-		                     : r->hello                   ? INFLIGHT_HELLO
-		                                                  : INFLIGHT_PLAIN;
+		int write = c->write;
+		inflight_kind kind = c->ddl               ? INFLIGHT_DDL
+		                     : write > 0          ? INFLIGHT_INSERT
+		                     : write < 0          ? INFLIGHT_DELETE
+		                     : r->awaitable_hello ? INFLIGHT_AWAIT
+		                     : r->hello           ? INFLIGHT_HELLO
+		                                          : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f) {
 			f->sent_ns = now;
@@ -202,8 +220,8 @@ static void track_reply(session *s, const request *r, engine *e, int64_t now)
 			memcpy(f->kept, r->plain, r->plain_len);
 			f->kept_len = r->plain_len;
 		}
-		if (f && write && (f->kept = (uint8_t *)strdup(ns)))
-			f->kept_len = strlen(ns) + 1;
+		if (f && write && (f->kept = (uint8_t *)strdup(c->ns)))
+			f->kept_len = strlen(c->ns) + 1;
 	} else {
 		if (s->no_reply_owed < UINT32_MAX)
 			s->no_reply_owed++;
@@ -211,10 +229,13 @@ static void track_reply(session *s, const request *r, engine *e, int64_t now)
 	}
 }
 
+/* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
 	engine *e = session_snap(s)->engine;
-	if (side_gate(s, r, e))
+	req_class c;
+	classify(r, e, &c);
+	if (side_gate(s, r, e, &c))
 		return REQ_WAIT;
 	if (r->hello)
 		note_hello(s, r, out);
@@ -264,7 +285,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	}
 	if (s->env.capture)
 		capture_request(s, r, "forward");
-	track_reply(s, r, e, now);
+	track_reply(s, r, &c, now);
 	requests_gate_end(s); /* moved to the entry, unless it could not be */
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
 }

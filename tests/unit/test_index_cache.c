@@ -510,8 +510,10 @@ static void test_side_connection_and_client_ddl_never_overlap(void **state)
 
 	/* A client's createIndexes to shop is in flight; shop.items and then
 	 * crm.people are asked for. */
-	int slot = index_cache_client_begin(ic, "shop");
+	bool busy = true;
+	int slot = index_cache_client_begin(ic, "shop", &busy);
 	assert_true(slot >= 0);
+	assert_false(busy);
 	assert_int_equal(index_cache_get(ic, "shop", "items", &got), INDEXES_PENDING);
 	assert_int_equal(index_cache_get(ic, "crm", "people", &got), INDEXES_PENDING);
 	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
@@ -520,7 +522,7 @@ static void test_side_connection_and_client_ddl_never_overlap(void **state)
 	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
 
 	/* Two in flight in shop: both must end. */
-	int slot2 = index_cache_client_begin(ic, "shop");
+	int slot2 = index_cache_client_begin(ic, "shop", &busy);
 	assert_int_equal(slot2, slot);
 	index_cache_client_end(ic, slot);
 	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
@@ -528,10 +530,14 @@ static void test_side_connection_and_client_ddl_never_overlap(void **state)
 	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
 	assert_string_equal(ns, "shop.items");
 	assert_true(index_cache_side_busy(ic, "shop"));
+	/* begun while the side connection is out in shop: told so */
+	int slot3 = index_cache_client_begin(ic, "shop", &busy);
+	assert_true(busy);
+	index_cache_client_end(ic, slot3);
 	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
 
 	/* Untracked: nothing to end, nothing held back. */
-	assert_int_equal(index_cache_client_begin(ic, ""), -1);
+	assert_int_equal(index_cache_client_begin(ic, "", &busy), -1);
 	index_cache_client_end(ic, -1);
 	index_cache_free(ic);
 }
