@@ -76,20 +76,29 @@ static void changes_md(out_t *o, const model *m)
 		text_str(&o->t, "\n\n");
 		if (fd->count > 1) /* one occurrence's figures, not every one's */
 			text_printf(&o->t, "First of %" PRIu64 " occurrences: ", fd->count);
-		text_str(&o->t, fd->detail);
+		out_md_text(&o->t, fd->detail);
 		if (rule_table[fd->rule]->grows_arrays) {
 			text_str(&o->t, "\n\n");
 			report_arrays_md(&o->t, fd);
 		}
 		size_t n = model_fix_command_len(fd->suggestion);
 		const char *rest = fd->suggestion + n;
-		if (n)
-			text_printf(&o->t, "\n\n```js\n%.*s\n```", (int)n, fd->suggestion);
+		if (n) {
+			size_t fence = out_md_fence_need(3, fd->suggestion, n);
+			text_str(&o->t, "\n\n");
+			out_md_fence(&o->t, fence);
+			text_str(&o->t, "js\n");
+			out_md_code_line(&o->t, fd->suggestion, n);
+			text_char(&o->t, '\n');
+			out_md_fence(&o->t, fence);
+		}
 		while (*rest == ' ')
 			rest++;
 		if (n && !strncmp(rest, "and ", 4))
 			rest += 4;
-		text_printf(&o->t, "%s%s\n", !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ", rest);
+		text_str(&o->t, !*rest ? "\n" : n ? "\n\nThen: " : "\n\nFix: ");
+		out_md_text(&o->t, rest);
+		text_char(&o->t, '\n');
 		out_flush(o);
 	}
 }

@@ -119,6 +119,37 @@ static inline void out_md_text(text_buf *t, const char *s)
 	}
 }
 
+/* A fenced code block holding text from the capture (a suggested command
+ * names its fields): its fence is longer than any run of backticks inside
+ * and at least three (CommonMark), so nothing inside ends it. need: the
+ * fence so far (3 to begin), grown for n bytes of s. */
+static inline size_t out_md_fence_need(size_t need, const char *s, size_t n)
+{
+	size_t run = 0;
+	for (size_t i = 0; i < n && s[i]; i++) {
+		run = s[i] == '`' ? run + 1 : 0;
+		if (run >= need)
+			need = run + 1;
+	}
+	return need;
+}
+
+static inline void out_md_fence(text_buf *t, size_t len)
+{
+	for (size_t k = 0; k < len; k++)
+		text_char(t, '`');
+}
+
+/* A line of a fenced block: controls as spaces, so the line stays one
+ * (an indented block in a list item ends at a line less indented). */
+static inline void out_md_code_line(text_buf *t, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		text_char(t, c < 0x20 || c == 0x7f ? ' ' : (char)c);
+	}
+}
+
 static inline bool out_done(out_t *o)
 {
 	out_flush(o);

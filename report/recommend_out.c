@@ -211,6 +211,38 @@ void report_recs_json(out_t *o, const model *m)
 
 /* ---- Markdown ---- */
 
+/* The index's createIndex and the drops it makes possible, in one fenced
+ * block inside the list item: the fence outgrows any backtick run in them
+ * (a field or a collection may hold one), each command one line. */
+static void md_index_block(out_t *o, const model_rec *r)
+{
+	char cmds[MODEL_REC_REDUNDANT][512];
+	size_t fence = out_md_fence_need(3, r->command, sizeof r->command);
+	for (size_t k = 0; k < r->nredundant; k++) {
+		text_buf c;
+		text_init(&c, cmds[k], sizeof cmds[k]);
+		drop_command(&c, r->ns, r->redundant[k]);
+		text_finish(&c);
+		fence = out_md_fence_need(fence, cmds[k], sizeof cmds[k]);
+		fence = out_md_fence_need(fence, r->redundant_key[k], sizeof r->redundant_key[k]);
+	}
+	text_str(&o->t, "  ");
+	out_md_fence(&o->t, fence);
+	text_str(&o->t, "js\n  ");
+	out_md_code_line(&o->t, r->command, sizeof r->command);
+	text_char(&o->t, '\n');
+	for (size_t k = 0; k < r->nredundant; k++) {
+		text_str(&o->t, "  ");
+		out_md_code_line(&o->t, cmds[k], sizeof cmds[k]);
+		text_str(&o->t, " // redundant: ");
+		out_md_code_line(&o->t, r->redundant_key[k], sizeof r->redundant_key[k]);
+		text_char(&o->t, '\n');
+	}
+	text_str(&o->t, "  ");
+	out_md_fence(&o->t, fence);
+	text_char(&o->t, '\n');
+}
+
 void report_recs_md(out_t *o, const model *m)
 {
 	size_t rank = 0;
@@ -226,25 +258,24 @@ void report_recs_md(out_t *o, const model *m)
 			text_printf(&o->t, " (%.1f ms)\n\n", (double)r->ns_total_us / 1000.0);
 		}
 		if (r->index) {
-			text_printf(
-			    &o->t,
-			    "- Create an index serving %zu shape%s (%.1f ms)%s:\n\n"
-			    "  ```js\n  %s\n",
-			    r->nshapes, r->nshapes == 1 ? "" : "s", (double)r->total_us / 1000.0,
-			    r->exists ? " (already in the last index snapshot)" : "", r->command);
-			for (size_t k = 0; k < r->nredundant; k++) {
-				text_str(&o->t, "  ");
-				drop_command(&o->t, r->ns, r->redundant[k]);
-				text_printf(&o->t, " // redundant: %s\n", r->redundant_key[k]);
+			text_printf(&o->t, "- Create an index serving %zu shape%s (%.1f ms)%s:\n\n",
+			            r->nshapes, r->nshapes == 1 ? "" : "s",
+			            (double)r->total_us / 1000.0,
+			            r->exists ? " (already in the last index snapshot)" : "");
+			md_index_block(o, r);
+			if (r->change[0]) {
+				text_str(&o->t, "\n  Then: ");
+				out_md_text(&o->t, r->change);
+				text_char(&o->t, '\n');
 			}
-			text_str(&o->t, "  ```\n");
-			if (r->change[0])
-				text_printf(&o->t, "\n  Then: %s\n", r->change);
 		} else {
-			text_printf(
-			    &o->t, "- Design change, **%s** (`%s`, %zu shape%s, %.1f ms): %s\n",
-			    r->pattern, rule_name(r->rule), r->nshapes, r->nshapes == 1 ? "" : "s",
-			    (double)r->total_us / 1000.0, r->change);
+			text_str(&o->t, "- Design change, **");
+			out_md_text(&o->t, r->pattern);
+			text_printf(&o->t, "** (`%s`, %zu shape%s, %.1f ms): ", rule_name(r->rule),
+			            r->nshapes, r->nshapes == 1 ? "" : "s",
+			            (double)r->total_us / 1000.0);
+			out_md_text(&o->t, r->change);
+			text_char(&o->t, '\n');
 		}
 		text_str(&o->t, "  Shapes:");
 		for (size_t s = 0; s < r->nshapes; s++)

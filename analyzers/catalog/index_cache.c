@@ -36,6 +36,7 @@
 #define IC_SOCKET_TIMEOUT_MS        10000
 #define IC_CODE_NAMESPACE_NOT_FOUND 26
 #define IC_CODE_NOT_ON_VIEW         166
+#define IC_DB_MAX                   128 /* the server allows 64 */
 
 typedef enum { ENTRY_PENDING, ENTRY_KNOWN, ENTRY_FAILED } entry_state;
 
@@ -73,6 +74,15 @@ struct index_cache {
 	void *clock_arg;
 	index_cache_error_fn on_error;
 	void *error_arg;
+	/* The database the thread is fetching from ("" when idle), and the
+	 * databases with a client's schema change in flight (n > 0; a slot
+	 * with n 0 is free): see index_cache.h. */
+	char side_db[IC_DB_MAX];
+	struct {
+		char db[IC_DB_MAX];
+		uint32_t n;
+	} gates[INDEX_CACHE_GATES];
+	int ngated; /* slots with n > 0 */
 };
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
@@ -411,11 +421,36 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 
 /* ---- the metadata thread's two halves ---- */
 
+/* Does ns ("db.coll") lie in a database with a client's schema change in
+ * flight? */
+static bool gated_locked(const index_cache *ic, const char *ns)
+{
+	const char *dot = strchr(ns, '.');
+	size_t len = dot ? (size_t)(dot - ns) : strlen(ns);
+	if (ic->ngated == 0)
+		return false;
+	for (int i = 0; i < INDEX_CACHE_GATES; i++)
+		if (ic->gates[i].n > 0 && strncmp(ic->gates[i].db, ns, len) == 0 &&
+		    ic->gates[i].db[len] == '\0')
+			return true;
+	return false;
+}
+
+/* The first queued entry whose database has no client schema change in
+ * flight; the others keep their place. */
 static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
 {
 	ic_entry *e = ic->q_head;
+	while (e != NULL && gated_locked(ic, e->ns))
+		e = e->q_next;
 	if (e == NULL || strlen(e->ns) >= nslen)
 		return false;
+	const char *dot = strchr(e->ns, '.');
+	size_t dblen = dot ? (size_t)(dot - e->ns) : 0;
+	if (dblen >= sizeof(ic->side_db))
+		dblen = 0; /* make_ns never lets one so long in */
+	memcpy(ic->side_db, e->ns, dblen);
+	ic->side_db[dblen] = '\0';
 	dequeue_locked(ic, e);
 	e->fetching = true;
 	e->fetch_gen = e->generation;
@@ -438,6 +473,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	bool landed = false;
 
 	pthread_mutex_lock(&ic->mu);
+	ic->side_db[0] = '\0'; /* the side connection is idle again */
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
 	if (e != NULL && e->fetching && e->fetch_gen == gen)
 		e->fetching = false;
@@ -726,4 +762,59 @@ void index_cache_set_error_hook(index_cache *ic, index_cache_error_fn fn, void *
 {
 	ic->on_error = fn;
 	ic->error_arg = arg;
+}
+
+/* ---- the side connection and the clients' schema changes ---- */
+
+bool index_cache_side_busy(index_cache *ic, const char *db)
+{
+	if (ic == NULL || db == NULL)
+		return false;
+	pthread_mutex_lock(&ic->mu);
+	bool busy = ic->side_db[0] != '\0' && strcmp(ic->side_db, db) == 0;
+	pthread_mutex_unlock(&ic->mu);
+	return busy;
+}
+
+int index_cache_client_begin(index_cache *ic, const char *db, bool *side_busy)
+{
+	int slot = -1;
+	*side_busy = false;
+	if (ic == NULL || db == NULL || db[0] == '\0' || strlen(db) >= IC_DB_MAX)
+		return -1;
+	pthread_mutex_lock(&ic->mu);
+	/* db's own slot when it has one, else the first free one */
+	for (int i = 0, seen = 0; i < INDEX_CACHE_GATES && (seen < ic->ngated || slot < 0); i++) {
+		if (ic->gates[i].n == 0) {
+			if (slot < 0)
+				slot = i;
+			continue;
+		}
+		seen++;
+		if (strcmp(ic->gates[i].db, db) == 0) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot >= 0) {
+		if (ic->gates[slot].n++ == 0) {
+			memcpy(ic->gates[slot].db, db, strlen(db) + 1);
+			ic->ngated++;
+		}
+	}
+	*side_busy = ic->side_db[0] != '\0' && strcmp(ic->side_db, db) == 0;
+	pthread_mutex_unlock(&ic->mu);
+	return slot;
+}
+
+void index_cache_client_end(index_cache *ic, int slot)
+{
+	if (ic == NULL || slot < 0 || slot >= INDEX_CACHE_GATES)
+		return;
+	pthread_mutex_lock(&ic->mu);
+	if (ic->gates[slot].n > 0 && --ic->gates[slot].n == 0) {
+		ic->ngated--;
+		pthread_cond_signal(&ic->cv); /* a fetch it kept back may go */
+	}
+	pthread_mutex_unlock(&ic->mu);
 }

@@ -99,6 +99,35 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 typedef int64_t (*index_cache_clock_fn)(void *arg);
 void index_cache_set_clock(index_cache *ic, index_cache_clock_fn now_ms, void *arg);
 
+/* ---- the side connection and the clients' schema changes ----
+ *
+ * The side connection's requests must not change what a client sees. An
+ * upstream that serves a database over a pool of its own connections may
+ * answer a client's schema change wrongly when a side request runs beside
+ * it: FerretDB's SQLite backend opens a second connection for the
+ * concurrent request, and a CREATE INDEX (or CREATE TABLE) that later lands
+ * on the connection which missed a DROP fails with "index ... already
+ * exists", from a schema cached before the drop (pymongo's GridFS tests hit
+ * it: dropIndexes, then createIndexes while the side connection counted the
+ * collection). So the two never overlap within a database: a client's
+ * schema-changing request (DDL, insert) waits while the metadata thread is
+ * fetching from that database (index_cache_side_busy; the proxy holds it
+ * as it holds a request waiting for an index list, and notify lets it
+ * go), and the thread starts no fetch in a database while such a request
+ * is in flight there (index_cache_client_begin/_end; the queued entry
+ * waits its turn, others go first). */
+
+/* True while the metadata thread has a request out for a namespace of db. */
+bool index_cache_side_busy(index_cache *ic, const char *db);
+/* A client's schema-changing request to db is about to go: the thread
+ * starts no fetch in db until index_cache_client_end(ic, the slot
+ * returned). -1 (nothing to end) when db is not tracked (too long, or
+ * INDEX_CACHE_GATES databases have such requests in flight already).
+ * *side_busy: index_cache_side_busy(ic, db), read under the same lock. */
+#define INDEX_CACHE_GATES 32
+int index_cache_client_begin(index_cache *ic, const char *db, bool *side_busy);
+void index_cache_client_end(index_cache *ic, int slot);
+
 /* Namespaces remembered at most; the least recently used idle entry goes. */
 #define INDEX_CACHE_MAX_ENTRIES 10000
 /* After a failed fetch, lookups answer INDEXES_UNAVAILABLE for this long. */

@@ -85,3 +85,11 @@ void engine_note_docs(engine *e, const char *ns, int64_t delta)
 	if (e->ic && split_ns(ns, db, sizeof(db), &coll))
 		index_cache_note_docs(e->ic, db, coll, delta);
 }
+
+index_cache *engine_side_gate(const engine *e, const cmdview *v)
+{
+	char ns[256];
+	if (!e->ic || !v->db || !v->name)
+		return NULL;
+	return engine_is_ddl(v) || engine_write_ns(e, v, ns, sizeof(ns)) > 0 ? e->ic : NULL;
+}

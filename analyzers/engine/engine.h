@@ -164,6 +164,11 @@ bool engine_is_ddl(const cmdview *v);
  * without an index cache. The proxy reads n from the write's reply and
  * calls engine_note_docs(e, ns, sign * n). */
 int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap);
+/* The index cache when v changes its database's schema (a DDL command, or
+ * an insert, which may create the collection) and must not overlap the
+ * cache's side connection in that database (index_cache.h,
+ * index_cache_side_busy); NULL otherwise. */
+index_cache *engine_side_gate(const engine *e, const cmdview *v);
 void engine_note_docs(engine *e, const char *ns, int64_t delta);
 
 /* The shape of a request as the engine keys findings on it (the same parts,

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/catalog/index_cache.h"
+
 void inflight_init(inflight_ring *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -17,6 +19,8 @@ static void entry_free(inflight *f)
 		free(f->answer);
 	if (f->kept)
 		free(f->kept);
+	if (f->gate)
+		index_cache_client_end(f->gate_ic, f->gate - 1);
 	*f = (inflight){0};
 }
 

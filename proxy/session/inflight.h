@@ -55,6 +55,12 @@ typedef struct inflight {
 	 * (monotonic); wl.gen is cleared once its first reply is counted. */
 	wl_ref wl;
 	int64_t read_ns;
+	/* A schema change in flight that keeps the index cache's side
+	 * connection out of its database (index_cache_client_begin): slot + 1,
+	 * 0 for none; ended when the entry goes, however it goes. */
+	struct index_cache *gate_ic;
+	int gate;
+	uint32_t no_reply_mark; /* session no_reply_sent when it was sent */
 } inflight;
 
 /* A closed-loop client has one request in flight; only pipelining needs

@@ -97,10 +97,16 @@ static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 	 * client may hold it back); the next request's starts when it ends. */
 	s->reply_due = 0;
 	inflight *f = inflight_head(&s->inflight);
-	if (!f || (!f->sent_ns && !f->wl.gen && !engine_track_wants_count(s->track)))
+	if (!f)
+		return;
+	/* in order: the moreToCome requests before f get no answer now */
+	uint32_t after = s->no_reply_sent - f->no_reply_mark;
+	if (s->no_reply_owed > after)
+		s->no_reply_owed = after;
+	bool track = engine_track_wants_count(s->track);
+	if (!f->sent_ns && !f->wl.gen && !track)
 		return;
 	int64_t now = mg_now_ns(), ndocs = -1;
-	bool track = engine_track_wants_count(s->track);
 	if (f->sent_ns) {
 		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;

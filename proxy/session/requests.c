@@ -51,6 +51,7 @@
 
 #include "analyzers/engine/shape.h"
 #include "protocol/commands.h"
+#include "analyzers/catalog/index_cache.h"
 #include "protocol/handshake.h"
 #include "protocol/request.h"
 #include "protocol/request_template.h"
@@ -225,10 +226,99 @@ static wl_ref workload_request(session *s, const request *r, bool hit, int64_t n
 	return ref;
 }
 
+/* What a forwarded command's reply tells the index cache: a DDL command's
+ * that the lists it names changed; an insert's or a delete's (write +1 or
+ * -1, of ns) how many documents moved. Worked out once per request. */
+typedef struct {
+	bool ddl;
+	int write;
+	char ns[256];
+} req_class;
+
+static void classify(const request *r, engine *e, req_class *c)
+{
+	c->ddl = e && engine_is_ddl(&r->view);
+	c->write = e ? engine_write_ns(e, &r->view, c->ns, sizeof(c->ns)) : 0;
+}
+
+/* A schema change (engine_side_gate) waits while the index cache's side
+ * connection has a request out in its database, since an upstream may
+ * answer the two running side by side differently from the client's alone
+ * (index_cache.h); its claim on the database, taken the first time it is
+ * judged, keeps new fetches out meanwhile. True: it waits. A wait that ran
+ * out (HOLD_EXPIRED) goes on. */
+static bool side_gate(session *s, const request *r, engine *e, const req_class *c)
+{
+	if (r->more_to_come || (!c->ddl && c->write <= 0))
+		return false;
+	index_cache *ic = engine_side_gate(e, &r->view);
+	if (!ic)
+		return false;
+	bool busy;
+	if (!s->gate) {
+		s->gate_ic = ic;
+		s->gate = index_cache_client_begin(ic, r->view.db, &busy) + 1;
+	} else {
+		busy = index_cache_side_busy(ic, r->view.db); /* judged again */
+	}
+	return s->hold != HOLD_EXPIRED && busy;
+}
+
+/* The claim of a request that did not go (blocked, or no room to track
+ * its reply) ends with it. */
+void requests_gate_end(session *s)
+{
+	if (s->gate)
+		index_cache_client_end(s->gate_ic, s->gate - 1);
+	s->gate = 0;
+}
+
+/* A forwarded request's entry in the in-flight queue, with what its reply
+ * tells the index cache, and its claim on its database (side_gate); a
+ * moreToCome one gets no entry: the upstream owes it no reply. */
+static void track_reply(session *s, const request *r, const req_class *c, wl_ref wl,
+                        int64_t read_ns, int64_t now)
+{
+	if (!r->more_to_come) {
+		int write = c->write;
+		inflight_kind kind = c->ddl               ? INFLIGHT_DDL
+		                     : write > 0          ? INFLIGHT_INSERT
+		                     : write < 0          ? INFLIGHT_DELETE
+		                     : r->awaitable_hello ? INFLIGHT_AWAIT
+		                     : r->hello           ? INFLIGHT_HELLO
+		                                          : INFLIGHT_PLAIN;
+		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
+		if (f) {
+			f->sent_ns = now;
+			f->wl = wl;
+			f->read_ns = read_ns;
+			f->gate_ic = s->gate_ic; /* the claim lasts until its reply */
+			f->gate = s->gate;
+			s->gate = 0;
+			f->no_reply_mark = s->no_reply_sent;
+		}
+		answers_arm_deadline(s, false, now);
+		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
+			memcpy(f->kept, r->plain, r->plain_len);
+			f->kept_len = r->plain_len;
+		}
+		if (f && write && (f->kept = (uint8_t *)strdup(c->ns)))
+			f->kept_len = strlen(c->ns) + 1;
+	} else {
+		if (s->no_reply_owed < UINT32_MAX)
+			s->no_reply_owed++;
+		s->no_reply_sent++;
+	}
+}
+
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
 	engine *e = session_snap(s)->engine;
+	req_class c;
+	classify(r, e, &c);
+	if (side_gate(s, r, e, &c))
+		return REQ_WAIT;
 	if (r->hello)
 		note_hello(s, r, out);
 	/* Two clock reads: around the analysis, the second the request's send time */
@@ -256,8 +346,10 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			free(out->replacement);
 			out->replacement = NULL;
 		}
-		if (vd == VERDICT_WAIT_INDEXES)
-			return REQ_WAIT; /* counted when it is judged for good */
+		if (vd == VERDICT_WAIT_INDEXES) {
+			requests_gate_end(s); /* its claim would keep that list out */
+			return REQ_WAIT;      /* counted when it is judged for good */
+		}
 		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
 		if (block.skipped)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
@@ -268,6 +360,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			if (s->env.capture)
 				capture_request(s, r, "block");
 			answer_block(s, r, &block);
+			requests_gate_end(s);
 			return REQ_DROP;
 		}
 	} else {
@@ -278,32 +371,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
 		wl = workload_request(s, r, hit, now);
-	if (!r->more_to_come) {
-		char ns[256];
-		int write = e ? engine_write_ns(e, &r->view, ns, sizeof(ns)) : 0;
-		inflight_kind kind = e && engine_is_ddl(&r->view) ? INFLIGHT_DDL
-		                     : write > 0                  ? INFLIGHT_INSERT
-		                     : write < 0                  ? INFLIGHT_DELETE
-		                     : r->awaitable_hello         ? INFLIGHT_AWAIT
-		                     : r->hello                   ? INFLIGHT_HELLO
-		                                                  : INFLIGHT_PLAIN;
-		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
-		if (f) {
-			f->sent_ns = now;
-			f->wl = wl;
-			f->read_ns = read_ns;
-		}
-		answers_arm_deadline(s, false, now);
-		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
-			memcpy(f->kept, r->plain, r->plain_len);
-			f->kept_len = r->plain_len;
-		}
-		if (f && write && (f->kept = (uint8_t *)strdup(ns)))
-			f->kept_len = strlen(ns) + 1;
-	} else {
-		if (s->no_reply_owed < UINT32_MAX)
-			s->no_reply_owed++;
-	}
+	track_reply(s, r, &c, wl, read_ns, now);
+	requests_gate_end(s); /* moved to the entry, unless it could not be */
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
 }
 
@@ -534,7 +603,8 @@ static bool cut_finish(session *s, const reqf_step *st, handled *h)
 		session_finish(
 		    s, LOG_WARNING,
 		    "a %zu-byte request relayed while it arrived could not be sent as it "
-		    "was (%s); the upstream connection ended before the server had all of it",
+		    "was (%s); the upstream connection ended before the server had all of "
+		    "it",
 		    len,
 		    h->outcome == REQ_REPLACE ? "a handshake to rewrite"
 		                              : "answered by mongoguard");
@@ -818,7 +888,8 @@ void requests_hold(session *s, session_hold to)
 		bufferevent_disable(s->cl.bev, EV_READ);
 		session_set_timer(s, session_snap(s)->cfg.engine.index_wait_ms);
 		log_reason(LOG_DEBUG, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-		           "Holding a request until the index list arrives");
+		           s->gate ? "Holding a schema change until the side connection is done"
+		                   : "Holding a request until the index list arrives");
 	} else if (to == HOLD_NONE) {
 		session_clear_timer(s);
 		if (!s->cl.paused)

@@ -236,8 +236,9 @@ static void session_free(session *s)
 	log_end(l);
 
 	inflight_clear(&s->inflight);
-	requests_release(s); /* a request cut short by the end of the session */
-	replies_release(s);  /* a reply cut short the same way */
+	requests_gate_end(s); /* a schema change held when the session ended */
+	requests_release(s);  /* a request cut short by the end of the session */
+	replies_release(s);   /* a reply cut short the same way */
 	free(s->unreachable_why);
 	free(s->end_reason);
 	free(s->app_owned);
@@ -526,8 +527,13 @@ static void frame_timeout(session *s)
 
 static void wait_timeout(session *s)
 {
+	/* A claim held while waiting: a schema change waiting for the side
+	 * connection (requests.c, side_gate), not for an index list. */
 	log_reason(LOG_INFO, "ANALYZER", LOGID_INDEX_WAIT, s->ctx,
-	           "Index list did not arrive in time; request forwarded without a sort verdict");
+	           s->gate ? "The side connection was still busy in the database; schema change "
+	                     "forwarded beside it"
+	                   : "Index list did not arrive in time; request forwarded without a sort "
+	                     "verdict");
 	requests_hold(s, HOLD_EXPIRED);
 	requests_process(s);
 }

@@ -95,6 +95,11 @@ struct session {
 	void *token; /* the owner's, handed back by on_closed */
 	session_state state;
 	session_hold hold;
+	/* A held schema change's claim on its database (inflight.h, gate):
+	 * taken when it first waits for the side connection, so no new fetch
+	 * starts there meanwhile; moved to its in-flight entry when it goes. */
+	struct index_cache *gate_ic;
+	int gate;
 	uint64_t id;
 	char ctx[32];  /* "conn42" */
 	char peer[80]; /* the client's address, "127.0.0.1:51234" */
@@ -167,8 +172,14 @@ struct session {
 	 * reply that answers nothing in flight is taken for one of those
 	 * answers, dropped as expected traffic, not as a fault. A burst of w:0
 	 * writes may be answered long after later ones were sent, so a count,
-	 * not a list of ids. */
+	 * not a list of ids. It decays in request order: the upstream answers a
+	 * connection's requests in turn, so once a reply to an in-flight request
+	 * begins, no answer is owed any more for those sent before it, only
+	 * for those sent after (no_reply_sent - its no_reply_mark, inflight.h):
+	 * else one burst of them would excuse every stray reply for the rest of
+	 * the session. no_reply_sent counts them all (wrapping). */
 	uint32_t no_reply_owed;
+	uint32_t no_reply_sent;
 
 	uint64_t nrequests, nblocked, ndiscarded;
 	/* Bytes relayed each way (mx_direction), and when the client came: for
@@ -222,6 +233,7 @@ void session_pause_client(session *s);
 /* Reads, judges and forwards what the client sent, as far as it can. */
 void requests_process(session *s);
 /* Held for an index list, or not (the only place s->hold changes). */
+void requests_gate_end(session *s);
 void requests_hold(session *s, session_hold to);
 /* Frees a large request cut short by the end of the session. */
 void requests_release(session *s);

@@ -284,6 +284,36 @@ def test_reply_to_more_to_come_request_is_not_relayed(fake, start_proxy):
     assert not any("unexpectedRepliesDropped" in ln.get("attr", {}) for ln in p.log.lines())
 
 
+def test_owed_replies_decay_in_request_order(fake, start_proxy):
+    """A w:0 write owes the upstream's reply nothing, and mongoguard lets one
+    stray reply pass quietly per such request while it may still come. The
+    upstream answers in order: once a later request's reply has begun, the
+    w:0 writes before it can no longer be answered, so a reply answering
+    nothing after that is a fault again (a warning, counted), not excused
+    by writes long answered or never to be."""
+    srv = fake()
+
+    async def ping_twice(conn, msg):
+        await conn.reply(msg, {"ok": 1.0})
+        await conn.reply(msg, {"ok": 1.0})  # a second reply to the same request
+
+    srv.handlers["ping"] = ping_twice
+    p = start_proxy(srv.uri)
+    with client_for(p.port, appname="w0-owed", maxPoolSize=1, w=0) as c:
+        for i in range(5):
+            c.test.c.insert_one({"_id": i})  # polite server: never answered
+        assert c.admin.command("ping")["ok"] == 1
+        assert c.admin.command("ismaster")["ok"] == 1  # the stray reply did not reach it
+    warned = [ln for ln in p.log.lines() if ln.get("s") == "W"
+              and "answers no request in flight" in ln.get("msg", "")]
+    assert len(warned) == 1, [ln for ln in p.log.lines() if ln.get("s") == "W"]
+    ended = p.log.wait_for(lambda ln: ln.get("msg") == "Connection ended"
+                           and ln.get("attr", {}).get("appName") == "w0-owed"
+                           and "unexpectedRepliesDropped" in ln.get("attr", {}),
+                           what="connection end counting the stray reply")
+    assert ended[0]["attr"]["unexpectedRepliesDropped"] == 1
+
+
 # --- compression ---------------------------------------------------------------
 
 @pytest.mark.parametrize("compressor", ["snappy", "zlib", "zstd"])

@@ -487,6 +487,61 @@ static void test_thread_against_a_real_server(void **state)
 	mongoc_client_destroy(admin);
 }
 
+/* The side connection and a client's schema change never overlap in one
+ * database (index_cache.h): while a fetch in "shop" is out, the proxy is
+ * told to hold a createIndexes to "shop" (not to "crm"); while the client's
+ * createIndexes is in flight, no fetch starts in "shop", though one in
+ * "crm" queued behind it may; when its reply passes, the "shop" one goes. */
+static void test_side_connection_and_client_ddl_never_overlap(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[512];
+	uint64_t gen;
+
+	assert_int_equal(index_cache_get(ic, "shop", "orders", &got), INDEXES_PENDING);
+	assert_false(index_cache_side_busy(ic, "shop"));
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_true(index_cache_side_busy(ic, "shop"));
+	assert_false(index_cache_side_busy(ic, "crm"));
+	assert_false(index_cache_side_busy(ic, "sho")); /* a prefix is another database */
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	assert_false(index_cache_side_busy(ic, "shop"));
+
+	/* A client's createIndexes to shop is in flight; shop.items and then
+	 * crm.people are asked for. */
+	bool busy = true;
+	int slot = index_cache_client_begin(ic, "shop", &busy);
+	assert_true(slot >= 0);
+	assert_false(busy);
+	assert_int_equal(index_cache_get(ic, "shop", "items", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "crm", "people", &got), INDEXES_PENDING);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, "crm.people");
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+
+	/* Two in flight in shop: both must end. */
+	int slot2 = index_cache_client_begin(ic, "shop", &busy);
+	assert_int_equal(slot2, slot);
+	index_cache_client_end(ic, slot);
+	assert_false(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	index_cache_client_end(ic, slot2);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, "shop.items");
+	assert_true(index_cache_side_busy(ic, "shop"));
+	/* begun while the side connection is out in shop: told so */
+	int slot3 = index_cache_client_begin(ic, "shop", &busy);
+	assert_true(busy);
+	index_cache_client_end(ic, slot3);
+	assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_ONLY)));
+
+	/* Untracked: nothing to end, nothing held back. */
+	assert_int_equal(index_cache_client_begin(ic, "", &busy), -1);
+	index_cache_client_end(ic, -1);
+	index_cache_free(ic);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -501,6 +556,7 @@ int main(void)
 	    cmocka_unit_test(test_namespaces_are_bounded),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
 	    cmocka_unit_test(test_count_follows_writes),
+	    cmocka_unit_test(test_side_connection_and_client_ddl_never_overlap),
 	    cmocka_unit_test(test_thread_reports_an_unreachable_server),
 	    cmocka_unit_test(test_thread_against_a_real_server),
 	};
