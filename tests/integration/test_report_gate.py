@@ -150,7 +150,7 @@ def test_sarif_required_fields(tmp_path, pair, mongoguard_bin):
     driver = run["tool"]["driver"]
     assert driver["name"] == "mongoguard"
     ids = [rule["id"] for rule in driver["rules"]]
-    assert "case-insensitive-regex" in ids and len(ids) == 6
+    assert "case-insensitive-regex" in ids and "client-side-join" in ids and len(ids) == 7
     for rule in driver["rules"]:
         assert rule["shortDescription"]["text"] and rule["help"]["text"]
     res = run["results"]
