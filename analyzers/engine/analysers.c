@@ -20,6 +20,7 @@
 #include "analyzers/engine/body.h"
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
+#include "analyzers/planner/stages.h"
 #include "analyzers/planner/sort_bounds.h"
 #include "protocol/byte_template.h"
 #include "protocol/wire_iter.h"
@@ -533,32 +534,20 @@ static void union_with(rule_ctx *ax, const rule_site *parent, cmd_body *b, const
 static void lookup_sorts(rule_ctx *ax, const rule_site *parent, cmd_body *b,
                          const bson_iter_t *stage, int depth)
 {
-	bson_iter_t it, pipeline;
-	const char *from = NULL, *foreign = NULL;
-	bool has_pipeline = false, has_local = false;
+	lookup_stage lk;
 	target t;
-	if (!wire_iter_recurse(stage, &it))
+	if (!lookup_stage_read(stage, &lk) || !lk.from || !lk.from[0] || !lk.has_pipeline ||
+	    !target_init(ax, &t, ax->db, lk.from))
 		return;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (key_eq(k, "from") && WIRE_ITER_HOLDS_UTF8(&it))
-			from = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "pipeline") && WIRE_ITER_HOLDS_ARRAY(&it))
-			pipeline = it, has_pipeline = true;
-		else if (key_eq(k, "foreignField") && WIRE_ITER_HOLDS_UTF8(&it))
-			foreign = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "localField"))
-			has_local = true;
-	}
-	if (!from || !from[0] || !has_pipeline || !target_init(ax, &t, ax->db, from))
-		return;
+	const char *from = lk.from;
+	bson_iter_t pipeline = lk.pipeline;
 	rule_site site = site_of(&t, parent->shape); /* the shape of the whole aggregate */
 	leading l;
 	leading_stages(&pipeline, &l);
 	if (l.has_sort && (t.parts & PART_SORT)) {
 		bson_t bounds, merged;
 		bson_init(&bounds);
-		sort_bounds_lookup(&bounds, has_local ? foreign : NULL);
+		sort_bounds_lookup(&bounds, lk.local ? lk.foreign : NULL);
 		bson_init(&merged);
 		if (l.filter)
 			bson_concat(&merged, l.filter);

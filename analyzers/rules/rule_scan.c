@@ -15,6 +15,7 @@
 #include "analyzers/planner/esr.h"
 #include "analyzers/planner/ixselect.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_sort.h"
 #include "protocol/wire_iter.h"
@@ -607,22 +608,11 @@ static bool foreign_indexed(const index_set *set, const char *field)
  * input document scans `from`. */
 static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *stage)
 {
-	bson_iter_t it;
-	const char *from = NULL, *foreign = NULL;
-	bool local = false;
-	if (!wire_iter_recurse(stage, &it))
+	lookup_stage lk;
+	if (!lookup_stage_read(stage, &lk) || !lk.from || !lk.foreign || !lk.local || !lk.from[0] ||
+	    !lk.foreign[0])
 		return;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (key_eq(k, "from") && WIRE_ITER_HOLDS_UTF8(&it))
-			from = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "foreignField") && WIRE_ITER_HOLDS_UTF8(&it))
-			foreign = bson_iter_utf8(&it, NULL);
-		else if (key_eq(k, "localField") && WIRE_ITER_HOLDS_UTF8(&it))
-			local = true;
-	}
-	if (!from || !foreign || !local || !from[0] || !foreign[0])
-		return;
+	const char *from = lk.from, *foreign = lk.foreign;
 	const index_set *set;
 	if (rule_ctx_indexes(c, s->db, from, &set) != INDEXES_KNOWN ||
 	    index_set_is_opaque(set, NULL))
