@@ -342,6 +342,8 @@ __attribute__((noinline)) void conn_track_report(rule_ctx *ax, engine_conn_track
 		}
 		char shape[SHAPE_BUF_LEN];
 		uint64_t h = rule_shape_redacted(ax, &s, shape);
+		ax->own_hash = h;
 		rule_report_shaped(ax, &s, (rule_id)r, facts, shape, k->conn_hash(facts, h));
+		ax->own_hash = 0;
 	}
 }

@@ -283,6 +283,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.spans = rp ? &spans : NULL;
 	ax.ncalled = 0;
 	ax.repeatable = false;
+	ax.own_hash = 0;
 	ax.narrays = 0;
 	verdict vd = c->analyze(&ax, v);
 	if (ax.wait) {

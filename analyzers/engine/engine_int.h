@@ -147,6 +147,9 @@ struct rule_ctx {
 	 * read did not look at (NULL: no template will be made). */
 	unsigned ncalled;
 	bool repeatable;
+	/* Set around a report whose hash is not the request's shape's
+	 * (conn_track_report): the request's, for finding.request_hash. */
+	uint64_t own_hash;
 	facts_spans *spans;
 	/* Keys the request's writes put arrays under (arrays_seen.c), marked
 	 * on their sets when the request is forwarded. */

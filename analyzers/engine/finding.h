@@ -16,6 +16,10 @@ typedef struct finding {
 	const char *ns;     /* "db.collection" */
 	const char *command;
 	uint64_t shape_hash;
+	/* The request's own shape hash: shape_hash, but for a finding whose
+	 * hash names more than its request (a pair of reads on a connection)
+	 * the hash of the request it was reported at. 0 in a summary. */
+	uint64_t request_hash;
 	const char *shape;      /* JSON text, literals replaced unless redaction is off */
 	const char *suggestion; /* how to fix it, runnable where possible */
 	const char *detail;     /* what exactly matched, e.g. "name: $regex with $options 'i'" */

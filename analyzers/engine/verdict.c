@@ -219,6 +219,7 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 	    .ns = s->ns,
 	    .command = rule_ctx_command(ax),
 	    .shape_hash = hash,
+	    .request_hash = ax->own_hash ? ax->own_hash : hash,
 	    .shape = shape,
 	    .suggestion = w.suggestion,
 	    .detail = w.detail,

@@ -7,9 +7,12 @@ tells it how many documents each reply held (proxy/session/replies.c)."""
 
 from __future__ import annotations
 
+import json
 import time
 
-from test_analyzers import config, wait_findings
+from conftest import free_port
+from ops_helpers import http_get
+from test_analyzers import wait_findings
 from test_rules_round2 import rules
 
 # A wide window: a loaded CI machine may pause the client between two reads.
@@ -23,9 +26,17 @@ def seed_shop(clients, dbname):
     db.products.insert_many([{"_id": i, "sku": f"s{i}"} for i in range(12)])
 
 
+def config(rules_: dict, admin: int | None = None) -> str:
+    cfg = {"rules": rules_}
+    if admin:
+        cfg["admin"] = {"listen": f"127.0.0.1:{admin}"}
+    return json.dumps(cfg) + "\n"
+
+
 def test_n_plus_one_and_populate_are_reported(clients, upstream, start_proxy, dbname):
     seed_shop(clients, dbname)
-    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
+    admin = free_port()
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN), admin))
     db = clients.via(p, appname="shop")[dbname]
     orders = list(db.orders.find({"open": True}))
     assert len(orders) == 12
@@ -36,6 +47,11 @@ def test_n_plus_one_and_populate_are_reported(clients, upstream, start_proxy, db
     assert a["action"] == "log" and a["command"] == "find"
     assert f"{dbname}.orders" in a["detail"], a["detail"]
     assert "12" in a["detail"], a["detail"]  # the parent's documents
+    # GET /workload shows the rule on the child's shape (the request it came at)
+    status, body = http_get(admin, "/workload?ns=" + f"{dbname}.customers")
+    assert status == 200, body
+    by_id = [s for s in json.loads(body)["shapes"] if '"_id"' in s["shape"]]
+    assert by_id and "client-side-join" in by_id[0]["rules"], by_id
 
     # populate: one $in batch after the parent read
     orders = list(db.orders.find({"open": True}))
