@@ -422,6 +422,11 @@ def node_modules():
         if r.returncode != 0:
             pytest.fail(f"npm ci in {NODE_DIR} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}",
                         pytrace=False)
+        # the mark scripts/setup.sh checks: without it the next run.sh (as
+        # test_run_script.py starts it) would run npm ci again, deleting
+        # node_modules under whatever else is using it
+        shutil.copyfile(NODE_DIR / "package-lock.json",
+                        NODE_DIR / "node_modules" / ".package-lock.json.mg")
     return NODE_DIR / "node_modules"
 
 
