@@ -46,6 +46,8 @@ typedef struct ic_entry {
 	bool queued;
 	bool fetching; /* a fetch started at generation fetch_gen is out */
 	uint64_t fetch_gen;
+	bool written_in_fetch; /* writes noted while that fetch was out */
+	bool recount_again;    /* this fetch is the one re-run for them */
 	entry_state state;
 	index_set *set;     /* KNOWN: the list in use */
 	int64_t fetched_at; /* when the last fetch landed (FAILED: when it failed) */
@@ -348,6 +350,8 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
 	if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
 		int64_t moved = index_set_note_docs(e->set, delta);
+		if (e->fetching)
+			e->written_in_fetch = true;
 		int64_t read = index_set_read_count(e->set);
 		int64_t far = (int64_t)((double)(read > 0 ? read : 0) * INDEX_CACHE_RECOUNT);
 		if (far < INDEX_CACHE_RECOUNT_MIN)
@@ -412,6 +416,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		e->set = index_set_retain(s);
 		e->state = ENTRY_KNOWN;
 		e->generation = ++ic->next_generation;
+		e->recount_again = false;
 		e->fetched_at = now;
 		e->due_at = now + ic->refresh_ms;
 	}
@@ -454,6 +459,7 @@ static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
 	dequeue_locked(ic, e);
 	e->fetching = true;
 	e->fetch_gen = e->generation;
+	e->written_in_fetch = false;
 	memcpy(ns, e->ns, strlen(e->ns) + 1);
 	*gen = e->generation;
 	return true;
@@ -488,7 +494,18 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	} else {
 		int64_t now = now_ms(ic);
 		landed = true;
-		if (set != NULL) {
+		if (set != NULL && e->state == ENTRY_KNOWN && e->written_in_fetch &&
+		    !e->recount_again) {
+			/* Writes were relayed while this refresh was on the wire:
+			 * its count may predate them, and landing it would forget
+			 * them (the old set's estimate has them). The old set serves
+			 * on and the refresh runs once more; that one lands. */
+			drop = set;
+			landed = false;
+			e->recount_again = true;
+			enqueue_locked(ic, e);
+		} else if (set != NULL) {
+			e->recount_again = false;
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
 			e->set = set;

@@ -91,7 +91,10 @@ bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *
  * reference; an opaque set for a missing collection or a view) or NULL when
  * listIndexes failed. Returns false when db.coll was invalidated or
  * replaced since fetch_begin: the answer is stale and is dropped, and the
- * entry, if asked for again, is fetched anew. */
+ * entry, if asked for again, is fetched anew. Also false for a refresh
+ * during which writes were noted (index_cache_note_docs): its count may
+ * predate them, so the old set (whose estimate has them) serves on and the
+ * refresh runs once more; that second one lands whatever was written. */
 bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set);
 
 /* Milliseconds on a monotonic clock; the default reads CLOCK_MONOTONIC.

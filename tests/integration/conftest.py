@@ -6,8 +6,8 @@ else `ferretdb` on PATH) on a free loopback port with a fresh data directory
 under build/test-data/.
 
 mongoguard: MONGOGUARD_BIN, else build/mongoguard. Each proxy gets a free port
-and a log file under build/test-logs/; it is stopped with SIGTERM and must exit
-with status 0.
+and a log file under build/test-logs/ (or MONGOGUARD_TEST_LOG_DIR); it is
+stopped with SIGTERM and must exit with status 0.
 
 Run everything: build/venv/bin/python -m pytest tests/integration -q
 """
@@ -37,7 +37,11 @@ from procs import free_port, wait_port  # noqa: E402,F401  (tests import them fr
 
 ROOT = HERE.parent.parent
 BUILD = ROOT / "build"
-LOG_DIR = BUILD / "test-logs"
+# MONGOGUARD_TEST_LOG_DIR: where the proxies' logs, configs and the helper
+# servers' logs go (default build/test-logs). Two runs of the suite at once
+# from one tree need a directory each: the files are named by test and by a
+# per-run counter, and a proxy removes its files before it starts.
+LOG_DIR = Path(os.environ.get("MONGOGUARD_TEST_LOG_DIR") or BUILD / "test-logs")
 NODE_DIR = HERE / "node"
 
 READY_TIMEOUT = 10.0
@@ -418,6 +422,11 @@ def node_modules():
         if r.returncode != 0:
             pytest.fail(f"npm ci in {NODE_DIR} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}",
                         pytrace=False)
+        # the mark scripts/setup.sh checks: without it the next run.sh (as
+        # test_run_script.py starts it) would run npm ci again, deleting
+        # node_modules under whatever else is using it
+        shutil.copyfile(NODE_DIR / "package-lock.json",
+                        NODE_DIR / "node_modules" / ".package-lock.json.mg")
     return NODE_DIR / "node_modules"
 
 
