@@ -193,7 +193,8 @@ void server_log_finding(void *arg, const finding *f)
 	char hash[17];
 	snprintf(hash, sizeof(hash), "%016" PRIx64, f->shape_hash);
 	log_finding(f, hash);
-	workload_rules_note(f->shape_hash, (unsigned)f->rule); /* GET /workload's rules */
+	/* GET /workload's rules, on the shape of the request it came at */
+	workload_rules_note(f->request_hash ? f->request_hash : f->shape_hash, (unsigned)f->rule);
 	if (!s)
 		return;
 	remember(s, f, hash);

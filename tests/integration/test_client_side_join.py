@@ -13,7 +13,7 @@ import time
 from conftest import free_port
 from ops_helpers import http_get
 from test_analyzers import wait_findings
-from test_rules_round2 import rules
+from test_rules_round2 import rules, until
 
 # A wide window: a loaded CI machine may pause the client between two reads.
 JOIN = {"action": "log", "windowMS": 5000}
@@ -47,11 +47,15 @@ def test_n_plus_one_and_populate_are_reported(clients, upstream, start_proxy, db
     assert a["action"] == "log" and a["command"] == "find"
     assert f"{dbname}.orders" in a["detail"], a["detail"]
     assert "12" in a["detail"], a["detail"]  # the parent's documents
-    # GET /workload shows the rule on the child's shape (the request it came at)
-    status, body = http_get(admin, "/workload?ns=" + f"{dbname}.customers")
-    assert status == 200, body
-    by_id = [s for s in json.loads(body)["shapes"] if '"_id"' in s["shape"]]
-    assert by_id and "client-side-join" in by_id[0]["rules"], by_id
+    # GET /workload shows the rule on the child's shape (the request it came at);
+    # the log line is written just before the rule is noted for /workload
+    def by_id_rules():
+        status, body = http_get(admin, "/workload?ns=" + f"{dbname}.customers")
+        assert status == 200, body
+        by_id = [s for s in json.loads(body)["shapes"] if '"_id"' in s["shape"]]
+        return by_id and "client-side-join" in by_id[0]["rules"]
+
+    until(by_id_rules, timeout=5)
 
     # populate: one $in batch after the parent read
     orders = list(db.orders.find({"open": True}))
