@@ -110,12 +110,6 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 	return r;
 }
 
-index_lookup rule_ctx_indexes_known(rule_ctx *ax, const char *db, const char *coll,
-                                    const index_set **out)
-{
-	return engine_lookup(ax, db, coll, out);
-}
-
 /* The owed list keys namespaces by hash: engine_late is a fixed array
  * copied with the held request, so it keeps no strings. */
 uint64_t engine_ns_hash(const char *ns)

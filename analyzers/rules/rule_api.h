@@ -222,11 +222,6 @@ index_cache *rule_ctx_index_cache(const rule_ctx *c);
  * the engine releases it. */
 index_lookup rule_ctx_indexes(rule_ctx *c, const char *db, const char *coll, const index_set **out);
 
-/* The same lookup, for a check that can judge without the list: never
- * owes a verdict or holds the request when the list is not known yet. */
-index_lookup rule_ctx_indexes_known(rule_ctx *c, const char *db, const char *coll,
-                                    const index_set **out);
-
 /* For words(): ends the piece of w->buf started at `start` and returns it
  * ("" if the words did not fit). */
 static inline const char *rule_words_piece(text_buf *t, size_t start)

@@ -367,11 +367,17 @@ static bool point_value(const bson_iter_t *it)
 	return false;
 }
 
+/* leads_index's set for "some index might lead it": whether a point
+ * predicate the collection's list could make bounding is there at all. */
+static const index_set *const ANY_INDEX = (const index_set *)&ANY_INDEX;
+
 /* Whether an index of set leads with field and may serve an equality on
  * it: not hidden, not partial (its filter would have to be implied), not
  * a text, geo or wildcard index. */
 static bool leads_index(const index_set *set, const char *field)
 {
+	if (set == ANY_INDEX)
+		return true;
 	for (size_t i = 0; set && i < index_set_count(set); i++) {
 		const index_def *d = index_set_get(set, i);
 		if (d->nkeys > 0 && !d->hidden && !d->partial && !d->plugin && !d->wildcard &&
@@ -737,13 +743,17 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	               (hit.too_deep || !point_bounded(filter, hit.field, NULL, 0))
 	         : rule_regex_filter(filter, &hit)))
 		return;
-	/* A point on a field an index leads bounds the read too: asked of the
-	 * list when it is known, never waited for (unknown: reported). */
+	/* A point on a field an index leads bounds the read too, so a filter
+	 * holding one is judged with the collection's list: the verdict waits
+	 * for it, or is owed and given late, as the sort rule's (reporting it
+	 * without the list would be a finding the list then takes back). */
 	const index_set *set = NULL;
-	if (!hit.too_deep && s->coll &&
-	    rule_ctx_indexes_known(c, s->db, s->coll, &set) == INDEXES_KNOWN &&
-	    point_bounded(filter, hit.field, set, 0))
-		return;
+	if (!hit.too_deep && s->coll && point_bounded(filter, hit.field, ANY_INDEX, 0)) {
+		index_lookup l = rule_ctx_indexes(c, s->db, s->coll, &set);
+		if (l == INDEXES_PENDING ||
+		    (l == INDEXES_KNOWN && point_bounded(filter, hit.field, set, 0)))
+			return;
+	}
 	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
