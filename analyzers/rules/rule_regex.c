@@ -593,6 +593,68 @@ static void note_fields(collation_hit *h, const query_preds *p, size_t from)
 	}
 }
 
+/* The string comparisons of a top-level $expr (and of $expr in a
+ * top-level $and) that mongod 5.0+ rewrites into index-usable matches
+ * ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte): a field path compared
+ * with a string constant, decided by the query's collation like any other
+ * string bound. Each path is added to p as a collated predicate (its name
+ * points into the filter, past the '$'). */
+static void expr_strings(query_preds *p, const bson_iter_t *e, int depth)
+{
+	bson_iter_t c, args, x, y;
+	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
+	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
+		return;
+	const char *op = wire_iter_key(&c);
+	if (key_eq(op, "$and")) {
+		while (wire_iter_next(&args))
+			expr_strings(p, &args, depth + 1);
+		return;
+	}
+	if (!(key_eq(op, "$eq") || key_eq(op, "$gt") || key_eq(op, "$gte") || key_eq(op, "$lt") ||
+	      key_eq(op, "$lte")) ||
+	    !wire_iter_next(&args) || (x = args, !wire_iter_next(&args)))
+		return;
+	y = args;
+	if (wire_iter_next(&args) || !WIRE_ITER_HOLDS_UTF8(&x) || !WIRE_ITER_HOLDS_UTF8(&y))
+		return;
+	const char *a = bson_iter_utf8(&x, NULL), *b = bson_iter_utf8(&y, NULL);
+	if ((a[0] == '$') == (b[0] == '$'))
+		return; /* two constants, or two paths (no index bounds those) */
+	const char *path = (a[0] == '$' ? a : b) + 1;
+	if (!path[0] || path[0] == '$' || query_preds_find(p, path) || p->n == QUERY_PREDS_MAX)
+		return;
+	query_pred *q = &p->p[p->n++];
+	memset(q, 0, sizeof(*q));
+	q->field = path;
+	q->any = true;
+}
+
+static void expr_collated(query_preds *p, const bson_t *filter, int depth)
+{
+	bson_iter_t it, e;
+	if (depth > 4 || !bson_iter_init(&it, filter))
+		return;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (key_eq(k, "$expr")) {
+			expr_strings(p, &it, 0);
+		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(&it) &&
+		           wire_iter_recurse(&it, &e)) {
+			while (wire_iter_next(&e)) {
+				uint32_t len;
+				const uint8_t *data;
+				bson_t sub;
+				if (!WIRE_ITER_HOLDS_DOCUMENT(&e))
+					continue;
+				bson_iter_document(&e, &len, &data);
+				if (bson_init_static(&sub, data, len))
+					expr_collated(p, &sub, depth + 1);
+			}
+		}
+	}
+}
+
 typedef enum { CI_SERVED, CI_UNSERVED, CI_UNKNOWN } ci_verdict;
 
 static bool sorts_on(const sort_spec *sort, const char *field)
@@ -693,6 +755,7 @@ static bool collation_unserved(rule_ctx *c, const rule_site *s, const rule_query
 		return false;
 	query_preds_init(&p);
 	query_preds_collect(&p, rq->q.filter);
+	expr_collated(&p, rq->q.filter, 0);
 	if (p.overflow || p.text_or_near || p.ors_overflow ||
 	    filter_doc_has_regex(rq->q.filter, &re))
 		return false;

@@ -146,6 +146,12 @@ static const ccase cases[] = {
         "{'bulkWrite':1,'ops':[{'update':0,'filter':{'name':" SECRET "},'updateMods':{'$set':{"
         "'a':1}}," C2 "}],'nsInfo':[{'ns':'test.users'}]}",
         "bulkWrite", NAME_EN2),
+    /* $expr's comparisons of a path with a string (rewritten by mongod
+     * 5.0+ into index-usable matches) are collated string bounds too */
+    HIT("$expr $eq with a string", FIND("{'$expr':{'$eq':['$name'," SECRET "]}}", "," C2), "find",
+        NAME_EN2),
+    HIT("$expr $gte, constant first, in $and",
+        FIND("{'$and':[{'$expr':{'$gte':[" SECRET ",'$name']}}]}", "," C2), "find", NAME_EN2),
     /* an index with the collation leads with the field, but the planner
      * cannot use it for this predicate */
     HIT_NS("a range on a hashed index", "{'find':'ck','filter':{'h':{'$gt':'a'}}," C2 "}",
@@ -199,6 +205,13 @@ static const ccase cases[] = {
          "{'find':'ck','filter':{'p':'x','flag':true}," C2 "}"),
     /* ---- near misses ---- */
     MISS("no collation: the collection default", FIND("{'name':" SECRET "}", "")),
+    MISS("$expr $eq on a field an index with the collation leads",
+         FIND("{'$expr':{'$eq':['$email'," SECRET "]}}", "," C2)),
+    MISS("$expr comparing two fields (no index bounds it)",
+         FIND("{'$expr':{'$eq':['$name','$email']}}", "," C2)),
+    MISS("$expr $ne with a string (not rewritten for an index)",
+         FIND("{'$expr':{'$ne':['$name'," SECRET "]}}", "," C2)),
+    MISS("$expr $eq with a number", FIND("{'$expr':{'$eq':['$name',5]}}", "," C2)),
     MISS("strength 3", FIND("{'name':" SECRET "}", ",'collation':{'locale':'en','strength':3}")),
     MISS("strength defaults to 3", FIND("{'name':" SECRET "}", ",'collation':{'locale':'en'}")),
     MISS("the simple collation", FIND("{'name':" SECRET "}", ",'collation':{'locale':'simple'}")),
@@ -238,7 +251,6 @@ static const ccase cases[] = {
          "{'delete':'users','deletes':[{'q':{'email':" SECRET "},'limit':1," C2 "}]}"),
     MISS("served aggregate",
          "{'aggregate':'users','pipeline':[{'$match':{'email':" SECRET "}}],'cursor':{}," C2 "}"),
-    MISS("$expr only", FIND("{'$expr':{'$eq':['$name'," SECRET "]}}", "," C2)),
     MISS("a collation with a strength that is not a number",
          FIND("{'name':" SECRET "}", ",'collation':{'locale':'en','strength':'2'}")),
 };
