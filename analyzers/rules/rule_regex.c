@@ -7,6 +7,7 @@
 
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_scan.h"
 #include "protocol/wire_iter.h"
@@ -456,68 +457,20 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 	return false;
 }
 
-static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth);
-
-static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
+/* The walk of the pipeline's accesses (stages.h): every filter a stage
+ * applies, and the collection it reads named when it is another (the
+ * innermost join, where the index belongs). */
+static bool on_access(void *arg, const pipe_access *a)
 {
-	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, out) &&
-	       bson_iter_find(out, key);
-}
-
-/* Names the collection a sub-pipeline reads, unless an inner one already
- * did (the innermost join is where the index belongs). */
-static bool joined(const bson_iter_t *stage_arg, const char *key, regex_hit *hit)
-{
-	bson_iter_t c;
-	if (hit->coll[0])
-		return true;
-	if (WIRE_ITER_HOLDS_UTF8(stage_arg)) /* {$unionWith: "coll"} */
-		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(stage_arg, NULL));
-	else if (find_sub(stage_arg, key, &c) && WIRE_ITER_HOLDS_UTF8(&c))
-		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(&c, NULL));
-	return true;
-}
-
-static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
-{
-	bson_iter_t c, sub;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
+	regex_hit *hit = arg;
+	if (a->kind == PIPE_TOO_DEEP) {
+		too_deep(hit, NULL);
 		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$match")) {
-			if (walk_filter(&c, NULL, hit, depth + 1))
-				return true;
-		} else if (key_eq(k, "$lookup") || key_eq(k, "$unionWith")) {
-			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
-				return joined(&c, k[1] == 'l' ? "from" : "coll", hit);
-		} else if (key_eq(k, "$facet")) {
-			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &sub))
-				while (wire_iter_next(&sub))
-					if (walk_pipeline(&sub, hit, depth + 1))
-						return true;
-		} else if (key_eq(k, "$graphLookup")) {
-			if (find_sub(&c, "restrictSearchWithMatch", &sub) &&
-			    walk_filter(&sub, NULL, hit, depth + 1))
-				return joined(&c, "from", hit);
-		} else if (key_eq(k, "$geoNear")) {
-			if (find_sub(&c, "query", &sub) && walk_filter(&sub, NULL, hit, depth + 1))
-				return true;
-		}
 	}
-	return false;
-}
-
-static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth)
-{
-	bson_iter_t c;
-	if (depth > MAX_DEPTH)
-		return too_deep(hit, NULL);
-	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &c))
-		return false;
-	while (wire_iter_next(&c))
-		if (walk_stage(&c, hit, depth + 1))
-			return true;
+	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
+		return true;
+	if (a->coll)
+		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);
 	return false;
 }
 
@@ -525,7 +478,7 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return walk_pipeline(pipeline, hit, 0);
+	return !pipeline_walk(pipeline, on_access, hit);
 }
 
 /* ---- a case-insensitive collation that no index of it serves ----

@@ -261,6 +261,19 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$facet':{'a':[{'$lookup':{'from':"
         "'users','localField':'x','foreignField':'y','as':'u'}}]}}],'cursor':{}}",
         "aggregate", "foreignField \"y\"", NULL),
+    /* the one walk of a pipeline's accesses (planner/stages.c) reads
+     * $graphLookup as a join too: each step matches connectToField */
+    HIT("$graphLookup with no index on connectToField",
+        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$graphLookup':{'from':'users',"
+        "'startWith':'$boss','connectFromField':'boss','connectToField':'name','as':'chain'}}],"
+        "'cursor':{}}",
+        "aggregate", "$graphLookup from test.users on connectToField \"name\"",
+        "getCollection(\"users\").createIndex({\"name\": 1})"),
+    HIT("$lookup inside a $unionWith inside a $lookup pipeline",
+        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'small','as':'s',"
+        "'pipeline':[{'$unionWith':{'coll':'small','pipeline':[{'$lookup':{'from':'users',"
+        "'localField':'x','foreignField':'y','as':'u'}}]}}]}}],'cursor':{}}",
+        "aggregate", "$lookup from test.users on foreignField \"y\"", NULL),
     HIT("explain is logged", "{'explain':{'find':'big','filter':{'qty':1}}}", "explain",
         "qty" NOT_INDEXED, NULL),
 
@@ -374,6 +387,10 @@ static const scase cases[] = {
     MISS("$lookup with a pipeline only",
          "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'users','let':{"
          "'x':'$a'},'pipeline':[{'$match':{'$expr':{'$eq':['$b','$$x']}}}],'as':'u'}}],"
+         "'cursor':{}}"),
+    MISS("$graphLookup on an indexed connectToField",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$graphLookup':{'from':'uidx',"
+         "'startWith':'$u','connectFromField':'u','connectToField':'uid','as':'c'}}],"
          "'cursor':{}}"),
     MISS("insert", "{'insert':'big','documents':[{'qty':1}]}"),
 };
