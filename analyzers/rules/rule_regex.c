@@ -368,36 +368,18 @@ static bool point_value(const bson_iter_t *it)
 	return false;
 }
 
-/* leads_index's set for "some index might lead it": whether a point
- * predicate the collection's list could make bounding is there at all. */
-static const index_set *const ANY_INDEX = (const index_set *)&ANY_INDEX;
-
-/* Whether an index of set leads with field and may serve an equality on
- * it: not hidden, not partial (its filter would have to be implied), not
- * a text, geo or wildcard index. */
-static bool leads_index(const index_set *set, const char *field)
-{
-	if (set == ANY_INDEX)
-		return true;
-	for (size_t i = 0; set && i < index_set_count(set); i++) {
-		const index_def *d = index_set_get(set, i);
-		if (d->nkeys > 0 && !d->hidden && !d->partial && !d->plugin && !d->wildcard &&
-		    strcmp(d->keys[0].field, field) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* Whether the filter's top-level conjunction (its members and those of a
- * top-level $and) holds a point predicate that an index bounds: on _id
- * (every collection's _id index), or on a field that leads an index of set
- * (the collection's list when known; NULL: _id only). The read is then
- * what that predicate selects, and the pattern is a residual filter on
- * those documents, not a scan of every key (Mongoose's populate adds its
- * match to {_id: {$in: [...]}} or {foreignField: {$in: [...]}}). A point
- * on a field no index leads bounds nothing: the pattern is reported. */
-static bool point_bounded(const bson_iter_t *filter, const char *field, const index_set *set,
-                          int depth)
+ * top-level $and) holds a point predicate on another field than the
+ * pattern's: the read is then what that predicate selects, through an
+ * index that leads with the field (the _id index, always), and the pattern
+ * is a residual filter on those documents, not a scan of every key
+ * (Mongoose's populate adds its match to {_id: {$in: [...]}} or
+ * {foreignField: {$in: [...]}}). Where no index leads with the field the
+ * cost is that field's missing index, which collection-scan reports with
+ * the index to create; a collation index for the pattern would not help,
+ * so the pattern is not this rule's finding either way. A range, or an
+ * equality only inside an $or, bounds nothing here. */
+static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
 {
 	bson_iter_t c;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
@@ -408,10 +390,9 @@ static bool point_bounded(const bson_iter_t *filter, const char *field, const in
 			bson_iter_t e;
 			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
 				while (wire_iter_next(&e))
-					if (point_bounded(&e, field, set, depth + 1))
+					if (point_bounded(&e, field, depth + 1))
 						return true;
-		} else if (k[0] != '$' && strcmp(k, field) != 0 &&
-		           (key_eq(k, "_id") || leads_index(set, k)) && point_value(&c)) {
+		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
 			return true;
 		}
 	}
@@ -423,7 +404,7 @@ bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0) &&
-	       (hit->too_deep || !point_bounded(filter, hit->field, NULL, 0));
+	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -756,20 +737,9 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	                             : NULL;
 	if (!rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) ||
 	    !(ff ? regex_in_facts(ff, &hit) &&
-	               (hit.too_deep || !point_bounded(filter, hit.field, NULL, 0))
+	               (hit.too_deep || !point_bounded(filter, hit.field, 0))
 	         : rule_regex_filter(filter, &hit)))
 		return;
-	/* A point on a field an index leads bounds the read too, so a filter
-	 * holding one is judged with the collection's list: the verdict waits
-	 * for it, or is owed and given late, as the sort rule's (reporting it
-	 * without the list would be a finding the list then takes back). */
-	const index_set *set = NULL;
-	if (!hit.too_deep && s->coll && point_bounded(filter, hit.field, ANY_INDEX, 0)) {
-		index_lookup l = rule_ctx_indexes(c, s->db, s->coll, &set);
-		if (l == INDEXES_PENDING ||
-		    (l == INDEXES_KNOWN && point_bounded(filter, hit.field, set, 0)))
-			return;
-	}
 	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 
