@@ -444,8 +444,9 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 static bool on_access(void *arg, const pipe_access *a)
 {
 	regex_hit *hit = arg;
-	if (a->kind == PIPE_TOO_DEEP) {
-		too_deep(hit, NULL);
+	if (a->kind == PIPE_TOO_DEEP) { /* refused by mongod; unread here: fail closed */
+		set_hit(hit, NULL, "nested more than %s sub-pipelines deep", "20");
+		hit->too_deep = true;
 		return false;
 	}
 	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))

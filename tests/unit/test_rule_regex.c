@@ -439,9 +439,44 @@ static void test_deep_filters_fail_closed(void **state)
 	}
 }
 
+/* Sub-pipelines nested past mongod's limit (20, the shared walk's) are not
+ * read: a pattern may hide there, so the rule fails closed, pattern or
+ * not; at the limit the pattern is found where it is. */
+static void test_deep_pipelines_fail_closed(void **state)
+{
+	static const struct {
+		int levels;
+		bool regex, too_deep;
+	} rows[] = {{20, true, false}, {21, true, true}, {21, false, true}, {20, false, false}};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char p[8192];
+		snprintf(p, sizeof(p), "[{'$match':{'name':%s}}]", rows[i].regex ? RE("i") : "'x'");
+		for (int l = 0; l < rows[i].levels; l++) {
+			char next[8192];
+			snprintf(next, sizeof(next), "[{'$unionWith':{'coll':'c','pipeline':%s}}]",
+			         p);
+			memcpy(p, next, sizeof(p));
+		}
+		char json[8300];
+		snprintf(json, sizeof(json), "{'p':%s}", p);
+		bson_t *doc = fx_json(json);
+		bson_iter_t it;
+		assert_true(bson_iter_init_find(&it, doc, "p"));
+		regex_hit hit;
+		bool got = rule_regex_pipeline(&it, &hit);
+		assert_int_equal(got, rows[i].regex || rows[i].too_deep);
+		if (got) {
+			assert_int_equal(hit.too_deep, rows[i].too_deep);
+			assert_string_equal(hit.coll, rows[i].too_deep ? "" : "c");
+		}
+		bson_destroy(doc);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_deep_pipelines_fail_closed),
 	    cmocka_unit_test(test_table_is_balanced),
 	    cmocka_unit_test(test_table_log),
 	    cmocka_unit_test(test_table_block),
