@@ -477,164 +477,97 @@ static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const 
 	run_checks(ax, &site, CHECK_UPDATE, &wm);
 }
 
-#define SUBPIPELINE_MAX_DEPTH 4
+/* The sub-pipelines of an aggregation, as pipeline_walk (stages.h) finds
+ * them, each judged where it runs: a $unionWith's and a $lookup's leading
+ * $match and $sort reach the planner at their collection, as a top-level
+ * aggregate's do; a $facet branch's sorts are in memory whatever the
+ * indexes. */
+typedef struct sub_walk {
+	rule_ctx *ax;
+	const rule_site *top; /* the aggregate's: its shape, and the request's collection */
+	cmd_body *b;
+} sub_walk;
 
-static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
-                         int depth);
-
-/* {$unionWith: {coll, pipeline}}: the pipeline runs against coll and its
- * leading $match and $sort reach the planner there, as a top-level
- * aggregate's do; judged at coll's namespace (its scopes, its indexes). */
-static void union_with(rule_ctx *ax, const rule_site *parent, cmd_body *b, const bson_iter_t *stage,
-                       int depth)
+/* {$unionWith: {coll, pipeline}} and {$lookup: {from, pipeline, ...}}:
+ * the sub-pipeline runs against coll (for a $lookup, once per outer
+ * document, with the variables bound: sort_bounds_expr reads its $expr
+ * equalities, sort_bounds_lookup adds foreignField's); judged at coll's
+ * namespace (its scopes, its indexes). The concise $lookup without a
+ * pipeline sorts nothing. */
+static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
+                      const pipe_access *a)
 {
-	bson_iter_t it, pipeline;
-	const char *coll = NULL;
-	bool has_pipeline = false;
-	target t;
-	if (!wire_iter_recurse(stage, &it))
-		return;
-	while (wire_iter_next(&it)) {
-		if (key_eq(wire_iter_key(&it), "coll") && WIRE_ITER_HOLDS_UTF8(&it))
-			coll = bson_iter_utf8(&it, NULL);
-		else if (key_eq(wire_iter_key(&it), "pipeline") && WIRE_ITER_HOLDS_ARRAY(&it))
-			pipeline = it, has_pipeline = true;
-	}
-	if (!coll || !has_pipeline || !target_init(ax, &t, ax->db, coll))
-		return;
-	rule_site site = site_of(&t, parent->shape); /* the shape of the whole aggregate */
+	rule_ctx *ax = w->ax;
 	leading l;
-	leading_stages(&pipeline, &l);
+	leading_stages(a->it, &l);
+	bson_t bounds, merged;
+	bool lookup = a->join != NULL;
+	bson_init(&merged);
+	if (l.filter)
+		bson_concat(&merged, l.filter);
+	if (lookup) {
+		bson_init(&bounds);
+		sort_bounds_lookup(&bounds, a->join->local ? a->join->foreign : NULL);
+		bson_concat(&merged, &bounds);
+		bson_destroy(&bounds);
+	}
 	sort_query q = {.db = ax->db,
-	                .coll = coll,
-	                .filter = l.filter,
+	                .coll = a->coll,
+	                .filter = lookup ? (bson_empty(&merged) ? NULL : &merged) : l.filter,
 	                .sort = l.has_sort ? &l.sort : NULL,
-	                .collation = b->q.collation};
-	if (l.has_sort && (t.parts & PART_SORT) && !run_sort(ax, &site, &q))
+	                .collation = w->b->q.collation};
+	if (l.has_sort && (t->parts & PART_SORT) && !run_sort(ax, site, &q))
 		ax->wait = true;
-	if (l.filter && (t.parts & PART_QUERY)) {
+	if (!lookup && l.filter && (t->parts & PART_QUERY)) {
 		rule_query rq = {.kind = RULE_QUERY_AGGREGATE,
 		                 .q = q,
 		                 .limit = l.count_limit,
 		                 .counts = l.counts};
-		run_checks(ax, &site, CHECK_QUERY, &rq);
+		run_checks(ax, site, CHECK_QUERY, &rq);
 	}
+	bson_destroy(&merged);
 	if (l.owned)
 		bson_destroy(&l.merged);
-	subpipelines(ax, &site, b, &pipeline, depth + 1);
 }
 
-/* {$lookup: {from, pipeline, [localField, foreignField]}}: the
- * sub-pipeline runs against from for each outer document, and its
- * leading $match and $sort reach the planner there (with the variables
- * bound: sort_bounds_expr reads its $expr equalities, sort_bounds_lookup
- * adds foreignField's), as a top-level aggregate's do; its $sort is
- * judged against from's indexes, at from's namespace. The concise form
- * without a pipeline sorts nothing. */
-static void lookup_sorts(rule_ctx *ax, const rule_site *parent, cmd_body *b,
-                         const bson_iter_t *stage, int depth)
-{
-	lookup_stage lk;
-	target t;
-	if (!lookup_stage_read(stage, &lk) || !lk.from || !lk.from[0] || !lk.has_pipeline ||
-	    !target_init(ax, &t, ax->db, lk.from))
-		return;
-	const char *from = lk.from;
-	bson_iter_t pipeline = lk.pipeline;
-	rule_site site = site_of(&t, parent->shape); /* the shape of the whole aggregate */
-	leading l;
-	leading_stages(&pipeline, &l);
-	if (l.has_sort && (t.parts & PART_SORT)) {
-		bson_t bounds, merged;
-		bson_init(&bounds);
-		sort_bounds_lookup(&bounds, lk.local ? lk.foreign : NULL);
-		bson_init(&merged);
-		if (l.filter)
-			bson_concat(&merged, l.filter);
-		bson_concat(&merged, &bounds);
-		sort_query q = {.db = ax->db,
-		                .coll = from,
-		                .filter = bson_empty(&merged) ? NULL : &merged,
-		                .sort = &l.sort,
-		                .collation = b->q.collation};
-		if (!run_sort(ax, &site, &q))
-			ax->wait = true;
-		bson_destroy(&merged);
-		bson_destroy(&bounds);
-	}
-	if (l.owned)
-		bson_destroy(&l.merged);
-	subpipelines(ax, &site, b, &pipeline, depth + 1);
-}
-
-/* Every $sort of a $facet's sub-pipelines: sorted in memory whatever the
- * indexes (sort_query.in_facet). */
-static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *facet)
-{
-	bson_iter_t f, stage, c;
-	bson_t sort;
-	if (!wire_iter_recurse(facet, &f))
-		return;
-	while (wire_iter_next(&f)) {
-		if (!WIRE_ITER_HOLDS_ARRAY(&f) || !wire_iter_recurse(&f, &stage))
-			continue;
-		while (wire_iter_next(&stage))
-			if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
-			    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
-			    wire_iter_doc_view(&c, &sort)) {
-				sort_query q = {
-				    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
-				if (!run_sort(ax, s, &q))
-					ax->wait = true;
-			}
-	}
-}
-
-/* Whether some top-level stage of pipeline is $facet, $unionWith or
- * $lookup: each
- * stage's name read in place, as the first key of its document, walking
- * the array's bytes (the body was validated, so every length and key ends
- * inside it). Anything but a document among the stages ends the walk with
- * "maybe": the server refuses such a pipeline anyway. */
-static bool names_subpipeline(const bson_iter_t *pipeline)
-{
-	const uint8_t *p = pipeline->raw + pipeline->d1 + 4; /* the first element */
-	while (*p) {
-		if (*p != BSON_TYPE_DOCUMENT)
-			return true;
-		p += 1 + strlen((const char *)p + 1) + 1; /* type, index key */
-		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		               (uint32_t)p[3] << 24;
-		const char *k = (const char *)p + 5;
-		if (len > 5 &&
-		    (key_eq(k, "$facet") || key_eq(k, "$unionWith") || key_eq(k, "$lookup")))
-			return true;
-		p += len;
-	}
-	return false;
-}
-
-/* The stages of a pipeline that hold pipelines of their own: $facet (its
- * sorts), $unionWith and $lookup (another collection's query). Most
- * pipelines name none, and cost a look at each stage's name. */
-static void subpipelines(rule_ctx *ax, const rule_site *s, cmd_body *b, const bson_iter_t *pipeline,
-                         int depth)
+/* Every $sort of a $facet branch: sorted in memory whatever the indexes
+ * (sort_query.in_facet). */
+static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *branch)
 {
 	bson_iter_t stage, c;
-	if (depth > SUBPIPELINE_MAX_DEPTH || !names_subpipeline(pipeline) ||
-	    !wire_iter_recurse(pipeline, &stage))
+	bson_t sort;
+	if (!wire_iter_recurse(branch, &stage))
 		return;
-	while (wire_iter_next(&stage)) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &c) ||
-		    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_DOCUMENT(&c))
-			continue;
-		if (key_eq(wire_iter_key(&c), "$facet"))
-			facet_sorts(ax, s, &c);
-		else if (key_eq(wire_iter_key(&c), "$unionWith"))
-			union_with(ax, s, b, &c, depth);
-		else if (key_eq(wire_iter_key(&c), "$lookup"))
-			lookup_sorts(ax, s, b, &c, depth);
+	while (wire_iter_next(&stage))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
+		    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
+		    wire_iter_doc_view(&c, &sort)) {
+			sort_query q = {
+			    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
+			if (!run_sort(ax, s, &q))
+				ax->wait = true;
+		}
+}
+
+static bool on_sub(void *arg, const pipe_access *a)
+{
+	const sub_walk *w = arg;
+	target t;
+	if (a->kind != PIPE_SUB)
+		return true;
+	if (!a->coll) { /* a $facet branch of the request's own collection */
+		if (a->facet)
+			facet_sorts(w->ax, w->top, a->it);
+		return true;
 	}
+	if (!a->coll[0] || !target_init(w->ax, &t, w->ax->db, a->coll))
+		return true;
+	rule_site site = site_of(&t, w->top->shape); /* the shape of the whole aggregate */
+	if (a->facet)
+		facet_sorts(w->ax, &site, a->it);
+	else
+		sub_query(w, &site, &t, a);
+	return true;
 }
 
 /* An aggregation: the leading $match and $sort as a query (sort checks
@@ -674,8 +607,11 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			ready = run_sort(ax, &site, &b.q);
 		}
 	}
-	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))))
-		subpipelines(ax, &site, &b, &b.pipeline, 0);
+	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))) &&
+	    pipeline_maybe_nested(&b.pipeline)) {
+		sub_walk w = {ax, &site, &b};
+		pipeline_walk(&b.pipeline, on_sub, &w);
+	}
 	if (ready) {
 		if (l.filter && (t.parts & PART_QUERY)) {
 			rule_query rq = {.kind = ax->cmd->query,

@@ -1,30 +1,186 @@
-/* Aggregation stages' accesses to other collections (stages.h). */
+/* The accesses of an aggregation pipeline (stages.h): one walk. */
 #include "analyzers/planner/stages.h"
 
 #include <string.h>
 
 #include "protocol/wire_iter.h"
 
-bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out)
+static void stage_field(lookup_stage *out, const char *k, const bson_iter_t *it)
+{
+	const char *v = bson_iter_utf8(it, NULL);
+	if (strcmp(k, "from") == 0)
+		out->from = v;
+	else if (strcmp(k, out->graph ? "connectFromField" : "localField") == 0)
+		out->local = v;
+	else if (strcmp(k, out->graph ? "connectToField" : "foreignField") == 0)
+		out->foreign = v;
+}
+
+static bool stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 {
 	bson_iter_t it;
 	out->from = out->local = out->foreign = NULL;
 	out->has_pipeline = false;
+	out->graph = graph;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &it))
 		return false;
 	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it);
-		if (strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it)) {
+		if (!graph && strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it)) {
 			out->pipeline = it;
 			out->has_pipeline = true;
 		} else if (WIRE_ITER_HOLDS_UTF8(&it)) {
-			if (strcmp(k, "from") == 0)
-				out->from = bson_iter_utf8(&it, NULL);
-			else if (strcmp(k, "localField") == 0)
-				out->local = bson_iter_utf8(&it, NULL);
-			else if (strcmp(k, "foreignField") == 0)
-				out->foreign = bson_iter_utf8(&it, NULL);
+			stage_field(out, k, &it);
 		}
 	}
 	return true;
+}
+
+bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out)
+{
+	return stage_read(stage, false, out);
+}
+
+/* ---- the walk ---- */
+
+typedef struct walker {
+	pipe_visit fn;
+	void *arg;
+} walker;
+
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll,
+                          int depth);
+
+static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *stage,
+                 const char *coll, const bson_iter_t *it)
+{
+	pipe_access a = {kind, depth, stage, coll, it, false, NULL};
+	return w->fn(w->arg, &a);
+}
+
+/* A sub-pipeline at depth, run against coll: its SUB, then its stages. */
+static bool sub(const walker *w, const char *stage, const char *coll, const bson_iter_t *pipeline,
+                const lookup_stage *join, int depth)
+{
+	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join};
+	if (depth > PIPELINE_MAX_DEPTH) {
+		a.kind = PIPE_TOO_DEEP;
+		return w->fn(w->arg, &a);
+	}
+	return w->fn(w->arg, &a) && walk_pipeline(w, pipeline, coll, depth);
+}
+
+/* An iterator on the member `key` of the document it is on. */
+static bool member(const bson_iter_t *doc, const char *key, bson_iter_t *out)
+{
+	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, out) &&
+	       bson_iter_find(out, key);
+}
+
+static bool join(const walker *w, const bson_iter_t *c, const char *k, const char *coll, int depth)
+{
+	lookup_stage lk;
+	bson_iter_t r;
+	bool graph = k[1] == 'g';
+	if (!stage_read(c, graph, &lk))
+		return true;
+	pipe_access a = {PIPE_JOIN, depth, k, lk.from, c, false, &lk};
+	if (!w->fn(w->arg, &a))
+		return false;
+	const char *inner = lk.from ? lk.from : coll;
+	if (graph)
+		return !member(c, "restrictSearchWithMatch", &r) ||
+		       emit(w, PIPE_MATCH, depth, k, inner, &r);
+	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1);
+}
+
+static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, int depth)
+{
+	bson_iter_t it, pipeline;
+	const char *into = NULL;
+	bool has_pipeline = false;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(c) || !wire_iter_recurse(c, &it))
+		return true; /* {$unionWith: "coll"}: the whole collection, no pipeline */
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (strcmp(k, "coll") == 0 && WIRE_ITER_HOLDS_UTF8(&it))
+			into = bson_iter_utf8(&it, NULL);
+		else if (strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it))
+			pipeline = it, has_pipeline = true;
+	}
+	return !has_pipeline ||
+	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1);
+}
+
+static bool walk_stage(const walker *w, const bson_iter_t *stage, const char *coll, int depth)
+{
+	bson_iter_t c, r;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
+		return true;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		bool ok = true;
+		if (strcmp(k, "$match") == 0)
+			ok = emit(w, PIPE_MATCH, depth, k, coll, &c);
+		else if (strcmp(k, "$geoNear") == 0)
+			ok = !member(&c, "query", &r) || emit(w, PIPE_MATCH, depth, k, coll, &r);
+		else if (strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0)
+			ok = join(w, &c, k, coll, depth);
+		else if (strcmp(k, "$unionWith") == 0)
+			ok = union_with(w, &c, coll, depth);
+		else if (strcmp(k, "$facet") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&c) &&
+		         wire_iter_recurse(&c, &r))
+			while (ok && wire_iter_next(&r))
+				ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
+				     sub(w, "$facet", coll, &r, NULL, depth + 1);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth)
+{
+	bson_iter_t s;
+	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &s))
+		return true;
+	while (wire_iter_next(&s))
+		if (!walk_stage(w, &s, coll, depth))
+			return false;
+	return true;
+}
+
+bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)
+{
+	walker w = {fn, arg};
+	return walk_pipeline(&w, pipeline, NULL, 0);
+}
+
+static bool nesting(const char *k)
+{
+	return strcmp(k, "$facet") == 0 || strcmp(k, "$unionWith") == 0 ||
+	       strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0 ||
+	       strcmp(k, "$geoNear") == 0;
+}
+
+/* Each stage's name read in place, as the first key of its document,
+ * walking the array's bytes (the body was validated, so every length and
+ * key ends inside it). Anything but a document among the stages ends the
+ * walk with "maybe": the server refuses such a pipeline anyway. */
+bool pipeline_maybe_nested(const bson_iter_t *pipeline)
+{
+	if (!WIRE_ITER_HOLDS_ARRAY(pipeline))
+		return false;
+	const uint8_t *p = pipeline->raw + pipeline->d1 + 4; /* the first element */
+	while (*p) {
+		if (*p != BSON_TYPE_DOCUMENT)
+			return true;
+		p += 1 + strlen((const char *)p + 1) + 1; /* type, index key */
+		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		               (uint32_t)p[3] << 24;
+		if (len > 5 && nesting((const char *)p + 5))
+			return true;
+		p += len;
+	}
+	return false;
 }

@@ -1,23 +1,67 @@
-/* The parts of aggregation stages that name another collection's access,
- * read once the same way for every check that asks: the engine's walk of
- * sub-pipelines (the sort rule's questions at from) and the
- * collection-scan rule's $lookup question. */
+/* The accesses of an aggregation pipeline, found by one walk that every
+ * reader shares (the engine's sub-pipeline queries and sorts, and the
+ * rules' joins and filters): each stage that reads another collection
+ * ($lookup, $graphLookup, $unionWith), each sub-pipeline and the
+ * collection it runs against ($lookup's and $unionWith's pipelines, the
+ * branches of $facet), and each filter a stage applies ($match, $geoNear's
+ * query, $graphLookup's restrictSearchWithMatch). A form learnt here is
+ * seen by every rule that reads pipelines. */
 #ifndef MG_ANALYZERS_PLANNER_STAGES_H
 #define MG_ANALYZERS_PLANNER_STAGES_H
 
 #include <bson/bson.h>
 #include <stdbool.h>
 
+/* mongod's own limit on nested sub-pipelines ($lookup, $unionWith,
+ * $facet: kMaxSubPipelineDepth); deeper is refused by the server. */
+#define PIPELINE_MAX_DEPTH 20
+
 /* {$lookup: {from, localField, foreignField, pipeline, ...}}: each string
  * field (NULL when absent or not a string), and the pipeline when it is
- * an array. */
+ * an array. {$graphLookup: {from, connectFromField, connectToField, ...}}
+ * reads the same way: connectToField is the field of `from` each
+ * iteration matches ($in of the values reached), connectFromField the one
+ * it follows (local). */
 typedef struct lookup_stage {
 	const char *from, *local, *foreign;
 	bool has_pipeline;
 	bson_iter_t pipeline; /* valid when has_pipeline */
+	bool graph;           /* $graphLookup */
 } lookup_stage;
 
 /* stage: an iterator on the $lookup's value. False when it is no document. */
 bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out);
+
+typedef enum {
+	PIPE_MATCH,    /* a filter a stage applies: $match, $geoNear's query,
+	                  $graphLookup's restrictSearchWithMatch */
+	PIPE_JOIN,     /* $lookup or $graphLookup: `from` read per input document */
+	PIPE_SUB,      /* a sub-pipeline, before its own stages are walked */
+	PIPE_TOO_DEEP, /* sub-pipelines nested past PIPELINE_MAX_DEPTH: not walked */
+} pipe_access_kind;
+
+typedef struct pipe_access {
+	pipe_access_kind kind;
+	int depth;         /* 0: the request's pipeline; one more per sub-pipeline */
+	const char *stage; /* the stage's name: "$match", "$lookup", "$facet", ... */
+	/* The collection read: JOIN and a $lookup's or $unionWith's SUB, the
+	 * one the stage names; MATCH, the one its pipeline runs against (the
+	 * innermost named; NULL: the request's own); a $facet branch, its
+	 * pipeline's. */
+	const char *coll;
+	const bson_iter_t *it;    /* MATCH: the filter; SUB: the pipeline (an array) */
+	bool facet;               /* SUB: a $facet branch (runs on its input: no index) */
+	const lookup_stage *join; /* JOIN, and a $lookup's SUB: the stage's fields */
+} pipe_access;
+
+/* Calls fn for each access of pipeline (an iterator on an array of
+ * stages), in stage order, a sub-pipeline's after its SUB; fn returns
+ * false to stop the walk, which then returns false. */
+typedef bool (*pipe_visit)(void *arg, const pipe_access *a);
+bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg);
+
+/* Whether the array's bytes may hold a stage pipeline_walk reports
+ * anything but $match for (a byte search; false: certainly none). */
+bool pipeline_maybe_nested(const bson_iter_t *pipeline);
 
 #endif

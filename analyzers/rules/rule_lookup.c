@@ -12,75 +12,41 @@
 #include <string.h>
 
 #include "analyzers/catalog/lru_map.h"
+#include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/wire_iter.h"
 
-#define MAX_DEPTH 100
+/* The first join of the pipeline's accesses (stages.h), nested ones
+ * included. */
+typedef struct first_join {
+	const char *stage;
+	char *from;
+	size_t from_len;
+} first_join;
 
-/* Finds a join stage anywhere a pipeline can hold one (nested pipelines
- * included), bounded by MAX_DEPTH. */
-static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
-                 int depth);
-
-static bool sub_pipeline(const bson_iter_t *doc, const char **stage, char *from, size_t from_len,
-                         int depth)
+static bool on_access(void *arg, const pipe_access *a)
 {
-	bson_iter_t c;
-	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, &c) &&
-	       bson_iter_find(&c, "pipeline") && walk(&c, stage, from, from_len, depth + 1);
-}
-
-static bool walk(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len,
-                 int depth)
-{
-	bson_iter_t s, c;
-	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_ARRAY(pipeline) ||
-	    !wire_iter_recurse(pipeline, &s))
-		return false;
-	while (wire_iter_next(&s)) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c))
-			continue;
-		while (wire_iter_next(&c)) {
-			const char *k = wire_iter_key(&c);
-			if (key_eq(k, "$lookup") || key_eq(k, "$graphLookup")) {
-				*stage = key_eq(k, "$lookup") ? "$lookup" : "$graphLookup";
-				if (from && from_len) {
-					bson_iter_t f;
-					from[0] = '\0';
-					if (WIRE_ITER_HOLDS_DOCUMENT(&c) &&
-					    wire_iter_recurse(&c, &f) &&
-					    bson_iter_find(&f, "from") &&
-					    WIRE_ITER_HOLDS_UTF8(&f)) {
-						size_t n = strlen(bson_iter_utf8(&f, NULL));
-						if (n >= from_len)
-							n = from_len - 1;
-						memcpy(from, bson_iter_utf8(&f, NULL), n);
-						from[n] = '\0';
-					}
-				}
-				return true;
-			}
-			if (key_eq(k, "$unionWith") &&
-			    sub_pipeline(&c, stage, from, from_len, depth))
-				return true;
-			if (key_eq(k, "$facet") && WIRE_ITER_HOLDS_DOCUMENT(&c)) {
-				bson_iter_t b;
-				if (wire_iter_recurse(&c, &b))
-					while (wire_iter_next(&b))
-						if (walk(&b, stage, from, from_len, depth + 1))
-							return true;
-			}
-		}
+	first_join *j = arg;
+	if (a->kind != PIPE_JOIN)
+		return true;
+	j->stage = a->join->graph ? "$graphLookup" : "$lookup";
+	if (j->from && j->from_len) {
+		const char *f = a->join->from ? a->join->from : "";
+		size_t n = strlen(f);
+		if (n >= j->from_len)
+			n = j->from_len - 1;
+		memcpy(j->from, f, n);
+		j->from[n] = '\0';
 	}
 	return false;
 }
 
 bool rule_lookup_find(const bson_iter_t *pipeline, const char **stage, char *from, size_t from_len)
 {
-	const char *st = NULL;
-	bool found = walk(pipeline, &st, from, from_len, 0);
+	first_join j = {NULL, from, from_len};
+	bool found = !pipeline_walk(pipeline, on_access, &j);
 	if (stage)
-		*stage = st;
+		*stage = j.stage;
 	return found;
 }
 

@@ -7,6 +7,7 @@
 
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_scan.h"
 #include "protocol/wire_iter.h"
@@ -367,36 +368,18 @@ static bool point_value(const bson_iter_t *it)
 	return false;
 }
 
-/* leads_index's set for "some index might lead it": whether a point
- * predicate the collection's list could make bounding is there at all. */
-static const index_set *const ANY_INDEX = (const index_set *)&ANY_INDEX;
-
-/* Whether an index of set leads with field and may serve an equality on
- * it: not hidden, not partial (its filter would have to be implied), not
- * a text, geo or wildcard index. */
-static bool leads_index(const index_set *set, const char *field)
-{
-	if (set == ANY_INDEX)
-		return true;
-	for (size_t i = 0; set && i < index_set_count(set); i++) {
-		const index_def *d = index_set_get(set, i);
-		if (d->nkeys > 0 && !d->hidden && !d->partial && !d->plugin && !d->wildcard &&
-		    strcmp(d->keys[0].field, field) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* Whether the filter's top-level conjunction (its members and those of a
- * top-level $and) holds a point predicate that an index bounds: on _id
- * (every collection's _id index), or on a field that leads an index of set
- * (the collection's list when known; NULL: _id only). The read is then
- * what that predicate selects, and the pattern is a residual filter on
- * those documents, not a scan of every key (Mongoose's populate adds its
- * match to {_id: {$in: [...]}} or {foreignField: {$in: [...]}}). A point
- * on a field no index leads bounds nothing: the pattern is reported. */
-static bool point_bounded(const bson_iter_t *filter, const char *field, const index_set *set,
-                          int depth)
+ * top-level $and) holds a point predicate on another field than the
+ * pattern's: the read is then what that predicate selects, through an
+ * index that leads with the field (the _id index, always), and the pattern
+ * is a residual filter on those documents, not a scan of every key
+ * (Mongoose's populate adds its match to {_id: {$in: [...]}} or
+ * {foreignField: {$in: [...]}}). Where no index leads with the field the
+ * cost is that field's missing index, which collection-scan reports with
+ * the index to create; a collation index for the pattern would not help,
+ * so the pattern is not this rule's finding either way. A range, or an
+ * equality only inside an $or, bounds nothing here. */
+static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
 {
 	bson_iter_t c;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
@@ -407,10 +390,9 @@ static bool point_bounded(const bson_iter_t *filter, const char *field, const in
 			bson_iter_t e;
 			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
 				while (wire_iter_next(&e))
-					if (point_bounded(&e, field, set, depth + 1))
+					if (point_bounded(&e, field, depth + 1))
 						return true;
-		} else if (k[0] != '$' && strcmp(k, field) != 0 &&
-		           (key_eq(k, "_id") || leads_index(set, k)) && point_value(&c)) {
+		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
 			return true;
 		}
 	}
@@ -422,7 +404,7 @@ bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0) &&
-	       (hit->too_deep || !point_bounded(filter, hit->field, NULL, 0));
+	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -456,68 +438,21 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 	return false;
 }
 
-static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth);
-
-static bool find_sub(const bson_iter_t *doc, const char *key, bson_iter_t *out)
+/* The walk of the pipeline's accesses (stages.h): every filter a stage
+ * applies, and the collection it reads named when it is another (the
+ * innermost join, where the index belongs). */
+static bool on_access(void *arg, const pipe_access *a)
 {
-	return WIRE_ITER_HOLDS_DOCUMENT(doc) && wire_iter_recurse(doc, out) &&
-	       bson_iter_find(out, key);
-}
-
-/* Names the collection a sub-pipeline reads, unless an inner one already
- * did (the innermost join is where the index belongs). */
-static bool joined(const bson_iter_t *stage_arg, const char *key, regex_hit *hit)
-{
-	bson_iter_t c;
-	if (hit->coll[0])
-		return true;
-	if (WIRE_ITER_HOLDS_UTF8(stage_arg)) /* {$unionWith: "coll"} */
-		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(stage_arg, NULL));
-	else if (find_sub(stage_arg, key, &c) && WIRE_ITER_HOLDS_UTF8(&c))
-		snprintf(hit->coll, sizeof(hit->coll), "%s", bson_iter_utf8(&c, NULL));
-	return true;
-}
-
-static bool walk_stage(const bson_iter_t *stage, regex_hit *hit, int depth)
-{
-	bson_iter_t c, sub;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
+	regex_hit *hit = arg;
+	if (a->kind == PIPE_TOO_DEEP) { /* refused by mongod; unread here: fail closed */
+		set_hit(hit, NULL, "nested more than %s sub-pipelines deep", "20");
+		hit->too_deep = true;
 		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$match")) {
-			if (walk_filter(&c, NULL, hit, depth + 1))
-				return true;
-		} else if (key_eq(k, "$lookup") || key_eq(k, "$unionWith")) {
-			if (find_sub(&c, "pipeline", &sub) && walk_pipeline(&sub, hit, depth + 1))
-				return joined(&c, k[1] == 'l' ? "from" : "coll", hit);
-		} else if (key_eq(k, "$facet")) {
-			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &sub))
-				while (wire_iter_next(&sub))
-					if (walk_pipeline(&sub, hit, depth + 1))
-						return true;
-		} else if (key_eq(k, "$graphLookup")) {
-			if (find_sub(&c, "restrictSearchWithMatch", &sub) &&
-			    walk_filter(&sub, NULL, hit, depth + 1))
-				return joined(&c, "from", hit);
-		} else if (key_eq(k, "$geoNear")) {
-			if (find_sub(&c, "query", &sub) && walk_filter(&sub, NULL, hit, depth + 1))
-				return true;
-		}
 	}
-	return false;
-}
-
-static bool walk_pipeline(const bson_iter_t *pipeline, regex_hit *hit, int depth)
-{
-	bson_iter_t c;
-	if (depth > MAX_DEPTH)
-		return too_deep(hit, NULL);
-	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &c))
-		return false;
-	while (wire_iter_next(&c))
-		if (walk_stage(&c, hit, depth + 1))
-			return true;
+	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
+		return true;
+	if (a->coll)
+		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);
 	return false;
 }
 
@@ -525,7 +460,7 @@ bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return walk_pipeline(pipeline, hit, 0);
+	return !pipeline_walk(pipeline, on_access, hit);
 }
 
 /* ---- a case-insensitive collation that no index of it serves ----
@@ -803,20 +738,9 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	                             : NULL;
 	if (!rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) ||
 	    !(ff ? regex_in_facts(ff, &hit) &&
-	               (hit.too_deep || !point_bounded(filter, hit.field, NULL, 0))
+	               (hit.too_deep || !point_bounded(filter, hit.field, 0))
 	         : rule_regex_filter(filter, &hit)))
 		return;
-	/* A point on a field an index leads bounds the read too, so a filter
-	 * holding one is judged with the collection's list: the verdict waits
-	 * for it, or is owed and given late, as the sort rule's (reporting it
-	 * without the list would be a finding the list then takes back). */
-	const index_set *set = NULL;
-	if (!hit.too_deep && s->coll && point_bounded(filter, hit.field, ANY_INDEX, 0)) {
-		index_lookup l = rule_ctx_indexes(c, s->db, s->coll, &set);
-		if (l == INDEXES_PENDING ||
-		    (l == INDEXES_KNOWN && point_bounded(filter, hit.field, set, 0)))
-			return;
-	}
 	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);
 }
 

@@ -65,11 +65,10 @@ typedef struct collation_hit {
 } collation_hit;
 
 /* filter: an iterator positioned on a filter document. True when a
- * case-insensitive pattern selects documents and no point predicate on _id
- * (an equality, $in or $all of literals in the top-level conjunction)
- * bounds the read: the pattern is then a residual filter on what that
- * selects. The rule's check also asks the collection's index list, when
- * known, for a point on a field an index leads. */
+ * case-insensitive pattern selects documents and no point predicate on
+ * another field (an equality, $in or $all of literals in the top-level
+ * conjunction) decides the read: the pattern is then a residual filter on
+ * what that selects, and an unindexed point is collection-scan's finding. */
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit);
 
 /* pipeline: an iterator positioned on an array of stages. */

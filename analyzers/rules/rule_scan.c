@@ -465,7 +465,7 @@ typedef enum {
 	CAUSE_EMPTY,   /* an empty filter, nothing else bounding the read */
 	CAUSE_NATURAL, /* hint {$natural} */
 	CAUSE_HINTED,  /* the hinted index gets no bounds */
-	CAUSE_LOOKUP,  /* a $lookup's foreign field has no index */
+	CAUSE_LOOKUP, /* a $lookup's foreign field (a $graphLookup's connectToField) has no index */
 } scan_cause;
 
 typedef struct scan_facts {
@@ -477,6 +477,7 @@ typedef struct scan_facts {
 	const char *hinted;  /* CAUSE_HINTED: the index's name */
 	const char *from;    /* CAUSE_LOOKUP */
 	const char *foreign; /* CAUSE_LOOKUP */
+	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
 } scan_facts;
 
 static bool sort_served(const index_set *set, const rule_query *rq)
@@ -604,15 +605,14 @@ static bool foreign_indexed(const index_set *set, const char *field)
 }
 
 /* A $lookup with localField / foreignField looks each joined document up
- * in `from` by foreignField: without an index leading with it, every
- * input document scans `from`. */
-static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *stage)
+ * in `from` by foreignField, and a $graphLookup each step of its traversal
+ * by connectToField ($in of the values reached): without an index leading
+ * with that field, every lookup scans `from`. */
+static void check_lookup(rule_ctx *c, const rule_site *s, const lookup_stage *lk)
 {
-	lookup_stage lk;
-	if (!lookup_stage_read(stage, &lk) || !lk.from || !lk.foreign || !lk.local || !lk.from[0] ||
-	    !lk.foreign[0])
+	if (!lk->from || !lk->foreign || !lk->local || !lk->from[0] || !lk->foreign[0])
 		return;
-	const char *from = lk.from, *foreign = lk.foreign;
+	const char *from = lk->from, *foreign = lk->foreign;
 	const index_set *set;
 	if (rule_ctx_indexes(c, s->db, from, &set) != INDEXES_KNOWN ||
 	    index_set_is_opaque(set, NULL))
@@ -628,36 +628,29 @@ static void check_lookup(rule_ctx *c, const rule_site *s, const bson_iter_t *sta
 	}
 	if (foreign_indexed(set, foreign))
 		return;
-	scan_facts f = {
-	    .cause = CAUSE_LOOKUP, .set = set, .docs = docs, .from = from, .foreign = foreign};
+	scan_facts f = {.cause = CAUSE_LOOKUP,
+	                .set = set,
+	                .docs = docs,
+	                .from = from,
+	                .foreign = foreign,
+	                .graph = lk->graph};
 	rule_report(c, s, RULE_COLLECTION_SCAN, &f);
 }
 
-/* Every $lookup, in the pipeline and in nested ones ($lookup.pipeline,
- * $unionWith.pipeline, $facet branches). */
-static void walk_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline, int depth)
+/* Every join of the pipeline's accesses (stages.h), nested ones too. */
+typedef struct join_walk {
+	rule_ctx *c;
+	const rule_site *s;
+} join_walk;
+
+static bool on_access(void *arg, const pipe_access *a)
 {
-	bson_iter_t stage, k, sub;
-	if (depth > SCAN_MAX_DEPTH || !WIRE_ITER_HOLDS_ARRAY(pipeline) ||
-	    !wire_iter_recurse(pipeline, &stage))
-		return;
-	while (wire_iter_next(&stage) && rule_wanted(c, s, RULE_COLLECTION_SCAN)) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &k) ||
-		    !wire_iter_next(&k) || !WIRE_ITER_HOLDS_DOCUMENT(&k))
-			continue;
-		const char *name = wire_iter_key(&k);
-		if (key_eq(name, "$lookup")) {
-			check_lookup(c, s, &k);
-			if (wire_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
-				walk_pipeline(c, s, &sub, depth + 1);
-		} else if (key_eq(name, "$unionWith")) {
-			if (wire_iter_recurse(&k, &sub) && bson_iter_find(&sub, "pipeline"))
-				walk_pipeline(c, s, &sub, depth + 1);
-		} else if (key_eq(name, "$facet") && wire_iter_recurse(&k, &sub)) {
-			while (wire_iter_next(&sub))
-				walk_pipeline(c, s, &sub, depth + 1);
-		}
-	}
+	const join_walk *w = arg;
+	if (!rule_wanted(w->c, w->s, RULE_COLLECTION_SCAN))
+		return false;
+	if (a->kind == PIPE_JOIN)
+		check_lookup(w->c, w->s, a->join);
+	return true;
 }
 
 static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *pipeline)
@@ -667,8 +660,11 @@ static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *p
 	if (!rule_ctx_index_cache(c) || !WIRE_ITER_HOLDS_ARRAY(pipeline))
 		return;
 	bson_iter_array(pipeline, &len, &data);
-	if (key_maybe_in(data, len, "$lookup")) /* most pipelines join nothing */
-		walk_pipeline(c, s, pipeline, 0);
+	/* most pipelines join nothing */
+	if (key_maybe_in(data, len, "$lookup") || key_maybe_in(data, len, "$graphLookup")) {
+		join_walk w = {c, s};
+		pipeline_walk(pipeline, on_access, &w);
+	}
 }
 
 /* ---- words ---- */
@@ -746,10 +742,11 @@ static void lookup_words(text_buf *t, const rule_site *s, const scan_facts *f, r
 {
 	size_t start = text_mark(t);
 	text_printf(t,
-	            "$lookup from %s.%s on foreignField \"%s\": no index on %s leads with "
-	            "it, so each joined document scans the collection (about %" PRId64
-	            " documents; indexes: ",
-	            s->db, f->from, f->foreign, f->from, f->docs);
+	            "%s from %s.%s on %s \"%s\": no index on %s leads with it, so each %s "
+	            "scans the collection (about %" PRId64 " documents; indexes: ",
+	            f->graph ? "$graphLookup" : "$lookup", s->db, f->from,
+	            f->graph ? "connectToField" : "foreignField", f->foreign, f->from,
+	            f->graph ? "step of the traversal" : "joined document", f->docs);
 	index_names(t, f->set);
 	text_str(t, ")");
 	w->detail = rule_words_piece(t, start);

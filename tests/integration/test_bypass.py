@@ -714,7 +714,7 @@ ALIASES = {
     "$all $elemMatch": {"items": {"$all": [{"$elemMatch": {"sku": Regex("^x", "i")}}]}},
     "$nor": {"$nor": [{"email": Regex("^zed", "i")}]},
     "$or": {"$or": [{"_id": 99}, {"email": Regex("^bob", "i")}]},
-    "$and nested": {"$and": [{"n": 0}, {"$or": [{"$and": [{"email": Regex("^b", "i")}]}]}]},
+    "$and nested": {"$and": [{"n": {"$gte": 0}}, {"$or": [{"$and": [{"email": Regex("^b", "i")}]}]}]},
     "$expr $regexMatch": {"$expr": {"$regexMatch": {"input": "$email", "regex": "^bob",
                                                     "options": "i"}}},
     "$expr $regexMatch regex flags": {"$expr": {"$regexMatch": {"input": "$email",

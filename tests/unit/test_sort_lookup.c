@@ -56,6 +56,10 @@ static const fx_expect cases[] = {
      "sort {\"at\": -1} on test.items", NULL},
     {"concise $lookup without a pipeline sorts nothing", false, NULL, NULL, NULL, NULL},
     {"a $sort after another stage is not judged", false, NULL, NULL, NULL, NULL},
+    /* the engine's walk is the one every rule shares (planner/stages.c):
+     * sub-pipelines nested past 4 levels were not judged before */
+    {"a $lookup sort five sub-pipelines deep", true, "test.items", "aggregate",
+     "sort {\"zz\": 1} on test.items", NULL},
 };
 
 static const char *const json[] = {
@@ -75,6 +79,9 @@ static const char *const json[] = {
     AGG("{'$lookup':{'from':'items','localField':'_id','foreignField':'order','as':'i'}}"),
     AGG("{'$lookup':{'from':'items','pipeline':[{'$project':{'at':1}},{'$sort':{'zz':1}}],"
         "'as':'i'}}"),
+    AGG("{'$unionWith':{'coll':'orders','pipeline':[{'$unionWith':{'coll':'orders','pipeline':["
+        "{'$unionWith':{'coll':'orders','pipeline':[{'$unionWith':{'coll':'orders','pipeline':["
+        "{'$lookup':{'from':'items','pipeline':[{'$sort':{'zz':1}}],'as':'i'}}]}}]}}]}}]}}"),
 };
 
 static void test_lookup_forms(void **state)

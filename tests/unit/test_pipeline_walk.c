@@ -1,0 +1,119 @@
+/* The one walk of a pipeline's accesses (analyzers/planner/stages.c) that
+ * the engine's sub-pipeline queries and the rules' joins and filters
+ * share: every access, in stage order, named by the collection it reads,
+ * at its nesting depth; a stop; and mongod's nesting limit. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/planner/stages.h"
+#include "fixtures/analyzer_fixture.h"
+
+typedef struct trace {
+	char text[2048];
+	int stop_after; /* 0: never */
+	int n;
+} trace;
+
+static bool record(void *arg, const pipe_access *a)
+{
+	static const char *const kinds[] = {"match", "join", "sub", "deep"};
+	trace *t = arg;
+	size_t len = strlen(t->text);
+	snprintf(t->text + len, sizeof(t->text) - len, "%s%s %s %s %d%s", len ? "; " : "",
+	         kinds[a->kind], a->stage, a->coll ? a->coll : "-", a->depth,
+	         a->kind == PIPE_SUB && a->facet ? " facet" : "");
+	if (a->kind == PIPE_JOIN) {
+		len = strlen(t->text);
+		snprintf(t->text + len, sizeof(t->text) - len, " [%s/%s]",
+		         a->join->local ? a->join->local : "-",
+		         a->join->foreign ? a->join->foreign : "-");
+	}
+	return ++t->n != t->stop_after;
+}
+
+/* The trace of pipeline (the array of a {'p': [...]} document). */
+static bool walk(const char *pipeline, trace *t)
+{
+	char json[2048];
+	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
+	bson_t *doc = fx_json(json);
+	assert_non_null(doc);
+	bson_iter_t it;
+	assert_true(bson_iter_init_find(&it, doc, "p"));
+	bool done = pipeline_walk(&it, record, t);
+	bson_destroy(doc);
+	return done;
+}
+
+static void expect(const char *pipeline, const char *want)
+{
+	trace t = {{0}, 0, 0};
+	assert_true(walk(pipeline, &t));
+	if (strcmp(t.text, want) != 0)
+		fail_msg("%s\n got: %s\nwant: %s", pipeline, t.text, want);
+}
+
+static void test_every_access_in_order(void **state)
+{
+	expect("[{'$match':{'a':1}},{'$sort':{'b':1}},{'$group':{'_id':'$a'}}]",
+	       "match $match - 0");
+	/* a join, then its pipeline at from; the concise form has none */
+	expect(
+	    "[{'$lookup':{'from':'items','localField':'i','foreignField':'o','as':'x'}},"
+	    "{'$lookup':{'from':'b','let':{'v':'$a'},'as':'y','pipeline':[{'$match':{'c':1}}]}}]",
+	    "join $lookup items 0 [i/o]; join $lookup b 0 [-/-]; sub $lookup b 1; "
+	    "match $match b 1");
+	/* $graphLookup: a join on connectToField, its restrictSearchWithMatch a
+	 * filter at from */
+	expect("[{'$graphLookup':{'from':'emp','startWith':'$boss','connectFromField':'boss',"
+	       "'connectToField':'name','as':'c','restrictSearchWithMatch':{'active':true}}}]",
+	       "join $graphLookup emp 0 [boss/name]; match $graphLookup emp 0");
+	/* $unionWith (the string form reads no pipeline), $facet branches at the
+	 * input's collection, $geoNear's query */
+	expect("[{'$unionWith':'u'},{'$unionWith':{'coll':'u','pipeline':[{'$match':{'x':1}}]}},"
+	       "{'$facet':{'a':[{'$match':{'y':1}}],'b':[{'$sort':{'z':1}}]}},"
+	       "{'$geoNear':{'near':[0,0],'distanceField':'d','query':{'k':1}}}]",
+	       "sub $unionWith u 1; match $match u 1; sub $facet - 1 facet; match $match - 1; "
+	       "sub $facet - 1 facet; match $geoNear - 0");
+	/* nested: a $facet inside a $lookup's pipeline reads from's documents;
+	 * a $lookup without from runs against its parent's collection */
+	expect("[{'$lookup':{'from':'b','as':'x','pipeline':[{'$facet':{'f':[{'$match':{}}]}},"
+	       "{'$lookup':{'as':'y','pipeline':[{'$match':{'q':1}}]}}]}}]",
+	       "join $lookup b 0 [-/-]; sub $lookup b 1; sub $facet b 2 facet; match $match b 2; "
+	       "join $lookup - 1 [-/-]; sub $lookup b 2; match $match b 2");
+}
+
+static void test_stop_and_depth(void **state)
+{
+	trace t = {{0}, 2, 0};
+	assert_false(walk("[{'$match':{}},{'$match':{}},{'$match':{}}]", &t));
+	assert_int_equal(t.n, 2);
+	/* PIPELINE_MAX_DEPTH nested $unionWith pipelines are walked; one more
+	 * is reported as too deep, and not walked */
+	char p[4096] = "[{'$match':{'leaf':1}}]";
+	for (int i = 0; i < PIPELINE_MAX_DEPTH + 1; i++) {
+		char next[4096];
+		snprintf(next, sizeof(next), "[{'$unionWith':{'coll':'c','pipeline':%s}}]", p);
+		memcpy(p, next, sizeof(p));
+	}
+	trace d = {{0}, 0, 0};
+	assert_true(walk(p, &d));
+	assert_non_null(strstr(d.text, "sub $unionWith c 20; deep $unionWith c 21"));
+	assert_null(strstr(d.text, "match"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_access_in_order),
+	    cmocka_unit_test(test_stop_and_depth),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
