@@ -192,8 +192,8 @@ def test_only_inserts_skip_rules_that_cannot_read_them(start_proxy, raw):
     until(lambda: len(c.data) >= len(ins))
     assert bytes(c.data) == ins
 
-    # $nin, not $in: a pattern beside a point ($in) on a field an index may
-    # lead waits for the index list, which this scripted server never gives
+    # $nin, not $in: a pattern beside a point ($in) on another field is a
+    # residual filter on what the point selects, no finding of the regex rule
     find = w.op_msg({"find": "cutfind", "$db": "cutdb2",
                      "filter": {"k": {"$nin": [f"v{i:07d}" for i in range(30000)]},
                                 "name": {"$regex": "^abc", "$options": "i"}}})
