@@ -518,11 +518,17 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	                .collation = w->b->q.collation};
 	if (l.has_sort && (t->parts & PART_SORT) && !run_sort(ax, site, &q))
 		ax->wait = true;
-	if (!lookup && l.filter && (t->parts & PART_QUERY)) {
+	/* The query: a $unionWith's, and a $lookup's pipeline-only form (with
+	 * let, its $expr comparisons with variables are bounds once bound:
+	 * run per outer document, an unbounded one scans `from` each time).
+	 * With localField/foreignField the join's own question is
+	 * collection-scan's (PIPE_JOIN), on foreignField. */
+	if ((!lookup || !a->join->local) && l.filter && (t->parts & PART_QUERY)) {
 		rule_query rq = {.kind = RULE_QUERY_AGGREGATE,
 		                 .q = q,
 		                 .limit = l.count_limit,
 		                 .counts = l.counts};
+		rq.q.filter = l.filter;
 		run_checks(ax, site, CHECK_QUERY, &rq);
 	}
 	bson_destroy(&merged);

@@ -15,6 +15,7 @@
 #include "analyzers/planner/esr.h"
 #include "analyzers/planner/ixselect.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/sort_bounds.h"
 #include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_sort.h"
@@ -166,12 +167,27 @@ static bool is_operator_doc(const bson_iter_t *v, bson_iter_t *it)
 	return k[0] == '$' && !key_eq(k, "$ref") && !key_eq(k, "$id") && !key_eq(k, "$db");
 }
 
-/* A constant operand: not a field path, a variable, or an expression; nor
- * an array or undefined, which mongod does not rewrite (RewriteExpr). */
+/* A user variable, "$$name" (a name starts with a lower-case letter; the
+ * upper-case ones are the system's: $$ROOT, $$CURRENT, ...): bound before
+ * the query is planned (find's `let`; a $lookup's `let`, per outer
+ * document), so mongod (5.0+) rewrites a comparison with it as with a
+ * constant, and uses an index for it in a $lookup sub-pipeline (the
+ * manual's $lookup: "can use an index on the from collection"). */
+static bool expr_variable(const bson_iter_t *v)
+{
+	if (!WIRE_ITER_HOLDS_UTF8(v))
+		return false;
+	const char *s = bson_iter_utf8(v, NULL);
+	return s[0] == '$' && s[1] == '$' && s[2] >= 'a' && s[2] <= 'z';
+}
+
+/* A constant operand: not a field path, a system variable, or an
+ * expression; nor an array or undefined, which mongod does not rewrite
+ * (RewriteExpr). A user variable counts (expr_variable). */
 static bool expr_constant(const bson_iter_t *v)
 {
 	if (WIRE_ITER_HOLDS_UTF8(v))
-		return bson_iter_utf8(v, NULL)[0] != '$';
+		return bson_iter_utf8(v, NULL)[0] != '$' || expr_variable(v);
 	bson_type_t t = wire_iter_type(v);
 	return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_UNDEFINED;
 }
@@ -204,18 +220,25 @@ static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
 		if (wire_iter_next(&args)) {
 			y = args;
 			const bson_iter_t *path = NULL, *k = NULL;
-			if (WIRE_ITER_HOLDS_UTF8(&x) && bson_iter_utf8(&x, NULL)[0] == '$')
+			if (WIRE_ITER_HOLDS_UTF8(&x) && bson_iter_utf8(&x, NULL)[0] == '$' &&
+			    !expr_variable(&x))
 				path = &x, k = &y;
-			else if (WIRE_ITER_HOLDS_UTF8(&y) && bson_iter_utf8(&y, NULL)[0] == '$')
+			else if (WIRE_ITER_HOLDS_UTF8(&y) && bson_iter_utf8(&y, NULL)[0] == '$' &&
+			         !expr_variable(&y))
 				path = &y, k = &x;
 			const char *f = path ? bson_iter_utf8(path, NULL) + 1 : NULL;
 			if (f && f[0] && f[0] != '$' && !wire_iter_next(&args) &&
 			    expr_constant(k)) {
 				/* a btree key not multikey; a sparse one for a
-				 * non-null constant; $eq a hashed key too */
+				 * non-null constant; $eq a hashed key too. A
+				 * variable's value is not known: taken as neither
+				 * null nor a string (a finding can be missed
+				 * there, none invented) */
 				bool null = wire_iter_type(k) == BSON_TYPE_NULL;
-				ixselect_pred b = {IXB_BTREE_NM, WIRE_ITER_HOLDS_UTF8(k) ||
-				                                     WIRE_ITER_HOLDS_DOCUMENT(k)};
+				bool var = expr_variable(k);
+				ixselect_pred b = {IXB_BTREE_NM,
+				                   !var && (WIRE_ITER_HOLDS_UTF8(k) ||
+				                            WIRE_ITER_HOLDS_DOCUMENT(k))};
 				if (!null)
 					b.kinds |= IXB_SPARSE_NM;
 				if (key_eq(op, "$eq"))
@@ -723,6 +746,7 @@ static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)
 	const sort_query *q = &f->q->q;
 	query_preds_init(&qp);
 	query_preds_collect(&qp, q->filter);
+	sort_bounds_expr(&qp, q->filter); /* $expr equalities: points, as mongod rewrites them */
 	if (query_sort_parse(q->sort, &sort) != SORT_SPEC_KEYS)
 		sort.n = 0;
 	/* Only worth suggesting when some field can give bounds. */
