@@ -704,3 +704,92 @@ bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr)
 {
 	return expr != NULL && expr_implied(filters, n, expr, 0);
 }
+
+/* ---- $expr ---- */
+
+static bool expr_variable(const bson_iter_t *v)
+{
+	if (!WIRE_ITER_HOLDS_UTF8(v))
+		return false;
+	const char *s = bson_iter_utf8(v, NULL);
+	return s[0] == '$' && s[1] == '$' && s[2] >= 'a' && s[2] <= 'z';
+}
+
+static bool expr_path(const bson_iter_t *v)
+{
+	if (!WIRE_ITER_HOLDS_UTF8(v))
+		return false;
+	const char *s = bson_iter_utf8(v, NULL);
+	return s[0] == '$' && s[1] != '$' && s[1] != '\0';
+}
+
+static bool expr_constant(const bson_iter_t *v)
+{
+	if (WIRE_ITER_HOLDS_UTF8(v))
+		return bson_iter_utf8(v, NULL)[0] != '$' || expr_variable(v);
+	bson_type_t t = wire_iter_type(v);
+	return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_UNDEFINED;
+}
+
+static bool expr_cmp_op(const char *op)
+{
+	return strcmp(op, "$eq") == 0 || strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
+	       strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0;
+}
+
+/* {$op: [a, b]}: the comparison, when it is one (c->value points at
+ * *slot, the caller's). */
+static bool expr_cmp_read(const char *op, bson_iter_t *args, bson_iter_t *slot, query_expr_cmp *c)
+{
+	bson_iter_t x, y;
+	if (!expr_cmp_op(op) || !wire_iter_next(args))
+		return false;
+	x = *args;
+	if (!wire_iter_next(args))
+		return false;
+	y = *args;
+	if (wire_iter_next(args))
+		return false; /* more than two operands: mongod refuses it */
+	if (!expr_path(&x)) {
+		bson_iter_t t = x;
+		x = y;
+		y = t;
+	}
+	if (!expr_path(&x) || !expr_constant(&y))
+		return false;
+	*slot = y;
+	c->field = bson_iter_utf8(&x, NULL) + 1;
+	c->op = op;
+	c->value = slot;
+	c->variable = expr_variable(slot);
+	return true;
+}
+
+static void expr_walk(const bson_iter_t *e, query_expr_each each, void (*other)(void *), void *arg,
+                      int depth)
+{
+	bson_iter_t c, args, slot;
+	query_expr_cmp cmp;
+	if (depth > 8 || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
+	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args)) {
+		if (other)
+			other(arg);
+		return;
+	}
+	const char *op = wire_iter_key(&c);
+	if (strcmp(op, "$and") == 0) {
+		while (wire_iter_next(&args))
+			expr_walk(&args, each, other, arg, depth + 1);
+		return;
+	}
+	if (expr_cmp_read(op, &args, &slot, &cmp))
+		each(arg, &cmp);
+	else if (other)
+		other(arg);
+}
+
+void query_expr_comparisons(const bson_iter_t *expr, query_expr_each each, void (*other)(void *arg),
+                            void *arg)
+{
+	expr_walk(expr, each, other, arg, 0);
+}

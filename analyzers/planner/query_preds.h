@@ -75,6 +75,31 @@ bool query_preds_branches(const bson_iter_t *arr, bool is_or, const uint8_t **or
                           uint32_t *or_len, void (*each)(void *arg, const bson_t *sub), void *arg);
 const query_pred *query_preds_find(const query_preds *p, const char *field);
 
+/* ---- $expr: the comparisons mongod rewrites for an index ---- */
+
+/* One comparison of a $expr that mongod (5.0+, RewriteExpr) rewrites into
+ * an index-usable match ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte):
+ * {$op: ["$f", v]} in either order, v a constant (not an array, a
+ * document or undefined) or a user variable ("$$name": a name starts with
+ * a lower-case letter; bound before the query is planned, by find's `let`
+ * or, per outer document, a $lookup's). */
+typedef struct query_expr_cmp {
+	const char *field;        /* f: the path's bytes after '$', inside the filter */
+	const char *op;           /* "$eq", "$gt", "$gte", "$lt" or "$lte" */
+	const bson_iter_t *value; /* v */
+	bool variable;            /* v is a user variable: its value is not known */
+} query_expr_cmp;
+
+/* Calls each(arg, c) for every such comparison of the $expr expr (an
+ * iterator on its value), alone or in an $and (nested up to 8 deep), and
+ * other(arg) for every member that is not one (a comparison of two paths,
+ * another operator, ...; other may be NULL). The one reading of $expr
+ * every rule and model shares: collection-scan's bounds, the sort rule's
+ * points, the collation form's string comparisons. */
+typedef void (*query_expr_each)(void *arg, const query_expr_cmp *c);
+void query_expr_comparisons(const bson_iter_t *expr, query_expr_each each, void (*other)(void *arg),
+                            void *arg);
+
 typedef struct sort_key {
 	const char *field;
 	int direction; /* 1 or -1 */

@@ -227,67 +227,44 @@ uint32_t sort_bounds_multikey_cut(const index_def *d, const query_preds *p)
 
 /* ---- $expr ---- */
 
-static bool field_path(const bson_iter_t *v)
-{
-	if (!WIRE_ITER_HOLDS_UTF8(v))
-		return false;
-	const char *s = bson_iter_utf8(v, NULL);
-	return s[0] == '$' && s[1] != '$' && s[1] != '\0';
-}
+typedef struct expr_points {
+	query_preds *p;
+	bool added;
+} expr_points;
 
-/* {$eq: ["$f", v]} (either order): a point on f, whose name is the
- * path's bytes after the '$', inside the filter. */
-static bool expr_eq(query_preds *p, const bson_iter_t *eq)
+/* {$eq: ["$f", v]}: a point on f (query_expr_comparisons). A constant
+ * says its type; a variable's is not known, and is taken as not a string,
+ * as collection-scan takes it (under an index of another collation a
+ * finding can be missed there, none invented). */
+static void expr_eq(void *arg, const query_expr_cmp *c)
 {
-	bson_iter_t a, lhs, rhs;
-	if (!WIRE_ITER_HOLDS_ARRAY(eq) || !wire_iter_recurse(eq, &a) || !wire_iter_next(&a))
-		return false;
-	lhs = a;
-	if (!wire_iter_next(&a))
-		return false;
-	rhs = a;
-	if (!field_path(&lhs)) {
-		bson_iter_t t = lhs;
-		lhs = rhs;
-		rhs = t;
-	}
-	bson_type_t t = wire_iter_type(&rhs);
-	if (!field_path(&lhs) || field_path(&rhs) || t == BSON_TYPE_DOCUMENT ||
-	    t == BSON_TYPE_ARRAY)
-		return false; /* two paths, or a whole array or document: no point */
-	query_pred *q = pred_slot(p, bson_iter_utf8(&lhs, NULL) + 1);
+	expr_points *e = arg;
+	if (strcmp(c->op, "$eq") != 0)
+		return;
+	query_pred *q = pred_slot(e->p, c->field);
 	if (q == NULL)
-		return false;
+		return;
 	q->any = q->point = q->equality = true;
-	/* a variable ("$$v") may hold a string; a constant says its type */
-	if (t != BSON_TYPE_UTF8 && t != BSON_TYPE_SYMBOL)
+	bson_type_t t = wire_iter_type(c->value);
+	if (c->variable || (t != BSON_TYPE_UTF8 && t != BSON_TYPE_SYMBOL))
 		q->point_nc = q->bounded_nc = true;
-	return true;
+	e->added = true;
 }
 
 bool sort_bounds_expr(query_preds *p, const bson_t *filter)
 {
-	bson_iter_t it, c, el;
-	bool found = false, added = false;
+	bson_iter_t it;
+	expr_points e = {p, false};
 	if (filter == NULL || !wire_iter_init_raw(&it, bson_get_data(filter), filter->len))
 		return false;
-	while (!found && wire_iter_next(&it)) {
+	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it);
-		found = k[0] == '$' && strcmp(k, "$expr") == 0;
-	}
-	if (!found || !wire_iter_recurse(&it, &c) || !wire_iter_next(&c))
-		return false;
-	if (strcmp(wire_iter_key(&c), "$eq") == 0) {
-		added = expr_eq(p, &c);
-	} else if (strcmp(wire_iter_key(&c), "$and") == 0 && wire_iter_recurse(&c, &el)) {
-		while (wire_iter_next(&el)) {
-			bson_iter_t op;
-			if (wire_iter_recurse(&el, &op) && wire_iter_next(&op) &&
-			    strcmp(wire_iter_key(&op), "$eq") == 0)
-				added |= expr_eq(p, &op);
+		if (k[0] == '$' && strcmp(k, "$expr") == 0) {
+			query_expr_comparisons(&it, expr_eq, NULL, &e);
+			break;
 		}
 	}
-	return added;
+	return e.added;
 }
 
 /* ---- $lookup ---- */

@@ -55,11 +55,12 @@ missing_kind sort_bounds_missing(const bson_t *const *filters, size_t n, const c
 uint32_t sort_bounds_multikey_cut(const index_def *d, const query_preds *p);
 
 /* Adds to p the points the top-level $expr of filter gives: each {$eq:
- * ["$f", v]} (alone or in an $and; v a constant or a variable, either
- * order), which mongod rewrites to an index point on f ($_internalExprEq;
- * in a $lookup sub-pipeline once the variables are bound, 5.0). A
- * variable may hold a string: a point that may collate. Two paths
- * compared, or an array or document value, give nothing. mongod does not
+ * ["$f", v]} (alone or in an $and; v a constant or a user variable, either
+ * order: query_expr_comparisons), which mongod rewrites to an index point
+ * on f ($_internalExprEq; in a $lookup sub-pipeline once the variables are
+ * bound, 5.0). A variable is taken as not a string (no finding invented
+ * under another collation). Two paths compared, or an array or document
+ * value, give nothing. mongod does not
  * use such a point on a multikey path: counted anyway, which can miss a
  * finding there, never invent one. */
 bool sort_bounds_expr(query_preds *p, const bson_t *filter); /* true: added some */

@@ -530,38 +530,20 @@ static void note_fields(collation_hit *h, const query_preds *p, size_t from)
 
 /* The string comparisons of a top-level $expr (and of $expr in a
  * top-level $and) that mongod 5.0+ rewrites into index-usable matches
- * ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte): a field path compared
- * with a string constant, decided by the query's collation like any other
- * string bound. Each path is added to p as a collated predicate (its name
- * points into the filter, past the '$'). */
-static void expr_strings(query_preds *p, const bson_iter_t *e, int depth)
+ * (query_expr_comparisons): a field path compared with a string constant,
+ * decided by the query's collation like any other string bound. Each path
+ * is added to p as a collated predicate (its name points into the
+ * filter). A variable's value is not known: not counted (a finding can be
+ * missed, none invented). */
+static void expr_cmp_string(void *arg, const query_expr_cmp *c)
 {
-	bson_iter_t c, args, x, y;
-	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
-	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
-		return;
-	const char *op = wire_iter_key(&c);
-	if (key_eq(op, "$and")) {
-		while (wire_iter_next(&args))
-			expr_strings(p, &args, depth + 1);
-		return;
-	}
-	if (!(key_eq(op, "$eq") || key_eq(op, "$gt") || key_eq(op, "$gte") || key_eq(op, "$lt") ||
-	      key_eq(op, "$lte")) ||
-	    !wire_iter_next(&args) || (x = args, !wire_iter_next(&args)))
-		return;
-	y = args;
-	if (wire_iter_next(&args) || !WIRE_ITER_HOLDS_UTF8(&x) || !WIRE_ITER_HOLDS_UTF8(&y))
-		return;
-	const char *a = bson_iter_utf8(&x, NULL), *b = bson_iter_utf8(&y, NULL);
-	if ((a[0] == '$') == (b[0] == '$'))
-		return; /* two constants, or two paths (no index bounds those) */
-	const char *path = (a[0] == '$' ? a : b) + 1;
-	if (!path[0] || path[0] == '$' || query_preds_find(p, path) || p->n == QUERY_PREDS_MAX)
+	query_preds *p = arg;
+	if (c->variable || !WIRE_ITER_HOLDS_UTF8(c->value) || query_preds_find(p, c->field) ||
+	    p->n == QUERY_PREDS_MAX)
 		return;
 	query_pred *q = &p->p[p->n++];
 	memset(q, 0, sizeof(*q));
-	q->field = path;
+	q->field = c->field;
 	q->any = true;
 }
 
@@ -573,7 +555,7 @@ static void expr_collated(query_preds *p, const bson_t *filter, int depth)
 	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it);
 		if (key_eq(k, "$expr")) {
-			expr_strings(p, &it, 0);
+			query_expr_comparisons(&it, expr_cmp_string, NULL, p);
 		} else if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(&it) &&
 		           wire_iter_recurse(&it, &e)) {
 			while (wire_iter_next(&e)) {

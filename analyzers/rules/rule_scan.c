@@ -167,88 +167,32 @@ static bool is_operator_doc(const bson_iter_t *v, bson_iter_t *it)
 	return k[0] == '$' && !key_eq(k, "$ref") && !key_eq(k, "$id") && !key_eq(k, "$db");
 }
 
-/* A user variable, "$$name" (a name starts with a lower-case letter; the
- * upper-case ones are the system's: $$ROOT, $$CURRENT, ...): bound before
- * the query is planned (find's `let`; a $lookup's `let`, per outer
- * document), so mongod (5.0+) rewrites a comparison with it as with a
- * constant, and uses an index for it in a $lookup sub-pipeline (the
- * manual's $lookup: "can use an index on the from collection"). */
-static bool expr_variable(const bson_iter_t *v)
-{
-	if (!WIRE_ITER_HOLDS_UTF8(v))
-		return false;
-	const char *s = bson_iter_utf8(v, NULL);
-	return s[0] == '$' && s[1] == '$' && s[2] >= 'a' && s[2] <= 'z';
-}
-
-/* A constant operand: not a field path, a system variable, or an
- * expression; nor an array or undefined, which mongod does not rewrite
- * (RewriteExpr). A user variable counts (expr_variable). */
-static bool expr_constant(const bson_iter_t *v)
-{
-	if (WIRE_ITER_HOLDS_UTF8(v))
-		return bson_iter_utf8(v, NULL)[0] != '$' || expr_variable(v);
-	bson_type_t t = wire_iter_type(v);
-	return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_UNDEFINED;
-}
-
-static bool expr_comparison(const char *op)
-{
-	return key_eq(op, "$eq") || key_eq(op, "$gt") || key_eq(op, "$gte") || key_eq(op, "$lt") ||
-	       key_eq(op, "$lte");
-}
-
 /* The $expr forms mongod (5.0+) rewrites into an index-usable match
- * ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte): a comparison of one
- * field path with a constant, either order, and $and of such. */
-static void expr_bounds(scan_preds *p, const bson_iter_t *e, int depth)
+ * (query_expr_comparisons): a btree key not multikey; a sparse one for a
+ * non-null constant; $eq a hashed key too. A user variable's value is not
+ * known: taken as neither null nor a string (a finding can be missed
+ * there, none invented). Anything else in the $expr bounds nothing. */
+static void expr_cmp_bounds(void *arg, const query_expr_cmp *c)
 {
-	bson_iter_t c, args, x, y;
-	if (depth > SCAN_MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
-	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args)) {
-		add_why(p, NULL, "$expr");
-		return;
-	}
-	const char *op = wire_iter_key(&c);
-	if (key_eq(op, "$and")) {
-		while (wire_iter_next(&args))
-			expr_bounds(p, &args, depth + 1);
-		return;
-	}
-	if (expr_comparison(op) && wire_iter_next(&args)) {
-		x = args;
-		if (wire_iter_next(&args)) {
-			y = args;
-			const bson_iter_t *path = NULL, *k = NULL;
-			if (WIRE_ITER_HOLDS_UTF8(&x) && bson_iter_utf8(&x, NULL)[0] == '$' &&
-			    !expr_variable(&x))
-				path = &x, k = &y;
-			else if (WIRE_ITER_HOLDS_UTF8(&y) && bson_iter_utf8(&y, NULL)[0] == '$' &&
-			         !expr_variable(&y))
-				path = &y, k = &x;
-			const char *f = path ? bson_iter_utf8(path, NULL) + 1 : NULL;
-			if (f && f[0] && f[0] != '$' && !wire_iter_next(&args) &&
-			    expr_constant(k)) {
-				/* a btree key not multikey; a sparse one for a
-				 * non-null constant; $eq a hashed key too. A
-				 * variable's value is not known: taken as neither
-				 * null nor a string (a finding can be missed
-				 * there, none invented) */
-				bool null = wire_iter_type(k) == BSON_TYPE_NULL;
-				bool var = expr_variable(k);
-				ixselect_pred b = {IXB_BTREE_NM,
-				                   !var && (WIRE_ITER_HOLDS_UTF8(k) ||
-				                            WIRE_ITER_HOLDS_DOCUMENT(k))};
-				if (!null)
-					b.kinds |= IXB_SPARSE_NM;
-				if (key_eq(op, "$eq"))
-					b.kinds |= IXB_HASHED | (null ? 0u : IXB_HASHED_SPARSE);
-				add_bounds(p, f, b);
-				return;
-			}
-		}
-	}
-	add_why(p, NULL, "$expr");
+	scan_preds *p = arg;
+	bool null = wire_iter_type(c->value) == BSON_TYPE_NULL;
+	ixselect_pred b = {IXB_BTREE_NM, !c->variable && (WIRE_ITER_HOLDS_UTF8(c->value) ||
+	                                                  WIRE_ITER_HOLDS_DOCUMENT(c->value))};
+	if (!null)
+		b.kinds |= IXB_SPARSE_NM;
+	if (key_eq(c->op, "$eq"))
+		b.kinds |= IXB_HASHED | (null ? 0u : IXB_HASHED_SPARSE);
+	add_bounds(p, c->field, b);
+}
+
+static void expr_other(void *arg)
+{
+	add_why(arg, NULL, "$expr");
+}
+
+static void expr_bounds(scan_preds *p, const bson_iter_t *e)
+{
+	query_expr_comparisons(e, expr_cmp_bounds, expr_other, p);
 }
 
 static void collect(scan_preds *p, const bson_t *filter, int depth);
@@ -292,7 +236,7 @@ static void collect_member(scan_preds *p, const bson_iter_t *it, int depth)
 		else if (key_eq(k, "$or"))
 			collect_array(p, it, true, depth);
 		else if (key_eq(k, "$expr"))
-			expr_bounds(p, it, 0);
+			expr_bounds(p, it);
 		else if (key_eq(k, "$text"))
 			p->unknown = true;
 		else if (!key_eq(k, "$comment"))
