@@ -165,3 +165,60 @@ def test_collection_default_collation(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_joins_and_correlated_sub_pipelines(start_proxy):
+    """The one pipeline walk (planner/stages.c) through the real proxy: a $graphLookup's
+    connectToField and a correlated pipeline-only $lookup are reads of `from` per outer
+    document, judged against `from`'s catalogue; and a case-insensitive pattern beside a point
+    on an unindexed field is collection-scan's finding (that field's index), not the regex
+    rule's."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.kinds", indexes=KINDS, count=50000, multikey=["m", "arr"])
+    srv.add_collection("shop.people", indexes=[{"key": {"_id": 1}, "name": "_id_"},
+                                               {"key": {"boss": 1}, "name": "boss_1"}],
+                       count=50000)
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN,
+                                          case_insensitive_regex="log")))
+    client = MongoClient(p.uri, appname="joins-scan", serverSelectionTimeoutMS=10000)
+    try:
+        c = client["shop"]["kinds"]
+        ready(p, c)
+
+        def agg(*stages):
+            return lambda: list(c.aggregate([{"$match": {"_id": 1}}, *stages]))
+
+        f = hit(p, agg({"$graphLookup": {"from": "people", "startWith": "$mgr",
+                                         "connectFromField": "mgr", "connectToField": "name",
+                                         "as": "chain"}}),
+                '$graphLookup from shop.people on connectToField "name"')
+        assert f["attr"]["ns"] == "shop.kinds"
+        assert 'createIndex({"name": 1})' in f["attr"]["suggestion"]
+        f = hit(p, agg({"$lookup": {"from": "people", "let": {"n": "$owner"},
+                                    "pipeline": [{"$match": {"$expr": {"$eq": ["$name", "$$n"]}}}],
+                                    "as": "o"}}),
+                "no index on shop.people bounds the filter (name")
+        assert f["attr"]["ns"] == "shop.people"
+        assert 'createIndex({"name": 1})' in f["attr"]["suggestion"]
+        misses(p, [
+            agg({"$graphLookup": {"from": "people", "startWith": "$mgr",
+                                  "connectFromField": "mgr", "connectToField": "boss",
+                                  "as": "chain"}}),
+            agg({"$lookup": {"from": "people", "let": {"n": "$owner"},
+                             "pipeline": [{"$match": {"$expr": {"$eq": ["$boss", "$$n"]}}}],
+                             "as": "o"}}),
+        ])
+
+        mark = p.log.mark()
+        list(c.find({"qty": 7, "title": Regex("^x", "i")}))
+        [f] = wait_findings(p, rule="collection-scan", since=mark)
+        assert not_indexed("qty") in f["attr"]["detail"]
+        time.sleep(0.3)
+        assert not p.log.findings("case-insensitive-regex", mark), \
+            "a pattern beside a point is the point's index question, not the regex rule's"
+        list(c.find({"qty": {"$gt": 7}, "title": Regex("^x", "i")}))
+        wait_findings(p, rule="case-insensitive-regex", since=mark)
+    finally:
+        client.close()
+        srv.stop()
