@@ -449,7 +449,10 @@ static bool on_access(void *arg, const pipe_access *a)
 		hit->too_deep = true;
 		return false;
 	}
-	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
+	/* a point beside the pattern decides the read, in a $match as in a
+	 * find's filter (point_bounded) */
+	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0) ||
+	    (!hit->too_deep && point_bounded(a->it, hit->field, 0)))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);

@@ -277,6 +277,17 @@ static const rcase cases[] = {
     MISS("update pipeline $set $regexMatch",
          "{'update':'users','updates':[{'q':{'_id':1},'u':[{'$set':{'m':{'$regexMatch':{"
          "'input':'$n','regex':'SECRET','options':'i'}}}}]}]}"),
+    /* a point beside the pattern decides the read in a $match as in a find */
+    MISS("aggregate $match: a pattern beside an _id point",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE("i") "}}],'cursor':{}}"),
+    MISS("$lookup sub-pipeline: a pattern beside a correlated point",
+         "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'users','as':'u','let':{'o':'$o'},"
+         "'pipeline':[{'$match':{'owner':'x','n':" RE("i") "}}]}}],'cursor':{}}"),
+    HIT("a later $match without a point is still read",
+        "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE(
+            "i") "}},{'$group':{"
+                 "'_id':'$k'}},{'$match':{'_id':" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"_id\""),
     MISS("aggregate $match /x/m",
          "{'aggregate':'users','pipeline':[{'$match':{'n':" RE("m") "}}],'cursor':{}}"),
     MISS("distinct key that looks like a regex", "{'distinct':'users','key':'/SECRET/i'}"),
