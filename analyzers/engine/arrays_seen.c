@@ -52,8 +52,93 @@ static size_t positional_prefix(const char *p)
 	return 0;
 }
 
+/* The paths an update writes that can put an array anywhere (a bulk
+ * update's statements are judged one by one, each against every key of
+ * the list, so the update is read once, here, and the keys are matched
+ * against what it holds). The others ($inc, $unset, a scalar $set, ...)
+ * never make an array. */
+#define PATH_WRITES_MAX 16
+
+typedef struct path_write {
+	const char *p;
+	size_t n;          /* strlen(p) */
+	size_t positional; /* positional_prefix(p): an array at p[0..positional) */
+	bool array;        /* $push / $addToSet, or an array value: an array at p */
+	bool doc;          /* a document value of $set / $setOnInsert: arrays may sit under p */
+	bson_iter_t value; /* when doc */
+} path_write;
+
+typedef struct update_writes {
+	path_write w[PATH_WRITES_MAX];
+	unsigned n;
+	bool pipeline;   /* an update pipeline: it computes its values, not read */
+	bool replace;    /* a replacement document: read as a document */
+	bool overflow;   /* more than PATH_WRITES_MAX: the update is read per key */
+	bson_iter_t doc; /* when replace: its members */
+} update_writes;
+
+static void writes_of(const bson_iter_t *update, update_writes *u)
+{
+	bson_iter_t it, paths;
+	u->n = 0;
+	u->pipeline = u->replace = u->overflow = false;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(update) || !wire_iter_recurse(update, &it)) {
+		u->pipeline = true;
+		return;
+	}
+	bson_iter_t first = it;
+	if (!wire_iter_next(&first))
+		return;
+	if (wire_iter_key(&first)[0] != '$') { /* a replacement document */
+		u->replace = true;
+		u->doc = it;
+		return;
+	}
+	while (wire_iter_next(&it)) {
+		const char *op = wire_iter_key(&it);
+		bool grows = key_eq(op, "$push") || key_eq(op, "$addToSet");
+		if (!(grows || key_eq(op, "$set") || key_eq(op, "$setOnInsert")) ||
+		    !WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &paths))
+			continue;
+		while (wire_iter_next(&paths)) {
+			const char *p = wire_iter_key(&paths);
+			size_t pos = positional_prefix(p);
+			bool array = grows || WIRE_ITER_HOLDS_ARRAY(&paths);
+			bool doc = !grows && WIRE_ITER_HOLDS_DOCUMENT(&paths);
+			if (!pos && !array && !doc)
+				continue;
+			if (u->n == PATH_WRITES_MAX) {
+				u->overflow = true;
+				return;
+			}
+			path_write *w = &u->w[u->n++];
+			*w = (path_write){p, strlen(p), pos, array, doc, paths};
+		}
+	}
+}
+
+/* Whether the update's paths put an array under field: a positional path
+ * under it, an array written at or above it, or a document written above
+ * it holding an array on the rest of its path. */
+static bool writes_array(const update_writes *u, const char *field)
+{
+	for (unsigned i = 0; i < u->n; i++) {
+		const path_write *w = &u->w[i];
+		if (under(field, w->p, w->positional))
+			return true;
+		if (w->array && under(field, w->p, w->n))
+			return true;
+		bson_iter_t c;
+		if (w->doc && field[w->n] == '.' && strncmp(field, w->p, w->n) == 0 &&
+		    wire_iter_recurse(&w->value, &c) && array_on_path(&c, field + w->n + 1))
+			return true;
+	}
+	return false;
+}
+
 /* Whether one update operator's document ({path: value, ...}) puts an
- * array under field. grows: $push / $addToSet, whose path is an array. */
+ * array under field (an update of more paths than writes_of keeps).
+ * grows: $push / $addToSet, whose path is an array. */
 static bool op_puts_array(const bson_iter_t *op, const char *field, bool grows)
 {
 	bson_iter_t paths, c;
@@ -74,24 +159,34 @@ static bool op_puts_array(const bson_iter_t *op, const char *field, bool grows)
 	return false;
 }
 
-/* What a write shows: a document, or an update (an iterator on its value). */
+/* What a write shows: a document, or an update (an iterator on its value,
+ * and what writes_of read of it). */
 typedef struct write_seen {
 	const bson_t *doc;
 	const bson_iter_t *update;
+	update_writes u;
+	bool read; /* u holds the update's writes */
 } write_seen;
 
-static bool puts_array(const write_seen *w, const char *field)
+static bool puts_array(write_seen *w, const char *field)
 {
 	bson_iter_t it;
 	if (w->doc)
 		return bson_iter_init(&it, w->doc) && array_on_path(&it, field);
-	if (!WIRE_ITER_HOLDS_DOCUMENT(w->update) || !wire_iter_recurse(w->update, &it))
+	if (!w->read) {
+		writes_of(w->update, &w->u);
+		w->read = true;
+	}
+	if (w->u.pipeline)
 		return false; /* a pipeline computes its values: not read */
-	bson_iter_t first = it;
-	if (!wire_iter_next(&first))
-		return false;
-	if (wire_iter_key(&first)[0] != '$') /* a replacement document */
+	if (w->u.replace) {
+		it = w->u.doc;
 		return array_on_path(&it, field);
+	}
+	if (!w->u.overflow)
+		return writes_array(&w->u, field);
+	if (!wire_iter_recurse(w->update, &it))
+		return false;
 	while (wire_iter_next(&it)) {
 		const char *op = wire_iter_key(&it);
 		bool grows = key_eq(op, "$push") || key_eq(op, "$addToSet");
@@ -117,23 +212,22 @@ static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
 	}
 }
 
-static void learn(rule_ctx *ax, const char *db, const char *coll, const write_seen *w)
+static void learn(rule_ctx *ax, const char *db, const char *coll, write_seen *w)
 {
 	const index_set *seen;
 	if (!ax->e->learn_arrays || ax->explain || ax->late_call ||
 	    engine_lookup(ax, db, coll, &seen) != INDEXES_KNOWN || index_set_is_opaque(seen, NULL))
 		return;
 	index_set *set = ax->lookup_set; /* seen, as the engine holds it */
-	for (size_t i = 0; i < index_set_count(set); i++) {
+	size_t n = index_set_count(set);
+	for (size_t i = 0; i < n; i++) {
 		const index_def *d = index_set_get(set, i);
 		bool known;
-		uint32_t have = index_def_multikey(d, &known), add = 0;
-		for (size_t k = 0; k < d->nkeys && k < 32; k++) {
-			const char *f = d->keys[k].field;
-			if (!(have & (1u << k)) && strcmp(f, "_id") != 0 && !strstr(f, "$**") &&
-			    puts_array(w, f))
+		/* the keys that could still learn: none left, no write is read */
+		uint32_t want = d->learnable_keys & ~index_def_multikey(d, &known), add = 0;
+		for (size_t k = 0; want >> k; k++)
+			if ((want >> k & 1) && puts_array(w, d->keys[k].field))
 				add |= 1u << k;
-		}
 		if (add)
 			note(ax, set, i, add);
 	}
@@ -141,14 +235,20 @@ static void learn(rule_ctx *ax, const char *db, const char *coll, const write_se
 
 void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc)
 {
-	write_seen w = {doc, NULL};
+	write_seen w; /* u is written only when read: no need to clear it */
+	w.doc = doc;
+	w.update = NULL;
+	w.read = false;
 	learn(ax, db, coll, &w);
 }
 
 void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
                                const bson_iter_t *update)
 {
-	write_seen w = {NULL, update};
+	write_seen w;
+	w.doc = NULL;
+	w.update = update;
+	w.read = false;
 	learn(ax, db, coll, &w);
 }
 

@@ -61,6 +61,10 @@ typedef struct index_def {
 	 * keeps an index multikey once a document made it so, and so does
 	 * this. Read it with index_def_multikey. */
 	_Atomic uint32_t written_arrays;
+	/* Bit i: keys[i] (of the first 32) is one a write can make multikey
+	 * as the proxy learns it: not _id (never an array), not a wildcard
+	 * key (whose paths are many). Set when the spec is read. */
+	uint32_t learnable_keys;
 } index_def;
 
 /* Which keys of d hold arrays in some document, from either source:
