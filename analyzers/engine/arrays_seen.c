@@ -159,10 +159,9 @@ static bool op_puts_array(const bson_iter_t *op, const char *field, bool grows)
 	return false;
 }
 
-/* What a write shows: a document, or an update (an iterator on its value,
- * and what writes_of read of it). */
+/* What an update shows: an iterator on its value, and what writes_of read
+ * of it. */
 typedef struct write_seen {
-	const bson_t *doc;
 	const bson_iter_t *update;
 	update_writes u;
 	bool read; /* u holds the update's writes */
@@ -171,8 +170,6 @@ typedef struct write_seen {
 static bool puts_array(write_seen *w, const char *field)
 {
 	bson_iter_t it;
-	if (w->doc)
-		return bson_iter_init(&it, w->doc) && array_on_path(&it, field);
 	if (!w->read) {
 		writes_of(w->update, &w->u);
 		w->read = true;
@@ -233,20 +230,67 @@ static void learn(rule_ctx *ax, const char *db, const char *coll, write_seen *w)
 	}
 }
 
+/* A document's keys that can still learn, matched in one pass over its
+ * members (an insert of thousands of fields is walked once, not once per
+ * key); a pass that has seen every key's first component stops. */
+#define DOC_KEYS_MAX 64
+
+typedef struct doc_key {
+	size_t index;
+	unsigned key;
+	const char *field;
+	size_t first; /* the length of field's first component */
+	bool seen;
+} doc_key;
+
+static unsigned doc_keys(const index_set *set, doc_key *out)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		bool known;
+		uint32_t want = d->learnable_keys & ~index_def_multikey(d, &known);
+		for (unsigned k = 0; want >> k && n < DOC_KEYS_MAX; k++)
+			if (want >> k & 1)
+				out[n++] = (doc_key){i, k, d->keys[k].field,
+				                     strcspn(d->keys[k].field, "."), false};
+	}
+	return n;
+}
+
 void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc)
 {
-	write_seen w; /* u is written only when read: no need to clear it */
-	w.doc = doc;
-	w.update = NULL;
-	w.read = false;
-	learn(ax, db, coll, &w);
+	const index_set *seen;
+	doc_key keys[DOC_KEYS_MAX];
+	bson_iter_t it, c;
+	if (!ax->e->learn_arrays || ax->explain || ax->late_call ||
+	    engine_lookup(ax, db, coll, &seen) != INDEXES_KNOWN || index_set_is_opaque(seen, NULL))
+		return;
+	index_set *set = ax->lookup_set; /* seen, as the engine holds it */
+	unsigned n = doc_keys(set, keys), left = n;
+	if (n == 0 || !bson_iter_init(&it, doc))
+		return;
+	while (left > 0 && wire_iter_next(&it)) {
+		const char *m = wire_iter_key(&it);
+		for (unsigned i = 0; i < n; i++) {
+			doc_key *k = &keys[i];
+			if (k->seen || strncmp(m, k->field, k->first) != 0 || m[k->first] != '\0')
+				continue;
+			k->seen = true;
+			left--;
+			if (WIRE_ITER_HOLDS_ARRAY(&it) ||
+			    (k->field[k->first] == '.' && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
+			     wire_iter_recurse(&it, &c) &&
+			     array_on_path(&c, k->field + k->first + 1)))
+				note(ax, set, k->index, 1u << k->key);
+		}
+	}
 }
 
 void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
                                const bson_iter_t *update)
 {
-	write_seen w;
-	w.doc = NULL;
+	write_seen w; /* u is written only when read: no need to clear it */
 	w.update = update;
 	w.read = false;
 	learn(ax, db, coll, &w);
