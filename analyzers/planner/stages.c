@@ -43,6 +43,40 @@ bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out)
 
 /* ---- the walk ---- */
 
+/* The stages the walk reads, told apart by the byte after '$' first:
+ * most stages ($group, $project, $sort, ...) cost one comparison. */
+typedef enum {
+	ST_OTHER,
+	ST_MATCH,
+	ST_GEO_NEAR,
+	ST_LOOKUP,
+	ST_GRAPH_LOOKUP,
+	ST_UNION_WITH,
+	ST_FACET,
+} stage_kind;
+
+static stage_kind stage_of(const char *k)
+{
+	if (k[0] != '$')
+		return ST_OTHER;
+	switch (k[1]) {
+	case 'm':
+		return strcmp(k, "$match") == 0 ? ST_MATCH : ST_OTHER;
+	case 'g':
+		return strcmp(k, "$geoNear") == 0       ? ST_GEO_NEAR
+		       : strcmp(k, "$graphLookup") == 0 ? ST_GRAPH_LOOKUP
+		                                        : ST_OTHER;
+	case 'l':
+		return strcmp(k, "$lookup") == 0 ? ST_LOOKUP : ST_OTHER;
+	case 'u':
+		return strcmp(k, "$unionWith") == 0 ? ST_UNION_WITH : ST_OTHER;
+	case 'f':
+		return strcmp(k, "$facet") == 0 ? ST_FACET : ST_OTHER;
+	default:
+		return ST_OTHER;
+	}
+}
+
 typedef struct walker {
 	pipe_visit fn;
 	void *arg;
@@ -120,19 +154,29 @@ static bool walk_stage(const walker *w, const bson_iter_t *stage, const char *co
 	while (wire_iter_next(&c)) {
 		const char *k = wire_iter_key(&c);
 		bool ok = true;
-		if (strcmp(k, "$match") == 0)
+		switch (stage_of(k)) {
+		case ST_MATCH:
 			ok = emit(w, PIPE_MATCH, depth, k, coll, &c);
-		else if (strcmp(k, "$geoNear") == 0)
+			break;
+		case ST_GEO_NEAR:
 			ok = !member(&c, "query", &r) || emit(w, PIPE_MATCH, depth, k, coll, &r);
-		else if (strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0)
+			break;
+		case ST_LOOKUP:
+		case ST_GRAPH_LOOKUP:
 			ok = join(w, &c, k, coll, depth);
-		else if (strcmp(k, "$unionWith") == 0)
+			break;
+		case ST_UNION_WITH:
 			ok = union_with(w, &c, coll, depth);
-		else if (strcmp(k, "$facet") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&c) &&
-		         wire_iter_recurse(&c, &r))
-			while (ok && wire_iter_next(&r))
-				ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
-				     sub(w, "$facet", coll, &r, NULL, depth + 1);
+			break;
+		case ST_FACET:
+			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &r))
+				while (ok && wire_iter_next(&r))
+					ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
+					     sub(w, "$facet", coll, &r, NULL, depth + 1);
+			break;
+		case ST_OTHER:
+			break;
+		}
 		if (!ok)
 			return false;
 	}
@@ -158,9 +202,8 @@ bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)
 
 static bool nesting(const char *k)
 {
-	return strcmp(k, "$facet") == 0 || strcmp(k, "$unionWith") == 0 ||
-	       strcmp(k, "$lookup") == 0 || strcmp(k, "$graphLookup") == 0 ||
-	       strcmp(k, "$geoNear") == 0;
+	stage_kind s = stage_of(k);
+	return s != ST_OTHER && s != ST_MATCH;
 }
 
 /* Each stage's name read in place, as the first key of its document,
