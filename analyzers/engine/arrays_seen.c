@@ -209,10 +209,20 @@ static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
 	}
 }
 
+/* Whether the update can put an array anywhere at all: one whose paths
+ * writes_of keeps none of ($inc, $unset, scalar $sets: most statements
+ * of a bulk update) cannot, and costs no index lookup. */
+static bool may_put_arrays(write_seen *w)
+{
+	writes_of(w->update, &w->u);
+	w->read = true;
+	return !w->u.pipeline && (w->u.replace || w->u.overflow || w->u.n > 0);
+}
+
 static void learn(rule_ctx *ax, const char *db, const char *coll, write_seen *w)
 {
 	const index_set *seen;
-	if (!ax->e->learn_arrays || ax->explain || ax->late_call ||
+	if (!ax->e->learn_arrays || ax->explain || ax->late_call || !may_put_arrays(w) ||
 	    engine_lookup(ax, db, coll, &seen) != INDEXES_KNOWN || index_set_is_opaque(seen, NULL))
 		return;
 	index_set *set = ax->lookup_set; /* seen, as the engine holds it */
