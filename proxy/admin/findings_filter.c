@@ -1,6 +1,5 @@
 /* /findings' query string (admin_filter_parse, admin.h). */
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
+#define _GNU_SOURCE /* strptime, timegm */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 
 #include "analyzers/rules/rules.h"
 #include "proxy/admin/admin.h"
+#include "proxy/stats/query_string.h"
 
 enum { LIMIT_MAX = 1000000 };
 
@@ -34,22 +34,10 @@ static bool parse_since(const char *s, int64_t *out)
 	return true;
 }
 
-/* Copies value into the store; NULL when it is full. */
-static const char *keep(const char *value, char **store, size_t *left)
+static bool one_param(void *arg, const char *key, const char *value, query_store *store, char *err,
+                      size_t errlen)
 {
-	size_t n = strlen(value) + 1;
-	if (n > *left)
-		return NULL;
-	memcpy(*store, value, n);
-	const char *kept = *store;
-	*store += n;
-	*left -= n;
-	return kept;
-}
-
-static bool one_param(const char *key, const char *value, admin_filter *f, char **store,
-                      size_t *left, char *err, size_t errlen)
-{
+	admin_filter *f = arg;
 	const char **slot = !strcmp(key, "rule")  ? &f->rule
 	                    : !strcmp(key, "ns")  ? &f->ns
 	                    : !strcmp(key, "app") ? &f->app
@@ -59,7 +47,7 @@ static bool one_param(const char *key, const char *value, admin_filter *f, char 
 			snprintf(err, errlen, "rule: no rule is called '%s'", value);
 			return false;
 		}
-		*slot = keep(value, store, left);
+		*slot = query_keep(store, value);
 		if (!*slot)
 			snprintf(err, errlen, "%s: too long", key);
 		return *slot != NULL;
@@ -72,17 +60,8 @@ static bool one_param(const char *key, const char *value, admin_filter *f, char 
 		return false;
 	}
 	if (!strcmp(key, "limit")) {
-		/* decimal digits only (strtol also took "+5" and " 5"), leading
-		 * zeros allowed, counted without overflow */
-		long n = 0;
-		const char *d = value;
-		for (; *d >= '0' && *d <= '9'; d++)
-			if (n <= LIMIT_MAX)
-				n = n * 10 + (*d - '0');
-		if (*value && !*d && n >= 1 && n <= LIMIT_MAX) {
-			f->limit = (unsigned)n;
+		if (query_limit(value, LIMIT_MAX, &f->limit))
 			return true;
-		}
 		snprintf(err, errlen, "limit: a number from 1 to %d", LIMIT_MAX);
 		return false;
 	}
@@ -95,20 +74,5 @@ bool admin_filter_parse(const char *query, admin_filter *f, char *store, size_t 
                         size_t errlen)
 {
 	memset(f, 0, sizeof(*f));
-	if (!query || !*query)
-		return true;
-	struct evkeyvalq q;
-	q.tqh_first = NULL;
-	q.tqh_last = &q.tqh_first;
-	if (evhttp_parse_query_str(query, &q) != 0) {
-		snprintf(err, errlen, "the query string does not parse");
-		evhttp_clear_headers(&q);
-		return false;
-	}
-	bool ok = true;
-	size_t left = cap;
-	for (struct evkeyval *kv = q.tqh_first; ok && kv; kv = kv->next.tqe_next)
-		ok = one_param(kv->key, kv->value, f, &store, &left, err, errlen);
-	evhttp_clear_headers(&q);
-	return ok;
+	return query_string_each(query, one_param, f, store, cap, err, errlen);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analyzers/rules/rules.h"
+#include "proxy/stats/query_string.h"
 
 _Static_assert(RULE_COUNT <= 32, "a rule set per shape is a 32-bit mask");
 
@@ -69,19 +70,17 @@ static bool parse_sort(const char *v, wl_sort *out)
 	return false;
 }
 
-static bool one_param(const char *key, const char *value, wl_query *q, char **store, size_t *left,
-                      char *err, size_t errlen)
+static bool one_param(void *arg, const char *key, const char *value, query_store *store, char *err,
+                      size_t errlen)
 {
+	wl_query *q = arg;
 	if (!strcmp(key, "ns") || !strcmp(key, "app")) {
-		size_t n = strlen(value) + 1;
-		if (n > *left) {
+		const char *kept = query_keep(store, value);
+		if (!kept) {
 			snprintf(err, errlen, "%s: too long", key);
 			return false;
 		}
-		memcpy(*store, value, n);
-		*(!strcmp(key, "ns") ? &q->ns : &q->app) = *store;
-		*store += n;
-		*left -= n;
+		*(!strcmp(key, "ns") ? &q->ns : &q->app) = kept;
 		return true;
 	}
 	if (!strcmp(key, "sort")) {
@@ -91,15 +90,8 @@ static bool one_param(const char *key, const char *value, wl_query *q, char **st
 		return false;
 	}
 	if (!strcmp(key, "limit")) {
-		long n = 0;
-		const char *d = value;
-		for (; *d >= '0' && *d <= '9'; d++)
-			if (n <= LIMIT_MAX)
-				n = n * 10 + (*d - '0');
-		if (*value && !*d && n >= 1 && n <= LIMIT_MAX) {
-			q->limit = (unsigned)n;
+		if (query_limit(value, LIMIT_MAX, &q->limit))
 			return true;
-		}
 		snprintf(err, errlen, "limit: a number from 1 to %d", LIMIT_MAX);
 		return false;
 	}
@@ -111,22 +103,7 @@ bool workload_query_parse(const char *query, wl_query *q, char *store, size_t ca
                           size_t errlen)
 {
 	memset(q, 0, sizeof(*q));
-	if (!query || !*query)
-		return true;
-	struct evkeyvalq kvs;
-	kvs.tqh_first = NULL;
-	kvs.tqh_last = &kvs.tqh_first;
-	if (evhttp_parse_query_str(query, &kvs) != 0) {
-		snprintf(err, errlen, "the query string does not parse");
-		evhttp_clear_headers(&kvs);
-		return false;
-	}
-	bool ok = true;
-	size_t left = cap;
-	for (struct evkeyval *kv = kvs.tqh_first; ok && kv; kv = kv->next.tqe_next)
-		ok = one_param(kv->key, kv->value, q, &store, &left, err, errlen);
-	evhttp_clear_headers(&kvs);
-	return ok;
+	return query_string_each(query, one_param, q, store, cap, err, errlen);
 }
 
 /* ---- merging the workers' tables ---- */
