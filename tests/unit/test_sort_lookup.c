@@ -18,23 +18,12 @@
 
 static index_cache *lookup_cache(void)
 {
-	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
-	const char *specs[][2] = {
+	static const char *const specs[][2] = {
 	    {"orders", "[{'key':{'_id':1},'name':'_id_'},{'key':{'cust':1},'name':'cust_1'}]"},
 	    {"items", "[{'key':{'_id':1},'name':'_id_'},"
 	              "{'key':{'order':1,'at':-1},'name':'order_1_at_-1'}]"},
 	};
-	for (size_t i = 0; i < 2; i++) {
-		char err[128];
-		char *json = fx_dequote(specs[i][1]);
-		index_set *s = index_set_from_json(json, err, sizeof err);
-		free(json);
-		assert_non_null(s);
-		index_set_set_doc_count(s, 100);
-		index_cache_put(ic, "test", specs[i][0], s);
-		index_set_release(s);
-	}
-	return ic;
+	return fx_cache_of(specs, sizeof(specs) / sizeof(specs[0]), 100);
 }
 
 #define AGG(stages) "{'aggregate':'orders','pipeline':[" stages "],'cursor':{}}"
