@@ -678,9 +678,29 @@ static void reasons(text_buf *t, const scan_preds *p)
 }
 
 static const char *const REWRITE =
-    "no index can bound $nor, $mod, $size, $where, most $expr, an unanchored or case-insensitive "
-    "regex, or a negated regex: add an equality, $in, range or ^-anchored case-sensitive regex "
-    "on an indexed field (or index a field you can match exactly)";
+    "no index can bound $nor, $mod, $size, $where, most $expr, $exists: true (but a sparse "
+    "index), an unanchored or case-insensitive regex, or a negated regex: add an equality, $in, "
+    "range or ^-anchored case-sensitive regex on an indexed field (or index a field you can "
+    "match exactly)";
+
+/* Whether an index of set already leads with field as a plain btree the
+ * query can use (visible, not partial, sparse, hashed, wildcard or of
+ * another collation): the filter was judged unbounded with it there, so
+ * an index led by the same field would not bound it either, and an ESR
+ * suggestion of one ({_id: 1} for {_id: {$exists: true}}) helps nothing. */
+static bool plain_lead(const index_set *set, const char *field, const bson_t *collation)
+{
+	const index_def *id = index_set_id_index(set);
+	const bson_t *qc = collation ? collation : id ? id->collation : NULL;
+	for (size_t i = 0; i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (d->nkeys > 0 && !d->hidden && !d->partial && !d->sparse && !d->plugin &&
+		    !d->wildcard && !d->odd && d->keys[0].type == INDEX_KEY_BTREE &&
+		    strcmp(d->keys[0].field, field) == 0 && index_collation_same(d->collation, qc))
+			return true;
+	}
+	return false;
+}
 
 static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)
 {
@@ -700,6 +720,10 @@ static void esr(text_buf *t, const rule_site *s, const scan_facts *f, bool *ok)
 	if (qp.overflow ||
 	    !esr_suggest_parsed(s->db, s->coll, &qp, &sort, q->collation, buf, sizeof buf))
 		return;
+	esr_key k;
+	esr_key_build(&qp, &sort, &k);
+	if (k.n > 0 && f->set && plain_lead(f->set, k.field[0], q->collation))
+		return; /* the index it would suggest is there already */
 	text_str(t, buf);
 	*ok = true;
 }
