@@ -502,8 +502,8 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	leading_stages(a->it, &l);
 	bson_t bounds, merged;
 	bool lookup = a->join != NULL;
-	bson_init(&merged);
-	if (l.filter)
+	bson_init(&merged); /* a $lookup's: its filter with the join's bound */
+	if (lookup && l.filter)
 		bson_concat(&merged, l.filter);
 	if (lookup) {
 		bson_init(&bounds);

@@ -73,7 +73,8 @@ typedef struct update_writes {
 	unsigned n;
 	bool pipeline;   /* an update pipeline: it computes its values, not read */
 	bool replace;    /* a replacement document: read as a document */
-	bool overflow;   /* more than PATH_WRITES_MAX: the update is read per key */
+	bool overflow;   /* more than PATH_WRITES_MAX: not learned from (a finding can be
+	                    missed on such a key, none invented) */
 	bson_iter_t doc; /* when replace: its members */
 } update_writes;
 
@@ -136,62 +137,21 @@ static bool writes_array(const update_writes *u, const char *field)
 	return false;
 }
 
-/* Whether one update operator's document ({path: value, ...}) puts an
- * array under field (an update of more paths than writes_of keeps).
- * grows: $push / $addToSet, whose path is an array. */
-static bool op_puts_array(const bson_iter_t *op, const char *field, bool grows)
-{
-	bson_iter_t paths, c;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(op) || !wire_iter_recurse(op, &paths))
-		return false;
-	while (wire_iter_next(&paths)) {
-		const char *p = wire_iter_key(&paths);
-		size_t n = strlen(p);
-		if (under(field, p, positional_prefix(p)))
-			return true;
-		if ((grows || WIRE_ITER_HOLDS_ARRAY(&paths)) && under(field, p, n))
-			return true;
-		if (!grows && WIRE_ITER_HOLDS_DOCUMENT(&paths) && field[n] == '.' &&
-		    strncmp(field, p, n) == 0 && wire_iter_recurse(&paths, &c) &&
-		    array_on_path(&c, field + n + 1))
-			return true;
-	}
-	return false;
-}
-
 /* What an update shows: an iterator on its value, and what writes_of read
  * of it. */
 typedef struct write_seen {
 	const bson_iter_t *update;
 	update_writes u;
-	bool read; /* u holds the update's writes */
 } write_seen;
 
 static bool puts_array(write_seen *w, const char *field)
 {
 	bson_iter_t it;
-	if (!w->read) {
-		writes_of(w->update, &w->u);
-		w->read = true;
-	}
-	if (w->u.pipeline)
-		return false; /* a pipeline computes its values: not read */
 	if (w->u.replace) {
 		it = w->u.doc;
 		return array_on_path(&it, field);
 	}
-	if (!w->u.overflow)
-		return writes_array(&w->u, field);
-	if (!wire_iter_recurse(w->update, &it))
-		return false;
-	while (wire_iter_next(&it)) {
-		const char *op = wire_iter_key(&it);
-		bool grows = key_eq(op, "$push") || key_eq(op, "$addToSet");
-		if ((grows || key_eq(op, "$set") || key_eq(op, "$setOnInsert")) &&
-		    op_puts_array(&it, field, grows))
-			return true;
-	}
-	return false;
+	return writes_array(&w->u, field);
 }
 
 static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
@@ -215,8 +175,7 @@ static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
 static bool may_put_arrays(write_seen *w)
 {
 	writes_of(w->update, &w->u);
-	w->read = true;
-	return !w->u.pipeline && (w->u.replace || w->u.overflow || w->u.n > 0);
+	return !w->u.pipeline && !w->u.overflow && (w->u.replace || w->u.n > 0);
 }
 
 static void learn(rule_ctx *ax, const char *db, const char *coll, write_seen *w)
@@ -300,9 +259,8 @@ void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, cons
 void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
                                const bson_iter_t *update)
 {
-	write_seen w; /* u is written only when read: no need to clear it */
+	write_seen w; /* u is written by writes_of: no need to clear it */
 	w.update = update;
-	w.read = false;
 	learn(ax, db, coll, &w);
 }
 
