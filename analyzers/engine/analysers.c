@@ -232,15 +232,19 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
  * (facts.h), each only when some rule not off here reads it. The update
  * checks see the statement's filter through the site. */
 static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const target *t,
-                                rule_query_kind kind, byte_spans *spans)
+                                rule_query_kind kind, byte_spans *spans, arrays_target *learn)
 {
 	stmt_facts f;
 	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
-	f.has_update = b->has_update && (t->parts & PART_UPDATE);
+	f.has_update = b->has_update && ((t->parts & PART_UPDATE) || learn);
 	if (f.has_filter)
 		facts_filter(&f.filter, &b->filter, spans);
+	/* read for the multikey learning alone, the update is no template's
+	 * span: a statement differing in it is read */
 	if (f.has_update)
-		facts_update(&f.update, &b->update, spans);
+		facts_update(&f.update, &b->update, (t->parts & PART_UPDATE) ? spans : NULL);
+	if (learn && f.has_update)
+		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update, &f.update);
 	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
 	if (t->gated && stmt_unchecked(t, &f))
 		return true; /* no check could find anything in it */
@@ -320,7 +324,7 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 	rule_site site = site_of(&t, &spec);
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
-	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans);
+	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans, NULL);
 	ax->repeatable = true; /* engine.h, engine_repeat: if no check was called */
 	return ax->verdict;
 }
@@ -668,7 +672,7 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
  * statement when no check was called for it. */
 static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op, byte_template *tp)
+                         const char *op, byte_template *tp, arrays_target *learn)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
@@ -680,8 +684,6 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	}
 	if (!body_walk_iter(&b, doc, keys))
 		return;
-	if (b.has_update && ax->e->learn_arrays)
-		engine_arrays_from_update(ax, t->db, t->coll, &b.update);
 	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
 		b.limit = b.multi ? 0 : 1;
 	b.q.db = t->db;
@@ -699,11 +701,11 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 		tp = NULL;
 	}
 	if (!tp) {
-		(void)check_filter_update(ax, &site, &b, t, kind, NULL);
+		(void)check_filter_update(ax, &site, &b, t, kind, NULL, learn);
 		return;
 	}
 	byte_spans spans = {.base = doc->raw, .n = 0, .full = false};
-	if (check_filter_update(ax, &site, &b, t, kind, &spans))
+	if (check_filter_update(ax, &site, &b, t, kind, &spans, learn))
 		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
 	else
 		tp->valid = false;
@@ -727,11 +729,14 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
+	arrays_target learn = {false, NULL};
+	arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
 	cmdview_docs_init(&d, v, command_stmts(c));
 	while (cmdview_docs_next_iter(&d, &doc))
 		if (!tpp || !byte_template_matches(tpp, doc.raw, doc.len))
 			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, command_name(c), coll,
-			             NULL, tpp);
+			             NULL, tpp, lp);
+	engine_arrays_target_done(&learn);
 	return ax->verdict;
 }
 
@@ -878,12 +883,15 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		}
 		stmt_gate(ax, &t);
 		bson_iter_t stmt;
+		arrays_target learn = {false, NULL};
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
 		else if (bson_iter_init(&stmt, &op))
 			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
-			             command_name(ax->cmd), t.ns, kind, NULL);
+			             command_name(ax->cmd), t.ns, kind, NULL,
+			             ax->e->learn_arrays ? &learn : NULL);
+		engine_arrays_target_done(&learn);
 	}
 	bulk_nsinfo_free(&nsinfo);
 	return ax->verdict;

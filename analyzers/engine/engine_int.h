@@ -162,13 +162,28 @@ struct rule_ctx {
 };
 
 /* arrays_seen.c: what a forwarded write says about multikey keys of
- * db.coll; doc an inserted or replacement document, update an iterator
- * on an update's value. engine_arrays_apply marks what was seen when the
- * request was written (forwarded) and forgets it either way. */
+ * db.coll; doc an inserted document. engine_arrays_apply marks what was
+ * seen when the request was written (forwarded) and forgets it either
+ * way. */
 void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc);
-void engine_arrays_from_update(rule_ctx *ax, const char *db, const char *coll,
-                               const bson_iter_t *update);
 void engine_arrays_apply(rule_ctx *ax, bool written);
+
+/* The updates of one command at one namespace (a bulk update's
+ * statements): the namespace's index list is looked up once, by the first
+ * statement that could put an array anywhere, and kept (retained) for the
+ * others; NULL when no key there can still learn. */
+typedef struct arrays_target {
+	bool looked;
+	index_set *set;
+} arrays_target;
+
+/* An update statement's writes, as its facts read them (facts.h:
+ * update_facts.writes; update an iterator on the update's value, for a
+ * replacement document). */
+void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
+                               const bson_iter_t *update, const update_facts *u);
+/* Releases what at holds. */
+void engine_arrays_target_done(arrays_target *at);
 
 /* The command's name as findings and shapes show it. */
 static inline const char *rule_ctx_command(const rule_ctx *ax)

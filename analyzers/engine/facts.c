@@ -106,11 +106,64 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	}
 }
 
+/* The fact_write_op of an update operator, or -1 for one that never makes
+ * an array. */
+static int write_op(const char *k)
+{
+	if (k[0] != '$')
+		return -1;
+	switch (k[1]) {
+	case 'p':
+		return key_eq(k, "$push") ? FW_PUSH : -1;
+	case 'a':
+		return key_eq(k, "$addToSet") ? FW_ADD_TO_SET : -1;
+	case 's':
+		return key_eq(k, "$set") || key_eq(k, "$setOnInsert") ? FW_SET : -1;
+	default:
+		return -1;
+	}
+}
+
+/* Whether a path has a positional component ("$", "$[]", "$[name]"). */
+static bool positional(const char *p, uint32_t len)
+{
+	const char *c = memchr(p, '$', len);
+	for (; c; c = memchr(c + 1, '$', len - (uint32_t)(c + 1 - p)))
+		if (c > p && c[-1] == '.' && (c[1] == '\0' || c[1] == '.' || c[1] == '['))
+			return true;
+	return false;
+}
+
+/* The writes (update_facts.writes) of one operator, it on it. */
+static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
+{
+	bson_iter_t m;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &m))
+		return;
+	while (wire_iter_next(&m)) {
+		/* the key ends where its value starts (wire_iter.h: d1) */
+		uint32_t len = m.d1 - m.key - 1;
+		if (op == FW_SET && !WIRE_ITER_HOLDS_ARRAY(&m) && !WIRE_ITER_HOLDS_DOCUMENT(&m) &&
+		    !positional(wire_iter_key(&m), len))
+			continue;
+		if (u->nwrites == FACTS_WRITES) {
+			u->writes_complete = false;
+			return;
+		}
+		fact_write *w = &u->writes[u->nwrites++];
+		w->it = m;
+		w->len = len;
+		w->op = (uint8_t)op;
+	}
+}
+
 void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 {
 	bson_iter_t c;
 	u->ops = 0;
 	u->len = 0;
+	u->nwrites = 0;
+	u->writes_complete = true;
 	if (WIRE_ITER_HOLDS_ARRAY(update)) {
 		u->form = FU_PIPELINE;
 		u->len = update->next_off - update->d1;
@@ -137,12 +190,15 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
 		    c.next_off - c.d1 > 5)
 			byte_spans_add(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
-		if (key_eq(k, "$push"))
+		int op = write_op(k);
+		if (op == FW_PUSH)
 			ops |= UOP_PUSH;
 		else if (key_eq(k, "$inc"))
 			ops |= UOP_INC;
 		else
 			ops |= UOP_OTHER;
+		if (op >= 0 && u->writes_complete)
+			writes_of(u, &c, (fact_write_op)op);
 	} while (wire_iter_next(&c));
 	u->ops = (uint8_t)ops;
 }

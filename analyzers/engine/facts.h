@@ -102,10 +102,39 @@ enum {
 	UOP_OTHER = 1u << 2,
 };
 
+/* The paths of an FU_OPERATORS update that can put an array somewhere:
+ * each member of a $push or $addToSet (it grows the array at its path),
+ * and each member of a $set or $setOnInsert whose value is an array or a
+ * document or whose path is positional ("a.$.b", "a.$[e]": "a" is an
+ * array). A $set of a scalar at a plain path, $inc, $unset and the others
+ * never make an array and are not kept. Two readers: the unbounded-push
+ * rule (each $push member, in the update's order) and the engine's
+ * multikey learning (arrays_seen.c), which both stepped the update's
+ * operators themselves before. */
+#define FACTS_WRITES 16
+
+typedef enum {
+	FW_PUSH,       /* a member of $push */
+	FW_ADD_TO_SET, /* a member of $addToSet */
+	FW_SET,        /* a member of $set or $setOnInsert */
+} fact_write_op;
+
+typedef struct fact_write {
+	bson_iter_t it; /* on the member: its path (key) and value */
+	uint32_t len;   /* strlen of the path */
+	uint8_t op;     /* fact_write_op */
+} fact_write;
+
 typedef struct update_facts {
 	uint8_t form; /* fact_update_form */
 	uint8_t ops;  /* UOP_* */
 	uint32_t len; /* a document's or pipeline's bytes; 0 for any other value */
+	/* FU_OPERATORS: the writes above, the first nwrites in the update's
+	 * order; writes_complete when every one is there (else a reader walks
+	 * the update itself, or learns nothing from it). */
+	uint8_t nwrites;
+	bool writes_complete;
+	fact_write writes[FACTS_WRITES];
 } update_facts;
 
 /* What the facts show, as the bits a rule's check asks for

@@ -288,21 +288,27 @@ static const char *push_value_form(const bson_iter_t *v)
 	return "has no $each + $slice";
 }
 
+/* One member of a $push, c on it: whether it grows an array without a
+ * bound, added to hit when it does. */
+static bool check_member(const bson_iter_t *c, const push_guards *g, push_hit *hit)
+{
+	const char *form = push_value_form(c);
+	if (!form || guarded(g, wire_iter_key(c)))
+		return false;
+	if (!hit->form)
+		hit->form = form;
+	add_field(hit, wire_iter_key(c));
+	return true;
+}
+
 static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *hit)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
 		return false;
 	bool found = false;
-	while (wire_iter_next(&c)) {
-		const char *form = push_value_form(&c);
-		if (!form || guarded(g, wire_iter_key(&c)))
-			continue;
-		if (!hit->form)
-			hit->form = form;
-		add_field(hit, wire_iter_key(&c));
-		found = true;
-	}
+	while (wire_iter_next(&c))
+		found |= check_member(&c, g, hit);
 	return found;
 }
 
@@ -512,7 +518,7 @@ static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_fa
  * statement's filter (a counter held below a limit, an array held below a
  * length) count as bounds, so they are read first. */
 static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
-                        push_hit *hit)
+                        const update_facts *uf, push_hit *hit)
 {
 	bson_iter_t c, push;
 	/* Counts and flags only: on every update statement, zeroing the two
@@ -527,6 +533,20 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	if (WIRE_ITER_HOLDS_ARRAY(u)) {
 		guards_of(&g, filter, ff);
 		return check_pipeline(u, &g, hit);
+	}
+	if (uf) {
+		/* the update's $push members, as the engine read them (facts.h) */
+		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
+			return false;
+		if (filter || ff) {
+			guards_of(&g, filter, ff);
+			g.counted = increments_counter(u, &g);
+		}
+		bool found = false;
+		for (unsigned i = 0; i < uf->nwrites; i++)
+			if (uf->writes[i].op == FW_PUSH)
+				found |= check_member(&uf->writes[i].it, &g, hit);
+		return found;
 	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
 		return false;
@@ -563,7 +583,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 
 bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
 {
-	return push_update(u, filter, NULL, hit);
+	return push_update(u, filter, NULL, NULL, hit);
 }
 
 /* ---- the rule: check and words ---- */
@@ -574,7 +594,9 @@ static void check_update(rule_ctx *c, const rule_site *s, const bson_iter_t *u)
 	const stmt_facts *f = s->facts;
 	const filter_facts *ff =
 	    f && f->has_filter && f->filter.complete && s->filter ? &f->filter : NULL;
-	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && push_update(u, s->filter, ff, &hit))
+	const update_facts *uf =
+	    f && f->has_update && f->update.writes_complete ? &f->update : NULL;
+	if (rule_wanted(c, s, RULE_UNBOUNDED_PUSH) && push_update(u, s->filter, ff, uf, &hit))
 		rule_report(c, s, RULE_UNBOUNDED_PUSH, &hit);
 }
 

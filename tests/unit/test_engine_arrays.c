@@ -132,6 +132,20 @@ static void test_update_paths(void **state)
 	    {"{'$set':{'a.$[e].b':1}}", "ab_c", 1},
 	    {"{'$push':{'c':1}}", "ab_c", 2},
 	    {"{'c':[1],'a':{'b':2}}", "ab_c", 2}, /* a replacement */
+	    {"{'$set':{'a.$[].b':1}}", "ab_c", 1},
+	    {"{'$set':{'x':1,'y':2},'$inc':{'n':1},'$push':{'c':1}}", "ab_c", 2},
+	    {"{'$push':{'z':1},'$push':{'tags':1}}", "tags_1", 1}, /* a repeated operator */
+	    /* sixteen array writes are read; past them nothing is learned */
+	    {"{'$set':{'p0':[],'p1':[],'p2':[],'p3':[],'p4':[],'p5':[],'p6':[],'p7':[],"
+	     "'p8':[],'p9':[],'pa':[],'pb':[],'pc':[],'pd':[],'pe':[],'tags':[]}}",
+	     "tags_1", 1},
+	    {"{'$set':{'p0':[],'p1':[],'p2':[],'p3':[],'p4':[],'p5':[],'p6':[],'p7':[],"
+	     "'p8':[],'p9':[],'pa':[],'pb':[],'pc':[],'pd':[],'pe':[],'pf':[],'tags':[]}}",
+	     "tags_1", 0},
+	    /* scalar $sets are not kept, so do not count towards the sixteen */
+	    {"{'$set':{'s0':1,'s1':1,'s2':1,'s3':1,'s4':1,'s5':1,'s6':1,'s7':1,'s8':1,"
+	     "'s9':1,'sa':1,'sb':1,'sc':1,'sd':1,'se':1,'sf':1,'sg':1,'tags':['x']}}",
+	     "tags_1", 1},
 	    /* near misses */
 	    {"{'$set':{'tags':'x'}}", "tags_1", 0},
 	    {"{'$set':{'a':{'b':1,'z':[1]}}}", "ab_c", 0},
@@ -147,7 +161,7 @@ static void test_update_paths(void **state)
 		fx_sink_init(&sink);
 		engine_config cfg;
 		engine *e = engine_at(ic, &sink, &cfg);
-		char json[512];
+		char json[1024];
 		snprintf(json, sizeof(json),
 		         "{'update':'orders','updates':[{'q':{'_id':1},'u':%s,'upsert':true}]}",
 		         cases[i].update);

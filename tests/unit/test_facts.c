@@ -124,6 +124,50 @@ static void test_update_forms(void **state)
 	}
 }
 
+/* Which members of an update the facts keep as writes (update_facts.writes):
+ * every member of $push and $addToSet, and the members of $set and
+ * $setOnInsert that can put an array somewhere. */
+static void test_update_writes(void **state)
+{
+	static const struct {
+		const char *json;  /* {u: ...} */
+		const char *paths; /* the kept paths, in order, space-separated */
+		bool complete;
+	} rows[] = {
+	    {"{'u': {'$set': {'a': 1, 'b': 'x'}}}", "", true},
+	    {"{'u': {'$set': {'a': [1], 'b': {'c': 1}, 'd': 2, 'e.$.f': 1, 'g.$[x]': 1}}}",
+	     "a b e.$.f g.$[x]", true},
+	    {"{'u': {'$set': {'a$b': 1, 'c.d$': 1, '$x': 1}}}", "", true},
+	    {"{'u': {'$push': {'a': 1}, '$inc': {'n': 1}, '$addToSet': {'b': 1}, "
+	     "'$setOnInsert': {'c': []}, '$unset': {'d': [1]}}}",
+	     "a b c", true},
+	    {"{'u': {'$push': 5, '$set': 'x'}}", "", true},
+	    {"{'u': {'a': [1]}}", "", true},
+	    {"{'u': {'$push': {'p0': 1, 'p1': 1, 'p2': 1, 'p3': 1, 'p4': 1, 'p5': 1, 'p6': 1, "
+	     "'p7': 1, 'p8': 1, 'p9': 1, 'pa': 1, 'pb': 1, 'pc': 1, 'pd': 1, 'pe': 1, 'pf': 1, "
+	     "'pg': 1}}}",
+	     "p0 p1 p2 p3 p4 p5 p6 p7 p8 p9 pa pb pc pd pe pf", false},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bson_t *d = fx_json(rows[i].json);
+		bson_iter_t it;
+		update_facts u;
+		char got[512] = "";
+		assert_true(bson_iter_init_find(&it, d, "u"));
+		facts_update(&u, &it, NULL);
+		for (unsigned j = 0; j < u.nwrites; j++) {
+			const char *k = bson_iter_key(&u.writes[j].it);
+			assert_int_equal(u.writes[j].len, strlen(k));
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", j ? " " : "",
+			         k);
+		}
+		if (strcmp(got, rows[i].paths) != 0 || u.writes_complete != rows[i].complete)
+			fail_msg("%s: writes [%s] complete %d", rows[i].json, got,
+			         u.writes_complete);
+		bson_destroy(d);
+	}
+}
+
 /* Filters of every kind the facts tell apart, regexes among them. */
 static const char *const filters[] = {
     "{'_id': 5}",
@@ -163,6 +207,14 @@ static const char *const updates[] = {
     "{'items': [1, 2]}",
     "[{'$set': {'items': {'$concatArrays': ['$items', [1]]}}}]",
     "{}",
+    /* read from the facts' writes: repeated operators, members in order,
+     * $set arrays beside them, and past FACTS_WRITES the rule's own walk */
+    "{'$push': {'a': {'$each': [1], '$slice': 5}}, '$set': {'t': [1]}, '$push': {'b': 1}}",
+    "{'$push': {'a': 1, 'b': {'$each': [1]}, 'c': {'$slice': 3}}}",
+    "{'$addToSet': {'a': 1}, '$set': {'a.$.b': 1}, '$push': 5}",
+    "{'$set': {'p0': [], 'p1': [], 'p2': [], 'p3': [], 'p4': [], 'p5': [], 'p6': [], "
+    "'p7': [], 'p8': [], 'p9': [], 'pa': [], 'pb': [], 'pc': [], 'pd': [], 'pe': [], "
+    "'pf': []}, '$push': {'items': 1}}",
 };
 
 /* The filter documents: the JSON list, and $regex in operator form, which
@@ -282,7 +334,7 @@ static void test_push_same_with_facts(void **state)
 	size_t hits = 0, misses = 0;
 	for (size_t i = 0; i < NFILTERS; i++)
 		for (size_t j = 0; j < sizeof(updates) / sizeof(updates[0]); j++) {
-			char json[512];
+			char json[1024];
 			snprintf(json, sizeof(json), "{'u': %s}", updates[j]);
 			bson_t *f = filter_doc(i), *d = fx_json(json);
 			BSON_APPEND_DOCUMENT(d, "q", f);
@@ -296,6 +348,12 @@ static void test_push_same_with_facts(void **state)
 			if (got != (want ? 1u : 0u))
 				fail_msg("filter %zu / %s: %zu findings with facts, %d without", i,
 				         updates[j], got, want);
+			/* the same fields, in the same order */
+			if (want &&
+			    !strstr(fx_sink_first(&sink, RULE_UNBOUNDED_PUSH)->detail, hit.fields))
+				fail_msg("filter %zu / %s: detail [%s] lacks [%s]", i, updates[j],
+				         fx_sink_first(&sink, RULE_UNBOUNDED_PUSH)->detail,
+				         hit.fields);
 			hits += want;
 			misses += !want;
 			bson_destroy(d);
@@ -725,6 +783,7 @@ int main(void)
 	    cmocka_unit_test(test_filter_members),
 	    cmocka_unit_test(test_template_matches_outside_spans_only),
 	    cmocka_unit_test(test_update_forms),
+	    cmocka_unit_test(test_update_writes),
 	    cmocka_unit_test(test_regex_same_with_facts),
 	    cmocka_unit_test(test_push_same_with_facts),
 	    cmocka_unit_test(test_scan_same_with_facts),
