@@ -668,11 +668,12 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
- * tp (NULL: none): the batch's template, matched first, and made of this
- * statement when no check was called for it. */
+ * tp (NULL: none): the batch's template, matched first, dropped when a
+ * check is called for this statement, and made of it (when make) when
+ * none is. */
 static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys,
                          rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op, byte_template *tp, arrays_target *learn)
+                         const char *op, byte_template *tp, bool make, arrays_target *learn)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
@@ -704,12 +705,19 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 		(void)check_filter_update(ax, &site, &b, t, kind, NULL, learn);
 		return;
 	}
+	if (!make) {
+		if (!check_filter_update(ax, &site, &b, t, kind, NULL, learn))
+			tp->valid = false;
+		return;
+	}
 	byte_spans spans = {.base = doc->raw, .n = 0, .full = false};
 	if (check_filter_update(ax, &site, &b, t, kind, &spans, learn))
 		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
 	else
 		tp->valid = false;
 }
+
+#define TEMPLATE_BACKOFF_MAX 64
 
 /* update and delete: each statement of the row's sequence. */
 verdict analyze_statements(rule_ctx *ax, const cmdview *v)
@@ -731,11 +739,33 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
 	arrays_target learn = {false, NULL};
 	arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
+	/* A template made of a statement and missed by the next one (a batch
+	 * of mixed shapes, each read) makes the next few statements make
+	 * none: skip of them, doubling to TEMPLATE_BACKOFF_MAX while the
+	 * misses go on, and back to none at the first match. A batch of one
+	 * shape still matches from its second statement. */
+	unsigned skip = 0, backoff = 0;
+	bool fresh = false; /* tp was made of the statement read last */
 	cmdview_docs_init(&d, v, command_stmts(c));
-	while (cmdview_docs_next_iter(&d, &doc))
-		if (!tpp || !byte_template_matches(tpp, doc.raw, doc.len))
-			analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, command_name(c), coll,
-			             NULL, tpp, lp);
+	while (cmdview_docs_next_iter(&d, &doc)) {
+		if (tpp && byte_template_matches(tpp, doc.raw, doc.len)) {
+			backoff = 0;
+			fresh = false;
+			continue;
+		}
+		if (fresh) {
+			backoff = backoff == 0                     ? 1
+			          : backoff < TEMPLATE_BACKOFF_MAX ? 2 * backoff
+			                                           : TEMPLATE_BACKOFF_MAX;
+			skip = backoff;
+		}
+		bool make = skip == 0;
+		if (skip)
+			skip--;
+		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, command_name(c), coll, NULL, tpp,
+		             make, lp);
+		fresh = make && tpp && tp.valid;
+	}
 	engine_arrays_target_done(&learn);
 	return ax->verdict;
 }
@@ -889,7 +919,7 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		else if (bson_iter_init(&stmt, &op))
 			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
-			             command_name(ax->cmd), t.ns, kind, NULL,
+			             command_name(ax->cmd), t.ns, kind, NULL, false,
 			             ax->e->learn_arrays ? &learn : NULL);
 		engine_arrays_target_done(&learn);
 	}
