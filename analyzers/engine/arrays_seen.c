@@ -44,18 +44,6 @@ static bool under(const char *field, const char *p, size_t n)
 	return n > 0 && strncmp(field, p, n) == 0 && (field[n] == '\0' || field[n] == '.');
 }
 
-/* The length of p before its first positional component ("$", "$[]",
- * "$[name]"), which only an array can take; 0 when it has none. */
-static size_t positional_prefix(const char *p, size_t len)
-{
-	if (!memchr(p, '$', len))
-		return 0; /* most paths: no call to strchr */
-	for (const char *c = p; (c = strchr(c, '.')) != NULL; c++)
-		if (c[1] == '$' && (c[2] == '\0' || c[2] == '.' || c[2] == '['))
-			return (size_t)(c - p);
-	return 0;
-}
-
 /* Whether the write w (a member of $push, $addToSet, $set or
  * $setOnInsert, facts.h) puts an array under field: a positional path
  * under it, an array written at or above it, or a document written above
@@ -63,7 +51,10 @@ static size_t positional_prefix(const char *p, size_t len)
 static bool write_puts_array(const fact_write *w, const char *field)
 {
 	const char *p = wire_iter_key(&w->it);
-	if (under(field, p, positional_prefix(p, w->len)))
+	if (field[0] != p[0])
+		return false; /* each case below needs p to prefix field (index keys never
+		                 start with '.') */
+	if (under(field, p, w->position))
 		return true;
 	bool array = w->op != FW_SET || WIRE_ITER_HOLDS_ARRAY(&w->it);
 	if (array && under(field, p, w->len))

@@ -124,14 +124,16 @@ static int write_op(const char *k)
 	}
 }
 
-/* Whether a path has a positional component ("$", "$[]", "$[name]"). */
-static bool positional(const char *p, uint32_t len)
+/* The length of a path before its first positional component ("$",
+ * "$[]", "$[name]"), which only an array can take; 0 when it has none. A
+ * byte loop: paths are short, and most hold no '$'. */
+static uint32_t positional(const char *p, uint32_t len)
 {
-	const char *c = memchr(p, '$', len);
-	for (; c; c = memchr(c + 1, '$', len - (uint32_t)(c + 1 - p)))
-		if (c > p && c[-1] == '.' && (c[1] == '\0' || c[1] == '.' || c[1] == '['))
-			return true;
-	return false;
+	for (uint32_t i = 1; i < len; i++)
+		if (p[i] == '$' && p[i - 1] == '.' &&
+		    (p[i + 1] == '\0' || p[i + 1] == '.' || p[i + 1] == '['))
+			return i - 1;
+	return 0;
 }
 
 /* The writes (update_facts.writes) of one operator, it on it. */
@@ -142,9 +144,9 @@ static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
 		return;
 	while (wire_iter_next(&m)) {
 		/* the key ends where its value starts (wire_iter.h: d1) */
-		uint32_t len = m.d1 - m.key - 1;
+		uint32_t len = m.d1 - m.key - 1, pos = positional(wire_iter_key(&m), len);
 		if (op == FW_SET && !WIRE_ITER_HOLDS_ARRAY(&m) && !WIRE_ITER_HOLDS_DOCUMENT(&m) &&
-		    !positional(wire_iter_key(&m), len))
+		    !pos)
 			continue;
 		if (u->nwrites == FACTS_WRITES) {
 			u->writes_complete = false;
@@ -153,6 +155,7 @@ static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
 		fact_write *w = &u->writes[u->nwrites++];
 		w->it = m;
 		w->len = len;
+		w->position = pos;
 		w->op = (uint8_t)op;
 	}
 }

@@ -120,9 +120,11 @@ typedef enum {
 } fact_write_op;
 
 typedef struct fact_write {
-	bson_iter_t it; /* on the member: its path (key) and value */
-	uint32_t len;   /* strlen of the path */
-	uint8_t op;     /* fact_write_op */
+	bson_iter_t it;    /* on the member: its path (key) and value */
+	uint32_t len;      /* strlen of the path */
+	uint32_t position; /* the length of the path before its first positional
+	                      component, 0 when it has none */
+	uint8_t op;        /* fact_write_op */
 } fact_write;
 
 typedef struct update_facts {
