@@ -31,17 +31,40 @@ static inline bool key_eq(const char *k, const char *lit)
  * "look" (a string value may hold the same bytes). */
 static inline bool key_maybe_in(const uint8_t *p, size_t len, const char *key)
 {
-	size_t n = strlen(key) + 1;
-	if (len < n)
+	/* searched by the key's last byte, not its first: nearly every key
+	 * sought here starts with the '$' every operator and stage name
+	 * starts with, which made a memchr per operator */
+	size_t n = strlen(key); /* the key's bytes; its NUL follows them */
+	if (n == 0 || len < n + 1)
 		return false;
-	const uint8_t *last = p + len - n; /* the last place a match can start */
-	while (p <= last) {
-		const uint8_t *q = memchr(p, (unsigned char)key[0], (size_t)(last - p) + 1);
+	const uint8_t *end = p + len - 1; /* where a match's NUL can be, at most */
+	for (const uint8_t *at = p + n - 1; at < end;) {
+		const uint8_t *q = memchr(at, (unsigned char)key[n - 1], (size_t)(end - at));
 		if (!q)
 			return false;
-		if (memcmp(q, key, n) == 0)
+		if (q[1] == 0 && memcmp(q + 1 - n, key, n) == 0)
 			return true;
-		p = q + 1;
+		at = q + 1;
+	}
+	return false;
+}
+
+/* key_maybe_in(p, len, "$lookup") || key_maybe_in(p, len, "$graphLookup"),
+ * in one search: for their common tail, then the head before it. */
+static inline bool join_maybe_in(const uint8_t *p, size_t len)
+{
+	if (len < 8)
+		return false;
+	const uint8_t *end = p + len - 1;
+	for (const uint8_t *at = p + 6; at < end;) {
+		const uint8_t *q = memchr(at, 'p', (size_t)(end - at)); /* "...ookup" */
+		if (!q)
+			return false;
+		if (q[1] == 0 && memcmp(q - 4, "ooku", 4) == 0 &&
+		    ((q - p >= 6 && memcmp(q - 6, "$l", 2) == 0) ||
+		     (q - p >= 11 && memcmp(q - 11, "$graphL", 7) == 0)))
+			return true;
+		at = q + 1;
 	}
 	return false;
 }

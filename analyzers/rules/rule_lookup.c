@@ -175,7 +175,7 @@ static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *p
 		return;
 	/* Most pipelines join nothing: a byte search says so without a walk. */
 	bson_iter_array(pipeline, &len, &data);
-	if (!key_maybe_in(data, len, "$lookup") && !key_maybe_in(data, len, "$graphLookup"))
+	if (!join_maybe_in(data, len))
 		return;
 	if (!rule_lookup_find(pipeline, &f.stage, f.from, sizeof(f.from)))
 		return;

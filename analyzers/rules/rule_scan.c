@@ -628,7 +628,7 @@ static void check_pipeline(rule_ctx *c, const rule_site *s, const bson_iter_t *p
 		return;
 	bson_iter_array(pipeline, &len, &data);
 	/* most pipelines join nothing */
-	if (key_maybe_in(data, len, "$lookup") || key_maybe_in(data, len, "$graphLookup")) {
+	if (join_maybe_in(data, len)) {
 		join_walk w = {c, s};
 		pipeline_walk(pipeline, on_access, &w);
 	}
