@@ -45,10 +45,26 @@ bool rule_regex_pattern_insensitive(const char *p)
 	return on && *p != '\0';
 }
 
-static void set_hit(regex_hit *hit, const char *field, const char *fmt, const char *arg)
+/* Appends s to dst (of cap bytes, a string), cut to fit as snprintf cuts:
+ * the hit's words are made on the request path, one finding at a time,
+ * and snprintf cost more than the check that found it. */
+static void append(char *dst, size_t cap, const char *s)
 {
-	snprintf(hit->field, sizeof(hit->field), "%s", field ? field : "");
-	snprintf(hit->how, sizeof(hit->how), fmt, arg ? arg : "");
+	size_t n = strlen(dst);
+	while (*s && n + 1 < cap)
+		dst[n++] = *s++;
+	dst[n] = '\0';
+}
+
+/* The hit at field: its form, the words head, arg and tail. */
+static void set_hit(regex_hit *hit, const char *field, const char *head, const char *arg,
+                    const char *tail)
+{
+	hit->field[0] = hit->how[0] = '\0';
+	append(hit->field, sizeof(hit->field), field ? field : "");
+	append(hit->how, sizeof(hit->how), head);
+	append(hit->how, sizeof(hit->how), arg ? arg : "");
+	append(hit->how, sizeof(hit->how), tail);
 }
 
 /* A BSON regex value standing where a pattern matches ({f: /x/i}, an $in
@@ -59,16 +75,15 @@ static bool check_regex_value(const bson_iter_t *it, const char *field, const ch
 	const char *opts = NULL;
 	const char *pat = bson_iter_regex(it, &opts);
 	if (rule_regex_options_insensitive(opts)) {
-		set_hit(hit, field, "a /.../%s regex", opts);
+		set_hit(hit, field, "a /.../", opts, " regex");
 	} else if (rule_regex_pattern_insensitive(pat)) {
-		set_hit(hit, field, "a regex with an inline (?i) flag%s", "");
+		set_hit(hit, field, "a regex with an inline (?i) flag", "", "");
 	} else {
 		return false;
 	}
 	if (where) {
-		char how[sizeof(hit->how)];
-		snprintf(how, sizeof(how), "%s in %s", hit->how, where);
-		memcpy(hit->how, how, sizeof(how));
+		append(hit->how, sizeof(hit->how), " in ");
+		append(hit->how, sizeof(hit->how), where);
 	}
 	return true;
 }
@@ -76,7 +91,7 @@ static bool check_regex_value(const bson_iter_t *it, const char *field, const ch
 /* The hit for input nested beyond MAX_DEPTH (see there). */
 static bool too_deep(regex_hit *hit, const char *field)
 {
-	set_hit(hit, field, "nested more than %s levels deep", "100");
+	set_hit(hit, field, "nested more than ", "100", " levels deep");
 	hit->too_deep = true;
 	return true;
 }
@@ -160,9 +175,7 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 			if (WIRE_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
 				return true;
 			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
-				char how[sizeof(hit->how)];
-				snprintf(how, sizeof(how), "%s under $not", hit->how);
-				memcpy(hit->how, how, sizeof(how));
+				append(hit->how, sizeof(hit->how), " under $not");
 				return true;
 			}
 		} else if (key_eq(k, "$elemMatch")) {
@@ -182,11 +195,11 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 	else
 		return false;
 	if (rule_regex_options_insensitive(options))
-		set_hit(hit, field, "$regex with $options \"%s\"", options);
+		set_hit(hit, field, "$regex with $options \"", options, "\"");
 	else if (rule_regex_options_insensitive(flags))
-		set_hit(hit, field, "$regex: /.../%s", flags);
+		set_hit(hit, field, "$regex: /.../", flags, "");
 	else if (rule_regex_pattern_insensitive(pattern))
-		set_hit(hit, field, "$regex with an inline (?i) flag%s", "");
+		set_hit(hit, field, "$regex with an inline (?i) flag", "", "");
 	else
 		return false;
 	return true;
@@ -296,7 +309,7 @@ static bool check_regex_expr(const bson_iter_t *args, const char *op, regex_hit 
 		snprintf(how, sizeof(how), "%s with an inline (?i) flag in $expr", op);
 	else
 		return false;
-	set_hit(hit, field, "%s", how);
+	set_hit(hit, field, how, "", "");
 	return true;
 }
 
@@ -445,7 +458,7 @@ static bool on_access(void *arg, const pipe_access *a)
 {
 	regex_hit *hit = arg;
 	if (a->kind == PIPE_TOO_DEEP) { /* refused by mongod; unread here: fail closed */
-		set_hit(hit, NULL, "nested more than %s sub-pipelines deep", "20");
+		set_hit(hit, NULL, "nested more than ", "20", " sub-pipelines deep");
 		hit->too_deep = true;
 		return false;
 	}
