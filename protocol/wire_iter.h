@@ -38,12 +38,12 @@ bool wire_iter_next_any(bson_iter_t *iter);
 extern const uint8_t wire_iter_fixed_plus_one[256];
 
 /* As bson_iter_next(iter). Inline for what filters and updates are mostly
- * made of (fixed-size values, documents, arrays) and for the end of a
- * document, where a call was a third of the cost of a step; anything else,
+ * made of (fixed-size values, strings, documents, arrays) and for the end
+ * of a document, where a call was a third of the cost of a step; anything else,
  * and anything that fails a check, takes the whole step from the start
  * (nothing is written before it), so the iterator ends in the same state
  * either way. */
-static inline bool wire_iter_next(bson_iter_t *it)
+static inline __attribute__((always_inline)) bool wire_iter_next(bson_iter_t *it)
 {
 	const uint8_t *raw = it->raw;
 	if (!raw)
@@ -60,7 +60,8 @@ static inline bool wire_iter_next(bson_iter_t *it)
 		return false;
 	}
 	uint32_t fixed = wire_iter_fixed_plus_one[type];
-	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY &&
+	    type != BSON_TYPE_UTF8)
 		return wire_iter_next_any(it);
 	uint32_t o = at + 1;
 	while (o < len && raw[o])
@@ -68,9 +69,21 @@ static inline bool wire_iter_next(bson_iter_t *it)
 	if (o >= len)
 		return wire_iter_next_any(it);
 	o++;
-	uint32_t next;
+	uint32_t next, d2 = 0;
 	if (fixed) {
 		next = o + fixed - 1u;
+	} else if (type == BSON_TYPE_UTF8) { /* libbson's checks, as wire_iter_next_any's */
+		uint32_t l;
+		if (o + 4 >= len)
+			return wire_iter_next_any(it);
+		memcpy(&l, raw + o, sizeof l);
+		l = BSON_UINT32_FROM_LE(l);
+		if (l > len - (o + 4))
+			return wire_iter_next_any(it);
+		next = o + 4 + l;
+		if (l == 0 || next >= len || raw[next - 1] != 0)
+			return wire_iter_next_any(it);
+		d2 = o + 4;
 	} else {
 		uint32_t l;
 		if (o >= len - 4)
@@ -86,7 +99,8 @@ static inline bool wire_iter_next(bson_iter_t *it)
 	it->off = it->type = at;
 	it->key = at + 1;
 	it->d1 = o;
-	it->d2 = it->d3 = it->d4 = 0;
+	it->d2 = d2;
+	it->d3 = it->d4 = 0;
 	it->next_off = next;
 	it->err_off = 0;
 	return true;

@@ -113,6 +113,20 @@ static double median(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The mix, interleaved: one call of each command per step. A function of
+ * its own, so a profile can take it alone:
+ *   valgrind --tool=callgrind --toggle-collect=run_mix build/bench_analyze 7000 */
+static __attribute__((noinline)) void run_mix(engine *e, const fx_req *reqs, request_ctx *rc,
+                                              block_info *block, double *means, size_t nbatches)
+{
+	for (size_t b = 0; b < nbatches; b++) {
+		int64_t t0 = now_ns();
+		for (int i = 0; i < BATCH; i++)
+			engine_analyze(e, &reqs[i % NCMDS].v, rc, block);
+		means[b] = (double)(now_ns() - t0) / BATCH;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 200000;
@@ -158,13 +172,7 @@ int main(int argc, char **argv)
 		printf("  %-28s %8.1f ns\n", cmds[c].name, per_cmd[c]);
 	}
 
-	/* the mix, interleaved: one call of each command per step */
-	for (size_t b = 0; b < nbatches; b++) {
-		int64_t t0 = now_ns();
-		for (int i = 0; i < BATCH; i++)
-			engine_analyze(e, &reqs[i % NCMDS].v, &rc, &block);
-		means[b] = (double)(now_ns() - t0) / BATCH;
-	}
+	run_mix(e, reqs, &rc, &block, means, nbatches);
 	double mix = median(means, nbatches);
 	double cmd_median = median(per_cmd, NCMDS);
 	printf("\n  %-28s %8.1f ns\n", "mix, interleaved", mix);
