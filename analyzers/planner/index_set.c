@@ -349,11 +349,20 @@ static bool projection_covers(const bson_t *proj, const char *field)
 	return inclusion ? listed : !listed;
 }
 
+size_t index_def_wildcard_key(const index_def *d)
+{
+	for (size_t i = 0; i < d->nkeys; i++)
+		if (is_wildcard_field(d->keys[i].field))
+			return i;
+	return d->nkeys;
+}
+
 bool index_def_wildcard_covers(const index_def *d, const char *field)
 {
-	if (!d->wildcard || d->nkeys != 1)
+	size_t w = d->wildcard ? index_def_wildcard_key(d) : d->nkeys;
+	if (w == d->nkeys)
 		return false;
-	const char *k = d->keys[0].field;
+	const char *k = d->keys[w].field;
 	size_t len = strlen(k);
 	if (strcmp(k, "$**") != 0)
 		return under(field, k, len - 4); /* "p.$**" */

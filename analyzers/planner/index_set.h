@@ -136,10 +136,16 @@ bool index_collation_same(const bson_t *a, const bson_t *b);
  * (query_implies). */
 bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size_t n);
 
-/* Whether wildcard index d holds keys for field: "$**" every field but
- * _id (or what its wildcardProjection includes, or does not exclude),
- * "p.$**" p and the fields under it. False for any other index. */
+/* Whether wildcard index d holds keys for field in its wildcard key:
+ * "$**" every field but _id (or what its wildcardProjection includes, or
+ * does not exclude), "p.$**" p and the fields under it. False for any
+ * other index. A compound wildcard index (7.0) has one wildcard key
+ * among regular ones; this is that key's. */
 bool index_def_wildcard_covers(const index_def *d, const char *field);
+
+/* The position of d's wildcard key ("$**" or "p.$**"); nkeys when it has
+ * none. */
+size_t index_def_wildcard_key(const index_def *d);
 
 /* Whether every field filter (NULL: none) names, at the top level or
  * under $and / $or, is a key of d; any other top-level operator ($expr,

@@ -387,11 +387,40 @@ static bool strictly_under(const char *path, const char *field)
 	return strncmp(path, field, len) == 0 && path[len] == '.';
 }
 
+/* A compound wildcard index (7.0) led by a regular key, {r: 1, "w.$**":
+ * 1}: mongod expands it for a predicate on r into {r: 1, $_path: 1}
+ * scanned over every path (planner_wildcard_helpers.cpp,
+ * expandWildcardIndexEntry), and only then; a predicate on a wildcard
+ * path alone does not use it (jstests compound_wildcard_index_prefix.js).
+ * The expanded entry is sparse, as every wildcard index (a document with
+ * neither r nor a wildcard path has no key), and r is never multikey (an
+ * array there is refused at insert, error 7246301). */
+static ixselect_verdict compound_wildcard(const index_def *d, const ixselect_field *fields,
+                                          size_t n, bool same)
+{
+	const index_key *lead = &d->keys[0];
+	if (lead->type != INDEX_KEY_BTREE)
+		return IXSELECT_UNKNOWN;
+	if (kinds_of(fields, n, lead->field, same) & (IXB_SPARSE | IXB_SPARSE_NM))
+		return IXSELECT_YES;
+	/* an $elemMatch above r: r holds no arrays, so the model's $elemMatch
+	 * reading of a key under it does not apply; no verdict */
+	for (size_t i = 0; i < n; i++)
+		if ((fields[i].nc & IXB_ELEM) && strictly_under(lead->field, fields[i].field))
+			return IXSELECT_UNKNOWN;
+	return IXSELECT_NO;
+}
+
 static ixselect_verdict wildcard(const index_def *d, const ixselect_field *fields, size_t n,
                                  bool same)
 {
-	if (d->nkeys != 1)
-		return IXSELECT_UNKNOWN; /* a compound wildcard index */
+	size_t w = index_def_wildcard_key(d);
+	if (w == d->nkeys)
+		return IXSELECT_UNKNOWN;
+	if (w > 0)
+		return compound_wildcard(d, fields, n, same);
+	/* the wildcard key first (alone, or before regular keys): expanded for
+	 * a predicate on a path it holds, as a single-field wildcard index */
 	const char *k = d->keys[0].field;
 	for (size_t i = 0; i < n; i++) {
 		unsigned kinds = same ? fields[i].any : fields[i].nc;

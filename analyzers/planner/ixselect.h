@@ -68,8 +68,8 @@ bool ixselect_elem_operand(const char *op, const bson_iter_t *v, const uint8_t *
 typedef enum {
 	IXSELECT_NO,      /* d gets no bounds from these predicates */
 	IXSELECT_YES,     /* d gets bounds */
-	IXSELECT_UNKNOWN, /* a kind this model does not judge (compound wildcard, 2dsphere v1,
-	                     an unknown key type) */
+	IXSELECT_UNKNOWN, /* a kind this model does not judge (2dsphere v1, an unknown key
+	                     type) */
 } ixselect_verdict;
 
 /* Whether index d (not hidden, usable for the filter: partial checked by

@@ -40,7 +40,7 @@
  * Silent, never a guess: the index list or the collection's estimated
  * document count unknown (not fetched yet: this rule never holds a request),
  * fewer than minDocuments documents, an index whose spec cannot be read or
- * that this model does not judge (compound wildcard, 2dsphere version 1),
+ * that this model does not judge (2dsphere version 1, an unknown key type),
  * $text or $near (they need their index or fail), a hint naming no single
  * index or a wildcard, geo or text index, more fields or $or clauses than
  * are read.

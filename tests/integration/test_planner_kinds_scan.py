@@ -1,5 +1,5 @@
 """collection-scan end to end on the index kinds FerretDB cannot create (hashed, sparse hashed,
-wildcard, 2dsphere, 2d, text, hidden, TTL, a collation, a collection default collation) and
+wildcard, compound wildcard, 2dsphere, 2d, text, hidden, TTL, a collation, a collection default collation) and
 on negations, $or, $all of $elemMatch and hints: the real proxy in front of the scripted
 mongod (fakeserver.py), which lists each collection's indexes, its count and the multikey
 paths as mongod does. Each hit is a filter mongod's planner answers with a collection scan
@@ -162,6 +162,42 @@ def test_collection_default_collation(start_proxy):
             lambda: list(c.find({"b": 5})),
             lambda: list(c.find({"b": "x"}).collation(Collation(locale="simple"))),
         ])
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_compound_wildcard_indexes(start_proxy):
+    """Compound wildcard indexes (7.0), as mongod's planner uses them: one led by a regular key
+    serves a predicate on that key only (expanded with its $_path over every path), as a sparse
+    key that is never multikey; one led by its wildcard key serves a path it holds, never the
+    regular key after it alone (planner_wildcard_helpers.cpp; jstests
+    compound_wildcard_index_prefix.js)."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.cwi", count=50000, indexes=[
+        {"key": {"_id": 1}, "name": "_id_"},
+        {"key": {"tenant": 1, "$**": 1}, "name": "tenant_1_$**_1",
+         "wildcardProjection": {"tenant": 0}},
+        {"key": {"attrs.$**": 1, "price": 1}, "name": "attrs.$**_1_price_1"},
+    ])
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
+    client = MongoClient(p.uri, appname="cwi-scan", serverSelectionTimeoutMS=10000)
+    try:
+        c = client["shop"]["cwi"]
+        ready(p, c)
+        for filt, words in [
+            ({"price": 5}, not_indexed("price")),          # after the wildcard key: not alone
+            ({"tenant": None}, not_indexed("tenant")),     # sparse: no null
+            ({"tenant": {"$ne": 3}}, not_indexed("tenant")),  # sparse: no negation
+            ({"attrs.color": None}, not_indexed("attrs.color")),
+        ]:
+            hit(p, lambda: list(c.find(filt)), words)
+        misses(p, [lambda filt=filt: list(c.find(filt)) for filt in [
+            {"tenant": 7}, {"tenant": {"$in": [1, 2]}}, {"tenant": {"$gt": 1}},
+            {"tenant": 7, "size": 3}, {"tenant": {"$ne": None}},
+            {"attrs.color": "red"}, {"attrs.color": "red", "price": {"$lt": 5}},
+        ]])
     finally:
         client.close()
         srv.stop()

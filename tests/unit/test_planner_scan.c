@@ -53,6 +53,8 @@
 #define WILD_COMPOUND                                                                              \
 	"[{'key':{'_id':1},'name':'_id_'},{'key':{'x':1,'$**':1},'name':'xw',"                     \
 	"'wildcardProjection':{'x':0}}]"
+#define WILD_COMPOUND_LEAD                                                                         \
+	"[{'key':{'_id':1},'name':'_id_'},{'key':{'doc.$**':1,'p':1},'name':'dw_p'}]"
 #define SPHERE_V1                                                                                  \
 	"[{'key':{'_id':1},'name':'_id_'},"                                                        \
 	"{'key':{'cat':1,'loc':'2dsphere'},'name':'cat_loc','2dsphereIndexVersion':1}]"
@@ -111,7 +113,28 @@ static const pcase cases[] = {
     {"$** with an inclusion projection: one it does not", WILD_INCL, "{'b':1}", NULL, NULL, U},
     {"$** with an exclusion projection: an excluded field", WILD_EXCL, "{'a.c':1}", NULL, NULL, U},
     {"$** with an exclusion projection: another field", WILD_EXCL, "{'b':1}", NULL, NULL, B},
-    {"compound wildcard: no verdict", WILD_COMPOUND, "{'q':1}", NULL, NULL, X},
+    /* compound wildcard (7.0), a regular key first: used for a predicate on
+     * that key only, as a sparse key never multikey; a wildcard path alone
+     * does not use it */
+    {"compound wildcard: its regular prefix", WILD_COMPOUND, "{'x':5}", NULL, NULL, B},
+    {"compound wildcard: a range on its prefix", WILD_COMPOUND, "{'x':{'$gt':5}}", NULL, NULL, B},
+    {"compound wildcard: prefix and a path", WILD_COMPOUND, "{'x':5,'q':1}", NULL, NULL, B},
+    {"compound wildcard: a wildcard path alone", WILD_COMPOUND, "{'q':1}", NULL, NULL, U},
+    {"compound wildcard: null on the prefix (sparse)", WILD_COMPOUND, "{'x':null}", NULL, NULL, U},
+    {"compound wildcard: $ne on the prefix (sparse)", WILD_COMPOUND, "{'x':{'$ne':3}}", NULL, NULL,
+     U},
+    {"compound wildcard: $exists false on the prefix", WILD_COMPOUND, "{'x':{'$exists':false}}",
+     NULL, NULL, U},
+    {"compound wildcard: $ne null on the prefix (never multikey)", WILD_COMPOUND,
+     "{'x':{'$ne':null}}", NULL, NULL, B},
+    /* the wildcard key first: a path it holds, as a single-field wildcard
+     * index; a regular key after it alone does not use it */
+    {"compound wildcard led by its wildcard: a path", WILD_COMPOUND_LEAD, "{'doc.a':5}", NULL, NULL,
+     B},
+    {"compound wildcard led by its wildcard: the key after it", WILD_COMPOUND_LEAD, "{'p':5}", NULL,
+     NULL, U},
+    {"compound wildcard led by its wildcard: null", WILD_COMPOUND_LEAD, "{'doc.a':null}", NULL,
+     NULL, U},
     /* text: only $text, which needs it (or fails) */
     {"text: an equality on its field", NULL, "{'t':'x'}", NULL, NULL, U},
     {"text: $text", NULL, "{'$text':{'%search':'x'}}", NULL, NULL, X},
