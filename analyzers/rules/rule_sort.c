@@ -272,6 +272,45 @@ static bool wildcard_may_sort(const index_def *d, const query_preds *p, const so
 	return false;
 }
 
+/* A compound wildcard index (7.0) led by a regular key, {a: 1, b: 1,
+ * "w.$**": 1, c: 1}, for a query and sort that name no path its wildcard
+ * key holds: mongod then has only its generic expansion, {a: 1, b: 1,
+ * $_path: 1, ...} over every path (planner_wildcard_helpers.cpp), which
+ * orders by its regular prefix and nothing after it (jstests
+ * compound_wildcard_index_prefix.js: sorts {a}, {a, b} non-blocking; {a,
+ * c}, {c} blocking), and is sparse like every wildcard entry; its
+ * regular keys are never multikey (an array there is refused). So it
+ * sorts as a sparse btree index of that prefix, which *view becomes.
+ * False (judged as any wildcard index) for any other index, or when a
+ * predicate or a sort key is on a path the wildcard key holds: a tight
+ * expansion may then order by that path too. */
+static bool compound_wildcard_prefix(const index_def *d, const query_preds *p, const sort_spec *s,
+                                     index_def *view)
+{
+	size_t w = index_def_wildcard_key(d);
+	if (w == 0 || w >= d->nkeys || p->overflow)
+		return false;
+	for (size_t i = 0; i < p->n; i++)
+		if (index_def_wildcard_covers(d, p->p[i].field))
+			return false;
+	for (size_t i = 0; i < s->n; i++)
+		if (index_def_wildcard_covers(d, s->keys[i].field))
+			return false;
+	for (size_t i = 0; i < w; i++)
+		if (d->keys[i].type != INDEX_KEY_BTREE)
+			return false;
+	memset(view, 0, sizeof(*view));
+	memcpy(view->name, d->name, sizeof(view->name));
+	view->keys = d->keys;
+	view->nkeys = w;
+	view->collation = d->collation;
+	view->partial = d->partial;
+	view->partial_filter = d->partial_filter;
+	view->sparse = true;
+	view->multikey_known = true; /* regular keys: never multikey */
+	return true;
+}
+
 /* Which ways a sparse or partial index d may serve, not hinted: a
  * partial index only when the filter implies its partialFilterExpression
  * (index_def_usable_for); a sparse one is never scanned whole, and is
@@ -321,9 +360,21 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 			maybe(&r, out, d, "has a key pattern this rule cannot read");
 			continue;
 		}
-		if (d->wildcard) {
+		index_def prefix;
+		if (d->wildcard && !compound_wildcard_prefix(d, p, s, &prefix)) {
 			if (wildcard_may_sort(d, p, s))
 				maybe(&r, out, d, "is a wildcard index on a predicated path");
+			continue;
+		}
+		if (d->wildcard) { /* judged as its regular prefix (above), then named as it is */
+			int paths =
+			    restricted_paths(&prefix, provides(&prefix, p, s, qcoll, false), fl);
+			if (paths < 0) {
+				maybe(&r, out, d, "is sparse");
+			} else if (paths != 0) {
+				out->by = d;
+				return EVAL_YES;
+			}
 			continue;
 		}
 		int paths = provides(d, p, s, qcoll, false);

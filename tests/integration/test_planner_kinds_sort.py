@@ -41,6 +41,10 @@ CATALOGUE = {
     "shop.fr": ([{"key": {"_id": 1}, "name": "_id_", "collation": FR},
                  {"key": {"name": 1}, "name": "name_1", "collation": FR}], []),
     "shop.lines": ([{"key": {"order": 1, "at": -1}, "name": "order_1_at_-1"}], []),
+    # a compound wildcard index (7.0) led by regular keys
+    "shop.cwi": ([{"key": {"tenant": 1, "at": 1, "$**": 1, "rank": 1},
+                   "name": "tenant_1_at_1_$**_1_rank_1",
+                   "wildcardProjection": {"tenant": 0, "at": 0, "rank": 0}}], []),
 }
 
 
@@ -92,6 +96,11 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
              lambda: list(db.kinds.find({}).sort("w.a", 1))),
             ("shop.kinds", 'sort {"loc": 1} on shop.kinds',
              lambda: list(db.kinds.find({}).sort("loc", 1))),
+            # a compound wildcard index orders by its regular prefix only, and is sparse
+            ("shop.cwi", 'sort {"rank": 1} on shop.cwi: no index provides it',
+             lambda: list(db.cwi.find({"tenant": 5}).sort("rank", 1))),
+            ("shop.cwi", 'sort {"tenant": 1} on shop.cwi: no index provides it',
+             lambda: list(db.cwi.find({}).sort("tenant", 1))),
             # a $lookup sub-pipeline's $sort, judged at the foreign namespace
             ("shop.lines", 'sort {"qty": 1} on shop.lines: no index provides it',
              lambda: list(db.kinds.aggregate([{"$lookup": {
@@ -119,6 +128,8 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
         list(db.kinds.find({"email": "a@b"}).sort("name", 1))
         list(db.kinds.find({"_id": {"$in": [ObjectId() for _ in range(20)]}}).sort("name", 1))
         list(db.fr.find({}).sort("name", 1))
+        list(db.cwi.find({"tenant": 5}).sort("at", 1))
+        list(db.cwi.find({"tenant": {"$gt": 1}}).sort([("tenant", 1), ("at", 1)]))
         list(db.lines.find({"$expr": {"$eq": ["$order", 5]}}).sort("at", -1))
         list(db.kinds.aggregate([{"$lookup": {
             "from": "lines", "let": {"o": "$_id"},

@@ -38,6 +38,7 @@ typedef struct sort_case {
 #define ABCD     "[{'key':{'a':1,'b':1,'c':1,'d':1}}]"
 #define AB_MIXED "[{'key':{'a':1,'b':-1}}]"
 #define FR       "{'locale':'fr'}"
+#define CWI      "[{'key':{'a':1,'b':1,'w.$**':1,'c':1}}]"
 /* Two $in lists of 15 values: 225 point scans, over the planner's 200. */
 #define IN15 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]"
 
@@ -190,6 +191,23 @@ static const sort_case cases[] = {
      "{'x.a':1}", NULL, NULL, NULL, NV},
     {"hidden wildcard index is ignored", "[{'key':{'$**':1},'hidden':true}]", NULL, "{'a':1}", NULL,
      NULL, NULL, B},
+    /* A compound wildcard index led by regular keys, with no predicate
+     * or sort key on a path its wildcard key holds: its generic
+     * expansion orders by the regular prefix only, and is sparse
+     * (jstests compound_wildcard_index_prefix.js). Was NV before. */
+    {"compound wildcard: its regular prefix", CWI, "{'a':5}", "{'b':1}", NULL, NULL, NULL, P},
+    {"compound wildcard: a range on its prefix", CWI, "{'a':{'$gt':5}}", "{'a':1,'b':1}", NULL,
+     NULL, NULL, P},
+    {"compound wildcard: a key after the wildcard", CWI, "{'a':5}", "{'c':1}", NULL, NULL, NULL, B},
+    {"compound wildcard: prefix then a key after it", CWI, "{'a':{'$gt':5}}", "{'a':1,'c':1}", NULL,
+     NULL, NULL, B},
+    {"compound wildcard: never scanned whole (sparse)", CWI, NULL, "{'a':1}", NULL, NULL, NULL, B},
+    {"compound wildcard: null on its prefix (sparse)", CWI, "{'a':null}", "{'b':1}", NULL, NULL,
+     NULL, B},
+    {"compound wildcard: a predicate on a wildcard path: no verdict", CWI,
+     "{'a':5,'w.x':{'$gt':1}}", "{'w.x':1}", NULL, NULL, NULL, NV},
+    {"compound wildcard: a sort on a wildcard path with no predicate on it", CWI, "{'a':5}",
+     "{'w.x':1}", NULL, NULL, NULL, B},
     {"unreadable key value: no verdict", "[{'key':{'a':true}}]", NULL, "{'a':1}", NULL, NULL, NULL,
      NV},
     {"$text query: no verdict", ABCD, "{'$text':{'$search':'x'}}", "{'b':1}", NULL, NULL, NULL, NV},
