@@ -37,6 +37,15 @@ from procs import free_port, wait_port  # noqa: E402,F401  (tests import them fr
 
 ROOT = HERE.parent.parent
 BUILD = ROOT / "build"
+
+# A suite started in the background of a shell without job control (`nohup scripts/test.sh &`,
+# `cmd &` in a script) inherits SIGINT and SIGQUIT ignored, and so would every process it
+# starts: Python sets no handler for a signal ignored at its start, and exec keeps SIG_IGN.
+# scripts/run.sh could then not trap the Ctrl-C that test_run_script.py and test_readme.py send
+# it (bash cannot trap a signal ignored on entry), and those tests would hang on how the suite
+# was launched. SIGINT is Python's default again here, which its children see as the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # MONGOGUARD_TEST_LOG_DIR: where the proxies' logs, configs and the helper
 # servers' logs go (default build/test-logs). Two runs of the suite at once
 # from one tree need a directory each: the files are named by test and by a
