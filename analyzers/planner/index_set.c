@@ -189,8 +189,10 @@ static bool build_def(index_def *d, const bson_t *spec)
 				key->type = key_type(&kit);
 				if (key->type != INDEX_KEY_BTREE && key->type != INDEX_KEY_HASHED)
 					d->plugin = true;
-				if (is_wildcard_field(key->field))
+				if (is_wildcard_field(key->field) && !d->wildcard) {
 					d->wildcard = true;
+					d->wildcard_key = d->nkeys - 1;
+				}
 			}
 		}
 	}
@@ -349,17 +351,9 @@ static bool projection_covers(const bson_t *proj, const char *field)
 	return inclusion ? listed : !listed;
 }
 
-size_t index_def_wildcard_key(const index_def *d)
-{
-	for (size_t i = 0; i < d->nkeys; i++)
-		if (is_wildcard_field(d->keys[i].field))
-			return i;
-	return d->nkeys;
-}
-
 bool index_def_wildcard_covers(const index_def *d, const char *field)
 {
-	size_t w = d->wildcard ? index_def_wildcard_key(d) : d->nkeys;
+	size_t w = index_def_wildcard_key(d);
 	if (w == d->nkeys)
 		return false;
 	const char *k = d->keys[w].field;

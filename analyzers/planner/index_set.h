@@ -42,6 +42,9 @@ typedef struct index_def {
 	bool partial;                /* has partialFilterExpression */
 	bson_t *partial_filter;      /* ... a copy of it (NULL: none, or not a document) */
 	bool wildcard;               /* a "$**" key */
+	size_t wildcard_key;         /* its position (a compound wildcard index, 7.0, has regular
+	                                keys too); nkeys when there is none. Set when the spec is
+	                                read. */
 	bson_t *wildcard_projection; /* its wildcardProjection (NULL: none) */
 	bool sphere_v1;              /* 2dsphereIndexVersion 1: not sparse on its geo keys */
 	bool plugin;                 /* a text, 2d, 2dsphere or geoHaystack key: such an index
@@ -145,7 +148,10 @@ bool index_def_wildcard_covers(const index_def *d, const char *field);
 
 /* The position of d's wildcard key ("$**" or "p.$**"); nkeys when it has
  * none. */
-size_t index_def_wildcard_key(const index_def *d);
+static inline size_t index_def_wildcard_key(const index_def *d)
+{
+	return d->wildcard ? d->wildcard_key : d->nkeys;
+}
 
 /* Whether every field filter (NULL: none) names, at the top level or
  * under $and / $or, is a key of d; any other top-level operator ($expr,
