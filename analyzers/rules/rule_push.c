@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "analyzers/rules/rule_api.h"
+#include "protocol/text.h"
 #include "protocol/wire_iter.h"
 
 /* How deep update expressions are walked. Beyond it (and for an assigned
@@ -258,18 +259,15 @@ static bool guarded(const push_guards *g, const char *field)
 }
 
 /* Appends the field, quoted, to the hit's list, cut to fit as snprintf
- * cuts (a byte loop: on the request path, once per finding). */
+ * cut it. */
 static void add_field(push_hit *hit, const char *field)
 {
-	char *d = hit->fields;
-	size_t len = strlen(d), cap = sizeof(hit->fields);
-	if (len + 1 >= cap)
+	size_t cap = sizeof(hit->fields);
+	if (strlen(hit->fields) + 1 >= cap)
 		return;
-	const char *parts[] = {len ? ", " : "", "\"", field, "\""};
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-		for (const char *c = parts[i]; *c && len + 1 < cap; c++)
-			d[len++] = *c;
-	d[len] = '\0';
+	text_cat(hit->fields, cap, hit->fields[0] ? ", \"" : "\"");
+	text_cat(hit->fields, cap, field);
+	text_cat(hit->fields, cap, "\"");
 }
 
 /* One member of $push: {field: value}. NULL when bounded. */

@@ -10,6 +10,7 @@
 #include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_scan.h"
+#include "protocol/text.h"
 #include "protocol/wire_iter.h"
 
 /* Query nesting is bounded by mongod (100 levels); deeper input is not
@@ -45,26 +46,15 @@ bool rule_regex_pattern_insensitive(const char *p)
 	return on && *p != '\0';
 }
 
-/* Appends s to dst (of cap bytes, a string), cut to fit as snprintf cuts:
- * the hit's words are made on the request path, one finding at a time,
- * and snprintf cost more than the check that found it. */
-static void append(char *dst, size_t cap, const char *s)
-{
-	size_t n = strlen(dst);
-	while (*s && n + 1 < cap)
-		dst[n++] = *s++;
-	dst[n] = '\0';
-}
-
 /* The hit at field: its form, the words head, arg and tail. */
 static void set_hit(regex_hit *hit, const char *field, const char *head, const char *arg,
                     const char *tail)
 {
 	hit->field[0] = hit->how[0] = '\0';
-	append(hit->field, sizeof(hit->field), field ? field : "");
-	append(hit->how, sizeof(hit->how), head);
-	append(hit->how, sizeof(hit->how), arg ? arg : "");
-	append(hit->how, sizeof(hit->how), tail);
+	text_cat(hit->field, sizeof(hit->field), field ? field : "");
+	text_cat(hit->how, sizeof(hit->how), head);
+	text_cat(hit->how, sizeof(hit->how), arg ? arg : "");
+	text_cat(hit->how, sizeof(hit->how), tail);
 }
 
 /* A BSON regex value standing where a pattern matches ({f: /x/i}, an $in
@@ -82,8 +72,8 @@ static bool check_regex_value(const bson_iter_t *it, const char *field, const ch
 		return false;
 	}
 	if (where) {
-		append(hit->how, sizeof(hit->how), " in ");
-		append(hit->how, sizeof(hit->how), where);
+		text_cat(hit->how, sizeof(hit->how), " in ");
+		text_cat(hit->how, sizeof(hit->how), where);
 	}
 	return true;
 }
@@ -175,7 +165,7 @@ static bool walk_ops(const bson_iter_t *ops, const char *field, regex_hit *hit, 
 			if (WIRE_ITER_HOLDS_REGEX(&c) && check_regex_value(&c, field, "$not", hit))
 				return true;
 			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && walk_ops(&c, field, hit, depth + 1)) {
-				append(hit->how, sizeof(hit->how), " under $not");
+				text_cat(hit->how, sizeof(hit->how), " under $not");
 				return true;
 			}
 		} else if (key_eq(k, "$elemMatch")) {

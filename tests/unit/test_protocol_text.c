@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "protocol/text.h"
@@ -134,6 +135,30 @@ static void test_protocol_text_utf8_seq(void **state)
 	assert_true(text_utf8_valid("ok \xe2\x82\xac"));
 }
 
+/* text_cat cuts as snprintf("%s%s", dst, s) would: the longest prefix that
+ * fits, always terminated; nothing past cap is written. */
+static void test_protocol_text_cat_cuts_as_snprintf(void **state)
+{
+	(void)state;
+	static const char *const pieces[] = {"", "a", "abc", "abcdefgh", "abcdefghijkl"};
+	for (size_t cap = 1; cap <= 10; cap++)
+		for (size_t i = 0; i < 5; i++)
+			for (size_t j = 0; j < 5; j++) {
+				char got[16], want[16];
+				memset(got, 'x', sizeof(got));
+				got[0] = '\0';
+				text_cat(got, cap, pieces[i]);
+				text_cat(got, cap, pieces[j]);
+				/* the first piece already cut: snprintf of the cut text */
+				char cut[16];
+				snprintf(cut, cap, "%s", pieces[i]);
+				snprintf(want, cap, "%s%s", cut, pieces[j]);
+				assert_string_equal(got, want);
+				for (size_t k = cap; k < sizeof(got); k++)
+					assert_int_equal(got[k], 'x');
+			}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -146,6 +171,7 @@ int main(void)
 	    cmocka_unit_test(test_protocol_text_json_utf8),
 	    cmocka_unit_test(test_protocol_text_json_utf8_cut),
 	    cmocka_unit_test(test_protocol_text_utf8_seq),
+	    cmocka_unit_test(test_protocol_text_cat_cuts_as_snprintf),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
