@@ -360,26 +360,22 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 			maybe(&r, out, d, "has a key pattern this rule cannot read");
 			continue;
 		}
+		/* e: the index as it is judged (a compound wildcard index as its
+		 * regular prefix, compound_wildcard_prefix); d names it */
 		index_def prefix;
-		if (d->wildcard && !compound_wildcard_prefix(d, p, s, &prefix)) {
-			if (wildcard_may_sort(d, p, s))
-				maybe(&r, out, d, "is a wildcard index on a predicated path");
-			continue;
-		}
-		if (d->wildcard) { /* judged as its regular prefix (above), then named as it is */
-			int paths =
-			    restricted_paths(&prefix, provides(&prefix, p, s, qcoll, false), fl);
-			if (paths < 0) {
-				maybe(&r, out, d, "is sparse");
-			} else if (paths != 0) {
-				out->by = d;
-				return EVAL_YES;
+		const index_def *e = d;
+		if (d->wildcard) {
+			if (!compound_wildcard_prefix(d, p, s, &prefix)) {
+				if (wildcard_may_sort(d, p, s))
+					maybe(&r, out, d,
+					      "is a wildcard index on a predicated path");
+				continue;
 			}
-			continue;
+			e = &prefix;
 		}
-		int paths = provides(d, p, s, qcoll, false);
-		if (hinted == NULL && (d->sparse || d->partial)) {
-			paths = restricted_paths(d, paths, fl);
+		int paths = provides(e, p, s, qcoll, false);
+		if (hinted == NULL && (e->sparse || e->partial)) {
+			paths = restricted_paths(e, paths, fl);
 			if (paths < 0) {
 				maybe(&r, out, d, "is sparse");
 				continue;
@@ -389,7 +385,7 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 			out->by = d;
 			return EVAL_YES;
 		}
-		if (out->collation == NULL && provides(d, p, s, qcoll, true) != 0)
+		if (out->collation == NULL && provides(e, p, s, qcoll, true) != 0)
 			out->collation = d;
 	}
 	return r;
