@@ -519,6 +519,17 @@ static void guards_of(push_guards *g, const bson_iter_t *filter, const filter_fa
 		filter_guards(g, filter, 0);
 }
 
+/* The guards of an operator update's statement: its filter's, and whether
+ * the update moves a guarded counter towards its bound. */
+static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_t *filter,
+                          const filter_facts *ff)
+{
+	if (filter || ff) {
+		guards_of(g, filter, ff);
+		g->counted = increments_counter(u, g);
+	}
+}
+
 /* Whether an update grows an array without a bound: guards in the
  * statement's filter (a counter held below a limit, an array held below a
  * length) count as bounds, so they are read first. */
@@ -543,10 +554,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 		/* the update's $push members, as the engine read them (facts.h) */
 		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
 			return false;
-		if (filter || ff) {
-			guards_of(&g, filter, ff);
-			g.counted = increments_counter(u, &g);
-		}
+		update_guards(&g, u, filter, ff);
 		bool found = false;
 		for (unsigned i = 0; i < uf->nwrites; i++)
 			if (uf->writes[i].op == FW_PUSH)
@@ -571,10 +579,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 		return false;
 	/* The guards are read only for an update that pushes: the common
 	 * update ($set, $inc) pays nothing for them. */
-	if (filter || ff) {
-		guards_of(&g, filter, ff);
-		g.counted = increments_counter(u, &g);
-	}
+	update_guards(&g, u, filter, ff);
 	/* Every $push of the document, not only the first: mongod applies
 	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
 	 * {b: ...}} pushes to both), so checking the first alone let a bounded
