@@ -534,6 +534,71 @@ static void test_templates_same_as_reading(void **state)
 		bson_destroy(stmts[i]);
 }
 
+/* A batch of mixed shapes (runs of one shape, alternations, a new shape
+ * each statement), the template backing off and coming back
+ * (analyze_statements), with one statement a rule blocks at each position
+ * in turn: judged as with no templates at all. */
+static void test_template_backoff_same_as_reading(void **state)
+{
+	enum { N = 160 };
+	bson_t *stmts[N];
+	for (int pos = 0; pos < N; pos += 3) {
+		for (int i = 0; i < N; i++) {
+			/* 0-39 one shape; 40-79 two alternating; 80-119 a new shape
+			 * each (8 of them, cycling); 120-159 one shape again */
+			int k = i < 40 ? 0 : i < 80 ? i % 2 : i < 120 ? 2 + i % 8 : 1;
+			char field[8];
+			snprintf(field, sizeof field, "v%d", k);
+			stmts[i] = i == pos
+			               ? BCON_NEW("q", "{", "name", BCON_REGEX("x", "i"), "}", "u",
+			                          "{", "$set", "{", field, BCON_INT32(i), "}", "}")
+			               : BCON_NEW("q", "{", "_id", BCON_INT32(i), "}", "u", "{",
+			                          "$set", "{", field, BCON_INT32(i), "}", "}");
+		}
+		size_t findings[2];
+		bool blocked[2];
+		for (int i = 0; i < 2; i++) {
+			fx_sink sink;
+			fx_sink_init(&sink);
+			index_cache *ic = fx_orders_cache();
+			engine *e = engine_all(RULE_BLOCK, i == 1, ic, &sink);
+			size_t len = 0, cap = 0;
+			uint8_t *buf = NULL, kind = 1;
+			bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
+			fx_msg_head(&buf, &len, &cap, body);
+			fx_append(&buf, &len, &cap, &kind, 1);
+			size_t seq = len;
+			fx_append_i32(&buf, &len, &cap, 0);
+			fx_append(&buf, &len, &cap, "updates", 8);
+			for (int j = 0; j < N; j++)
+				fx_append(&buf, &len, &cap, bson_get_data(stmts[j]), stmts[j]->len);
+			wire_write_i32(buf + seq, (int32_t)(len - seq));
+			wire_write_i32(buf, (int32_t)len);
+			opmsg m;
+			cmdview v;
+			wire_error err = {0};
+			assert_true(opmsg_parse(buf, len, &m, &err) &&
+			            cmdview_from_opmsg(&m, &v, &err));
+			block_info block = {0};
+			request_ctx rc = {
+			    .app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
+			blocked[i] = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
+			findings[i] = sink.n;
+			engine_free(e);
+			index_cache_free(ic);
+			fx_sink_free(&sink);
+			bson_destroy(body);
+			free(buf);
+		}
+		if (!blocked[0] || !blocked[1] || findings[0] != findings[1])
+			fail_msg("the regex at statement %d: blocked %d/%d, findings %zu/%zu "
+			         "(template/read)",
+			         pos, blocked[0], blocked[1], findings[0], findings[1]);
+		for (int i = 0; i < N; i++)
+			bson_destroy(stmts[i]);
+	}
+}
+
 /* The template's own contract (byte_template.h), for a short statement
  * (matched by words) and a long one (by memcmp): a statement of the same
  * length matches exactly when every byte it changes lies in a span; spans
@@ -789,6 +854,7 @@ int main(void)
 	    cmocka_unit_test(test_scan_same_with_facts),
 	    cmocka_unit_test(test_gate_per_statement),
 	    cmocka_unit_test(test_templates_same_as_reading),
+	    cmocka_unit_test(test_template_backoff_same_as_reading),
 	    cmocka_unit_test(test_repeat_same_as_reading),
 	    cmocka_unit_test(test_repeat_not_of_checked_queries),
 	};
