@@ -443,6 +443,45 @@ static void test_gate_per_statement(void **state)
 	}
 }
 
+/* One update command of the statements docs[0..n) (each lens[i] bytes) on
+ * shop.orders, analysed by a fresh engine with every rule at block, with
+ * statement templates or without: whether it is blocked, and how many
+ * findings the sink got. */
+static bool batch_verdict(bool no_templates, const uint8_t *const *docs, const uint32_t *lens,
+                          size_t n, size_t *findings)
+{
+	fx_sink sink;
+	fx_sink_init(&sink);
+	index_cache *ic = fx_orders_cache();
+	engine *e = engine_all(RULE_BLOCK, no_templates, ic, &sink);
+	size_t len = 0, cap = 0;
+	uint8_t *buf = NULL, kind = 1;
+	bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
+	fx_msg_head(&buf, &len, &cap, body);
+	fx_append(&buf, &len, &cap, &kind, 1);
+	size_t seq = len;
+	fx_append_i32(&buf, &len, &cap, 0);
+	fx_append(&buf, &len, &cap, "updates", 8);
+	for (size_t j = 0; j < n; j++)
+		fx_append(&buf, &len, &cap, docs[j], lens[j]);
+	wire_write_i32(buf + seq, (int32_t)(len - seq));
+	wire_write_i32(buf, (int32_t)len);
+	opmsg m;
+	cmdview v;
+	wire_error err = {0};
+	assert_true(opmsg_parse(buf, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err));
+	block_info block = {0};
+	request_ctx rc = {.app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
+	bool blocked = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
+	*findings = sink.n;
+	engine_free(e);
+	index_cache_free(ic);
+	fx_sink_free(&sink);
+	bson_destroy(body);
+	free(buf);
+	return blocked;
+}
+
 /* The statement templates (analysers.c): a batch whose statements
  * share a shape, with one statement changed in one byte at every offset of
  * it in turn (a key, a type, a length, a value), gives the same findings
@@ -478,46 +517,13 @@ static void test_templates_same_as_reading(void **state)
 				                             0x24}; /* NUL, a type, '$' */
 				mut[at] = mut[at] == to[flip] ? 0x01 : to[flip];
 				size_t findings[2], blocked[2];
-				for (int i = 0; i < 2; i++) {
-					fx_sink sink;
-					fx_sink_init(&sink);
-					index_cache *ic = fx_orders_cache();
-					engine *e = engine_all(RULE_BLOCK, i == 1, ic, &sink);
-					/* a kind-1 sequence: T, the changed statement, T again */
-					size_t len = 0, cap = 0;
-					uint8_t *buf = NULL, kind = 1;
-					bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
-					fx_msg_head(&buf, &len, &cap, body);
-					fx_append(&buf, &len, &cap, &kind, 1);
-					size_t seq = len;
-					fx_append_i32(&buf, &len, &cap, 0);
-					fx_append(&buf, &len, &cap, "updates", 8);
-					fx_append(&buf, &len, &cap, bson_get_data(stmts[which]),
-					          stmts[which]->len);
-					fx_append(&buf, &len, &cap, mut, base->len);
-					fx_append(&buf, &len, &cap, bson_get_data(stmts[which]),
-					          stmts[which]->len);
-					wire_write_i32(buf + seq, (int32_t)(len - seq));
-					wire_write_i32(buf, (int32_t)len);
-					opmsg m;
-					cmdview v;
-					wire_error err = {0};
-					assert_true(opmsg_parse(buf, len, &m, &err) &&
-					            cmdview_from_opmsg(&m, &v, &err));
-					block_info block = {0};
-					request_ctx rc = {.app_name = "",
-					                  .client = "c",
-					                  .now_ms = 1000000,
-					                  .no_wait = true};
+				const uint8_t *docs[] = {bson_get_data(stmts[which]), mut,
+				                         bson_get_data(stmts[which])};
+				const uint32_t lens[] = {stmts[which]->len, base->len,
+				                         stmts[which]->len};
+				for (int i = 0; i < 2; i++)
 					blocked[i] =
-					    engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
-					findings[i] = sink.n;
-					engine_free(e);
-					index_cache_free(ic);
-					fx_sink_free(&sink);
-					bson_destroy(body);
-					free(buf);
-				}
+					    batch_verdict(i == 1, docs, lens, 3, &findings[i]);
 				if (getenv("FX_VERBOSE"))
 					printf("%d %u %#x: %zu %zu %zu %zu\n", which, at, mut[at],
 					       findings[0], findings[1], blocked[0], blocked[1]);
@@ -555,41 +561,16 @@ static void test_template_backoff_same_as_reading(void **state)
 			               : BCON_NEW("q", "{", "_id", BCON_INT32(i), "}", "u", "{",
 			                          "$set", "{", field, BCON_INT32(i), "}", "}");
 		}
+		const uint8_t *docs[N];
+		uint32_t lens[N];
+		for (int i = 0; i < N; i++) {
+			docs[i] = bson_get_data(stmts[i]);
+			lens[i] = stmts[i]->len;
+		}
 		size_t findings[2];
 		bool blocked[2];
-		for (int i = 0; i < 2; i++) {
-			fx_sink sink;
-			fx_sink_init(&sink);
-			index_cache *ic = fx_orders_cache();
-			engine *e = engine_all(RULE_BLOCK, i == 1, ic, &sink);
-			size_t len = 0, cap = 0;
-			uint8_t *buf = NULL, kind = 1;
-			bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
-			fx_msg_head(&buf, &len, &cap, body);
-			fx_append(&buf, &len, &cap, &kind, 1);
-			size_t seq = len;
-			fx_append_i32(&buf, &len, &cap, 0);
-			fx_append(&buf, &len, &cap, "updates", 8);
-			for (int j = 0; j < N; j++)
-				fx_append(&buf, &len, &cap, bson_get_data(stmts[j]), stmts[j]->len);
-			wire_write_i32(buf + seq, (int32_t)(len - seq));
-			wire_write_i32(buf, (int32_t)len);
-			opmsg m;
-			cmdview v;
-			wire_error err = {0};
-			assert_true(opmsg_parse(buf, len, &m, &err) &&
-			            cmdview_from_opmsg(&m, &v, &err));
-			block_info block = {0};
-			request_ctx rc = {
-			    .app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
-			blocked[i] = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
-			findings[i] = sink.n;
-			engine_free(e);
-			index_cache_free(ic);
-			fx_sink_free(&sink);
-			bson_destroy(body);
-			free(buf);
-		}
+		for (int i = 0; i < 2; i++)
+			blocked[i] = batch_verdict(i == 1, docs, lens, N, &findings[i]);
 		if (!blocked[0] || !blocked[1] || findings[0] != findings[1])
 			fail_msg("the regex at statement %d: blocked %d/%d, findings %zu/%zu "
 			         "(template/read)",
