@@ -20,7 +20,7 @@ void answers_flush_replies(session *s)
 {
 	size_t n = evbuffer_get_length(s->env.stage_replies);
 	if (n > 0)
-		transport_relay(s->env.stage_replies, &s->cl, true, n);
+		transport_relay(s->env.stage_replies, &s->cl, true, n, NULL);
 }
 
 void answers_flush(session *s)

@@ -285,17 +285,23 @@ static bool wanted_whole(const session *s, const inflight *f)
  * the framer counted it gone), while capturing, and before a reply that
  * would take the queued output past OUT_HIGH. A completed request whose
  * successor carries an answer of ours ends it too: the replies before
- * that answer must be out first. False when it did nothing (the loop's
- * own step then says what the front of the input is). */
-static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail)
+ * that answer must be out first. queued: what the two outputs held before
+ * it (below OUT_HIGH), as the caller measured them. RELAY_NONE when it did
+ * nothing (the loop's own step then says what the front of the input
+ * is); RELAY_EMPTIED when it relayed all avail bytes and queued nothing of
+ * its own, so the outputs hold at most queued + avail, still below
+ * OUT_HIGH, and the loop has nothing left to look at. */
+typedef enum { RELAY_NONE, RELAY_MORE, RELAY_EMPTIED } relay_result;
+
+static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail,
+                              size_t queued)
 {
 	struct evbuffer_iovec v;
 	if (s->env.capture || reply_framer_mid_reply(&s->framer) ||
 	    evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-		return false;
+		return RELAY_NONE;
 	const uint8_t *p = v.iov_base;
 	size_t have = v.iov_len, off = 0, nrun = 0, bytes = 0;
-	size_t queued = evbuffer_get_length(out) + evbuffer_get_length(session_client_out(s));
 	bool more = true;
 	while (more && have - off >= REPLY_PEEK_LEN) {
 		const inflight *head = inflight_head(&s->inflight);
@@ -313,11 +319,11 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 			/* counted gone by the framer: the run's bytes go first */
 			note_dropped_reply(s, &st.peek.h);
 			if (off > 0)
-				transport_stage_or_relay(in, off, false, out, &s->cl, true);
+				transport_stage_or_relay(in, off, false, out, &s->cl, true, p);
 			evbuffer_drain(in, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
 			s->nbytes[MX_DIR_REPLY] += bytes;
-			return true;
+			return RELAY_MORE;
 		}
 		if (verb != FRAMER_FORWARD)
 			break; /* nothing consumed: the loop's own step says what it is */
@@ -331,20 +337,21 @@ static bool relay_run(session *s, struct evbuffer *in, struct evbuffer *out, siz
 			    inflight_count(&s->inflight) > 1 ? inflight_at(&s->inflight, 1) : NULL;
 			more = !(next && next->answer);
 			if (!more) { /* answers_complete_head writes it */
-				transport_stage_or_relay(in, off, off == avail, out, &s->cl, true);
+				transport_stage_or_relay(in, off, off == avail, out, &s->cl, true,
+				                         p);
 				off = 0;
 			}
 			answers_complete_head(s);
 		}
 	}
 	if (off > 0)
-		transport_stage_or_relay(in, off, off == avail, out, &s->cl, true);
+		transport_stage_or_relay(in, off, off == avail, out, &s->cl, true, p);
 	if (nrun == 0)
-		return false;
+		return RELAY_NONE;
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
 	s->nbytes[MX_DIR_REPLY] += bytes;
 	transport_set_read_need(&s->up, READ_CHUNK);
-	return true;
+	return more && off == avail ? RELAY_EMPTIED : RELAY_MORE;
 }
 
 /* The reply stream cannot be trusted past a malformed reply: logged, and
@@ -365,14 +372,18 @@ static void process_upstream_replies(session *s)
 	 * look again before every one. */
 	while (s->up.bev && session_relaying(s)) {
 		struct evbuffer *in = bufferevent_get_input(s->up.bev);
-		if (evbuffer_get_length(out) + evbuffer_get_length(session_client_out(s)) >=
-		    OUT_HIGH) {
+		size_t queued =
+		    evbuffer_get_length(out) + evbuffer_get_length(session_client_out(s));
+		if (queued >= OUT_HIGH) {
 			s->up.paused = true;
 			bufferevent_disable(s->up.bev, EV_READ);
 			return;
 		}
 		size_t avail = evbuffer_get_length(in);
-		if (avail > 0 && relay_run(s, in, out, avail))
+		relay_result run = avail > 0 ? relay_run(s, in, out, avail, queued) : RELAY_NONE;
+		if (run == RELAY_EMPTIED)
+			return; /* what the next turn would find: no pause, an empty input */
+		if (run == RELAY_MORE)
 			continue;
 		if (avail == 0) {
 			/* What the framer would say with nothing here: gather a
@@ -417,7 +428,7 @@ static void process_upstream_replies(session *s)
 				note_reply_start(s, NULL, (size_t)st.peek.h.length);
 			if (s->env.capture)
 				capture_reply_step(s, in, &st);
-			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true);
+			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true, NULL);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
 			s->nbytes[MX_DIR_REPLY] += st.n;
 			break;

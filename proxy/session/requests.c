@@ -439,7 +439,7 @@ static void flush_stage(session *s)
 	if (n == 0)
 		return;
 	if (s->up.bev)
-		transport_relay(s->env.stage, &s->up, s->state == SESSION_ACTIVE, n);
+		transport_relay(s->env.stage, &s->up, s->state == SESSION_ACTIVE, n, NULL);
 	else
 		evbuffer_drain(s->env.stage, n); /* the session ended meanwhile */
 }
@@ -632,7 +632,7 @@ static bool act_on_outcome(session *s, struct evbuffer *in, const uint8_t *msg, 
 	case REQ_FORWARD:
 		if (in)
 			transport_stage_or_relay(in, len, all, s->env.stage, &s->up,
-			                         s->state == SESSION_ACTIVE);
+			                         s->state == SESSION_ACTIVE, msg);
 		else if (!large_send(s, 0, len, len))
 			return false;
 		count_relayed(s, MX_DIR_REQUEST, 1, len);
@@ -711,7 +711,7 @@ static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t 
 	if (off > 0) {
 		if (s->up.bev)
 			transport_stage_or_relay(in, off, off == avail, s->env.stage, &s->up,
-			                         s->state == SESSION_ACTIVE);
+			                         s->state == SESSION_ACTIVE, p);
 		else
 			evbuffer_drain(in, off);
 		count_relayed(s, MX_DIR_REQUEST, fwd, off);

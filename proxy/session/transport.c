@@ -71,17 +71,25 @@ size_t transport_claim(transport_side *t)
 	return n;
 }
 
-void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len)
+void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len,
+                     const uint8_t *at)
 {
 	struct evbuffer *out = bufferevent_get_output(dst->bev);
 	struct evbuffer_iovec v[8];
 	struct iovec io[8];
-	int n;
-	if (connected && len > 0 && len == evbuffer_get_length(src) &&
-	    evbuffer_get_length(out) == 0 && !dst->tls &&
-	    (n = evbuffer_peek(src, (ev_ssize_t)len, NULL, v, 8)) > 0 && n <= 8) {
-		for (int i = 0; i < n; i++)
-			io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+	int n = 0;
+	if (connected && len > 0 && evbuffer_get_length(out) == 0 && !dst->tls) {
+		if (at) { /* the caller's view of the first chain: no peek */
+			io[0] = (struct iovec){(void *)at, len};
+			n = 1;
+		} else {
+			n = evbuffer_peek(src, (ev_ssize_t)len, NULL, v, 8);
+			n = n <= 8 ? n : 0;
+			for (int i = 0; i < n; i++)
+				io[i] = (struct iovec){v[i].iov_base, v[i].iov_len};
+		}
+	}
+	if (n > 0) {
 		/* send or sendmsg, not writev: the socket calls skip the file
 		 * layer, and send copies no iovec in */
 		struct msghdr m = {.msg_iov = io, .msg_iovlen = (size_t)n};
@@ -100,10 +108,10 @@ void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, 
 }
 
 void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
-                              transport_side *dst, bool connected)
+                              transport_side *dst, bool connected, const uint8_t *at)
 {
 	if (all && dst->bev && evbuffer_get_length(stage) == 0)
-		transport_relay(src, dst, connected, len);
+		transport_relay(src, dst, connected, len, at);
 	else
 		evbuffer_remove_buffer(src, stage, len);
 }

@@ -94,21 +94,24 @@ void transport_direct(transport_side *t, uint8_t *buf, size_t room);
  * points it anew (transport_direct) past them. */
 size_t transport_claim(transport_side *t);
 
-/* Moves len bytes from the front of src to dst's output, or, when they are
- * all src holds, dst's output is empty and dst is connected (an upstream
- * still connecting is not), writes them at once (see the top of this
- * file). */
-void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len);
+/* Moves the len bytes src holds (all of them: the callers know how many
+ * without asking) to dst's output, or, when dst's output is empty and dst
+ * is connected (an upstream still connecting is not), writes them at once
+ * (see the top of this file). at: where the caller sees them lie together
+ * in src's first chain (a peek or pullup it made, nothing drained since),
+ * so they are not looked up again; NULL when it has no such view. */
+void transport_relay(struct evbuffer *src, transport_side *dst, bool connected, size_t len,
+                     const uint8_t *at);
 
 /* One message's len bytes, at the front of src, on their way to dst: into
  * the worker's stage, to go out with the others of this turn, or, when
  * they are all src holds (`all`, which the callers know without asking
- * src) and nothing is staged, to dst at once (transport_relay), as the
- * stage would have sent them alone at the turn's end anyway. A read of one
- * request, or of one reply, is the common case. dst->bev NULL (the side
- * is gone): staged, for the caller to drop. */
+ * src) and nothing is staged, to dst at once (transport_relay, with at as
+ * there), as the stage would have sent them alone at the turn's end
+ * anyway. A read of one request, or of one reply, is the common case.
+ * dst->bev NULL (the side is gone): staged, for the caller to drop. */
 void transport_stage_or_relay(struct evbuffer *src, size_t len, bool all, struct evbuffer *stage,
-                              transport_side *dst, bool connected);
+                              transport_side *dst, bool connected, const uint8_t *at);
 
 /* A large request's own buffer (a socket's direct reads land there). Its
  * bytes go upstream from it without a copy: what the socket does not take
