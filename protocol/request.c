@@ -126,7 +126,8 @@ static request_status command(request *r, wire_error *err)
 {
 	if (!unique_keys(&r->view, err))
 		return REQUEST_REJECT;
-	r->hello = cmdview_is_hello(&r->view);
+	r->cmd = cmd_find(r->view.name);
+	r->hello = r->cmd == CMD_HELLO;
 	r->awaitable_hello = r->hello && bson_has_field(&r->view.body, "maxAwaitTimeMS");
 	return REQUEST_COMMAND;
 }

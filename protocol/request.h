@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "protocol/cmdview.h"
+#include "protocol/commands.h"
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"
 #include "protocol/opquery.h"
@@ -58,6 +59,7 @@ typedef struct request {
 	bool legacy_opcode;   /* refused because the opcode was removed in 5.1 */
 	bool hello;           /* REQUEST_COMMAND: hello / isMaster / ismaster */
 	bool awaitable_hello; /* ... with maxAwaitTimeMS: the reply may take seconds */
+	cmd_id cmd;           /* REQUEST_COMMAND: cmd_find(view.name), looked up once */
 
 	cmdview view; /* REQUEST_COMMAND only */
 

@@ -13,6 +13,7 @@ struct request_template {
 	bool valid;
 	uint8_t misses; /* messages in a row that did not match */
 	bool more_to_come, exhaust_allowed;
+	cmd_id cmd;   /* the name is one of the fixed bytes */
 	uint32_t len; /* the message's */
 	uint32_t flags;
 	uint32_t db_at; /* offsets in the message */
@@ -47,6 +48,7 @@ bool request_decode_repeat(request *r, const uint8_t *msg, size_t len, request_t
 	r->form = REPLY_FORM_OPMSG;
 	r->more_to_come = t->more_to_come;
 	r->exhaust_allowed = t->exhaust_allowed;
+	r->cmd = t->cmd;
 	r->m.flags = t->flags;
 	r->m.body = msg + BODY_AT;
 	r->m.body_len = len - BODY_AT;
@@ -97,6 +99,7 @@ void request_template_keep(request_template **slot, const request *r)
 	t->flags = r->m.flags;
 	t->more_to_come = r->more_to_come;
 	t->exhaust_allowed = r->exhaust_allowed;
+	t->cmd = r->cmd;
 	t->db_at = (uint32_t)((const uint8_t *)r->view.db - r->msg);
 	t->ntop = (uint32_t)r->view.ntop;
 	for (uint32_t i = 0; i < t->ntop; i++) {

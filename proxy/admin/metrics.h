@@ -39,11 +39,17 @@ static inline void mx_add_shared(mx_counter *c, uint64_t n)
 typedef cmd_label mx_command;
 #define MX_CMD_LABELS CMD_LABELS
 
-/* The label of a command name as sent (NULL: "other"). Inline: on every
- * request, one lookup of the first letter's few rows. */
+/* The label of a command the table knows by id (a request's, looked up
+ * once when it was decoded); CMD_NONE's is "other". */
+static inline mx_command mx_command_by_id(cmd_id id)
+{
+	return cmd_rows[id].label;
+}
+
+/* The label of a command name as sent (NULL: "other"). */
 static inline mx_command mx_command_of(const char *name)
 {
-	return cmd_rows[cmd_find(name)].label;
+	return mx_command_by_id(cmd_find(name));
 }
 
 static inline const char *mx_command_name(mx_command c)

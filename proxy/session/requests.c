@@ -166,7 +166,7 @@ static uint64_t mix64(uint64_t x)
  * workload leaves out (drivers' housekeeping: hello, ping, auth, ...). */
 static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint64_t *key)
 {
-	cmd_id id = cmd_find(r->view.name);
+	cmd_id id = r->cmd;
 	if (id != CMD_NONE && cmd_rows[id].housekeeping)
 		return (wl_ref){0, 0};
 	char ns[WL_NS_LEN], command[WL_CMD_LEN], shape[SHAPE_BUF_LEN];
@@ -237,8 +237,18 @@ typedef struct {
 
 static void classify(const request *r, engine *e, req_class *c)
 {
-	c->ddl = e && engine_is_ddl(&r->view);
-	c->write = e ? engine_write_ns(e, &r->view, c->ns, sizeof(c->ns)) : 0;
+	/* A command the table knows says by its row that it is neither, with
+	 * no name looked up again; an unknown name may still be a DDL spelled
+	 * in another case (engine_is_ddl compares without it). */
+	const cmd_row *row = &cmd_rows[r->cmd];
+	if (!e || (r->cmd != CMD_NONE && row->kind != CMD_KIND_DDL && r->cmd != CMD_INSERT &&
+	           r->cmd != CMD_DELETE)) {
+		c->ddl = false;
+		c->write = 0;
+		return;
+	}
+	c->ddl = engine_is_ddl(&r->view);
+	c->write = engine_write_ns(e, &r->view, c->ns, sizeof(c->ns));
 }
 
 /* A schema change (engine_side_gate) waits while the index cache's side
@@ -350,7 +360,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			requests_gate_end(s); /* its claim would keep that list out */
 			return REQ_WAIT;      /* counted when it is judged for good */
 		}
-		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
+		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 		if (block.skipped)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
 		if ((block.late.n || block.late.lost) && s->env.late)
@@ -364,7 +374,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			return REQ_DROP;
 		}
 	} else {
-		mx_add(&s->env.mx->commands[mx_command_of(r->view.name)], 1);
+		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 	}
 	if (s->env.capture)
 		capture_request(s, r, "forward");

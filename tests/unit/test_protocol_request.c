@@ -41,6 +41,7 @@ static void test_opmsg_command(void **state)
 	assert_false(r.more_to_come);
 	assert_false(r.hello);
 	assert_string_equal(r.view.name, "find");
+	assert_int_equal(r.cmd, CMD_FIND);
 	assert_ptr_equal(r.plain, fx_pymongo_find_opmsg);
 	assert_int_equal(r.h.request_id, wire_read_i32(fx_pymongo_find_opmsg + 4));
 	request_release(&r);
@@ -55,6 +56,7 @@ static void test_flags_and_awaitable_hello(void **state)
 	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
 	assert_true(r.more_to_come);
 	assert_false(r.exhaust_allowed);
+	assert_int_equal(r.cmd, CMD_INSERT);
 
 	opmsg_json(&b, 8, OPMSG_EXHAUST_ALLOWED,
 	           "{\"hello\": 1, \"topologyVersion\": {\"counter\": 0}, "
@@ -67,7 +69,14 @@ static void test_flags_and_awaitable_hello(void **state)
 	opmsg_json(&b, 9, 0, "{\"isMaster\": 1, \"$db\": \"admin\"}");
 	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
 	assert_true(r.hello);
+	assert_int_equal(r.cmd, CMD_HELLO); /* an alias: the command it spells */
 	assert_false(r.awaitable_hello);
+
+	/* the table is case-sensitive, as the server's lookup is */
+	opmsg_json(&b, 10, 0, "{\"Find\": \"c\", \"$db\": \"d\"}");
+	assert_int_equal(request_decode(&r, b.buf, b.n, &err), REQUEST_COMMAND);
+	assert_int_equal(r.cmd, CMD_NONE);
+	assert_false(r.hello);
 }
 
 /* A bad OP_MSG is rejected with its reason, and moreToCome is still known
@@ -344,7 +353,7 @@ static void same_request(const request *a, const request *b, const char *what)
 	    a->msg == b->msg && a->len == b->len && a->opcode == b->opcode && a->form == b->form &&
 	    a->more_to_come == b->more_to_come && a->exhaust_allowed == b->exhaust_allowed &&
 	    a->legacy_opcode == b->legacy_opcode && a->hello == b->hello &&
-	    a->awaitable_hello == b->awaitable_hello && a->plain == b->plain &&
+	    a->awaitable_hello == b->awaitable_hello && a->cmd == b->cmd && a->plain == b->plain &&
 	    a->plain_len == b->plain_len && a->inflated == NULL && b->inflated == NULL &&
 	    a->m.flags == b->m.flags && a->m.body == b->m.body && a->m.body_len == b->m.body_len &&
 	    a->m.nseqs == b->m.nseqs && a->view.origin == b->view.origin &&
