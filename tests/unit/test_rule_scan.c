@@ -144,6 +144,8 @@ static const scase cases[] = {
         "($expr)", REWRITE),
     HIT("$expr $gt against an array constant", FIND("{'$expr':{'$gt':['$status',[1,2]]}}"), "find",
         "($expr)", REWRITE),
+    HIT("$expr against $$ROOT, not a constant", FIND("{'$expr':{'$eq':['$status','$$ROOT']}}"),
+        "find", "($expr)", REWRITE),
     {"$expr $eq on a multikey path", "{'find':'mk','filter':{'$expr':{'$eq':['$tags','SECRET']}}}",
      NOSEQ, true, "test.mk", "find", "tags" NOT_INDEXED, NULL},
     {"$expr $gte on a multikey path", "{'find':'mk','filter':{'$expr':{'$gte':['$tags',5]}}}",
@@ -316,6 +318,9 @@ static const scase cases[] = {
     MISS("$expr $eq pushed down", FIND("{'$expr':{'$eq':['$status','SECRET']}}")),
     MISS("$expr $and of $eq", FIND("{'$expr':{'$and':[{'$eq':[5,'$name']},{'$gt':['$a',1]}]}}")),
     MISS("$expr range pushed down (5.0+)", FIND("{'$expr':{'$gt':['$status',5]}}")),
+    /* $$NOW is folded into a date before the rewrite: an expiry query on
+     * an indexed field uses the index (before round 4: reported) */
+    MISS("$expr $lt against $$NOW", FIND("{'$expr':{'$lt':['$status','$$NOW']}}")),
     MISS("$expr $lt with the constant first", FIND("{'$expr':{'$lt':['SECRET','$name']}}")),
     MISS("$expr $lte in $and", FIND("{'$expr':{'$and':[{'$lte':['$status',9]}]}}")),
     MISS("$expr $eq on a path not multikey in this index",
