@@ -330,12 +330,17 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 }
 
 /* ---- aggregate, and views ---- */
-/* The filter of an aggregation's leading $match stages, and the $sort right
- * after them: only a sort at the start of the pipeline can use an index,
- * and only the leading $match stages choose the plan. Several leading
- * $match stages are merged (the server coalesces them); only then is
- * anything allocated. bson_t values are never copied by value (a view
- * points into its own struct), hence the two slots. */
+/* The query an aggregation's leading stages make: only a sort at the
+ * start of the pipeline can use an index, and only the leading $match
+ * stages choose the plan. Leading means as mongod's pipeline optimization
+ * leaves them: the run of $match and $sort stages at the start is one
+ * query, since a $match moves before a $sort (one that took in no $limit:
+ * a $limit after it ends the run anyway), adjacent $match stages coalesce,
+ * and of two $sort stages in a row without a $limit the first is dropped.
+ * So every $match of the run is merged into the filter (only then is
+ * anything allocated), and the run's last $sort is the sort. bson_t values
+ * are never copied by value (a view points into its own struct), hence
+ * the two slots. */
 typedef struct leading {
 	bson_t first;  /* view of the first $match */
 	bson_t merged; /* owned when several $match stages lead */
@@ -400,11 +405,12 @@ static void leading_stages(const bson_iter_t *pipeline, leading *l)
 			return;
 		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$sort")) {
-			l->has_sort = wire_iter_doc_view(&c, &l->sort);
-			return;
+			if (!(l->has_sort = wire_iter_doc_view(&c, &l->sort)))
+				return;
+			continue; /* a $match after it moves before it */
 		}
 		if (!key_eq(k, "$match")) {
-			if (l->filter &&
+			if (!l->has_sort && l->filter &&
 			    bson_empty(l->filter)) /* the count alone makes it a read */
 				counting_tail(&s, l);
 			return;

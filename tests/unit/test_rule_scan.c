@@ -257,6 +257,16 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$match':{'w':2}},{'$sort':{'z':1}}],"
         "'cursor':{}}",
         "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    /* a $match after a $sort moves before it and joins the leading ones:
+     * before round 4 only the first $match was judged */
+    HIT("aggregate, a $match after the $sort merged",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'w':2}}],"
+        "'cursor':{}}",
+        "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    HIT("aggregate, a $match after the $sort: a $limit between ends the run",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$limit':3},"
+        "{'$match':{'_id':2}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
     HIT("$lookup with no index on the foreign field",
         "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'users',"
         "'localField':'uid','foreignField':'uid','as':'u'}}],'cursor':{}}",
@@ -321,6 +331,12 @@ static const scase cases[] = {
     /* $$NOW is folded into a date before the rewrite: an expiry query on
      * an indexed field uses the index (before round 4: reported) */
     MISS("$expr $lt against $$NOW", FIND("{'$expr':{'$lt':['$status','$$NOW']}}")),
+    MISS("aggregate: an _id point in a $match after the $sort bounds the run",
+         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'_id':"
+         "2}}],'cursor':{}}"),
+    MISS(
+        "aggregate: a $match after a leading $sort bounds the read",
+        "{'aggregate':'big','pipeline':[{'$sort':{'z':1}},{'$match':{'status':'A'}}],'cursor':{}}"),
     MISS("$expr $lt with the constant first", FIND("{'$expr':{'$lt':['SECRET','$name']}}")),
     MISS("$expr $lte in $and", FIND("{'$expr':{'$and':[{'$lte':['$status',9]}]}}")),
     MISS("$expr $eq on a path not multikey in this index",
