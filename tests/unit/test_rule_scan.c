@@ -263,6 +263,12 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'w':2}}],"
         "'cursor':{}}",
         "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    /* a field no projection before it changes moves before them (before
+     * round 4 such a pipeline had no leading $match, and no verdict) */
+    HIT("aggregate, a $match field moved before $addFields",
+        "{'aggregate':'big','pipeline':[{'$addFields':{'t':{'$add':['$qty',1]}}},{'$match':{"
+        "'qty':1,'t':2}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
     HIT("aggregate, a $match after the $sort: a $limit between ends the run",
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$limit':3},"
         "{'$match':{'_id':2}}],'cursor':{}}",
@@ -334,6 +340,9 @@ static const scase cases[] = {
     MISS("aggregate: an _id point in a $match after the $sort bounds the run",
          "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'_id':"
          "2}}],'cursor':{}}"),
+    MISS("aggregate: a computed field's $match stays after the $addFields",
+         "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
+         "'qty':1}}],'cursor':{}}"),
     MISS(
         "aggregate: a $match after a leading $sort bounds the read",
         "{'aggregate':'big','pipeline':[{'$sort':{'z':1}},{'$match':{'status':'A'}}],'cursor':{}}"),

@@ -718,6 +718,7 @@ static const fx_expect form_cases[] = {
     {"two $sort stages: the last is the sort", false, NULL, NULL, NULL, NULL},
     {"$sort, $limit, then $match: the limit ends the run", true, "test.orders", "aggregate",
      "sort {\"b\": 1} on test.orders", NULL},
+    {"$sort, $project, then $match: the match moves before both", false, NULL, NULL, NULL, NULL},
 };
 
 static const char *const form_json[] = {
@@ -736,6 +737,7 @@ static const char *const form_json[] = {
     AGG("{'$sort':{'b':1}},{'$match':{'a':'SECRET'}}"),
     AGG("{'$sort':{'z':1}},{'$match':{'a':'SECRET'}},{'$sort':{'b':1}}"),
     AGG("{'$sort':{'b':1}},{'$limit':5},{'$match':{'a':'SECRET'}}"),
+    AGG("{'$sort':{'b':1}},{'$project':{'a':1,'b':1}},{'$match':{'a':'SECRET'}}"),
 };
 
 static void test_forms_through_the_engine(void **state)
