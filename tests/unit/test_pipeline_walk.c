@@ -39,8 +39,8 @@ static bool record(void *arg, const pipe_access *a)
 	return ++t->n != t->stop_after;
 }
 
-/* The trace of pipeline (the array of a {'p': [...]} document). */
-static bool walk(const char *pipeline, trace *t)
+/* pipeline_walk of pipeline (the array of a {'p': [...]} document). */
+static bool walk_with(const char *pipeline, pipe_visit fn, void *arg)
 {
 	char json[2048];
 	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
@@ -48,9 +48,15 @@ static bool walk(const char *pipeline, trace *t)
 	assert_non_null(doc);
 	bson_iter_t it;
 	assert_true(bson_iter_init_find(&it, doc, "p"));
-	bool done = pipeline_walk(&it, record, t);
+	bool done = pipeline_walk(&it, fn, arg);
 	bson_destroy(doc);
 	return done;
+}
+
+/* The trace of pipeline. */
+static bool walk(const char *pipeline, trace *t)
+{
+	return walk_with(pipeline, record, t);
 }
 
 static void expect(const char *pipeline, const char *want)
@@ -143,15 +149,8 @@ static bool on_match(void *arg, const pipe_access *a)
 
 static void expect_groups(const char *pipeline, const char *want)
 {
-	char json[2048];
-	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
-	bson_t *doc = fx_json(json);
-	assert_non_null(doc);
-	bson_iter_t it;
-	assert_true(bson_iter_init_find(&it, doc, "p"));
 	groups g = {{0}};
-	assert_true(pipeline_walk(&it, on_match, &g));
-	bson_destroy(doc);
+	assert_true(walk_with(pipeline, on_match, &g));
 	if (strcmp(g.text, want) != 0)
 		fail_msg("%s\n got: %s\nwant: %s", pipeline, g.text, want);
 }
