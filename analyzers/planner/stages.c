@@ -199,9 +199,10 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 	return true;
 }
 
-/* A stage of a merged group (pipe_match_merged): its $match filter in
- * *filter, or NULL for a $sort that takes in no $limit (next: the stage
- * after it, NULL at the end). False for any other stage. */
+/* Whether a stage belongs to a merged group (pipe_match_merged): a $match
+ * (*is_match, its filter in *filter), or a $sort that takes in no $limit
+ * (next: the stage after it, NULL at the end; a $limit right after it, or
+ * after $skip stages, goes into the sort). False for any other stage. */
 static bool group_stage(const bson_iter_t *stage, const bson_iter_t *next, bson_iter_t *filter,
                         bool *is_match)
 {
@@ -218,7 +219,7 @@ static bool group_stage(const bson_iter_t *stage, const bson_iter_t *next, bson_
 	*is_match = false;
 	if (strcmp(k, "$sort") != 0)
 		return false;
-	/* $sort then $limit (or $skip then $limit): the limit goes into the sort */
+	/* a $skip ends the group anyway, whatever follows it */
 	if (next && WIRE_ITER_HOLDS_DOCUMENT(next) && wire_iter_recurse(next, &n) &&
 	    wire_iter_next(&n))
 		return strcmp(wire_iter_key(&n), "$limit") != 0 &&
