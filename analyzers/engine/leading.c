@@ -11,12 +11,14 @@
  *     of two $sort stages in a row without a $limit the first is dropped.
  *     Every $match of the run is merged into the filter, and the run's
  *     last $sort is the sort;
- *   - after it, a projection stage ($project, $unset, $addFields, $set)
- *     followed by a $match: each of the $match's fields that no projection
- *     before it changes moves before them all, and so joins the filter
- *     (the rest of that $match stays where it is). Only plain fields are
- *     moved here; a member such as $and, $or or $expr stays (fewer moved,
- *     never more), and so does everything past the first other stage.
+ *   - after it, a projection stage ($project, $unset, $addFields, $set),
+ *     an $unwind or a $lookup followed by a $match: each of the $match's
+ *     fields that none of those stages before it changes (its modified
+ *     paths: an $unwind's path and includeArrayIndex, a $lookup's `as`)
+ *     moves before them all, and so joins the filter (the rest of that
+ *     $match stays where it is). Only plain fields are moved here; a member
+ *     such as $and, $or or $expr stays (fewer moved, never more), and so
+ *     does everything past the first other stage ($group, $limit, ...).
  *
  * A filter of one $match is a view of it; anything merged is a document
  * of its own, the only allocation. */
@@ -191,11 +193,48 @@ static bool read_project(changed *ch, const bson_iter_t *spec)
 	return true;
 }
 
-/* One stage after the leading run: a projection read into ch (true), or
- * any other stage, or one not understood (false). */
+/* The paths $unwind changes: the one it unwinds and its includeArrayIndex
+ * ({$unwind: "$a"} or {$unwind: {path: "$a", includeArrayIndex: "i"}}). */
+static bool read_unwind(changed *ch, const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (WIRE_ITER_HOLDS_UTF8(v)) {
+		const char *p = bson_iter_utf8(v, NULL);
+		return p[0] == '$' && add_path(ch, p + 1);
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
+		return false;
+	bool path = false;
+	while (wire_iter_next(&it)) {
+		const char *k = wire_iter_key(&it);
+		if (!WIRE_ITER_HOLDS_UTF8(&it))
+			continue;
+		const char *p = bson_iter_utf8(&it, NULL);
+		if (key_eq(k, "path") && p[0] == '$') {
+			if (!add_path(ch, p + 1))
+				return false;
+			path = true;
+		} else if (key_eq(k, "includeArrayIndex") && !add_path(ch, p)) {
+			return false;
+		}
+	}
+	return path;
+}
+
+/* One stage after the leading run that a $match may move past, as its
+ * modified paths allow: a projection, $unwind, or $lookup (its `as`),
+ * read into ch (true); any other stage, or one not understood (false). */
 static bool read_projection(changed *ch, const char *k, const bson_iter_t *v)
 {
 	bson_iter_t it;
+	if (key_eq(k, "$unwind"))
+		return read_unwind(ch, v);
+	if (key_eq(k, "$lookup")) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) ||
+		    !bson_iter_find(&it, "as") || !WIRE_ITER_HOLDS_UTF8(&it))
+			return false;
+		return add_path(ch, bson_iter_utf8(&it, NULL));
+	}
 	if (key_eq(k, "$addFields") || key_eq(k, "$set")) {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
 			return false;

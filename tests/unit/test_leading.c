@@ -79,7 +79,16 @@ static void test_match_moves_before_projections(void **state)
 	 * stage, or a projection not understood */
 	expect("[{'$addFields':{'t':1}},{'$match':{'$or':[{'a':1},{'b':1}],'c':1}}]",
 	       "{ 'c' : 1 } | -");
-	expect("[{'$addFields':{'t':1}},{'$unwind':'$t'},{'$match':{'a':1}}]", "- | -");
+	/* $unwind and $lookup change their path, index and `as` only */
+	expect("[{'$addFields':{'t':1}},{'$unwind':'$t'},{'$match':{'a':1,'t':2}}]",
+	       "{ 'a' : 1 } | -");
+	expect(
+	    "[{'$unwind':{'path':'$t','includeArrayIndex':'i'}},{'$match':{'t.x':1,'i':2,'u':3}}]",
+	    "{ 'u' : 3 } | -");
+	expect("[{'$lookup':{'from':'o','localField':'k','foreignField':'_id','as':'j'}},"
+	       "{'$match':{'j.x':1,'k':2}}]",
+	       "{ 'k' : 2 } | -");
+	expect("[{'$addFields':{'t':1}},{'$group':{'_id':'$a'}},{'$match':{'a':1}}]", "- | -");
 	expect("[{'$project':{'a':{'b':1}}},{'$match':{'a.b':1}}]", "- | -");
 }
 
