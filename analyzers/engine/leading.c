@@ -11,14 +11,14 @@
  *     of two $sort stages in a row without a $limit the first is dropped.
  *     Every $match of the run is merged into the filter, and the run's
  *     last $sort is the sort;
- *   - after it, a projection stage ($project, $unset, $addFields, $set),
- *     an $unwind or a $lookup followed by a $match: each of the $match's
- *     fields that none of those stages before it changes (its modified
- *     paths: an $unwind's path and includeArrayIndex, a $lookup's `as`)
- *     moves before them all, and so joins the filter (the rest of that
- *     $match stays where it is). Only plain fields are moved here; a member
- *     such as $and, $or or $expr stays (fewer moved, never more), and so
- *     does everything past the first other stage ($group, $limit, ...).
+ *   - after it, each plain field of a later $match that none of the
+ *     stages before it changes moves before them all, and so joins the
+ *     filter (the rest of that $match stays where it is): the stages a
+ *     $match moves past, and what each changes, are
+ *     analyzers/planner/stage_paths.h's (projections, $unwind, $lookup,
+ *     $sort); a member such as $and, $or or $expr stays (fewer moved, never
+ *     more), and so does everything past a stage that blocks ($group,
+ *     $limit, ...).
  *
  * A filter of one $match is a view of it; anything merged is a document
  * of its own, the only allocation. */
@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "analyzers/engine/keys.h"
+#include "analyzers/planner/stage_paths.h"
 #include "protocol/wire_iter.h"
 
 /* After the leading $match stages, countDocuments' pipeline (every driver's:
@@ -92,195 +93,12 @@ static bool add_match(leading *l, const bson_iter_t *c)
 	return true;
 }
 
-/* ---- what the projection stages passed change ---- */
-
-enum { PROJ_PATHS = 16 };
-
-/* The paths the projection stages after the leading run change, as
- * mongod's getModifiedPaths says: the fields $addFields / $set assign,
- * the ones $unset or an exclusion $project removes, the computed fields of
- * an inclusion $project, which also changes every field it does not keep
- * (kept[], per stage: a field must be kept by every such stage). */
-typedef struct changed {
-	const char *path[PROJ_PATHS];
-	unsigned n;
-	struct {
-		const char *path[PROJ_PATHS];
-		unsigned n;
-		bool id; /* _id kept (unless {_id: 0}) */
-	} keeps[4];
-	unsigned nkeeps;
-} changed;
-
-/* f is m, or under it, or m is under f: a change to m changes f. */
-static bool overlaps(const char *f, const char *m)
-{
-	size_t lf = strlen(f), lm = strlen(m);
-	size_t n = lf < lm ? lf : lm;
-	return strncmp(f, m, n) == 0 && (lf == lm || (lf > lm ? f[n] : m[n]) == '.');
-}
-
-static bool add_path(changed *ch, const char *p)
-{
-	if (ch->n == PROJ_PATHS)
-		return false;
-	ch->path[ch->n++] = p;
-	return true;
-}
-
-/* A $project value that keeps or drops a field: a number or a boolean. */
-static bool flag_value(const bson_iter_t *v, bool *on)
-{
-	bson_type_t t = wire_iter_type(v);
-	if (t == BSON_TYPE_BOOL)
-		*on = bson_iter_bool(v);
-	else if (WIRE_ITER_HOLDS_NUMBER(v))
-		*on = bson_iter_as_int64(v) != 0 || bson_iter_as_double(v) != 0.0;
-	else
-		return false;
-	return true;
-}
-
-/* {$project: {...}}: an exclusion (every value but _id's a 0 or false)
- * removes its fields; an inclusion keeps its 1/true fields (and _id
- * unless it says 0) and computes the others. A nested specification
- * ({a: {b: 1}}) is taken as computing its field. False: too many. */
-static bool read_project(changed *ch, const bson_iter_t *spec)
-{
-	bson_iter_t it;
-	bool exclusion = true, any = false, on;
-	if (!wire_iter_recurse(spec, &it))
-		return false;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (key_eq(k, "_id"))
-			continue;
-		any = true;
-		if (!flag_value(&it, &on) || on)
-			exclusion = false;
-	}
-	if (!any) /* {_id: 0} alone, or {}: an exclusion of _id at most */
-		exclusion = true;
-	if (!exclusion && ch->nkeeps == 4)
-		return false;
-	unsigned kp = ch->nkeeps;
-	if (!exclusion) {
-		ch->keeps[kp].n = 0;
-		ch->keeps[kp].id = true;
-		ch->nkeeps++;
-	}
-	if (!wire_iter_recurse(spec, &it))
-		return false;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		bool flag = flag_value(&it, &on);
-		if (key_eq(k, "_id") && flag) {
-			if (exclusion && !on && !add_path(ch, k))
-				return false;
-			if (!exclusion)
-				ch->keeps[kp].id = on;
-		} else if (exclusion) {
-			if (!add_path(ch, k))
-				return false;
-		} else if (flag && on) {
-			if (ch->keeps[kp].n == PROJ_PATHS)
-				return false;
-			ch->keeps[kp].path[ch->keeps[kp].n++] = k;
-		} else if (!add_path(ch, k)) { /* computed (or 0 beside 1s: refused) */
-			return false;
-		}
-	}
-	return true;
-}
-
-/* The paths $unwind changes: the one it unwinds and its includeArrayIndex
- * ({$unwind: "$a"} or {$unwind: {path: "$a", includeArrayIndex: "i"}}). */
-static bool read_unwind(changed *ch, const bson_iter_t *v)
-{
-	bson_iter_t it;
-	if (WIRE_ITER_HOLDS_UTF8(v)) {
-		const char *p = bson_iter_utf8(v, NULL);
-		return p[0] == '$' && add_path(ch, p + 1);
-	}
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
-		return false;
-	bool path = false;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (!WIRE_ITER_HOLDS_UTF8(&it))
-			continue;
-		const char *p = bson_iter_utf8(&it, NULL);
-		if (key_eq(k, "path") && p[0] == '$') {
-			if (!add_path(ch, p + 1))
-				return false;
-			path = true;
-		} else if (key_eq(k, "includeArrayIndex") && !add_path(ch, p)) {
-			return false;
-		}
-	}
-	return path;
-}
-
-/* One stage after the leading run that a $match may move past, as its
- * modified paths allow: a projection, $unwind, or $lookup (its `as`),
- * read into ch (true); any other stage, or one not understood (false). */
-static bool read_projection(changed *ch, const char *k, const bson_iter_t *v)
-{
-	bson_iter_t it;
-	if (key_eq(k, "$unwind"))
-		return read_unwind(ch, v);
-	if (key_eq(k, "$lookup")) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) ||
-		    !bson_iter_find(&it, "as") || !WIRE_ITER_HOLDS_UTF8(&it))
-			return false;
-		return add_path(ch, bson_iter_utf8(&it, NULL));
-	}
-	if (key_eq(k, "$addFields") || key_eq(k, "$set")) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
-			return false;
-		while (wire_iter_next(&it))
-			if (!add_path(ch, wire_iter_key(&it)))
-				return false;
-		return true;
-	}
-	if (key_eq(k, "$unset")) {
-		if (WIRE_ITER_HOLDS_UTF8(v))
-			return add_path(ch, bson_iter_utf8(v, NULL));
-		if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &it))
-			return false;
-		while (wire_iter_next(&it))
-			if (!WIRE_ITER_HOLDS_UTF8(&it) || !add_path(ch, bson_iter_utf8(&it, NULL)))
-				return false;
-		return true;
-	}
-	return key_eq(k, "$project") && WIRE_ITER_HOLDS_DOCUMENT(v) && read_project(ch, v);
-}
-
-/* Whether a $match on field f after the stages of ch moves before them. */
-static bool unchanged(const changed *ch, const char *f)
-{
-	for (unsigned i = 0; i < ch->n; i++)
-		if (overlaps(f, ch->path[i]))
-			return false;
-	for (unsigned s = 0; s < ch->nkeeps; s++) {
-		bool kept = ch->keeps[s].id && (key_eq(f, "_id") || strncmp(f, "_id.", 4) == 0);
-		for (unsigned i = 0; !kept && i < ch->keeps[s].n; i++) {
-			const char *k = ch->keeps[s].path[i];
-			size_t lk = strlen(k);
-			kept = strncmp(f, k, lk) == 0 && (f[lk] == '\0' || f[lk] == '.');
-		}
-		if (!kept)
-			return false;
-	}
-	return true;
-}
-
 /* The stages after the leading run, s on the first of them: the fields
  * of each $match that no projection before it changes join the filter. */
 static void moved_matches(bson_iter_t *s, leading *l)
 {
-	changed ch;
-	ch.n = ch.nkeeps = 0;
+	stage_paths ch;
+	stage_paths_init(&ch);
 	bson_iter_t c, m;
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
@@ -288,7 +106,7 @@ static void moved_matches(bson_iter_t *s, leading *l)
 			return;
 		const char *k = wire_iter_key(&c);
 		if (!key_eq(k, "$match")) {
-			if (!read_projection(&ch, k, &c))
+			if (!stage_paths_add(&ch, k, &c))
 				return;
 			continue;
 		}
@@ -296,7 +114,7 @@ static void moved_matches(bson_iter_t *s, leading *l)
 			return;
 		while (wire_iter_next(&m)) {
 			const char *f = wire_iter_key(&m);
-			if (f[0] == '$' || !unchanged(&ch, f))
+			if (f[0] == '$' || !stage_paths_pass(&ch, f))
 				continue;
 			own(l);
 			bson_append_iter(&l->merged, NULL, 0, &m);
