@@ -20,6 +20,7 @@
 #include "analyzers/engine/body.h"
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
+#include "analyzers/engine/leading.h"
 #include "analyzers/planner/stages.h"
 #include "analyzers/planner/sort_bounds.h"
 #include "protocol/byte_template.h"
@@ -330,104 +331,6 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 }
 
 /* ---- aggregate, and views ---- */
-/* The filter of an aggregation's leading $match stages, and the $sort right
- * after them: only a sort at the start of the pipeline can use an index,
- * and only the leading $match stages choose the plan. Several leading
- * $match stages are merged (the server coalesces them); only then is
- * anything allocated. bson_t values are never copied by value (a view
- * points into its own struct), hence the two slots. */
-typedef struct leading {
-	bson_t first;  /* view of the first $match */
-	bson_t merged; /* owned when several $match stages lead */
-	bool owned;
-	const bson_t *filter; /* NULL, &first or &merged */
-	bson_t sort;
-	bool has_sort;
-	bool counts;         /* countDocuments' form: the matches are counted */
-	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
-} leading;
-
-/* After the leading $match stages, countDocuments' pipeline (every driver's:
- * [{$match: F}, {$skip}, {$limit}, {$group: {_id: 1, n: {$sum: 1}}}]):
- * a $group with a constant _id reads every document F selects, up to the
- * $skip and $limit before it. s: on the stage after the $match stages. */
-static void counting_tail(bson_iter_t *s, leading *l)
-{
-	bson_iter_t c, g;
-	int64_t skip = 0;
-	do {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
-		    !wire_iter_next(&c))
-			return;
-		const char *k = wire_iter_key(&c);
-		if ((key_eq(k, "$skip") || key_eq(k, "$limit")) && WIRE_ITER_HOLDS_NUMBER(&c)) {
-			int64_t n = bson_iter_as_int64(&c);
-			if (n < 0 || n > INT32_MAX)
-				return;
-			if (key_eq(k, "$skip"))
-				skip += n;
-			else
-				l->count_limit = skip + n;
-			continue;
-		}
-		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g))
-			return;
-		bool found = false;
-		while (!found && wire_iter_next(&g))
-			found = key_eq(wire_iter_key(&g), "_id");
-		if (!found)
-			return;
-		bson_type_t t = wire_iter_type(&g);
-		l->counts = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
-		            !(t == BSON_TYPE_UTF8 && bson_iter_utf8(&g, NULL)[0] == '$');
-		return;
-	} while (wire_iter_next(s));
-}
-
-/* Stops at the first stage that is neither $match nor $sort: a stage
- * between them changes what the sort or the filter applies to. */
-static void leading_stages(const bson_iter_t *pipeline, leading *l)
-{
-	bson_iter_t s, c;
-	l->owned = l->has_sort = l->counts = false;
-	l->count_limit = 0;
-	l->filter = NULL;
-	if (!wire_iter_recurse(pipeline, &s))
-		return;
-	while (wire_iter_next(&s)) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
-		    !wire_iter_next(&c))
-			return;
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$sort")) {
-			l->has_sort = wire_iter_doc_view(&c, &l->sort);
-			return;
-		}
-		if (!key_eq(k, "$match")) {
-			if (l->filter &&
-			    bson_empty(l->filter)) /* the count alone makes it a read */
-				counting_tail(&s, l);
-			return;
-		}
-		if (!l->filter) {
-			if (!wire_iter_doc_view(&c, &l->first))
-				return;
-			l->filter = &l->first;
-			continue;
-		}
-		bson_t m;
-		if (!wire_iter_doc_view(&c, &m))
-			return;
-		if (!l->owned) {
-			bson_init(&l->merged);
-			bson_concat(&l->merged, &l->first);
-			l->owned = true;
-			l->filter = &l->merged;
-		}
-		bson_concat(&l->merged, &m);
-	}
-}
-
 /* The last stage {$merge: {into, whenMatched: [...]}}: whenMatched is an
  * update pipeline ($set / $addFields, $project / $unset, $replaceRoot /
  * $replaceWith, reading the merged document as $$new) that mongod applies

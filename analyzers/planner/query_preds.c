@@ -707,12 +707,21 @@ bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr)
 
 /* ---- $expr ---- */
 
+/* A variable mongod knows before planning: a user one (its name starts
+ * with a lower-case letter), or $$NOW or $$CLUSTER_TIME, which the
+ * optimizer folds into a constant (a date, a timestamp) before $expr is
+ * rewritten (ExpressionFieldPath::optimize; not under the SBE plan cache's
+ * feature flag, which no release enables). $$ROOT, $$CURRENT, $$REMOVE,
+ * $$USER_ROLES (an array) and the rest are not such constants. */
 static bool expr_variable(const bson_iter_t *v)
 {
 	if (!WIRE_ITER_HOLDS_UTF8(v))
 		return false;
 	const char *s = bson_iter_utf8(v, NULL);
-	return s[0] == '$' && s[1] == '$' && s[2] >= 'a' && s[2] <= 'z';
+	if (s[0] != '$' || s[1] != '$')
+		return false;
+	return (s[2] >= 'a' && s[2] <= 'z') || strcmp(s + 2, "NOW") == 0 ||
+	       strcmp(s + 2, "CLUSTER_TIME") == 0;
 }
 
 static bool expr_path(const bson_iter_t *v)

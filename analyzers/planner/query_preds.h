@@ -80,14 +80,17 @@ const query_pred *query_preds_find(const query_preds *p, const char *field);
 /* One comparison of a $expr that mongod (5.0+, RewriteExpr) rewrites into
  * an index-usable match ($_internalExprEq, ...Gt, ...Gte, ...Lt, ...Lte):
  * {$op: ["$f", v]} in either order, v a constant (not an array, a
- * document or undefined) or a user variable ("$$name": a name starts with
- * a lower-case letter; bound before the query is planned, by find's `let`
- * or, per outer document, a $lookup's). */
+ * document or undefined) or a variable known before the query is planned:
+ * a user one ("$$name": a name starts with a lower-case letter; bound by
+ * find's `let` or, per outer document, a $lookup's), or "$$NOW" or
+ * "$$CLUSTER_TIME", folded into a date or a timestamp first. */
 typedef struct query_expr_cmp {
 	const char *field;        /* f: the path's bytes after '$', inside the filter */
 	const char *op;           /* "$eq", "$gt", "$gte", "$lt" or "$lte" */
 	const bson_iter_t *value; /* v */
-	bool variable;            /* v is a user variable: its value is not known */
+	bool variable;            /* v is a variable: its value is not known here
+	                             (never null, a string or an array for
+	                             $$NOW and $$CLUSTER_TIME) */
 } query_expr_cmp;
 
 /* Calls each(arg, c) for every such comparison of the $expr expr (an

@@ -88,7 +88,7 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *stage,
                  const char *coll, const bson_iter_t *it)
 {
-	pipe_access a = {kind, depth, stage, coll, it, false, NULL};
+	pipe_access a = {kind, depth, stage, coll, it, false, NULL, NULL, 0};
 	return w->fn(w->arg, &a);
 }
 
@@ -96,7 +96,7 @@ static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *
 static bool sub(const walker *w, const char *stage, const char *coll, const bson_iter_t *pipeline,
                 const lookup_stage *join, int depth)
 {
-	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join};
+	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join, NULL, 0};
 	if (depth > PIPELINE_MAX_DEPTH) {
 		a.kind = PIPE_TOO_DEEP;
 		return w->fn(w->arg, &a);
@@ -118,7 +118,7 @@ static bool join(const walker *w, const bson_iter_t *c, const char *k, const cha
 	bool graph = k[1] == 'g';
 	if (!stage_read(c, graph, &lk))
 		return true;
-	pipe_access a = {PIPE_JOIN, depth, k, lk.from, c, false, &lk};
+	pipe_access a = {PIPE_JOIN, depth, k, lk.from, c, false, &lk, NULL, 0};
 	if (!w->fn(w->arg, &a))
 		return false;
 	const char *inner = lk.from ? lk.from : coll;
@@ -146,7 +146,9 @@ static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, 
 	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1);
 }
 
-static bool walk_stage(const walker *w, const bson_iter_t *stage, const char *coll, int depth)
+/* The stage at index of pipeline (its iterator on the stage). */
+static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned index,
+                       const bson_iter_t *stage, const char *coll, int depth)
 {
 	bson_iter_t c, r;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
@@ -155,9 +157,12 @@ static bool walk_stage(const walker *w, const bson_iter_t *stage, const char *co
 		const char *k = wire_iter_key(&c);
 		bool ok = true;
 		switch (stage_of(k)) {
-		case ST_MATCH:
-			ok = emit(w, PIPE_MATCH, depth, k, coll, &c);
+		case ST_MATCH: {
+			pipe_access a = {PIPE_MATCH, depth, k,        coll, &c,
+			                 false,      NULL,  pipeline, index};
+			ok = w->fn(w->arg, &a);
 			break;
+		}
 		case ST_GEO_NEAR:
 			ok = !member(&c, "query", &r) || emit(w, PIPE_MATCH, depth, k, coll, &r);
 			break;
@@ -188,10 +193,68 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 	bson_iter_t s;
 	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &s))
 		return true;
-	while (wire_iter_next(&s))
-		if (!walk_stage(w, &s, coll, depth))
+	for (unsigned i = 0; wire_iter_next(&s); i++)
+		if (!walk_stage(w, pipeline, i, &s, coll, depth))
 			return false;
 	return true;
+}
+
+/* Whether a stage belongs to a merged group (pipe_match_merged): a $match
+ * (*is_match, its filter in *filter), or a $sort that takes in no $limit
+ * (next: the stage after it, NULL at the end; a $limit right after it, or
+ * after $skip stages, goes into the sort). False for any other stage. */
+static bool group_stage(const bson_iter_t *stage, const bson_iter_t *next, bson_iter_t *filter,
+                        bool *is_match)
+{
+	bson_iter_t c, n;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c) ||
+	    !wire_iter_next(&c))
+		return false;
+	const char *k = wire_iter_key(&c);
+	if (stage_of(k) == ST_MATCH) {
+		*filter = c;
+		*is_match = true;
+		return true;
+	}
+	*is_match = false;
+	if (strcmp(k, "$sort") != 0)
+		return false;
+	/* a $skip ends the group anyway, whatever follows it */
+	if (next && WIRE_ITER_HOLDS_DOCUMENT(next) && wire_iter_recurse(next, &n) &&
+	    wire_iter_next(&n))
+		return strcmp(wire_iter_key(&n), "$limit") != 0 &&
+		       strcmp(wire_iter_key(&n), "$skip") != 0;
+	return true;
+}
+
+bool pipe_match_merged(const pipe_access *a, bool (*fn)(void *arg, const bson_iter_t *filter),
+                       void *arg)
+{
+	bson_iter_t s, next, filter, first;
+	bool more = true, is_match;
+	if (a->kind != PIPE_MATCH || !a->pipeline || !wire_iter_recurse(a->pipeline, &s) ||
+	    !wire_iter_next(&s))
+		return false;
+	/* the first stage of the group a's is in: after the last stage before
+	 * a's that ends a group */
+	first = s;
+	for (unsigned i = 0; i < a->index && more; i++) {
+		next = s;
+		more = wire_iter_next(&next);
+		if (!group_stage(&s, more ? &next : NULL, &filter, &is_match))
+			first = next;
+		s = next;
+	}
+	/* its $match filters but a's own (the same stage's bytes), to its end */
+	for (s = first, more = true; more; s = next) {
+		next = s;
+		more = wire_iter_next(&next);
+		if (!group_stage(&s, more ? &next : NULL, &filter, &is_match))
+			return false;
+		if (is_match && filter.raw != a->it->raw && fn(arg, &filter))
+			return true;
+	}
+	return false;
 }
 
 bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)

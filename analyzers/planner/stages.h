@@ -52,7 +52,23 @@ typedef struct pipe_access {
 	const bson_iter_t *it;    /* MATCH: the filter; SUB: the pipeline (an array) */
 	bool facet;               /* SUB: a $facet branch (runs on its input: no index) */
 	const lookup_stage *join; /* JOIN, and a $lookup's SUB: the stage's fields */
+	/* MATCH of a $match stage: the pipeline it is in (an iterator on the
+	 * array) and its place there, for pipe_match_merged; NULL otherwise. */
+	const bson_iter_t *pipeline;
+	unsigned index;
 } pipe_access;
+
+/* The other $match stages mongod's pipeline optimization makes one with
+ * a's (a MATCH of a $match stage): adjacent $match stages coalesce into
+ * one, and a $match moves before a $sort (one that took in no $limit:
+ * a $sort with a $limit after it ends the group, as the $limit does), so
+ * the group is the run of $match and $sort stages around a's. Other
+ * stages a $match may move past when its fields allow ($project,
+ * $addFields, $unwind, $lookup, ...) end the group here: fewer merged,
+ * never more. Calls fn(arg, filter) on each other $match's filter, in
+ * stage order, until fn returns true; true then, else false. */
+bool pipe_match_merged(const pipe_access *a, bool (*fn)(void *arg, const bson_iter_t *filter),
+                       void *arg);
 
 /* Calls fn for each access of pipeline (an iterator on an array of
  * stages), in stage order, a sub-pipeline's after its SUB; fn returns

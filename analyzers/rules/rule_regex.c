@@ -441,6 +441,14 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 	return false;
 }
 
+/* A $match that mongod makes one with the pattern's (pipe_match_merged)
+ * holds a point on another field. */
+static bool merged_point(void *arg, const bson_iter_t *filter)
+{
+	const regex_hit *hit = arg;
+	return point_bounded(filter, hit->field, 0);
+}
+
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
  * applies, and the collection it reads named when it is another (the
  * innermost join, where the index belongs). */
@@ -453,9 +461,10 @@ static bool on_access(void *arg, const pipe_access *a)
 		return false;
 	}
 	/* a point beside the pattern decides the read, in a $match as in a
-	 * find's filter (point_bounded) */
+	 * find's filter (point_bounded), and in a $match merged with it */
 	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0) ||
-	    (!hit->too_deep && point_bounded(a->it, hit->field, 0)))
+	    (!hit->too_deep &&
+	     (point_bounded(a->it, hit->field, 0) || pipe_match_merged(a, merged_point, hit))))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);

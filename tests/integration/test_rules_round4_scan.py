@@ -137,6 +137,44 @@ def test_sorts_in_facet_union_with_and_update(start_proxy):
         srv.stop()
 
 
+def test_stages_mongod_moves_and_constants_it_folds(start_proxy):
+    """Forms mongod's optimizer rewrites before planning (branch i32): a $match after a
+    $sort or a projection that does not change its fields moves before them, adjacent
+    $match stages merge, and $$NOW is a constant in $expr. Each near miss below was
+    reported before; each hit was never judged."""
+    srv, p, client = scripted(start_proxy, "round4-moves")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        mark = p.log.mark()
+        list(c.aggregate([{"$sort": {"b": 1}}, {"$match": {"a": 1}}]))
+        list(c.aggregate([{"$sort": {"b": 1}}, {"$project": {"a": 1, "b": 1}},
+                          {"$match": {"a": 1}}]))
+        list(c.aggregate([{"$match": {"_id": 5}},
+                          {"$match": {"name": {"$regex": "ann", "$options": "i"}}}]))
+        list(c.find({"$expr": {"$lt": ["$status", "$$NOW"]}}))
+        time.sleep(0.3)
+        for rule in ("index-mismatched-sort", "collection-scan", "case-insensitive-regex"):
+            assert not p.log.findings(rule, mark), (rule, p.log.findings(rule, mark))
+
+        # A $match field no projection changes moves first, and is judged.
+        mark = p.log.mark()
+        list(c.aggregate([{"$addFields": {"t": {"$add": ["$qty", 1]}}},
+                          {"$match": {"qty": 1, "t": 2}}]))
+        [f] = wait_findings(p, rule="collection-scan", since=mark)
+        check_finding(f, rule="collection-scan", action="log", ns="shop.orders",
+                      command="aggregate", app="round4-moves")
+        assert "qty: no usable index leads with it" in f["attr"]["detail"]
+        # ... but not past a $limit, where it stays: a sort no index provides, alone.
+        mark = p.log.mark()
+        list(c.aggregate([{"$sort": {"b": 1}}, {"$limit": 5}, {"$match": {"a": 1}}]))
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        assert "sort {\"b\": 1} on shop.orders" in f["attr"]["detail"]
+    finally:
+        client.close()
+        srv.stop()
+
+
 def test_count_documents_and_distinct_on_a_real_server(clients, upstream, start_proxy,
                                                        dbname):
     docs = [{"_id": i, "status": "AB"[i % 2], "qty": i % 10} for i in range(300)]

@@ -14,6 +14,7 @@
 
 #include "analyzers/planner/stages.h"
 #include "fixtures/analyzer_fixture.h"
+#include "protocol/wire_iter.h"
 
 typedef struct trace {
 	char text[2048];
@@ -38,8 +39,8 @@ static bool record(void *arg, const pipe_access *a)
 	return ++t->n != t->stop_after;
 }
 
-/* The trace of pipeline (the array of a {'p': [...]} document). */
-static bool walk(const char *pipeline, trace *t)
+/* pipeline_walk of pipeline (the array of a {'p': [...]} document). */
+static bool walk_with(const char *pipeline, pipe_visit fn, void *arg)
 {
 	char json[2048];
 	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
@@ -47,9 +48,15 @@ static bool walk(const char *pipeline, trace *t)
 	assert_non_null(doc);
 	bson_iter_t it;
 	assert_true(bson_iter_init_find(&it, doc, "p"));
-	bool done = pipeline_walk(&it, record, t);
+	bool done = pipeline_walk(&it, fn, arg);
 	bson_destroy(doc);
 	return done;
+}
+
+/* The trace of pipeline. */
+static bool walk(const char *pipeline, trace *t)
+{
+	return walk_with(pipeline, record, t);
 }
 
 static void expect(const char *pipeline, const char *want)
@@ -109,11 +116,73 @@ static void test_stop_and_depth(void **state)
 	assert_null(strstr(d.text, "match"));
 }
 
+/* For each $match access: its own first key, then "<" and the first
+ * keys of the $match stages merged with it. */
+typedef struct groups {
+	char text[1024];
+} groups;
+
+static bool group_member(void *arg, const bson_iter_t *filter)
+{
+	groups *g = arg;
+	bson_iter_t c;
+	size_t len = strlen(g->text);
+	const char *k =
+	    wire_iter_recurse(filter, &c) && wire_iter_next(&c) ? wire_iter_key(&c) : "{}";
+	snprintf(g->text + len, sizeof(g->text) - len, " %s", k);
+	return false;
+}
+
+static bool on_match(void *arg, const pipe_access *a)
+{
+	groups *g = arg;
+	bson_iter_t c;
+	if (a->kind != PIPE_MATCH)
+		return true;
+	size_t len = strlen(g->text);
+	const char *k =
+	    wire_iter_recurse(a->it, &c) && wire_iter_next(&c) ? wire_iter_key(&c) : "{}";
+	snprintf(g->text + len, sizeof(g->text) - len, "%s%s <", len ? "; " : "", k);
+	assert_false(pipe_match_merged(a, group_member, g));
+	return true;
+}
+
+static void expect_groups(const char *pipeline, const char *want)
+{
+	groups g = {{0}};
+	assert_true(walk_with(pipeline, on_match, &g));
+	if (strcmp(g.text, want) != 0)
+		fail_msg("%s\n got: %s\nwant: %s", pipeline, g.text, want);
+}
+
+/* The $match stages mongod's optimization makes one: adjacent ones, and
+ * across a $sort that took in no $limit; anything else parts them. */
+static void test_merged_matches(void **state)
+{
+	expect_groups("[{'$match':{'a':1}},{'$match':{'b':1}},{'$match':{'c':1}}]",
+	              "a < b c; b < a c; c < a b");
+	expect_groups("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$match':{'b':1}}]", "a < b; b < a");
+	/* a $limit after the $sort goes into it: the $match stays after it */
+	expect_groups("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$limit':5},{'$match':{'b':1}}]",
+	              "a <; b <");
+	expect_groups("[{'$match':{'a':1}},{'$group':{'_id':'$a'}},{'$match':{'b':1}},"
+	              "{'$project':{'b':1}},{'$match':{'c':1}}]",
+	              "a <; b <; c <");
+	/* in a sub-pipeline, its own stages; a $geoNear's query is no $match */
+	expect_groups("[{'$match':{'a':1}},{'$lookup':{'from':'b','as':'x','pipeline':["
+	              "{'$match':{'p':1}},{'$match':{'q':1}}]}},{'$match':{'c':1}}]",
+	              "a <; p < q; q < p; c <");
+	expect_groups("[{'$geoNear':{'near':[0,0],'distanceField':'d','query':{'k':1}}},"
+	              "{'$match':{'m':1}}]",
+	              "k <; m <");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_access_in_order),
 	    cmocka_unit_test(test_stop_and_depth),
+	    cmocka_unit_test(test_merged_matches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,35 @@ static void test_histogram_is_cumulative(void **state)
 	assert_has(t, "mongoguard_request_latency_seconds_count 3\n");
 	assert_has(t, "mongoguard_request_latency_seconds_sum 20.000030800\n");
 	metrics_free(m);
+}
+
+/* Every bound and its neighbours land where a bucket's `le` says: a value
+ * equal to a bound in that bucket, one past it in the next (the last
+ * past 10 s in +Inf), as a scan of the bounds one by one would put it. */
+static void test_histogram_buckets_at_every_bound(void **state)
+{
+	for (int b = 0; b < MX_HIST_BUCKETS; b++) {
+		uint64_t bound = mx_hist_bounds_ns[b];
+		uint64_t values[] = {bound - 1, bound, bound + 1};
+		for (int v = 0; v < 3; v++) {
+			mx_hist h = {0};
+			mx_observe(&h, values[v]);
+			int want = 0;
+			while (want < MX_HIST_BUCKETS && values[v] > mx_hist_bounds_ns[want])
+				want++;
+			for (int i = 0; i <= MX_HIST_BUCKETS; i++)
+				if (atomic_load(&h.bucket[i]) != (i == want))
+					fail_msg("%" PRIu64 " ns: bucket %d holds %" PRIu64
+					         ", bucket %d wanted",
+					         values[v], i, (uint64_t)atomic_load(&h.bucket[i]),
+					         want);
+		}
+	}
+	mx_hist h = {0};
+	mx_observe(&h, 0);
+	assert_int_equal(atomic_load(&h.bucket[0]), 1);
+	mx_observe(&h, UINT64_MAX);
+	assert_int_equal(atomic_load(&h.bucket[MX_HIST_BUCKETS]), 1);
 }
 
 static void test_mask_uri(void **state)
@@ -191,6 +222,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_shards_are_summed),
 	    cmocka_unit_test(test_histogram_is_cumulative),
+	    cmocka_unit_test(test_histogram_buckets_at_every_bound),
 	    cmocka_unit_test(test_mask_uri),
 	    cmocka_unit_test(test_recent_findings_ring),
 	    cmocka_unit_test(test_recent_findings_filters),

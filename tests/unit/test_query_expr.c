@@ -53,6 +53,9 @@ static void test_rewritten_comparisons(void **state)
 	expect("{'$eq':['$a',5]}", "a $eq");
 	expect("{'$gte':['x','$b.c']}", "b.c $gte"); /* either order */
 	expect("{'$lt':['$a','$$limit']}", "a $lt var");
+	/* folded into a constant (a date, a timestamp) before the rewrite */
+	expect("{'$lt':['$exp','$$NOW']}", "exp $lt var");
+	expect("{'$gte':['$$CLUSTER_TIME','$at']}", "at $gte var");
 	expect("{'$and':[{'$eq':['$a',1]},{'$and':[{'$gt':['$b',2]}]},{'$ne':['$c',3]}]}",
 	       "a $eq; b $gt; other");
 	/* not rewritten: two paths, $ne, a system variable, an array or a
@@ -60,6 +63,9 @@ static void test_rewritten_comparisons(void **state)
 	expect("{'$eq':['$a','$b']}", "other");
 	expect("{'$ne':['$a',1]}", "other");
 	expect("{'$eq':['$a','$$ROOT']}", "other");
+	expect("{'$eq':['$a','$$REMOVE']}", "other");
+	expect("{'$eq':['$roles','$$USER_ROLES']}", "other");
+	expect("{'$lt':['$a','$$NOWISH']}", "other");
 	expect("{'$eq':['$a',[1,2]]}", "other");
 	expect("{'$eq':['$a',{'x':1}]}", "other");
 	expect("{'$eq':['$a',1,2]}", "other");

@@ -283,6 +283,19 @@ static const rcase cases[] = {
     MISS("$lookup sub-pipeline: a pattern beside a correlated point",
          "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'users','as':'u','let':{'o':'$o'},"
          "'pipeline':[{'$match':{'owner':'x','n':" RE("i") "}}]}}],'cursor':{}}"),
+    /* adjacent $match stages are one to mongod (and a $match moves before
+     * a $sort): a point in one bounds the pattern in the other; before
+     * round 4 these were reported */
+    MISS("a pattern in the $match after an _id point's",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$match':{'n':" RE(
+             "i") "}}],'cursor':{}}"),
+    MISS("a pattern in the $match before an _id point's, across a $sort",
+         "{'aggregate':'users','pipeline':[{'$match':{'n':" RE(
+             "i") "}},{'$sort':{'a':1}},{'$match':{'_id':{'$in':[1,2]}}}],'cursor':{}}"),
+    HIT("a $limit parts the $match stages",
+        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$limit':5},{'$match':{'n'"
+        ":" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
     HIT("a later $match without a point is still read",
         "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE(
             "i") "}},{'$group':{"

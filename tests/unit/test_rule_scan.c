@@ -144,6 +144,8 @@ static const scase cases[] = {
         "($expr)", REWRITE),
     HIT("$expr $gt against an array constant", FIND("{'$expr':{'$gt':['$status',[1,2]]}}"), "find",
         "($expr)", REWRITE),
+    HIT("$expr against $$ROOT, not a constant", FIND("{'$expr':{'$eq':['$status','$$ROOT']}}"),
+        "find", "($expr)", REWRITE),
     {"$expr $eq on a multikey path", "{'find':'mk','filter':{'$expr':{'$eq':['$tags','SECRET']}}}",
      NOSEQ, true, "test.mk", "find", "tags" NOT_INDEXED, NULL},
     {"$expr $gte on a multikey path", "{'find':'mk','filter':{'$expr':{'$gte':['$tags',5]}}}",
@@ -255,6 +257,22 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$match':{'w':2}},{'$sort':{'z':1}}],"
         "'cursor':{}}",
         "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    /* a $match after a $sort moves before it and joins the leading ones:
+     * before round 4 only the first $match was judged */
+    HIT("aggregate, a $match after the $sort merged",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'w':2}}],"
+        "'cursor':{}}",
+        "aggregate", "w" NOT_INDEXED, ESR("\"qty\": 1, \"w\": 1, \"z\": 1")),
+    /* a field no projection before it changes moves before them (before
+     * round 4 such a pipeline had no leading $match, and no verdict) */
+    HIT("aggregate, a $match field moved before $addFields",
+        "{'aggregate':'big','pipeline':[{'$addFields':{'t':{'$add':['$qty',1]}}},{'$match':{"
+        "'qty':1,'t':2}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
+    HIT("aggregate, a $match after the $sort: a $limit between ends the run",
+        "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$limit':3},"
+        "{'$match':{'_id':2}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
     HIT("$lookup with no index on the foreign field",
         "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'users',"
         "'localField':'uid','foreignField':'uid','as':'u'}}],'cursor':{}}",
@@ -316,6 +334,18 @@ static const scase cases[] = {
     MISS("$expr $eq pushed down", FIND("{'$expr':{'$eq':['$status','SECRET']}}")),
     MISS("$expr $and of $eq", FIND("{'$expr':{'$and':[{'$eq':[5,'$name']},{'$gt':['$a',1]}]}}")),
     MISS("$expr range pushed down (5.0+)", FIND("{'$expr':{'$gt':['$status',5]}}")),
+    /* $$NOW is folded into a date before the rewrite: an expiry query on
+     * an indexed field uses the index (before round 4: reported) */
+    MISS("$expr $lt against $$NOW", FIND("{'$expr':{'$lt':['$status','$$NOW']}}")),
+    MISS("aggregate: an _id point in a $match after the $sort bounds the run",
+         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'_id':"
+         "2}}],'cursor':{}}"),
+    MISS("aggregate: a computed field's $match stays after the $addFields",
+         "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
+         "'qty':1}}],'cursor':{}}"),
+    MISS(
+        "aggregate: a $match after a leading $sort bounds the read",
+        "{'aggregate':'big','pipeline':[{'$sort':{'z':1}},{'$match':{'status':'A'}}],'cursor':{}}"),
     MISS("$expr $lt with the constant first", FIND("{'$expr':{'$lt':['SECRET','$name']}}")),
     MISS("$expr $lte in $and", FIND("{'$expr':{'$and':[{'$lte':['$status',9]}]}}")),
     MISS("$expr $eq on a path not multikey in this index",

@@ -712,6 +712,13 @@ static const fx_expect form_cases[] = {
     {"updateOne's sort an index provides", false, NULL, NULL, NULL, NULL},
     {"bulkWrite updateOne's sort no index provides", true, "test.orders", "bulkWrite",
      "sort {\"c\": -1} on test.orders", NULL},
+    /* a $match after a $sort moves before it: its equality is the index's
+     * prefix (before round 4 the sort was judged with no filter) */
+    {"$sort then $match: the equality prefix provides it", false, NULL, NULL, NULL, NULL},
+    {"two $sort stages: the last is the sort", false, NULL, NULL, NULL, NULL},
+    {"$sort, $limit, then $match: the limit ends the run", true, "test.orders", "aggregate",
+     "sort {\"b\": 1} on test.orders", NULL},
+    {"$sort, $project, then $match: the match moves before both", false, NULL, NULL, NULL, NULL},
 };
 
 static const char *const form_json[] = {
@@ -727,6 +734,10 @@ static const char *const form_json[] = {
     "{'update':'orders','updates':[{'q':{'a':'SECRET'},'u':{'$set':{'z':1}},'sort':{'b':-1}}]}",
     "{'bulkWrite':1,'ops':[{'update':0,'filter':{'a':1},'updateMods':{'$set':{'z':1}},'sort':{"
     "'c':-1}}],'nsInfo':[{'ns':'test.orders'}]}",
+    AGG("{'$sort':{'b':1}},{'$match':{'a':'SECRET'}}"),
+    AGG("{'$sort':{'z':1}},{'$match':{'a':'SECRET'}},{'$sort':{'b':1}}"),
+    AGG("{'$sort':{'b':1}},{'$limit':5},{'$match':{'a':'SECRET'}}"),
+    AGG("{'$sort':{'b':1}},{'$project':{'a':1,'b':1}},{'$match':{'a':'SECRET'}}"),
 };
 
 static void test_forms_through_the_engine(void **state)

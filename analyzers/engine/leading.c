@@ -1,0 +1,155 @@
+/* The query an aggregation's leading stages make (leading.h).
+ *
+ * Only a sort at the start of the pipeline can use an index, and only the
+ * leading $match stages choose the plan. Leading means as mongod's
+ * pipeline optimization leaves them (the manual's "Aggregation Pipeline
+ * Optimization"):
+ *
+ *   - the run of $match and $sort stages at the start is one query: a
+ *     $match moves before a $sort (one that took in no $limit: a $limit
+ *     after it ends the run anyway), adjacent $match stages coalesce, and
+ *     of two $sort stages in a row without a $limit the first is dropped.
+ *     Every $match of the run is merged into the filter, and the run's
+ *     last $sort is the sort;
+ *   - after it, each plain field of a later $match that none of the
+ *     stages before it changes moves before them all, and so joins the
+ *     filter (the rest of that $match stays where it is): the stages a
+ *     $match moves past, and what each changes, are
+ *     analyzers/planner/stage_paths.h's (projections, $unwind, $lookup,
+ *     $sort); a member such as $and, $or or $expr stays (fewer moved, never
+ *     more), and so does everything past a stage that blocks ($group,
+ *     $limit, ...).
+ *
+ * A filter of one $match is a view of it; anything merged is a document
+ * of its own, the only allocation. */
+#include "analyzers/engine/leading.h"
+
+#include <string.h>
+
+#include "analyzers/engine/keys.h"
+#include "analyzers/planner/stage_paths.h"
+#include "protocol/wire_iter.h"
+
+/* After the leading $match stages, countDocuments' pipeline (every driver's:
+ * [{$match: F}, {$skip}, {$limit}, {$group: {_id: 1, n: {$sum: 1}}}]):
+ * a $group with a constant _id reads every document F selects, up to the
+ * $skip and $limit before it. s: on the stage after the $match stages. */
+static void counting_tail(bson_iter_t *s, leading *l)
+{
+	bson_iter_t c, g;
+	int64_t skip = 0;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if ((key_eq(k, "$skip") || key_eq(k, "$limit")) && WIRE_ITER_HOLDS_NUMBER(&c)) {
+			int64_t n = bson_iter_as_int64(&c);
+			if (n < 0 || n > INT32_MAX)
+				return;
+			if (key_eq(k, "$skip"))
+				skip += n;
+			else
+				l->count_limit = skip + n;
+			continue;
+		}
+		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g))
+			return;
+		bool found = false;
+		while (!found && wire_iter_next(&g))
+			found = key_eq(wire_iter_key(&g), "_id");
+		if (!found)
+			return;
+		bson_type_t t = wire_iter_type(&g);
+		l->counts = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
+		            !(t == BSON_TYPE_UTF8 && bson_iter_utf8(&g, NULL)[0] == '$');
+		return;
+	} while (wire_iter_next(s));
+}
+
+/* The filter as a document of its own, to add to (the first $match's
+ * members copied once). */
+static void own(leading *l)
+{
+	if (l->owned)
+		return;
+	bson_init(&l->merged);
+	if (l->filter)
+		bson_concat(&l->merged, l->filter);
+	l->owned = true;
+	l->filter = &l->merged;
+}
+
+/* A $match of the leading run, c on its value. False: not a document. */
+static bool add_match(leading *l, const bson_iter_t *c)
+{
+	bson_t m;
+	if (!l->filter)
+		return (l->filter = wire_iter_doc_view(c, &l->first) ? &l->first : NULL) != NULL;
+	if (!wire_iter_doc_view(c, &m))
+		return false;
+	own(l);
+	bson_concat(&l->merged, &m);
+	return true;
+}
+
+/* The stages after the leading run, s on the first of them: the fields
+ * of each $match that no projection before it changes join the filter. */
+static void moved_matches(bson_iter_t *s, leading *l)
+{
+	stage_paths ch;
+	stage_paths_init(&ch);
+	bson_iter_t c, m;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if (!key_eq(k, "$match")) {
+			if (!stage_paths_add(&ch, k, &c))
+				return;
+			continue;
+		}
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
+			return;
+		while (wire_iter_next(&m)) {
+			const char *f = wire_iter_key(&m);
+			if (f[0] == '$' || !stage_paths_pass(&ch, f))
+				continue;
+			own(l);
+			bson_append_iter(&l->merged, NULL, 0, &m);
+		}
+	} while (wire_iter_next(s));
+}
+
+void leading_stages(const bson_iter_t *pipeline, leading *l)
+{
+	bson_iter_t s, c;
+	l->owned = l->has_sort = l->counts = false;
+	l->count_limit = 0;
+	l->filter = NULL;
+	if (!wire_iter_recurse(pipeline, &s))
+		return;
+	while (wire_iter_next(&s)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$sort")) {
+			if (!(l->has_sort = wire_iter_doc_view(&c, &l->sort)))
+				return;
+			continue; /* a $match after it moves before it */
+		}
+		if (key_eq(k, "$match")) {
+			if (!add_match(l, &c))
+				return;
+			continue;
+		}
+		if (!l->has_sort && l->filter &&
+		    bson_empty(l->filter)) /* the count alone makes it a read */
+			counting_tail(&s, l);
+		else
+			moved_matches(&s, l);
+		return;
+	}
+}

@@ -1,0 +1,35 @@
+/* The query an aggregation's leading stages make (leading.c): the filter
+ * and the sort mongod's planner receives once its pipeline optimization
+ * has moved and merged the stages it moves. */
+#ifndef MG_ANALYZERS_ENGINE_LEADING_H
+#define MG_ANALYZERS_ENGINE_LEADING_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* bson_t values are never copied by value (a view points into its own
+ * struct), hence the two slots. */
+typedef struct leading {
+	bson_t first;  /* view of the first $match */
+	bson_t merged; /* owned when more than one $match (or a part of one) leads */
+	bool owned;
+	const bson_t *filter; /* NULL, &first or &merged */
+	bson_t sort;
+	bool has_sort;
+	bool counts;         /* countDocuments' form: the matches are counted */
+	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
+} leading;
+
+/* Reads the pipeline (an iterator on the array) into l; leading_done
+ * frees what it allocated. */
+void leading_stages(const bson_iter_t *pipeline, leading *l);
+
+static inline void leading_done(leading *l)
+{
+	if (l->owned)
+		bson_destroy(&l->merged);
+	l->owned = false;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* The query an aggregation's leading stages make (analyzers/engine/
+ * leading.c): the filter and sort mongod's planner gets once its pipeline
+ * optimization has moved $match stages before $sort and projection
+ * stages and merged them. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/engine/leading.h"
+#include "fixtures/analyzer_fixture.h"
+
+/* pipeline's leading query as "filter | sort" (canonical extended JSON
+ * without spaces; "-" for none). */
+static void expect(const char *pipeline, const char *want)
+{
+	char json[2048], got[2048];
+	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
+	bson_t *doc = fx_json(json);
+	assert_non_null(doc);
+	bson_iter_t it;
+	assert_true(bson_iter_init_find(&it, doc, "p"));
+	leading l;
+	leading_stages(&it, &l);
+	char *f = l.filter ? bson_as_relaxed_extended_json(l.filter, NULL) : NULL;
+	char *s = l.has_sort ? bson_as_relaxed_extended_json(&l.sort, NULL) : NULL;
+	snprintf(got, sizeof(got), "%s | %s", f ? f : "-", s ? s : "-");
+	bson_free(f);
+	bson_free(s);
+	leading_done(&l);
+	bson_destroy(doc);
+	char *w = fx_dequote(want);
+	if (strcmp(got, w) != 0)
+		fail_msg("%s\n got: %s\nwant: %s", pipeline, got, w);
+	free(w);
+}
+
+static void test_match_and_sort_run(void **state)
+{
+	expect("[{'$match':{'a':1}},{'$group':{'_id':'$a'}}]", "{ 'a' : 1 } | -");
+	expect("[{'$match':{'a':1}},{'$match':{'b':2}}]", "{ 'a' : 1, 'b' : 2 } | -");
+	/* a $match after a $sort moves before it */
+	expect("[{'$sort':{'x':1}},{'$match':{'a':1}}]", "{ 'a' : 1 } | { 'x' : 1 }");
+	expect("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$match':{'b':2}}]",
+	       "{ 'a' : 1, 'b' : 2 } | { 'x' : 1 }");
+	/* two $sort stages in a row: the first is dropped */
+	expect("[{'$sort':{'x':1}},{'$sort':{'y':-1}},{'$match':{'a':1}}]",
+	       "{ 'a' : 1 } | { 'y' : -1 }");
+	/* a $limit ends the run: what follows it stays after it */
+	expect("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$limit':5},{'$match':{'b':2}}]",
+	       "{ 'a' : 1 } | { 'x' : 1 }");
+	expect("[{'$group':{'_id':'$a'}},{'$match':{'a':1}}]", "- | -");
+}
+
+static void test_match_moves_before_projections(void **state)
+{
+	/* a field $addFields / $set does not assign moves; one it does stays */
+	expect("[{'$addFields':{'t':{'$add':['$q',1]}}},{'$match':{'a':1,'t':2}}]",
+	       "{ 'a' : 1 } | -");
+	expect("[{'$set':{'a.b':1}},{'$match':{'a.c':1,'a':2,'a.b.c':3}}]", "{ 'a.c' : 1 } | -");
+	/* $unset and an exclusion $project remove their fields */
+	expect("[{'$unset':['x','y']},{'$match':{'x':1,'z':2}}]", "{ 'z' : 2 } | -");
+	expect("[{'$project':{'x':0}},{'$match':{'x':1,'z':2}}]", "{ 'z' : 2 } | -");
+	/* an inclusion $project keeps its fields and _id, computes the rest */
+	expect("[{'$project':{'a':1,'c':'$b'}},{'$match':{'a':1,'c':2,'b':3,'_id':4}}]",
+	       "{ 'a' : 1, '_id' : 4 } | -");
+	expect("[{'$project':{'_id':0,'a.b':1}},{'$match':{'a.b.c':1,'a':2,'_id':3}}]",
+	       "{ 'a.b.c' : 1 } | -");
+	/* after the leading run, and past a $sort in it */
+	expect("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$project':{'a':1,'b':1,'x':1}},"
+	       "{'$match':{'b':2}}]",
+	       "{ 'a' : 1, 'b' : 2 } | { 'x' : 1 }");
+	/* operators stay where they are; so does everything past another
+	 * stage, or a projection not understood */
+	expect("[{'$addFields':{'t':1}},{'$match':{'$or':[{'a':1},{'b':1}],'c':1}}]",
+	       "{ 'c' : 1 } | -");
+	/* $unwind and $lookup change their path, index and `as` only */
+	expect("[{'$addFields':{'t':1}},{'$unwind':'$t'},{'$match':{'a':1,'t':2}}]",
+	       "{ 'a' : 1 } | -");
+	expect(
+	    "[{'$unwind':{'path':'$t','includeArrayIndex':'i'}},{'$match':{'t.x':1,'i':2,'u':3}}]",
+	    "{ 'u' : 3 } | -");
+	expect("[{'$lookup':{'from':'o','localField':'k','foreignField':'_id','as':'j'}},"
+	       "{'$match':{'j.x':1,'k':2}}]",
+	       "{ 'k' : 2 } | -");
+	expect("[{'$addFields':{'t':1}},{'$group':{'_id':'$a'}},{'$match':{'a':1}}]", "- | -");
+	expect("[{'$project':{'a':{'b':1}}},{'$match':{'a.b':1}}]", "- | -");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_match_and_sort_run),
+	    cmocka_unit_test(test_match_moves_before_projections),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
