@@ -46,7 +46,8 @@ static inline void stage_paths_init(stage_paths *p)
 /* Adds the stage named k, v on its value. False when a $match cannot move
  * past it (a blocking stage, one not understood, or more paths than are
  * kept); p is then not to be asked. */
-bool stage_paths_add(stage_paths *p, const char *k, const bson_iter_t *v);
+bool stage_paths_add(stage_paths *p, const char *k, const bson_iter_t *v)
+    __attribute__((warn_unused_result));
 
 /* Whether a $match member on the plain field f (NULL: an operator member)
  * moves past every stage added. */
