@@ -46,6 +46,38 @@ def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None,
     raise NotListening(f"{what} did not accept connections on port {port} within {timeout}s")
 
 
+def start_on_free_port(args_for, out_path, timeout: float, what: str = "server",
+                       tries: int = 3, wait: bool = True):
+    """Starts args_for(port) on a free port, its stdout and stderr in the
+    file out_path, and returns (port, proc, out) once it listens (out: the
+    open file). free_port() closes the port it found before the server
+    binds it, so another process (a second suite on the machine, a server
+    starting) can take it in between: a server whose output then says
+    "Address already in use" is started again on another port, up to tries
+    times. wait False: started once, not waited for. NotListening, with the
+    server's output, when it does not listen."""
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        args = args_for(port)
+        out = open(out_path, "wb")
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        if not wait:
+            return port, proc, out
+        try:
+            wait_port(port, timeout, proc, what)
+            return port, proc, out
+        except NotListening:
+            proc.kill()
+            proc.wait()
+            out.close()
+            text = open(out_path, errors="replace").read()
+            if attempt < tries and "Address already in use" in text:
+                continue
+            raise NotListening(f"{what} failed to start: {' '.join(args)}\n{text[-3000:]}")
+    raise AssertionError("unreachable")
+
+
 def stop(proc: subprocess.Popen, timeout: float = 30) -> int:
     """SIGTERM, then SIGKILL after timeout seconds; the exit status."""
     if proc.poll() is None:

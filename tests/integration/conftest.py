@@ -33,7 +33,7 @@ from pymongo import MongoClient
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from procs import free_port, wait_port  # noqa: E402,F401  (tests import them from here)
+from procs import free_port, start_on_free_port, wait_port  # noqa: E402,F401  (tests import them from here)
 
 ROOT = HERE.parent.parent
 BUILD = ROOT / "build"
@@ -244,36 +244,29 @@ class Proxy:
         n = next(self._seq)
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         base = LOG_DIR / f"{_safe(name)}-{n}"
-        self.port = free_port()
         self.log_path = Path(f"{base}.log")
         self.out_path = Path(f"{base}.out")
-        for p in (self.log_path, self.out_path):
-            if p.exists():
-                p.unlink()
-        self.args = [binary]
+        head = [binary]
         if config is not None:
             cfg = Path(f"{base}.yaml")
             cfg.write_text(config)
             self.config_path = cfg
-            self.args += ["--config", str(cfg)]
-        self.args += ["--listen", f"127.0.0.1:{self.port}", "--upstream", upstream_uri,
-                      "--log", str(self.log_path) if log_to_file else "-"]
-        self.args += extra_args or []
-        self.args += workers_mode_args(self.args)
+            head += ["--config", str(cfg)]
+
+        def args_for(port: int) -> list[str]:  # a new port: what a lost one logged goes
+            if self.log_path.exists():
+                self.log_path.unlink()
+            args = head + ["--listen", f"127.0.0.1:{port}", "--upstream", upstream_uri,
+                           "--log", str(self.log_path) if log_to_file else "-"]
+            args += extra_args or []
+            return args + workers_mode_args(args)
+
         self.upstream_uri = upstream_uri
         self.log = ProxyLog(self.log_path if log_to_file else self.out_path)
-        self._out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
         self.returncode: int | None = None
-        try:
-            wait_port(self.port, READY_TIMEOUT, self.proc, "mongoguard")
-        except AssertionError:
-            self.proc.kill()
-            self.proc.wait()
-            self._out.close()
-            raise AssertionError(f"mongoguard failed to start: {' '.join(self.args)}\n"
-                                 f"{self.out_path.read_text(errors='replace')[-3000:]}")
+        self.port, self.proc, self._out = start_on_free_port(args_for, self.out_path,
+                                                             READY_TIMEOUT, "mongoguard")
+        self.args = self.proc.args
 
     @property
     def uri(self) -> str:

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import mgwire as w
-from conftest import LOG_DIR, free_port, wait_port
+from conftest import LOG_DIR, start_on_free_port
 
 RULES = ["case-insensitive-regex", "unbounded-push", "hot-path-lookup", "index-mismatched-sort",
          "collection-scan", "large-document", "client-side-join"]
@@ -34,19 +34,17 @@ class Mongoguard:
     def __init__(self, binary: str, name: str, args: list[str], config: str | None = None,
                  wait: bool = True):
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
         self.base = LOG_DIR / name
         self.out_path = Path(f"{self.base}.out")
-        self.args = [binary, "--listen", f"127.0.0.1:{self.port}", *args]
+        tail = []
         if config is not None:
             cfg = Path(f"{self.base}.yaml")
             cfg.write_text(config)
-            self.args += ["--config", str(cfg)]
-        self._out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        if wait:
-            wait_port(self.port, 10, self.proc, "mongoguard")
+            tail = ["--config", str(cfg)]
+        self.port, self.proc, self._out = start_on_free_port(
+            lambda port: [binary, "--listen", f"127.0.0.1:{port}", *args, *tail],
+            self.out_path, 10, "mongoguard", wait=wait)
+        self.args = self.proc.args
 
     def command(self, body: dict, db: str = "admin", app: str | None = None):
         s = w.connect(self.port)
