@@ -25,9 +25,12 @@ static ddl_kind ddl_of(const cmdview *v)
 	return c ? c->ddl : DDL_NONE;
 }
 
-bool engine_is_ddl(const cmdview *v)
+bool engine_is_ddl(const cmdview *v, cmd_id id)
 {
-	return ddl_of(v) != DDL_NONE;
+	if (id == CMD_NONE)
+		return ddl_of(v) != DDL_NONE;
+	const command_def *c = commands_of(id);
+	return c && c->ddl != DDL_NONE;
 }
 
 /* Forgets too much rather than too little: every name the command's row
@@ -65,14 +68,13 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	}
 }
 
-int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap)
+int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
 {
-	if (!e->ic || !v->db || !v->name || (v->name[0] != 'i' && v->name[0] != 'd'))
+	if ((id != CMD_INSERT && id != CMD_DELETE) || !e->ic || !v->db)
 		return 0;
-	int sign = key_eq(v->name, "insert") ? 1 : key_eq(v->name, "delete") ? -1 : 0;
+	int sign = id == CMD_INSERT ? 1 : -1;
 	bson_iter_t it;
-	if (!sign || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
-	    !WIRE_ITER_HOLDS_UTF8(&it))
+	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it) || !WIRE_ITER_HOLDS_UTF8(&it))
 		return 0;
 	ns_join(ns, cap, v->db, bson_iter_utf8(&it, NULL));
 	return sign;
@@ -86,10 +88,10 @@ void engine_note_docs(engine *e, const char *ns, int64_t delta)
 		index_cache_note_docs(e->ic, db, coll, delta);
 }
 
-index_cache *engine_side_gate(const engine *e, const cmdview *v)
+index_cache *engine_side_gate(const engine *e, const cmdview *v, cmd_id id)
 {
 	char ns[256];
 	if (!e->ic || !v->db || !v->name)
 		return NULL;
-	return engine_is_ddl(v) || engine_write_ns(e, v, ns, sizeof(ns)) > 0 ? e->ic : NULL;
+	return engine_is_ddl(v, id) || engine_write_ns(e, v, id, ns, sizeof(ns)) > 0 ? e->ic : NULL;
 }

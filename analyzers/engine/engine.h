@@ -19,6 +19,7 @@
 #include "analyzers/engine/finding.h"
 #include "analyzers/engine/rule_config.h"
 #include "protocol/cmdview.h"
+#include "protocol/commands.h"
 
 typedef struct index_cache index_cache;
 typedef struct engine engine;
@@ -153,22 +154,28 @@ bool engine_may_block(const engine *e, const char *command);
  * "db" for a whole database). Called by the proxy when the reply passes. */
 void engine_note_ddl(engine *e, const cmdview *v);
 
+/* The three below take the command's table id as the request was decoded
+ * with it (cmd_find of v->name, looked up once: request.cmd), so a
+ * command the table knows costs no name lookup; CMD_NONE for a name it
+ * does not know. */
+
 /* True for the commands engine_note_ddl() acts on (createIndexes,
  * dropIndexes / deleteIndexes, drop, collMod, create, convertToCapped,
- * cloneCollectionAsCapped, dropDatabase, renameCollection; names compared
- * without case), so the proxy can tell which replies to report. */
-bool engine_is_ddl(const cmdview *v);
+ * cloneCollectionAsCapped, dropDatabase, renameCollection; an unknown name
+ * is compared without case), so the proxy can tell which replies to
+ * report. */
+bool engine_is_ddl(const cmdview *v, cmd_id id);
 
 /* Writes the index cache's document counts follow: for an insert (+1) or
  * a delete (-1), "db.coll" into ns (cap bytes); 0 for anything else, or
  * without an index cache. The proxy reads n from the write's reply and
  * calls engine_note_docs(e, ns, sign * n). */
-int engine_write_ns(const engine *e, const cmdview *v, char *ns, size_t cap);
+int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
  * an insert, which may create the collection) and must not overlap the
  * cache's side connection in that database (index_cache.h,
  * index_cache_side_busy); NULL otherwise. */
-index_cache *engine_side_gate(const engine *e, const cmdview *v);
+index_cache *engine_side_gate(const engine *e, const cmdview *v, cmd_id id);
 void engine_note_docs(engine *e, const char *ns, int64_t delta);
 
 /* The shape of a request as the engine keys findings on it (the same parts,

@@ -237,18 +237,8 @@ typedef struct {
 
 static void classify(const request *r, engine *e, req_class *c)
 {
-	/* A command the table knows says by its row that it is neither, with
-	 * no name looked up again; an unknown name may still be a DDL spelled
-	 * in another case (engine_is_ddl compares without it). */
-	const cmd_row *row = &cmd_rows[r->cmd];
-	if (!e || (r->cmd != CMD_NONE && row->kind != CMD_KIND_DDL && r->cmd != CMD_INSERT &&
-	           r->cmd != CMD_DELETE)) {
-		c->ddl = false;
-		c->write = 0;
-		return;
-	}
-	c->ddl = engine_is_ddl(&r->view);
-	c->write = engine_write_ns(e, &r->view, c->ns, sizeof(c->ns));
+	c->ddl = e && engine_is_ddl(&r->view, r->cmd);
+	c->write = e ? engine_write_ns(e, &r->view, r->cmd, c->ns, sizeof(c->ns)) : 0;
 }
 
 /* A schema change (engine_side_gate) waits while the index cache's side
@@ -261,7 +251,7 @@ static bool side_gate(session *s, const request *r, engine *e, const req_class *
 {
 	if (r->more_to_come || (!c->ddl && c->write <= 0))
 		return false;
-	index_cache *ic = engine_side_gate(e, &r->view);
+	index_cache *ic = engine_side_gate(e, &r->view, r->cmd);
 	if (!ic)
 		return false;
 	bool busy;

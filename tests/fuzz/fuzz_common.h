@@ -201,7 +201,7 @@ static void fz_run(engine *const *es, int n, const cmdview *v)
 		(void)index_cache_fetch_end(fz_ic, ns, gen, index_set_new_opaque("fuzz"));
 	/* After a DDL command, or every so often in case the LRU dropped them,
 	 * the known index lists go back in. */
-	if (engine_is_ddl(v) || fz_clock % (7 * 4096) == 0)
+	if (engine_is_ddl(v, cmd_find(v->name)) || fz_clock % (7 * 4096) == 0)
 		fz_fill(fz_ic);
 }
 

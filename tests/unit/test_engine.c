@@ -824,13 +824,18 @@ static void test_ddl_invalidates(void **state)
 	/* the proxy asks which replies to report */
 	fx_req r;
 	assert_true(fx_req_build(&r, "shop", "{'deleteIndexes':'orders','index':'x_1'}", NULL, 0));
-	assert_true(engine_is_ddl(&r.v));
+	assert_true(engine_is_ddl(&r.v, cmd_find(r.v.name)));
 	fx_req_free(&r);
 	assert_true(fx_req_build(&r, "shop", "{'find':'orders'}", NULL, 0));
-	assert_false(engine_is_ddl(&r.v));
+	assert_false(engine_is_ddl(&r.v, cmd_find(r.v.name)));
 	fx_req_free(&r);
 	assert_true(fx_req_build(&r, "admin", "{'renameCollection':'a.b','to':'a.c'}", NULL, 0));
-	assert_true(engine_is_ddl(&r.v));
+	assert_true(engine_is_ddl(&r.v, cmd_find(r.v.name)));
+	fx_req_free(&r);
+	/* a name the table does not know: a DDL in another case is one still */
+	assert_true(fx_req_build(&r, "shop", "{'DropIndexes':'orders','index':'x_1'}", NULL, 0));
+	assert_int_equal(cmd_find(r.v.name), CMD_NONE);
+	assert_true(engine_is_ddl(&r.v, CMD_NONE));
 	fx_req_free(&r);
 
 	/* cloneCollectionAsCapped: the new collection */
