@@ -137,14 +137,6 @@ bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
 	return take_name(v, "OP_QUERY", err);
 }
 
-bool cmdview_is_hello(const cmdview *v)
-{
-	/* on every request: the first letter rules out nearly every other name */
-	const char *n = v->name;
-	return n && ((n[0] == 'h' && strcmp(n, "hello") == 0) ||
-	             (n[0] == 'i' && (strcmp(n, "isMaster") == 0 || strcmp(n, "ismaster") == 0)));
-}
-
 void cmdview_docs_init(cmdview_docs *d, const cmdview *v, const char *field)
 {
 	memset(d, 0, sizeof(*d));

@@ -57,10 +57,6 @@ bool cmdview_from_opmsg(const opmsg *m, cmdview *v, wire_error *err)
 bool cmdview_from_opquery(const opquery *q, cmdview *v, wire_error *err)
     __attribute__((warn_unused_result));
 
-/* True when the command name is one of the handshake spellings
- * (hello, isMaster, ismaster). */
-bool cmdview_is_hello(const cmdview *v);
-
 /* Iterates the documents of an "array of documents" argument, wherever the
  * driver put it: a kind-1 sequence named `field`, or an array `field` in the
  * body ("updates", "deletes", "documents", "ops", "nsInfo"). */
