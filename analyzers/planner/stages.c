@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "analyzers/planner/stage_paths.h"
 #include "protocol/wire_iter.h"
 
 static void stage_field(lookup_stage *out, const char *k, const bson_iter_t *it)
@@ -199,60 +200,84 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 	return true;
 }
 
-/* Whether a stage belongs to a merged group (pipe_match_merged): a $match
- * (*is_match, its filter in *filter), or a $sort that takes in no $limit
- * (next: the stage after it, NULL at the end; a $limit right after it, or
- * after $skip stages, goes into the sort). False for any other stage. */
-static bool group_stage(const bson_iter_t *stage, const bson_iter_t *next, bson_iter_t *filter,
-                        bool *is_match)
+/* Where mongod's optimization moves a $match member on f (NULL: an
+ * operator member) of the stage at index: just past the last stage before
+ * it that the member cannot move past (stage_paths.h). */
+static unsigned member_slot(const bson_iter_t *pipeline, unsigned index, const char *f)
 {
-	bson_iter_t c, n;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c) ||
-	    !wire_iter_next(&c))
-		return false;
-	const char *k = wire_iter_key(&c);
-	if (stage_of(k) == ST_MATCH) {
-		*filter = c;
-		*is_match = true;
-		return true;
+	bson_iter_t s, c;
+	unsigned slot = 0;
+	if (!wire_iter_recurse(pipeline, &s))
+		return index;
+	for (unsigned i = 0; i < index && wire_iter_next(&s); i++) {
+		stage_paths p;
+		stage_paths_init(&p);
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
+		    !wire_iter_next(&c) || !stage_paths_add(&p, wire_iter_key(&c), &c) ||
+		    !stage_paths_pass(&p, f))
+			slot = i + 1;
 	}
-	*is_match = false;
-	if (strcmp(k, "$sort") != 0)
-		return false;
-	/* a $skip ends the group anyway, whatever follows it */
-	if (next && WIRE_ITER_HOLDS_DOCUMENT(next) && wire_iter_recurse(next, &n) &&
-	    wire_iter_next(&n))
-		return strcmp(wire_iter_key(&n), "$limit") != 0 &&
-		       strcmp(wire_iter_key(&n), "$skip") != 0;
-	return true;
+	return slot;
 }
 
-bool pipe_match_merged(const pipe_access *a, bool (*fn)(void *arg, const bson_iter_t *filter),
-                       void *arg)
+typedef struct members {
+	const bson_iter_t *pipeline;
+	unsigned index; /* of the stage being read */
+	unsigned slot;  /* where a's member lands */
+	bool (*fn)(void *arg, const char *field, const bson_iter_t *member);
+	void *arg;
+} members;
+
+/* The plain members of a $match's filter (and of a top-level $and in it,
+ * nested) that land where a's does: fn on each, until it says true. */
+static bool each_member(const members *m, const bson_iter_t *filter, int depth)
 {
-	bson_iter_t s, next, filter, first;
-	bool more = true, is_match;
-	if (a->kind != PIPE_MATCH || !a->pipeline || !wire_iter_recurse(a->pipeline, &s) ||
-	    !wire_iter_next(&s))
+	bson_iter_t c, e;
+	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
 		return false;
-	/* the first stage of the group a's is in: after the last stage before
-	 * a's that ends a group */
-	first = s;
-	for (unsigned i = 0; i < a->index && more; i++) {
-		next = s;
-		more = wire_iter_next(&next);
-		if (!group_stage(&s, more ? &next : NULL, &filter, &is_match))
-			first = next;
-		s = next;
-	}
-	/* its $match filters but a's own (the same stage's bytes), to its end */
-	for (s = first, more = true; more; s = next) {
-		next = s;
-		more = wire_iter_next(&next);
-		if (!group_stage(&s, more ? &next : NULL, &filter, &is_match))
-			return false;
-		if (is_match && filter.raw != a->it->raw && fn(arg, &filter))
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (strcmp(k, "$and") == 0 && WIRE_ITER_HOLDS_ARRAY(&c) &&
+		    wire_iter_recurse(&c, &e)) {
+			while (wire_iter_next(&e))
+				if (each_member(m, &e, depth + 1))
+					return true;
+		} else if (k[0] != '$' && member_slot(m->pipeline, m->index, k) == m->slot &&
+		           m->fn(m->arg, k, &c)) {
 			return true;
+		}
+	}
+	return false;
+}
+
+bool pipe_match_members(const pipe_access *a, const char *f,
+                        bool (*fn)(void *arg, const char *field, const bson_iter_t *member),
+                        void *arg)
+{
+	bson_iter_t s, c;
+	if (a->kind != PIPE_MATCH || !a->pipeline || a->index >= PIPE_MERGE_STAGES ||
+	    !wire_iter_recurse(a->pipeline, &s))
+		return false;
+	members m = {a->pipeline, 0, member_slot(a->pipeline, a->index, f), fn, arg};
+	/* a member lands at its own stage or before: only stages from a's
+	 * slot on, and only up to a stage no member moves past */
+	for (unsigned i = 0; i < PIPE_MERGE_STAGES && wire_iter_next(&s); i++) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
+		    !wire_iter_next(&c))
+			return false;
+		const char *k = wire_iter_key(&c);
+		if (i < m.slot)
+			continue;
+		if (stage_of(k) == ST_MATCH) {
+			m.index = i;
+			if (each_member(&m, &c, 0))
+				return true;
+			continue;
+		}
+		stage_paths p;
+		stage_paths_init(&p);
+		if (!stage_paths_add(&p, k, &c))
+			return false;
 	}
 	return false;
 }

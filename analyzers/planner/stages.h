@@ -53,22 +53,26 @@ typedef struct pipe_access {
 	bool facet;               /* SUB: a $facet branch (runs on its input: no index) */
 	const lookup_stage *join; /* JOIN, and a $lookup's SUB: the stage's fields */
 	/* MATCH of a $match stage: the pipeline it is in (an iterator on the
-	 * array) and its place there, for pipe_match_merged; NULL otherwise. */
+	 * array) and its place there, for pipe_match_members; NULL otherwise. */
 	const bson_iter_t *pipeline;
 	unsigned index;
 } pipe_access;
 
-/* The other $match stages mongod's pipeline optimization makes one with
- * a's (a MATCH of a $match stage): adjacent $match stages coalesce into
- * one, and a $match moves before a $sort (one that took in no $limit:
- * a $sort with a $limit after it ends the group, as the $limit does), so
- * the group is the run of $match and $sort stages around a's. Other
- * stages a $match may move past when its fields allow ($project,
- * $addFields, $unwind, $lookup, ...) end the group here: fewer merged,
- * never more. Calls fn(arg, filter) on each other $match's filter, in
- * stage order, until fn returns true; true then, else false. */
-bool pipe_match_merged(const pipe_access *a, bool (*fn)(void *arg, const bson_iter_t *filter),
-                       void *arg);
+/* The $match members mongod's pipeline optimization brings into the one
+ * $match where a's member on the plain field f lands (f NULL: a member
+ * that is an operator, $or, $expr, ...), a's own stage included. Each part
+ * of a $match moves before the stages that do not change what it reads
+ * (stage_paths.h: $sort, projections, $unwind, $lookup), and the parts
+ * that land in one place coalesce. Calls fn(arg, field, member) on each
+ * plain member (a field: value at a $match's top level, or in a top-level
+ * $and, nested) that lands where a's does, until fn returns true; true
+ * then. a: a MATCH of a $match stage. Only the first PIPE_MERGE_STAGES
+ * stages are read, and a's must be one of them: fewer members merge past
+ * them, never more. */
+enum { PIPE_MERGE_STAGES = 64 };
+bool pipe_match_members(const pipe_access *a, const char *f,
+                        bool (*fn)(void *arg, const char *field, const bson_iter_t *member),
+                        void *arg);
 
 /* Calls fn for each access of pipeline (an iterator on an array of
  * stages), in stage order, a sub-pipeline's after its SUB; fn returns

@@ -441,12 +441,32 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 	return false;
 }
 
-/* A $match that mongod makes one with the pattern's (pipe_match_merged)
- * holds a point on another field. */
-static bool merged_point(void *arg, const bson_iter_t *filter)
+/* A member that lands in the pattern's $match (pipe_match_members) is a
+ * point on another field. */
+static bool merged_point(void *arg, const char *field, const bson_iter_t *member)
 {
 	const regex_hit *hit = arg;
-	return point_bounded(filter, hit->field, 0);
+	return strcmp(field, hit->field) != 0 && point_value(member);
+}
+
+/* field, when the pattern is a plain member of the filter's top-level
+ * conjunction (or of a top-level $and in it), as point_bounded reads it;
+ * NULL when it sits inside an operator ($or, $elemMatch, ...). */
+static const char *plain_member(const bson_iter_t *filter, const char *field, int depth)
+{
+	bson_iter_t c, e;
+	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
+		return NULL;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (strcmp(k, field) == 0)
+			return field;
+		if (key_eq(k, "$and") && WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
+			while (wire_iter_next(&e))
+				if (plain_member(&e, field, depth + 1))
+					return field;
+	}
+	return NULL;
 }
 
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
@@ -461,10 +481,14 @@ static bool on_access(void *arg, const pipe_access *a)
 		return false;
 	}
 	/* a point beside the pattern decides the read, in a $match as in a
-	 * find's filter (point_bounded), and in a $match merged with it */
-	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0) ||
-	    (!hit->too_deep &&
-	     (point_bounded(a->it, hit->field, 0) || pipe_match_merged(a, merged_point, hit))))
+	 * find's filter (point_bounded): in a $match stage, a point in the
+	 * $match where mongod's optimization lands the pattern */
+	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
+		return true;
+	if (!hit->too_deep &&
+	    (a->pipeline && a->index < PIPE_MERGE_STAGES
+	         ? pipe_match_members(a, plain_member(a->it, hit->field, 0), merged_point, hit)
+	         : point_bounded(a->it, hit->field, 0)))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);

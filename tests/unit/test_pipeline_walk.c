@@ -122,17 +122,16 @@ typedef struct groups {
 	char text[1024];
 } groups;
 
-static bool group_member(void *arg, const bson_iter_t *filter)
+static bool group_member(void *arg, const char *field, const bson_iter_t *member)
 {
 	groups *g = arg;
-	bson_iter_t c;
 	size_t len = strlen(g->text);
-	const char *k =
-	    wire_iter_recurse(filter, &c) && wire_iter_next(&c) ? wire_iter_key(&c) : "{}";
-	snprintf(g->text + len, sizeof(g->text) - len, " %s", k);
+	snprintf(g->text + len, sizeof(g->text) - len, " %s", field);
 	return false;
 }
 
+/* For each $match: its first member's field ("$op" for an operator),
+ * "<", then every member landing in the $match where that one lands. */
 static bool on_match(void *arg, const pipe_access *a)
 {
 	groups *g = arg;
@@ -143,7 +142,7 @@ static bool on_match(void *arg, const pipe_access *a)
 	const char *k =
 	    wire_iter_recurse(a->it, &c) && wire_iter_next(&c) ? wire_iter_key(&c) : "{}";
 	snprintf(g->text + len, sizeof(g->text) - len, "%s%s <", len ? "; " : "", k);
-	assert_false(pipe_match_merged(a, group_member, g));
+	assert_false(pipe_match_members(a, k[0] == '$' ? NULL : k, group_member, g));
 	return true;
 }
 
@@ -155,26 +154,41 @@ static void expect_groups(const char *pipeline, const char *want)
 		fail_msg("%s\n got: %s\nwant: %s", pipeline, g.text, want);
 }
 
-/* The $match stages mongod's optimization makes one: adjacent ones, and
- * across a $sort that took in no $limit; anything else parts them. */
+/* The $match members mongod's optimization makes one $match of: adjacent
+ * $match stages, across a $sort that took in no $limit, and the fields a
+ * stage before them does not change; anything else parts them. */
 static void test_merged_matches(void **state)
 {
 	expect_groups("[{'$match':{'a':1}},{'$match':{'b':1}},{'$match':{'c':1}}]",
-	              "a < b c; b < a c; c < a b");
-	expect_groups("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$match':{'b':1}}]", "a < b; b < a");
+	              "a < a b c; b < a b c; c < a b c");
+	expect_groups("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$match':{'b':1}}]",
+	              "a < a b; b < a b");
 	/* a $limit after the $sort goes into it: the $match stays after it */
 	expect_groups("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$limit':5},{'$match':{'b':1}}]",
-	              "a <; b <");
+	              "a < a; b < b");
 	expect_groups("[{'$match':{'a':1}},{'$group':{'_id':'$a'}},{'$match':{'b':1}},"
-	              "{'$project':{'b':1}},{'$match':{'c':1}}]",
-	              "a <; b <; c <");
+	              "{'$project':{'b':1}},{'$match':{'c':1,'b':2}}]",
+	              "a < a; b < b b; c < c");
+	/* a field a projection does not change moves before it, one it sets
+	 * stays: the members of one $match part */
+	expect_groups("[{'$match':{'_id':1}},{'$addFields':{'t':1}},{'$match':{'n':1,'t':2}}]",
+	              "_id < _id n; n < _id n");
+	expect_groups("[{'$match':{'_id':1}},{'$addFields':{'t':1}},{'$match':{'t':2,'n':1}}]",
+	              "_id < _id n; t < t");
+	/* an operator member moves only past $match and $sort; $and's members
+	 * are read one by one */
+	expect_groups("[{'$match':{'a':1}},{'$set':{'t':1}},{'$match':{'$or':[{'x':1}],'y':2}}]",
+	              "a < a y; $or <");
+	expect_groups("[{'$match':{'$and':[{'a':1},{'$and':[{'b':2}]}]}},{'$sort':{'s':1}},"
+	              "{'$match':{'c':3}}]",
+	              "$and < a b c; c < a b c");
 	/* in a sub-pipeline, its own stages; a $geoNear's query is no $match */
 	expect_groups("[{'$match':{'a':1}},{'$lookup':{'from':'b','as':'x','pipeline':["
 	              "{'$match':{'p':1}},{'$match':{'q':1}}]}},{'$match':{'c':1}}]",
-	              "a <; p < q; q < p; c <");
+	              "a < a c; p < p q; q < p q; c < a c");
 	expect_groups("[{'$geoNear':{'near':[0,0],'distanceField':'d','query':{'k':1}}},"
 	              "{'$match':{'m':1}}]",
-	              "k <; m <");
+	              "k <; m < m");
 }
 
 int main(void)

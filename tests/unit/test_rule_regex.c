@@ -292,6 +292,19 @@ static const rcase cases[] = {
     MISS("a pattern in the $match before an _id point's, across a $sort",
          "{'aggregate':'users','pipeline':[{'$match':{'n':" RE(
              "i") "}},{'$sort':{'a':1}},{'$match':{'_id':{'$in':[1,2]}}}],'cursor':{}}"),
+    /* a field a projection keeps moves before it: the pattern joins the
+     * _id point's $match; one it computes stays after it */
+    MISS("a pattern on a kept field moves to the _id point's $match",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$project':{'n':1}},{'$match':{"
+         "'n':" RE("i") "}}],'cursor':{}}"),
+    HIT("a pattern on a computed field stays after the projection",
+        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$addFields':{'n':{'$toLower':"
+        "'$m'}}},{'$match':{'n':" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
+    HIT("a point on a computed field parts from the pattern that moves",
+        "{'aggregate':'users','pipeline':[{'$addFields':{'t':1}},{'$match':{'t':5,'n':" RE(
+            "i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
     HIT("a $limit parts the $match stages",
         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$limit':5},{'$match':{'n'"
         ":" RE("i") "}}],'cursor':{}}",

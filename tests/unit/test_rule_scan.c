@@ -340,6 +340,14 @@ static const scase cases[] = {
     MISS("aggregate: an _id point in a $match after the $sort bounds the run",
          "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$match':{'_id':"
          "2}}],'cursor':{}}"),
+    /* the run's filters merge into one document, a field twice in it:
+     * both predicates hold (an $and), the point still bounds */
+    MISS("aggregate: a point and a $ne on one field in two merged stages",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$sort':{'z':1}},{'$match':{"
+         "'status':{'$ne':'B'}}}],'cursor':{}}"),
+    MISS("aggregate: a $ne then a point on one field in two merged stages",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':{'$ne':'B'}}},{'$match':{'status':"
+         "'A'}}],'cursor':{}}"),
     MISS("aggregate: a computed field's $match stays after the $addFields",
          "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
          "'qty':1}}],'cursor':{}}"),
