@@ -17,6 +17,7 @@
 
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
+#include "analyzers/planner/paths.h"
 #include "protocol/wire_iter.h"
 
 /* Whether, following path through the members it iterates (a document's),
@@ -38,12 +39,6 @@ static bool array_on_path(bson_iter_t *it, const char *path)
 	return false;
 }
 
-/* Whether field is the path p[0..n) or a path under it. */
-static bool under(const char *field, const char *p, size_t n)
-{
-	return n > 0 && strncmp(field, p, n) == 0 && (field[n] == '\0' || field[n] == '.');
-}
-
 /* Whether the write w (a member of $push, $addToSet, $set or
  * $setOnInsert, facts.h) puts an array under field: a positional path
  * under it, an array written at or above it, or a document written above
@@ -54,10 +49,10 @@ static bool write_puts_array(const fact_write *w, const char *field)
 	if (field[0] != p[0])
 		return false; /* each case below needs p to prefix field (index keys never
 		                 start with '.') */
-	if (under(field, p, w->position))
+	if (path_at_or_under(field, p, w->position))
 		return true;
 	bool array = w->op != FW_SET || WIRE_ITER_HOLDS_ARRAY(&w->it);
-	if (array && under(field, p, w->len))
+	if (array && path_at_or_under(field, p, w->len))
 		return true;
 	bson_iter_t c;
 	return w->op == FW_SET && WIRE_ITER_HOLDS_DOCUMENT(&w->it) && field[w->len] == '.' &&

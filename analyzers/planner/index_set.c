@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/planner/paths.h"
 #include "analyzers/planner/query_preds.h"
 #include "protocol/wire_iter.h"
 
@@ -321,12 +322,6 @@ bool index_def_usable_for(const index_def *d, const bson_t *const *filters, size
 	return !d->partial || query_implies(filters, n, d->partial_filter);
 }
 
-/* field is path or lies under it. */
-static bool under(const char *field, const char *path, size_t plen)
-{
-	return strncmp(field, path, plen) == 0 && (field[plen] == '\0' || field[plen] == '.');
-}
-
 /* A wildcardProjection: inclusion when some field other than _id is
  * truthy; _id is held only when it says so. */
 static bool projection_covers(const bson_t *proj, const char *field)
@@ -343,10 +338,10 @@ static bool projection_covers(const bson_t *proj, const char *field)
 			continue;
 		}
 		inclusion |= on;
-		if (under(field, k, strlen(k)))
+		if (path_at_or_under(field, k, strlen(k)))
 			listed = true;
 	}
-	if (under(field, "_id", 3))
+	if (path_at_or_under(field, "_id", 3))
 		return id_wanted;
 	return inclusion ? listed : !listed;
 }
@@ -359,10 +354,10 @@ bool index_def_wildcard_covers(const index_def *d, const char *field)
 	const char *k = d->keys[w].field;
 	size_t len = strlen(k);
 	if (strcmp(k, "$**") != 0)
-		return under(field, k, len - 4); /* "p.$**" */
+		return path_at_or_under(field, k, len - 4); /* "p.$**" */
 	if (d->wildcard_projection)
 		return projection_covers(d->wildcard_projection, field);
-	return !under(field, "_id", 3);
+	return !path_at_or_under(field, "_id", 3);
 }
 
 #define KEYS_COVER_MAX_DEPTH 8

@@ -4,19 +4,12 @@
 
 #include <string.h>
 
+#include "analyzers/planner/paths.h"
 #include "protocol/wire_iter.h"
 
 static bool streq(const char *a, const char *b)
 {
 	return strcmp(a, b) == 0;
-}
-
-/* f is m, or under it, or m is under f: a change to m changes f. */
-static bool overlaps(const char *f, const char *m)
-{
-	size_t lf = strlen(f), lm = strlen(m);
-	size_t n = lf < lm ? lf : lm;
-	return strncmp(f, m, n) == 0 && (lf == lm || (lf > lm ? f[n] : m[n]) == '.');
 }
 
 static bool add_path(stage_paths *ch, const char *p)
@@ -160,14 +153,13 @@ bool stage_paths_pass(const stage_paths *ch, const char *f)
 	if (!f)
 		return !ch->any;
 	for (unsigned i = 0; i < ch->n; i++)
-		if (overlaps(f, ch->path[i]))
+		if (paths_overlap(f, ch->path[i]))
 			return false;
 	for (unsigned s = 0; s < ch->nkeeps; s++) {
-		bool kept = ch->keeps[s].id && (streq(f, "_id") || strncmp(f, "_id.", 4) == 0);
+		bool kept = ch->keeps[s].id && path_at_or_under(f, "_id", 3);
 		for (unsigned i = 0; !kept && i < ch->keeps[s].n; i++) {
 			const char *k = ch->keeps[s].path[i];
-			size_t lk = strlen(k);
-			kept = strncmp(f, k, lk) == 0 && (f[lk] == '\0' || f[lk] == '.');
+			kept = path_at_or_under(f, k, strlen(k));
 		}
 		if (!kept)
 			return false;
