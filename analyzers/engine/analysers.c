@@ -439,8 +439,7 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 		run_checks(ax, site, CHECK_QUERY, &rq);
 	}
 	bson_destroy(&merged);
-	if (l.owned)
-		bson_destroy(&l.merged);
+	leading_done(&l);
 }
 
 /* Every $sort of a $facet branch: sorted in memory whatever the indexes
@@ -510,8 +509,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		        ax, &t,
 		        (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
 		            (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
-			if (l.owned)
-				bson_destroy(&l.merged);
+			leading_done(&l);
 			return VERDICT_WAIT_INDEXES;
 		}
 		if (l.has_sort && (t.parts & PART_SORT)) {
@@ -538,8 +536,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 		merge_when_matched(ax, &b.pipeline, &spec);
 	}
-	if (l.owned)
-		bson_destroy(&l.merged);
+	leading_done(&l);
 	return ready ? ax->verdict : VERDICT_WAIT_INDEXES;
 }
 
