@@ -13,12 +13,12 @@
  *     last $sort is the sort;
  *   - after it, each plain field of a later $match that none of the
  *     stages before it changes moves before them all, and so joins the
- *     filter (the rest of that $match stays where it is): the stages a
- *     $match moves past, and what each changes, are
- *     analyzers/planner/stage_paths.h's (projections, $unwind, $lookup,
- *     $sort); a member such as $and, $or or $expr stays (fewer moved, never
- *     more), and so does everything past a stage that blocks ($group,
- *     $limit, ...).
+ *     filter under the name it has there (the rest of that $match stays
+ *     where it is): the stages a $match moves past, what each changes and
+ *     which fields each renames are analyzers/planner/stage_paths.h's
+ *     (projections, $unwind, $lookup, $group, $sort); a member such as
+ *     $and, $or or $expr stays (fewer moved, never more), and so does
+ *     everything past a stage that blocks ($limit, $skip, $facet, ...).
  *
  * A filter of one $match is a view of it; anything merged is a document
  * of its own, the only allocation. */
@@ -94,7 +94,7 @@ static bool add_match(leading *l, const bson_iter_t *c)
 }
 
 /* The stages after the leading run, s on the first of them: the fields
- * of each $match that no projection before it changes join the filter. */
+ * of each $match that no stage before it changes join the filter. */
 static void moved_matches(bson_iter_t *s, leading *l)
 {
 	stage_paths ch;
@@ -105,20 +105,19 @@ static void moved_matches(bson_iter_t *s, leading *l)
 		    !wire_iter_next(&c))
 			return;
 		const char *k = wire_iter_key(&c);
-		if (!key_eq(k, "$match")) {
-			if (!stage_paths_add(&ch, k, &c))
+		if (key_eq(k, "$match")) {
+			if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
 				return;
-			continue;
+			while (wire_iter_next(&m)) {
+				const char *f = wire_iter_key(&m), *at;
+				if (f[0] == '$' || !stage_paths_pass(&ch, f, &c, &at))
+					continue;
+				own(l);
+				bson_append_iter(&l->merged, at, (int)strlen(at), &m);
+			}
 		}
-		if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
+		if (!stage_paths_add(&ch, k, &c))
 			return;
-		while (wire_iter_next(&m)) {
-			const char *f = wire_iter_key(&m);
-			if (f[0] == '$' || !stage_paths_pass(&ch, f))
-				continue;
-			own(l);
-			bson_append_iter(&l->merged, NULL, 0, &m);
-		}
 	} while (wire_iter_next(s));
 }
 

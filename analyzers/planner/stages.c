@@ -201,49 +201,58 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 }
 
 /* Where mongod's optimization moves a $match member on f (NULL: an
- * operator member) of the stage at index: just past the last stage before
- * it that the member cannot move past (stage_paths.h). */
-static unsigned member_slot(const bson_iter_t *pipeline, unsigned index, const char *f)
+ * operator member) of the stage at index, match on that stage's value:
+ * just past the last stage before it that the member cannot move past
+ * (stage_paths.h). at: its field there. A stage the model cannot hold
+ * counts as one no member moves past. */
+static unsigned member_slot(const bson_iter_t *pipeline, unsigned index, const char *f,
+                            const bson_iter_t *match, const char **at)
 {
 	bson_iter_t s, c;
-	unsigned slot = 0;
+	stage_paths p;
+	unsigned base = 0; /* the stage after the last blocking one */
+	*at = f;
 	if (!wire_iter_recurse(pipeline, &s))
 		return index;
+	stage_paths_init(&p);
 	for (unsigned i = 0; i < index && wire_iter_next(&s); i++) {
-		stage_paths p;
-		stage_paths_init(&p);
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
-		    !wire_iter_next(&c) || !stage_paths_add(&p, wire_iter_key(&c), &c) ||
-		    !stage_paths_pass(&p, f))
-			slot = i + 1;
+		    !wire_iter_next(&c) || !stage_paths_add(&p, wire_iter_key(&c), &c)) {
+			stage_paths_init(&p);
+			base = i + 1;
+		}
 	}
-	return slot;
+	return base + p.nstages - stage_paths_back(&p, f, match, at);
 }
 
 typedef struct members {
 	const bson_iter_t *pipeline;
 	unsigned index; /* of the stage being read */
 	unsigned slot;  /* where a's member lands */
+	const char *at; /* a's member's field there */
 	bool (*fn)(void *arg, const char *field, const bson_iter_t *member);
 	void *arg;
 } members;
 
 /* The plain members of a $match's filter (and of a top-level $and in it,
- * nested) that land where a's does: fn on each, until it says true. */
-static bool each_member(const members *m, const bson_iter_t *filter, int depth)
+ * nested) that land where a's does, on another field there: fn on each,
+ * with that field, until it says true. match: the $match's value. */
+static bool each_member(const members *m, const bson_iter_t *match, const bson_iter_t *filter,
+                        int depth)
 {
 	bson_iter_t c, e;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
 		return false;
 	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
+		const char *k = wire_iter_key(&c), *at;
 		if (strcmp(k, "$and") == 0 && WIRE_ITER_HOLDS_ARRAY(&c) &&
 		    wire_iter_recurse(&c, &e)) {
 			while (wire_iter_next(&e))
-				if (each_member(m, &e, depth + 1))
+				if (each_member(m, match, &e, depth + 1))
 					return true;
-		} else if (k[0] != '$' && member_slot(m->pipeline, m->index, k) == m->slot &&
-		           m->fn(m->arg, k, &c)) {
+		} else if (k[0] != '$' &&
+		           member_slot(m->pipeline, m->index, k, match, &at) == m->slot &&
+		           !(m->at && strcmp(at, m->at) == 0) && m->fn(m->arg, at, &c)) {
 			return true;
 		}
 	}
@@ -258,7 +267,8 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 	if (a->kind != PIPE_MATCH || !a->pipeline || a->index >= PIPE_MERGE_STAGES ||
 	    !wire_iter_recurse(a->pipeline, &s))
 		return false;
-	members m = {a->pipeline, 0, member_slot(a->pipeline, a->index, f), fn, arg};
+	members m = {a->pipeline, 0, 0, NULL, fn, arg};
+	m.slot = member_slot(a->pipeline, a->index, f, a->it, &m.at);
 	/* a member lands at its own stage or before: only stages from a's
 	 * slot on, and only up to a stage no member moves past */
 	for (unsigned i = 0; i < PIPE_MERGE_STAGES && wire_iter_next(&s); i++) {
@@ -270,7 +280,7 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 			continue;
 		if (stage_of(k) == ST_MATCH) {
 			m.index = i;
-			if (each_member(&m, &c, 0))
+			if (each_member(&m, &c, &c, 0))
 				return true;
 			continue;
 		}

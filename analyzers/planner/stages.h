@@ -61,14 +61,15 @@ typedef struct pipe_access {
 /* The $match members mongod's pipeline optimization brings into the one
  * $match where a's member on the plain field f lands (f NULL: a member
  * that is an operator, $or, $expr, ...), a's own stage included. Each part
- * of a $match moves before the stages that do not change what it reads
- * (stage_paths.h: $sort, projections, $unwind, $lookup), and the parts
- * that land in one place coalesce. Calls fn(arg, field, member) on each
- * plain member (a field: value at a $match's top level, or in a top-level
- * $and, nested) that lands where a's does, until fn returns true; true
- * then. a: a MATCH of a $match stage. Only the first PIPE_MERGE_STAGES
- * stages are read, and a's must be one of them: fewer members merge past
- * them, never more. */
+ * of a $match moves before the stages that do not change what it reads,
+ * renamed by those that rename it (stage_paths.h: $sort, projections,
+ * $unwind, $lookup, $group), and the parts that land in one place
+ * coalesce. Calls fn(arg, field, member) on each plain member (a field:
+ * value at a $match's top level, or in a top-level $and, nested) that
+ * lands where a's does on another field than a's there, field being its
+ * name there, until fn returns true; true then. a: a MATCH of a $match
+ * stage. Only the first PIPE_MERGE_STAGES stages are read, and a's must
+ * be one of them: fewer members merge past them, never more. */
 enum { PIPE_MERGE_STAGES = 64 };
 bool pipe_match_members(const pipe_access *a, const char *f,
                         bool (*fn)(void *arg, const char *field, const bson_iter_t *member),

@@ -441,12 +441,20 @@ static bool filter_doc_has_regex(const bson_t *filter, regex_hit *hit)
 	return false;
 }
 
+/* The pattern whose $match's other members are read: on a plain member
+ * (pipe_match_members names the others by where they land, renamed), or
+ * inside an operator (then a member on its field is no other). */
+typedef struct merged_of {
+	const regex_hit *hit;
+	bool plain;
+} merged_of;
+
 /* A member that lands in the pattern's $match (pipe_match_members) is a
  * point on another field. */
 static bool merged_point(void *arg, const char *field, const bson_iter_t *member)
 {
-	const regex_hit *hit = arg;
-	return strcmp(field, hit->field) != 0 && point_value(member);
+	const merged_of *m = arg;
+	return (m->plain || strcmp(field, m->hit->field) != 0) && point_value(member);
 }
 
 /* field, when the pattern is a plain member of the filter's top-level
@@ -469,6 +477,17 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
 	return NULL;
 }
 
+/* A point beside the pattern in a's filter, or in the $match where
+ * mongod's optimization lands the pattern (a $match stage's). */
+static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
+{
+	if (!a->pipeline || a->index >= PIPE_MERGE_STAGES)
+		return point_bounded(a->it, hit->field, 0);
+	const char *f = plain_member(a->it, hit->field, 0);
+	merged_of m = {hit, f != NULL};
+	return pipe_match_members(a, f, merged_point, &m);
+}
+
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
  * applies, and the collection it reads named when it is another (the
  * innermost join, where the index belongs). */
@@ -485,10 +504,7 @@ static bool on_access(void *arg, const pipe_access *a)
 	 * $match where mongod's optimization lands the pattern */
 	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
 		return true;
-	if (!hit->too_deep &&
-	    (a->pipeline && a->index < PIPE_MERGE_STAGES
-	         ? pipe_match_members(a, plain_member(a->it, hit->field, 0), merged_point, hit)
-	         : point_bounded(a->it, hit->field, 0)))
+	if (!hit->too_deep && pattern_bounded(a, hit))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);

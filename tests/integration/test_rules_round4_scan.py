@@ -139,9 +139,10 @@ def test_sorts_in_facet_union_with_and_update(start_proxy):
 
 def test_stages_mongod_moves_and_constants_it_folds(start_proxy):
     """Forms mongod's optimizer rewrites before planning (branch i32): a $match after a
-    $sort or a projection that does not change its fields moves before them, adjacent
-    $match stages merge, and $$NOW is a constant in $expr. Each near miss below was
-    reported before; each hit was never judged."""
+    $sort or a projection that does not change its fields moves before them (renamed past
+    a $group's _id or a projection's "$field"), adjacent $match stages merge, and $$NOW is
+    a constant in $expr. Each near miss below was reported before, or never judged; each
+    hit was never judged."""
     srv, p, client = scripted(start_proxy, "round4-moves")
     try:
         c = client["shop"]["orders"]
@@ -153,6 +154,11 @@ def test_stages_mongod_moves_and_constants_it_folds(start_proxy):
         list(c.aggregate([{"$match": {"_id": 5}},
                           {"$match": {"name": {"$regex": "ann", "$options": "i"}}}]))
         list(c.find({"$expr": {"$lt": ["$status", "$$NOW"]}}))
+        # A $match on a $group's _id, or on a projection's "$field", is a $match on that
+        # field before the stage (stage_paths.c): status and a lead indexes.
+        list(c.aggregate([{"$group": {"_id": "$status", "n": {"$sum": 1}}},
+                          {"$match": {"_id": "A"}}]))
+        list(c.aggregate([{"$project": {"k": "$a"}}, {"$match": {"k": 1}}]))
         time.sleep(0.3)
         for rule in ("index-mismatched-sort", "collection-scan", "case-insensitive-regex"):
             assert not p.log.findings(rule, mark), (rule, p.log.findings(rule, mark))
@@ -164,6 +170,12 @@ def test_stages_mongod_moves_and_constants_it_folds(start_proxy):
         [f] = wait_findings(p, rule="collection-scan", since=mark)
         check_finding(f, rule="collection-scan", action="log", ns="shop.orders",
                       command="aggregate", app="round4-moves")
+        assert "qty: no usable index leads with it" in f["attr"]["detail"]
+        # A renamed field is judged under its name before the $group.
+        mark = p.log.mark()
+        list(c.aggregate([{"$group": {"_id": "$qty", "n": {"$sum": 1}}},
+                          {"$match": {"_id": 3, "n": {"$gt": 1}}}]))
+        [f] = wait_findings(p, rule="collection-scan", since=mark)
         assert "qty: no usable index leads with it" in f["attr"]["detail"]
         # ... but not past a $limit, where it stays: a sort no index provides, alone.
         mark = p.log.mark()

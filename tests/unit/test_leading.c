@@ -66,9 +66,13 @@ static void test_match_moves_before_projections(void **state)
 	/* $unset and an exclusion $project remove their fields */
 	expect("[{'$unset':['x','y']},{'$match':{'x':1,'z':2}}]", "{ 'z' : 2 } | -");
 	expect("[{'$project':{'x':0}},{'$match':{'x':1,'z':2}}]", "{ 'z' : 2 } | -");
-	/* an inclusion $project keeps its fields and _id, computes the rest */
+	/* an inclusion $project keeps its fields and _id, computes the rest;
+	 * a field it computes as "$b" is b before it */
 	expect("[{'$project':{'a':1,'c':'$b'}},{'$match':{'a':1,'c':2,'b':3,'_id':4}}]",
-	       "{ 'a' : 1, '_id' : 4 } | -");
+	       "{ 'a' : 1, 'b' : 2, '_id' : 4 } | -");
+	expect("[{'$project':{'a':1,'c':{'$toLower':'$b'},'d':'$b.x','e':'$$ROOT'}},"
+	       "{'$match':{'c':1,'d':2,'e':3}}]",
+	       "- | -");
 	expect("[{'$project':{'_id':0,'a.b':1}},{'$match':{'a.b.c':1,'a':2,'_id':3}}]",
 	       "{ 'a.b.c' : 1 } | -");
 	/* after the leading run, and past a $sort in it */
@@ -92,11 +96,43 @@ static void test_match_moves_before_projections(void **state)
 	expect("[{'$project':{'a':{'b':1}}},{'$match':{'a.b':1}}]", "- | -");
 }
 
+/* mongod moves a $match on a field a stage computes as "$a" before that
+ * stage, as a $match on a: $addFields / $set / $project renames, and the
+ * fields a $group's _id names (DocumentSourceGroup::getModifiedPaths). */
+static void test_match_renamed_before_stages(void **state)
+{
+	expect("[{'$addFields':{'b':'$a'}},{'$match':{'b':1}}]", "{ 'a' : 1 } | -");
+	expect("[{'$set':{'b':'$a','a':5}},{'$match':{'b':1,'a':2}}]", "{ 'a' : 1 } | -");
+	/* under the renamed field, or a dotted one: not moved */
+	expect("[{'$addFields':{'b':'$a','c.d':'$e'}},{'$match':{'b.x':1,'c.d':2}}]", "- | -");
+	/* renames compose, stage by stage back */
+	expect("[{'$project':{'b':'$a'}},{'$addFields':{'c':'$b'}},{'$match':{'c':1}}]",
+	       "{ 'a' : 1 } | -");
+	/* $group: _id is the field it names, _id.x the member's; nothing else */
+	expect("[{'$group':{'_id':'$userId','n':{'$sum':1}}},{'$match':{'_id':42,'n':3}}]",
+	       "{ 'userId' : 42 } | -");
+	expect("[{'$match':{'s':'A'}},{'$group':{'_id':{'x':'$a','y':{'$year':'$d'}}}},"
+	       "{'$match':{'_id.x':1,'_id.y':2,'_id':3}}]",
+	       "{ 's' : 'A', 'a' : 1 } | -");
+	expect("[{'$group':{'_id':{'$toLower':'$a'}}},{'$match':{'_id':'x'}}]", "- | -");
+	expect("[{'$group':{'_id':null,'t':{'$sum':'$q'}}},{'$match':{'t':1}}]", "- | -");
+	/* past a $group, a $match naming $exists or $type, or an operator at
+	 * its top level, stays whole (groupMatchSwapVerified) */
+	expect("[{'$group':{'_id':'$a'}},{'$match':{'_id':{'$exists':true}}}]", "- | -");
+	expect("[{'$group':{'_id':'$a'}},{'$match':{'_id':{'$not':{'$type':'string'}}}}]", "- | -");
+	expect("[{'$group':{'_id':'$a'}},{'$match':{'_id':1,'$expr':{'$eq':['$_id',1]}}}]",
+	       "- | -");
+	/* and past what follows the $group, renamed there first */
+	expect("[{'$group':{'_id':'$a'}},{'$project':{'k':'$_id'}},{'$match':{'k':7}}]",
+	       "{ 'a' : 7 } | -");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_match_and_sort_run),
 	    cmocka_unit_test(test_match_moves_before_projections),
+	    cmocka_unit_test(test_match_renamed_before_stages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -312,7 +312,20 @@ static const rcase cases[] = {
     HIT("a later $match without a point is still read",
         "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE(
             "i") "}},{'$group':{"
-                 "'_id':'$k'}},{'$match':{'_id':" RE("i") "}}],'cursor':{}}",
+                 "'_id':{'$toLower':'$k'}}},{'$match':{'_id':" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"_id\""),
+    /* a $match on a $group's _id "$k" is one on k before the $group, and
+     * joins the _id point's $match there (round 4 reported it; this row
+     * had a $group of "$k" and asserted the finding) */
+    MISS("a pattern on the $group's _id moves before it, renamed",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$k'}},{'$match':{"
+         "'_id':" RE("i") "}}],'cursor':{}}"),
+    MISS("a pattern on a projection's rename moves before it",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$project':{'n':'$m'}},{'$match':{"
+         "'n':" RE("i") "}}],'cursor':{}}"),
+    HIT("a pattern on the $group's _id after a $match that names $exists stays",
+        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$k'}},{'$match':{"
+        "'_id':" RE("i") ",'$and':[{'_id':{'$exists':true}}]}}],'cursor':{}}",
         "test.users", "aggregate", "\"_id\""),
     MISS("aggregate $match /x/m",
          "{'aggregate':'users','pipeline':[{'$match':{'n':" RE("m") "}}],'cursor':{}}"),

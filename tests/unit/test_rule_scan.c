@@ -269,6 +269,17 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$addFields':{'t':{'$add':['$qty',1]}}},{'$match':{"
         "'qty':1,'t':2}}],'cursor':{}}",
         "aggregate", "qty" NOT_INDEXED, NULL),
+    /* a $match on a $group's _id is a $match on the field it names,
+     * before the $group; one on a "$qty" rename likewise (before round 4
+     * neither pipeline had a leading $match, and no verdict) */
+    HIT("aggregate, a $match on the $group's _id moved before it, renamed",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':'$qty','n':{'$sum':1}}},{'$match':{"
+        "'_id':5}}],'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
+    HIT("aggregate, a $match on a projection's rename moved before it",
+        "{'aggregate':'big','pipeline':[{'$project':{'q':'$qty'}},{'$match':{'q':5}}],"
+        "'cursor':{}}",
+        "aggregate", "qty" NOT_INDEXED, NULL),
     HIT("aggregate, a $match after the $sort: a $limit between ends the run",
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$limit':3},"
         "{'$match':{'_id':2}}],'cursor':{}}",
@@ -348,6 +359,12 @@ static const scase cases[] = {
     MISS("aggregate: a $ne then a point on one field in two merged stages",
          "{'aggregate':'big','pipeline':[{'$match':{'status':{'$ne':'B'}}},{'$match':{'status':"
          "'A'}}],'cursor':{}}"),
+    MISS("aggregate: a $match on the $group's _id, an indexed field before it",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$status','n':{'$sum':1}}},{'$match':{"
+         "'_id':'A'}}],'cursor':{}}"),
+    MISS("aggregate: a $match on an accumulated field stays after the $group",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$group':{'_id':'$qty','n':{"
+         "'$sum':1}}},{'$match':{'n':5}}],'cursor':{}}"),
     MISS("aggregate: a computed field's $match stays after the $addFields",
          "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
          "'qty':1}}],'cursor':{}}"),
