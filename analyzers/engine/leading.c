@@ -28,6 +28,7 @@
 
 #include "analyzers/engine/keys.h"
 #include "analyzers/planner/stage_paths.h"
+#include "analyzers/planner/stages.h"
 #include "protocol/wire_iter.h"
 
 /* After the leading $match stages, countDocuments' pipeline (every driver's:
@@ -98,8 +99,10 @@ static bool add_match(leading *l, const bson_iter_t *c)
 static void moved_matches(bson_iter_t *s, leading *l)
 {
 	stage_paths ch;
-	stage_paths_init(&ch);
 	bson_iter_t c, m;
+	if (!pipeline_match_after(s))
+		return; /* the common [$match, $group, $sort, $limit]: nothing moves */
+	stage_paths_init(&ch);
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
 		    !wire_iter_next(&c))

@@ -144,8 +144,12 @@ static bool read_group(stage_paths *ch, stage_change *st, const bson_iter_t *v)
 	st->keeps = st->group = true;
 	st->id = false;
 	ch->groups = true;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) ||
-	    !bson_iter_find(&it, "_id"))
+	bool found = false;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
+		return false;
+	while (!found && wire_iter_next(&it))
+		found = streq(wire_iter_key(&it), "_id");
+	if (!found)
 		return false;
 	const char *from = rename_source(&it);
 	if (from)
@@ -162,40 +166,71 @@ static bool read_group(stage_paths *ch, stage_change *st, const bson_iter_t *v)
 	return true;
 }
 
-static bool read_stage(stage_paths *ch, stage_change *st, const char *k, const bson_iter_t *v)
+/* $addFields / $set: each field assigned. */
+static bool read_assign(stage_paths *ch, const bson_iter_t *v)
 {
 	bson_iter_t it;
-	if (streq(k, "$match") || streq(k, "$sort"))
-		return true; /* coalesces; changes nothing */
-	if (streq(k, "$unwind"))
-		return read_unwind(ch, v);
-	if (streq(k, "$lookup")) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) ||
-		    !bson_iter_find(&it, "as") || !WIRE_ITER_HOLDS_UTF8(&it))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
+		return false;
+	while (wire_iter_next(&it))
+		if (!assigned(ch, wire_iter_key(&it), &it, false))
 			return false;
-		return add_path(ch, bson_iter_utf8(&it, NULL));
-	}
-	if (streq(k, "$addFields") || streq(k, "$set")) {
-		if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it))
+	return true;
+}
+
+/* $unset: a field, or an array of them. */
+static bool read_unset(stage_paths *ch, const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (WIRE_ITER_HOLDS_UTF8(v))
+		return add_path(ch, bson_iter_utf8(v, NULL));
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &it))
+		return false;
+	while (wire_iter_next(&it))
+		if (!WIRE_ITER_HOLDS_UTF8(&it) || !add_path(ch, bson_iter_utf8(&it, NULL)))
 			return false;
-		while (wire_iter_next(&it))
-			if (!assigned(ch, wire_iter_key(&it), &it, false))
-				return false;
-		return true;
+	return true;
+}
+
+/* $lookup: its `as`. */
+static bool read_lookup(stage_paths *ch, const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) ||
+	    !bson_iter_find(&it, "as") || !WIRE_ITER_HOLDS_UTF8(&it))
+		return false;
+	return add_path(ch, bson_iter_utf8(&it, NULL));
+}
+
+/* By the name's second byte, then the whole name: on every stage after
+ * an aggregation's leading ones, most of which block. */
+static bool read_stage(stage_paths *ch, stage_change *st, const char *k, const bson_iter_t *v)
+{
+	if (k[0] != '$')
+		return false;
+	switch (k[1]) {
+	case 'm':
+		return streq(k, "$match"); /* coalesces; changes nothing */
+	case 's':
+		if (streq(k, "$sort"))
+			return true; /* changes nothing */
+		return streq(k, "$set") && read_assign(ch, v);
+	case 'a':
+		return streq(k, "$addFields") && read_assign(ch, v);
+	case 'u':
+		if (streq(k, "$unwind"))
+			return read_unwind(ch, v);
+		return streq(k, "$unset") && read_unset(ch, v);
+	case 'l':
+		return streq(k, "$lookup") && read_lookup(ch, v);
+	case 'g':
+		return streq(k, "$group") && read_group(ch, st, v);
+	case 'p':
+		return streq(k, "$project") && WIRE_ITER_HOLDS_DOCUMENT(v) &&
+		       read_project(ch, st, v);
+	default:
+		return false;
 	}
-	if (streq(k, "$unset")) {
-		if (WIRE_ITER_HOLDS_UTF8(v))
-			return add_path(ch, bson_iter_utf8(v, NULL));
-		if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &it))
-			return false;
-		while (wire_iter_next(&it))
-			if (!WIRE_ITER_HOLDS_UTF8(&it) || !add_path(ch, bson_iter_utf8(&it, NULL)))
-				return false;
-		return true;
-	}
-	if (streq(k, "$group"))
-		return read_group(ch, st, v);
-	return streq(k, "$project") && WIRE_ITER_HOLDS_DOCUMENT(v) && read_project(ch, st, v);
 }
 
 bool stage_paths_add(stage_paths *ch, const char *k, const bson_iter_t *v)

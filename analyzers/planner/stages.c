@@ -325,3 +325,23 @@ bool pipeline_maybe_nested(const bson_iter_t *pipeline)
 	}
 	return false;
 }
+
+bool pipeline_match_after(const bson_iter_t *s)
+{
+	const uint8_t *p = s->raw + s->next_off, *end = s->raw + s->len - 1;
+	while (p < end && *p) {
+		if (*p != BSON_TYPE_DOCUMENT)
+			return true;
+		p += 1 + strlen((const char *)p + 1) + 1; /* type, index key */
+		if (p + 5 > end)
+			return true;
+		uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		               (uint32_t)p[3] << 24;
+		if (len < 5 || len > (size_t)(end - p))
+			return true;
+		if (len > 5 && strcmp((const char *)p + 5, "$match") == 0)
+			return true;
+		p += len;
+	}
+	return false;
+}

@@ -85,4 +85,9 @@ bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg);
  * anything but $match for (a byte search; false: certainly none). */
 bool pipeline_maybe_nested(const bson_iter_t *pipeline);
 
+/* Whether a stage after the one s is on (an iterator on a pipeline's
+ * stages) may be a $match (a byte search of their names; false: certainly
+ * none). */
+bool pipeline_match_after(const bson_iter_t *s);
+
 #endif

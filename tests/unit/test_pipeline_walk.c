@@ -201,12 +201,42 @@ static void test_merged_matches(void **state)
 	              "k <; m <");
 }
 
+/* Whether a stage after the index-th is a $match, by pipeline_match_after. */
+static bool match_after(const char *pipeline, unsigned index)
+{
+	char json[2048];
+	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
+	bson_t *doc = fx_json(json);
+	assert_non_null(doc);
+	bson_iter_t it, s;
+	assert_true(bson_iter_init_find(&it, doc, "p") && bson_iter_recurse(&it, &s));
+	for (unsigned i = 0; i <= index; i++)
+		assert_true(bson_iter_next(&s));
+	bool r = pipeline_match_after(&s);
+	bson_destroy(doc);
+	return r;
+}
+
+static void test_match_after(void **state)
+{
+	const char *p = "[{'$match':{'a':1}},{'$group':{'_id':'$a'}},{'$match':{'_id':1}},"
+	                "{'$sort':{'x':1}},{'$limit':2}]";
+	assert_true(match_after(p, 0));
+	assert_true(match_after(p, 1));
+	assert_false(match_after(p, 2)); /* its own is not after it */
+	assert_false(match_after(p, 4));
+	/* a stage that is no document: maybe */
+	assert_true(match_after("[{'$sort':{'x':1}},5]", 0));
+	assert_false(match_after("[{'$sort':{'x':1}},{'$matchX':{}},{}]", 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_access_in_order),
 	    cmocka_unit_test(test_stop_and_depth),
 	    cmocka_unit_test(test_merged_matches),
+	    cmocka_unit_test(test_match_after),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
