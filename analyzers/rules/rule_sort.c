@@ -246,30 +246,56 @@ typedef struct filter_list {
 	size_t n;
 } filter_list;
 
-/* A wildcard index is expanded per predicated path ({$_path: 1, f: 1}) and
- * then provides a sort on that path only (computeSortsForScan); it is
- * never scanned whole for a sort. So it may provide one only when the
- * sort's first field has a predicate (or, compound wildcard, is a regular
- * key of it); where it may, whether the path holds arrays is unknown. */
-static bool wildcard_may_sort(const index_def *d, const query_preds *p, const sort_spec *s)
+/* What a wildcard index can do for a sort (wildcard_expanded). */
+typedef enum {
+	WILDCARD_NONE,  /* no expansion provides it */
+	WILDCARD_MAYBE, /* one would if its path holds no arrays, which is unknown */
+	WILDCARD_SORTS, /* one does even if its path holds arrays */
+} wildcard_verdict;
+
+/* A wildcard index is expanded per path the query predicates that its
+ * wildcard key holds ({$_path: 1, f: 1}; a compound one with f in the
+ * wildcard key's place: expandWildcardIndexEntry), and provides a sort
+ * only as such an expansion (computeSortsForScan; the manual: only on a
+ * field the query predicates); it is never scanned whole for a sort.
+ * Each expansion is judged as a sparse btree index whose regular keys
+ * are never multikey, first with its path holding arrays, then without:
+ * listIndexes and explain do not say which paths do. *view is the
+ * expansion that sorts (keys: KEYS_MAX of the caller's). */
+static wildcard_verdict wildcard_expanded(const index_def *d, const query_preds *p,
+                                          const sort_spec *s, const bson_t *qcoll, index_def *view,
+                                          index_key *keys)
 {
-	const char *f = s->keys[0].field;
-	if (key_pos(d, f) >= 0)
-		return true;
-	const query_pred *q = query_preds_find(p, f);
-	if (q == NULL || !q->any)
-		return false;
-	for (size_t i = 0; i < d->nkeys; i++) {
-		const char *k = d->keys[i].field;
-		size_t n = strlen(k);
-		if (strcmp(k, "$**") == 0)
-			return true;
-		/* "a.$**" covers a and the paths under it */
-		if (n > 3 && strcmp(k + n - 3, "$**") == 0 && strncmp(f, k, n - 4) == 0 &&
-		    (f[n - 4] == '\0' || f[n - 4] == '.'))
-			return true;
+	size_t w = index_def_wildcard_key(d);
+	wildcard_verdict v = WILDCARD_NONE;
+	if (w >= d->nkeys || w >= 32 || d->nkeys > KEYS_MAX || p->overflow)
+		return WILDCARD_MAYBE;
+	for (size_t i = 0; i < p->n; i++) {
+		const char *f = p->p[i].field;
+		size_t len = strlen(f);
+		if (!p->p[i].any || len >= INDEX_FIELD_LEN || !index_def_wildcard_covers(d, f))
+			continue;
+		memcpy(keys, d->keys, d->nkeys * sizeof(*keys));
+		memcpy(keys[w].field, f, len + 1);
+		keys[w].type = INDEX_KEY_BTREE;
+		keys[w].direction = d->keys[w].direction < 0 ? -1 : 1;
+		memset(view, 0, sizeof(*view));
+		memcpy(view->name, d->name, sizeof(view->name));
+		view->keys = keys;
+		view->nkeys = d->nkeys;
+		view->collation = d->collation;
+		view->partial = d->partial;
+		view->partial_filter = d->partial_filter;
+		view->sparse = true;
+		view->multikey_known = true;
+		view->multikey_keys = 1u << w;
+		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+			return WILDCARD_SORTS;
+		view->multikey_keys = 0;
+		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+			v = WILDCARD_MAYBE;
 	}
-	return false;
+	return v;
 }
 
 /* A compound wildcard index (7.0) led by a regular key, {a: 1, b: 1,
@@ -363,12 +389,17 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 		/* e: the index as it is judged (a compound wildcard index as its
 		 * regular prefix, compound_wildcard_prefix); d names it */
 		index_def prefix;
+		index_key keys[KEYS_MAX];
 		const index_def *e = d;
 		if (d->wildcard) {
-			if (!compound_wildcard_prefix(d, p, s, &prefix)) {
-				if (wildcard_may_sort(d, p, s))
+			wildcard_verdict w = WILDCARD_SORTS;
+			if (!compound_wildcard_prefix(d, p, s, &prefix) &&
+			    (w = wildcard_expanded(d, p, s, qcoll, &prefix, keys)) !=
+			        WILDCARD_SORTS) {
+				if (w == WILDCARD_MAYBE)
 					maybe(&r, out, d,
-					      "is a wildcard index on a predicated path");
+					      "is a wildcard index on a predicated path that may "
+					      "hold arrays");
 				continue;
 			}
 			e = &prefix;

@@ -101,6 +101,13 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
              lambda: list(db.cwi.find({"tenant": 5}).sort("rank", 1))),
             ("shop.cwi", 'sort {"tenant": 1} on shop.cwi: no index provides it',
              lambda: list(db.cwi.find({}).sort("tenant", 1))),
+            # a wildcard index sorts as its expansion for a predicated path: that path,
+            # after a compound one's regular keys (here at, unbound, orders first)
+            ("shop.kinds", 'sort {"w.a": 1, "w.b": 1} on shop.kinds',
+             lambda: list(db.kinds.find({"w.a": {"$gt": 1}, "w.b": {"$gt": 1}})
+                          .sort([("w.a", 1), ("w.b", 1)]))),
+            ("shop.cwi", 'sort {"color": 1} on shop.cwi: no index provides it',
+             lambda: list(db.cwi.find({"tenant": 5, "color": {"$gt": "a"}}).sort("color", 1))),
             # a $lookup sub-pipeline's $sort, judged at the foreign namespace
             ("shop.lines", 'sort {"qty": 1} on shop.lines: no index provides it',
              lambda: list(db.kinds.aggregate([{"$lookup": {
@@ -130,6 +137,8 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
         list(db.fr.find({}).sort("name", 1))
         list(db.cwi.find({"tenant": 5}).sort("at", 1))
         list(db.cwi.find({"tenant": {"$gt": 1}}).sort([("tenant", 1), ("at", 1)]))
+        list(db.cwi.find({"tenant": 5, "color": "red"}).sort("at", 1))
+        list(db.cwi.find({"tenant": 5, "at": 3, "color": {"$gt": "a"}}).sort("color", 1))
         list(db.lines.find({"$expr": {"$eq": ["$order", 5]}}).sort("at", -1))
         list(db.kinds.aggregate([{"$lookup": {
             "from": "lines", "let": {"o": "$_id"},

@@ -185,6 +185,14 @@ static const sort_case cases[] = {
      NULL, B},
     {"wildcard index, sort field filtered: no verdict", "[{'key':{'$**':1}}]", "{'a':{'$gt':1}}",
      "{'a':1}", NULL, NULL, NULL, NV},
+    /* ... as its expansion for that path, {$_path: 1, a: 1}: one field
+     * (was NV whenever the sort's first field had a predicate) */
+    {"wildcard index, a sort on two predicated paths", "[{'key':{'$**':1}}]",
+     "{'a':{'$gt':1},'b':{'$gt':1}}", "{'a':1,'b':1}", NULL, NULL, NULL, B},
+    {"wildcard index, a predicated path then another", "[{'key':{'$**':1}}]", "{'a':{'$gt':1}}",
+     "{'a':1,'c':1}", NULL, NULL, NULL, B},
+    {"wildcard index, a point on one path, a sort on another predicated: no verdict",
+     "[{'key':{'$**':1}}]", "{'a':5,'b':{'$gt':1}}", "{'b':1}", NULL, NULL, NULL, NV},
     {"path wildcard index, other path", "[{'key':{'x.$**':1}}]", "{'a':{'$gt':1}}", "{'a':1}", NULL,
      NULL, NULL, B},
     {"path wildcard index, its path: no verdict", "[{'key':{'x.$**':1}}]", "{'x.a':{'$gt':1}}",
@@ -204,8 +212,17 @@ static const sort_case cases[] = {
     {"compound wildcard: never scanned whole (sparse)", CWI, NULL, "{'a':1}", NULL, NULL, NULL, B},
     {"compound wildcard: null on its prefix (sparse)", CWI, "{'a':null}", "{'b':1}", NULL, NULL,
      NULL, B},
-    {"compound wildcard: a predicate on a wildcard path: no verdict", CWI,
-     "{'a':5,'w.x':{'$gt':1}}", "{'w.x':1}", NULL, NULL, NULL, NV},
+    /* With a predicate on a path its wildcard key holds, as that
+     * expansion, {a: 1, b: 1, w.x: 1, c: 1}: b unbound orders w.x by b
+     * first (this row was NV before), and orders by b whatever w.x holds */
+    {"compound wildcard: a predicate on a wildcard path after an unbound key", CWI,
+     "{'a':5,'w.x':{'$gt':1}}", "{'w.x':1}", NULL, NULL, NULL, B},
+    {"compound wildcard: a predicate on a wildcard path, a sort on the next regular key", CWI,
+     "{'a':5,'w.x':{'$gt':1}}", "{'b':1}", NULL, NULL, NULL, P},
+    {"compound wildcard: a predicate on a wildcard path, a sort on a key after it", CWI,
+     "{'a':5,'w.x':{'$gt':1}}", "{'c':1}", NULL, NULL, NULL, B},
+    {"compound wildcard: a sort on the predicated wildcard path: no verdict", CWI,
+     "{'a':5,'b':6,'w.x':{'$gt':1}}", "{'w.x':1}", NULL, NULL, NULL, NV},
     {"compound wildcard: a sort on a wildcard path with no predicate on it", CWI, "{'a':5}",
      "{'w.x':1}", NULL, NULL, NULL, B},
     {"unreadable key value: no verdict", "[{'key':{'a':true}}]", NULL, "{'a':1}", NULL, NULL, NULL,
