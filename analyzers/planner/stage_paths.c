@@ -71,18 +71,20 @@ static bool flag_value(const bson_iter_t *v, bool *on)
 static bool read_project(stage_paths *ch, stage_change *st, const bson_iter_t *spec)
 {
 	bson_iter_t it;
-	bool exclusion = true, any = false, on;
+	bool exclusion = true, any = false, id_off = true, on;
 	if (!wire_iter_recurse(spec, &it))
 		return false;
 	while (wire_iter_next(&it)) {
-		if (streq(wire_iter_key(&it), "_id"))
+		if (streq(wire_iter_key(&it), "_id")) {
+			id_off = flag_value(&it, &on) && !on;
 			continue;
+		}
 		any = true;
 		if (!flag_value(&it, &on) || on)
 			exclusion = false;
 	}
-	if (!any) /* {_id: 0} alone, or {}: an exclusion of _id at most */
-		exclusion = true;
+	if (!any) /* {}, {_id: 0}: an exclusion; {_id: 1}, {_id: "$a"}: _id alone */
+		exclusion = id_off;
 	st->keeps = !exclusion;
 	st->id = true;
 	if (!wire_iter_recurse(spec, &it))

@@ -75,6 +75,9 @@ static void test_match_moves_before_projections(void **state)
 	       "- | -");
 	expect("[{'$project':{'_id':0,'a.b':1}},{'$match':{'a.b.c':1,'a':2,'_id':3}}]",
 	       "{ 'a.b.c' : 1 } | -");
+	/* {_id: 1} alone keeps _id alone; {_id: 0} alone removes it, {} nothing */
+	expect("[{'$project':{'_id':1}},{'$match':{'_id':1,'x':2}}]", "{ '_id' : 1 } | -");
+	expect("[{'$project':{'_id':0}},{'$match':{'_id':1,'x':2}}]", "{ 'x' : 2 } | -");
 	/* after the leading run, and past a $sort in it */
 	expect("[{'$match':{'a':1}},{'$sort':{'x':1}},{'$project':{'a':1,'b':1,'x':1}},"
 	       "{'$match':{'b':2}}]",
