@@ -66,6 +66,9 @@ static bool try_front(rec_key *g, size_t gi, const rec_key *shapes, const size_t
 	static rec_key c; /* 4 KiB: off the stack; the report is one thread */
 	if (s->neq == 0)
 		return false;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->dir[i] == ESR_DIR_2D)
+			return false; /* a 2d key must lead */
 	c.n = 0;
 	for (size_t i = 0; i < s->neq; i++) {
 		snprintf(c.field[c.n], sizeof c.field[0], "%s", s->field[i]);
@@ -172,7 +175,8 @@ static bool take_str(const char **p, char *out, size_t cap)
 	return ok;
 }
 
-/* A key pattern document into k (fields with 1/-1 only). */
+/* A key pattern document into k (fields with 1/-1, or the geo kinds a
+ * suggestion names: "2dsphere", "2d"). */
 static bool key_from_doc(const bson_t *doc, rec_key *k)
 {
 	bson_iter_t it;
@@ -180,11 +184,20 @@ static bool key_from_doc(const bson_t *doc, rec_key *k)
 	if (!bson_iter_init(&it, doc))
 		return false;
 	while (bson_iter_next(&it)) {
-		if (!BSON_ITER_HOLDS_NUMBER(&it) || k->n == REC_KEY_MAX)
+		if (k->n == REC_KEY_MAX)
 			return false;
-		double d = bson_iter_as_double(&it);
+		int dir;
+		if (BSON_ITER_HOLDS_NUMBER(&it))
+			dir = bson_iter_as_double(&it) < 0 ? -1 : 1;
+		else if (BSON_ITER_HOLDS_UTF8(&it) &&
+		         !strcmp(bson_iter_utf8(&it, NULL), "2dsphere"))
+			dir = ESR_DIR_2DSPHERE;
+		else if (BSON_ITER_HOLDS_UTF8(&it) && !strcmp(bson_iter_utf8(&it, NULL), "2d"))
+			dir = ESR_DIR_2D;
+		else
+			return false;
 		snprintf(k->field[k->n], sizeof k->field[0], "%s", bson_iter_key(&it));
-		k->dir[k->n++] = d < 0 ? -1 : 1;
+		k->dir[k->n++] = dir;
 	}
 	k->nsort = k->n;
 	return k->n > 0;
@@ -210,7 +223,7 @@ void rec_key_put(text_buf *t, const rec_key *k)
 		if (i)
 			text_str(t, ", ");
 		text_json(t, k->field[i]);
-		text_str(t, k->dir[i] < 0 ? ": -1" : ": 1");
+		esr_put_dir(t, k->dir[i]);
 	}
 	text_char(t, '}');
 }

@@ -8,12 +8,20 @@
 #include "analyzers/planner/sort_bounds.h"
 #include "protocol/wire_iter.h"
 
+void esr_put_dir(text_buf *b, int dir)
+{
+	text_str(b, dir == ESR_DIR_2DSPHERE ? ": \"2dsphere\""
+	            : dir == ESR_DIR_2D     ? ": \"2d\""
+	            : dir < 0               ? ": -1"
+	                                    : ": 1");
+}
+
 static void field_dir(text_buf *b, const char *field, int dir, bool first)
 {
 	if (!first)
 		text_str(b, ", ");
 	text_json(b, field);
-	text_str(b, dir < 0 ? ": -1" : ": 1");
+	esr_put_dir(b, dir);
 }
 
 void esr_put_sort(text_buf *b, const sort_key *keys, size_t n)
@@ -206,6 +214,17 @@ void esr_key_build(const query_preds *preds, const sort_spec *sort, esr_key *f)
 			add_field(f, preds->p[i].field, 1);
 		if (preds->nelems)
 			pred_elems(f, preds, i, ESR_RANGE);
+	}
+	/* A $geoWithin or $geoIntersects uses a geo index only: 2dsphere, which
+	 * may follow the other keys, or 2d, which must lead (and alone here). */
+	for (size_t i = 0; i < preds->n; i++) {
+		if (preds->p[i].geo == QUERY_GEO_FLAT) {
+			f->n = f->neq = f->nsort = 0;
+			add_field(f, preds->p[i].field, ESR_DIR_2D);
+			return;
+		}
+		if (preds->p[i].geo == QUERY_GEO_SPHERE)
+			add_field(f, preds->p[i].field, ESR_DIR_2DSPHERE);
 	}
 	/* Only predicates of no ESR class ($size, $all, $type, $not, $mod):
 	 * an index on their fields is the one createIndex can be given. */

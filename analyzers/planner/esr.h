@@ -44,6 +44,13 @@ void esr_put_doc(text_buf *t, const bson_t *doc);
 #define ESR_MAX_FIELDS 32  /* the server's limit on compound index keys */
 #define ESR_NAMES_LEN  512 /* the composed paths; a path that does not fit is left out */
 
+/* An esr_key's dir beside 1 and -1: a geo key, for a $geoWithin or
+ * $geoIntersects that only such an index serves. */
+enum { ESR_DIR_2DSPHERE = 2, ESR_DIR_2D = 3 };
+
+/* ": 1", ": -1", ": \"2dsphere\"" or ": \"2d\"", for a key's dir. */
+void esr_put_dir(text_buf *b, int dir);
+
 typedef struct esr_key {
 	const char *field[ESR_MAX_FIELDS];
 	int dir[ESR_MAX_FIELDS];

@@ -13,6 +13,7 @@ void query_preds_init(query_preds *p)
 	p->n = 0;
 	p->overflow = false;
 	p->text_or_near = false;
+	p->refused = false;
 	p->nors = 0;
 	p->ors_overflow = false;
 	p->nelems = 0;
@@ -142,6 +143,52 @@ static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
 	}
 }
 
+static bool op_in(const char *op, const char *const *names)
+{
+	for (; *names; names++)
+		if (strcmp(op, *names) == 0)
+			return true;
+	return false;
+}
+
+/* MatchExpressionParser's operators, by the letter after the '$'. */
+bool query_operator_known(const char *op, bool top)
+{
+	if (op[0] != '$')
+		return false;
+	if (strncmp(op, "$_internal", 10) == 0)
+		return true;
+	if (top) {
+		static const char *const names[] = {"$and",         "$or",         "$nor",
+		                                    "$expr",        "$where",      "$text",
+		                                    "$comment",     "$jsonSchema", "$alwaysTrue",
+		                                    "$alwaysFalse", "$sampleRate", NULL};
+		return op_in(op, names);
+	}
+	static const char *const a_e[] = {"$all",          "$bitsAllClear", "$bitsAllSet",
+	                                  "$bitsAnyClear", "$bitsAnySet",   "$elemMatch",
+	                                  "$eq",           "$exists",       NULL};
+	static const char *const g_n[] = {"$geoIntersects",
+	                                  "$geoNear",
+	                                  "$geoWithin",
+	                                  "$gt",
+	                                  "$gte",
+	                                  "$in",
+	                                  "$lt",
+	                                  "$lte",
+	                                  "$maxDistance",
+	                                  "$minDistance",
+	                                  "$mod",
+	                                  "$ne",
+	                                  "$near",
+	                                  "$nearSphere",
+	                                  "$nin",
+	                                  "$not",
+	                                  NULL};
+	static const char *const o_z[] = {"$options", "$regex", "$size", "$type", "$within", NULL};
+	return op_in(op, op[1] <= 'f' ? a_e : op[1] <= 'n' ? g_n : o_z);
+}
+
 /* True when the document's first key makes it an operator document; a DBRef
  * ({$ref, $id}) is a value. */
 static bool is_operator_doc(const bson_iter_t *v)
@@ -152,6 +199,23 @@ static bool is_operator_doc(const bson_iter_t *v)
 	const char *k = wire_iter_key(&it);
 	return k[0] == '$' && strcmp(k, "$ref") != 0 && strcmp(k, "$id") != 0 &&
 	       strcmp(k, "$db") != 0;
+}
+
+/* {$geoWithin: {<shape>: ...}}, {$geoIntersects: ...}: the geo index kind
+ * that can serve it (QUERY_GEO_NONE: an unknown shape). */
+static uint8_t geo_kind(const char *op, const bson_iter_t *v)
+{
+	bson_iter_t it;
+	if (strcmp(op, "$geoIntersects") == 0)
+		return QUERY_GEO_SPHERE;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &it) || !wire_iter_next(&it))
+		return QUERY_GEO_NONE;
+	const char *k = wire_iter_key(&it);
+	if (strcmp(k, "$geometry") == 0 || strcmp(k, "$centerSphere") == 0)
+		return QUERY_GEO_SPHERE;
+	if (strcmp(k, "$box") == 0 || strcmp(k, "$center") == 0 || strcmp(k, "$polygon") == 0)
+		return QUERY_GEO_FLAT;
+	return QUERY_GEO_NONE;
 }
 
 /* An operator document on one field: each operator says whether it gives
@@ -167,6 +231,8 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 	while (wire_iter_next(&it)) {
 		const char *op = wire_iter_key(&it);
 		bson_type_t t = wire_iter_type(&it);
+		if (!query_operator_known(op, false))
+			p->refused = true;
 		if (strcmp(op, "$eq") == 0) {
 			note_equality(q, &it);
 		} else if (strcmp(op, "$in") == 0) {
@@ -197,6 +263,9 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 		} else if (strcmp(op, "$near") == 0 || strcmp(op, "$nearSphere") == 0 ||
 		           strcmp(op, "$geoNear") == 0) {
 			p->text_or_near = true;
+		} else if (strcmp(op, "$geoWithin") == 0 || strcmp(op, "$within") == 0 ||
+		           strcmp(op, "$geoIntersects") == 0) {
+			q->geo = geo_kind(op, &it);
 		}
 		/* $options, $not, $type, $all, $size, $elemMatch, $mod, geo and
 		 * bit tests: a predicate, but neither a point nor an ESR range. */
@@ -271,6 +340,8 @@ void query_preds_collect(query_preds *p, const bson_t *filter)
 				collect_array(p, &it, true);
 			else if (strcmp(k, "$text") == 0)
 				p->text_or_near = true;
+			else if (!query_operator_known(k, true))
+				p->refused = true;
 			/* $nor, $expr, $where, $jsonSchema, $comment, ...: no bounds */
 			continue;
 		}

@@ -31,13 +31,20 @@ typedef struct query_pred {
 	                    (an array value is equality here but not one point) */
 	bool range;      /* an ESR range operator: $gt.., $ne, $nin, $regex, $exists,
 	                    a regex value, or an $in of two or more values */
+	uint8_t geo;     /* QUERY_GEO_*: the index kind $geoWithin / $geoIntersects needs */
 } query_pred;
+
+/* The geo index a $geoWithin or $geoIntersects can use (only one of its
+ * kind can): 2dsphere for a GeoJSON $geometry, $centerSphere and
+ * $geoIntersects; 2d for the legacy $box, $center and $polygon. */
+enum { QUERY_GEO_NONE, QUERY_GEO_SPHERE, QUERY_GEO_FLAT };
 
 typedef struct query_preds {
 	query_pred p[QUERY_PREDS_MAX]; /* in the filter's order of first mention */
 	size_t n;
 	bool overflow;     /* more fields than QUERY_PREDS_MAX */
 	bool text_or_near; /* $text, $near, $nearSphere: the planner goes its own way */
+	bool refused;      /* an operator mongod does not know: it refuses the query */
 	/* $or clauses (top level or in a top-level $and) with two or more branches:
 	 * the array's bytes, inside the caller's filter. */
 	struct {
@@ -63,6 +70,14 @@ typedef struct query_preds {
  * counts. Adds to what p already holds, so a caller can read an $or branch
  * on top of the enclosing predicates. Call query_preds_init first. */
 void query_preds_init(query_preds *p);
+
+/* Whether mongod's query parser knows the operator op: one of a filter's
+ * top level (top: $and, $or, $expr, ...) or of an operator document on a
+ * field ($eq, $gt, $in, ...). It answers an unknown one with BadValue
+ * ("unknown operator", "unknown top level operator") and reads nothing:
+ * no rule judges such a query. The internal $_internal... operators are
+ * taken as known. */
+bool query_operator_known(const char *op, bool top);
 void query_preds_collect(query_preds *p, const bson_t *filter);
 
 /* An $and or $or array as the planner reads it, for any predicate

@@ -681,7 +681,7 @@ static ci_verdict or_served(const index_set *set, const bson_t *qc, const query_
 		query_preds bp = *base; /* 2.6 KB, only for a collated query with an $or */
 		size_t from = bp.n;
 		query_preds_collect(&bp, &branch);
-		if (bp.overflow || bp.text_or_near)
+		if (bp.overflow || bp.text_or_near || bp.refused)
 			return CI_UNKNOWN;
 		ci_verdict b = conj_served(set, qc, &bp, sort);
 		if (b == CI_UNSERVED) {
@@ -728,7 +728,7 @@ static bool collation_unserved(rule_ctx *c, const rule_site *s, const rule_query
 	query_preds_init(&p);
 	query_preds_collect(&p, rq->q.filter);
 	expr_collated(&p, rq->q.filter, 0);
-	if (p.overflow || p.text_or_near || p.ors_overflow ||
+	if (p.overflow || p.text_or_near || p.refused || p.ors_overflow ||
 	    filter_doc_has_regex(rq->q.filter, &re))
 		return false;
 	if (query_sort_parse(rq->q.sort, &sort) != SORT_SPEC_KEYS)

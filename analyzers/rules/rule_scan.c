@@ -47,6 +47,7 @@ typedef struct scan_preds {
 	const bson_t *conj[SCAN_MAX_DEPTH + 2];
 	size_t nconj;
 	bool unknown;            /* overflow, $text, $near, too deep: say nothing */
+	bool refused;            /* ... an operator mongod refuses (in any $or branch too) */
 	bool predicates;         /* some predicate at all (not an empty filter) */
 	bool or_unbounded;       /* an $or clause had a branch no index bounds */
 	const bson_t *collation; /* the query's, or the collection's default */
@@ -60,7 +61,7 @@ typedef struct scan_preds {
 static void preds_init(scan_preds *p)
 {
 	p->n = p->nors = p->nwhy = p->nconj = 0;
-	p->unknown = p->predicates = p->or_unbounded = false;
+	p->unknown = p->refused = p->predicates = p->or_unbounded = false;
 	p->collation = NULL;
 }
 
@@ -144,6 +145,10 @@ static void field_operators(scan_preds *p, const char *field, const bson_iter_t 
 			continue;
 		if (key_eq(op, "$near") || key_eq(op, "$nearSphere") || key_eq(op, "$geoNear")) {
 			p->unknown = true; /* needs its geo index, or fails */
+			continue;
+		}
+		if (!query_operator_known(op, false)) {
+			p->unknown = p->refused = true; /* mongod refuses the query */
 			continue;
 		}
 		if (key_eq(op, "$regex") && !options)
@@ -238,7 +243,9 @@ static void collect_member(scan_preds *p, const bson_iter_t *it, int depth)
 		else if (key_eq(k, "$expr"))
 			expr_bounds(p, it);
 		else if (key_eq(k, "$text"))
-			p->unknown = true;
+			p->unknown = true; /* its index, or an error */
+		else if (!query_operator_known(k, true))
+			p->unknown = p->refused = true; /* mongod refuses the query */
 		else if (!key_eq(k, "$comment"))
 			add_why(p, NULL, k); /* $where, $nor, $jsonSchema, ... */
 		return;
@@ -305,7 +312,9 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 static scan_verdict preds_verdict(const index_set *set, const index_def *hinted, scan_preds *p,
                                   int depth);
 
-/* An $or clause is bounded when each of its branches is. */
+/* An $or clause is bounded when each of its branches is. A branch mongod
+ * refuses refuses the query, wherever it is: every branch is read for
+ * that, though one no index bounds decides the rest. */
 static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
                                const scan_preds *outer, const uint8_t *data, uint32_t len,
                                int depth)
@@ -313,6 +322,7 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 	bson_t arr;
 	bson_iter_t it;
 	scan_verdict v = SCAN_BOUNDED;
+	bool unbounded = false;
 	if (!bson_init_static(&arr, data, len) || !bson_iter_init(&it, &arr))
 		return SCAN_UNKNOWN;
 	while (wire_iter_next(&it)) {
@@ -328,17 +338,21 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 		preds_init(&bp);
 		bp.collation = outer->collation;
 		collect(&bp, &branch, depth + 1);
+		if (bp.refused)
+			return SCAN_UNKNOWN;
+		if (unbounded)
+			continue;
 		bp.nconj = 0;
 		for (size_t i = 0; i < outer->nconj && bp.nconj < SCAN_MAX_DEPTH + 1; i++)
 			bp.conj[bp.nconj++] = outer->conj[i];
 		bp.conj[bp.nconj++] = &branch;
 		scan_verdict b = preds_verdict(set, hinted, &bp, depth + 1);
 		if (b == SCAN_UNBOUNDED)
-			return SCAN_UNBOUNDED;
+			unbounded = true;
 		if (b == SCAN_UNKNOWN)
 			v = SCAN_UNKNOWN;
 	}
-	return v;
+	return unbounded ? SCAN_UNBOUNDED : v;
 }
 
 static scan_verdict preds_verdict(const index_set *set, const index_def *hinted, scan_preds *p,
@@ -758,7 +772,7 @@ static void lookup_words(text_buf *t, const rule_site *s, const scan_facts *f, r
 
 /* What scans, for the causes of a query's own filter: one switch, so each
  * cause's sentence reads whole. */
-static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f, uint32_t min)
+static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 {
 	switch (f->cause) {
 	case CAUSE_LOOKUP: /* lookup_words */
@@ -769,12 +783,20 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f, u
 		            " documents)",
 		            s->ns, f->docs);
 		break;
-	case CAUSE_EMPTY:
-		text_printf(t,
-		            "an empty filter on %s with no limit below %" PRIu32
-		            " and no sort an index provides reads every document (about %" PRId64
-		            ")",
-		            s->ns, min, f->docs);
+	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
+		text_printf(t, "an empty filter on %s with ", s->ns);
+		if (f->q->limit > 0)
+			text_printf(t, "a limit of %" PRId64, f->q->limit);
+		else
+			text_str(t, "no limit");
+		text_str(t, " and no sort an index provides reads ");
+		if (f->q->limit > 0 && f->q->limit < f->docs)
+			text_printf(t,
+			            "%" PRId64
+			            " documents in the collection's order (of about %" PRId64 ")",
+			            f->q->limit, f->docs);
+		else
+			text_printf(t, "every document (about %" PRId64 ")", f->docs);
 		break;
 	case CAUSE_HINTED:
 		text_printf(t, "the hinted index %s gets no bounds from the filter on %s (",
@@ -807,10 +829,14 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 		return;
 	}
 	if (f->cause == CAUSE_EMPTY) {
-		text_printf(t,
-		            "add a filter on an indexed field, a limit below %" PRIu32
-		            ", or a sort an index provides",
-		            min);
+		if (min > 0)
+			text_printf(t,
+			            "add a filter on an indexed field, a limit below %" PRIu32
+			            ", or a sort an index provides",
+			            min);
+		else /* minDocuments 0: every read is reported, however limited */
+			text_str(t,
+			         "add a filter on an indexed field, or a sort an index provides");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}
@@ -837,7 +863,7 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	}
 	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
 	size_t start = text_mark(&t);
-	query_detail(&t, s, f, min);
+	query_detail(&t, s, f);
 	w->detail = rule_words_piece(&t, start);
 	query_fix(&t, s, f, min, w);
 }

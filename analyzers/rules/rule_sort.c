@@ -440,7 +440,7 @@ static eval_result eval_branch(const index_set *set, const index_def *hinted, co
 	query_preds_collect(&bp, branch);
 	if (bp.nelems > from)
 		sort_bounds_elems(&bp, from, &names);
-	if (bp.overflow || bp.text_or_near)
+	if (bp.overflow || bp.text_or_near || bp.refused)
 		return EVAL_MAYBE;
 	eval_result r = eval_indexes(set, hinted, &bp, s, qcoll, &fl, &bo);
 	if (r == EVAL_NO && (bp.nors > 0 || bp.ors_overflow))
@@ -673,9 +673,11 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 
 	query_preds_init(&f->preds);
 	query_preds_collect(&f->preds, q->filter);
-	if (f->preds.overflow || f->preds.text_or_near) {
+	if (f->preds.overflow || f->preds.text_or_near || f->preds.refused) {
 		say(f, SORT_NO_VERDICT, &f->sort, "no verdict: ",
-		    f->preds.overflow ? "too many predicates" : "$text or $near chooses the plan",
+		    f->preds.overflow  ? "too many predicates"
+		    : f->preds.refused ? "an operator mongod refuses"
+		                       : "$text or $near chooses the plan",
 		    NULL);
 		return;
 	}

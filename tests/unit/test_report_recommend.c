@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "analyzers/planner/esr.h"
 #include "report/recommend.h"
 
 /* A key from "a b -c" (a leading '-' is direction -1), with its classes. */
@@ -171,6 +172,23 @@ static void test_parse_commands(void **state)
 	                      &c));
 }
 
+/* The geo keys the collection-scan rule suggests for $geoWithin and
+ * $geoIntersects are read back and written as they were. */
+static void test_geo_keys(void **state)
+{
+	(void)state;
+	rec_command c;
+	const char *cmd = "db.getSiblingDB(\"s\").getCollection(\"c\").createIndex({\"qty\": 1, "
+	                  "\"area\": \"2dsphere\"})";
+	assert_true(rec_parse_command(cmd, &c));
+	assert_int_equal(c.key.n, 2);
+	assert_int_equal(c.key.dir[1], ESR_DIR_2DSPHERE);
+	assert_string_equal(json(&c.key), "{\"qty\": 1, \"area\": \"2dsphere\"}");
+	rec_key parsed;
+	assert_true(rec_key_from_json("{ \"pos\" : \"2d\" }", &parsed));
+	assert_string_equal(json(&parsed), "{\"pos\": \"2d\"}");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -183,6 +201,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_keeps_apart_what_one_index_cannot_serve),
 	    cmocka_unit_test(test_existing_prefix_is_redundant),
 	    cmocka_unit_test(test_parse_commands),
+	    cmocka_unit_test(test_geo_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,7 +205,25 @@ static const scase cases[] = {
     HIT("empty filter", FIND("{}"), "find", EMPTY_FILTER, "add a filter"),
     HIT("no filter at all", "{'find':'big'}", "find", EMPTY_FILTER, "add a filter"),
     HIT("empty filter, a large limit", "{'find':'big','filter':{},'limit':10000}", "find",
-        EMPTY_FILTER, NULL),
+        EMPTY_FILTER
+        " with a limit of 10000 and no sort an index provides reads 10000 documents in the "
+        "collection's order (of about 50000)",
+        NULL),
+    HIT("empty filter, no limit", "{'find':'big','filter':{}}", "find",
+        EMPTY_FILTER " with no limit and no sort an index provides reads every document",
+        "a limit below 10000"),
+    /* the suggestion for a $geoWithin / $geoIntersects is the geo index that
+     * serves it (it was a btree key, {"area": 1}, which serves neither) */
+    HIT("$geoWithin $geometry, no geo index on the field",
+        FIND("{'area':{'$geoWithin':{'$geometry':{'type':'Polygon','coordinates':[[[0,0],[0,1],"
+             "[1,1],[0,0]]]}}},'qty':5}"),
+        "find", "area", ESR("\"qty\": 1, \"area\": \"2dsphere\"")),
+    HIT("$geoWithin $box, no geo index on the field",
+        FIND("{'pos':{'$geoWithin':{'$box':[[0,0],[1,1]]}},'qty':5}"), "find", "pos",
+        ESR("\"pos\": \"2d\"")),
+    HIT("$geoIntersects, no geo index on the field",
+        FIND("{'area':{'$geoIntersects':{'$geometry':{'type':'Point','coordinates':[0,0]}}}}"),
+        "find", "area", ESR("\"area\": \"2dsphere\"")),
     HIT("empty filter, a sort no index provides", "{'find':'big','filter':{},'sort':{'qty':1}}",
         "find", EMPTY_FILTER, NULL),
     HIT("hint $natural", "{'find':'big','filter':{'status':'SECRET'},'hint':{'$natural':1}}",
@@ -342,6 +360,15 @@ static const scase cases[] = {
     MISS("$or of one branch", FIND("{'$or':[{'status':'a'}]}")),
     MISS("$and with one bounded conjunct", FIND("{'$and':[{'qty':1},{'status':'a'}]}")),
     MISS("$where next to a bounded conjunct", FIND("{'$where':'1','status':'a'}")),
+    /* operators mongod does not know: it refuses the query (BadValue) and
+     * reads nothing; both were reported as scans of every document (the
+     * Mongoose suite sends them, model.middleware and tracing tests) */
+    MISS("an unknown operator on a field", FIND("{'otherProp':{'$notAnOperator':'value'}}")),
+    MISS("an unknown top-level operator", FIND("{'$invalidOperator':true}")),
+    MISS("an unknown operator in an $or branch",
+         FIND("{'$or':[{'qty':{'$gt':1}},{'qty':{'$bogus':2}}]}")),
+    HIT("known operators that bound nothing are still judged",
+        FIND("{'qty':{'$mod':[2,0]},'w':{'$bitsAllSet':3}}"), "find", "qty", NULL),
     MISS("$expr $eq pushed down", FIND("{'$expr':{'$eq':['$status','SECRET']}}")),
     MISS("$expr $and of $eq", FIND("{'$expr':{'$and':[{'$eq':[5,'$name']},{'$gt':['$a',1]}]}}")),
     MISS("$expr range pushed down (5.0+)", FIND("{'$expr':{'$gt':['$status',5]}}")),
