@@ -637,7 +637,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
-	arrays_target learn = {false, NULL};
+	arrays_target learn = {.looked = false, .set = NULL};
 	arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
 	/* A template made of a statement and missed by the next one (a batch
 	 * of mixed shapes, each read) makes the next few statements make
@@ -813,7 +813,7 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		}
 		stmt_gate(ax, &t);
 		bson_iter_t stmt;
-		arrays_target learn = {false, NULL};
+		arrays_target learn = {.looked = false, .set = NULL};
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
 		else if (bson_iter_init(&stmt, &op))

@@ -175,6 +175,12 @@ void engine_arrays_apply(rule_ctx *ax, bool written);
 typedef struct arrays_target {
 	bool looked;
 	index_set *set;
+	/* Bit c: some key of set that could still learn when it was looked
+	 * up starts with byte c. A write's path must start with a key's first
+	 * byte to put an array under it (write_puts_array), and keys only stop
+	 * learning, so a statement none of whose writes starts with one is
+	 * passed over without the loop over indexes, keys and writes. */
+	uint64_t firsts[4];
 } arrays_target;
 
 /* An update statement's writes, as its facts read them (facts.h:
