@@ -162,17 +162,3 @@ bool wire_iter_next_any(bson_iter_t *it)
 	it->err_off = 0;
 	return true;
 }
-
-bool wire_iter_recurse(const bson_iter_t *it, bson_iter_t *child)
-{
-	uint8_t type = it->raw[it->type];
-	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
-		return false;
-	child->raw = it->raw + it->d1;
-	child->len = le32(it->raw + it->d1);
-	child->off = child->type = child->key = 0;
-	child->d1 = child->d2 = child->d3 = child->d4 = 0;
-	child->next_off = 4;
-	child->err_off = 0;
-	return true;
-}

@@ -134,8 +134,20 @@ static inline bool wire_iter_init_raw(bson_iter_t *iter, const uint8_t *data, ui
 	return true;
 }
 
-/* As bson_iter_recurse(iter, child). */
-bool wire_iter_recurse(const bson_iter_t *iter, bson_iter_t *child);
+/* As bson_iter_recurse(iter, child). Inline: every level of every
+ * filter and update is entered through it, and inlined, the stores its
+ * first step overwrites go. */
+static inline __attribute__((always_inline)) bool wire_iter_recurse(const bson_iter_t *it,
+                                                                    bson_iter_t *child)
+{
+	uint8_t type = it->raw[it->type];
+	uint32_t len;
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(&len, it->raw + it->d1, sizeof len);
+	wire_iter_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	return true;
+}
 
 /* As bson_iter_type(iter), inline: the type byte of the element iter is on
  * (iter must be on one, as libbson requires). The analyzers ask it of
