@@ -164,6 +164,14 @@ static inline const char *wire_iter_key(const bson_iter_t *iter)
 	return (const char *)(iter->raw + iter->key);
 }
 
+/* strlen(wire_iter_key(iter)), without the loop: the step that put iter
+ * on its element (this file's or libbson's) found the key's NUL, and the
+ * value starts after it (d1). */
+static inline uint32_t wire_iter_key_len(const bson_iter_t *iter)
+{
+	return iter->d1 - iter->key - 1;
+}
+
 #define WIRE_ITER_HOLDS_DOCUMENT(iter) (wire_iter_type(iter) == BSON_TYPE_DOCUMENT)
 #define WIRE_ITER_HOLDS_ARRAY(iter)    (wire_iter_type(iter) == BSON_TYPE_ARRAY)
 #define WIRE_ITER_HOLDS_UTF8(iter)     (wire_iter_type(iter) == BSON_TYPE_UTF8)

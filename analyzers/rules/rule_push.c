@@ -278,10 +278,9 @@ static const char *push_value_form(const bson_iter_t *v)
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return "has no $each + $slice";
 	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$each"))
+		if (KEY_IS(&c, "$each"))
 			each = true;
-		else if (key_eq(k, "$slice"))
+		else if (KEY_IS(&c, "$slice"))
 			slice = true;
 	}
 	if (each && slice)
