@@ -250,13 +250,16 @@ static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const t
 	if (t->gated && stmt_unchecked(t, &f))
 		return true; /* no check could find anything in it */
 	s->facts = &f;
+	const engine *e = ax->e;
 	if (b->has_filter) {
-		s->filter = &b->filter;
-		run_checks(ax, s, CHECK_FILTER, &b->filter);
+		s->filter = &b->filter; /* the update checks read it too */
+		if (checks_may_run(e, CHECK_FILTER, f.have))
+			run_checks(ax, s, CHECK_FILTER, &b->filter);
 	}
-	if (b->has_update)
+	if (b->has_update && checks_may_run(e, CHECK_UPDATE, f.have))
 		run_checks(ax, s, CHECK_UPDATE, &b->update);
-	if ((t->parts & PART_QUERY) && any_check(ax, s, CHECK_QUERY))
+	if ((t->parts & PART_QUERY) && checks_may_run(e, CHECK_QUERY, f.have) &&
+	    any_check(ax, s, CHECK_QUERY))
 		run_body_query(ax, s, b, kind);
 	s->facts = NULL; /* f is this call's */
 	return false;

@@ -94,6 +94,13 @@ struct engine {
 	 * (0: none), which its update check is not called below. */
 	unsigned when[CHECK_KINDS][RULE_COUNT];
 	uint32_t floor[RULE_COUNT];
+	/* Of each kind's checks, on or off: the STMT_ bits one is called for,
+	 * and whether one is called whatever the facts (its `when` is 0).
+	 * Facts showing none of a kind's bits, with no such check, call none
+	 * of its checks (check_skipped), so their loop is not entered:
+	 * checks_may_run. */
+	unsigned when_any[CHECK_KINDS];
+	bool when_always[CHECK_KINDS];
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
@@ -217,6 +224,13 @@ static inline __attribute__((always_inline)) bool check_skipped(const engine *e,
 	if (when && !(when & s->facts->have))
 		return true;
 	return kind == CHECK_UPDATE && s->facts->update.len < e->floor[r];
+}
+
+/* False when no check of kind can be called on a statement whose facts
+ * show the STMT_ bits `have`, whatever the site (engine.when_any). */
+static inline bool checks_may_run(const engine *e, check_kind kind, unsigned have)
+{
+	return e->when_always[kind] || (have & e->when_any[kind]);
 }
 
 /* Whether some check of kind would be called at s (run_checks). */
