@@ -204,26 +204,3 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	} while (wire_iter_next(&c));
 	u->ops = (uint8_t)ops;
 }
-
-unsigned facts_have(const stmt_facts *f, bool hinted, bool collated)
-{
-	unsigned have = 0;
-	const filter_facts *ff = &f->filter;
-	if (!f->has_filter || !ff->complete || !ff->viewable) {
-		have |= STMT_PATTERN | STMT_PLAN;
-	} else {
-		if (ff->regexes || ff->tops || (ff->ops & FOP_PATTERN))
-			have |= STMT_PATTERN;
-		if (!ff->id_eq)
-			have |= STMT_PLAN;
-	}
-	if (hinted)
-		have |= STMT_PLAN;
-	if (collated)
-		have |= STMT_COLLATED;
-	const update_facts *u = &f->update;
-	if (!f->has_update || u->form == FU_PIPELINE ||
-	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH)))
-		have |= STMT_PUSH;
-	return have;
-}
