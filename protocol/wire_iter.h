@@ -106,6 +106,18 @@ static inline __attribute__((always_inline)) bool wire_iter_next(bson_iter_t *it
 	return true;
 }
 
+/* As wire_iter_next(it), for a walk whose iterator is not read once this
+ * says false: on the last element of its document (the next step could
+ * only end the walk: there is one byte left, its terminator, or a key
+ * with no room), false without stepping, the iterator left on that
+ * element instead of ended. A walk then costs one step per element, not
+ * one more for the end. tests/fuzz/bson_walk.h checks it against
+ * wire_iter_next wherever that one is checked against libbson. */
+static inline __attribute__((always_inline)) bool wire_iter_walk(bson_iter_t *it)
+{
+	return it->next_off + 1 != it->len && wire_iter_next(it);
+}
+
 /* An iterator before the first element of data/len, which is framed
  * already (its length prefix is len, its last byte 0). */
 static inline void wire_iter_init_framed(bson_iter_t *iter, const uint8_t *data, uint32_t len)

@@ -97,7 +97,7 @@ bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 {
 	bson_iter_t it = *doc;
-	while (wire_iter_next(&it)) {
+	while (wire_iter_walk(&it)) {
 		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
 		body_key key = key_of(k);
 		if (!(wanted & (1u << key)))

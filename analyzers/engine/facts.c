@@ -77,7 +77,7 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts
 		unsigned ops = 0;
 		do
 			ops |= op_bit(&first);
-		while (wire_iter_next(&first));
+		while (wire_iter_walk(&first));
 		m->ops = (uint8_t)ops;
 		f->ops |= (uint8_t)ops;
 	}
@@ -96,7 +96,7 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	if (!wire_iter_recurse(filter, &c))
 		return;
 	f->viewable = c.len >= 5 && c.raw[c.len - 1] == 0;
-	while (wire_iter_next(&c)) {
+	while (wire_iter_walk(&c)) {
 		if (f->n == FACTS_MEMBERS) {
 			f->complete = false;
 			return;
@@ -143,7 +143,7 @@ static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
 	bson_iter_t m;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &m))
 		return;
-	while (wire_iter_next(&m)) {
+	while (wire_iter_walk(&m)) {
 		uint32_t len = wire_iter_key_len(&m), pos = positional(wire_iter_key(&m), len);
 		if (op == FW_SET && !WIRE_ITER_HOLDS_ARRAY(&m) && !WIRE_ITER_HOLDS_DOCUMENT(&m) &&
 		    !pos)
@@ -201,6 +201,6 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 			ops |= UOP_OTHER;
 		if (op >= 0 && u->writes_complete)
 			writes_of(u, &c, (fact_write_op)op);
-	} while (wire_iter_next(&c));
+	} while (wire_iter_walk(&c));
 	u->ops = (uint8_t)ops;
 }

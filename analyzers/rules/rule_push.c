@@ -277,7 +277,7 @@ static const char *push_value_form(const bson_iter_t *v)
 	bool each = false, slice = false;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return "has no $each + $slice";
-	while (wire_iter_next(&c)) {
+	while (wire_iter_walk(&c)) {
 		if (KEY_IS(&c, "$each"))
 			each = true;
 		else if (KEY_IS(&c, "$slice"))
