@@ -244,7 +244,7 @@ static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const t
 	 * span: a statement differing in it is read */
 	if (f.has_update)
 		facts_update(&f.update, &b->update, (t->parts & PART_UPDATE) ? spans : NULL);
-	if (learn && f.has_update)
+	if (learn && f.has_update && engine_arrays_may_learn(&f.update))
 		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update, &f.update);
 	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
 	if (t->gated && stmt_unchecked(t, &f))

@@ -122,12 +122,9 @@ static void target_look(rule_ctx *ax, arrays_target *at, const char *db, const c
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
                                const bson_iter_t *update, const update_facts *u)
 {
-	/* Only these forms can put an array anywhere; a pipeline computes its
-	 * values (not read), and past FACTS_WRITES nothing is learned (a
-	 * finding can be missed on such a key, none invented). */
 	bool replace = u->form == FU_REPLACEMENT;
-	if (!replace && (u->form != FU_OPERATORS || u->nwrites == 0 || !u->writes_complete))
-		return; /* $inc, $unset, scalar $sets: most statements of a bulk update */
+	if (!engine_arrays_may_learn(u))
+		return;
 	if (!at->looked)
 		target_look(ax, at, db, coll);
 	index_set *set = at->set;

@@ -190,9 +190,21 @@ typedef struct arrays_target {
 	uint64_t firsts[4];
 } arrays_target;
 
+/* Whether an update of facts u can put an array anywhere the multikey
+ * learning reads: a replacement document, or operators whose writes the
+ * facts kept, all of them. A pipeline computes its values (not read), and
+ * past FACTS_WRITES nothing is learned (a finding can be missed on such a
+ * key, none invented). Inline: most statements of a bulk update ($inc,
+ * $unset, scalar $sets) end here. */
+static inline bool engine_arrays_may_learn(const update_facts *u)
+{
+	return u->form == FU_REPLACEMENT ||
+	       (u->form == FU_OPERATORS && u->nwrites > 0 && u->writes_complete);
+}
+
 /* An update statement's writes, as its facts read them (facts.h:
  * update_facts.writes; update an iterator on the update's value, for a
- * replacement document). */
+ * replacement document); only one engine_arrays_may_learn passes. */
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
                                const bson_iter_t *update, const update_facts *u);
 /* Releases what at holds. */
