@@ -37,17 +37,19 @@ bool wire_iter_next_any(bson_iter_t *iter);
  * key; 0 for the other types, the end of a document and unknown types. */
 extern const uint8_t wire_iter_fixed_plus_one[256];
 
-/* The offset of the first 0x00 in raw[o, len), or len when there is none
- * (o <= len): a key's end. A word at a time while eight bytes are left,
- * since a byte loop cost six instructions a byte of every key and most
- * keys fit in one word; the lowest flagged byte of a word is its first
- * 0x00 (a false flag only follows a true one, in higher bytes), so only
- * on little-endian machines; the rest a byte at a time. */
+/* The offset of the first 0x00 in raw[o, len), or len when there is none,
+ * or o itself when o >= len (a nested document whose length prefix claims
+ * fewer than five bytes starts its walk past its end): a key's end. A word
+ * at a time while eight bytes are left, since a byte loop cost six
+ * instructions a byte of every key and most keys fit in one word; the
+ * lowest flagged byte of a word is its first 0x00 (a false flag only
+ * follows a true one, in higher bytes), so only on little-endian machines;
+ * the rest a byte at a time. */
 static inline __attribute__((always_inline)) uint32_t wire_nul_from(const uint8_t *raw, uint32_t o,
                                                                     uint32_t len)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	while (len - o >= 8) {
+	while (o < len && len - o >= 8) {
 		uint64_t w;
 		memcpy(&w, raw + o, sizeof w);
 		uint64_t zero = (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
