@@ -33,14 +33,6 @@ static bool corrupt_at(bson_iter_t *it, uint32_t off)
 	return ended(it);
 }
 
-/* The offset of the first 0x00 at or after o, or len if there is none. */
-static uint32_t nul_from(const uint8_t *raw, uint32_t o, uint32_t len)
-{
-	while (o < len && raw[o])
-		o++;
-	return o;
-}
-
 /* The checks below are libbson's, in libbson's order and with its unsigned
  * arithmetic (a length that does not fit fails the same comparison), so
  * the same element fails with the same err_off. */
@@ -54,7 +46,7 @@ bool wire_iter_next_any(bson_iter_t *it)
 	it->type = at;
 	it->key = at + 1;
 	it->d1 = it->d2 = it->d3 = it->d4 = 0;
-	uint32_t o = nul_from(raw, at + 1, len);
+	uint32_t o = wire_nul_from(raw, at + 1, len);
 	if (o >= len)
 		return ended(it); /* an unterminated key: no err_off, as libbson */
 	it->d1 = ++o;
@@ -110,11 +102,11 @@ bool wire_iter_next_any(bson_iter_t *it)
 		case BSON_TYPE_REGEX:
 			/* two C strings, pattern and options; an unterminated
 			 * one is reported at the element, as libbson does */
-			o = nul_from(raw, o, len);
+			o = wire_nul_from(raw, o, len);
 			if (o >= len)
 				return corrupt_at(it, at);
 			it->d2 = ++o;
-			o = nul_from(raw, o, len);
+			o = wire_nul_from(raw, o, len);
 			if (o >= len)
 				return corrupt_at(it, at);
 			next = o + 1;
@@ -160,19 +152,5 @@ bool wire_iter_next_any(bson_iter_t *it)
 		return corrupt_at(it, o);
 	it->next_off = next;
 	it->err_off = 0;
-	return true;
-}
-
-bool wire_iter_recurse(const bson_iter_t *it, bson_iter_t *child)
-{
-	uint8_t type = it->raw[it->type];
-	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
-		return false;
-	child->raw = it->raw + it->d1;
-	child->len = le32(it->raw + it->d1);
-	child->off = child->type = child->key = 0;
-	child->d1 = child->d2 = child->d3 = child->d4 = 0;
-	child->next_off = 4;
-	child->err_off = 0;
 	return true;
 }

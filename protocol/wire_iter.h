@@ -37,6 +37,32 @@ bool wire_iter_next_any(bson_iter_t *iter);
  * key; 0 for the other types, the end of a document and unknown types. */
 extern const uint8_t wire_iter_fixed_plus_one[256];
 
+/* The offset of the first 0x00 in raw[o, len), or len when there is none,
+ * or o itself when o >= len (a nested document whose length prefix claims
+ * fewer than five bytes starts its walk past its end): a key's end. A word
+ * at a time while eight bytes are left, since a byte loop cost six
+ * instructions a byte of every key and most keys fit in one word; the
+ * lowest flagged byte of a word is its first 0x00 (a false flag only
+ * follows a true one, in higher bytes), so only on little-endian machines;
+ * the rest a byte at a time. */
+static inline __attribute__((always_inline)) uint32_t wire_nul_from(const uint8_t *raw, uint32_t o,
+                                                                    uint32_t len)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (o < len && len - o >= 8) {
+		uint64_t w;
+		memcpy(&w, raw + o, sizeof w);
+		uint64_t zero = (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
+		if (zero)
+			return o + (uint32_t)(__builtin_ctzll(zero) >> 3);
+		o += 8;
+	}
+#endif
+	while (o < len && raw[o])
+		o++;
+	return o;
+}
+
 /* As bson_iter_next(iter). Inline for what filters and updates are mostly
  * made of (fixed-size values, strings, documents, arrays) and for the end
  * of a document, where a call was a third of the cost of a step; anything else,
@@ -63,9 +89,7 @@ static inline __attribute__((always_inline)) bool wire_iter_next(bson_iter_t *it
 	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY &&
 	    type != BSON_TYPE_UTF8)
 		return wire_iter_next_any(it);
-	uint32_t o = at + 1;
-	while (o < len && raw[o])
-		o++;
+	uint32_t o = wire_nul_from(raw, at + 1, len);
 	if (o >= len)
 		return wire_iter_next_any(it);
 	o++;
@@ -106,6 +130,18 @@ static inline __attribute__((always_inline)) bool wire_iter_next(bson_iter_t *it
 	return true;
 }
 
+/* As wire_iter_next(it), for a walk whose iterator is not read once this
+ * says false: on the last element of its document (the next step could
+ * only end the walk: there is one byte left, its terminator, or a key
+ * with no room), false without stepping, the iterator left on that
+ * element instead of ended. A walk then costs one step per element, not
+ * one more for the end. tests/fuzz/bson_walk.h checks it against
+ * wire_iter_next wherever that one is checked against libbson. */
+static inline __attribute__((always_inline)) bool wire_iter_walk(bson_iter_t *it)
+{
+	return it->next_off + 1 != it->len && wire_iter_next(it);
+}
+
 /* An iterator before the first element of data/len, which is framed
  * already (its length prefix is len, its last byte 0). */
 static inline void wire_iter_init_framed(bson_iter_t *iter, const uint8_t *data, uint32_t len)
@@ -134,8 +170,20 @@ static inline bool wire_iter_init_raw(bson_iter_t *iter, const uint8_t *data, ui
 	return true;
 }
 
-/* As bson_iter_recurse(iter, child). */
-bool wire_iter_recurse(const bson_iter_t *iter, bson_iter_t *child);
+/* As bson_iter_recurse(iter, child). Inline: every level of every
+ * filter and update is entered through it, and inlined, the stores its
+ * first step overwrites go. */
+static inline __attribute__((always_inline)) bool wire_iter_recurse(const bson_iter_t *it,
+                                                                    bson_iter_t *child)
+{
+	uint8_t type = it->raw[it->type];
+	uint32_t len;
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(&len, it->raw + it->d1, sizeof len);
+	wire_iter_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	return true;
+}
 
 /* As bson_iter_type(iter), inline: the type byte of the element iter is on
  * (iter must be on one, as libbson requires). The analyzers ask it of
@@ -150,6 +198,14 @@ static inline bson_type_t wire_iter_type(const bson_iter_t *iter)
 static inline const char *wire_iter_key(const bson_iter_t *iter)
 {
 	return (const char *)(iter->raw + iter->key);
+}
+
+/* strlen(wire_iter_key(iter)), without the loop: the step that put iter
+ * on its element (this file's or libbson's) found the key's NUL, and the
+ * value starts after it (d1). */
+static inline uint32_t wire_iter_key_len(const bson_iter_t *iter)
+{
+	return iter->d1 - iter->key - 1;
 }
 
 #define WIRE_ITER_HOLDS_DOCUMENT(iter) (wire_iter_type(iter) == BSON_TYPE_DOCUMENT)

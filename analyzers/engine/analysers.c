@@ -244,19 +244,22 @@ static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const t
 	 * span: a statement differing in it is read */
 	if (f.has_update)
 		facts_update(&f.update, &b->update, (t->parts & PART_UPDATE) ? spans : NULL);
-	if (learn && f.has_update)
+	if (learn && f.has_update && engine_arrays_may_learn(&f.update))
 		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update, &f.update);
 	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
 	if (t->gated && stmt_unchecked(t, &f))
 		return true; /* no check could find anything in it */
 	s->facts = &f;
+	const engine *e = ax->e;
 	if (b->has_filter) {
-		s->filter = &b->filter;
-		run_checks(ax, s, CHECK_FILTER, &b->filter);
+		s->filter = &b->filter; /* the update checks read it too */
+		if (checks_may_run(e, CHECK_FILTER, f.have))
+			run_checks(ax, s, CHECK_FILTER, &b->filter);
 	}
-	if (b->has_update)
+	if (b->has_update && checks_may_run(e, CHECK_UPDATE, f.have))
 		run_checks(ax, s, CHECK_UPDATE, &b->update);
-	if ((t->parts & PART_QUERY) && any_check(ax, s, CHECK_QUERY))
+	if ((t->parts & PART_QUERY) && checks_may_run(e, CHECK_QUERY, f.have) &&
+	    any_check(ax, s, CHECK_QUERY))
 		run_body_query(ax, s, b, kind);
 	s->facts = NULL; /* f is this call's */
 	return false;
@@ -637,7 +640,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
-	arrays_target learn = {false, NULL};
+	arrays_target learn = {.looked = false, .set = NULL};
 	arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
 	/* A template made of a statement and missed by the next one (a batch
 	 * of mixed shapes, each read) makes the next few statements make
@@ -813,7 +816,7 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		}
 		stmt_gate(ax, &t);
 		bson_iter_t stmt;
-		arrays_target learn = {false, NULL};
+		arrays_target learn = {.looked = false, .set = NULL};
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
 		else if (bson_iter_init(&stmt, &op))

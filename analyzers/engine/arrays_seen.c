@@ -99,21 +99,34 @@ static index_set *learnable_set(rule_ctx *ax, const char *db, const char *coll)
 
 static void learn_doc(rule_ctx *ax, index_set *set, bson_iter_t *members);
 
+/* at's set, retained, and the first bytes of its keys that can learn. */
+static void target_look(rule_ctx *ax, arrays_target *at, const char *db, const char *coll)
+{
+	at->looked = true;
+	memset(at->firsts, 0, sizeof(at->firsts));
+	at->set = learnable_set(ax, db, coll);
+	if (!at->set)
+		return;
+	index_set_retain(at->set);
+	for (size_t i = 0; i < index_set_count(at->set); i++) {
+		const index_def *d = index_set_get(at->set, i);
+		uint32_t want = wanted(d);
+		for (size_t k = 0; want >> k; k++)
+			if (want >> k & 1) {
+				uint8_t c = (uint8_t)d->keys[k].field[0];
+				at->firsts[c >> 6] |= (uint64_t)1 << (c & 63);
+			}
+	}
+}
+
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
                                const bson_iter_t *update, const update_facts *u)
 {
-	/* Only these forms can put an array anywhere; a pipeline computes its
-	 * values (not read), and past FACTS_WRITES nothing is learned (a
-	 * finding can be missed on such a key, none invented). */
 	bool replace = u->form == FU_REPLACEMENT;
-	if (!replace && (u->form != FU_OPERATORS || u->nwrites == 0 || !u->writes_complete))
-		return; /* $inc, $unset, scalar $sets: most statements of a bulk update */
-	if (!at->looked) {
-		at->looked = true;
-		at->set = learnable_set(ax, db, coll);
-		if (at->set)
-			index_set_retain(at->set);
-	}
+	if (!engine_arrays_may_learn(u))
+		return;
+	if (!at->looked)
+		target_look(ax, at, db, coll);
 	index_set *set = at->set;
 	if (!set)
 		return;
@@ -123,6 +136,13 @@ void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, 
 			learn_doc(ax, set, &it);
 		return;
 	}
+	bool some = false;
+	for (unsigned j = 0; j < u->nwrites && !some; j++) {
+		uint8_t c = (uint8_t)wire_iter_key(&u->writes[j].it)[0];
+		some = at->firsts[c >> 6] >> (c & 63) & 1;
+	}
+	if (!some)
+		return; /* no write can reach a key that can learn */
 	size_t n = index_set_count(set);
 	for (size_t i = 0; i < n; i++) {
 		const index_def *d = index_set_get(set, i);

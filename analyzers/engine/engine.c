@@ -74,6 +74,8 @@ engine *engine_new(const engine_config *cfg, index_cache *ic, engine_sink_fn sin
 				                            : c == CHECK_UPDATE ? k->update_when
 				                            : c == CHECK_QUERY  ? k->query_when
 				                                                : 0;
+				e->when_any[c] |= e->when[c][e->nchecks[c]];
+				e->when_always[c] |= e->when[c][e->nchecks[c]] == 0;
 				e->checks[c][e->nchecks[c]++] = (rule_id)r;
 			}
 		e->floor[r] = k->document_floor ? k->document_floor(&e->cfg.rules[r]) : 0;

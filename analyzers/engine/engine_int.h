@@ -94,6 +94,13 @@ struct engine {
 	 * (0: none), which its update check is not called below. */
 	unsigned when[CHECK_KINDS][RULE_COUNT];
 	uint32_t floor[RULE_COUNT];
+	/* Of each kind's checks, on or off: the STMT_ bits one is called for,
+	 * and whether one is called whatever the facts (its `when` is 0).
+	 * Facts showing none of a kind's bits, with no such check, call none
+	 * of its checks (check_skipped), so their loop is not entered:
+	 * checks_may_run. */
+	unsigned when_any[CHECK_KINDS];
+	bool when_always[CHECK_KINDS];
 	/* Could a rule block anything, or a command read only by document
 	 * checks (insert)? Any scope at block counts. See engine_may_block. */
 	bool may_block_any, may_block_documents;
@@ -175,11 +182,29 @@ void engine_arrays_apply(rule_ctx *ax, bool written);
 typedef struct arrays_target {
 	bool looked;
 	index_set *set;
+	/* Bit c: some key of set that could still learn when it was looked
+	 * up starts with byte c. A write's path must start with a key's first
+	 * byte to put an array under it (write_puts_array), and keys only stop
+	 * learning, so a statement none of whose writes starts with one is
+	 * passed over without the loop over indexes, keys and writes. */
+	uint64_t firsts[4];
 } arrays_target;
+
+/* Whether an update of facts u can put an array anywhere the multikey
+ * learning reads: a replacement document, or operators whose writes the
+ * facts kept, all of them. A pipeline computes its values (not read), and
+ * past FACTS_WRITES nothing is learned (a finding can be missed on such a
+ * key, none invented). Inline: most statements of a bulk update ($inc,
+ * $unset, scalar $sets) end here. */
+static inline bool engine_arrays_may_learn(const update_facts *u)
+{
+	return u->form == FU_REPLACEMENT ||
+	       (u->form == FU_OPERATORS && u->nwrites > 0 && u->writes_complete);
+}
 
 /* An update statement's writes, as its facts read them (facts.h:
  * update_facts.writes; update an iterator on the update's value, for a
- * replacement document). */
+ * replacement document); only one engine_arrays_may_learn passes. */
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
                                const bson_iter_t *update, const update_facts *u);
 /* Releases what at holds. */
@@ -211,6 +236,13 @@ static inline __attribute__((always_inline)) bool check_skipped(const engine *e,
 	if (when && !(when & s->facts->have))
 		return true;
 	return kind == CHECK_UPDATE && s->facts->update.len < e->floor[r];
+}
+
+/* False when no check of kind can be called on a statement whose facts
+ * show the STMT_ bits `have`, whatever the site (engine.when_any). */
+static inline bool checks_may_run(const engine *e, check_kind kind, unsigned have)
+{
+	return e->when_always[kind] || (have & e->when_any[kind]);
 }
 
 /* Whether some check of kind would be called at s (run_checks). */

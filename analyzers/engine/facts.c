@@ -5,24 +5,25 @@
 #include "analyzers/engine/keys.h"
 #include "protocol/wire_iter.h"
 
-/* An operator document's key, as the rules tell them apart. */
-static unsigned op_bit(const char *k)
+/* The key of an operator document's member it is on, as the rules tell
+ * them apart. */
+static unsigned op_bit(const bson_iter_t *it)
 {
-	switch (k[1]) {
+	switch (wire_iter_key(it)[1]) {
 	case 'r':
-		return key_eq(k, "$regex") ? FOP_REGEX : FOP_OTHER;
+		return KEY_IS(it, "$regex") ? FOP_REGEX : FOP_OTHER;
 	case 'i':
-		return key_eq(k, "$in") ? FOP_LIST : FOP_OTHER;
+		return KEY_IS(it, "$in") ? FOP_LIST : FOP_OTHER;
 	case 'n':
-		if (key_eq(k, "$nin"))
+		if (KEY_IS(it, "$nin"))
 			return FOP_LIST;
-		return key_eq(k, "$not") ? FOP_NOT : FOP_OTHER;
+		return KEY_IS(it, "$not") ? FOP_NOT : FOP_OTHER;
 	case 'a':
-		return key_eq(k, "$all") ? FOP_LIST : FOP_OTHER;
+		return KEY_IS(it, "$all") ? FOP_LIST : FOP_OTHER;
 	case 'e':
-		return key_eq(k, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
+		return KEY_IS(it, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
 	case 'o':
-		return key_eq(k, "$options") ? FOP_OPTIONS : FOP_OTHER;
+		return KEY_IS(it, "$options") ? FOP_OPTIONS : FOP_OTHER;
 	default:
 		return FOP_OTHER;
 	}
@@ -42,9 +43,9 @@ static void value_span(facts_spans *sp, const bson_iter_t *it)
 		byte_spans_add(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
 }
 
-static bool is_dbref_key(const char *k)
+static bool is_dbref_key(const bson_iter_t *it)
 {
-	return key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db");
+	return KEY_IS(it, "$ref") || KEY_IS(it, "$id") || KEY_IS(it, "$db");
 }
 
 /* One member, it on it. */
@@ -72,16 +73,15 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts
 		m->kind = FM_DOC;
 	} else {
 		m->kind = FM_OPS;
-		m->dbref = is_dbref_key(wire_iter_key(&first));
+		m->dbref = is_dbref_key(&first);
 		unsigned ops = 0;
 		do
-			ops |= op_bit(wire_iter_key(&first));
-		while (wire_iter_next(&first));
+			ops |= op_bit(&first);
+		while (wire_iter_walk(&first));
 		m->ops = (uint8_t)ops;
 		f->ops |= (uint8_t)ops;
 	}
-	if (k[0] == '_' && key_eq(k, "_id") && (m->kind != FM_OPS || m->dbref) &&
-	    m->kind != FM_REGEX)
+	if (KEY_IS(it, "_id") && (m->kind != FM_OPS || m->dbref) && m->kind != FM_REGEX)
 		f->id_eq = true;
 }
 
@@ -96,7 +96,7 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	if (!wire_iter_recurse(filter, &c))
 		return;
 	f->viewable = c.len >= 5 && c.raw[c.len - 1] == 0;
-	while (wire_iter_next(&c)) {
+	while (wire_iter_walk(&c)) {
 		if (f->n == FACTS_MEMBERS) {
 			f->complete = false;
 			return;
@@ -106,19 +106,20 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	}
 }
 
-/* The fact_write_op of an update operator, or -1 for one that never makes
- * an array. */
-static int write_op(const char *k)
+/* The fact_write_op of the update operator it is on, or -1 for one that
+ * never makes an array. */
+static int write_op(const bson_iter_t *it)
 {
+	const char *k = wire_iter_key(it);
 	if (k[0] != '$')
 		return -1;
 	switch (k[1]) {
 	case 'p':
-		return key_eq(k, "$push") ? FW_PUSH : -1;
+		return KEY_IS(it, "$push") ? FW_PUSH : -1;
 	case 'a':
-		return key_eq(k, "$addToSet") ? FW_ADD_TO_SET : -1;
+		return KEY_IS(it, "$addToSet") ? FW_ADD_TO_SET : -1;
 	case 's':
-		return key_eq(k, "$set") || key_eq(k, "$setOnInsert") ? FW_SET : -1;
+		return KEY_IS(it, "$set") || KEY_IS(it, "$setOnInsert") ? FW_SET : -1;
 	default:
 		return -1;
 	}
@@ -142,9 +143,8 @@ static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
 	bson_iter_t m;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &m))
 		return;
-	while (wire_iter_next(&m)) {
-		/* the key ends where its value starts (wire_iter.h: d1) */
-		uint32_t len = m.d1 - m.key - 1, pos = positional(wire_iter_key(&m), len);
+	while (wire_iter_walk(&m)) {
+		uint32_t len = wire_iter_key_len(&m), pos = positional(wire_iter_key(&m), len);
 		if (op == FW_SET && !WIRE_ITER_HOLDS_ARRAY(&m) && !WIRE_ITER_HOLDS_DOCUMENT(&m) &&
 		    !pos)
 			continue;
@@ -188,43 +188,19 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	u->form = FU_OPERATORS;
 	unsigned ops = 0;
 	do {
-		const char *k = wire_iter_key(&c);
 		/* the operand's inside, between its length and its last byte */
 		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
 		    c.next_off - c.d1 > 5)
 			byte_spans_add(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
-		int op = write_op(k);
+		int op = write_op(&c);
 		if (op == FW_PUSH)
 			ops |= UOP_PUSH;
-		else if (key_eq(k, "$inc"))
+		else if (KEY_IS(&c, "$inc"))
 			ops |= UOP_INC;
 		else
 			ops |= UOP_OTHER;
 		if (op >= 0 && u->writes_complete)
 			writes_of(u, &c, (fact_write_op)op);
-	} while (wire_iter_next(&c));
+	} while (wire_iter_walk(&c));
 	u->ops = (uint8_t)ops;
-}
-
-unsigned facts_have(const stmt_facts *f, bool hinted, bool collated)
-{
-	unsigned have = 0;
-	const filter_facts *ff = &f->filter;
-	if (!f->has_filter || !ff->complete || !ff->viewable) {
-		have |= STMT_PATTERN | STMT_PLAN;
-	} else {
-		if (ff->regexes || ff->tops || (ff->ops & FOP_PATTERN))
-			have |= STMT_PATTERN;
-		if (!ff->id_eq)
-			have |= STMT_PLAN;
-	}
-	if (hinted)
-		have |= STMT_PLAN;
-	if (collated)
-		have |= STMT_COLLATED;
-	const update_facts *u = &f->update;
-	if (!f->has_update || u->form == FU_PIPELINE ||
-	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH)))
-		have |= STMT_PUSH;
-	return have;
 }

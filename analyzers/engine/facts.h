@@ -182,7 +182,29 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *spans
 void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *spans);
 
 /* The STMT_* bits of f (both parts read, or marked unread), for a query
- * with a hint and with a collation as given. */
-unsigned facts_have(const stmt_facts *f, bool hinted, bool collated);
+ * with a hint and with a collation as given. Inline: on every statement,
+ * right after its read, whose fields it mostly still has at hand. */
+static inline unsigned facts_have(const stmt_facts *f, bool hinted, bool collated)
+{
+	unsigned have = 0;
+	const filter_facts *ff = &f->filter;
+	if (!f->has_filter || !ff->complete || !ff->viewable) {
+		have |= STMT_PATTERN | STMT_PLAN;
+	} else {
+		if (ff->regexes || ff->tops || (ff->ops & FOP_PATTERN))
+			have |= STMT_PATTERN;
+		if (!ff->id_eq)
+			have |= STMT_PLAN;
+	}
+	if (hinted)
+		have |= STMT_PLAN;
+	if (collated)
+		have |= STMT_COLLATED;
+	const update_facts *u = &f->update;
+	if (!f->has_update || u->form == FU_PIPELINE ||
+	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH)))
+		have |= STMT_PUSH;
+	return have;
+}
 
 #endif

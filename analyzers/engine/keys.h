@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "protocol/wire_iter.h"
+
 /* lit must be a literal: its length is then known where this is inlined,
  * so a one-letter name ("q", "u") costs two byte comparisons and a longer
  * one a call for the rest only when the first two bytes match. */
@@ -23,6 +25,18 @@ static inline bool key_eq(const char *k, const char *lit)
 	if (k[1] != lit[1])
 		return false;
 	return lit[1] == '\0' || strcmp(k + 2, lit + 2) == 0;
+}
+
+/* Whether the key of the element it is on is lit, a literal: its length
+ * is known from the step (wire_iter_key_len), so a key of another length
+ * costs one comparison and one of lit's length a compare of a size known
+ * where this is inlined, never a strcmp call. */
+#define KEY_IS(it, lit) key_is_n((it), "" lit "", sizeof(lit) - 1)
+
+static inline __attribute__((always_inline)) bool key_is_n(const bson_iter_t *it, const char *lit,
+                                                           uint32_t n)
+{
+	return wire_iter_key_len(it) == n && memcmp(wire_iter_key(it), lit, n) == 0;
 }
 
 /* Whether key, with its NUL as BSON stores a key, occurs anywhere in the

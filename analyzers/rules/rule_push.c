@@ -277,11 +277,10 @@ static const char *push_value_form(const bson_iter_t *v)
 	bool each = false, slice = false;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return "has no $each + $slice";
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$each"))
+	while (wire_iter_walk(&c)) {
+		if (KEY_IS(&c, "$each"))
 			each = true;
-		else if (key_eq(k, "$slice"))
+		else if (KEY_IS(&c, "$slice"))
 			slice = true;
 	}
 	if (each && slice)
@@ -293,12 +292,36 @@ static const char *push_value_form(const bson_iter_t *v)
 	return "has no $each + $slice";
 }
 
+/* An operator update's guards (update_guards, below), read at its first
+ * member that would grow an array without a bound: a statement whose
+ * members all bound theirs, the common one, reads none. */
+typedef struct lazy_guards {
+	push_guards g;
+	bool read;
+	const bson_iter_t *u, *filter;
+	const filter_facts *ff;
+} lazy_guards;
+
+static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_t *filter,
+                          const filter_facts *ff);
+
+static const push_guards *guards_read(lazy_guards *lg)
+{
+	if (!lg->read) {
+		lg->read = true;
+		lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
+		lg->g.counted = false;
+		update_guards(&lg->g, lg->u, lg->filter, lg->ff);
+	}
+	return &lg->g;
+}
+
 /* One member of a $push, c on it: whether it grows an array without a
  * bound, added to hit when it does. */
-static bool check_member(const bson_iter_t *c, const push_guards *g, push_hit *hit)
+static bool check_member(const bson_iter_t *c, lazy_guards *lg, push_hit *hit)
 {
 	const char *form = push_value_form(c);
-	if (!form || guarded(g, wire_iter_key(c)))
+	if (!form || guarded(guards_read(lg), wire_iter_key(c)))
 		return false;
 	if (!hit->form)
 		hit->form = form;
@@ -306,7 +329,7 @@ static bool check_member(const bson_iter_t *c, const push_guards *g, push_hit *h
 	return true;
 }
 
-static bool check_push(const bson_iter_t *push, const push_guards *g, push_hit *hit)
+static bool check_push(const bson_iter_t *push, lazy_guards *g, push_hit *hit)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
@@ -532,33 +555,38 @@ static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_
 
 /* Whether an update grows an array without a bound: guards in the
  * statement's filter (a counter held below a limit, an array held below a
- * length) count as bounds, so they are read first. */
+ * length) count as bounds, read for an operator update once a member
+ * without a bound of its own is found (lazy_guards). */
 static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
                         const update_facts *uf, push_hit *hit)
 {
 	bson_iter_t c, push;
-	/* Counts and flags only: on every update statement, zeroing the two
+	/* Counts and flags only: on every update statement, zeroing the
 	 * guard lists and the field text (720 bytes) cost more than the walk
 	 * of a $set; nothing reads past a count or the text's NUL. */
-	push_guards g;
-	g.ncounters = g.nfloors = g.narrays = 0;
-	g.counted = false;
 	hit->fields[0] = '\0';
 	hit->pipeline = hit->unjudged = false;
 	hit->form = NULL;
 	if (WIRE_ITER_HOLDS_ARRAY(u)) {
+		push_guards g;
+		g.ncounters = g.nfloors = g.narrays = 0;
+		g.counted = false;
 		guards_of(&g, filter, ff);
 		return check_pipeline(u, &g, hit);
 	}
+	lazy_guards lg; /* its guards set only once read (guards_read) */
+	lg.read = false;
+	lg.u = u;
+	lg.filter = filter;
+	lg.ff = ff;
 	if (uf) {
 		/* the update's $push members, as the engine read them (facts.h) */
 		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
 			return false;
-		update_guards(&g, u, filter, ff);
 		bool found = false;
 		for (unsigned i = 0; i < uf->nwrites; i++)
 			if (uf->writes[i].op == FW_PUSH)
-				found |= check_member(&uf->writes[i].it, &g, hit);
+				found |= check_member(&uf->writes[i].it, &lg, hit);
 		return found;
 	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
@@ -577,16 +605,13 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	} while (wire_iter_next(&c));
 	if (!has_push)
 		return false;
-	/* The guards are read only for an update that pushes: the common
-	 * update ($set, $inc) pays nothing for them. */
-	update_guards(&g, u, filter, ff);
 	/* Every $push of the document, not only the first: mongod applies
 	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
 	 * {b: ...}} pushes to both), so checking the first alone let a bounded
 	 * push hide an unbounded one after it. */
-	bool found = check_push(&push, &g, hit);
+	bool found = check_push(&push, &lg, hit);
 	while (wire_iter_next(&push))
-		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &g, hit))
+		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &lg, hit))
 			found = true;
 	return found;
 }

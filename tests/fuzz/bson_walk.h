@@ -153,8 +153,11 @@ static bool bw_same_state(const bson_iter_t *a, const bson_iter_t *b)
 static bool bw_iters_agree_from(bson_iter_t *a, bson_iter_t *b, int depth)
 {
 	for (;;) {
+		/* wire_iter_walk: the same step, or false where it could only end */
+		bson_iter_t w = *b;
+		bool rw = wire_iter_walk(&w);
 		bool ra = bson_iter_next(a), rb = wire_iter_next(b);
-		if (ra != rb || !bw_same_state(a, b))
+		if (ra != rb || !bw_same_state(a, b) || rw != rb || (rw && !bw_same_state(&w, b)))
 			return false;
 		if (!ra)
 			return true;
