@@ -143,50 +143,79 @@ static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
 	}
 }
 
-static bool op_in(const char *op, const char *const *names)
+static bool is(const char *a, const char *b)
 {
-	for (; *names; names++)
-		if (strcmp(op, *names) == 0)
-			return true;
-	return false;
+	return strcmp(a, b) == 0;
 }
 
-/* MatchExpressionParser's operators, by the letter after the '$'. */
+/* MatchExpressionParser's operators, by the letter after the '$': on
+ * every operator of every filter, so one or two compares each. */
 bool query_operator_known(const char *op, bool top)
 {
 	if (op[0] != '$')
 		return false;
-	if (strncmp(op, "$_internal", 10) == 0)
-		return true;
+	const char *r = op + 2; /* past "$x" */
 	if (top) {
-		static const char *const names[] = {"$and",         "$or",         "$nor",
-		                                    "$expr",        "$where",      "$text",
-		                                    "$comment",     "$jsonSchema", "$alwaysTrue",
-		                                    "$alwaysFalse", "$sampleRate", NULL};
-		return op_in(op, names);
+		switch (op[1]) {
+		case 'a':
+			return is(r, "nd") || is(r, "lwaysTrue") || is(r, "lwaysFalse");
+		case 'o':
+			return is(r, "r");
+		case 'n':
+			return is(r, "or");
+		case 'e':
+			return is(r, "xpr");
+		case 'w':
+			return is(r, "here");
+		case 't':
+			return is(r, "ext");
+		case 'c':
+			return is(r, "omment");
+		case 'j':
+			return is(r, "sonSchema");
+		case 's':
+			return is(r, "ampleRate");
+		case '_':
+			return strncmp(r, "internal", 8) == 0;
+		default:
+			return false;
+		}
 	}
-	static const char *const a_e[] = {"$all",          "$bitsAllClear", "$bitsAllSet",
-	                                  "$bitsAnyClear", "$bitsAnySet",   "$elemMatch",
-	                                  "$eq",           "$exists",       NULL};
-	static const char *const g_n[] = {"$geoIntersects",
-	                                  "$geoNear",
-	                                  "$geoWithin",
-	                                  "$gt",
-	                                  "$gte",
-	                                  "$in",
-	                                  "$lt",
-	                                  "$lte",
-	                                  "$maxDistance",
-	                                  "$minDistance",
-	                                  "$mod",
-	                                  "$ne",
-	                                  "$near",
-	                                  "$nearSphere",
-	                                  "$nin",
-	                                  "$not",
-	                                  NULL};
-	static const char *const o_z[] = {"$options", "$regex", "$size", "$type", "$within", NULL};
-	return op_in(op, op[1] <= 'f' ? a_e : op[1] <= 'n' ? g_n : o_z);
+	switch (op[1]) {
+	case 'e':
+		return is(r, "q") || is(r, "xists") || is(r, "lemMatch");
+	case 'g':
+		return is(r, "t") || is(r, "te") || is(r, "eoWithin") || is(r, "eoIntersects") ||
+		       is(r, "eoNear");
+	case 'l':
+		return is(r, "t") || is(r, "te");
+	case 'i':
+		return is(r, "n");
+	case 'n':
+		return is(r, "e") || is(r, "in") || is(r, "ot") || is(r, "ear") ||
+		       is(r, "earSphere");
+	case 'a':
+		return is(r, "ll");
+	case 'b':
+		return is(r, "itsAllClear") || is(r, "itsAllSet") || is(r, "itsAnyClear") ||
+		       is(r, "itsAnySet");
+	case 'm':
+		return is(r, "od") || is(r, "axDistance") || is(r, "inDistance");
+	case 'o':
+		return is(r, "ptions");
+	case 'r':
+		return is(r, "egex");
+	case 's':
+		return is(r, "ize");
+	case 't':
+		return is(r, "ype");
+	case 'w':
+		return is(r, "ithin");
+	case '_':
+		return strncmp(r, "internal", 8) == 0;
+	default:
+		return false;
+	}
 }
 
 /* True when the document's first key makes it an operator document; a DBRef

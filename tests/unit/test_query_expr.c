@@ -73,10 +73,71 @@ static void test_rewritten_comparisons(void **state)
 	expect("true", "other");
 }
 
+/* Every operator mongod's parser knows is known, each where it is one;
+ * a near miss of each is not (a typo there would silence the rules on a
+ * query mongod runs). */
+static void test_operators_known(void **state)
+{
+	(void)state;
+	static const char *const field[] = {"$eq",
+	                                    "$ne",
+	                                    "$gt",
+	                                    "$gte",
+	                                    "$lt",
+	                                    "$lte",
+	                                    "$in",
+	                                    "$nin",
+	                                    "$exists",
+	                                    "$type",
+	                                    "$regex",
+	                                    "$options",
+	                                    "$not",
+	                                    "$elemMatch",
+	                                    "$all",
+	                                    "$size",
+	                                    "$mod",
+	                                    "$near",
+	                                    "$nearSphere",
+	                                    "$geoNear",
+	                                    "$within",
+	                                    "$geoWithin",
+	                                    "$geoIntersects",
+	                                    "$maxDistance",
+	                                    "$minDistance",
+	                                    "$bitsAllSet",
+	                                    "$bitsAllClear",
+	                                    "$bitsAnySet",
+	                                    "$bitsAnyClear",
+	                                    "$_internalExprEq"};
+	static const char *const top[] = {
+	    "$and",     "$or",         "$nor",        "$expr",        "$where",      "$text",
+	    "$comment", "$jsonSchema", "$alwaysTrue", "$alwaysFalse", "$sampleRate", "$_internalX"};
+	char miss[64];
+	for (size_t i = 0; i < sizeof(field) / sizeof(field[0]); i++) {
+		assert_true(query_operator_known(field[i], false));
+		snprintf(miss, sizeof miss, "%sx", field[i]);
+		if (strncmp(field[i], "$_internal", 10) != 0)
+			assert_false(query_operator_known(miss, false));
+	}
+	for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+		assert_true(query_operator_known(top[i], true));
+		if (strncmp(top[i], "$_internal", 10) != 0) {
+			snprintf(miss, sizeof miss, "%sx", top[i]);
+			assert_false(query_operator_known(miss, true));
+			assert_false(query_operator_known(top[i], false));
+		}
+	}
+	assert_false(query_operator_known("$eq", true));
+	assert_false(query_operator_known("$notAnOperator", false));
+	assert_false(query_operator_known("$", false));
+	assert_false(query_operator_known("eq", false));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rewritten_comparisons),
+	    cmocka_unit_test(test_operators_known),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
