@@ -187,6 +187,36 @@ def test_stages_mongod_moves_and_constants_it_folds(start_proxy):
         srv.stop()
 
 
+def test_mongoose_suite_findings_mended(start_proxy):
+    """What Mongoose's own test suite showed (tests/README.md): a filter with an operator
+    mongod does not know is refused (BadValue) and reads nothing, so no rule says a word of
+    it; a $geoWithin / $geoIntersects is served by a geo index only, and the suggestion names
+    that index, never a btree key."""
+    srv, p, client = scripted(start_proxy, "round4-mongoose")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        mark = p.log.mark()
+        list(c.find({"qty": {"$notAnOperator": 1}}).sort("zz", 1))
+        list(c.find({"$invalidOperator": True}))
+        list(c.find({"$or": [{"qty": 1}, {"qty": {"$bogus": 2}}]}))
+        time.sleep(0.3)
+        for rule in ("collection-scan", "index-mismatched-sort"):
+            assert not p.log.findings(rule, mark), (rule, p.log.findings(rule, mark))
+
+        square = {"type": "Polygon", "coordinates": [[[0, 0], [0, 1], [1, 1], [0, 0]]]}
+        for flt, key in (({"qty": 5, "area": {"$geoWithin": {"$geometry": square}}},
+                          '{"qty": 1, "area": "2dsphere"}'),
+                         ({"pos": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}, '{"pos": "2d"}')):
+            mark = p.log.mark()
+            list(c.find(flt))
+            [f] = wait_findings(p, rule="collection-scan", since=mark)
+            assert f'createIndex({key})' in f["attr"]["suggestion"], f["attr"]["suggestion"]
+    finally:
+        client.close()
+        srv.stop()
+
+
 def test_count_documents_and_distinct_on_a_real_server(clients, upstream, start_proxy,
                                                        dbname):
     docs = [{"_id": i, "status": "AB"[i % 2], "qty": i % 10} for i in range(300)]
