@@ -790,7 +790,12 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		else
 			text_str(t, "no limit");
 		text_str(t, " and no sort an index provides reads ");
-		if (f->q->limit > 0 && f->q->limit < f->docs)
+		if (f->q->limit == 1 && f->docs > 1)
+			text_printf(
+			    t,
+			    "the first document in the collection's order (of about %" PRId64 ")",
+			    f->docs);
+		else if (f->q->limit > 0 && f->q->limit < f->docs)
 			text_printf(t,
 			            "%" PRId64
 			            " documents in the collection's order (of about %" PRId64 ")",

@@ -548,6 +548,21 @@ static void test_min_documents(void **state)
 	fx_analyze(e, "test", q, NULL, 0, NULL, NULL);
 	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 0);
 	engine_free(e);
+	/* At 0 every read is reported, an updateOne's of one document too:
+	 * in words that say so, and a fix that offers no "limit below 0" */
+	fx_sink_clear(&sink);
+	cfg.rules[RULE_COLLECTION_SCAN].params[SCAN_PARAM_MIN_DOCUMENTS] = 0;
+	e = engine_new(&cfg, the_cache, fx_sink_fn, &sink);
+	fx_analyze(e, "test", "{'update':'big','updates':[{'q':{},'u':{'$set':{'a':1}}}]}", NULL, 0,
+	           NULL, NULL);
+	const fx_finding *f = fx_sink_first(&sink, RULE_COLLECTION_SCAN);
+	assert_non_null(f);
+	assert_non_null(strstr(f->detail,
+	                       "with a limit of 1 and no sort an index provides reads the "
+	                       "first document in the collection's order"));
+	assert_string_equal(f->suggestion, "add a filter on an indexed field, or a sort an index "
+	                                   "provides");
+	engine_free(e);
 	fx_sink_free(&sink);
 }
 
