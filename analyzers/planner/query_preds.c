@@ -339,12 +339,51 @@ static void collect_sub(void *arg, const bson_t *sub)
 	query_preds_collect(arg, sub);
 }
 
+static bool refuses_members(bson_iter_t *it, int depth);
+
+/* Whether a branch of the list arr ($and, $or, $nor) names an operator
+ * mongod refuses, at any depth (past 20: taken as not). */
+static bool refuses_list(const bson_iter_t *arr, int depth)
+{
+	bson_iter_t c, b;
+	if (depth > 20 || !wire_iter_recurse(arr, &c))
+		return false;
+	while (wire_iter_next(&c))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &b) &&
+		    refuses_members(&b, depth + 1))
+			return true;
+	return false;
+}
+
+/* The same for a filter's members (it before the first). */
+static bool refuses_members(bson_iter_t *it, int depth)
+{
+	bson_iter_t c;
+	while (wire_iter_next(it)) {
+		const char *k = wire_iter_key(it);
+		if (k[0] == '$') {
+			if (!query_operator_known(k, true) ||
+			    (WIRE_ITER_HOLDS_ARRAY(it) && refuses_list(it, depth)))
+				return true;
+		} else if (WIRE_ITER_HOLDS_DOCUMENT(it) && is_operator_doc(it) &&
+		           wire_iter_recurse(it, &c)) {
+			while (wire_iter_next(&c))
+				if (!query_operator_known(wire_iter_key(&c), false))
+					return true;
+		}
+	}
+	return false;
+}
+
 static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
 {
 	const uint8_t *data;
 	uint32_t len;
 	if (!query_preds_branches(arr, is_or, &data, &len, collect_sub, p))
 		return;
+	/* an $or kept for its branches: one mongod refuses refuses the query */
+	if (refuses_list(arr, 0))
+		p->refused = true;
 	if (p->nors == QUERY_ORS_MAX) {
 		p->ors_overflow = true;
 		return;

@@ -232,6 +232,8 @@ static const sort_case cases[] = {
      NULL, NULL, NV},
     {"a top-level operator mongod refuses: no verdict", ABCD, "{'$invalid':1}", "{'z':1}", NULL,
      NULL, NULL, NV},
+    {"an operator mongod refuses in an $or branch: no verdict", ABCD,
+     "{'$or':[{'a':1},{'a':{'$bogus':1}}]}", "{'z':1}", NULL, NULL, NULL, NV},
     {"$near query: no verdict", "[{'key':{'loc':'2dsphere'}}]",
      "{'loc':{'$near':{'$geometry':{'type':'Point','coordinates':[0,0]}}}}", "{'b':1}", NULL, NULL,
      NULL, NV},
