@@ -473,8 +473,10 @@ static void log_reloaded(const mg_config *cfg, unsigned generation, const char *
 }
 
 /* Re-reads the configuration and publishes it as a new snapshot; workers
- * move to it between events, requests already analysed keep their verdict.
- * A file that does not load changes nothing. Any thread. On success, err
+ * move to it between events, requests already analysed keep their verdict,
+ * and "Configuration reloaded" is logged (and POST /reload answered) once
+ * every worker has moved. A file that does not load changes nothing. Any
+ * thread. On success, err
  * holds the changed settings that wait for a restart ("" for none); on
  * failure, why. */
 static bool server_reload(server *srv, const char *source, char *err, size_t errlen)
@@ -489,6 +491,7 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 	else if (!p->load)
 		snprintf(err, errlen, "there is no configuration file to reload");
 	char waiting[512] = "";
+	unsigned generation = 0;
 	if (ok) {
 		warn_restart_only(&running->cfg, next, waiting, sizeof waiting);
 		restart_only_keep(next, &running->cfg);
@@ -508,11 +511,10 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 		pthread_mutex_lock(&srv->reload_lock);
 		snapshot *s = ok ? snapshot_new(next, e, &tls, srv->generation + 1) : NULL;
 		if (s) {
-			srv->generation++;
+			generation = ++srv->generation;
 			snapshot_slot_publish(&srv->config, s);
 			log_set_max(next->log_verbosity ? LOG_DEBUG : LOG_INFO);
 			log_set_format(next->log_fmt);
-			log_reloaded(next, srv->generation, source);
 		} else if (ok) {
 			snprintf(err, errlen, "out of memory");
 			ok = false;
@@ -521,6 +523,17 @@ static bool server_reload(server *srv, const char *source, char *err, size_t err
 	}
 	if (ok) {
 		notify_all(srv, WORKER_CONFIG_CHANGED);
+		/* Each worker moves between two events. The line says the new
+		 * rules are in force, so it waits until every worker has moved: a
+		 * request read after it is judged by them. A sync query is
+		 * answered after the flags set before it (at most 2 s a worker:
+		 * one that does not answer by then moves when it next runs). */
+		for (size_t i = 0; i < srv->nstarted; i++) {
+			worker_query q = {.kind = WORKER_SYNC};
+			if (!worker_ask(&srv->workers[i], &q, 2000))
+				continue; /* logged as reloaded anyway */
+		}
+		log_reloaded(next, generation, source);
 		mx_add_shared(&srv->metrics->reloads_ok, 1);
 		snprintf(err, errlen, "%s", waiting);
 	} else {

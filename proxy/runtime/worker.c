@@ -122,9 +122,10 @@ static void answer_queries(worker *w)
 			workload_copy(q->workload, w->workload);
 			q->found = true;
 		}
+		q->found |= q->kind == WORKER_SYNC;
 		for (session_node *n = w->sessions, *nn; n; n = nn) {
 			nn = n->next;
-			if (q->kind == WORKER_WORKLOAD) {
+			if (q->kind == WORKER_WORKLOAD || q->kind == WORKER_SYNC) {
 				break;
 			} else if (q->kind == WORKER_LIST) {
 				if (q->listed++)

@@ -62,7 +62,9 @@ typedef enum {
  * sessions, answered on the worker's thread between events, since only
  * that thread may touch them. */
 typedef struct worker_query {
-	enum { WORKER_LIST, WORKER_CLOSE, WORKER_WORKLOAD } kind;
+	/* WORKER_SYNC: nothing to answer but that the worker has acted on every
+	 * flag set before it was asked (a reload waits for it, below). */
+	enum { WORKER_LIST, WORKER_CLOSE, WORKER_WORKLOAD, WORKER_SYNC } kind;
 	uint64_t conn; /* WORKER_CLOSE: the connection's number */
 	text_buf *out; /* WORKER_LIST: each session's JSON object, comma-separated */
 	size_t listed; /* WORKER_LIST: objects written so far (a comma before the next) */
