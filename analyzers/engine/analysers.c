@@ -181,7 +181,8 @@ static bool stmt_unchecked(const target *t, const stmt_facts *f)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, NULL, t->late_kinds};
+	rule_site s = {t->db, t->coll, t->ns,         t->act, t->sample, spec,
+	               NULL,  NULL,    t->late_kinds, NULL,   NULL,      NULL};
 	return s;
 }
 
@@ -326,6 +327,8 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 		return VERDICT_WAIT_INDEXES;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_filter = b.has_filter ? &b.filter : NULL;
+	site.parsed_update = b.has_update ? &b.update : NULL;
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
 	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans, NULL);
@@ -384,6 +387,7 @@ static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const 
 	    !(t.parts & PART_UPDATE))
 		return;
 	rule_site site = site_of(&t, spec);
+	site.parsed_pipeline = pipeline; /* whenMatched is read with it */
 	run_checks(ax, &site, CHECK_UPDATE, &wm);
 }
 
@@ -478,6 +482,7 @@ static bool on_sub(void *arg, const pipe_access *a)
 	if (!a->coll[0] || !target_init(w->ax, &t, w->ax->db, a->coll))
 		return true;
 	rule_site site = site_of(&t, w->top->shape); /* the shape of the whole aggregate */
+	site.parsed_pipeline = w->top->parsed_pipeline;
 	if (a->facet)
 		facet_sorts(w->ax, &site, a->it);
 	else
@@ -503,6 +508,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_pipeline = &b.pipeline;
 
 	bool ready = true;
 	leading l = {.owned = false, .filter = NULL, .has_sort = false};
@@ -562,6 +568,7 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_pipeline = &b.pipeline;
 	run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 	return ax->verdict;
 }
@@ -594,6 +601,8 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	b.q.coll = t->coll;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
 	rule_site site = site_of(t, &spec);
+	site.parsed_filter = b.has_filter ? &b.filter : NULL;
+	site.parsed_update = b.has_update ? &b.update : NULL;
 	if (nonempty_doc(b.q.sort) && (t->parts & PART_SORT)) {
 		/* updateOne's sort (8.0) orders the documents q selects to pick
 		 * one, as findAndModify's does: a sort question of its own, and

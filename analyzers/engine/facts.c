@@ -204,3 +204,48 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	} while (wire_iter_walk(&c));
 	u->ops = (uint8_t)ops;
 }
+
+/* mongod's update modifiers (UpdateDriver's parse): an update naming any
+ * other is refused ("Unknown modifier"). */
+static bool modifier_known(const char *k)
+{
+	static const char *const known[] = {
+	    "$set",  "$unset", "$inc",     "$mul",      "$rename", "$setOnInsert", "$min", "$max",
+	    "$push", "$pull",  "$pullAll", "$addToSet", "$pop",    "$currentDate", "$bit"};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(k, known[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The stages an update pipeline may hold (and $merge's whenMatched). */
+static bool update_stage_known(const char *k)
+{
+	static const char *const known[] = {"$addFields", "$set",         "$project",
+	                                    "$unset",     "$replaceRoot", "$replaceWith"};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(k, known[i]) == 0)
+			return true;
+	return false;
+}
+
+bool facts_update_refused(const bson_iter_t *update)
+{
+	bson_iter_t c, st;
+	if (!wire_iter_recurse(update, &c))
+		return false;
+	if (WIRE_ITER_HOLDS_ARRAY(update)) {
+		while (wire_iter_next(&c))
+			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &st) &&
+			    wire_iter_next(&st) && !update_stage_known(wire_iter_key(&st)))
+				return true;
+		return false;
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(update) || !wire_iter_next(&c) || wire_iter_key(&c)[0] != '$')
+		return false; /* a replacement, or {} */
+	do {
+		if (!modifier_known(wire_iter_key(&c)))
+			return true;
+	} while (wire_iter_next(&c));
+	return false;
+}

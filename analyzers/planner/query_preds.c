@@ -355,10 +355,40 @@ static bool refuses_list(const bson_iter_t *arr, int depth)
 	return false;
 }
 
+/* The same for an operator document's operators (ops on the document),
+ * and inside a $not's operator document and an $elemMatch's. Inside an
+ * $elemMatch, an operator of either level is taken as known ($or holds
+ * branches there, $gt a bound): an unknown one is refused either way. */
+static bool refuses_ops(const bson_iter_t *ops, int depth, bool elem)
+{
+	bson_iter_t c, sub;
+	if (depth > 20 || !wire_iter_recurse(ops, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (!query_operator_known(k, false) && !(elem && query_operator_known(k, true)))
+			return true;
+		if (elem && WIRE_ITER_HOLDS_ARRAY(&c) &&
+		    (is(k, "$and") || is(k, "$or") || is(k, "$nor")) && refuses_list(&c, depth + 1))
+			return true; /* an $and, $or or $nor of the element's fields */
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&c))
+			continue;
+		if (strcmp(k, "$not") == 0) {
+			if (is_operator_doc(&c) && refuses_ops(&c, depth + 1, false))
+				return true;
+		} else if (strcmp(k, "$elemMatch") == 0) {
+			if (is_operator_doc(&c)
+			        ? refuses_ops(&c, depth + 1, true)
+			        : wire_iter_recurse(&c, &sub) && refuses_members(&sub, depth + 1))
+				return true;
+		}
+	}
+	return false;
+}
+
 /* The same for a filter's members (it before the first). */
 static bool refuses_members(bson_iter_t *it, int depth)
 {
-	bson_iter_t c;
 	while (wire_iter_next(it)) {
 		const char *k = wire_iter_key(it);
 		if (k[0] == '$') {
@@ -366,13 +396,17 @@ static bool refuses_members(bson_iter_t *it, int depth)
 			    (WIRE_ITER_HOLDS_ARRAY(it) && refuses_list(it, depth)))
 				return true;
 		} else if (WIRE_ITER_HOLDS_DOCUMENT(it) && is_operator_doc(it) &&
-		           wire_iter_recurse(it, &c)) {
-			while (wire_iter_next(&c))
-				if (!query_operator_known(wire_iter_key(&c), false))
-					return true;
+		           refuses_ops(it, depth, false)) {
+			return true;
 		}
 	}
 	return false;
+}
+
+bool query_filter_refused(const bson_t *filter)
+{
+	bson_iter_t it;
+	return filter && bson_iter_init(&it, filter) && refuses_members(&it, 0);
 }
 
 static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)

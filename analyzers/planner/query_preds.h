@@ -78,6 +78,13 @@ void query_preds_init(query_preds *p);
  * no rule judges such a query. The internal $_internal... operators are
  * taken as known. */
 bool query_operator_known(const char *op, bool top);
+
+/* Whether mongod refuses filter for an operator it does not know, at any
+ * depth: the filter's top level, each field's operator document, inside
+ * $and / $or / $nor branches, $not and $elemMatch. mongod parses the whole
+ * filter before it runs any of it, so one unknown operator anywhere fails
+ * the whole statement: the engine reports no finding on it (verdict.c). */
+bool query_filter_refused(const bson_t *filter);
 void query_preds_collect(query_preds *p, const bson_t *filter);
 
 /* An $and or $or array as the planner reads it, for any predicate

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "analyzers/planner/query_preds.h"
 #include "analyzers/planner/stage_paths.h"
 #include "protocol/wire_iter.h"
 
@@ -296,6 +297,19 @@ bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)
 {
 	walker w = {fn, arg};
 	return walk_pipeline(&w, pipeline, NULL, 0);
+}
+
+/* Stops the walk at a filter mongod refuses. */
+static bool filter_accepted(void *arg, const pipe_access *a)
+{
+	bson_t f;
+	(void)arg;
+	return a->kind != PIPE_MATCH || !wire_iter_doc_view(a->it, &f) || !query_filter_refused(&f);
+}
+
+bool pipeline_refused(const bson_iter_t *pipeline)
+{
+	return !pipeline_walk(pipeline, filter_accepted, NULL);
 }
 
 static bool nesting(const char *k)

@@ -81,6 +81,11 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 typedef bool (*pipe_visit)(void *arg, const pipe_access *a);
 bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg);
 
+/* Whether mongod refuses pipeline for an operator it does not know in a
+ * filter some stage applies, at any depth (query_filter_refused): it
+ * parses every stage, sub-pipelines included, before it runs any. */
+bool pipeline_refused(const bson_iter_t *pipeline);
+
 /* Whether the array's bytes may hold a stage pipeline_walk reports
  * anything but $match for (a byte search; false: certainly none). */
 bool pipeline_maybe_nested(const bson_iter_t *pipeline);
