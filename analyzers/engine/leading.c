@@ -111,9 +111,10 @@ static void moved_matches(bson_iter_t *s, leading *l)
 		if (key_eq(k, "$match")) {
 			if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
 				return;
+			bool group_ok = stage_paths_group_ok(&ch, &c);
 			while (wire_iter_next(&m)) {
 				const char *f = wire_iter_key(&m), *at;
-				if (f[0] == '$' || !stage_paths_pass(&ch, f, &c, &at))
+				if (f[0] == '$' || !stage_paths_pass(&ch, f, group_ok, &at))
 					continue;
 				own(l);
 				bson_append_iter(&l->merged, at, (int)strlen(at), &m);

@@ -201,45 +201,56 @@ static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const ch
 	return true;
 }
 
-/* Where mongod's optimization moves a $match member on f (NULL: an
- * operator member) of the stage at index, match on that stage's value:
- * just past the last stage before it that the member cannot move past
- * (stage_paths.h). at: its field there. A stage the model cannot hold
- * counts as one no member moves past. */
-static unsigned member_slot(const bson_iter_t *pipeline, unsigned index, const char *f,
-                            const bson_iter_t *match, const char **at)
+/* The stages before the $match at index of pipeline, as its members move
+ * back past them (stage_paths.h): only those after the last stage no
+ * member moves past (base: its index + 1; a stage the model cannot hold
+ * counts as one). Built once per $match; match on that stage's value. */
+typedef struct slot_model {
+	stage_paths p;
+	unsigned base;
+	bool group_ok;
+} slot_model;
+
+static void slot_model_build(slot_model *sm, const bson_iter_t *pipeline, unsigned index,
+                             const bson_iter_t *match)
 {
 	bson_iter_t s, c;
-	stage_paths p;
-	unsigned base = 0; /* the stage after the last blocking one */
-	*at = f;
+	stage_paths_init(&sm->p);
+	sm->base = index; /* unreadable: no member moves */
 	if (!wire_iter_recurse(pipeline, &s))
-		return index;
-	stage_paths_init(&p);
+		return;
+	sm->base = 0;
 	for (unsigned i = 0; i < index && wire_iter_next(&s); i++) {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
-		    !wire_iter_next(&c) || !stage_paths_add(&p, wire_iter_key(&c), &c)) {
-			stage_paths_init(&p);
-			base = i + 1;
+		    !wire_iter_next(&c) || !stage_paths_add(&sm->p, wire_iter_key(&c), &c)) {
+			stage_paths_init(&sm->p);
+			sm->base = i + 1;
 		}
 	}
-	return base + p.nstages - stage_paths_back(&p, f, match, at);
+	sm->group_ok = stage_paths_group_ok(&sm->p, match);
+}
+
+/* Where mongod's optimization moves a member on f (NULL: an operator
+ * member) of that $match: just past the last stage before it that the
+ * member cannot move past. at: its field there. */
+static unsigned member_slot(const slot_model *sm, const char *f, const char **at)
+{
+	*at = f;
+	return sm->base + sm->p.nstages - stage_paths_back(&sm->p, f, sm->group_ok, at);
 }
 
 typedef struct members {
-	const bson_iter_t *pipeline;
-	unsigned index; /* of the stage being read */
-	unsigned slot;  /* where a's member lands */
-	const char *at; /* a's member's field there */
+	const slot_model *sm; /* of the $match being read */
+	unsigned slot;        /* where a's member lands */
+	const char *at;       /* a's member's field there */
 	bool (*fn)(void *arg, const char *field, const bson_iter_t *member);
 	void *arg;
 } members;
 
 /* The plain members of a $match's filter (and of a top-level $and in it,
  * nested) that land where a's does, on another field there: fn on each,
- * with that field, until it says true. match: the $match's value. */
-static bool each_member(const members *m, const bson_iter_t *match, const bson_iter_t *filter,
-                        int depth)
+ * with that field, until it says true. */
+static bool each_member(const members *m, const bson_iter_t *filter, int depth)
 {
 	bson_iter_t c, e;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
@@ -249,10 +260,9 @@ static bool each_member(const members *m, const bson_iter_t *match, const bson_i
 		if (strcmp(k, "$and") == 0 && WIRE_ITER_HOLDS_ARRAY(&c) &&
 		    wire_iter_recurse(&c, &e)) {
 			while (wire_iter_next(&e))
-				if (each_member(m, match, &e, depth + 1))
+				if (each_member(m, &e, depth + 1))
 					return true;
-		} else if (k[0] != '$' &&
-		           member_slot(m->pipeline, m->index, k, match, &at) == m->slot &&
+		} else if (k[0] != '$' && member_slot(m->sm, k, &at) == m->slot &&
 		           !(m->at && strcmp(at, m->at) == 0) && m->fn(m->arg, at, &c)) {
 			return true;
 		}
@@ -268,8 +278,10 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 	if (a->kind != PIPE_MATCH || !a->pipeline || a->index >= PIPE_MERGE_STAGES ||
 	    !wire_iter_recurse(a->pipeline, &s))
 		return false;
-	members m = {a->pipeline, 0, 0, NULL, fn, arg};
-	m.slot = member_slot(a->pipeline, a->index, f, a->it, &m.at);
+	slot_model sm; /* a's $match's, then each later $match's */
+	slot_model_build(&sm, a->pipeline, a->index, a->it);
+	members m = {&sm, 0, NULL, fn, arg};
+	m.slot = member_slot(&sm, f, &m.at);
 	/* a member lands at its own stage or before: only stages from a's
 	 * slot on, and only up to a stage no member moves past */
 	for (unsigned i = 0; i < PIPE_MERGE_STAGES && wire_iter_next(&s); i++) {
@@ -280,8 +292,8 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 		if (i < m.slot)
 			continue;
 		if (stage_of(k) == ST_MATCH) {
-			m.index = i;
-			if (each_member(&m, &c, &c, 0))
+			slot_model_build(&sm, a->pipeline, i, &c);
+			if (each_member(&m, &c, 0))
 				return true;
 			continue;
 		}
