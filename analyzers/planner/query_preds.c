@@ -68,6 +68,7 @@ static void note_equality(query_pred *q, const bson_iter_t *v)
 	bson_type_t t = wire_iter_type(v);
 	q->any = true;
 	q->equality = true;
+	q->collates |= collatable(t);
 	if (t == BSON_TYPE_ARRAY) {
 		note_points(q, 2, false);
 		return;
@@ -102,6 +103,7 @@ static void note_in(query_pred *q, const bson_iter_t *v)
 		if (collatable(t))
 			nc = false;
 	}
+	q->collates |= !nc;
 	if (n <= 1) {
 		/* One value (or none, which matches nothing): plain equality. */
 		q->equality = true;
@@ -247,6 +249,37 @@ static uint8_t geo_kind(const char *op, const bson_iter_t *v)
 	return QUERY_GEO_NONE;
 }
 
+/* Whether a $nin / $all list holds a collatable value. */
+static bool list_collates(const bson_iter_t *arr)
+{
+	bson_iter_t el;
+	if (!wire_iter_recurse(arr, &el))
+		return false;
+	while (wire_iter_next(&el))
+		if (collatable(wire_iter_type(&el)))
+			return true;
+	return false;
+}
+
+/* {$regex: r, $options: o} (re on $regex, ops on the document): whether
+ * it is anchored so that an index bounds it. */
+static bool regex_operand_bounded(const bson_iter_t *re, const bson_iter_t *ops)
+{
+	bson_iter_t c;
+	const char *options = NULL, *pattern = NULL, *inner = NULL;
+	if (WIRE_ITER_HOLDS_REGEX(re))
+		pattern = bson_iter_regex(re, &inner);
+	else if (WIRE_ITER_HOLDS_UTF8(re))
+		pattern = bson_iter_utf8(re, NULL);
+	if (!pattern || !wire_iter_recurse(ops, &c))
+		return false;
+	while (wire_iter_next(&c))
+		if (strcmp(wire_iter_key(&c), "$options") == 0 && WIRE_ITER_HOLDS_UTF8(&c))
+			options = bson_iter_utf8(&c, NULL);
+	return query_regex_bounded(pattern, inner) &&
+	       (!options || query_regex_bounded(pattern, options));
+}
+
 /* An operator document on one field: each operator says whether it gives
  * an index bounds, as mongod's planner decides. */
 static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
@@ -271,6 +304,8 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 			q->range = true;
 			if (!collatable(t))
 				q->bounded_nc = true;
+			else
+				q->collates = true;
 			if (strcmp(op, "$gte") == 0) {
 				gte = it;
 				has_gte = true;
@@ -284,6 +319,13 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
 		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
 			q->range = true;
+			if (strcmp(op, "$regex") == 0)
+				q->regex_bounded |= regex_operand_bounded(&it, v);
+			else if (op[1] == 'n')
+				q->collates |=
+				    collatable(t) || (t == BSON_TYPE_ARRAY && list_collates(&it));
+		} else if (strcmp(op, "$all") == 0) {
+			q->collates |= t == BSON_TYPE_ARRAY && list_collates(&it);
 		} else if (strcmp(op, "$elemMatch") == 0 && t == BSON_TYPE_DOCUMENT &&
 		           p->nelems < QUERY_ELEMS_MAX) {
 			bson_iter_document(&it, &p->elems[p->nelems].len,
@@ -451,10 +493,14 @@ void query_preds_collect(query_preds *p, const bson_t *filter)
 		if (q == NULL)
 			continue;
 		switch (wire_iter_type(&it)) {
-		case BSON_TYPE_REGEX:
+		case BSON_TYPE_REGEX: {
+			const char *options = NULL;
+			const char *pattern = bson_iter_regex(&it, &options);
 			q->any = true;
 			q->range = true;
+			q->regex_bounded |= pattern && query_regex_bounded(pattern, options);
 			break;
+		}
 		case BSON_TYPE_DOCUMENT:
 			if (is_operator_doc(&it))
 				note_operators(p, q, &it);
@@ -603,7 +649,22 @@ bool query_regex_bounded(const char *pattern, const char *options)
  * filter's constraints is met by some element, which then meets the
  * expression's constraint it implies. */
 
-typedef enum { IMP_NONE, IMP_EQ, IMP_GT, IMP_GTE, IMP_LT, IMP_LTE, IMP_EXISTS, IMP_IN } imp_op;
+/* IMP_TYPE: $type. IMP_PRESENT: a filter's predicate that matches only
+ * where the field exists (a regex, $mod, $size, $elemMatch, $ne: null):
+ * it implies $exists: true and nothing more (expression_algo.cpp,
+ * _isSubsetOf of an ExistsMatchExpression). */
+typedef enum {
+	IMP_NONE,
+	IMP_EQ,
+	IMP_GT,
+	IMP_GTE,
+	IMP_LT,
+	IMP_LTE,
+	IMP_EXISTS,
+	IMP_IN,
+	IMP_TYPE,
+	IMP_PRESENT,
+} imp_op;
 
 #define IMPLY_MAX_DEPTH 8
 
@@ -687,7 +748,40 @@ static imp_op imp_op_of(const char *op, const bson_iter_t *v)
 		return WIRE_ITER_HOLDS_ARRAY(v) ? IMP_IN : IMP_NONE;
 	if (strcmp(op, "$exists") == 0)
 		return bson_iter_as_bool(v) ? IMP_EXISTS : IMP_NONE;
+	if (strcmp(op, "$type") == 0)
+		return IMP_TYPE;
+	if (strcmp(op, "$regex") == 0 || strcmp(op, "$mod") == 0 || strcmp(op, "$size") == 0 ||
+	    strcmp(op, "$elemMatch") == 0 ||
+	    (strcmp(op, "$ne") == 0 && wire_iter_type(v) == BSON_TYPE_NULL))
+		return IMP_PRESENT;
 	return IMP_NONE;
+}
+
+/* A $type operand's one type code (its alias resolved; "number" is 0);
+ * -2 for a list or anything else. */
+static int type_code(const bson_iter_t *v)
+{
+	static const char *const alias[] = {
+	    "number",    "double",     "string",    "object",
+	    "array",     "binData",    "undefined", "objectId",
+	    "bool",      "date",       "null",      "regex",
+	    "dbPointer", "javascript", "symbol",    "javascriptWithScope",
+	    "int",       "timestamp",  "long",      "decimal"};
+	if (WIRE_ITER_HOLDS_UTF8(v)) {
+		const char *s = bson_iter_utf8(v, NULL);
+		for (int i = 0; i < (int)(sizeof(alias) / sizeof(alias[0])); i++)
+			if (strcmp(s, alias[i]) == 0)
+				return i;
+		if (strcmp(s, "minKey") == 0)
+			return -1;
+		return strcmp(s, "maxKey") == 0 ? 127 : -2;
+	}
+	if (WIRE_ITER_HOLDS_NUMBER(v)) {
+		double d = bson_iter_as_double(v);
+		int c = (int)d;
+		return (double)c == d && ((c >= 1 && c <= 19) || c == -1 || c == 127) ? c : -2;
+	}
+	return -2;
 }
 
 static bool constraint_implies(imp_op qop, const bson_iter_t *v, imp_op pop, const bson_iter_t *c);
@@ -768,6 +862,11 @@ static bool constraint_implies(imp_op qop, const bson_iter_t *v, imp_op pop, con
 			any = true;
 		}
 		return any;
+	case IMP_TYPE: /* an equivalent $type; and the field exists */
+		return pop == IMP_EXISTS ||
+		       (pop == IMP_TYPE && type_code(v) != -2 && type_code(v) == type_code(c));
+	case IMP_PRESENT:
+		return pop == IMP_EXISTS;
 	case IMP_NONE:
 		return false;
 	default:
@@ -780,7 +879,7 @@ static bool predicate_implies(const bson_iter_t *v, imp_op pop, const bson_iter_
 {
 	bson_iter_t op;
 	if (WIRE_ITER_HOLDS_REGEX(v))
-		return false;
+		return constraint_implies(IMP_PRESENT, v, pop, c);
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !is_operator_doc(v))
 		return constraint_implies(IMP_EQ, v, pop, c);
 	if (!wire_iter_recurse(v, &op))
@@ -836,8 +935,9 @@ static bool field_implied(const bson_t *const *filters, size_t n, const char *fi
 		return false;
 	while (wire_iter_next(&op)) {
 		imp_op pop = imp_op_of(wire_iter_key(&op), &op);
-		if (pop == IMP_NONE || !filters_imply(filters, n, field, pop, &op))
-			return false; /* $type, $exists: false, ...: not compared here */
+		if (pop == IMP_NONE || pop == IMP_PRESENT ||
+		    !filters_imply(filters, n, field, pop, &op))
+			return false; /* $exists: false, $mod, ...: not compared here */
 	}
 	return true;
 }

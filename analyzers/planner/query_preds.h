@@ -32,6 +32,16 @@ typedef struct query_pred {
 	bool range;      /* an ESR range operator: $gt.., $ne, $nin, $regex, $exists,
 	                    a regex value, or an $in of two or more values */
 	uint8_t geo;     /* QUERY_GEO_*: the index kind $geoWithin / $geoIntersects needs */
+	/* Some predicate compares collatable values (strings, documents,
+	 * arrays: an equality, $in, a range, $ne, $nin, $all): the query's
+	 * collation decides it. A regex never does ($regex ignores the
+	 * collation), nor $exists, $type, $size or $mod. */
+	bool collates;
+	/* An anchored regex ({a: /^x/}, $regex) bounds the field on an index
+	 * with the simple collation, whatever the query's (planner_ixselect:
+	 * a regex's bounds are raw strings); on an index with another
+	 * collation it bounds nothing. */
+	bool regex_bounded;
 } query_pred;
 
 /* The geo index a $geoWithin or $geoIntersects can use (only one of its

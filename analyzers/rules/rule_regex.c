@@ -558,10 +558,10 @@ static bool insensitive_collation(const bson_t *c, collation_hit *h)
 }
 
 /* A predicate whose bounds may hold strings (or documents or arrays): the
- * comparisons the collation decides. */
+ * comparisons the collation decides (not a regex, $exists or $type). */
 static bool collated_pred(const query_pred *q)
 {
-	return q->any && !q->bounded_nc;
+	return q->collates && !q->bounded_nc;
 }
 
 /* The collated fields of p from its from-th on, for the words. */
@@ -599,7 +599,7 @@ static void expr_cmp_string(void *arg, const query_expr_cmp *c)
 	query_pred *q = &p->p[p->n++];
 	memset(q, 0, sizeof(*q));
 	q->field = c->field;
-	q->any = true;
+	q->any = q->collates = true;
 }
 
 static void expr_collated(query_preds *p, const bson_t *filter, int depth)
@@ -653,7 +653,8 @@ static ci_verdict conj_served(const index_set *set, const bson_t *qc, const quer
 		const char *lead = d->keys[0].field;
 		bool same = index_collation_same(d->collation, qc);
 		const query_pred *q = query_preds_find(p, lead);
-		if ((q && q->any && (same || q->bounded_nc)) || (same && sorts_on(sort, lead)))
+		if ((q && q->any && (same || q->bounded_nc || !q->collates)) ||
+		    (q && q->regex_bounded && !d->collation) || (same && sorts_on(sort, lead)))
 			return CI_SERVED;
 	}
 	return unknown ? CI_UNKNOWN : CI_UNSERVED;

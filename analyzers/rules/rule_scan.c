@@ -84,11 +84,9 @@ static void add_why(scan_preds *p, const char *field, const char *what)
 static ixselect_field *add_bounds(scan_preds *p, const char *field, ixselect_pred b)
 {
 	p->predicates = true;
-	unsigned nc = b.collated ? 0u : b.kinds;
 	for (size_t i = 0; i < p->n; i++)
 		if (strcmp(p->f[i].field, field) == 0) {
-			p->f[i].any |= b.kinds;
-			p->f[i].nc |= nc;
+			ixselect_field_add(&p->f[i], b);
 			return &p->f[i];
 		}
 	if (p->n == SCAN_FIELDS_MAX) {
@@ -96,10 +94,9 @@ static ixselect_field *add_bounds(scan_preds *p, const char *field, ixselect_pre
 		return NULL;
 	}
 	ixselect_field *f = &p->f[p->n++];
+	memset(f, 0, sizeof(*f));
 	f->field = field;
-	f->any = b.kinds;
-	f->nc = nc;
-	f->elem = NULL;
+	ixselect_field_add(f, b);
 	return f;
 }
 
@@ -181,8 +178,10 @@ static void expr_cmp_bounds(void *arg, const query_expr_cmp *c)
 {
 	scan_preds *p = arg;
 	bool null = wire_iter_type(c->value) == BSON_TYPE_NULL;
-	ixselect_pred b = {IXB_BTREE_NM, !c->variable && (WIRE_ITER_HOLDS_UTF8(c->value) ||
-	                                                  WIRE_ITER_HOLDS_DOCUMENT(c->value))};
+	ixselect_pred b = {
+	    IXB_BTREE_NM,
+	    !c->variable && (WIRE_ITER_HOLDS_UTF8(c->value) || WIRE_ITER_HOLDS_DOCUMENT(c->value)),
+	    false};
 	if (!null)
 		b.kinds |= IXB_SPARSE_NM;
 	if (key_eq(c->op, "$eq"))

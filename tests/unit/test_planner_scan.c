@@ -256,6 +256,32 @@ static const pcase cases[] = {
      "{'locale':'simple'}", NULL, B},
     {"default collation: a simple query on an inheriting index", DEFAULT_CI, "{'a':'x'}",
      "{'locale':'simple'}", NULL, U},
+    /* a regex's bounds are raw strings: an index with the simple collation
+     * holds them whatever the query's collation, another never
+     * (regex_collations.js) */
+    {"collation: an anchored regex, the query's collation, a simple index", NULL,
+     "{'a':" RE("^x") "}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: an anchored $regex, the query's collation, a simple index", NULL,
+     "{'a':{'$regex':'^x'}}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: an anchored regex on an index of the query's collation", NULL,
+     "{'c':" RE("^x") "}", "{'locale':'en','strength':2}", NULL, U},
+    {"collation: $in of regexes, the query's collation, a simple index", NULL,
+     "{'a':{'$in':[" RE("^x") "]}}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: $in of a regex and a string, the query's collation, a simple index", NULL,
+     "{'a':{'$in':[" RE("^x") ",'y']}}", "{'locale':'en','strength':2}", NULL, U},
+    {"default collation: an anchored regex on an inheriting index", DEFAULT_CI,
+     "{'a':" RE("^x") "}", NULL, NULL, U},
+    {"default collation: an anchored regex on a simple index", DEFAULT_CI, "{'b':" RE("^x") "}",
+     NULL, NULL, B},
+    /* negations below a value $elemMatch bound with their complement,
+     * multikey or not (query_planner_array_test NegationBelowElemMatchValue) */
+    {"$elemMatch: $ne below it, multikey", NULL, "{'m':{'$elemMatch':{'$ne':2}}}", NULL, NULL, B},
+    {"$elemMatch: $nin below it, multikey", NULL, "{'m':{'$elemMatch':{'$nin':['x','y']}}}", NULL,
+     NULL, B},
+    {"$elemMatch: $ne null below it, multikey", NULL, "{'m':{'$elemMatch':{'$ne':null}}}", NULL,
+     NULL, B},
+    {"$elemMatch: $ne of an array below it", NULL, "{'m':{'$elemMatch':{'$ne':[1]}}}", NULL, NULL,
+     U},
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

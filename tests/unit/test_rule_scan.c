@@ -23,6 +23,9 @@
 	"{'v':2,'key':{'hid':1},'name':'hid_1','hidden':true},"                                    \
 	"{'v':2,'key':{'items.sku':1},'name':'items.sku_1'},"                                      \
 	"{'v':2,'key':{'p':1},'name':'p_1','partialFilterExpression':{'p':{'$gt':5}}},"            \
+	"{'v':2,'key':{'pe':1},'name':'pe_1','partialFilterExpression':{'pe':{'$exists':true}}},"  \
+	"{'v':2,'key':{'pt':1},'name':'pt_1','partialFilterExpression':{'pt':{'$type':'string'}}}" \
+	","                                                                                        \
 	"{'v':2,'key':{'t':'text'},'name':'t_text'}]"
 
 static void put(index_cache *ic, const char *coll, const char *specs, int64_t docs)
@@ -163,6 +166,10 @@ static const scase cases[] = {
         NULL),
     HIT("partial index: an $in with a value outside it", FIND("{'p':{'$in':[6,2]}}"), "find",
         "p" NOT_INDEXED, NULL),
+    HIT("partial $exists index: $ne of a value (matches a missing field)", FIND("{'pe':{'$ne':5}}"),
+        "find", "pe" NOT_INDEXED, NULL),
+    HIT("partial $type index: another $type", FIND("{'pt':{'$type':'int'}}"), "find",
+        "pt" NOT_INDEXED, NULL),
     HIT("distinct on an indexed key, filter on another field",
         "{'distinct':'big','key':'status','query':{'qty':5}}", "distinct", "qty" NOT_INDEXED, NULL),
     HIT("countDocuments({}) reads every document",
@@ -403,6 +410,14 @@ static const scase cases[] = {
     MISS("$expr $eq on a path not multikey in this index",
          "{'find':'mk','filter':{'$expr':{'$eq':['$_id',3]},'x':1}}"),
     MISS("a filter on the multikey path itself", "{'find':'mk','filter':{'tags':'SECRET'}}"),
+    /* what implies {$exists: true} (expression_algo.cpp, _isSubsetOf of an
+     * ExistsMatchExpression), and an equivalent $type */
+    MISS("partial $exists index: $ne null", FIND("{'pe':{'$ne':null}}")),
+    MISS("partial $exists index: $type", FIND("{'pe':{'$type':'string'}}")),
+    MISS("partial $exists index: an anchored regex",
+         FIND("{'pe':{'$regularExpression':{'pattern':'^a','options':''}}}")),
+    MISS("partial $exists index: an anchored $regex", FIND("{'pe':{'$regex':'^a'}}")),
+    MISS("partial $type index: the same $type", FIND("{'pt':{'$type':'string'}}")),
     MISS("partial index: a range inside its filter", FIND("{'p':{'$gte':6}}")),
     MISS("partial index: equality inside its filter", FIND("{'p':9}")),
     MISS("partial index: $in inside its filter", FIND("{'p':{'$in':[6,7.5]}}")),
@@ -582,7 +597,7 @@ static void test_block_message(void **state)
 	    "mongoguard blocked this find: rule collection-scan: no index on test.big bounds the "
 	    "filter (qty: no usable index leads with it), so mongod reads every document (about "
 	    "50000; indexes: _id_, status_1_created_-1, name_1, s_1, h_hashed, loc_2dsphere, hid_1 "
-	    "(hidden), items.sku_1, p_1, t_text). Fix: create the index "
+	    "(hidden), items.sku_1, p_1, pe_1, pt_1, t_text). Fix: create the index "
 	    "db.getSiblingDB(\"test\").getCollection(\"big\").createIndex({\"qty\": 1}).");
 	engine_free(e);
 }
