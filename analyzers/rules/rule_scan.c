@@ -458,7 +458,19 @@ typedef struct scan_facts {
 	const char *from;    /* CAUSE_LOOKUP */
 	const char *foreign; /* CAUSE_LOOKUP */
 	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
+	bool by_sort;        /* CAUSE_NATURAL: a sort {$natural}, not a hint */
 } scan_facts;
+
+/* A sort {$natural: ±1} with no hint: mongod plans a collection scan
+ * whatever indexes could bound the filter (query_planner.cpp: a $natural
+ * sort without a hint forces a table scan). */
+static bool natural_sort(const rule_query *rq)
+{
+	bson_iter_t it;
+	return !rq->q.hint_doc && !rq->q.hint_name && rq->q.sort &&
+	       bson_iter_init(&it, rq->q.sort) && wire_iter_next(&it) &&
+	       key_eq(wire_iter_key(&it), "$natural");
+}
 
 static bool sort_served(const index_set *set, const rule_query *rq)
 {
@@ -541,6 +553,12 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 
 	scan_facts f = {.q = rq, .p = &p, .set = set, .docs = docs};
 	const index_def *hinted = NULL;
+	if (p.predicates && natural_sort(rq)) {
+		f.cause = CAUSE_NATURAL;
+		f.by_sort = true;
+		rule_report(c, s, RULE_COLLECTION_SCAN, &f);
+		return;
+	}
 	switch (resolve_hint(set, rq->q.hint_doc, rq->q.hint_name, &hinted)) {
 	case HINT_NATURAL:
 		f.cause = CAUSE_NATURAL;
@@ -778,9 +796,9 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		break;
 	case CAUSE_NATURAL:
 		text_printf(t,
-		            "hint {$natural} forces a collection scan of %s (about %" PRId64
+		            "%s {$natural} forces a collection scan of %s (about %" PRId64
 		            " documents)",
-		            s->ns, f->docs);
+		            f->by_sort ? "sort" : "hint", s->ns, f->docs);
 		break;
 	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
 		text_printf(t, "an empty filter on %s with ", s->ns);
@@ -828,7 +846,8 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 	size_t start = text_mark(t);
 	bool ok = false;
 	if (f->cause == CAUSE_NATURAL) {
-		text_str(t, "remove the hint {$natural: 1}: it forbids every index");
+		text_printf(t, "remove the %s {$natural: 1}: it forbids every index",
+		            f->by_sort ? "sort" : "hint");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}

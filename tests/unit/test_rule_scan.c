@@ -235,6 +235,13 @@ static const scase cases[] = {
         "find", EMPTY_FILTER, NULL),
     HIT("hint $natural", "{'find':'big','filter':{'status':'SECRET'},'hint':{'$natural':1}}",
         "find", "hint {$natural} forces a collection scan of test.big", "$natural"),
+    /* a $natural sort without a hint plans a collection scan (query_planner.cpp) */
+    HIT("sort $natural, a filter an index bounds",
+        "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':1}}", "find",
+        "sort {$natural} forces a collection scan of test.big", "remove the sort {$natural"),
+    HIT("sort $natural -1 with a limit",
+        "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':-1},'limit':10}", "find",
+        "sort {$natural} forces a collection scan of test.big", "remove the sort {$natural"),
     HIT("hinted index gets no bounds",
         "{'find':'big','filter':{'status':'SECRET'},'hint':'name_1'}", "find",
         "the hinted index name_1 gets no bounds", NULL),
@@ -418,6 +425,9 @@ static const scase cases[] = {
          FIND("{'pe':{'$regularExpression':{'pattern':'^a','options':''}}}")),
     MISS("partial $exists index: an anchored $regex", FIND("{'pe':{'$regex':'^a'}}")),
     MISS("partial $type index: the same $type", FIND("{'pt':{'$type':'string'}}")),
+    MISS("sort $natural with a hint: the hint wins",
+         "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':1},"
+         "'hint':'status_1_created_-1'}"),
     MISS("partial index: a range inside its filter", FIND("{'p':{'$gte':6}}")),
     MISS("partial index: equality inside its filter", FIND("{'p':9}")),
     MISS("partial index: $in inside its filter", FIND("{'p':{'$in':[6,7.5]}}")),
