@@ -22,12 +22,13 @@ static bool stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 {
 	bson_iter_t it;
 	out->from = out->local = out->foreign = NULL;
-	out->has_pipeline = false;
+	out->has_pipeline = out->has_from = false;
 	out->graph = graph;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &it))
 		return false;
 	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it);
+		out->has_from |= strcmp(k, "from") == 0;
 		if (!graph && strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it)) {
 			out->pipeline = it;
 			out->has_pipeline = true;

@@ -27,6 +27,10 @@ typedef struct lookup_stage {
 	bool has_pipeline;
 	bson_iter_t pipeline; /* valid when has_pipeline */
 	bool graph;           /* $graphLookup */
+	/* a from field of any type ({db, coll} names a collection too); a
+	 * $lookup without one reads no collection: its pipeline starts with
+	 * $documents */
+	bool has_from;
 } lookup_stage;
 
 /* stage: an iterator on the $lookup's value. False when it is no document. */
