@@ -81,6 +81,10 @@ typedef struct eval_out {
 	const index_def *maybe;     /* EVAL_MAYBE: the index that might */
 	const char *maybe_why;      /* ... and why we cannot tell */
 	const index_def *collation; /* would provide it if collations matched */
+	/* EVAL_YES: the index scans the sort takes, 1 unless only an
+	 * exploded one provides it (then the product of its point sets):
+	 * under an $or, mongod sums them over the branches */
+	uint64_t scans;
 } eval_out;
 
 static bool usable_point(const query_pred *q, bool mismatch)
@@ -163,7 +167,7 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 
 /* Which ways (PATH_*) index d can deliver the sort for predicates p. */
 static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
-                    const bson_t *qcoll, bool ignore_collation)
+                    const bson_t *qcoll, bool ignore_collation, uint64_t *explode_scans)
 {
 	sort_key want[KEYS_MAX], have[KEYS_MAX];
 	size_t nwant, nhave;
@@ -216,8 +220,11 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 		}
 		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
 			nhave = scan_order(d, run, p, mismatch, cut, have);
-			if (prefix_match(want, nwant, have, nhave))
+			if (prefix_match(want, nwant, have, nhave)) {
 				paths |= PATH_EXPLODE;
+				if (explode_scans)
+					*explode_scans = scans;
+			}
 		}
 	}
 
@@ -289,10 +296,10 @@ static wildcard_verdict wildcard_expanded(const index_def *d, const query_preds 
 		view->sparse = true;
 		view->multikey_known = true;
 		view->multikey_keys = 1u << w;
-		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+		if ((provides(view, p, s, qcoll, false, NULL) & ~PATH_WHOLE) != 0)
 			return WILDCARD_SORTS;
 		view->multikey_keys = 0;
-		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+		if ((provides(view, p, s, qcoll, false, NULL) & ~PATH_WHOLE) != 0)
 			v = WILDCARD_MAYBE;
 	}
 	return v;
@@ -404,7 +411,8 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 			}
 			e = &prefix;
 		}
-		int paths = provides(e, p, s, qcoll, false);
+		uint64_t scans = 1;
+		int paths = provides(e, p, s, qcoll, false, &scans);
 		if (hinted == NULL && (e->sparse || e->partial)) {
 			paths = restricted_paths(e, paths, fl);
 			if (paths < 0) {
@@ -412,11 +420,20 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 				continue;
 			}
 		}
-		if (paths != 0) {
+		if (paths & (PATH_BOUNDED | PATH_WHOLE)) {
 			out->by = d;
+			out->scans = 1;
 			return EVAL_YES;
 		}
-		if (out->collation == NULL && provides(e, p, s, qcoll, true) != 0)
+		if (paths != 0) { /* exploded only: the fewest scans of them */
+			if (r != EVAL_YES || scans < out->scans) {
+				out->by = d;
+				out->scans = scans;
+			}
+			r = EVAL_YES;
+			continue;
+		}
+		if (out->collation == NULL && provides(e, p, s, qcoll, true, NULL) != 0)
 			out->collation = d;
 	}
 	return r;
@@ -427,7 +444,7 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
  * EVAL_MAYBE when it cannot be judged (nested $or, $text, ...). */
 static eval_result eval_branch(const index_set *set, const index_def *hinted, const query_preds *p,
                                const sort_spec *s, const bson_t *qcoll, const bson_t *filter,
-                               const bson_t *branch)
+                               const bson_t *branch, uint64_t *scans)
 {
 	query_preds bp = *p;
 	sort_names names = {.len = 0};
@@ -445,6 +462,7 @@ static eval_result eval_branch(const index_set *set, const index_def *hinted, co
 	eval_result r = eval_indexes(set, hinted, &bp, s, qcoll, &fl, &bo);
 	if (r == EVAL_NO && (bp.nors > 0 || bp.ors_overflow))
 		return EVAL_MAYBE; /* a nested $or might merge */
+	*scans = r == EVAL_YES ? bo.scans : 1;
 	return r;
 }
 
@@ -459,21 +477,28 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 	for (size_t o = 0; o < p->nors; o++) {
 		bson_t arr;
 		bson_iter_t it;
-		bool all = true, unsure = false;
+		bool all = true, unsure = false, exploded = false;
+		uint64_t total = 0; /* scans over every branch (explodeForSort's sum) */
 
 		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
 		    !bson_iter_init(&it, &arr))
 			continue;
 		while (all && wire_iter_next(&it)) {
 			bson_t branch;
+			uint64_t scans = 1;
 			if (!wire_iter_doc_view(&it, &branch)) {
 				all = false;
 				break;
 			}
-			eval_result r = eval_branch(set, hinted, p, s, qcoll, filter, &branch);
+			eval_result r =
+			    eval_branch(set, hinted, p, s, qcoll, filter, &branch, &scans);
 			unsure |= r == EVAL_MAYBE;
 			all = r != EVAL_NO;
+			exploded |= scans > 1;
+			total += scans;
 		}
+		if (all && exploded && total > QUERY_IN_EXPLODE_MAX)
+			all = false; /* too many scans to merge: sorted in memory */
 		if (all && !unsure) {
 			out->by = NULL;
 			return EVAL_YES;

@@ -41,6 +41,12 @@ typedef struct sort_case {
 #define CWI      "[{'key':{'a':1,'b':1,'w.$**':1,'c':1}}]"
 /* Two $in lists of 15 values: 225 point scans, over the planner's 200. */
 #define IN15 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]"
+#define IN120                                                                                      \
+	"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,3"         \
+	"0,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,"   \
+	"59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,84,85,86,87,"  \
+	"88,89,90,91,92,93,94,95,96,97,98,99,100,101,102,103,104,105,106,107,108,109,110,111,112," \
+	"113,114,115,116,117,118,119,120]"
 
 static const sort_case cases[] = {
     /* ---- PROTOCOL.md: directions all equal or all inverted ---- */
@@ -135,6 +141,14 @@ static const sort_case cases[] = {
      "{'$or':[{'a':1},{'b':2}]}", "{'c':1}", NULL, NULL, NULL, P},
     {"$or, one branch unindexed", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
      "{'$or':[{'a':1},{'x':2}]}", "{'c':1}", NULL, NULL, NULL, B},
+    /* explodeForSort sums the scans of every branch (at most 200) */
+    {"$or of two exploded branches, 240 scans", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':{'$in':" IN120 "}},{'b':{'$in':" IN120 "}}]}", "{'c':1}", NULL, NULL, NULL, B},
+    {"$or of two exploded branches, 30 scans", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':{'$in':" IN15 "}},{'b':{'$in':" IN15 "}}]}", "{'c':1}", NULL, NULL, NULL, P},
+    {"$or of an exploded branch and a point, 121 scans",
+     "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]", "{'$or':[{'a':{'$in':" IN120 "}},{'b':2}]}",
+     "{'c':1}", NULL, NULL, NULL, P},
 
     /* ---- _id, $natural, $meta, empty ---- */
     {"_id alone", "[]", NULL, "{'_id':1}", NULL, NULL, NULL, P},
