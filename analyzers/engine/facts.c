@@ -205,28 +205,47 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	u->ops = (uint8_t)ops;
 }
 
+static bool is(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+
 /* mongod's update modifiers (UpdateDriver's parse): an update naming any
- * other is refused ("Unknown modifier"). */
+ * other is refused ("Unknown modifier"). By the letter after the '$'. */
 static bool modifier_known(const char *k)
 {
-	static const char *const known[] = {
-	    "$set",  "$unset", "$inc",     "$mul",      "$rename", "$setOnInsert", "$min", "$max",
-	    "$push", "$pull",  "$pullAll", "$addToSet", "$pop",    "$currentDate", "$bit"};
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (strcmp(k, known[i]) == 0)
-			return true;
-	return false;
+	if (k[0] != '$' || !k[1])
+		return false;
+	const char *r = k + 2;
+	switch (k[1]) {
+	case 's':
+		return is(r, "et") || is(r, "etOnInsert");
+	case 'u':
+		return is(r, "nset");
+	case 'i':
+		return is(r, "nc");
+	case 'm':
+		return is(r, "ul") || is(r, "in") || is(r, "ax");
+	case 'r':
+		return is(r, "ename");
+	case 'p':
+		return is(r, "ush") || is(r, "ull") || is(r, "ullAll") || is(r, "op");
+	case 'a':
+		return is(r, "ddToSet");
+	case 'c':
+		return is(r, "urrentDate");
+	case 'b':
+		return is(r, "it");
+	default:
+		return false;
+	}
 }
 
 /* The stages an update pipeline may hold (and $merge's whenMatched). */
 static bool update_stage_known(const char *k)
 {
-	static const char *const known[] = {"$addFields", "$set",         "$project",
-	                                    "$unset",     "$replaceRoot", "$replaceWith"};
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (strcmp(k, known[i]) == 0)
-			return true;
-	return false;
+	return is(k, "$addFields") || is(k, "$set") || is(k, "$project") || is(k, "$unset") ||
+	       is(k, "$replaceRoot") || is(k, "$replaceWith");
 }
 
 bool facts_update_refused(const bson_iter_t *update)

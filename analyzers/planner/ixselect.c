@@ -58,21 +58,9 @@ static ixselect_pred pred(unsigned kinds, bool collated)
 	return p;
 }
 
-void ixselect_field_add(ixselect_field *f, ixselect_pred p)
-{
-	if (!p.simple_only) {
-		f->any |= p.kinds;
-		f->nc |= p.collated ? 0u : p.kinds;
-	} else if (p.collated) {
-		f->both |= p.kinds;
-	} else {
-		f->simple |= p.kinds;
-	}
-}
-
 /* The kinds f bounds on an index whose collation is the query's (same),
  * or the simple one (simple). */
-static unsigned field_kinds(const ixselect_field *f, bool same, bool simple)
+static inline unsigned field_kinds(const ixselect_field *f, bool same, bool simple)
 {
 	return (same ? f->any : f->nc) | (simple ? f->simple : 0u) |
 	       (same && simple ? f->both : 0u);

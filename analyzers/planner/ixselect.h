@@ -70,7 +70,17 @@ typedef struct ixselect_field {
 } ixselect_field;
 
 /* Adds one predicate's kinds to its field's. */
-void ixselect_field_add(ixselect_field *f, ixselect_pred p);
+static inline void ixselect_field_add(ixselect_field *f, ixselect_pred p)
+{
+	if (!p.simple_only) {
+		f->any |= p.kinds;
+		f->nc |= p.collated ? 0u : p.kinds;
+	} else if (p.collated) {
+		f->both |= p.kinds;
+	} else {
+		f->simple |= p.kinds;
+	}
+}
 
 /* For {f: {op: v}}: the operand of an $elemMatch on documents, op itself
  * or the first of an $all of them. False when there is none. */

@@ -466,10 +466,12 @@ typedef struct scan_facts {
  * sort without a hint forces a table scan). */
 static bool natural_sort(const rule_query *rq)
 {
-	bson_iter_t it;
-	return !rq->q.hint_doc && !rq->q.hint_name && rq->q.sort &&
-	       bson_iter_init(&it, rq->q.sort) && wire_iter_next(&it) &&
-	       key_eq(wire_iter_key(&it), "$natural");
+	/* the first key, at its place in the document's bytes: no iterator */
+	const bson_t *s = rq->q.sort;
+	if (!s || rq->q.hint_doc || rq->q.hint_name || s->len < 5 + sizeof("$natural"))
+		return false;
+	const uint8_t *d = bson_get_data(s);
+	return d[5] == '$' && memcmp(d + 5, "$natural", sizeof("$natural")) == 0;
 }
 
 static bool sort_served(const index_set *set, const rule_query *rq)
