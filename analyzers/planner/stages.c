@@ -86,7 +86,7 @@ typedef struct walker {
 } walker;
 
 static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll,
-                          int depth);
+                          int depth, const pipe_access *parent);
 
 static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *stage,
                  const char *coll, const bson_iter_t *it)
@@ -104,7 +104,7 @@ static bool sub(const walker *w, const char *stage, const char *coll, const bson
 		a.kind = PIPE_TOO_DEEP;
 		return w->fn(w->arg, &a);
 	}
-	return w->fn(w->arg, &a) && walk_pipeline(w, pipeline, coll, depth);
+	return w->fn(w->arg, &a) && walk_pipeline(w, pipeline, coll, depth, &a);
 }
 
 /* An iterator on the member `key` of the document it is on. */
@@ -151,7 +151,8 @@ static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, 
 
 /* The stage at index of pipeline (its iterator on the stage). */
 static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned index,
-                       const bson_iter_t *stage, const char *coll, int depth)
+                       const bson_iter_t *stage, const char *coll, int depth,
+                       const pipe_access *parent)
 {
 	bson_iter_t c, r;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
@@ -161,8 +162,15 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 		bool ok = true;
 		switch (stage_of(k)) {
 		case ST_MATCH: {
-			pipe_access a = {PIPE_MATCH, depth, k,        coll, &c,
-			                 false,      NULL,  pipeline, index};
+			pipe_access a = {PIPE_MATCH,
+			                 depth,
+			                 k,
+			                 coll,
+			                 &c,
+			                 parent && parent->facet,
+			                 parent ? parent->join : NULL,
+			                 pipeline,
+			                 index};
 			ok = w->fn(w->arg, &a);
 			break;
 		}
@@ -191,13 +199,14 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 	return true;
 }
 
-static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth)
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth,
+                          const pipe_access *parent)
 {
 	bson_iter_t s;
 	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &s))
 		return true;
 	for (unsigned i = 0; wire_iter_next(&s); i++)
-		if (!walk_stage(w, pipeline, i, &s, coll, depth))
+		if (!walk_stage(w, pipeline, i, &s, coll, depth, parent))
 			return false;
 	return true;
 }
@@ -271,6 +280,18 @@ static bool each_member(const members *m, const bson_iter_t *filter, int depth)
 	return false;
 }
 
+unsigned pipe_match_slot(const pipe_access *a, const char *f)
+{
+	if (a->kind != PIPE_MATCH || !a->pipeline)
+		return 0;
+	if (a->index >= PIPE_MERGE_STAGES)
+		return a->index;
+	slot_model sm;
+	const char *at;
+	slot_model_build(&sm, a->pipeline, a->index, a->it);
+	return member_slot(&sm, f, &at);
+}
+
 bool pipe_match_members(const pipe_access *a, const char *f,
                         bool (*fn)(void *arg, const char *field, const bson_iter_t *member),
                         void *arg)
@@ -309,7 +330,7 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)
 {
 	walker w = {fn, arg};
-	return walk_pipeline(&w, pipeline, NULL, 0);
+	return walk_pipeline(&w, pipeline, NULL, 0, NULL);
 }
 
 /* Stops the walk at a filter mongod refuses. */

@@ -53,9 +53,13 @@ typedef struct pipe_access {
 	 * innermost named; NULL: the request's own); a $facet branch, its
 	 * pipeline's. */
 	const char *coll;
-	const bson_iter_t *it;    /* MATCH: the filter; SUB: the pipeline (an array) */
-	bool facet;               /* SUB: a $facet branch (runs on its input: no index) */
-	const lookup_stage *join; /* JOIN, and a $lookup's SUB: the stage's fields */
+	const bson_iter_t *it; /* MATCH: the filter; SUB: the pipeline (an array) */
+	/* SUB: a $facet branch (runs on its input: no index); a $match stage's
+	 * MATCH: in such a branch (its nearest enclosing sub-pipeline is one) */
+	bool facet;
+	/* JOIN, and a $lookup's SUB: the stage's fields; a $match stage's
+	 * MATCH: the $lookup whose pipeline it is in (nearest; NULL: none) */
+	const lookup_stage *join;
 	/* MATCH of a $match stage: the pipeline it is in (an iterator on the
 	 * array) and its place there, for pipe_match_members; NULL otherwise. */
 	const bson_iter_t *pipeline;
@@ -78,6 +82,12 @@ enum { PIPE_MERGE_STAGES = 64 };
 bool pipe_match_members(const pipe_access *a, const char *f,
                         bool (*fn)(void *arg, const char *field, const bson_iter_t *member),
                         void *arg);
+
+/* Where mongod's optimization lands a's member on the plain field f (NULL:
+ * an operator member), a a $match stage's MATCH: the index of the first
+ * stage it cannot move before (0: the pipeline's head, where the query
+ * layer reads it; past PIPE_MERGE_STAGES, a's own index). */
+unsigned pipe_match_slot(const pipe_access *a, const char *f);
 
 /* Calls fn for each access of pipeline (an iterator on an array of
  * stages), in stage order, a sub-pipeline's after its SUB; fn returns

@@ -371,6 +371,48 @@ static bool point_value(const bson_iter_t *it)
 	return false;
 }
 
+typedef struct expr_point {
+	const char *field;
+	bool found;
+} expr_point;
+
+static void on_expr_cmp(void *arg, const query_expr_cmp *c)
+{
+	expr_point *e = arg;
+	if (strcmp(c->op, "$eq") == 0 && strcmp(c->field, e->field) != 0 &&
+	    (c->variable || !WIRE_ITER_HOLDS_REGEX(c->value)))
+		e->found = true;
+}
+
+/* Whether the filter's top level reads through an index of its own beside
+ * the pattern on field: $text (the text index), $near / $nearSphere on a
+ * field (the geo index), or an $expr $eq of another field with a constant
+ * or a variable (5.0+, an index point, as collection-scan counts it;
+ * query_expr_comparisons). */
+static bool operator_point(const bson_iter_t *filter, const char *field)
+{
+	bson_iter_t c, op;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$text"))
+			return true;
+		if (key_eq(k, "$expr")) {
+			expr_point e = {field, false};
+			query_expr_comparisons(&c, on_expr_cmp, NULL, &e);
+			if (e.found)
+				return true;
+		} else if (k[0] != '$' && WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &op)) {
+			while (wire_iter_next(&op))
+				if (key_eq(wire_iter_key(&op), "$near") ||
+				    key_eq(wire_iter_key(&op), "$nearSphere"))
+					return true;
+		}
+	}
+	return false;
+}
+
 /* Whether the filter's top-level conjunction (its members and those of a
  * top-level $and) holds a point predicate on another field than the
  * pattern's: the read is then what that predicate selects, through an
@@ -399,7 +441,7 @@ static bool point_bounded(const bson_iter_t *filter, const char *field, int dept
 			return true;
 		}
 	}
-	return false;
+	return operator_point(filter, field);
 }
 
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
@@ -477,15 +519,34 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
 	return NULL;
 }
 
-/* A point beside the pattern in a's filter, or in the $match where
- * mongod's optimization lands the pattern (a $match stage's). */
+/* Whether the pattern's read is decided elsewhere, or it filters
+ * documents already read: then no index for it would change the plan.
+ * - a $graphLookup's restrictSearchWithMatch runs beside connectToField's
+ *   $in of the values reached (makeMatchStageFromFrontier), as populate's
+ *   match beside {foreignField: {$in: [...]}};
+ * - $geoNear's query is read through the geo index;
+ * - a $match in a $facet branch filters the branch's input;
+ * - a $match that mongod's optimization cannot move to its pipeline's
+ *   head (pipe_match_slot: behind a $limit, $skip, $group on the field, a
+ *   $project computing it, an $unwind of it, a $lookup's as field, ...)
+ *   filters the documents the stages before it produced, in memory;
+ * - in a $lookup's pipeline with localField / foreignField, the pattern
+ *   runs beside foreignField's equality;
+ * - else a point beside the pattern in a's filter, or in the $match where
+ *   the optimization lands the pattern. */
 static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
 {
-	if (!a->pipeline || a->index >= PIPE_MERGE_STAGES)
+	if (a->stage[1] == 'g' || a->facet) /* $graphLookup, $geoNear; a $facet branch */
+		return true;
+	if (!a->pipeline)
 		return point_bounded(a->it, hit->field, 0);
 	const char *f = plain_member(a->it, hit->field, 0);
+	if (pipe_match_slot(a, f) > 0 || (a->join && a->join->local && a->join->foreign))
+		return true;
+	if (a->index >= PIPE_MERGE_STAGES)
+		return point_bounded(a->it, hit->field, 0);
 	merged_of m = {hit, f != NULL};
-	return pipe_match_members(a, f, merged_point, &m);
+	return pipe_match_members(a, f, merged_point, &m) || operator_point(a->it, hit->field);
 }
 
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
