@@ -215,6 +215,7 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
 	rq.min_max = b->min_max;
+	rq.skip = 0;
 	switch (kind) {
 	case RULE_QUERY_UPDATE:
 		rq.limit = b->multi ? 0 : 1;
@@ -222,8 +223,11 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 	case RULE_QUERY_FIND_AND_MODIFY:
 		rq.limit = 1;
 		break;
-	default:
-		rq.limit = b->limit;
+	default: /* find reads skip + limit documents (a limit of 0: all) */
+		rq.limit = b->limit > 0 && b->skip > 0
+		               ? (b->limit > INT64_MAX - b->skip ? INT64_MAX : b->limit + b->skip)
+		               : b->limit;
+		rq.skip = b->limit > 0 ? b->skip : 0;
 		break;
 	}
 	run_checks(ax, s, CHECK_QUERY, &rq);

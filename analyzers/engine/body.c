@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) body_key key_of(const char *k)
 	case 'q':
 		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
 	case 's':
-		return key_eq(k, "sort") ? BK_SORT : BK_NONE;
+		return key_eq(k, "sort") ? BK_SORT : key_eq(k, "skip") ? BK_SKIP : BK_NONE;
 	case 'u':
 		if (key_eq(k, "u"))
 			return BK_U;
@@ -153,6 +153,11 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 		case BK_MULTI:
 			b->multi = bson_iter_as_bool(&it);
 			taken = false;
+			break;
+		case BK_SKIP: /* documents read and dropped before the limit's */
+			if (WIRE_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) > 0)
+				b->skip = bson_iter_as_int64(&it);
+			taken = false; /* as the limit: not part of the shape */
 			break;
 		case BK_MIN_MAX:
 			b->min_max = true;

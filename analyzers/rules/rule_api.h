@@ -82,6 +82,7 @@ typedef struct rule_query {
 	rule_query_kind kind;
 	sort_query q;             /* db, coll, filter (NULL: none), sort, collation, hint */
 	int64_t limit;            /* documents the command reads at most; 0: no limit */
+	int64_t skip;             /* of them, those a find's skip drops first (in limit) */
 	const char *distinct_key; /* distinct's key, or NULL */
 	bool min_max;             /* find's min / max: bounds of the hinted index */
 	bool counts;              /* an aggregate counting what its $match selects (countDocuments):

@@ -403,7 +403,8 @@ static bool operator_point(const bson_iter_t *filter, const char *field)
 			query_expr_comparisons(&c, on_expr_cmp, NULL, &e);
 			if (e.found)
 				return true;
-		} else if (k[0] != '$' && WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &op)) {
+		} else if (k[0] != '$' && WIRE_ITER_HOLDS_DOCUMENT(&c) &&
+		           wire_iter_recurse(&c, &op)) {
 			while (wire_iter_next(&op))
 				if (key_eq(wire_iter_key(&op), "$near") ||
 				    key_eq(wire_iter_key(&op), "$nearSphere"))

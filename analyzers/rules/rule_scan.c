@@ -797,14 +797,16 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 	case CAUSE_LOOKUP: /* lookup_words */
 		break;
 	case CAUSE_NATURAL:
-		text_printf(t,
-		            "%s {$natural} forces a collection scan of %s (about %" PRId64
-		            " documents)",
-		            f->by_sort ? "sort" : "hint", s->ns, f->docs);
+		text_printf(
+		    t, "%s {$natural} forces a collection scan of %s (about %" PRId64 " documents)",
+		    f->by_sort ? "sort" : "hint", s->ns, f->docs);
 		break;
 	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
 		text_printf(t, "an empty filter on %s with ", s->ns);
-		if (f->q->limit > 0)
+		if (f->q->limit > 0 && f->q->skip > 0)
+			text_printf(t, "a skip of %" PRId64 " and a limit of %" PRId64, f->q->skip,
+			            f->q->limit - f->q->skip);
+		else if (f->q->limit > 0)
 			text_printf(t, "a limit of %" PRId64, f->q->limit);
 		else
 			text_str(t, "no limit");

@@ -211,6 +211,13 @@ static const scase cases[] = {
         "find", EVERY_DOC, ESR("\"qty\": 1, \"z\": -1, \"w\": 1")),
     HIT("empty filter", FIND("{}"), "find", EMPTY_FILTER, "add a filter"),
     HIT("no filter at all", "{'find':'big'}", "find", EMPTY_FILTER, "add a filter"),
+    /* a skip's documents are read and dropped (cursor.skip(): the server
+     * scans from the beginning) */
+    HIT("empty filter, a large skip and a small limit",
+        "{'find':'big','filter':{},'skip':40000,'limit':5}", "find",
+        "an empty filter on test.big with a skip of 40000 and a limit of 5 and no sort an index "
+        "provides reads 40005 documents",
+        NULL),
     HIT("empty filter, a large limit", "{'find':'big','filter':{},'limit':10000}", "find",
         EMPTY_FILTER
         " with a limit of 10000 and no sort an index provides reads 10000 documents in the "
@@ -461,6 +468,7 @@ static const scase cases[] = {
     MISS("equality on a hashed index", FIND("{'h':'SECRET'}")),
     MISS("a partial index may serve it", FIND("{'p':{'$gt':7}}")),
     MISS("empty filter, small limit", "{'find':'big','filter':{},'limit':10}"),
+    MISS("empty filter, a small skip and limit", "{'find':'big','filter':{},'skip':20,'limit':10}"),
     MISS("empty filter, findOne", "{'find':'big','filter':{},'limit':1,'singleBatch':true}"),
     MISS("empty filter, sort an index provides",
          "{'find':'big','filter':{},'sort':{'status':-1,'created':1}}"),
