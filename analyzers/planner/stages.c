@@ -97,9 +97,9 @@ static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *
 
 /* A sub-pipeline at depth, run against coll: its SUB, then its stages. */
 static bool sub(const walker *w, const char *stage, const char *coll, const bson_iter_t *pipeline,
-                const lookup_stage *join, int depth)
+                const lookup_stage *join, int depth, const bson_iter_t *outer, unsigned index)
 {
-	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join, NULL, 0};
+	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join, outer, index};
 	if (depth > PIPELINE_MAX_DEPTH) {
 		a.kind = PIPE_TOO_DEEP;
 		return w->fn(w->arg, &a);
@@ -128,7 +128,7 @@ static bool join(const walker *w, const bson_iter_t *c, const char *k, const cha
 	if (graph)
 		return !member(c, "restrictSearchWithMatch", &r) ||
 		       emit(w, PIPE_MATCH, depth, k, inner, &r);
-	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1);
+	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1, NULL, 0);
 }
 
 static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, int depth)
@@ -146,7 +146,7 @@ static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, 
 			pipeline = it, has_pipeline = true;
 	}
 	return !has_pipeline ||
-	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1);
+	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1, NULL, 0);
 }
 
 /* The stage at index of pipeline (its iterator on the stage). */
@@ -188,7 +188,7 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &r))
 				while (ok && wire_iter_next(&r))
 					ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
-					     sub(w, "$facet", coll, &r, NULL, depth + 1);
+					     sub(w, "$facet", coll, &r, NULL, depth + 1, pipeline, index);
 			break;
 		case ST_OTHER:
 			break;

@@ -61,7 +61,9 @@ typedef struct pipe_access {
 	 * MATCH: the $lookup whose pipeline it is in (nearest; NULL: none) */
 	const lookup_stage *join;
 	/* MATCH of a $match stage: the pipeline it is in (an iterator on the
-	 * array) and its place there, for pipe_match_members; NULL otherwise. */
+	 * array) and its place there, for pipe_match_members; a $facet
+	 * branch's SUB: the pipeline the $facet stage is in, and its place;
+	 * NULL otherwise. */
 	const bson_iter_t *pipeline;
 	unsigned index;
 } pipe_access;

@@ -385,13 +385,14 @@ static void on_expr_cmp(void *arg, const query_expr_cmp *c)
 }
 
 /* Whether the filter's top level reads through an index of its own beside
- * the pattern on field: $text (the text index), $near / $nearSphere on a
- * field (the geo index), or an $expr $eq of another field with a constant
- * or a variable (5.0+, an index point, as collection-scan counts it;
- * query_expr_comparisons). */
+ * the pattern on field: $text (the text index, bounded by its terms), or
+ * an $expr $eq of another field with a constant or a variable (5.0+, an
+ * index point, as collection-scan counts it; query_expr_comparisons).
+ * $near and $geoNear are not: without a maximum distance they return
+ * every document, nearest first. */
 static bool operator_point(const bson_iter_t *filter, const char *field)
 {
-	bson_iter_t c, op;
+	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
 		return false;
 	while (wire_iter_next(&c)) {
@@ -403,12 +404,6 @@ static bool operator_point(const bson_iter_t *filter, const char *field)
 			query_expr_comparisons(&c, on_expr_cmp, NULL, &e);
 			if (e.found)
 				return true;
-		} else if (k[0] != '$' && WIRE_ITER_HOLDS_DOCUMENT(&c) &&
-		           wire_iter_recurse(&c, &op)) {
-			while (wire_iter_next(&op))
-				if (key_eq(wire_iter_key(&op), "$near") ||
-				    key_eq(wire_iter_key(&op), "$nearSphere"))
-					return true;
 		}
 	}
 	return false;
@@ -520,29 +515,75 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
 	return NULL;
 }
 
-/* Whether the pattern's read is decided elsewhere, or it filters
- * documents already read: then no index for it would change the plan.
+/* Whether the stages [0, end) of pipeline bound what the stage at end
+ * reads, for a pattern on field: a $limit or $sample among them (it reads
+ * that many), a head $match with a point (point_bounded; on any field: the
+ * stages after it may have renamed the pattern's),
+ * a $documents source (no collection is read), or a $lookup with
+ * localField / foreignField whose as holds field (mongod moves such a
+ * $match into the join's query, beside foreignField's equality). */
+static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char *field)
+{
+	bson_iter_t st, c, m;
+	if (!pipeline || !wire_iter_recurse(pipeline, &st))
+		return false;
+	for (unsigned i = 0; i < end && wire_iter_next(&st); i++) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&st) || !wire_iter_recurse(&st, &c) ||
+		    !wire_iter_next(&c))
+			continue;
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$limit") || key_eq(k, "$sample") ||
+		    (i == 0 && key_eq(k, "$documents")))
+			return true;
+		if (i == 0 && key_eq(k, "$match") && point_bounded(&c, "", 0))
+			return true; /* the read is what the point selects */
+		lookup_stage lk;
+		if (key_eq(k, "$lookup") && lookup_stage_read(&c, &lk) && lk.local && lk.foreign &&
+		    wire_iter_recurse(&c, &m) && bson_iter_find(&m, "as") &&
+		    WIRE_ITER_HOLDS_UTF8(&m)) {
+			const char *as = bson_iter_utf8(&m, NULL);
+			size_t n = strlen(as);
+			if (strncmp(field, as, n) == 0 && (field[n] == '\0' || field[n] == '.'))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The pipeline walk's state: the hit, and for each depth whether the
+ * input of the sub-pipeline there is bounded (a $facet branch's by the
+ * stages before the $facet, a localField / foreignField $lookup's by
+ * foreignField's equality). */
+typedef struct regex_walk {
+	regex_hit *hit;
+	bool input_bounded[PIPELINE_MAX_DEPTH + 2];
+} regex_walk;
+
+/* Whether the pattern's read is bounded, or decided elsewhere:
  * - a $graphLookup's restrictSearchWithMatch runs beside connectToField's
  *   $in of the values reached (makeMatchStageFromFrontier), as populate's
  *   match beside {foreignField: {$in: [...]}};
- * - $geoNear's query is read through the geo index;
- * - a $match in a $facet branch filters the branch's input;
- * - a $match that mongod's optimization cannot move to its pipeline's
- *   head (pipe_match_slot: behind a $limit, $skip, $group on the field, a
- *   $project computing it, an $unwind of it, a $lookup's as field, ...)
- *   filters the documents the stages before it produced, in memory;
- * - in a $lookup's pipeline with localField / foreignField, the pattern
- *   runs beside foreignField's equality;
- * - else a point beside the pattern in a's filter, or in the $match where
- *   the optimization lands the pattern. */
-static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
+ * - a $match the query layer reads (at its pipeline's head, where
+ *   mongod's optimization moves it): a point beside the pattern there
+ *   (pipe_match_members), or, in a localField / foreignField $lookup's
+ *   pipeline, foreignField's equality;
+ * - a $match that stays behind a stage (pipe_match_slot > 0), or one in
+ *   a $facet branch, filters in memory what the stages before it read: it
+ *   is bounded when they are (prefix_bounded; a branch's input, the
+ *   stages before its $facet), and else the pattern is all that selects
+ *   what an unbounded read returns: reported. */
+static bool pattern_bounded(const regex_walk *w, const pipe_access *a, const regex_hit *hit)
 {
-	if (a->stage[1] == 'g' || a->facet) /* $graphLookup, $geoNear; a $facet branch */
+	bool inherited = a->depth <= PIPELINE_MAX_DEPTH + 1 && w->input_bounded[a->depth];
+	if (a->stage[1] == 'g' && a->stage[2] == 'r') /* $graphLookup */
 		return true;
 	if (!a->pipeline)
 		return point_bounded(a->it, hit->field, 0);
 	const char *f = plain_member(a->it, hit->field, 0);
-	if (pipe_match_slot(a, f) > 0 || (a->join && a->join->local && a->join->foreign))
+	unsigned slot = pipe_match_slot(a, f);
+	if (slot > 0 || a->facet)
+		return inherited || prefix_bounded(a->pipeline, slot, hit->field);
+	if (inherited)
 		return true;
 	if (a->index >= PIPE_MERGE_STAGES)
 		return point_bounded(a->it, hit->field, 0);
@@ -555,18 +596,23 @@ static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
  * innermost join, where the index belongs). */
 static bool on_access(void *arg, const pipe_access *a)
 {
-	regex_hit *hit = arg;
+	regex_walk *w = arg;
+	regex_hit *hit = w->hit;
 	if (a->kind == PIPE_TOO_DEEP) { /* refused by mongod; unread here: fail closed */
 		set_hit(hit, NULL, "nested more than ", "20", " sub-pipelines deep");
 		hit->too_deep = true;
 		return false;
 	}
-	/* a point beside the pattern decides the read, in a $match as in a
-	 * find's filter (point_bounded): in a $match stage, a point in the
-	 * $match where mongod's optimization lands the pattern */
+	if (a->kind == PIPE_SUB && a->depth <= PIPELINE_MAX_DEPTH + 1) {
+		bool parent = a->depth > 0 && w->input_bounded[a->depth - 1];
+		w->input_bounded[a->depth] =
+		    a->facet ? parent || prefix_bounded(a->pipeline, a->index, "")
+		             : a->join && a->join->local && a->join->foreign;
+		return true;
+	}
 	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
 		return true;
-	if (!hit->too_deep && pattern_bounded(a, hit))
+	if (!hit->too_deep && pattern_bounded(w, a, hit))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);
@@ -575,9 +621,10 @@ static bool on_access(void *arg, const pipe_access *a)
 
 bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
+	regex_walk w = {.hit = hit};
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return !pipeline_walk(pipeline, on_access, hit);
+	return !pipeline_walk(pipeline, on_access, &w);
 }
 
 /* ---- a case-insensitive collation that no index of it serves ----

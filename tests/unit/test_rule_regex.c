@@ -102,11 +102,21 @@ static const rcase cases[] = {
         "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'users','as':'u','pipeline':[{"
         "'$match':{'name':" RE("i") "}}]}}],'cursor':{}}",
         "test.orders", "aggregate", "\"name\" (in joined collection \"users\")"),
-    /* where the pattern's read is decided elsewhere, or it filters documents
-     * already read, no index for it changes the plan (round 4 reported these) */
-    MISS("$facet branch: filters the branch's input",
-         "{'aggregate':'users','pipeline':[{'$facet':{'a':[{'$count':'n'}],'b':[{'$match':{'n':{"
-         "'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}"),
+    /* a $facet branch filters its input in memory: with nothing before the
+     * $facet, that is every document, and the pattern is all that selects */
+    HIT("$facet branch",
+        "{'aggregate':'users','pipeline':[{'$facet':{'a':[{'$count':'n'}],'b':[{'$match':{'n':{"
+        "'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
+    /* ... and a bounded input bounds it (round 4 reported it) */
+    MISS("$facet branch after a point",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':5}},{'$facet':{'b':[{'$match':{'n':"
+         "{'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}"),
+    MISS("$facet branch after a $limit",
+         "{'aggregate':'users','pipeline':[{'$limit':10},{'$facet':{'b':[{'$match':{'n':"
+         "{'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}"),
+    /* where the pattern's read is decided elsewhere no index for it
+     * changes the plan (round 4 reported this) */
     HIT("$unionWith sub-pipeline",
         "{'aggregate':'a','pipeline':[{'$unionWith':{'coll':'b','pipeline':[{'$match':{'n':" RE(
             "i") "}}]}}],'cursor':{}}",
@@ -115,9 +125,10 @@ static const rcase cases[] = {
          "{'aggregate':'emp','pipeline':[{'$graphLookup':{'from':'emp','startWith':'$boss',"
          "'connectFromField':'boss','connectToField':'name','as':'chain',"
          "'restrictSearchWithMatch':{'dept':" RE("i") "}}}],'cursor':{}}"),
-    MISS("$geoNear query: read through the geo index",
-         "{'aggregate':'places','pipeline':[{'$geoNear':{'near':{'type':'Point','coordinates':[0,"
-         "0]},'distanceField':'d','query':{'name':" RE("i") "}}}],'cursor':{}}"),
+    HIT("$geoNear query",
+        "{'aggregate':'places','pipeline':[{'$geoNear':{'near':{'type':'Point','coordinates':[0,"
+        "0]},'distanceField':'d','query':{'name':" RE("i") "}}}],'cursor':{}}",
+        "test.places", "aggregate", "\"name\""),
     MISS("a $match on a $lookup's as field after an $unwind: in memory (or beside foreignField)",
          "{'aggregate':'o','pipeline':[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_"
          "id','foreignField':'o','as':'it'}},{'$unwind':'$it'},{'$match':{'it.n':" RE(
@@ -131,9 +142,17 @@ static const rcase cases[] = {
          "{'aggregate':'o','pipeline':[{'$lookup':{'from':'i','let':{'id':'$_id'},'pipeline':[{"
          "'$match':{'$expr':{'$eq':['$o','$$id']},'n':" RE("i") "}}],'as':'it'}}],'cursor':{}}"),
     MISS("beside $text", "{'find':'users','filter':{'$text':{'$search':'a'},'name':" RE("i") "}}"),
-    MISS("beside $near",
-         "{'find':'users','filter':{'loc':{'$near':{'$geometry':{'type':'Point','coordinates':[0,"
-         "0]}}},'name':" RE("i") "}}"),
+
+    /* a $match behind a stage filters in memory what the stages before it
+     * read: reported when nothing bounds that read */
+    HIT("behind a computed field, nothing bounding the read",
+        "{'aggregate':'users','pipeline':[{'$addFields':{'n':{'$toLower':'$m'}}},{'$match':{'n':"
+        "" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
+    MISS(
+        "behind an $unwind of it, after a point",
+        "{'aggregate':'o','pipeline':[{'$match':{'c':1}},{'$unwind':'$tags'},{'$match':{'tags':" RE(
+            "i") "}}],'cursor':{}}"),
     HIT("a pattern that moves past an $unwind of another field",
         "{'aggregate':'users','pipeline':[{'$unwind':'$tags'},{'$match':{'name':" RE(
             "i") "}}],'cursor':{}}",
