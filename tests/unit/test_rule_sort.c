@@ -756,6 +756,12 @@ static const fx_expect form_cases[] = {
     {"$sort, $limit, then $match: the limit ends the run", true, "test.orders", "aggregate",
      "sort {\"b\": 1} on test.orders", NULL},
     {"$sort, $project, then $match: the match moves before both", false, NULL, NULL, NULL, NULL},
+    /* a $sort right after a $lookup moves before it (tryReorderingWithSort) */
+    {"$lookup then a $sort no index provides", true, "test.orders", "aggregate",
+     "sort {\"z\": 1} on test.orders: no index provides it", NULL},
+    {"$lookup then a $sort the equality prefix provides", false, NULL, NULL, NULL, NULL},
+    {"$lookup then a $sort on its as field: in memory after the join, not judged", false, NULL,
+     NULL, NULL, NULL},
 };
 
 static const char *const form_json[] = {
@@ -775,6 +781,12 @@ static const char *const form_json[] = {
     AGG("{'$sort':{'z':1}},{'$match':{'a':'SECRET'}},{'$sort':{'b':1}}"),
     AGG("{'$sort':{'b':1}},{'$limit':5},{'$match':{'a':'SECRET'}}"),
     AGG("{'$sort':{'b':1}},{'$project':{'a':1,'b':1}},{'$match':{'a':'SECRET'}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'z':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'b':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'j.x':1}}"),
 };
 
 static void test_forms_through_the_engine(void **state)
