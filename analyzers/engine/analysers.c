@@ -404,6 +404,7 @@ typedef struct sub_walk {
 	rule_ctx *ax;
 	const rule_site *top; /* the aggregate's: its shape, and the request's collection */
 	cmd_body *b;
+	const bson_t *leading; /* the aggregate's leading filter (leading.h), or NULL */
 } sub_walk;
 
 /* {$unionWith: {coll, pipeline}} and {$lookup: {from, pipeline, ...}}:
@@ -453,9 +454,28 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	leading_done(&l);
 }
 
+/* Whether the stages [0, end) of pipeline are all $match and $sort: what
+ * the stage at end reads is then what the leading filter selects. */
+static bool only_leading(const bson_iter_t *pipeline, unsigned end)
+{
+	bson_iter_t st, c;
+	if (!pipeline || !wire_iter_recurse(pipeline, &st))
+		return false;
+	for (unsigned i = 0; i < end; i++)
+		if (!wire_iter_next(&st) || !WIRE_ITER_HOLDS_DOCUMENT(&st) ||
+		    !wire_iter_recurse(&st, &c) || !wire_iter_next(&c) ||
+		    !(key_eq(wire_iter_key(&c), "$match") || key_eq(wire_iter_key(&c), "$sort")))
+			return false;
+	return true;
+}
+
 /* Every $sort of a $facet branch: sorted in memory whatever the indexes
- * (sort_query.in_facet). */
-static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *branch)
+ * (sort_query.in_facet). input: the filter that selects the branch's
+ * documents when the $facet follows only the leading $match and $sort
+ * stages (NULL: not known), for a sort of the few documents _id points
+ * select. */
+static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *branch,
+                        const bson_t *input)
 {
 	bson_iter_t stage, c;
 	bson_t sort;
@@ -465,8 +485,11 @@ static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *bra
 		if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
 		    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
 		    wire_iter_doc_view(&c, &sort)) {
-			sort_query q = {
-			    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
+			sort_query q = {.db = s->db,
+			                .coll = s->coll,
+			                .filter = input,
+			                .sort = &sort,
+			                .in_facet = true};
 			if (!run_sort(ax, s, &q))
 				ax->wait = true;
 		}
@@ -480,7 +503,10 @@ static bool on_sub(void *arg, const pipe_access *a)
 		return true;
 	if (!a->coll) { /* a $facet branch of the request's own collection */
 		if (a->facet)
-			facet_sorts(w->ax, w->top, a->it);
+			facet_sorts(w->ax, w->top, a->it,
+			            a->depth == 1 && only_leading(a->pipeline, a->index)
+			                ? w->leading
+			                : NULL);
 		return true;
 	}
 	if (!a->coll[0] || !target_init(w->ax, &t, w->ax->db, a->coll))
@@ -488,7 +514,7 @@ static bool on_sub(void *arg, const pipe_access *a)
 	rule_site site = site_of(&t, w->top->shape); /* the shape of the whole aggregate */
 	site.parsed_pipeline = w->top->parsed_pipeline;
 	if (a->facet)
-		facet_sorts(w->ax, &site, a->it);
+		facet_sorts(w->ax, &site, a->it, NULL);
 	else
 		sub_query(w, &site, &t, a);
 	return true;
@@ -533,7 +559,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 	}
 	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))) &&
 	    pipeline_maybe_nested(&b.pipeline)) {
-		sub_walk w = {ax, &site, &b};
+		sub_walk w = {ax, &site, &b, l.filter};
 		pipeline_walk(&b.pipeline, on_sub, &w);
 	}
 	if (ready) {

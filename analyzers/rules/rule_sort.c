@@ -686,6 +686,20 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		 * tests that assert an index-provided sort refuse to run
 		 * wrapped in $facet). */
 		query_preds_init(&f->preds);
+		if (q->filter) {
+			/* its input is what the leading filter selects: _id
+			 * points (not strings, whose collation is the
+			 * collection's) bound it to a few documents */
+			query_preds_collect(&f->preds, q->filter);
+			const query_pred *id = query_preds_find(&f->preds, "_id");
+			if (id && ((id->point && id->point_nc) || (id->points && id->points_nc))) {
+				say(f, SORT_PROVIDED, &f->sort,
+				    "at most a few documents to sort: _id points bound the "
+				    "$facet's input",
+				    NULL, NULL);
+				return;
+			}
+		}
 		say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it",
 		    NULL, NULL);
 		return;

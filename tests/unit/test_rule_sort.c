@@ -762,6 +762,11 @@ static const fx_expect form_cases[] = {
     {"$lookup then a $sort the equality prefix provides", false, NULL, NULL, NULL, NULL},
     {"$lookup then a $sort on its as field: in memory after the join, not judged", false, NULL,
      NULL, NULL, NULL},
+    /* a $facet's input is what the leading filter selects: _id points
+     * bound it to a few documents, as in a find */
+    {"$facet after an _id point: a few documents", false, NULL, NULL, NULL, NULL},
+    {"$facet after an _id point and an $unwind", true, "test.orders", "aggregate", "inside $facet",
+     MOVE},
 };
 
 static const char *const form_json[] = {
@@ -787,6 +792,8 @@ static const char *const form_json[] = {
         "'foreignField':'x','as':'j'}},{'$sort':{'b':1}}"),
     AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
         "'foreignField':'x','as':'j'}},{'$sort':{'j.x':1}}"),
+    AGG("{'$match':{'_id':5}},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
+    AGG("{'$match':{'_id':5}},{'$unwind':'$items'},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
 };
 
 static void test_forms_through_the_engine(void **state)
