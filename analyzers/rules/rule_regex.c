@@ -390,22 +390,27 @@ static void on_expr_cmp(void *arg, const query_expr_cmp *c)
  * index point, as collection-scan counts it; query_expr_comparisons).
  * $near and $geoNear are not: without a maximum distance they return
  * every document, nearest first. */
+/* One top-level member (c on it) of that kind. */
+static bool operator_member_point(const bson_iter_t *c, const char *field)
+{
+	const char *k = wire_iter_key(c);
+	if (key_eq(k, "$text"))
+		return true;
+	if (!key_eq(k, "$expr"))
+		return false;
+	expr_point e = {field, false};
+	query_expr_comparisons(c, on_expr_cmp, NULL, &e);
+	return e.found;
+}
+
 static bool operator_point(const bson_iter_t *filter, const char *field)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
 		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$text"))
+	while (wire_iter_next(&c))
+		if (wire_iter_key(&c)[0] == '$' && operator_member_point(&c, field))
 			return true;
-		if (key_eq(k, "$expr")) {
-			expr_point e = {field, false};
-			query_expr_comparisons(&c, on_expr_cmp, NULL, &e);
-			if (e.found)
-				return true;
-		}
-	}
 	return false;
 }
 
@@ -433,11 +438,12 @@ static bool point_bounded(const bson_iter_t *filter, const char *field, int dept
 				while (wire_iter_next(&e))
 					if (point_bounded(&e, field, depth + 1))
 						return true;
-		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
+		} else if (k[0] != '$' ? strcmp(k, field) != 0 && point_value(&c)
+		                       : operator_member_point(&c, field)) {
 			return true;
 		}
 	}
-	return operator_point(filter, field);
+	return false;
 }
 
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
