@@ -154,6 +154,25 @@ static const char *field_path(const bson_iter_t *v)
 	return s[0] == '$' && s[1] && s[1] != '$' ? s + 1 : NULL;
 }
 
+/* {op: [x, y]}, e on it: the operator's name, with x and y on its two
+ * operands; NULL for anything else (more keys or operands: the server
+ * refuses it). */
+static const char *two_operands(const bson_iter_t *e, bson_iter_t *x, bson_iter_t *y)
+{
+	bson_iter_t c, a;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) || !wire_iter_next(&c) ||
+	    !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
+		return NULL;
+	*x = a;
+	if (!wire_iter_next(&a))
+		return NULL;
+	*y = a;
+	if (wire_iter_next(&a))
+		return NULL;
+	const char *op = wire_iter_key(&c);
+	return wire_iter_next(&c) ? NULL : op;
+}
+
 /* $expr: {$lt: [{$size: "$a"}, N]} / $lte, or {$gt: [N, {$size: "$a"}]} /
  * $gte; a counter compared with a number, as a field's operators are
  * (field_guards); an $and of expressions is a conjunction too. */
@@ -163,24 +182,17 @@ static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
 	    !wire_iter_next(&c))
 		return;
-	const char *op = wire_iter_key(&c);
-	if (!WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
-		return;
-	if (key_eq(op, "$and")) {
-		while (wire_iter_next(&args))
-			expr_guards(g, &args, depth + 1);
+	if (key_eq(wire_iter_key(&c), "$and")) {
+		if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &args))
+			while (wire_iter_next(&args))
+				expr_guards(g, &args, depth + 1);
 		return;
 	}
-	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
-	bool above = key_eq(op, "$gt") || key_eq(op, "$gte");
-	if (!(below || above) || !wire_iter_next(&args))
+	const char *op = two_operands(e, &x, &y);
+	bool below = op && (key_eq(op, "$lt") || key_eq(op, "$lte"));
+	bool above = op && (key_eq(op, "$gt") || key_eq(op, "$gte"));
+	if (!(below || above))
 		return;
-	x = args;
-	if (!wire_iter_next(&args))
-		return;
-	y = args;
-	if (wire_iter_next(&args))
-		return; /* the server wants exactly two */
 	const char *path = below ? size_of_path(&x) : size_of_path(&y);
 	if (path && is_number(below ? &y : &x)) {
 		add_guard(g->arrays, &g->narrays, path, strlen(path));
@@ -404,16 +416,9 @@ typedef struct pipe_counters {
 /* The field v increments ({$add: ["$n", k]}, k > 0), or NULL. */
 static const char *increment_of(const bson_iter_t *v)
 {
-	bson_iter_t c, a, x, y;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c) || !wire_iter_next(&c) ||
-	    !key_eq(wire_iter_key(&c), "$add") || !WIRE_ITER_HOLDS_ARRAY(&c) ||
-	    !wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
-		return NULL;
-	x = a;
-	if (!wire_iter_next(&a))
-		return NULL;
-	y = a;
-	if (wire_iter_next(&a) || wire_iter_next(&c))
+	bson_iter_t x, y;
+	const char *op = two_operands(v, &x, &y);
+	if (!op || !key_eq(op, "$add"))
 		return NULL;
 	const char *f = field_path(&x);
 	const bson_iter_t *k = &y;
@@ -452,20 +457,10 @@ static void pipe_counters_read(pipe_counters *pc, const bson_iter_t *pipeline)
  * update does. */
 static bool cond_bounds(const bson_iter_t *cond, const char *path, const pipe_counters *pc)
 {
-	bson_iter_t c, a, x, y;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(cond) || !wire_iter_recurse(cond, &c) ||
-	    !wire_iter_next(&c) || !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &a) ||
-	    !wire_iter_next(&a))
-		return false;
-	const char *op = wire_iter_key(&c);
-	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
-	if (!below && !key_eq(op, "$gt") && !key_eq(op, "$gte"))
-		return false;
-	x = a;
-	if (!wire_iter_next(&a))
-		return false;
-	y = a;
-	if (wire_iter_next(&a) || wire_iter_next(&c))
+	bson_iter_t x, y;
+	const char *op = two_operands(cond, &x, &y);
+	bool below = op && (key_eq(op, "$lt") || key_eq(op, "$lte"));
+	if (!below && !(op && (key_eq(op, "$gt") || key_eq(op, "$gte"))))
 		return false;
 	const bson_iter_t *held = below ? &x : &y, *bound = below ? &y : &x;
 	if (!is_number(bound))
