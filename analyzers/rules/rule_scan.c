@@ -46,6 +46,7 @@ typedef struct scan_preds {
 	 * filter must follow from. */
 	const bson_t *conj[SCAN_MAX_DEPTH + 2];
 	size_t nconj;
+	bool in_branch;          /* conj's last is an $or branch, the others around the $or */
 	bool unknown;            /* overflow, $text, $near, too deep: say nothing */
 	bool refused;            /* ... an operator mongod refuses (in any $or branch too) */
 	bool predicates;         /* some predicate at all (not an empty filter) */
@@ -61,6 +62,7 @@ typedef struct scan_preds {
 static void preds_init(scan_preds *p)
 {
 	p->n = p->nors = p->nwhy = p->nconj = 0;
+	p->in_branch = false;
 	p->unknown = p->refused = p->predicates = p->or_unbounded = false;
 	p->collation = NULL;
 }
@@ -283,6 +285,20 @@ static void collect_facts(scan_preds *p, const filter_facts *f)
 /* ---- asking the indexes ---- */
 
 /* hinted: the one index the plan may use, or NULL for any. */
+/* A partial index serves a filter that implies its partialFilterExpression
+ * (expression::isSubsetOf). In an $or branch (the last of p's conjuncts,
+ * the others the predicates around the $or), the branch alone or those
+ * around it alone must imply it: mongod does not combine the two
+ * (query_planner_partialidx_test.cpp,
+ * PartialIndexAndContainingOrContainingAndSatisfyingPredOutside). */
+static bool partial_usable(const index_def *d, const scan_preds *p)
+{
+	if (!p->in_branch || p->nconj < 2)
+		return index_def_usable_for(d, p->conj, p->nconj);
+	return index_def_usable_for(d, p->conj, p->nconj - 1) ||
+	       index_def_usable_for(d, p->conj + p->nconj - 1, 1);
+}
+
 static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, const scan_preds *p)
 {
 	bool odd = false;
@@ -293,7 +309,7 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 			continue;
 		/* A partial index serves only a filter that implies its own;
 		 * mongod refuses a hint to one that it does not. */
-		bool usable = !d->partial || index_def_usable_for(d, p->conj, p->nconj);
+		bool usable = !d->partial || partial_usable(d, p);
 		if (hinted && !usable)
 			return SCAN_UNKNOWN;
 		if (!usable)
@@ -345,6 +361,7 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 		for (size_t i = 0; i < outer->nconj && bp.nconj < SCAN_MAX_DEPTH + 1; i++)
 			bp.conj[bp.nconj++] = outer->conj[i];
 		bp.conj[bp.nconj++] = &branch;
+		bp.in_branch = true;
 		scan_verdict b = preds_verdict(set, hinted, &bp, depth + 1);
 		if (b == SCAN_UNBOUNDED)
 			unbounded = true;

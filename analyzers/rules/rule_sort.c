@@ -351,7 +351,12 @@ static bool compound_wildcard_prefix(const index_def *d, const query_preds *p, c
  * document without it (else -1: cannot tell). */
 static int restricted_paths(const index_def *d, int paths, const filter_list *fl)
 {
-	if (d->partial && !index_def_usable_for(d, fl->f, fl->n))
+	/* an $or branch (fl's second) alone, or the filter around it alone,
+	 * must imply a partial index's filter: mongod does not combine them
+	 * (PartialIndexAndContainingOrContainingAndSatisfyingPredOutside) */
+	if (d->partial && !(fl->n == 2 ? index_def_usable_for(d, fl->f, 1) ||
+	                                     index_def_usable_for(d, fl->f + 1, 1)
+	                               : index_def_usable_for(d, fl->f, fl->n)))
 		return 0;
 	if (!d->sparse)
 		return paths;

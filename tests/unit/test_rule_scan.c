@@ -26,6 +26,8 @@
 	"{'v':2,'key':{'pe':1},'name':'pe_1','partialFilterExpression':{'pe':{'$exists':true}}},"  \
 	"{'v':2,'key':{'pt':1},'name':'pt_1','partialFilterExpression':{'pt':{'$type':'string'}}}" \
 	","                                                                                        \
+	"{'v':2,'key':{'pa':1},'name':'pa_1','partialFilterExpression':{'f':{'$gt':0},'g':{'$gt':" \
+	"0}}},"                                                                                    \
 	"{'v':2,'key':{'t':'text'},'name':'t_text'}]"
 
 static void put(index_cache *ic, const char *coll, const char *specs, int64_t docs)
@@ -170,6 +172,11 @@ static const scase cases[] = {
         "find", "pe" NOT_INDEXED, NULL),
     HIT("partial $type index: another $type", FIND("{'pt':{'$type':'int'}}"), "find",
         "pt" NOT_INDEXED, NULL),
+    /* implied only by the predicates around an $or and its branch together:
+     * mongod does not combine them
+     * (PartialIndexAndContainingOrContainingAndSatisfyingPredOutside) */
+    HIT("partial index: implied only around and in the $or together",
+        FIND("{'f':1,'x':1,'$or':[{'pa':1,'g':1},{'_id':0}]}"), "find", "pa", NULL),
     HIT("distinct on an indexed key, filter on another field",
         "{'distinct':'big','key':'status','query':{'qty':5}}", "distinct", "qty" NOT_INDEXED, NULL),
     HIT("countDocuments({}) reads every document",
@@ -440,6 +447,10 @@ static const scase cases[] = {
     MISS("partial index: $in inside its filter", FIND("{'p':{'$in':[6,7.5]}}")),
     MISS("partial index: implied in an $and", FIND("{'$and':[{'q':1},{'p':{'$gt':5}}]}")),
     MISS("partial index: implied in an $or branch", FIND("{'$or':[{'p':7},{'_id':1}]}")),
+    MISS("partial index: implied around the $or",
+         FIND("{'f':1,'g':1,'x':1,'$or':[{'pa':1},{'_id':0}]}")),
+    MISS("partial index: implied by the $or branch alone",
+         FIND("{'x':1,'$or':[{'pa':1,'f':1,'g':1},{'_id':0}]}")),
     MISS("hint to a partial index the filter does not imply (the server refuses it)",
          "{'find':'big','filter':{'p':3},'hint':'p_1'}"),
     MISS("distinct on an indexed key, filter on a field of the same index",
@@ -615,7 +626,7 @@ static void test_block_message(void **state)
 	    "mongoguard blocked this find: rule collection-scan: no index on test.big bounds the "
 	    "filter (qty: no usable index leads with it), so mongod reads every document (about "
 	    "50000; indexes: _id_, status_1_created_-1, name_1, s_1, h_hashed, loc_2dsphere, hid_1 "
-	    "(hidden), items.sku_1, p_1, pe_1, pt_1, t_text). Fix: create the index "
+	    "(hidden), items.sku_1, p_1, pe_1, pt_1, pa_1, t_text). Fix: create the index "
 	    "db.getSiblingDB(\"test\").getCollection(\"big\").createIndex({\"qty\": 1}).");
 	engine_free(e);
 }
