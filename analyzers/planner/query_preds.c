@@ -316,6 +316,12 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 				only_gte_lte = false;
 			}
 			continue;
+		} else if (strcmp(op, "$exists") == 0 && !bson_iter_as_bool(&it)) {
+			/* the null point, as {f: null} (index_bounds_builder;
+			 * SortWhenHashedFieldIsPrefix: an index provides the sort
+			 * after it) */
+			q->point = q->point_nc = q->equality = true;
+			q->bounded_nc = true;
 		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
 		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
 			q->range = true;

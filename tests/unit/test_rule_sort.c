@@ -255,6 +255,13 @@ static const sort_case cases[] = {
     /* ---- special keys end the usable key pattern ---- */
     {"hashed prefix pinned by equality", "[{'key':{'a':'hashed','b':1}}]", "{'a':5}", "{'b':1}",
      NULL, NULL, NULL, P},
+    /* $exists: false is the null point (SortWhenHashedFieldIsPrefix) */
+    {"hashed prefix pinned by $exists false", "[{'key':{'x':'hashed','y':-1,'z':1}}]",
+     "{'x':{'$exists':false}}", "{'y':1,'z':-1}", NULL, NULL, NULL, P},
+    {"btree prefix pinned by $exists false", "[{'key':{'x':1,'y':1}}]", "{'x':{'$exists':false}}",
+     "{'y':-1}", NULL, NULL, NULL, P},
+    {"sparse prefix: $exists false cannot use it", "[{'key':{'x':1,'y':1},'sparse':true}]",
+     "{'x':{'$exists':false}}", "{'y':1}", NULL, NULL, NULL, B},
     {"hashed prefix without equality", "[{'key':{'a':'hashed','b':1}}]", NULL, "{'b':1}", NULL,
      NULL, NULL, B},
     {"fields after 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]",
