@@ -208,7 +208,7 @@ static ixselect_pred geo_within(const bson_iter_t *v)
 static ixselect_pred elem_values(const bson_iter_t *first)
 {
 	bson_iter_t it = *first;
-	bool coll = false, re = false;
+	bool coll = false, re = false, negated = false;
 	do {
 		const char *k = wire_iter_key(&it);
 		ixselect_pred p = ixselect_operator(k, &it, NULL);
@@ -224,9 +224,12 @@ static ixselect_pred elem_values(const bson_iter_t *first)
 			return pred(0, false);
 		coll |= p.collated;
 		re |= p.simple_only;
+		negated |= op_is(k, "$not") || op_is(k, "$ne") || op_is(k, "$nin");
 	} while (wire_iter_next(&it));
-	/* null inside $elemMatch is a literal null: a sparse key holds it */
-	ixselect_pred out = pred(BTREE_ALL | IXB_WILD, coll);
+	/* null inside $elemMatch is a literal null: a sparse key holds it; a
+	 * wildcard index takes no negation there either
+	 * (WildcardDoesNotSupportNegationPredicateInsideElemMatch) */
+	ixselect_pred out = pred(BTREE_ALL | (negated ? 0u : IXB_WILD), coll);
 	out.simple_only = re;
 	return out;
 }
@@ -355,6 +358,10 @@ static void elem_kinds(const bson_t *operand, const char *sub, ixselect_field *a
 					elem_kinds(&doc, sub, acc, depth + 1);
 			continue;
 		}
+		/* $nor bounds nothing (ElemMatchIndexedNestedNor: a collection
+		 * scan) */
+		if (op_is(key, "$nor"))
+			continue;
 		/* $or and the like inside it, or {b: {$elemMatch: {c: ..}}} for
 		 * a key on b.c: not read, so no claim that the key gets no
 		 * bounds */
