@@ -301,7 +301,7 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 			note_in(q, &it);
 		} else if (strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
 		           strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) {
-			q->range = true;
+			q->range = q->compared = true;
 			if (!collatable(t))
 				q->bounded_nc = true;
 			else
@@ -325,6 +325,7 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
 		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
 			q->range = true;
+			q->spans_objects |= op[1] != 'r';
 			if (strcmp(op, "$regex") == 0)
 				q->regex_bounded |= regex_operand_bounded(&it, v);
 			else if (op[1] == 'n')

@@ -42,6 +42,11 @@ typedef struct query_pred {
 	 * a regex's bounds are raw strings); on an index with another
 	 * collation it bounds nothing. */
 	bool regex_bounded;
+	/* $ne, $nin or $exists: true, whose bounds take in documents and
+	 * arrays, unless a point or a comparison ($gt, ...) narrows them
+	 * (compared): a wildcard index then scans the field's sub-paths too */
+	bool spans_objects;
+	bool compared;
 } query_pred;
 
 /* The geo index a $geoWithin or $geoIntersects can use (only one of its

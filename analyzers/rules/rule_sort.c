@@ -282,6 +282,12 @@ static wildcard_verdict wildcard_expanded(const index_def *d, const query_preds 
 		size_t len = strlen(f);
 		if (!p->p[i].any || len >= INDEX_FIELD_LEN || !index_def_wildcard_covers(d, f))
 			continue;
+		/* bounds that take in documents and arrays make mongod scan f's
+		 * sub-paths too ("f." to "f/"): no order by f, holding arrays or
+		 * not (WildcardIndexMustUseBlockingSortWithExistsQueries) */
+		const query_pred *q = &p->p[i];
+		if (q->spans_objects && !q->point && !q->points && !q->compared)
+			continue;
 		memcpy(keys, d->keys, d->nkeys * sizeof(*keys));
 		memcpy(keys[w].field, f, len + 1);
 		keys[w].type = INDEX_KEY_BTREE;

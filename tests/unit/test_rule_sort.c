@@ -197,6 +197,12 @@ static const sort_case cases[] = {
      * bounds, never by a whole scan (was NV whatever the query). */
     {"wildcard index, sort field unfiltered", "[{'key':{'$**':1}}]", NULL, "{'a':1}", NULL, NULL,
      NULL, B},
+    /* bounds that take in documents make mongod scan the field's sub-paths
+     * (WildcardIndexMustUseBlockingSortWithExistsQueries) */
+    {"wildcard index, $exists true on the sort field", "[{'key':{'$**':1}}]",
+     "{'a':{'$exists':true}}", "{'a':1}", NULL, NULL, NULL, B},
+    {"wildcard index, $ne null on the sort field", "[{'key':{'$**':1}}]", "{'a':{'$ne':null}}",
+     "{'a':-1}", NULL, NULL, NULL, B},
     {"wildcard index, sort field filtered: no verdict", "[{'key':{'$**':1}}]", "{'a':{'$gt':1}}",
      "{'a':1}", NULL, NULL, NULL, NV},
     /* ... as its expansion for that path, {$_path: 1, a: 1}: one field
