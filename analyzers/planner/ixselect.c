@@ -271,6 +271,23 @@ static ixselect_pred all(const bson_iter_t *v)
 	return out;
 }
 
+/* A $type operand naming the array type ("array" or 4), alone or in a
+ * list: its bounds are every key, as mongod builds them. */
+static bool type_names_array(const bson_iter_t *v)
+{
+	bson_iter_t el;
+	if (WIRE_ITER_HOLDS_UTF8(v))
+		return strcmp(bson_iter_utf8(v, NULL), "array") == 0;
+	if (WIRE_ITER_HOLDS_NUMBER(v))
+		return bson_iter_as_double(v) == 4;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return false;
+	while (wire_iter_next(&el))
+		if (type_names_array(&el))
+			return true;
+	return false;
+}
+
 ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char *options)
 {
 	if (op_is(op, "$eq"))
@@ -279,8 +296,8 @@ ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char
 		return in_list(v, false);
 	if (is_comparison(op))
 		return range(op, v);
-	if (op_is(op, "$type"))
-		return pred(BTREE_ALL | IXB_WILD, false);
+	if (op_is(op, "$type")) /* "array": every key (index_bounds_builder's allValues) */
+		return pred(type_names_array(v) ? 0u : BTREE_ALL | IXB_WILD, false);
 	if (op_is(op, "$exists"))
 		return exists(bson_iter_as_bool(v));
 	if (op_is(op, "$regex")) {

@@ -196,6 +196,10 @@ def test_review_forms(start_proxy):
         hit(p, lambda: list(c.find({"status": "a"}).sort([("$natural", 1)])),
             "sort {$natural} forces a collection scan of shop.rev")
         hit(p, lambda: list(c.find({"pe": {"$ne": 5}})), not_indexed("pe"))
+        # $type "array": every key (index_bounds_builder's allValues); JSON test tables cannot
+        # spell $type, so it is tested here
+        hit(p, lambda: list(c.find({"status": {"$type": "array"}})), "status: $type")
+        hit(p, lambda: list(c.find({"status": {"$type": ["string", 4]}})), "status: $type")
         misses(p, [
             lambda: list(c.find({"email": Regex("^abc")}).collation(ci)),
             lambda: list(c.find({"email": {"$regex": "^abc"}}).collation(ci)),
@@ -205,6 +209,7 @@ def test_review_forms(start_proxy):
             lambda: list(c.find({"pe": Regex("^a")})),
             lambda: list(c.find({"pt": {"$type": "string"}})),
             lambda: list(c.find({"pt": {"$type": 2}})),
+            lambda: list(c.find({"status": {"$type": ["string", "int"]}})),
             lambda: list(c.find({"tags": {"$elemMatch": {"$ne": 2}}})),
             lambda: list(c.find({"tags": {"$elemMatch": {"$nin": ["x", "y"]}}})),
             lambda: list(c.find({"status": "a"}).sort([("$natural", 1)]).hint("status_1")),
