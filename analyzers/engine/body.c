@@ -146,18 +146,14 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 			b->explain |= explains(&it);
 			taken = false; /* not part of the shape */
 			break;
-		case BK_LIMIT:
-			take_limit(&it, &b->limit);
-			taken = false; /* as before: limits do not change the shape */
+		case BK_LIMIT: /* as before: limits do not change the shape */
+		case BK_SKIP:  /* the documents read and dropped before the limit's */
+			take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
+			taken = false;
 			break;
 		case BK_MULTI:
 			b->multi = bson_iter_as_bool(&it);
 			taken = false;
-			break;
-		case BK_SKIP: /* documents read and dropped before the limit's */
-			if (WIRE_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) > 0)
-				b->skip = bson_iter_as_int64(&it);
-			taken = false; /* as the limit: not part of the shape */
 			break;
 		case BK_MIN_MAX:
 			b->min_max = true;

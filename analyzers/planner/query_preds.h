@@ -164,6 +164,10 @@ sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out);
  * by the literal characters after the anchor. */
 bool query_regex_bounded(const char *pattern, const char *options);
 
+/* Whether the document v is on holds operators ({$gt: 1}): its first key
+ * starts with '$' and is not a DBRef's ($ref, $id, $db). */
+bool query_is_operator_doc(const bson_iter_t *v);
+
 /* Whether every document matched by all of filters (n documents, a
  * conjunction; NULL entries are skipped) is certainly matched by expr, a
  * partialFilterExpression: each of expr's constraints (equality, $eq, $in,
@@ -172,7 +176,7 @@ bool query_regex_bounded(const char *pattern, const char *options);
  * $exists: true, at the top level or under $and). Numbers, dates, ObjectIds
  * and booleans are ordered; strings only compare equal byte for byte. False
  * whenever it cannot tell: mongod uses a partial index only when the
- * implication holds (expression::isSubsetOf). */
+ * implication holds (expression::isSubsetOf). In implies.c. */
 bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr);
 
 /* Collation helpers. NULL, {} and {locale: "simple"} are the simple

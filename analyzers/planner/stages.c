@@ -85,8 +85,8 @@ typedef struct walker {
 	void *arg;
 } walker;
 
-static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll,
-                          int depth, const pipe_access *parent);
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth,
+                          const pipe_access *parent);
 
 static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *stage,
                  const char *coll, const bson_iter_t *it)
@@ -99,7 +99,8 @@ static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *
 static bool sub(const walker *w, const char *stage, const char *coll, const bson_iter_t *pipeline,
                 const lookup_stage *join, int depth, const bson_iter_t *outer, unsigned index)
 {
-	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join, outer, index};
+	pipe_access a = {PIPE_SUB,        depth, stage, coll, pipeline,
+	                 stage[1] == 'f', join,  outer, index};
 	if (depth > PIPELINE_MAX_DEPTH) {
 		a.kind = PIPE_TOO_DEEP;
 		return w->fn(w->arg, &a);
@@ -188,7 +189,8 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &r))
 				while (ok && wire_iter_next(&r))
 					ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
-					     sub(w, "$facet", coll, &r, NULL, depth + 1, pipeline, index);
+					     sub(w, "$facet", coll, &r, NULL, depth + 1, pipeline,
+					         index);
 			break;
 		case ST_OTHER:
 			break;

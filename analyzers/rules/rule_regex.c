@@ -7,6 +7,7 @@
 
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/points.h"
 #include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_scan.h"
@@ -334,124 +335,12 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 	return false;
 }
 
-/* An equality, $in or $all of literal values on a field k: an index on k bounds the
- * read to the documents it names (an _id's, always), so a pattern beside it
- * is a residual filter on those documents, not a scan of every key. */
-static bool point_value(const bson_iter_t *it)
-{
-	if (WIRE_ITER_HOLDS_REGEX(it))
-		return false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
-		return true; /* a scalar or an array: an equality */
-	bson_iter_t op;
-	if (!wire_iter_recurse(it, &op) || !wire_iter_next(&op))
-		return true; /* {} */
-	const char *k = wire_iter_key(&op);
-	if (k[0] != '$' || key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db"))
-		return true; /* an embedded document, or a DBRef */
-	do {
-		k = wire_iter_key(&op);
-		if (key_eq(k, "$eq") && !WIRE_ITER_HOLDS_REGEX(&op) &&
-		    !WIRE_ITER_HOLDS_DOCUMENT(&op))
-			return true;
-		/* $in: the values' points ([] reads nothing); $all: each value's,
-		 * an $and of equalities. A regex or an $elemMatch is not a point. */
-		if ((key_eq(k, "$in") || key_eq(k, "$all")) && WIRE_ITER_HOLDS_ARRAY(&op)) {
-			bson_iter_t e;
-			bool any = false, literal = wire_iter_recurse(&op, &e);
-			while (literal && wire_iter_next(&e)) {
-				any = true;
-				literal =
-				    !WIRE_ITER_HOLDS_REGEX(&e) && !WIRE_ITER_HOLDS_DOCUMENT(&e);
-			}
-			if (literal && (any || key_eq(k, "$in")))
-				return true;
-		}
-	} while (wire_iter_next(&op));
-	return false;
-}
-
-typedef struct expr_point {
-	const char *field;
-	bool found;
-} expr_point;
-
-static void on_expr_cmp(void *arg, const query_expr_cmp *c)
-{
-	expr_point *e = arg;
-	if (strcmp(c->op, "$eq") == 0 && strcmp(c->field, e->field) != 0 &&
-	    (c->variable || !WIRE_ITER_HOLDS_REGEX(c->value)))
-		e->found = true;
-}
-
-/* Whether the filter's top level reads through an index of its own beside
- * the pattern on field: $text (the text index, bounded by its terms), or
- * an $expr $eq of another field with a constant or a variable (5.0+, an
- * index point, as collection-scan counts it; query_expr_comparisons).
- * $near and $geoNear are not: without a maximum distance they return
- * every document, nearest first. */
-/* One top-level member (c on it) of that kind. */
-static bool operator_member_point(const bson_iter_t *c, const char *field)
-{
-	const char *k = wire_iter_key(c);
-	if (key_eq(k, "$text"))
-		return true;
-	if (!key_eq(k, "$expr"))
-		return false;
-	expr_point e = {field, false};
-	query_expr_comparisons(c, on_expr_cmp, NULL, &e);
-	return e.found;
-}
-
-static bool operator_point(const bson_iter_t *filter, const char *field)
-{
-	bson_iter_t c;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
-		return false;
-	while (wire_iter_next(&c))
-		if (wire_iter_key(&c)[0] == '$' && operator_member_point(&c, field))
-			return true;
-	return false;
-}
-
-/* Whether the filter's top-level conjunction (its members and those of a
- * top-level $and) holds a point predicate on another field than the
- * pattern's: the read is then what that predicate selects, through an
- * index that leads with the field (the _id index, always), and the pattern
- * is a residual filter on those documents, not a scan of every key
- * (Mongoose's populate adds its match to {_id: {$in: [...]}} or
- * {foreignField: {$in: [...]}}). Where no index leads with the field the
- * cost is that field's missing index, which collection-scan reports with
- * the index to create; a collation index for the pattern would not help,
- * so the pattern is not this rule's finding either way. A range, or an
- * equality only inside an $or, bounds nothing here. */
-static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
-{
-	bson_iter_t c;
-	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
-		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$and")) {
-			bson_iter_t e;
-			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
-				while (wire_iter_next(&e))
-					if (point_bounded(&e, field, depth + 1))
-						return true;
-		} else if (k[0] != '$' ? strcmp(k, field) != 0 && point_value(&c)
-		                       : operator_member_point(&c, field)) {
-			return true;
-		}
-	}
-	return false;
-}
-
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0) &&
-	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
+	       (hit->too_deep || !query_point_beside(filter, hit->field));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -498,11 +387,11 @@ typedef struct merged_of {
 static bool merged_point(void *arg, const char *field, const bson_iter_t *member)
 {
 	const merged_of *m = arg;
-	return (m->plain || strcmp(field, m->hit->field) != 0) && point_value(member);
+	return (m->plain || strcmp(field, m->hit->field) != 0) && query_point_value(member);
 }
 
 /* field, when the pattern is a plain member of the filter's top-level
- * conjunction (or of a top-level $and in it), as point_bounded reads it;
+ * conjunction (or of a top-level $and in it), as query_point_beside reads it;
  * NULL when it sits inside an operator ($or, $elemMatch, ...). */
 static const char *plain_member(const bson_iter_t *filter, const char *field, int depth)
 {
@@ -523,7 +412,7 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
 
 /* Whether the stages [0, end) of pipeline bound what the stage at end
  * reads, for a pattern on field: a $limit or $sample among them (it reads
- * that many), a head $match with a point (point_bounded; on any field: the
+ * that many), a head $match with a point (query_point_beside; on any field: the
  * stages after it may have renamed the pattern's),
  * a $documents source (no collection is read), or a $lookup with
  * localField / foreignField whose as holds field (mongod moves such a
@@ -541,7 +430,7 @@ static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char
 		if (key_eq(k, "$limit") || key_eq(k, "$sample") ||
 		    (i == 0 && key_eq(k, "$documents")))
 			return true;
-		if (i == 0 && key_eq(k, "$match") && point_bounded(&c, "", 0))
+		if (i == 0 && key_eq(k, "$match") && query_point_beside(&c, ""))
 			return true; /* the read is what the point selects */
 		lookup_stage lk;
 		if (key_eq(k, "$lookup") && lookup_stage_read(&c, &lk) && lk.local && lk.foreign &&
@@ -584,7 +473,7 @@ static bool pattern_bounded(const regex_walk *w, const pipe_access *a, const reg
 	if (a->stage[1] == 'g' && a->stage[2] == 'r') /* $graphLookup */
 		return true;
 	if (!a->pipeline)
-		return point_bounded(a->it, hit->field, 0);
+		return query_point_beside(a->it, hit->field);
 	const char *f = plain_member(a->it, hit->field, 0);
 	unsigned slot = pipe_match_slot(a, f);
 	if (slot > 0 || a->facet)
@@ -592,9 +481,10 @@ static bool pattern_bounded(const regex_walk *w, const pipe_access *a, const reg
 	if (inherited)
 		return true;
 	if (a->index >= PIPE_MERGE_STAGES)
-		return point_bounded(a->it, hit->field, 0);
+		return query_point_beside(a->it, hit->field);
 	merged_of m = {hit, f != NULL};
-	return pipe_match_members(a, f, merged_point, &m) || operator_point(a->it, hit->field);
+	return pipe_match_members(a, f, merged_point, &m) ||
+	       query_operator_point(a->it, hit->field);
 }
 
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
@@ -891,7 +781,7 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	                             : NULL;
 	if (!rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) ||
 	    !(ff ? regex_in_facts(ff, &hit) &&
-	               (hit.too_deep || !point_bounded(filter, hit.field, 0))
+	               (hit.too_deep || !query_point_beside(filter, hit.field))
 	         : rule_regex_filter(filter, &hit)))
 		return;
 	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);

@@ -627,6 +627,33 @@ static void blocking(sort_facts *f, const char *why, const index_def *hinted,
 	}
 }
 
+/* A $sort in a $facet branch (sort_query.in_facet). */
+static void facet_verdict(const sort_query *q, sort_facts *f)
+{
+	/* A $facet's sub-pipelines get their documents from the stage
+	 * before $facet, never from an index scan: only a pipeline's
+	 * leading stages are pushed down to the query planner, so every
+	 * $sort in them sorts in memory (the server's own aggregation
+	 * tests that assert an index-provided sort refuse to run
+	 * wrapped in $facet). */
+	query_preds_init(&f->preds);
+	if (q->filter) {
+		/* its input is what the leading filter selects: _id
+		 * points (not strings, whose collation is the
+		 * collection's) bound it to a few documents */
+		query_preds_collect(&f->preds, q->filter);
+		const query_pred *id = query_preds_find(&f->preds, "_id");
+		if (id && ((id->point && id->point_nc) || (id->points && id->points_nc))) {
+			say(f, SORT_PROVIDED, &f->sort,
+			    "at most a few documents to sort: _id points bound the "
+			    "$facet's input",
+			    NULL, NULL);
+			return;
+		}
+	}
+	say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it", NULL, NULL);
+}
+
 /* The index list gave no plain answer: a hint, a wildcard index, or the
  * indexes themselves (sort_evaluate's last step). */
 static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hinted)
@@ -690,29 +717,7 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		break;
 	}
 	if (q->in_facet) {
-		/* A $facet's sub-pipelines get their documents from the stage
-		 * before $facet, never from an index scan: only a pipeline's
-		 * leading stages are pushed down to the query planner, so every
-		 * $sort in them sorts in memory (the server's own aggregation
-		 * tests that assert an index-provided sort refuse to run
-		 * wrapped in $facet). */
-		query_preds_init(&f->preds);
-		if (q->filter) {
-			/* its input is what the leading filter selects: _id
-			 * points (not strings, whose collation is the
-			 * collection's) bound it to a few documents */
-			query_preds_collect(&f->preds, q->filter);
-			const query_pred *id = query_preds_find(&f->preds, "_id");
-			if (id && ((id->point && id->point_nc) || (id->points && id->points_nc))) {
-				say(f, SORT_PROVIDED, &f->sort,
-				    "at most a few documents to sort: _id points bound the "
-				    "$facet's input",
-				    NULL, NULL);
-				return;
-			}
-		}
-		say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it",
-		    NULL, NULL);
+		facet_verdict(q, f);
 		return;
 	}
 	if (s == NULL || index_set_is_opaque(s, &why)) {
