@@ -491,6 +491,15 @@ static bool natural_sort(const rule_query *rq)
 	return d[5] == '$' && memcmp(d + 5, "$natural", sizeof("$natural")) == 0;
 }
 
+/* Whether the query sorts (a sort of keys; not $natural or {$meta}): with
+ * no index providing the sort, a limit does not bound the read, every
+ * document matched is read to sort them. */
+static bool sorts(const rule_query *rq)
+{
+	sort_spec spec;
+	return rq->q.sort && query_sort_parse(rq->q.sort, &spec) == SORT_SPEC_KEYS;
+}
+
 static bool sort_served(const index_set *set, const rule_query *rq)
 {
 	sort_spec spec;
@@ -554,8 +563,9 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	p.conj[p.nconj++] = rq->q.filter;
 	p.collation = rq->q.collation; /* the _id index's is the default */
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
-	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
-		return; /* reads `limit` documents, or the collection's metadata */
+	if (!p.predicates && ((limited && !sorts(rq)) || rq->kind == RULE_QUERY_COUNT))
+		return; /* reads `limit` documents, or the collection's metadata; with a
+		           sort, only if an index provides it (below) */
 	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts)
 		return; /* {$match: {}} leads nothing: as with no $match, not judged */
 	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
@@ -828,7 +838,9 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		else
 			text_str(t, "no limit");
 		text_str(t, " and no sort an index provides reads ");
-		if (f->q->limit == 1 && f->docs > 1)
+		if (sorts(f->q)) /* a sort no index provides: every document, sorted */
+			text_printf(t, "every document (about %" PRId64 ") to sort them", f->docs);
+		else if (f->q->limit == 1 && f->docs > 1)
 			text_printf(
 			    t,
 			    "the first document in the collection's order (of about %" PRId64 ")",

@@ -225,6 +225,16 @@ static const scase cases[] = {
         "an empty filter on test.big with a skip of 40000 and a limit of 5 and no sort an index "
         "provides reads 40005 documents",
         NULL),
+    /* a sort no index provides reads every document, whatever the limit
+     * (it said "reads the first document in the collection's order") */
+    HIT("empty filter, findOne with a sort no index provides",
+        "{'find':'big','filter':{},'sort':{'qty':1},'limit':1}", "find",
+        EMPTY_FILTER " with a limit of 1 and no sort an index provides reads every document "
+                     "(about 50000) to sort them",
+        NULL),
+    HIT("empty filter, findAndModify with a sort no index provides",
+        "{'findAndModify':'big','query':{},'sort':{'qty':-1},'update':{'$set':{'a':1}}}",
+        "findAndModify", "reads every document (about 50000) to sort them", NULL),
     HIT("empty filter, a large limit", "{'find':'big','filter':{},'limit':10000}", "find",
         EMPTY_FILTER
         " with a limit of 10000 and no sort an index provides reads 10000 documents in the "
@@ -479,6 +489,8 @@ static const scase cases[] = {
     MISS("equality on a hashed index", FIND("{'h':'SECRET'}")),
     MISS("a partial index may serve it", FIND("{'p':{'$gt':7}}")),
     MISS("empty filter, small limit", "{'find':'big','filter':{},'limit':10}"),
+    MISS("empty filter, findOne with a sort an index provides",
+         "{'find':'big','filter':{},'sort':{'name':1},'limit':1}"),
     MISS("empty filter, a small skip and limit", "{'find':'big','filter':{},'skip':20,'limit':10}"),
     MISS("empty filter, findOne", "{'find':'big','filter':{},'limit':1,'singleBatch':true}"),
     MISS("empty filter, sort an index provides",
