@@ -181,7 +181,8 @@ static bool stmt_unchecked(const target *t, const stmt_facts *f)
 
 static rule_site site_of(const target *t, const shape_spec *spec)
 {
-	rule_site s = {t->db, t->coll, t->ns, t->act, t->sample, spec, NULL, NULL, t->late_kinds};
+	rule_site s = {t->db, t->coll, t->ns,         t->act, t->sample, spec,
+	               NULL,  NULL,    t->late_kinds, NULL,   NULL,      NULL};
 	return s;
 }
 
@@ -214,6 +215,7 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
 	rq.min_max = b->min_max;
+	rq.skip = 0;
 	switch (kind) {
 	case RULE_QUERY_UPDATE:
 		rq.limit = b->multi ? 0 : 1;
@@ -221,8 +223,11 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 	case RULE_QUERY_FIND_AND_MODIFY:
 		rq.limit = 1;
 		break;
-	default:
-		rq.limit = b->limit;
+	default: /* find reads skip + limit documents (a limit of 0: all) */
+		rq.limit = b->limit > 0 && b->skip > 0
+		               ? (b->limit > INT64_MAX - b->skip ? INT64_MAX : b->limit + b->skip)
+		               : b->limit;
+		rq.skip = b->limit > 0 ? b->skip : 0;
 		break;
 	}
 	run_checks(ax, s, CHECK_QUERY, &rq);
@@ -326,6 +331,8 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 		return VERDICT_WAIT_INDEXES;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_filter = b.has_filter ? &b.filter : NULL;
+	site.parsed_update = b.has_update ? &b.update : NULL;
 	if (!run_sort(ax, &site, sq))
 		return VERDICT_WAIT_INDEXES;
 	(void)check_filter_update(ax, &site, &b, &t, ax->cmd->query, ax->spans, NULL);
@@ -384,6 +391,7 @@ static void merge_when_matched(rule_ctx *ax, const bson_iter_t *pipeline, const 
 	    !(t.parts & PART_UPDATE))
 		return;
 	rule_site site = site_of(&t, spec);
+	site.parsed_pipeline = pipeline; /* whenMatched is read with it */
 	run_checks(ax, &site, CHECK_UPDATE, &wm);
 }
 
@@ -396,6 +404,7 @@ typedef struct sub_walk {
 	rule_ctx *ax;
 	const rule_site *top; /* the aggregate's: its shape, and the request's collection */
 	cmd_body *b;
+	const bson_t *leading; /* the aggregate's leading filter (leading.h), or NULL */
 } sub_walk;
 
 /* {$unionWith: {coll, pipeline}} and {$lookup: {from, pipeline, ...}}:
@@ -445,9 +454,28 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	leading_done(&l);
 }
 
+/* Whether the stages [0, end) of pipeline are all $match and $sort: what
+ * the stage at end reads is then what the leading filter selects. */
+static bool only_leading(const bson_iter_t *pipeline, unsigned end)
+{
+	bson_iter_t st, c;
+	if (!pipeline || !wire_iter_recurse(pipeline, &st))
+		return false;
+	for (unsigned i = 0; i < end; i++)
+		if (!wire_iter_next(&st) || !WIRE_ITER_HOLDS_DOCUMENT(&st) ||
+		    !wire_iter_recurse(&st, &c) || !wire_iter_next(&c) ||
+		    !(key_eq(wire_iter_key(&c), "$match") || key_eq(wire_iter_key(&c), "$sort")))
+			return false;
+	return true;
+}
+
 /* Every $sort of a $facet branch: sorted in memory whatever the indexes
- * (sort_query.in_facet). */
-static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *branch)
+ * (sort_query.in_facet). input: the filter that selects the branch's
+ * documents when the $facet follows only the leading $match and $sort
+ * stages (NULL: not known), for a sort of the few documents _id points
+ * select. */
+static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *branch,
+                        const bson_t *input)
 {
 	bson_iter_t stage, c;
 	bson_t sort;
@@ -457,8 +485,11 @@ static void facet_sorts(rule_ctx *ax, const rule_site *s, const bson_iter_t *bra
 		if (WIRE_ITER_HOLDS_DOCUMENT(&stage) && wire_iter_recurse(&stage, &c) &&
 		    wire_iter_next(&c) && key_eq(wire_iter_key(&c), "$sort") &&
 		    wire_iter_doc_view(&c, &sort)) {
-			sort_query q = {
-			    .db = s->db, .coll = s->coll, .sort = &sort, .in_facet = true};
+			sort_query q = {.db = s->db,
+			                .coll = s->coll,
+			                .filter = input,
+			                .sort = &sort,
+			                .in_facet = true};
 			if (!run_sort(ax, s, &q))
 				ax->wait = true;
 		}
@@ -472,14 +503,18 @@ static bool on_sub(void *arg, const pipe_access *a)
 		return true;
 	if (!a->coll) { /* a $facet branch of the request's own collection */
 		if (a->facet)
-			facet_sorts(w->ax, w->top, a->it);
+			facet_sorts(w->ax, w->top, a->it,
+			            a->depth == 1 && only_leading(a->pipeline, a->index)
+			                ? w->leading
+			                : NULL);
 		return true;
 	}
 	if (!a->coll[0] || !target_init(w->ax, &t, w->ax->db, a->coll))
 		return true;
 	rule_site site = site_of(&t, w->top->shape); /* the shape of the whole aggregate */
+	site.parsed_pipeline = w->top->parsed_pipeline;
 	if (a->facet)
-		facet_sorts(w->ax, &site, a->it);
+		facet_sorts(w->ax, &site, a->it, NULL);
 	else
 		sub_query(w, &site, &t, a);
 	return true;
@@ -503,6 +538,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_pipeline = &b.pipeline;
 
 	bool ready = true;
 	leading l = {.owned = false, .filter = NULL, .has_sort = false};
@@ -523,7 +559,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 	}
 	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))) &&
 	    pipeline_maybe_nested(&b.pipeline)) {
-		sub_walk w = {ax, &site, &b};
+		sub_walk w = {ax, &site, &b, l.filter};
 		pipeline_walk(&b.pipeline, on_sub, &w);
 	}
 	if (ready) {
@@ -562,6 +598,7 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 		return VERDICT_FORWARD;
 	shape_spec spec = {command_name(ax->cmd), coll, ax->explain, b.parts, b.n};
 	rule_site site = site_of(&t, &spec);
+	site.parsed_pipeline = &b.pipeline;
 	run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 	return ax->verdict;
 }
@@ -594,6 +631,8 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	b.q.coll = t->coll;
 	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
 	rule_site site = site_of(t, &spec);
+	site.parsed_filter = b.has_filter ? &b.filter : NULL;
+	site.parsed_update = b.has_update ? &b.update : NULL;
 	if (nonempty_doc(b.q.sort) && (t->parts & PART_SORT)) {
 		/* updateOne's sort (8.0) orders the documents q selects to pick
 		 * one, as findAndModify's does: a sort question of its own, and

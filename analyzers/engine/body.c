@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) body_key key_of(const char *k)
 	case 'q':
 		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
 	case 's':
-		return key_eq(k, "sort") ? BK_SORT : BK_NONE;
+		return key_eq(k, "sort") ? BK_SORT : key_eq(k, "skip") ? BK_SKIP : BK_NONE;
 	case 'u':
 		if (key_eq(k, "u"))
 			return BK_U;
@@ -146,9 +146,10 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 			b->explain |= explains(&it);
 			taken = false; /* not part of the shape */
 			break;
-		case BK_LIMIT:
-			take_limit(&it, &b->limit);
-			taken = false; /* as before: limits do not change the shape */
+		case BK_LIMIT: /* as before: limits do not change the shape */
+		case BK_SKIP:  /* the documents read and dropped before the limit's */
+			take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
+			taken = false;
 			break;
 		case BK_MULTI:
 			b->multi = bson_iter_as_bool(&it);

@@ -41,6 +41,7 @@ typedef enum {
 	BK_LIMIT,   /* find, delete statements */
 	BK_MULTI,   /* update statements, bulkWrite ops */
 	BK_MIN_MAX, /* find's min and max */
+	BK_SKIP,    /* find's skip */
 } body_key;
 
 #define BK(k) (1u << BK_##k)
@@ -59,6 +60,7 @@ typedef struct cmd_body {
 	bool multi;      /* an update statement's multi */
 	bool min_max;    /* find's min or max */
 	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
+	int64_t skip;    /* find's skip (0: none, or not a positive number) */
 	const char *key; /* distinct's key */
 	sort_query q;    /* sort, collation and hint point into the slots; the
 	                  * filter too once body_sort_query has run */
@@ -77,7 +79,7 @@ static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
 	b->min_max = false;
-	b->limit = 0;
+	b->limit = b->skip = 0;
 	b->key = NULL;
 	memset(&b->q, 0, sizeof(b->q));
 	b->q.db = db;

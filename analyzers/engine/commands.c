@@ -75,8 +75,8 @@ const command_def commands_rows[CMD_IDS] = {
     /* {explain: {find: ...}, verbosity: ...}: the inner command, never run */
     [CMD_EXPLAIN] = {.analyze = analyze_explain, .shape = CMD_SHAPE_INNER},
     [CMD_FIND] = {.analyze = analyze_query,
-                  .keys =
-                      BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) | BK(MIN_MAX),
+                  .keys = BK(FILTER) | BK(SORT) | BK(COLLATION) | BK(HINT) | BK(LIMIT) |
+                          BK(MIN_MAX) | BK(SKIP),
                   .parts = QUERY_PARTS,
                   .query = RULE_QUERY_FIND,
                   .explainable = true,

@@ -330,7 +330,7 @@ __attribute__((noinline)) void conn_track_report(rule_ctx *ax, engine_conn_track
 			act[r] = RULE_DRY_RUN;
 	}
 	shape_spec spec = {command_name(c), coll, false, b.parts, b.n};
-	rule_site s = {v->db, coll, ns, act, sample, &spec, NULL, NULL, 0};
+	rule_site s = {v->db, coll, ns, act, sample, &spec, NULL, NULL, 0, NULL, NULL, NULL};
 	for (int r = 0; r < RULE_COUNT; r++) {
 		const rule_checks *k = rule_table[r]->checks;
 		const void *facts = t->area + e->conn_off[r];

@@ -204,3 +204,67 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	} while (wire_iter_walk(&c));
 	u->ops = (uint8_t)ops;
 }
+
+static bool is(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+
+/* mongod's update modifiers (UpdateDriver's parse): an update naming any
+ * other is refused ("Unknown modifier"). By the letter after the '$'. */
+static bool modifier_known(const char *k)
+{
+	if (k[0] != '$' || !k[1])
+		return false;
+	const char *r = k + 2;
+	switch (k[1]) {
+	case 's':
+		return is(r, "et") || is(r, "etOnInsert");
+	case 'u':
+		return is(r, "nset");
+	case 'i':
+		return is(r, "nc");
+	case 'm':
+		return is(r, "ul") || is(r, "in") || is(r, "ax");
+	case 'r':
+		return is(r, "ename");
+	case 'p':
+		return is(r, "ush") || is(r, "ull") || is(r, "ullAll") || is(r, "op");
+	case 'a':
+		return is(r, "ddToSet");
+	case 'c':
+		return is(r, "urrentDate");
+	case 'b':
+		return is(r, "it");
+	default:
+		return false;
+	}
+}
+
+/* The stages an update pipeline may hold (and $merge's whenMatched). */
+static bool update_stage_known(const char *k)
+{
+	return is(k, "$addFields") || is(k, "$set") || is(k, "$project") || is(k, "$unset") ||
+	       is(k, "$replaceRoot") || is(k, "$replaceWith");
+}
+
+bool facts_update_refused(const bson_iter_t *update)
+{
+	bson_iter_t c, st;
+	if (!wire_iter_recurse(update, &c))
+		return false;
+	if (WIRE_ITER_HOLDS_ARRAY(update)) {
+		while (wire_iter_next(&c))
+			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &st) &&
+			    wire_iter_next(&st) && !update_stage_known(wire_iter_key(&st)))
+				return true;
+		return false;
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(update) || !wire_iter_next(&c) || wire_iter_key(&c)[0] != '$')
+		return false; /* a replacement, or {} */
+	do {
+		if (!modifier_known(wire_iter_key(&c)))
+			return true;
+	} while (wire_iter_next(&c));
+	return false;
+}

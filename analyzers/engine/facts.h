@@ -181,6 +181,12 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *spans
 /* Reads update (an iterator on the update's value) into u; spans as above. */
 void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *spans);
 
+/* Whether mongod refuses update (an iterator on an update's value, or on
+ * $merge's whenMatched) for a modifier, or an update pipeline's stage, it
+ * does not know: it applies none of it. Read only when a finding is about
+ * to be reported (verdict.c). */
+bool facts_update_refused(const bson_iter_t *update);
+
 /* The STMT_* bits of f (both parts read, or marked unread), for a query
  * with a hint and with a collation as given. Inline: on every statement,
  * right after its read, whose fields it mostly still has at hand. */

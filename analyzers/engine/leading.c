@@ -111,9 +111,10 @@ static void moved_matches(bson_iter_t *s, leading *l)
 		if (key_eq(k, "$match")) {
 			if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &m))
 				return;
+			bool group_ok = stage_paths_group_ok(&ch, &c);
 			while (wire_iter_next(&m)) {
 				const char *f = wire_iter_key(&m), *at;
-				if (f[0] == '$' || !stage_paths_pass(&ch, f, &c, &at))
+				if (f[0] == '$' || !stage_paths_pass(&ch, f, group_ok, &at))
 					continue;
 				own(l);
 				bson_append_iter(&l->merged, at, (int)strlen(at), &m);
@@ -122,6 +123,59 @@ static void moved_matches(bson_iter_t *s, leading *l)
 		if (!stage_paths_add(&ch, k, &c))
 			return;
 	} while (wire_iter_next(s));
+}
+
+/* Whether the sort names a path at, above or under as. */
+static bool sort_touches(const bson_t *sort, const char *as)
+{
+	bson_iter_t it;
+	size_t n = strlen(as);
+	if (!bson_iter_init(&it, sort))
+		return true;
+	while (wire_iter_next(&it)) {
+		const char *f = wire_iter_key(&it);
+		size_t m = strlen(f);
+		size_t k = m < n ? m : n;
+		if (strncmp(f, as, k) == 0 && (f[k] == '\0' || f[k] == '.') &&
+		    (as[k] == '\0' || as[k] == '.'))
+			return true;
+	}
+	return false;
+}
+
+/* s on a $lookup or $graphLookup after the leading run: a $sort right
+ * after a run of them moves before them all when it names no path their
+ * as fields write (tryReorderingWithSort, in each one's doOptimizeAt; a
+ * $lookup followed by an $unwind of its as absorbs that instead, and
+ * moves nothing), and so becomes the leading run's sort. */
+static void sort_past_joins(const bson_iter_t *s, leading *l)
+{
+	bson_iter_t it = *s, c, m;
+	const char *as[8];
+	size_t n = 0;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
+		    !wire_iter_next(&c))
+			return;
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$sort")) {
+			bson_t sort;
+			if (n == 0 || !wire_iter_doc_view(&c, &sort))
+				return;
+			for (size_t i = 0; i < n; i++)
+				if (sort_touches(&sort, as[i]))
+					return;
+			/* a view is made in place, never copied (its buffer
+			 * pointer is into itself) */
+			l->has_sort = wire_iter_doc_view(&c, &l->sort);
+			return;
+		}
+		if ((!key_eq(k, "$lookup") && !key_eq(k, "$graphLookup")) || n == 8 ||
+		    !wire_iter_recurse(&c, &m) || !bson_iter_find(&m, "as") ||
+		    !WIRE_ITER_HOLDS_UTF8(&m))
+			return;
+		as[n++] = bson_iter_utf8(&m, NULL);
+	} while (wire_iter_next(&it));
 }
 
 void leading_stages(const bson_iter_t *pipeline, leading *l)
@@ -147,11 +201,14 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 				return;
 			continue;
 		}
+		bson_iter_t at = s; /* the stages below move s on */
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);
 		else
 			moved_matches(&s, l);
+		if (key_eq(k, "$lookup") || key_eq(k, "$graphLookup"))
+			sort_past_joins(&at, l);
 		return;
 	}
 }

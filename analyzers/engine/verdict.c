@@ -11,7 +11,11 @@
 #include <string.h>
 
 #include "analyzers/engine/engine_int.h"
+#include "analyzers/engine/facts.h"
 #include "analyzers/engine/shape.h"
+#include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/stages.h"
+#include "protocol/wire_iter.h"
 
 /* The error a block sends; a dry-run logs the same words. */
 static void block_message(const rule_ctx *ax, rule_id rule, const rule_words *w, char *out,
@@ -147,6 +151,32 @@ static uint64_t finding_hash(rule_ctx *ax, const rule_site *s, char *redacted, c
 	return hash;
 }
 
+/* Whether the engine's facts of the statement's filter (facts.h) show it
+ * names only operators mongod knows: every member read, none a top-level
+ * operator, and no operator document naming another operator than those
+ * the facts tell apart, nor a $not or $elemMatch, whose insides they do
+ * not read. The common case, answered without a walk. */
+static bool filter_known(const rule_site *s)
+{
+	const filter_facts *ff = s->facts && s->facts->has_filter ? &s->facts->filter : NULL;
+	return ff && ff->complete && !ff->tops &&
+	       !(ff->ops & (FOP_OTHER | FOP_NOT | FOP_ELEM_MATCH));
+}
+
+/* Whether mongod refuses the statement a finding is on, for an operator it
+ * does not know in its filter, its update or its pipeline: it runs none of
+ * it, and answers with its own error, so there is nothing to find or
+ * block. The one place every rule's findings meet this question, asked
+ * only of a finding about to be reported: most requests report none. */
+static bool site_refused(const rule_site *s)
+{
+	bson_t f;
+	return (s->parsed_filter && !filter_known(s) && wire_iter_doc_view(s->parsed_filter, &f) &&
+	        query_filter_refused(&f)) ||
+	       (s->parsed_update && facts_update_refused(s->parsed_update)) ||
+	       (s->parsed_pipeline && pipeline_refused(s->parsed_pipeline));
+}
+
 /* Applies the action and reports. The rule's words are rendered here, once,
  * and only when the finding blocks first or reaches the sink. shape/hash
  * may come precomputed (the hot-path rule needs them to count); otherwise
@@ -157,7 +187,7 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
                                              uint64_t pre_hash)
 {
 	rule_action action = s->act[rule];
-	if (action == RULE_OFF || ax->wait)
+	if (action == RULE_OFF || ax->wait || site_refused(s))
 		return;
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	char redacted[SHAPE_BUF_LEN];

@@ -54,8 +54,16 @@ static bool nested(const bson_iter_t *v)
 
 static ixselect_pred pred(unsigned kinds, bool collated)
 {
-	ixselect_pred p = {kinds, collated};
+	ixselect_pred p = {kinds, collated, false};
 	return p;
+}
+
+/* The kinds f bounds on an index whose collation is the query's (same),
+ * or the simple one (simple). */
+static inline unsigned field_kinds(const ixselect_field *f, bool same, bool simple)
+{
+	return (same ? f->any : f->nc) | (simple ? f->simple : 0u) |
+	       (same && simple ? f->both : 0u);
 }
 
 static ixselect_pred equality(const bson_iter_t *v)
@@ -70,7 +78,9 @@ static ixselect_pred regex(const char *pattern, const char *options, const char 
 {
 	bool ok = pattern && query_regex_bounded(pattern, options) &&
 	          (!extra || query_regex_bounded(pattern, extra));
-	return pred(ok ? BTREE_ALL | IXB_WILD : 0u, true);
+	ixselect_pred p = pred(ok ? BTREE_ALL | IXB_WILD : 0u, false);
+	p.simple_only = true;
+	return p;
 }
 
 static ixselect_pred regex_value(const bson_iter_t *v, const char *extra)
@@ -122,15 +132,14 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 	}
 	if (re_bad)
 		return pred(0, true);
-	/* a regex's bounds are strings: an index of another collation holds
-	 * them as collation keys, every one a candidate */
-	coll |= re;
 	unsigned k = BTREE_ALL | IXB_WILD | (re ? 0u : HASH_ALL);
 	if (null)
 		k &= ~(unsigned)(IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD);
 	if (obj)
 		k &= ~(unsigned)IXB_WILD;
-	return pred(k, coll);
+	ixselect_pred p = pred(k, coll);
+	p.simple_only = re; /* its regexes' bounds are raw strings */
+	return p;
 }
 
 static ixselect_pred exists(bool want)
@@ -199,20 +208,30 @@ static ixselect_pred geo_within(const bson_iter_t *v)
 static ixselect_pred elem_values(const bson_iter_t *first)
 {
 	bson_iter_t it = *first;
-	bool coll = false;
+	bool coll = false, re = false, negated = false;
 	do {
 		const char *k = wire_iter_key(&it);
 		ixselect_pred p = ixselect_operator(k, &it, NULL);
-		bool own = op_is(k, "$eq") || is_comparison(k) || op_is(k, "$in") ||
-		           op_is(k, "$regex") || op_is(k, "$options") || op_is(k, "$type") ||
-		           op_is(k, "$exists") || op_is(k, "$mod") ||
-		           (op_is(k, "$not") && p.kinds != 0);
+		/* a negation below it ($ne, $nin, $not) bounds with its
+		 * complement, multikey or not (NegationBelowElemMatchValue,
+		 * notEqualsNullCanUseIndex) */
+		bool own =
+		    op_is(k, "$eq") || is_comparison(k) || op_is(k, "$in") || op_is(k, "$regex") ||
+		    op_is(k, "$options") || op_is(k, "$type") || op_is(k, "$exists") ||
+		    op_is(k, "$mod") ||
+		    ((op_is(k, "$not") || op_is(k, "$ne") || op_is(k, "$nin")) && p.kinds != 0);
 		if (!own)
 			return pred(0, false);
 		coll |= p.collated;
+		re |= p.simple_only;
+		negated |= op_is(k, "$not") || op_is(k, "$ne") || op_is(k, "$nin");
 	} while (wire_iter_next(&it));
-	/* null inside $elemMatch is a literal null: a sparse key holds it */
-	return pred(BTREE_ALL | IXB_WILD, coll);
+	/* null inside $elemMatch is a literal null: a sparse key holds it; a
+	 * wildcard index takes no negation there either
+	 * (WildcardDoesNotSupportNegationPredicateInsideElemMatch) */
+	ixselect_pred out = pred(BTREE_ALL | (negated ? 0u : IXB_WILD), coll);
+	out.simple_only = re;
+	return out;
 }
 
 static ixselect_pred elem_match(const bson_iter_t *v)
@@ -231,7 +250,7 @@ static ixselect_pred elem_match(const bson_iter_t *v)
 static ixselect_pred all(const bson_iter_t *v)
 {
 	bson_iter_t el, em;
-	ixselect_pred out = {0, false};
+	ixselect_pred out = {0, false, false};
 	bool any = false;
 	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return out;
@@ -245,10 +264,28 @@ static ixselect_pred all(const bson_iter_t *v)
 			p = ixselect_value(&el);
 		out.kinds |= p.kinds;
 		out.collated |= p.collated;
+		out.simple_only |= p.simple_only;
 	}
 	if (!any) /* $all: [] matches nothing: no scan at all */
 		out.kinds = BTREE_ALL | HASH_ALL | IXB_WILD;
 	return out;
+}
+
+/* A $type operand naming the array type ("array" or 4), alone or in a
+ * list: its bounds are every key, as mongod builds them. */
+static bool type_names_array(const bson_iter_t *v)
+{
+	bson_iter_t el;
+	if (WIRE_ITER_HOLDS_UTF8(v))
+		return strcmp(bson_iter_utf8(v, NULL), "array") == 0;
+	if (WIRE_ITER_HOLDS_NUMBER(v))
+		return bson_iter_as_double(v) == 4;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
+		return false;
+	while (wire_iter_next(&el))
+		if (type_names_array(&el))
+			return true;
+	return false;
 }
 
 ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char *options)
@@ -259,8 +296,8 @@ ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char
 		return in_list(v, false);
 	if (is_comparison(op))
 		return range(op, v);
-	if (op_is(op, "$type"))
-		return pred(BTREE_ALL | IXB_WILD, false);
+	if (op_is(op, "$type")) /* "array": every key (index_bounds_builder's allValues) */
+		return pred(type_names_array(v) ? 0u : BTREE_ALL | IXB_WILD, false);
 	if (op_is(op, "$exists"))
 		return exists(bson_iter_as_bool(v));
 	if (op_is(op, "$regex")) {
@@ -322,61 +359,57 @@ static bool strictly_under(const char *path, const char *field);
 
 #define ELEM_MAX_DEPTH 4
 
-/* What the operand puts on sub (top level and under $and): the union of
- * its predicates' kinds, those without strings in *nc. */
-static unsigned elem_kinds(const bson_t *operand, const char *sub, unsigned *nc, int depth)
+/* What the operand puts on sub (top level and under $and), added to acc
+ * (as a field's predicates are). */
+static void elem_kinds(const bson_t *operand, const char *sub, ixselect_field *acc, int depth)
 {
 	bson_iter_t it, el, op;
 	bson_t doc;
-	unsigned k = 0;
 	if (depth > ELEM_MAX_DEPTH || !bson_iter_init(&it, operand))
-		return 0;
+		return;
 	while (wire_iter_next(&it)) {
 		const char *key = wire_iter_key(&it);
 		if (op_is(key, "$and") && wire_iter_recurse(&it, &el)) {
 			while (wire_iter_next(&el))
 				if (wire_iter_doc_view(&el, &doc))
-					k |= elem_kinds(&doc, sub, nc, depth + 1);
+					elem_kinds(&doc, sub, acc, depth + 1);
 			continue;
 		}
-		if (key[0] == '$' && !op_is(key, "$and")) {
-			/* $or and the like inside it: not read, so no claim that
-			 * the key gets no bounds */
-			*nc |= ~0u;
-			return ~0u;
-		}
-		if (strcmp(key, sub) != 0) {
-			/* {b: {$elemMatch: {c: ..}}} for a key on b.c: not read */
-			if (strictly_under(sub, key) && WIRE_ITER_HOLDS_DOCUMENT(&it)) {
-				*nc |= ~0u;
-				return ~0u;
-			}
+		/* $nor bounds nothing (ElemMatchIndexedNestedNor: a collection
+		 * scan) */
+		if (op_is(key, "$nor"))
 			continue;
+		/* $or and the like inside it, or {b: {$elemMatch: {c: ..}}} for
+		 * a key on b.c: not read, so no claim that the key gets no
+		 * bounds */
+		if ((key[0] == '$' && !op_is(key, "$and")) ||
+		    (strcmp(key, sub) != 0 && strictly_under(sub, key) &&
+		     WIRE_ITER_HOLDS_DOCUMENT(&it))) {
+			acc->any = acc->nc = ~0u;
+			return;
 		}
-		ixselect_pred p;
+		if (strcmp(key, sub) != 0)
+			continue;
 		if (WIRE_ITER_HOLDS_DOCUMENT(&it) && wire_iter_recurse(&it, &op) &&
 		    wire_iter_next(&op) && wire_iter_key(&op)[0] == '$') {
-			do {
-				p = ixselect_operator(wire_iter_key(&op), &op, NULL);
-				k |= p.kinds;
-				*nc |= p.collated ? 0u : p.kinds;
-			} while (wire_iter_next(&op));
+			do
+				ixselect_field_add(
+				    acc, ixselect_operator(wire_iter_key(&op), &op, NULL));
+			while (wire_iter_next(&op));
 			continue;
 		}
-		p = ixselect_value(&it);
-		k |= p.kinds;
-		*nc |= p.collated ? 0u : p.kinds;
+		ixselect_field_add(acc, ixselect_value(&it));
 	}
-	return k;
 }
 
 /* ---- asking one index ---- */
 
-static unsigned kinds_of(const ixselect_field *fields, size_t n, const char *field, bool same)
+static unsigned kinds_of(const ixselect_field *fields, size_t n, const char *field, bool same,
+                         bool simple)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(fields[i].field, field) == 0)
-			return same ? fields[i].any : fields[i].nc;
+			return field_kinds(&fields[i], same, simple);
 	return 0;
 }
 
@@ -401,7 +434,7 @@ static ixselect_verdict compound_wildcard(const index_def *d, const ixselect_fie
 	const index_key *lead = &d->keys[0];
 	if (lead->type != INDEX_KEY_BTREE)
 		return IXSELECT_UNKNOWN;
-	if (kinds_of(fields, n, lead->field, same) & (IXB_SPARSE | IXB_SPARSE_NM))
+	if (kinds_of(fields, n, lead->field, same, !d->collation) & (IXB_SPARSE | IXB_SPARSE_NM))
 		return IXSELECT_YES;
 	/* an $elemMatch above r: r holds no arrays, so the model's $elemMatch
 	 * reading of a key under it does not apply; no verdict */
@@ -423,7 +456,7 @@ static ixselect_verdict wildcard(const index_def *d, const ixselect_field *field
 	 * a predicate on a path it holds, as a single-field wildcard index */
 	const char *k = d->keys[0].field;
 	for (size_t i = 0; i < n; i++) {
-		unsigned kinds = same ? fields[i].any : fields[i].nc;
+		unsigned kinds = field_kinds(&fields[i], same, !d->collation);
 		const char *f = fields[i].field;
 		if ((kinds & IXB_WILD) && index_def_wildcard_covers(d, f))
 			return IXSELECT_YES;
@@ -443,7 +476,7 @@ static ixselect_verdict geo(const index_def *d, const ixselect_field *fields, si
 		return IXSELECT_UNKNOWN; /* not sparse: other keys may be used alone */
 	for (size_t i = 0; i < d->nkeys; i++) {
 		const index_key *key = &d->keys[i];
-		unsigned kinds = kinds_of(fields, n, key->field, false);
+		unsigned kinds = kinds_of(fields, n, key->field, false, false);
 		if ((key->type == INDEX_KEY_2DSPHERE && (kinds & IXB_SPHERE)) ||
 		    (key->type == INDEX_KEY_2D && (kinds & IXB_FLAT)))
 			return IXSELECT_YES;
@@ -477,7 +510,7 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 	if (d->plugin)
 		return geo(d, fields, n);
 	const index_key *lead = &d->keys[0];
-	if (key_takes(d, kinds_of(fields, n, lead->field, same)))
+	if (key_takes(d, kinds_of(fields, n, lead->field, same, !d->collation)))
 		return IXSELECT_YES;
 	/* {a: {$elemMatch: {b: ...}}} and $all of them: a key on a.b, by
 	 * what the $elemMatch puts on b (an operand not read: any key). */
@@ -488,10 +521,10 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 		if (!fields[i].elem ||
 		    !bson_init_static(&operand, fields[i].elem, fields[i].elem_len))
 			return IXSELECT_YES;
-		unsigned nc = 0;
+		ixselect_field acc = {0};
 		const char *sub = lead->field + strlen(fields[i].field) + 1;
-		unsigned any = elem_kinds(&operand, sub, &nc, 0);
-		if (key_takes(d, same ? any : nc))
+		elem_kinds(&operand, sub, &acc, 0);
+		if (key_takes(d, field_kinds(&acc, same, !d->collation)))
 			return IXSELECT_YES;
 	}
 	return IXSELECT_NO;

@@ -38,6 +38,11 @@ enum {
 typedef struct ixselect_pred {
 	unsigned kinds;
 	bool collated;
+	/* a regex's bounds (raw strings): only an index with the simple
+	 * collation holds them, whatever the query's collation
+	 * (planner_ixselect; since 8.0 another index is not used at all, before
+	 * it was scanned over every string) */
+	bool simple_only;
 } ixselect_pred;
 
 /* {f: v}: v a value (equality) or a regex; not an operator document. */
@@ -53,12 +58,29 @@ typedef struct ixselect_field {
 	const char *field;
 	unsigned any;
 	unsigned nc;
+	/* kinds bounded only when the index has the simple collation (simple),
+	 * and only when it also has the query's (both: a $in of regexes and
+	 * strings) */
+	unsigned simple, both;
 	/* The operand of an $elemMatch on documents ({b: .., c: ..}), which
 	 * bounds a key under the field by what it puts on that sub-field; NULL:
 	 * none read. */
 	const uint8_t *elem;
 	uint32_t elem_len;
 } ixselect_field;
+
+/* Adds one predicate's kinds to its field's. */
+static inline void ixselect_field_add(ixselect_field *f, ixselect_pred p)
+{
+	if (!p.simple_only) {
+		f->any |= p.kinds;
+		f->nc |= p.collated ? 0u : p.kinds;
+	} else if (p.collated) {
+		f->both |= p.kinds;
+	} else {
+		f->simple |= p.kinds;
+	}
+}
 
 /* For {f: {op: v}}: the operand of an $elemMatch on documents, op itself
  * or the first of an $all of them. False when there is none. */

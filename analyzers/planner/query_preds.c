@@ -68,6 +68,7 @@ static void note_equality(query_pred *q, const bson_iter_t *v)
 	bson_type_t t = wire_iter_type(v);
 	q->any = true;
 	q->equality = true;
+	q->collates |= collatable(t);
 	if (t == BSON_TYPE_ARRAY) {
 		note_points(q, 2, false);
 		return;
@@ -102,6 +103,7 @@ static void note_in(query_pred *q, const bson_iter_t *v)
 		if (collatable(t))
 			nc = false;
 	}
+	q->collates |= !nc;
 	if (n <= 1) {
 		/* One value (or none, which matches nothing): plain equality. */
 		q->equality = true;
@@ -220,7 +222,7 @@ bool query_operator_known(const char *op, bool top)
 
 /* True when the document's first key makes it an operator document; a DBRef
  * ({$ref, $id}) is a value. */
-static bool is_operator_doc(const bson_iter_t *v)
+bool query_is_operator_doc(const bson_iter_t *v)
 {
 	bson_iter_t it;
 	if (!wire_iter_recurse(v, &it) || !wire_iter_next(&it))
@@ -247,6 +249,37 @@ static uint8_t geo_kind(const char *op, const bson_iter_t *v)
 	return QUERY_GEO_NONE;
 }
 
+/* Whether a $nin / $all list holds a collatable value. */
+static bool list_collates(const bson_iter_t *arr)
+{
+	bson_iter_t el;
+	if (!wire_iter_recurse(arr, &el))
+		return false;
+	while (wire_iter_next(&el))
+		if (collatable(wire_iter_type(&el)))
+			return true;
+	return false;
+}
+
+/* {$regex: r, $options: o} (re on $regex, ops on the document): whether
+ * it is anchored so that an index bounds it. */
+static bool regex_operand_bounded(const bson_iter_t *re, const bson_iter_t *ops)
+{
+	bson_iter_t c;
+	const char *options = NULL, *pattern = NULL, *inner = NULL;
+	if (WIRE_ITER_HOLDS_REGEX(re))
+		pattern = bson_iter_regex(re, &inner);
+	else if (WIRE_ITER_HOLDS_UTF8(re))
+		pattern = bson_iter_utf8(re, NULL);
+	if (!pattern || !wire_iter_recurse(ops, &c))
+		return false;
+	while (wire_iter_next(&c))
+		if (strcmp(wire_iter_key(&c), "$options") == 0 && WIRE_ITER_HOLDS_UTF8(&c))
+			options = bson_iter_utf8(&c, NULL);
+	return query_regex_bounded(pattern, inner) &&
+	       (!options || query_regex_bounded(pattern, options));
+}
+
 /* An operator document on one field: each operator says whether it gives
  * an index bounds, as mongod's planner decides. */
 static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
@@ -268,9 +301,11 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 			note_in(q, &it);
 		} else if (strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 ||
 		           strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) {
-			q->range = true;
+			q->range = q->compared = true;
 			if (!collatable(t))
 				q->bounded_nc = true;
+			else
+				q->collates = true;
 			if (strcmp(op, "$gte") == 0) {
 				gte = it;
 				has_gte = true;
@@ -281,9 +316,23 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 				only_gte_lte = false;
 			}
 			continue;
+		} else if (strcmp(op, "$exists") == 0 && !bson_iter_as_bool(&it)) {
+			/* the null point, as {f: null} (index_bounds_builder;
+			 * SortWhenHashedFieldIsPrefix: an index provides the sort
+			 * after it) */
+			q->point = q->point_nc = q->equality = true;
+			q->bounded_nc = true;
 		} else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 ||
 		           strcmp(op, "$exists") == 0 || strcmp(op, "$regex") == 0) {
 			q->range = true;
+			q->spans_objects |= op[1] != 'r';
+			if (strcmp(op, "$regex") == 0)
+				q->regex_bounded |= regex_operand_bounded(&it, v);
+			else if (op[1] == 'n')
+				q->collates |=
+				    collatable(t) || (t == BSON_TYPE_ARRAY && list_collates(&it));
+		} else if (strcmp(op, "$all") == 0) {
+			q->collates |= t == BSON_TYPE_ARRAY && list_collates(&it);
 		} else if (strcmp(op, "$elemMatch") == 0 && t == BSON_TYPE_DOCUMENT &&
 		           p->nelems < QUERY_ELEMS_MAX) {
 			bson_iter_document(&it, &p->elems[p->nelems].len,
@@ -355,24 +404,58 @@ static bool refuses_list(const bson_iter_t *arr, int depth)
 	return false;
 }
 
+/* The same for an operator document's operators (ops on the document),
+ * and inside a $not's operator document and an $elemMatch's. Inside an
+ * $elemMatch, an operator of either level is taken as known ($or holds
+ * branches there, $gt a bound): an unknown one is refused either way. */
+static bool refuses_ops(const bson_iter_t *ops, int depth, bool elem)
+{
+	bson_iter_t c, sub;
+	if (depth > 20 || !wire_iter_recurse(ops, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (!query_operator_known(k, false) && !(elem && query_operator_known(k, true)))
+			return true;
+		if (elem && WIRE_ITER_HOLDS_ARRAY(&c) &&
+		    (is(k, "$and") || is(k, "$or") || is(k, "$nor")) && refuses_list(&c, depth + 1))
+			return true; /* an $and, $or or $nor of the element's fields */
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&c))
+			continue;
+		if (strcmp(k, "$not") == 0) {
+			if (query_is_operator_doc(&c) && refuses_ops(&c, depth + 1, false))
+				return true;
+		} else if (strcmp(k, "$elemMatch") == 0) {
+			if (query_is_operator_doc(&c)
+			        ? refuses_ops(&c, depth + 1, true)
+			        : wire_iter_recurse(&c, &sub) && refuses_members(&sub, depth + 1))
+				return true;
+		}
+	}
+	return false;
+}
+
 /* The same for a filter's members (it before the first). */
 static bool refuses_members(bson_iter_t *it, int depth)
 {
-	bson_iter_t c;
 	while (wire_iter_next(it)) {
 		const char *k = wire_iter_key(it);
 		if (k[0] == '$') {
 			if (!query_operator_known(k, true) ||
 			    (WIRE_ITER_HOLDS_ARRAY(it) && refuses_list(it, depth)))
 				return true;
-		} else if (WIRE_ITER_HOLDS_DOCUMENT(it) && is_operator_doc(it) &&
-		           wire_iter_recurse(it, &c)) {
-			while (wire_iter_next(&c))
-				if (!query_operator_known(wire_iter_key(&c), false))
-					return true;
+		} else if (WIRE_ITER_HOLDS_DOCUMENT(it) && query_is_operator_doc(it) &&
+		           refuses_ops(it, depth, false)) {
+			return true;
 		}
 	}
 	return false;
+}
+
+bool query_filter_refused(const bson_t *filter)
+{
+	bson_iter_t it;
+	return filter && bson_iter_init(&it, filter) && refuses_members(&it, 0);
 }
 
 static void collect_array(query_preds *p, const bson_iter_t *arr, bool is_or)
@@ -417,12 +500,16 @@ void query_preds_collect(query_preds *p, const bson_t *filter)
 		if (q == NULL)
 			continue;
 		switch (wire_iter_type(&it)) {
-		case BSON_TYPE_REGEX:
+		case BSON_TYPE_REGEX: {
+			const char *options = NULL;
+			const char *pattern = bson_iter_regex(&it, &options);
 			q->any = true;
 			q->range = true;
+			q->regex_bounded |= pattern && query_regex_bounded(pattern, options);
 			break;
+		}
 		case BSON_TYPE_DOCUMENT:
-			if (is_operator_doc(&it))
+			if (query_is_operator_doc(&it))
 				note_operators(p, q, &it);
 			else
 				note_equality(q, &it);
@@ -554,294 +641,6 @@ bool query_regex_bounded(const char *pattern, const char *options)
 	if (literals > 0 && (*c == '*' || *c == '?' || *c == '{'))
 		literals--;
 	return literals > 0;
-}
-
-/* ---- implication: is every document a filter matches also matched by an
- * expression? (a partial index's partialFilterExpression) ----
- *
- * mongod uses a partial index only when the query's filter implies the
- * index's filter (expression::isSubsetOf): an equality or range inside the
- * expression's, field by field. Here each constraint of the expression must
- * follow from one constraint the filter puts on the same field, among the
- * filter's conjuncts (top level and $and); anything this does not compare is
- * "not implied", so a partial index is taken as usable only when it certainly
- * is. One constraint at a time is sound for array fields too: each of the
- * filter's constraints is met by some element, which then meets the
- * expression's constraint it implies. */
-
-typedef enum { IMP_NONE, IMP_EQ, IMP_GT, IMP_GTE, IMP_LT, IMP_LTE, IMP_EXISTS, IMP_IN } imp_op;
-
-#define IMPLY_MAX_DEPTH 8
-
-/* The values this test orders. Comparisons bracket by type ({$gt: 5}
- * matches numbers only), so two values compare only within one class.
- * Strings compare only for equality: their order depends on a collation. */
-enum { CLS_NONE, CLS_NUMBER, CLS_STRING, CLS_DATE, CLS_OID, CLS_BOOL };
-
-static int value_class(const bson_iter_t *v)
-{
-	switch (wire_iter_type(v)) {
-	case BSON_TYPE_INT32:
-	case BSON_TYPE_INT64:
-		return CLS_NUMBER;
-	case BSON_TYPE_DOUBLE:
-		return isnan(bson_iter_double(v)) ? CLS_NONE : CLS_NUMBER;
-	case BSON_TYPE_UTF8:
-		return CLS_STRING;
-	case BSON_TYPE_DATE_TIME:
-		return CLS_DATE;
-	case BSON_TYPE_OID:
-		return CLS_OID;
-	case BSON_TYPE_BOOL:
-		return CLS_BOOL;
-	default:
-		return CLS_NONE;
-	}
-}
-
-static int sign3(double d)
-{
-	return d < 0 ? -1 : d > 0;
-}
-
-/* -1, 0 or 1 as a is below, equal to or above b; *ok false when they are not
- * of one class (or are strings that differ: no order without a collation). */
-static int compare_values(const bson_iter_t *a, const bson_iter_t *b, bool *ok)
-{
-	int cls = value_class(a);
-	*ok = cls != CLS_NONE && cls == value_class(b);
-	if (!*ok)
-		return 0;
-	switch (cls) {
-	case CLS_NUMBER:
-		if (wire_iter_type(a) != BSON_TYPE_DOUBLE &&
-		    wire_iter_type(b) != BSON_TYPE_DOUBLE) {
-			int64_t x = bson_iter_as_int64(a), y = bson_iter_as_int64(b);
-			return x < y ? -1 : x > y;
-		}
-		return sign3(bson_iter_as_double(a) - bson_iter_as_double(b));
-	case CLS_STRING: {
-		uint32_t la, lb;
-		const char *sa = bson_iter_utf8(a, &la), *sb = bson_iter_utf8(b, &lb);
-		*ok = la == lb && memcmp(sa, sb, la) == 0;
-		return 0;
-	}
-	case CLS_DATE: {
-		int64_t x = bson_iter_date_time(a), y = bson_iter_date_time(b);
-		return x < y ? -1 : x > y;
-	}
-	case CLS_OID:
-		return sign3(bson_oid_compare(bson_iter_oid(a), bson_iter_oid(b)));
-	default:
-		return (int)bson_iter_bool(a) - (int)bson_iter_bool(b);
-	}
-}
-
-static imp_op imp_op_of(const char *op, const bson_iter_t *v)
-{
-	if (strcmp(op, "$eq") == 0)
-		return IMP_EQ;
-	if (strcmp(op, "$gt") == 0)
-		return IMP_GT;
-	if (strcmp(op, "$gte") == 0)
-		return IMP_GTE;
-	if (strcmp(op, "$lt") == 0)
-		return IMP_LT;
-	if (strcmp(op, "$lte") == 0)
-		return IMP_LTE;
-	if (strcmp(op, "$in") == 0)
-		return WIRE_ITER_HOLDS_ARRAY(v) ? IMP_IN : IMP_NONE;
-	if (strcmp(op, "$exists") == 0)
-		return bson_iter_as_bool(v) ? IMP_EXISTS : IMP_NONE;
-	return IMP_NONE;
-}
-
-static bool constraint_implies(imp_op qop, const bson_iter_t *v, imp_op pop, const bson_iter_t *c);
-
-/* Whether the value v (matched by equality) meets the constraint (pop, c). */
-static bool value_meets(const bson_iter_t *v, imp_op pop, const bson_iter_t *c)
-{
-	bson_iter_t el;
-	bool ok;
-	if (pop == IMP_EXISTS)
-		return value_class(v) != CLS_NONE; /* not null, missing, or an array */
-	if (pop == IMP_IN) {
-		if (!wire_iter_recurse(c, &el))
-			return false;
-		while (wire_iter_next(&el))
-			if (constraint_implies(IMP_EQ, v, IMP_EQ, &el))
-				return true;
-		return false;
-	}
-	int r = compare_values(v, c, &ok);
-	if (!ok || (value_class(v) == CLS_STRING && pop != IMP_EQ))
-		return false;
-	switch (pop) {
-	case IMP_EQ:
-		return r == 0;
-	case IMP_GT:
-		return r > 0;
-	case IMP_GTE:
-		return r >= 0;
-	case IMP_LT:
-		return r < 0;
-	case IMP_LTE:
-		return r <= 0;
-	default:
-		return false;
-	}
-}
-
-/* A range of the filter (qop: $gt.. $lte, bound v) inside (pop, c). */
-static bool range_implies(imp_op qop, const bson_iter_t *v, imp_op pop, const bson_iter_t *c)
-{
-	bool ok;
-	if (pop == IMP_EXISTS)
-		return value_class(v) != CLS_NONE;
-	if (value_class(v) == CLS_STRING)
-		return false;
-	int r = compare_values(v, c, &ok);
-	if (!ok)
-		return false;
-	bool q_lower = qop == IMP_GT || qop == IMP_GTE;
-	bool p_lower = pop == IMP_GT || pop == IMP_GTE;
-	if ((pop != IMP_GT && pop != IMP_GTE && pop != IMP_LT && pop != IMP_LTE) ||
-	    q_lower != p_lower)
-		return false;
-	/* Strict in the expression and inclusive in the filter: the bound
-	 * itself must be beyond c. */
-	bool strict = (pop == IMP_GT || pop == IMP_LT) && (qop == IMP_GTE || qop == IMP_LTE);
-	if (q_lower)
-		return strict ? r > 0 : r >= 0;
-	return strict ? r < 0 : r <= 0;
-}
-
-static bool constraint_implies(imp_op qop, const bson_iter_t *v, imp_op pop, const bson_iter_t *c)
-{
-	bson_iter_t el;
-	bool any = false;
-	switch (qop) {
-	case IMP_EQ:
-		return value_meets(v, pop, c);
-	case IMP_EXISTS:
-		return pop == IMP_EXISTS;
-	case IMP_IN: /* every value of the $in meets it */
-		if (!wire_iter_recurse(v, &el))
-			return false;
-		while (wire_iter_next(&el)) {
-			if (WIRE_ITER_HOLDS_REGEX(&el) || !value_meets(&el, pop, c))
-				return false;
-			any = true;
-		}
-		return any;
-	case IMP_NONE:
-		return false;
-	default:
-		return range_implies(qop, v, pop, c);
-	}
-}
-
-/* The predicate on one field of the filter (v: its value) implies (pop, c). */
-static bool predicate_implies(const bson_iter_t *v, imp_op pop, const bson_iter_t *c)
-{
-	bson_iter_t op;
-	if (WIRE_ITER_HOLDS_REGEX(v))
-		return false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !is_operator_doc(v))
-		return constraint_implies(IMP_EQ, v, pop, c);
-	if (!wire_iter_recurse(v, &op))
-		return false;
-	while (wire_iter_next(&op))
-		if (constraint_implies(imp_op_of(wire_iter_key(&op), &op), &op, pop, c))
-			return true;
-	return false;
-}
-
-/* Some conjunct of doc (top level or in $and) on field implies (pop, c). */
-static bool doc_implies(const bson_t *doc, const char *field, imp_op pop, const bson_iter_t *c,
-                        int depth)
-{
-	bson_iter_t it, el;
-	bson_t sub;
-	if (depth > IMPLY_MAX_DEPTH || !bson_iter_init(&it, doc))
-		return false;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (strcmp(k, "$and") == 0) {
-			if (WIRE_ITER_HOLDS_ARRAY(&it) && wire_iter_recurse(&it, &el))
-				while (wire_iter_next(&el))
-					if (wire_iter_doc_view(&el, &sub) &&
-					    doc_implies(&sub, field, pop, c, depth + 1))
-						return true;
-		} else if (strcmp(k, field) == 0 && predicate_implies(&it, pop, c)) {
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool filters_imply(const bson_t *const *filters, size_t n, const char *field, imp_op pop,
-                          const bson_iter_t *c)
-{
-	for (size_t i = 0; i < n; i++)
-		if (filters[i] && doc_implies(filters[i], field, pop, c, 0))
-			return true;
-	return false;
-}
-
-/* Every constraint the expression puts on field (v: its value) follows. */
-static bool field_implied(const bson_t *const *filters, size_t n, const char *field,
-                          const bson_iter_t *v)
-{
-	bson_iter_t op;
-	if (WIRE_ITER_HOLDS_REGEX(v))
-		return false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !is_operator_doc(v))
-		return filters_imply(filters, n, field, IMP_EQ, v);
-	if (!wire_iter_recurse(v, &op))
-		return false;
-	while (wire_iter_next(&op)) {
-		imp_op pop = imp_op_of(wire_iter_key(&op), &op);
-		if (pop == IMP_NONE || !filters_imply(filters, n, field, pop, &op))
-			return false; /* $type, $exists: false, ...: not compared here */
-	}
-	return true;
-}
-
-static bool expr_implied(const bson_t *const *filters, size_t n, const bson_t *expr, int depth)
-{
-	bson_iter_t it, el;
-	bson_t sub;
-	if (depth > IMPLY_MAX_DEPTH || !bson_iter_init(&it, expr))
-		return false;
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		bool is_and = strcmp(k, "$and") == 0, is_or = strcmp(k, "$or") == 0;
-		if (k[0] != '$') {
-			if (!field_implied(filters, n, k, &it))
-				return false;
-			continue;
-		}
-		if ((!is_and && !is_or) || !WIRE_ITER_HOLDS_ARRAY(&it) ||
-		    !wire_iter_recurse(&it, &el))
-			return false;
-		bool some = false; /* $or: one branch implied is enough */
-		while (wire_iter_next(&el)) {
-			bool b = wire_iter_doc_view(&el, &sub) &&
-			         expr_implied(filters, n, &sub, depth + 1);
-			if (is_and && !b)
-				return false;
-			some |= b;
-		}
-		if (is_or && !some)
-			return false;
-	}
-	return true;
-}
-
-bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr)
-{
-	return expr != NULL && expr_implied(filters, n, expr, 0);
 }
 
 /* ---- $expr ---- */

@@ -32,6 +32,21 @@ typedef struct query_pred {
 	bool range;      /* an ESR range operator: $gt.., $ne, $nin, $regex, $exists,
 	                    a regex value, or an $in of two or more values */
 	uint8_t geo;     /* QUERY_GEO_*: the index kind $geoWithin / $geoIntersects needs */
+	/* Some predicate compares collatable values (strings, documents,
+	 * arrays: an equality, $in, a range, $ne, $nin, $all): the query's
+	 * collation decides it. A regex never does ($regex ignores the
+	 * collation), nor $exists, $type, $size or $mod. */
+	bool collates;
+	/* An anchored regex ({a: /^x/}, $regex) bounds the field on an index
+	 * with the simple collation, whatever the query's (planner_ixselect:
+	 * a regex's bounds are raw strings); on an index with another
+	 * collation it bounds nothing. */
+	bool regex_bounded;
+	/* $ne, $nin or $exists: true, whose bounds take in documents and
+	 * arrays, unless a point or a comparison ($gt, ...) narrows them
+	 * (compared): a wildcard index then scans the field's sub-paths too */
+	bool spans_objects;
+	bool compared;
 } query_pred;
 
 /* The geo index a $geoWithin or $geoIntersects can use (only one of its
@@ -78,6 +93,13 @@ void query_preds_init(query_preds *p);
  * no rule judges such a query. The internal $_internal... operators are
  * taken as known. */
 bool query_operator_known(const char *op, bool top);
+
+/* Whether mongod refuses filter for an operator it does not know, at any
+ * depth: the filter's top level, each field's operator document, inside
+ * $and / $or / $nor branches, $not and $elemMatch. mongod parses the whole
+ * filter before it runs any of it, so one unknown operator anywhere fails
+ * the whole statement: the engine reports no finding on it (verdict.c). */
+bool query_filter_refused(const bson_t *filter);
 void query_preds_collect(query_preds *p, const bson_t *filter);
 
 /* An $and or $or array as the planner reads it, for any predicate
@@ -142,6 +164,10 @@ sort_spec_kind query_sort_parse(const bson_t *sort, sort_spec *out);
  * by the literal characters after the anchor. */
 bool query_regex_bounded(const char *pattern, const char *options);
 
+/* Whether the document v is on holds operators ({$gt: 1}): its first key
+ * starts with '$' and is not a DBRef's ($ref, $id, $db). */
+bool query_is_operator_doc(const bson_iter_t *v);
+
 /* Whether every document matched by all of filters (n documents, a
  * conjunction; NULL entries are skipped) is certainly matched by expr, a
  * partialFilterExpression: each of expr's constraints (equality, $eq, $in,
@@ -150,7 +176,7 @@ bool query_regex_bounded(const char *pattern, const char *options);
  * $exists: true, at the top level or under $and). Numbers, dates, ObjectIds
  * and booleans are ordered; strings only compare equal byte for byte. False
  * whenever it cannot tell: mongod uses a partial index only when the
- * implication holds (expression::isSubsetOf). */
+ * implication holds (expression::isSubsetOf). In implies.c. */
 bool query_implies(const bson_t *const *filters, size_t n, const bson_t *expr);
 
 /* Collation helpers. NULL, {} and {locale: "simple"} are the simple

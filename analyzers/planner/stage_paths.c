@@ -326,11 +326,14 @@ static const char *back_past(const stage_paths *ch, const stage_change *st, cons
 	return !touched && unchanged(ch, st, f) ? f : NULL;
 }
 
-unsigned stage_paths_back(const stage_paths *ch, const char *f, const bson_iter_t *match,
-                          const char **name)
+bool stage_paths_group_ok(const stage_paths *ch, const bson_iter_t *match)
+{
+	return ch->groups && group_swappable(match);
+}
+
+unsigned stage_paths_back(const stage_paths *ch, const char *f, bool group_ok, const char **name)
 {
 	unsigned passed = 0;
-	bool group_ok = ch->groups && f && group_swappable(match);
 	for (unsigned s = ch->nstages; s-- > 0; passed++) {
 		const stage_change *st = &ch->stage[s];
 		if (!f) { /* an operator member: only past what changes nothing */

@@ -73,18 +73,24 @@ static inline void stage_paths_init(stage_paths *p)
 bool stage_paths_add(stage_paths *p, const char *k, const bson_iter_t *v)
     __attribute__((warn_unused_result));
 
+/* Whether the members of the $match whose value is match (its document)
+ * move past the $group stages added (stage_paths.c: mongod moves a $match
+ * past a $group only when it names no top-level operator, $exists or
+ * $type): asked once per $match, for stage_paths_back. */
+bool stage_paths_group_ok(const stage_paths *p, const bson_iter_t *match);
+
 /* How many of the stages added last a $match member on the plain field f
- * (NULL: an operator member) moves back past; match: the $match's value
- * (its document). When name is not NULL it is set to the member's field
- * where it lands (f, or the field a rename computed it from). */
-unsigned stage_paths_back(const stage_paths *p, const char *f, const bson_iter_t *match,
-                          const char **name);
+ * (NULL: an operator member) moves back past; group_ok:
+ * stage_paths_group_ok of its $match. When name is not NULL it is set to
+ * the member's field where it lands (f, or the field a rename computed it
+ * from). */
+unsigned stage_paths_back(const stage_paths *p, const char *f, bool group_ok, const char **name);
 
 /* Whether such a member moves past every stage added. */
-static inline bool stage_paths_pass(const stage_paths *p, const char *f, const bson_iter_t *match,
+static inline bool stage_paths_pass(const stage_paths *p, const char *f, bool group_ok,
                                     const char **name)
 {
-	return stage_paths_back(p, f, match, name) == p->nstages;
+	return stage_paths_back(p, f, group_ok, name) == p->nstages;
 }
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "analyzers/planner/query_preds.h"
 #include "analyzers/planner/stage_paths.h"
 #include "protocol/wire_iter.h"
 
@@ -21,12 +22,13 @@ static bool stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 {
 	bson_iter_t it;
 	out->from = out->local = out->foreign = NULL;
-	out->has_pipeline = false;
+	out->has_pipeline = out->has_from = false;
 	out->graph = graph;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &it))
 		return false;
 	while (wire_iter_next(&it)) {
 		const char *k = wire_iter_key(&it);
+		out->has_from |= strcmp(k, "from") == 0;
 		if (!graph && strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it)) {
 			out->pipeline = it;
 			out->has_pipeline = true;
@@ -83,8 +85,8 @@ typedef struct walker {
 	void *arg;
 } walker;
 
-static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll,
-                          int depth);
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth,
+                          const pipe_access *parent);
 
 static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *stage,
                  const char *coll, const bson_iter_t *it)
@@ -95,14 +97,15 @@ static bool emit(const walker *w, pipe_access_kind kind, int depth, const char *
 
 /* A sub-pipeline at depth, run against coll: its SUB, then its stages. */
 static bool sub(const walker *w, const char *stage, const char *coll, const bson_iter_t *pipeline,
-                const lookup_stage *join, int depth)
+                const lookup_stage *join, int depth, const bson_iter_t *outer, unsigned index)
 {
-	pipe_access a = {PIPE_SUB, depth, stage, coll, pipeline, stage[1] == 'f', join, NULL, 0};
+	pipe_access a = {PIPE_SUB,        depth, stage, coll, pipeline,
+	                 stage[1] == 'f', join,  outer, index};
 	if (depth > PIPELINE_MAX_DEPTH) {
 		a.kind = PIPE_TOO_DEEP;
 		return w->fn(w->arg, &a);
 	}
-	return w->fn(w->arg, &a) && walk_pipeline(w, pipeline, coll, depth);
+	return w->fn(w->arg, &a) && walk_pipeline(w, pipeline, coll, depth, &a);
 }
 
 /* An iterator on the member `key` of the document it is on. */
@@ -126,7 +129,7 @@ static bool join(const walker *w, const bson_iter_t *c, const char *k, const cha
 	if (graph)
 		return !member(c, "restrictSearchWithMatch", &r) ||
 		       emit(w, PIPE_MATCH, depth, k, inner, &r);
-	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1);
+	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1, NULL, 0);
 }
 
 static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, int depth)
@@ -144,12 +147,13 @@ static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, 
 			pipeline = it, has_pipeline = true;
 	}
 	return !has_pipeline ||
-	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1);
+	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1, NULL, 0);
 }
 
 /* The stage at index of pipeline (its iterator on the stage). */
 static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned index,
-                       const bson_iter_t *stage, const char *coll, int depth)
+                       const bson_iter_t *stage, const char *coll, int depth,
+                       const pipe_access *parent)
 {
 	bson_iter_t c, r;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &c))
@@ -159,8 +163,15 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 		bool ok = true;
 		switch (stage_of(k)) {
 		case ST_MATCH: {
-			pipe_access a = {PIPE_MATCH, depth, k,        coll, &c,
-			                 false,      NULL,  pipeline, index};
+			pipe_access a = {PIPE_MATCH,
+			                 depth,
+			                 k,
+			                 coll,
+			                 &c,
+			                 parent && parent->facet,
+			                 parent ? parent->join : NULL,
+			                 pipeline,
+			                 index};
 			ok = w->fn(w->arg, &a);
 			break;
 		}
@@ -178,7 +189,8 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 			if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &r))
 				while (ok && wire_iter_next(&r))
 					ok = !WIRE_ITER_HOLDS_ARRAY(&r) ||
-					     sub(w, "$facet", coll, &r, NULL, depth + 1);
+					     sub(w, "$facet", coll, &r, NULL, depth + 1, pipeline,
+					         index);
 			break;
 		case ST_OTHER:
 			break;
@@ -189,56 +201,68 @@ static bool walk_stage(const walker *w, const bson_iter_t *pipeline, unsigned in
 	return true;
 }
 
-static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth)
+static bool walk_pipeline(const walker *w, const bson_iter_t *pipeline, const char *coll, int depth,
+                          const pipe_access *parent)
 {
 	bson_iter_t s;
 	if (!WIRE_ITER_HOLDS_ARRAY(pipeline) || !wire_iter_recurse(pipeline, &s))
 		return true;
 	for (unsigned i = 0; wire_iter_next(&s); i++)
-		if (!walk_stage(w, pipeline, i, &s, coll, depth))
+		if (!walk_stage(w, pipeline, i, &s, coll, depth, parent))
 			return false;
 	return true;
 }
 
-/* Where mongod's optimization moves a $match member on f (NULL: an
- * operator member) of the stage at index, match on that stage's value:
- * just past the last stage before it that the member cannot move past
- * (stage_paths.h). at: its field there. A stage the model cannot hold
- * counts as one no member moves past. */
-static unsigned member_slot(const bson_iter_t *pipeline, unsigned index, const char *f,
-                            const bson_iter_t *match, const char **at)
+/* The stages before the $match at index of pipeline, as its members move
+ * back past them (stage_paths.h): only those after the last stage no
+ * member moves past (base: its index + 1; a stage the model cannot hold
+ * counts as one). Built once per $match; match on that stage's value. */
+typedef struct slot_model {
+	stage_paths p;
+	unsigned base;
+	bool group_ok;
+} slot_model;
+
+static void slot_model_build(slot_model *sm, const bson_iter_t *pipeline, unsigned index,
+                             const bson_iter_t *match)
 {
 	bson_iter_t s, c;
-	stage_paths p;
-	unsigned base = 0; /* the stage after the last blocking one */
-	*at = f;
+	stage_paths_init(&sm->p);
+	sm->base = index; /* unreadable: no member moves */
 	if (!wire_iter_recurse(pipeline, &s))
-		return index;
-	stage_paths_init(&p);
+		return;
+	sm->base = 0;
 	for (unsigned i = 0; i < index && wire_iter_next(&s); i++) {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&s) || !wire_iter_recurse(&s, &c) ||
-		    !wire_iter_next(&c) || !stage_paths_add(&p, wire_iter_key(&c), &c)) {
-			stage_paths_init(&p);
-			base = i + 1;
+		    !wire_iter_next(&c) || !stage_paths_add(&sm->p, wire_iter_key(&c), &c)) {
+			stage_paths_init(&sm->p);
+			sm->base = i + 1;
 		}
 	}
-	return base + p.nstages - stage_paths_back(&p, f, match, at);
+	sm->group_ok = stage_paths_group_ok(&sm->p, match);
+}
+
+/* Where mongod's optimization moves a member on f (NULL: an operator
+ * member) of that $match: just past the last stage before it that the
+ * member cannot move past. at: its field there. */
+static unsigned member_slot(const slot_model *sm, const char *f, const char **at)
+{
+	*at = f;
+	return sm->base + sm->p.nstages - stage_paths_back(&sm->p, f, sm->group_ok, at);
 }
 
 typedef struct members {
-	const bson_iter_t *pipeline;
-	unsigned index; /* of the stage being read */
-	unsigned slot;  /* where a's member lands */
-	const char *at; /* a's member's field there */
+	const slot_model *sm; /* of the $match being read */
+	unsigned slot;        /* where a's member lands */
+	const char *at;       /* a's member's field there */
 	bool (*fn)(void *arg, const char *field, const bson_iter_t *member);
 	void *arg;
 } members;
 
 /* The plain members of a $match's filter (and of a top-level $and in it,
  * nested) that land where a's does, on another field there: fn on each,
- * with that field, until it says true. match: the $match's value. */
-static bool each_member(const members *m, const bson_iter_t *match, const bson_iter_t *filter,
-                        int depth)
+ * with that field, until it says true. */
+static bool each_member(const members *m, const bson_iter_t *filter, int depth)
 {
 	bson_iter_t c, e;
 	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
@@ -248,15 +272,26 @@ static bool each_member(const members *m, const bson_iter_t *match, const bson_i
 		if (strcmp(k, "$and") == 0 && WIRE_ITER_HOLDS_ARRAY(&c) &&
 		    wire_iter_recurse(&c, &e)) {
 			while (wire_iter_next(&e))
-				if (each_member(m, match, &e, depth + 1))
+				if (each_member(m, &e, depth + 1))
 					return true;
-		} else if (k[0] != '$' &&
-		           member_slot(m->pipeline, m->index, k, match, &at) == m->slot &&
+		} else if (k[0] != '$' && member_slot(m->sm, k, &at) == m->slot &&
 		           !(m->at && strcmp(at, m->at) == 0) && m->fn(m->arg, at, &c)) {
 			return true;
 		}
 	}
 	return false;
+}
+
+unsigned pipe_match_slot(const pipe_access *a, const char *f)
+{
+	if (a->kind != PIPE_MATCH || !a->pipeline)
+		return 0;
+	if (a->index >= PIPE_MERGE_STAGES)
+		return a->index;
+	slot_model sm;
+	const char *at;
+	slot_model_build(&sm, a->pipeline, a->index, a->it);
+	return member_slot(&sm, f, &at);
 }
 
 bool pipe_match_members(const pipe_access *a, const char *f,
@@ -267,8 +302,10 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 	if (a->kind != PIPE_MATCH || !a->pipeline || a->index >= PIPE_MERGE_STAGES ||
 	    !wire_iter_recurse(a->pipeline, &s))
 		return false;
-	members m = {a->pipeline, 0, 0, NULL, fn, arg};
-	m.slot = member_slot(a->pipeline, a->index, f, a->it, &m.at);
+	slot_model sm; /* a's $match's, then each later $match's */
+	slot_model_build(&sm, a->pipeline, a->index, a->it);
+	members m = {&sm, 0, NULL, fn, arg};
+	m.slot = member_slot(&sm, f, &m.at);
 	/* a member lands at its own stage or before: only stages from a's
 	 * slot on, and only up to a stage no member moves past */
 	for (unsigned i = 0; i < PIPE_MERGE_STAGES && wire_iter_next(&s); i++) {
@@ -279,8 +316,8 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 		if (i < m.slot)
 			continue;
 		if (stage_of(k) == ST_MATCH) {
-			m.index = i;
-			if (each_member(&m, &c, &c, 0))
+			slot_model_build(&sm, a->pipeline, i, &c);
+			if (each_member(&m, &c, 0))
 				return true;
 			continue;
 		}
@@ -295,7 +332,20 @@ bool pipe_match_members(const pipe_access *a, const char *f,
 bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg)
 {
 	walker w = {fn, arg};
-	return walk_pipeline(&w, pipeline, NULL, 0);
+	return walk_pipeline(&w, pipeline, NULL, 0, NULL);
+}
+
+/* Stops the walk at a filter mongod refuses. */
+static bool filter_accepted(void *arg, const pipe_access *a)
+{
+	bson_t f;
+	(void)arg;
+	return a->kind != PIPE_MATCH || !wire_iter_doc_view(a->it, &f) || !query_filter_refused(&f);
+}
+
+bool pipeline_refused(const bson_iter_t *pipeline)
+{
+	return !pipeline_walk(pipeline, filter_accepted, NULL);
 }
 
 static bool nesting(const char *k)

@@ -27,6 +27,10 @@ typedef struct lookup_stage {
 	bool has_pipeline;
 	bson_iter_t pipeline; /* valid when has_pipeline */
 	bool graph;           /* $graphLookup */
+	/* a from field of any type ({db, coll} names a collection too); a
+	 * $lookup without one reads no collection: its pipeline starts with
+	 * $documents */
+	bool has_from;
 } lookup_stage;
 
 /* stage: an iterator on the $lookup's value. False when it is no document. */
@@ -49,11 +53,17 @@ typedef struct pipe_access {
 	 * innermost named; NULL: the request's own); a $facet branch, its
 	 * pipeline's. */
 	const char *coll;
-	const bson_iter_t *it;    /* MATCH: the filter; SUB: the pipeline (an array) */
-	bool facet;               /* SUB: a $facet branch (runs on its input: no index) */
-	const lookup_stage *join; /* JOIN, and a $lookup's SUB: the stage's fields */
+	const bson_iter_t *it; /* MATCH: the filter; SUB: the pipeline (an array) */
+	/* SUB: a $facet branch (runs on its input: no index); a $match stage's
+	 * MATCH: in such a branch (its nearest enclosing sub-pipeline is one) */
+	bool facet;
+	/* JOIN, and a $lookup's SUB: the stage's fields; a $match stage's
+	 * MATCH: the $lookup whose pipeline it is in (nearest; NULL: none) */
+	const lookup_stage *join;
 	/* MATCH of a $match stage: the pipeline it is in (an iterator on the
-	 * array) and its place there, for pipe_match_members; NULL otherwise. */
+	 * array) and its place there, for pipe_match_members; a $facet
+	 * branch's SUB: the pipeline the $facet stage is in, and its place;
+	 * NULL otherwise. */
 	const bson_iter_t *pipeline;
 	unsigned index;
 } pipe_access;
@@ -75,11 +85,22 @@ bool pipe_match_members(const pipe_access *a, const char *f,
                         bool (*fn)(void *arg, const char *field, const bson_iter_t *member),
                         void *arg);
 
+/* Where mongod's optimization lands a's member on the plain field f (NULL:
+ * an operator member), a a $match stage's MATCH: the index of the first
+ * stage it cannot move before (0: the pipeline's head, where the query
+ * layer reads it; past PIPE_MERGE_STAGES, a's own index). */
+unsigned pipe_match_slot(const pipe_access *a, const char *f);
+
 /* Calls fn for each access of pipeline (an iterator on an array of
  * stages), in stage order, a sub-pipeline's after its SUB; fn returns
  * false to stop the walk, which then returns false. */
 typedef bool (*pipe_visit)(void *arg, const pipe_access *a);
 bool pipeline_walk(const bson_iter_t *pipeline, pipe_visit fn, void *arg);
+
+/* Whether mongod refuses pipeline for an operator it does not know in a
+ * filter some stage applies, at any depth (query_filter_refused): it
+ * parses every stage, sub-pipelines included, before it runs any. */
+bool pipeline_refused(const bson_iter_t *pipeline);
 
 /* Whether the array's bytes may hold a stage pipeline_walk reports
  * anything but $match for (a byte search; false: certainly none). */

@@ -54,6 +54,12 @@ typedef struct rule_site {
 	/* The engine's: in a late call, the kinds of check owed here (only
 	 * they run). */
 	unsigned late_kinds;
+	/* The engine's: what mongod parses of the statement before it runs
+	 * any of it, each NULL when there is none: the statement's filter (an
+	 * iterator on the document), its update, the request's pipeline. A
+	 * finding on a statement mongod refuses for an operator it does not
+	 * know, anywhere in them, is not reported (verdict.c). */
+	const bson_iter_t *parsed_filter, *parsed_update, *parsed_pipeline;
 } rule_site;
 
 /* What a query plan is chosen from: the question the collection-scan rule
@@ -76,6 +82,7 @@ typedef struct rule_query {
 	rule_query_kind kind;
 	sort_query q;             /* db, coll, filter (NULL: none), sort, collation, hint */
 	int64_t limit;            /* documents the command reads at most; 0: no limit */
+	int64_t skip;             /* of them, those a find's skip drops first (in limit) */
 	const char *distinct_key; /* distinct's key, or NULL */
 	bool min_max;             /* find's min / max: bounds of the hinted index */
 	bool counts;              /* an aggregate counting what its $match selects (countDocuments):

@@ -27,8 +27,8 @@ typedef struct first_join {
 static bool on_access(void *arg, const pipe_access *a)
 {
 	first_join *j = arg;
-	if (a->kind != PIPE_JOIN)
-		return true;
+	if (a->kind != PIPE_JOIN || !a->join->has_from)
+		return true; /* a $lookup of $documents joins no collection */
 	j->stage = a->join->graph ? "$graphLookup" : "$lookup";
 	if (j->from && j->from_len) {
 		const char *f = a->join->from ? a->join->from : "";

@@ -145,35 +145,68 @@ static const char *size_of_path(const bson_iter_t *v)
 	return one && path[0] == '$' && path[1] && path[1] != '$' ? path + 1 : NULL;
 }
 
+/* "$a" (not "$$var"): the field's path, or NULL. */
+static const char *field_path(const bson_iter_t *v)
+{
+	if (!WIRE_ITER_HOLDS_UTF8(v))
+		return NULL;
+	const char *s = bson_iter_utf8(v, NULL);
+	return s[0] == '$' && s[1] && s[1] != '$' ? s + 1 : NULL;
+}
+
+/* {op: [x, y]}, e on it: the operator's name, with x and y on its two
+ * operands; NULL for anything else (more keys or operands: the server
+ * refuses it). */
+static const char *two_operands(const bson_iter_t *e, bson_iter_t *x, bson_iter_t *y)
+{
+	bson_iter_t c, a;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) || !wire_iter_next(&c) ||
+	    !WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
+		return NULL;
+	*x = a;
+	if (!wire_iter_next(&a))
+		return NULL;
+	*y = a;
+	if (wire_iter_next(&a))
+		return NULL;
+	const char *op = wire_iter_key(&c);
+	return wire_iter_next(&c) ? NULL : op;
+}
+
 /* $expr: {$lt: [{$size: "$a"}, N]} / $lte, or {$gt: [N, {$size: "$a"}]} /
- * $gte; an $and of expressions is a conjunction too. */
+ * $gte; a counter compared with a number, as a field's operators are
+ * (field_guards); an $and of expressions is a conjunction too. */
 static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 {
 	bson_iter_t c, args, x, y;
 	if (depth > MAX_DEPTH || !WIRE_ITER_HOLDS_DOCUMENT(e) || !wire_iter_recurse(e, &c) ||
 	    !wire_iter_next(&c))
 		return;
-	const char *op = wire_iter_key(&c);
-	if (!WIRE_ITER_HOLDS_ARRAY(&c) || !wire_iter_recurse(&c, &args))
-		return;
-	if (key_eq(op, "$and")) {
-		while (wire_iter_next(&args))
-			expr_guards(g, &args, depth + 1);
+	if (key_eq(wire_iter_key(&c), "$and")) {
+		if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &args))
+			while (wire_iter_next(&args))
+				expr_guards(g, &args, depth + 1);
 		return;
 	}
-	bool below = key_eq(op, "$lt") || key_eq(op, "$lte");
-	bool above = key_eq(op, "$gt") || key_eq(op, "$gte");
-	if (!(below || above) || !wire_iter_next(&args))
+	const char *op = two_operands(e, &x, &y);
+	bool below = op && (key_eq(op, "$lt") || key_eq(op, "$lte"));
+	bool above = op && (key_eq(op, "$gt") || key_eq(op, "$gte"));
+	if (!(below || above))
 		return;
-	x = args;
-	if (!wire_iter_next(&args))
-		return;
-	y = args;
-	if (wire_iter_next(&args))
-		return; /* the server wants exactly two */
 	const char *path = below ? size_of_path(&x) : size_of_path(&y);
-	if (path && is_number(below ? &y : &x))
+	if (path && is_number(below ? &y : &x)) {
 		add_guard(g->arrays, &g->narrays, path, strlen(path));
+		return;
+	}
+	/* a counter: {$lt: ["$n", N]} holds n below N (as {n: {$lt: N}}
+	 * does), {$gt: [N, "$n"]} too; {$gt: ["$n", N]} holds it above */
+	const char *fx = field_path(&x), *fy = field_path(&y);
+	if (fx && is_number(&y))
+		add_guard(below ? g->counters : g->floors, below ? &g->ncounters : &g->nfloors, fx,
+		          strlen(fx));
+	else if (fy && is_number(&x))
+		add_guard(below ? g->floors : g->counters, below ? &g->nfloors : &g->ncounters, fy,
+		          strlen(fy));
 }
 
 static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth);
@@ -371,9 +404,115 @@ static bool refs_path_unbounded(const bson_iter_t *it, const char *path, int dep
 	return false;
 }
 
+/* The counters an update pipeline increments: fields a $set / $addFields
+ * assigns {$add: ["$n", k]} (or [k, "$n"]) with k a positive number. */
+#define PIPE_COUNTERS_MAX 8
+
+typedef struct pipe_counters {
+	const char *f[PIPE_COUNTERS_MAX];
+	size_t n;
+} pipe_counters;
+
+/* The field v increments ({$add: ["$n", k]}, k > 0), or NULL. */
+static const char *increment_of(const bson_iter_t *v)
+{
+	bson_iter_t x, y;
+	const char *op = two_operands(v, &x, &y);
+	if (!op || !key_eq(op, "$add"))
+		return NULL;
+	const char *f = field_path(&x);
+	const bson_iter_t *k = &y;
+	if (!f) {
+		f = field_path(&y);
+		k = &x;
+	}
+	return f && is_number(k) && bson_iter_as_double(k) > 0 ? f : NULL;
+}
+
+static void pipe_counters_read(pipe_counters *pc, const bson_iter_t *pipeline)
+{
+	bson_iter_t stage, c, m;
+	pc->n = 0;
+	if (!wire_iter_recurse(pipeline, &stage))
+		return;
+	while (wire_iter_next(&stage)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&stage) || !wire_iter_recurse(&stage, &c) ||
+		    !wire_iter_next(&c) ||
+		    !(key_eq(wire_iter_key(&c), "$set") ||
+		      key_eq(wire_iter_key(&c), "$addFields")) ||
+		    !wire_iter_recurse(&c, &m))
+			continue;
+		while (wire_iter_next(&m)) {
+			const char *f = increment_of(&m);
+			if (f && strcmp(f, wire_iter_key(&m)) == 0 && pc->n < PIPE_COUNTERS_MAX)
+				pc->f[pc->n++] = f;
+		}
+	}
+}
+
+/* Whether a $cond's if holds the array at path ("$a") below a length
+ * ({$lt: [{$size: "$a"}, N]}, $lte, or {$gt: [N, {$size: "$a"}]}, $gte),
+ * or a counter the pipeline increments below a number ({$lt: ["$n", N]}):
+ * its then-branch appends only while that holds, as a filter guard's
+ * update does. */
+static bool cond_bounds(const bson_iter_t *cond, const char *path, const pipe_counters *pc)
+{
+	bson_iter_t x, y;
+	const char *op = two_operands(cond, &x, &y);
+	bool below = op && (key_eq(op, "$lt") || key_eq(op, "$lte"));
+	if (!below && !(op && (key_eq(op, "$gt") || key_eq(op, "$gte"))))
+		return false;
+	const bson_iter_t *held = below ? &x : &y, *bound = below ? &y : &x;
+	if (!is_number(bound))
+		return false;
+	const char *sized = size_of_path(held), *counter = field_path(held);
+	if (sized && strcmp(sized, path + 1) == 0)
+		return true;
+	for (size_t i = 0; counter && pc && i < pc->n; i++)
+		if (strcmp(pc->f[i], counter) == 0)
+			return true;
+	return false;
+}
+
+static bool concat_appends(const bson_iter_t *expr, const char *path, int depth,
+                           const pipe_counters *pc);
+
+/* {$cond: [if, then, else]} or {$cond: {if, then, else}}, c on it: an
+ * append in then is bounded when if bounds it (cond_bounds). */
+static bool cond_appends(const bson_iter_t *c, const char *path, int depth, const pipe_counters *pc)
+{
+	bson_iter_t m, cond, then, other;
+	bool has[3] = {false, false, false};
+	if (!wire_iter_recurse(c, &m))
+		return false;
+	for (int i = 0; wire_iter_next(&m); i++) {
+		const char *k = wire_iter_key(&m);
+		int at = WIRE_ITER_HOLDS_ARRAY(c) ? i
+		         : key_eq(k, "if")        ? 0
+		         : key_eq(k, "then")      ? 1
+		         : key_eq(k, "else")      ? 2
+		                                  : 3;
+		if (at == 0)
+			cond = m, has[0] = true;
+		else if (at == 1)
+			then = m, has[1] = true;
+		else if (at == 2)
+			other = m, has[2] = true;
+		else
+			return concat_appends(c, path, depth + 1, pc); /* not read: walk it whole */
+	}
+	if (!has[0] || !has[1] || !has[2])
+		return concat_appends(c, path, depth + 1, pc);
+	bool bounded = cond_bounds(&cond, path, pc);
+	return concat_appends(&cond, path, depth + 1, pc) ||
+	       (!bounded && concat_appends(&then, path, depth + 1, pc)) ||
+	       concat_appends(&other, path, depth + 1, pc);
+}
+
 /* Is there a $concatArrays, not under $slice, with an operand that reads
- * the assigned field unbounded? */
-static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
+ * the assigned field unbounded? pc: the pipeline's counters (NULL: none). */
+static bool concat_appends(const bson_iter_t *expr, const char *path, int depth,
+                           const pipe_counters *pc)
 {
 	bson_iter_t c;
 	if (depth > MAX_DEPTH)
@@ -400,7 +539,13 @@ static bool concat_appends(const bson_iter_t *expr, const char *path, int depth)
 			 * which a client chooses. */
 			continue;
 		}
-		if (concat_appends(&c, path, depth + 1))
+		if (k && key_eq(k, "$cond") &&
+		    (WIRE_ITER_HOLDS_ARRAY(&c) || WIRE_ITER_HOLDS_DOCUMENT(&c))) {
+			if (cond_appends(&c, path, depth + 1, pc))
+				return true;
+			continue;
+		}
+		if (concat_appends(&c, path, depth + 1, pc))
 			return true;
 	}
 	return false;
@@ -432,6 +577,7 @@ typedef struct pipe_paths {
 		uint8_t state; /* path_state */
 	} at[PIPE_PATHS_MAX];
 	size_t n;
+	const pipe_counters *counters; /* the counters the pipeline increments */
 } pipe_paths;
 
 static uint8_t *path_state_of(pipe_paths *pp, const char *field)
@@ -447,7 +593,7 @@ static void assign(pipe_paths *pp, const char *field, const char *path, const bs
                    push_hit *hit, bool *found, int depth)
 {
 	uint8_t *st = path_state_of(pp, field);
-	bool appends = concat_appends(expr, path, depth);
+	bool appends = concat_appends(expr, path, depth, pp->counters);
 	if (!appends && refs_path_unbounded(expr, path, depth))
 		return; /* read whole ({$reverseArray: "$a"}): as it was */
 	path_state to = appends && !(st && *st == PATH_BOUNDED) ? PATH_GROWN : PATH_BOUNDED;
@@ -506,7 +652,10 @@ static bool check_pipeline(const bson_iter_t *pipeline, const push_guards *g, pu
 	bson_iter_t stage, c;
 	bool found = false;
 	pipe_paths pp; /* 3 KB, for pipeline updates only; the paths are read up to n */
+	pipe_counters pc;
 	pp.n = 0;
+	pp.counters = &pc;
+	pipe_counters_read(&pc, pipeline);
 	if (!wire_iter_recurse(pipeline, &stage))
 		return false;
 	while (wire_iter_next(&stage)) {

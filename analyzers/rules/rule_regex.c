@@ -7,6 +7,7 @@
 
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
+#include "analyzers/planner/points.h"
 #include "analyzers/planner/stages.h"
 #include "analyzers/rules/rule_api.h"
 #include "analyzers/rules/rule_scan.h"
@@ -334,80 +335,12 @@ static bool walk_expr(const bson_iter_t *it, regex_hit *hit, int depth)
 	return false;
 }
 
-/* An equality, $in or $all of literal values on a field k: an index on k bounds the
- * read to the documents it names (an _id's, always), so a pattern beside it
- * is a residual filter on those documents, not a scan of every key. */
-static bool point_value(const bson_iter_t *it)
-{
-	if (WIRE_ITER_HOLDS_REGEX(it))
-		return false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
-		return true; /* a scalar or an array: an equality */
-	bson_iter_t op;
-	if (!wire_iter_recurse(it, &op) || !wire_iter_next(&op))
-		return true; /* {} */
-	const char *k = wire_iter_key(&op);
-	if (k[0] != '$' || key_eq(k, "$ref") || key_eq(k, "$id") || key_eq(k, "$db"))
-		return true; /* an embedded document, or a DBRef */
-	do {
-		k = wire_iter_key(&op);
-		if (key_eq(k, "$eq") && !WIRE_ITER_HOLDS_REGEX(&op) &&
-		    !WIRE_ITER_HOLDS_DOCUMENT(&op))
-			return true;
-		/* $in: the values' points ([] reads nothing); $all: each value's,
-		 * an $and of equalities. A regex or an $elemMatch is not a point. */
-		if ((key_eq(k, "$in") || key_eq(k, "$all")) && WIRE_ITER_HOLDS_ARRAY(&op)) {
-			bson_iter_t e;
-			bool any = false, literal = wire_iter_recurse(&op, &e);
-			while (literal && wire_iter_next(&e)) {
-				any = true;
-				literal =
-				    !WIRE_ITER_HOLDS_REGEX(&e) && !WIRE_ITER_HOLDS_DOCUMENT(&e);
-			}
-			if (literal && (any || key_eq(k, "$in")))
-				return true;
-		}
-	} while (wire_iter_next(&op));
-	return false;
-}
-
-/* Whether the filter's top-level conjunction (its members and those of a
- * top-level $and) holds a point predicate on another field than the
- * pattern's: the read is then what that predicate selects, through an
- * index that leads with the field (the _id index, always), and the pattern
- * is a residual filter on those documents, not a scan of every key
- * (Mongoose's populate adds its match to {_id: {$in: [...]}} or
- * {foreignField: {$in: [...]}}). Where no index leads with the field the
- * cost is that field's missing index, which collection-scan reports with
- * the index to create; a collation index for the pattern would not help,
- * so the pattern is not this rule's finding either way. A range, or an
- * equality only inside an $or, bounds nothing here. */
-static bool point_bounded(const bson_iter_t *filter, const char *field, int depth)
-{
-	bson_iter_t c;
-	if (depth > 4 || !WIRE_ITER_HOLDS_DOCUMENT(filter) || !wire_iter_recurse(filter, &c))
-		return false;
-	while (wire_iter_next(&c)) {
-		const char *k = wire_iter_key(&c);
-		if (key_eq(k, "$and")) {
-			bson_iter_t e;
-			if (WIRE_ITER_HOLDS_ARRAY(&c) && wire_iter_recurse(&c, &e))
-				while (wire_iter_next(&e))
-					if (point_bounded(&e, field, depth + 1))
-						return true;
-		} else if (k[0] != '$' && strcmp(k, field) != 0 && point_value(&c)) {
-			return true;
-		}
-	}
-	return false;
-}
-
 bool rule_regex_filter(const bson_iter_t *filter, regex_hit *hit)
 {
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
 	return walk_filter(filter, NULL, hit, 0) &&
-	       (hit->too_deep || !point_bounded(filter, hit->field, 0));
+	       (hit->too_deep || !query_point_beside(filter, hit->field));
 }
 
 /* The same question of a filter the engine has read (facts.h): only the
@@ -454,11 +387,11 @@ typedef struct merged_of {
 static bool merged_point(void *arg, const char *field, const bson_iter_t *member)
 {
 	const merged_of *m = arg;
-	return (m->plain || strcmp(field, m->hit->field) != 0) && point_value(member);
+	return (m->plain || strcmp(field, m->hit->field) != 0) && query_point_value(member);
 }
 
 /* field, when the pattern is a plain member of the filter's top-level
- * conjunction (or of a top-level $and in it), as point_bounded reads it;
+ * conjunction (or of a top-level $and in it), as query_point_beside reads it;
  * NULL when it sits inside an operator ($or, $elemMatch, ...). */
 static const char *plain_member(const bson_iter_t *filter, const char *field, int depth)
 {
@@ -477,15 +410,81 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
 	return NULL;
 }
 
-/* A point beside the pattern in a's filter, or in the $match where
- * mongod's optimization lands the pattern (a $match stage's). */
-static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
+/* Whether the stages [0, end) of pipeline bound what the stage at end
+ * reads, for a pattern on field: a $limit or $sample among them (it reads
+ * that many), a head $match with a point (query_point_beside; on any field: the
+ * stages after it may have renamed the pattern's),
+ * a $documents source (no collection is read), or a $lookup with
+ * localField / foreignField whose as holds field (mongod moves such a
+ * $match into the join's query, beside foreignField's equality). */
+static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char *field)
 {
-	if (!a->pipeline || a->index >= PIPE_MERGE_STAGES)
-		return point_bounded(a->it, hit->field, 0);
+	bson_iter_t st, c, m;
+	if (!pipeline || !wire_iter_recurse(pipeline, &st))
+		return false;
+	for (unsigned i = 0; i < end && wire_iter_next(&st); i++) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&st) || !wire_iter_recurse(&st, &c) ||
+		    !wire_iter_next(&c))
+			continue;
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$limit") || key_eq(k, "$sample") ||
+		    (i == 0 && key_eq(k, "$documents")))
+			return true;
+		if (i == 0 && key_eq(k, "$match") && query_point_beside(&c, ""))
+			return true; /* the read is what the point selects */
+		lookup_stage lk;
+		if (key_eq(k, "$lookup") && lookup_stage_read(&c, &lk) && lk.local && lk.foreign &&
+		    wire_iter_recurse(&c, &m) && bson_iter_find(&m, "as") &&
+		    WIRE_ITER_HOLDS_UTF8(&m)) {
+			const char *as = bson_iter_utf8(&m, NULL);
+			size_t n = strlen(as);
+			if (strncmp(field, as, n) == 0 && (field[n] == '\0' || field[n] == '.'))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The pipeline walk's state: the hit, and for each depth whether the
+ * input of the sub-pipeline there is bounded (a $facet branch's by the
+ * stages before the $facet, a localField / foreignField $lookup's by
+ * foreignField's equality). */
+typedef struct regex_walk {
+	regex_hit *hit;
+	bool input_bounded[PIPELINE_MAX_DEPTH + 2];
+} regex_walk;
+
+/* Whether the pattern's read is bounded, or decided elsewhere:
+ * - a $graphLookup's restrictSearchWithMatch runs beside connectToField's
+ *   $in of the values reached (makeMatchStageFromFrontier), as populate's
+ *   match beside {foreignField: {$in: [...]}};
+ * - a $match the query layer reads (at its pipeline's head, where
+ *   mongod's optimization moves it): a point beside the pattern there
+ *   (pipe_match_members), or, in a localField / foreignField $lookup's
+ *   pipeline, foreignField's equality;
+ * - a $match that stays behind a stage (pipe_match_slot > 0), or one in
+ *   a $facet branch, filters in memory what the stages before it read: it
+ *   is bounded when they are (prefix_bounded; a branch's input, the
+ *   stages before its $facet), and else the pattern is all that selects
+ *   what an unbounded read returns: reported. */
+static bool pattern_bounded(const regex_walk *w, const pipe_access *a, const regex_hit *hit)
+{
+	bool inherited = a->depth <= PIPELINE_MAX_DEPTH + 1 && w->input_bounded[a->depth];
+	if (a->stage[1] == 'g' && a->stage[2] == 'r') /* $graphLookup */
+		return true;
+	if (!a->pipeline)
+		return query_point_beside(a->it, hit->field);
 	const char *f = plain_member(a->it, hit->field, 0);
+	unsigned slot = pipe_match_slot(a, f);
+	if (slot > 0 || a->facet)
+		return inherited || prefix_bounded(a->pipeline, slot, hit->field);
+	if (inherited)
+		return true;
+	if (a->index >= PIPE_MERGE_STAGES)
+		return query_point_beside(a->it, hit->field);
 	merged_of m = {hit, f != NULL};
-	return pipe_match_members(a, f, merged_point, &m);
+	return pipe_match_members(a, f, merged_point, &m) ||
+	       query_operator_point(a->it, hit->field);
 }
 
 /* The walk of the pipeline's accesses (stages.h): every filter a stage
@@ -493,18 +492,23 @@ static bool pattern_bounded(const pipe_access *a, const regex_hit *hit)
  * innermost join, where the index belongs). */
 static bool on_access(void *arg, const pipe_access *a)
 {
-	regex_hit *hit = arg;
+	regex_walk *w = arg;
+	regex_hit *hit = w->hit;
 	if (a->kind == PIPE_TOO_DEEP) { /* refused by mongod; unread here: fail closed */
 		set_hit(hit, NULL, "nested more than ", "20", " sub-pipelines deep");
 		hit->too_deep = true;
 		return false;
 	}
-	/* a point beside the pattern decides the read, in a $match as in a
-	 * find's filter (point_bounded): in a $match stage, a point in the
-	 * $match where mongod's optimization lands the pattern */
+	if (a->kind == PIPE_SUB && a->depth <= PIPELINE_MAX_DEPTH + 1) {
+		bool parent = a->depth > 0 && w->input_bounded[a->depth - 1];
+		w->input_bounded[a->depth] =
+		    a->facet ? parent || prefix_bounded(a->pipeline, a->index, "")
+		             : a->join && a->join->local && a->join->foreign;
+		return true;
+	}
 	if (a->kind != PIPE_MATCH || !walk_filter(a->it, NULL, hit, 0))
 		return true;
-	if (!hit->too_deep && pattern_bounded(a, hit))
+	if (!hit->too_deep && pattern_bounded(w, a, hit))
 		return true;
 	if (a->coll)
 		snprintf(hit->coll, sizeof(hit->coll), "%s", a->coll);
@@ -513,9 +517,10 @@ static bool on_access(void *arg, const pipe_access *a)
 
 bool rule_regex_pipeline(const bson_iter_t *pipeline, regex_hit *hit)
 {
+	regex_walk w = {.hit = hit};
 	hit->coll[0] = '\0';
 	hit->too_deep = false;
-	return !pipeline_walk(pipeline, on_access, hit);
+	return !pipeline_walk(pipeline, on_access, &w);
 }
 
 /* ---- a case-insensitive collation that no index of it serves ----
@@ -558,10 +563,10 @@ static bool insensitive_collation(const bson_t *c, collation_hit *h)
 }
 
 /* A predicate whose bounds may hold strings (or documents or arrays): the
- * comparisons the collation decides. */
+ * comparisons the collation decides (not a regex, $exists or $type). */
 static bool collated_pred(const query_pred *q)
 {
-	return q->any && !q->bounded_nc;
+	return q->collates && !q->bounded_nc;
 }
 
 /* The collated fields of p from its from-th on, for the words. */
@@ -599,7 +604,7 @@ static void expr_cmp_string(void *arg, const query_expr_cmp *c)
 	query_pred *q = &p->p[p->n++];
 	memset(q, 0, sizeof(*q));
 	q->field = c->field;
-	q->any = true;
+	q->any = q->collates = true;
 }
 
 static void expr_collated(query_preds *p, const bson_t *filter, int depth)
@@ -653,7 +658,8 @@ static ci_verdict conj_served(const index_set *set, const bson_t *qc, const quer
 		const char *lead = d->keys[0].field;
 		bool same = index_collation_same(d->collation, qc);
 		const query_pred *q = query_preds_find(p, lead);
-		if ((q && q->any && (same || q->bounded_nc)) || (same && sorts_on(sort, lead)))
+		if ((q && q->any && (same || q->bounded_nc || !q->collates)) ||
+		    (q && q->regex_bounded && !d->collation) || (same && sorts_on(sort, lead)))
 			return CI_SERVED;
 	}
 	return unknown ? CI_UNKNOWN : CI_UNSERVED;
@@ -775,7 +781,7 @@ static void check_filter(rule_ctx *c, const rule_site *s, const bson_iter_t *fil
 	                             : NULL;
 	if (!rule_wanted(c, s, RULE_CASE_INSENSITIVE_REGEX) ||
 	    !(ff ? regex_in_facts(ff, &hit) &&
-	               (hit.too_deep || !point_bounded(filter, hit.field, 0))
+	               (hit.too_deep || !query_point_beside(filter, hit.field))
 	         : rule_regex_filter(filter, &hit)))
 		return;
 	rule_report(c, s, RULE_CASE_INSENSITIVE_REGEX, &f);

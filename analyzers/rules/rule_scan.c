@@ -46,6 +46,7 @@ typedef struct scan_preds {
 	 * filter must follow from. */
 	const bson_t *conj[SCAN_MAX_DEPTH + 2];
 	size_t nconj;
+	bool in_branch;          /* conj's last is an $or branch, the others around the $or */
 	bool unknown;            /* overflow, $text, $near, too deep: say nothing */
 	bool refused;            /* ... an operator mongod refuses (in any $or branch too) */
 	bool predicates;         /* some predicate at all (not an empty filter) */
@@ -61,6 +62,7 @@ typedef struct scan_preds {
 static void preds_init(scan_preds *p)
 {
 	p->n = p->nors = p->nwhy = p->nconj = 0;
+	p->in_branch = false;
 	p->unknown = p->refused = p->predicates = p->or_unbounded = false;
 	p->collation = NULL;
 }
@@ -84,11 +86,9 @@ static void add_why(scan_preds *p, const char *field, const char *what)
 static ixselect_field *add_bounds(scan_preds *p, const char *field, ixselect_pred b)
 {
 	p->predicates = true;
-	unsigned nc = b.collated ? 0u : b.kinds;
 	for (size_t i = 0; i < p->n; i++)
 		if (strcmp(p->f[i].field, field) == 0) {
-			p->f[i].any |= b.kinds;
-			p->f[i].nc |= nc;
+			ixselect_field_add(&p->f[i], b);
 			return &p->f[i];
 		}
 	if (p->n == SCAN_FIELDS_MAX) {
@@ -96,10 +96,9 @@ static ixselect_field *add_bounds(scan_preds *p, const char *field, ixselect_pre
 		return NULL;
 	}
 	ixselect_field *f = &p->f[p->n++];
+	memset(f, 0, sizeof(*f));
 	f->field = field;
-	f->any = b.kinds;
-	f->nc = nc;
-	f->elem = NULL;
+	ixselect_field_add(f, b);
 	return f;
 }
 
@@ -181,8 +180,10 @@ static void expr_cmp_bounds(void *arg, const query_expr_cmp *c)
 {
 	scan_preds *p = arg;
 	bool null = wire_iter_type(c->value) == BSON_TYPE_NULL;
-	ixselect_pred b = {IXB_BTREE_NM, !c->variable && (WIRE_ITER_HOLDS_UTF8(c->value) ||
-	                                                  WIRE_ITER_HOLDS_DOCUMENT(c->value))};
+	ixselect_pred b = {
+	    IXB_BTREE_NM,
+	    !c->variable && (WIRE_ITER_HOLDS_UTF8(c->value) || WIRE_ITER_HOLDS_DOCUMENT(c->value)),
+	    false};
 	if (!null)
 		b.kinds |= IXB_SPARSE_NM;
 	if (key_eq(c->op, "$eq"))
@@ -284,6 +285,20 @@ static void collect_facts(scan_preds *p, const filter_facts *f)
 /* ---- asking the indexes ---- */
 
 /* hinted: the one index the plan may use, or NULL for any. */
+/* A partial index serves a filter that implies its partialFilterExpression
+ * (expression::isSubsetOf). In an $or branch (the last of p's conjuncts,
+ * the others the predicates around the $or), the branch alone or those
+ * around it alone must imply it: mongod does not combine the two
+ * (query_planner_partialidx_test.cpp,
+ * PartialIndexAndContainingOrContainingAndSatisfyingPredOutside). */
+static bool partial_usable(const index_def *d, const scan_preds *p)
+{
+	if (!p->in_branch || p->nconj < 2)
+		return index_def_usable_for(d, p->conj, p->nconj);
+	return index_def_usable_for(d, p->conj, p->nconj - 1) ||
+	       index_def_usable_for(d, p->conj + p->nconj - 1, 1);
+}
+
 static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, const scan_preds *p)
 {
 	bool odd = false;
@@ -294,7 +309,7 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 			continue;
 		/* A partial index serves only a filter that implies its own;
 		 * mongod refuses a hint to one that it does not. */
-		bool usable = !d->partial || index_def_usable_for(d, p->conj, p->nconj);
+		bool usable = !d->partial || partial_usable(d, p);
 		if (hinted && !usable)
 			return SCAN_UNKNOWN;
 		if (!usable)
@@ -346,6 +361,7 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 		for (size_t i = 0; i < outer->nconj && bp.nconj < SCAN_MAX_DEPTH + 1; i++)
 			bp.conj[bp.nconj++] = outer->conj[i];
 		bp.conj[bp.nconj++] = &branch;
+		bp.in_branch = true;
 		scan_verdict b = preds_verdict(set, hinted, &bp, depth + 1);
 		if (b == SCAN_UNBOUNDED)
 			unbounded = true;
@@ -459,7 +475,30 @@ typedef struct scan_facts {
 	const char *from;    /* CAUSE_LOOKUP */
 	const char *foreign; /* CAUSE_LOOKUP */
 	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
+	bool by_sort;        /* CAUSE_NATURAL: a sort {$natural}, not a hint */
 } scan_facts;
+
+/* A sort {$natural: ±1} with no hint: mongod plans a collection scan
+ * whatever indexes could bound the filter (query_planner.cpp: a $natural
+ * sort without a hint forces a table scan). */
+static bool natural_sort(const rule_query *rq)
+{
+	/* the first key, at its place in the document's bytes: no iterator */
+	const bson_t *s = rq->q.sort;
+	if (!s || rq->q.hint_doc || rq->q.hint_name || s->len < 5 + sizeof("$natural"))
+		return false;
+	const uint8_t *d = bson_get_data(s);
+	return d[5] == '$' && memcmp(d + 5, "$natural", sizeof("$natural")) == 0;
+}
+
+/* Whether the query sorts (a sort of keys; not $natural or {$meta}): with
+ * no index providing the sort, a limit does not bound the read, every
+ * document matched is read to sort them. */
+static bool sorts(const rule_query *rq)
+{
+	sort_spec spec;
+	return rq->q.sort && query_sort_parse(rq->q.sort, &spec) == SORT_SPEC_KEYS;
+}
 
 static bool sort_served(const index_set *set, const rule_query *rq)
 {
@@ -524,8 +563,9 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	p.conj[p.nconj++] = rq->q.filter;
 	p.collation = rq->q.collation; /* the _id index's is the default */
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
-	if (!p.predicates && (limited || rq->kind == RULE_QUERY_COUNT))
-		return; /* reads `limit` documents, or the collection's metadata */
+	if (!p.predicates && ((limited && !sorts(rq)) || rq->kind == RULE_QUERY_COUNT))
+		return; /* reads `limit` documents, or the collection's metadata; with a
+		           sort, only if an index provides it (below) */
 	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts)
 		return; /* {$match: {}} leads nothing: as with no $match, not judged */
 	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
@@ -542,6 +582,12 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 
 	scan_facts f = {.q = rq, .p = &p, .set = set, .docs = docs};
 	const index_def *hinted = NULL;
+	if (p.predicates && natural_sort(rq)) {
+		f.cause = CAUSE_NATURAL;
+		f.by_sort = true;
+		rule_report(c, s, RULE_COLLECTION_SCAN, &f);
+		return;
+	}
 	switch (resolve_hint(set, rq->q.hint_doc, rq->q.hint_name, &hinted)) {
 	case HINT_NATURAL:
 		f.cause = CAUSE_NATURAL;
@@ -778,19 +824,23 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 	case CAUSE_LOOKUP: /* lookup_words */
 		break;
 	case CAUSE_NATURAL:
-		text_printf(t,
-		            "hint {$natural} forces a collection scan of %s (about %" PRId64
-		            " documents)",
-		            s->ns, f->docs);
+		text_printf(
+		    t, "%s {$natural} forces a collection scan of %s (about %" PRId64 " documents)",
+		    f->by_sort ? "sort" : "hint", s->ns, f->docs);
 		break;
 	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
 		text_printf(t, "an empty filter on %s with ", s->ns);
-		if (f->q->limit > 0)
+		if (f->q->limit > 0 && f->q->skip > 0)
+			text_printf(t, "a skip of %" PRId64 " and a limit of %" PRId64, f->q->skip,
+			            f->q->limit - f->q->skip);
+		else if (f->q->limit > 0)
 			text_printf(t, "a limit of %" PRId64, f->q->limit);
 		else
 			text_str(t, "no limit");
 		text_str(t, " and no sort an index provides reads ");
-		if (f->q->limit == 1 && f->docs > 1)
+		if (sorts(f->q)) /* a sort no index provides: every document, sorted */
+			text_printf(t, "every document (about %" PRId64 ") to sort them", f->docs);
+		else if (f->q->limit == 1 && f->docs > 1)
 			text_printf(
 			    t,
 			    "the first document in the collection's order (of about %" PRId64 ")",
@@ -829,7 +879,8 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 	size_t start = text_mark(t);
 	bool ok = false;
 	if (f->cause == CAUSE_NATURAL) {
-		text_str(t, "remove the hint {$natural: 1}: it forbids every index");
+		text_printf(t, "remove the %s {$natural: 1}: it forbids every index",
+		            f->by_sort ? "sort" : "hint");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}

@@ -81,6 +81,10 @@ typedef struct eval_out {
 	const index_def *maybe;     /* EVAL_MAYBE: the index that might */
 	const char *maybe_why;      /* ... and why we cannot tell */
 	const index_def *collation; /* would provide it if collations matched */
+	/* EVAL_YES: the index scans the sort takes, 1 unless only an
+	 * exploded one provides it (then the product of its point sets):
+	 * under an $or, mongod sums them over the branches */
+	uint64_t scans;
 } eval_out;
 
 static bool usable_point(const query_pred *q, bool mismatch)
@@ -163,7 +167,7 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 
 /* Which ways (PATH_*) index d can deliver the sort for predicates p. */
 static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
-                    const bson_t *qcoll, bool ignore_collation)
+                    const bson_t *qcoll, bool ignore_collation, uint64_t *explode_scans)
 {
 	sort_key want[KEYS_MAX], have[KEYS_MAX];
 	size_t nwant, nhave;
@@ -216,8 +220,11 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 		}
 		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
 			nhave = scan_order(d, run, p, mismatch, cut, have);
-			if (prefix_match(want, nwant, have, nhave))
+			if (prefix_match(want, nwant, have, nhave)) {
 				paths |= PATH_EXPLODE;
+				if (explode_scans)
+					*explode_scans = scans;
+			}
 		}
 	}
 
@@ -275,6 +282,12 @@ static wildcard_verdict wildcard_expanded(const index_def *d, const query_preds 
 		size_t len = strlen(f);
 		if (!p->p[i].any || len >= INDEX_FIELD_LEN || !index_def_wildcard_covers(d, f))
 			continue;
+		/* bounds that take in documents and arrays make mongod scan f's
+		 * sub-paths too ("f." to "f/"): no order by f, holding arrays or
+		 * not (WildcardIndexMustUseBlockingSortWithExistsQueries) */
+		const query_pred *q = &p->p[i];
+		if (q->spans_objects && !q->point && !q->points && !q->compared)
+			continue;
 		memcpy(keys, d->keys, d->nkeys * sizeof(*keys));
 		memcpy(keys[w].field, f, len + 1);
 		keys[w].type = INDEX_KEY_BTREE;
@@ -289,10 +302,10 @@ static wildcard_verdict wildcard_expanded(const index_def *d, const query_preds 
 		view->sparse = true;
 		view->multikey_known = true;
 		view->multikey_keys = 1u << w;
-		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+		if ((provides(view, p, s, qcoll, false, NULL) & ~PATH_WHOLE) != 0)
 			return WILDCARD_SORTS;
 		view->multikey_keys = 0;
-		if ((provides(view, p, s, qcoll, false) & ~PATH_WHOLE) != 0)
+		if ((provides(view, p, s, qcoll, false, NULL) & ~PATH_WHOLE) != 0)
 			v = WILDCARD_MAYBE;
 	}
 	return v;
@@ -344,7 +357,12 @@ static bool compound_wildcard_prefix(const index_def *d, const query_preds *p, c
  * document without it (else -1: cannot tell). */
 static int restricted_paths(const index_def *d, int paths, const filter_list *fl)
 {
-	if (d->partial && !index_def_usable_for(d, fl->f, fl->n))
+	/* an $or branch (fl's second) alone, or the filter around it alone,
+	 * must imply a partial index's filter: mongod does not combine them
+	 * (PartialIndexAndContainingOrContainingAndSatisfyingPredOutside) */
+	if (d->partial && !(fl->n == 2 ? index_def_usable_for(d, fl->f, 1) ||
+	                                     index_def_usable_for(d, fl->f + 1, 1)
+	                               : index_def_usable_for(d, fl->f, fl->n)))
 		return 0;
 	if (!d->sparse)
 		return paths;
@@ -404,7 +422,8 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 			}
 			e = &prefix;
 		}
-		int paths = provides(e, p, s, qcoll, false);
+		uint64_t scans = 1;
+		int paths = provides(e, p, s, qcoll, false, &scans);
 		if (hinted == NULL && (e->sparse || e->partial)) {
 			paths = restricted_paths(e, paths, fl);
 			if (paths < 0) {
@@ -412,11 +431,20 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
 				continue;
 			}
 		}
-		if (paths != 0) {
+		if (paths & (PATH_BOUNDED | PATH_WHOLE)) {
 			out->by = d;
+			out->scans = 1;
 			return EVAL_YES;
 		}
-		if (out->collation == NULL && provides(e, p, s, qcoll, true) != 0)
+		if (paths != 0) { /* exploded only: the fewest scans of them */
+			if (r != EVAL_YES || scans < out->scans) {
+				out->by = d;
+				out->scans = scans;
+			}
+			r = EVAL_YES;
+			continue;
+		}
+		if (out->collation == NULL && provides(e, p, s, qcoll, true, NULL) != 0)
 			out->collation = d;
 	}
 	return r;
@@ -427,7 +455,7 @@ static eval_result eval_indexes(const index_set *set, const index_def *hinted, c
  * EVAL_MAYBE when it cannot be judged (nested $or, $text, ...). */
 static eval_result eval_branch(const index_set *set, const index_def *hinted, const query_preds *p,
                                const sort_spec *s, const bson_t *qcoll, const bson_t *filter,
-                               const bson_t *branch)
+                               const bson_t *branch, uint64_t *scans)
 {
 	query_preds bp = *p;
 	sort_names names = {.len = 0};
@@ -445,6 +473,7 @@ static eval_result eval_branch(const index_set *set, const index_def *hinted, co
 	eval_result r = eval_indexes(set, hinted, &bp, s, qcoll, &fl, &bo);
 	if (r == EVAL_NO && (bp.nors > 0 || bp.ors_overflow))
 		return EVAL_MAYBE; /* a nested $or might merge */
+	*scans = r == EVAL_YES ? bo.scans : 1;
 	return r;
 }
 
@@ -459,21 +488,28 @@ static eval_result eval_ors(const index_set *set, const index_def *hinted, const
 	for (size_t o = 0; o < p->nors; o++) {
 		bson_t arr;
 		bson_iter_t it;
-		bool all = true, unsure = false;
+		bool all = true, unsure = false, exploded = false;
+		uint64_t total = 0; /* scans over every branch (explodeForSort's sum) */
 
 		if (!bson_init_static(&arr, p->ors[o].data, p->ors[o].len) ||
 		    !bson_iter_init(&it, &arr))
 			continue;
 		while (all && wire_iter_next(&it)) {
 			bson_t branch;
+			uint64_t scans = 1;
 			if (!wire_iter_doc_view(&it, &branch)) {
 				all = false;
 				break;
 			}
-			eval_result r = eval_branch(set, hinted, p, s, qcoll, filter, &branch);
+			eval_result r =
+			    eval_branch(set, hinted, p, s, qcoll, filter, &branch, &scans);
 			unsure |= r == EVAL_MAYBE;
 			all = r != EVAL_NO;
+			exploded |= scans > 1;
+			total += scans;
 		}
+		if (all && exploded && total > QUERY_IN_EXPLODE_MAX)
+			all = false; /* too many scans to merge: sorted in memory */
 		if (all && !unsure) {
 			out->by = NULL;
 			return EVAL_YES;
@@ -591,6 +627,33 @@ static void blocking(sort_facts *f, const char *why, const index_def *hinted,
 	}
 }
 
+/* A $sort in a $facet branch (sort_query.in_facet). */
+static void facet_verdict(const sort_query *q, sort_facts *f)
+{
+	/* A $facet's sub-pipelines get their documents from the stage
+	 * before $facet, never from an index scan: only a pipeline's
+	 * leading stages are pushed down to the query planner, so every
+	 * $sort in them sorts in memory (the server's own aggregation
+	 * tests that assert an index-provided sort refuse to run
+	 * wrapped in $facet). */
+	query_preds_init(&f->preds);
+	if (q->filter) {
+		/* its input is what the leading filter selects: _id
+		 * points (not strings, whose collation is the
+		 * collection's) bound it to a few documents */
+		query_preds_collect(&f->preds, q->filter);
+		const query_pred *id = query_preds_find(&f->preds, "_id");
+		if (id && ((id->point && id->point_nc) || (id->points && id->points_nc))) {
+			say(f, SORT_PROVIDED, &f->sort,
+			    "at most a few documents to sort: _id points bound the "
+			    "$facet's input",
+			    NULL, NULL);
+			return;
+		}
+	}
+	say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it", NULL, NULL);
+}
+
 /* The index list gave no plain answer: a hint, a wildcard index, or the
  * indexes themselves (sort_evaluate's last step). */
 static void judge_indexes(const index_set *s, sort_facts *f, const index_def *hinted)
@@ -654,15 +717,7 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 		break;
 	}
 	if (q->in_facet) {
-		/* A $facet's sub-pipelines get their documents from the stage
-		 * before $facet, never from an index scan: only a pipeline's
-		 * leading stages are pushed down to the query planner, so every
-		 * $sort in them sorts in memory (the server's own aggregation
-		 * tests that assert an index-provided sort refuse to run
-		 * wrapped in $facet). */
-		query_preds_init(&f->preds);
-		say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it",
-		    NULL, NULL);
+		facet_verdict(q, f);
 		return;
 	}
 	if (s == NULL || index_set_is_opaque(s, &why)) {

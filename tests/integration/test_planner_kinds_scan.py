@@ -167,6 +167,61 @@ def test_collection_default_collation(start_proxy):
         srv.stop()
 
 
+def test_review_forms(start_proxy):
+    """Forms an adversarial review against the planner's sources found misjudged, end to end:
+    a regex's bounds are raw strings, so an index with the simple collation bounds an anchored
+    one whatever the query's collation and an index with another collation never does
+    (regex_collations.js); a partial {$exists: true} index serves $ne: null, $type and regexes,
+    a partial {$type} one the same $type (expression_algo.cpp); negations below a value
+    $elemMatch bound a multikey index (NegationBelowElemMatchValue); a $natural sort without a
+    hint is a collection scan (query_planner.cpp)."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.rev", count=50000, multikey=["tags"], indexes=[
+        {"key": {"email": 1}, "name": "email_1"},
+        {"key": {"name": 1}, "name": "name_ci", "collation": dict(CI, caseLevel=False)},
+        {"key": {"pe": 1}, "name": "pe_1", "partialFilterExpression": {"pe": {"$exists": True}}},
+        {"key": {"pt": 1}, "name": "pt_1", "partialFilterExpression": {"pt": {"$type": "string"}}},
+        {"key": {"tags": 1}, "name": "tags_1"},
+        {"key": {"status": 1}, "name": "status_1"},
+    ])
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN, case_insensitive_regex="log")))
+    client = MongoClient(p.uri, appname="review-scan", serverSelectionTimeoutMS=10000)
+    try:
+        c = client["shop"]["rev"]
+        ready(p, c)
+        ci = Collation(**CI)
+        mark = p.log.mark()
+        hit(p, lambda: list(c.find({"name": Regex("^abc")}).collation(ci)), not_indexed("name"))
+        hit(p, lambda: list(c.find({"status": "a"}).sort([("$natural", 1)])),
+            "sort {$natural} forces a collection scan of shop.rev")
+        hit(p, lambda: list(c.find({"pe": {"$ne": 5}})), not_indexed("pe"))
+        # $type "array": every key (index_bounds_builder's allValues); JSON test tables cannot
+        # spell $type, so it is tested here
+        hit(p, lambda: list(c.find({"status": {"$type": "array"}})), "status: $type")
+        hit(p, lambda: list(c.find({"status": {"$type": ["string", 4]}})), "status: $type")
+        misses(p, [
+            lambda: list(c.find({"email": Regex("^abc")}).collation(ci)),
+            lambda: list(c.find({"email": {"$regex": "^abc"}}).collation(ci)),
+            lambda: list(c.find({"email": {"$type": "string"}}).collation(ci)),
+            lambda: list(c.find({"pe": {"$ne": None}})),
+            lambda: list(c.find({"pe": {"$type": "string"}})),
+            lambda: list(c.find({"pe": Regex("^a")})),
+            lambda: list(c.find({"pt": {"$type": "string"}})),
+            lambda: list(c.find({"pt": {"$type": 2}})),
+            lambda: list(c.find({"status": {"$type": ["string", "int"]}})),
+            lambda: list(c.find({"tags": {"$elemMatch": {"$ne": 2}}})),
+            lambda: list(c.find({"tags": {"$elemMatch": {"$nin": ["x", "y"]}}})),
+            lambda: list(c.find({"status": "a"}).sort([("$natural", 1)]).hint("status_1")),
+        ])
+        # the collation form of case-insensitive-regex: a regex and $type compare no strings
+        got = p.log.findings("case-insensitive-regex", mark)
+        assert not got, [(f["attr"]["shape"], f["attr"]["detail"]) for f in got]
+    finally:
+        client.close()
+        srv.stop()
+
+
 def test_compound_wildcard_indexes(start_proxy):
     """Compound wildcard indexes (7.0), as mongod's planner uses them: one led by a regular key
     serves a predicate on that key only (expanded with its $_path over every path), as a sparse

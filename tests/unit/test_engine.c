@@ -885,6 +885,79 @@ static void *worker(void *p)
 /* A body may repeat a key (BSON allows it; mongod rejects the command, but
  * mongoguard sees it first). Every repeat is still read by the rules, and
  * the shape, which keeps a bounded number of parts, must not overflow. */
+/* A statement mongod refuses for an operator it does not know (in the
+ * filter at any depth, in the update, in any stage's filter of the
+ * pipeline) runs nothing: no rule reports it, and none blocks it (mongod
+ * answers with its own error). Each refused form beside the same form
+ * with a known operator, which is reported and blocked. */
+static void test_refused_statements(void **state)
+{
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
+	cfg.rules[RULE_UNBOUNDED_PUSH].action = RULE_BLOCK;
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, NULL, fx_sink_fn, &sink);
+	block_info b = {0};
+	static const struct {
+		const char *accepted, *refused;
+	} cases[] = {
+	    /* an unknown operator on a field, at the top level, under $not,
+	     * inside $elemMatch (both forms), in an $or branch, in $and */
+	    {"{'find':'u','filter':{'name':" RE_I ",'a':{'$gt':1}}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'a':{'$foo':1}}}"},
+	    {"{'find':'u','filter':{'name':" RE_I ",'$comment':'x'}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'$foo':1}}"},
+	    {"{'find':'u','filter':{'name':" RE_I ",'a':{'$not':{'$gt':1}}}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'a':{'$not':{'$foo':1}}}}"},
+	    {"{'find':'u','filter':{'name':" RE_I ",'a':{'$elemMatch':{'$gt':1}}}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'a':{'$elemMatch':{'$foo':1}}}}"},
+	    {"{'find':'u','filter':{'name':" RE_I
+	     ",'a':{'$elemMatch':{'$or':[{'b':1},{'c':{'$gt':2}}]}}}}",
+	     "{'find':'u','filter':{'name':" RE_I
+	     ",'a':{'$elemMatch':{'$or':[{'b':1},{'c':{'$foo':2}}]}}}}"},
+	    {"{'find':'u','filter':{'name':" RE_I
+	     ",'a':{'$all':[{'$elemMatch':{'b':1}}]},'c':{'$elemMatch':{'$in':[{'d':1}]}}}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'a':{'$all':[{'$elemMatch':{'b':1}}]},"
+	     "'c':{'$elemMatch':{'$in':[1],'$foo':1}}}}"},
+	    {"{'find':'u','filter':{'name':" RE_I ",'$or':[{'a':1},{'b':{'$in':[1]}}]}}",
+	     "{'find':'u','filter':{'name':" RE_I ",'$or':[{'a':1},{'b':{'$foo':1}}]}}"},
+	    {"{'count':'u','query':{'$and':[{'name':" RE_I "},{'b':{'$exists':true}}]}}",
+	     "{'count':'u','query':{'$and':[{'name':" RE_I "},{'b':{'$foo':true}}]}}"},
+	    /* a refused filter in a $lookup's pipeline fails the aggregate */
+	    {"{'aggregate':'u','pipeline':[{'$match':{'name':" RE_I "}},"
+	     "{'$lookup':{'from':'o','pipeline':[{'$match':{'k':1}}],'as':'j'}}],'cursor':{}}",
+	     "{'aggregate':'u','pipeline':[{'$match':{'name':" RE_I "}},"
+	     "{'$lookup':{'from':'o','pipeline':[{'$match':{'k':{'$foo':1}}}],'as':'j'}}],"
+	     "'cursor':{}}"},
+	    /* an unknown modifier, an update pipeline's unknown stage, a
+	     * refused q: the update applies nothing */
+	    {"{'update':'u','updates':[{'q':{'_id':1},'u':{'$push':{'h':1},'$inc':{'n':1}}}]}",
+	     "{'update':'u','updates':[{'q':{'_id':1},'u':{'$push':{'h':1},'$foo':{'n':1}}}]}"},
+	    {"{'update':'u','updates':[{'q':{'_id':1},'u':[{'$set':{'h':{'$concatArrays':['$h',"
+	     "['x']]}}},{'$unset':'t'}]}]}",
+	     "{'update':'u','updates':[{'q':{'_id':1},'u':[{'$set':{'h':{'$concatArrays':['$h',"
+	     "['x']]}}},{'$group':{'_id':1}}]}]}"},
+	    {"{'update':'u','updates':[{'q':{'_id':{'$in':[1]}},'u':{'$push':{'h':1}}}]}",
+	     "{'update':'u','updates':[{'q':{'_id':{'$foo':1}},'u':{'$push':{'h':1}}}]}"},
+	    {"{'findAndModify':'u','query':{'a':1},'update':{'$push':{'h':1}}}",
+	     "{'findAndModify':'u','query':{'a':1},'update':{'$push':{'h':1},'$foo':{'x':1}}}"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fx_sink_clear(&sink);
+		if (fx_analyze(e, "test", cases[i].accepted, NULL, 0, NULL, &b) != VERDICT_BLOCK ||
+		    sink.n != 1)
+			fail_msg("case %zu accepted: not blocked (%zu findings)", i, sink.n);
+		fx_sink_clear(&sink);
+		if (fx_analyze(e, "test", cases[i].refused, NULL, 0, NULL, &b) != VERDICT_FORWARD ||
+		    sink.n != 0)
+			fail_msg("case %zu refused: blocked or reported (%zu findings)", i, sink.n);
+	}
+	engine_free(e);
+	fx_sink_free(&sink);
+}
+
 static void test_repeated_keys(void **state)
 {
 	engine_config cfg;
@@ -964,6 +1037,7 @@ int main(void)
 	    cmocka_unit_test(test_wait_does_not_count_joins),
 	    cmocka_unit_test(test_unavailable_and_no_cache),
 	    cmocka_unit_test(test_ddl_invalidates),
+	    cmocka_unit_test(test_refused_statements),
 	    cmocka_unit_test(test_repeated_keys),
 	    cmocka_unit_test(test_threads),
 	};

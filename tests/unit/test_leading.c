@@ -57,6 +57,35 @@ static void test_match_and_sort_run(void **state)
 	expect("[{'$group':{'_id':'$a'}},{'$match':{'a':1}}]", "- | -");
 }
 
+/* A $sort right after $lookup / $graphLookup stages moves before them
+ * when it names no path their as fields write (tryReorderingWithSort); a
+ * $lookup that absorbed an $unwind of its as moves nothing. */
+static void test_sort_moves_before_joins(void **state)
+{
+	expect("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
+	       "'as':'it'}},{'$sort':{'z':1}}]",
+	       "{ 'c' : 1 } | { 'z' : 1 }");
+	expect("[{'$lookup':{'from':'i','localField':'_id','foreignField':'o','as':'it'}},"
+	       "{'$graphLookup':{'from':'e','startWith':'$b','connectFromField':'b',"
+	       "'connectToField':'n','as':'h'}},{'$sort':{'z':-1}}]",
+	       "- | { 'z' : -1 }");
+	/* a sort key under (or above) the as field: it stays */
+	expect("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
+	       "'as':'it'}},{'$sort':{'it.n':1}}]",
+	       "{ 'c' : 1 } | -");
+	expect("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
+	       "'as':'it.x'}},{'$sort':{'it':1}}]",
+	       "{ 'c' : 1 } | -");
+	/* an $unwind between: absorbed by the $lookup, the sort stays */
+	expect("[{'$lookup':{'from':'i','localField':'_id','foreignField':'o','as':'it'}},"
+	       "{'$unwind':'$it'},{'$sort':{'z':1}}]",
+	       "- | -");
+	/* a sort named before, then one after the join: the later one is the sort */
+	expect("[{'$sort':{'y':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
+	       "'as':'it'}},{'$sort':{'z':1}}]",
+	       "- | { 'z' : 1 }");
+}
+
 static void test_match_moves_before_projections(void **state)
 {
 	/* a field $addFields / $set does not assign moves; one it does stays */
@@ -134,6 +163,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_match_and_sort_run),
+	    cmocka_unit_test(test_sort_moves_before_joins),
 	    cmocka_unit_test(test_match_moves_before_projections),
 	    cmocka_unit_test(test_match_renamed_before_stages),
 	};

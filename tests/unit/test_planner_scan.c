@@ -93,6 +93,11 @@ static const pcase cases[] = {
     {"wildcard: a field under the path", NULL, "{'doc.x':5}", NULL, NULL, B},
     {"wildcard: the path itself", NULL, "{'doc':5}", NULL, NULL, B},
     {"wildcard: $elemMatch on values", NULL, "{'doc.x':{'$elemMatch':{'$gt':1}}}", NULL, NULL, B},
+    /* WildcardDoesNotSupportNegationPredicateInsideElemMatch */
+    {"wildcard: $ne inside a value $elemMatch", NULL, "{'doc.x':{'$elemMatch':{'$ne':5}}}", NULL,
+     NULL, U},
+    {"wildcard: $nin inside a value $elemMatch", NULL, "{'doc.x':{'$elemMatch':{'$nin':[5]}}}",
+     NULL, NULL, U},
     {"wildcard: range", NULL, "{'doc.x':{'$gt':5}}", NULL, NULL, B},
     {"wildcard: anchored regex", NULL, "{'doc.x':" RE("^ab") "}", NULL, NULL, B},
     {"wildcard: $exists true", NULL, "{'doc.x':{'$exists':true}}", NULL, NULL, B},
@@ -208,6 +213,10 @@ static const pcase cases[] = {
     {"$elemMatch: not another sub-field", NULL, "{'arr':{'$elemMatch':{'c':1}}}", NULL, NULL, U},
     {"$all of $elemMatch: not another sub-field", NULL, "{'arr':{'$all':[{'$elemMatch':{'c':1}}]}}",
      NULL, NULL, U},
+    {"$elemMatch: $nor inside it bounds nothing (ElemMatchIndexedNestedNor)", NULL,
+     "{'arr':{'$elemMatch':{'$nor':[{'b':2},{'b':3}]}}}", NULL, NULL, U},
+    {"$elemMatch: $nor beside a bound", NULL, "{'arr':{'$elemMatch':{'b':1,'$nor':[{'b':3}]}}}",
+     NULL, NULL, B},
     {"$elemMatch: $exists false on a sparse key", NULL,
      "{'sp':{'$elemMatch':{'b':{'$exists':false}}}}", NULL, NULL, U},
     {"$elemMatch: equality on a sparse key", NULL, "{'sp':{'$elemMatch':{'b':1}}}", NULL, NULL, B},
@@ -256,6 +265,32 @@ static const pcase cases[] = {
      "{'locale':'simple'}", NULL, B},
     {"default collation: a simple query on an inheriting index", DEFAULT_CI, "{'a':'x'}",
      "{'locale':'simple'}", NULL, U},
+    /* a regex's bounds are raw strings: an index with the simple collation
+     * holds them whatever the query's collation, another never
+     * (regex_collations.js) */
+    {"collation: an anchored regex, the query's collation, a simple index", NULL,
+     "{'a':" RE("^x") "}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: an anchored $regex, the query's collation, a simple index", NULL,
+     "{'a':{'$regex':'^x'}}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: an anchored regex on an index of the query's collation", NULL,
+     "{'c':" RE("^x") "}", "{'locale':'en','strength':2}", NULL, U},
+    {"collation: $in of regexes, the query's collation, a simple index", NULL,
+     "{'a':{'$in':[" RE("^x") "]}}", "{'locale':'en','strength':2}", NULL, B},
+    {"collation: $in of a regex and a string, the query's collation, a simple index", NULL,
+     "{'a':{'$in':[" RE("^x") ",'y']}}", "{'locale':'en','strength':2}", NULL, U},
+    {"default collation: an anchored regex on an inheriting index", DEFAULT_CI,
+     "{'a':" RE("^x") "}", NULL, NULL, U},
+    {"default collation: an anchored regex on a simple index", DEFAULT_CI, "{'b':" RE("^x") "}",
+     NULL, NULL, B},
+    /* negations below a value $elemMatch bound with their complement,
+     * multikey or not (query_planner_array_test NegationBelowElemMatchValue) */
+    {"$elemMatch: $ne below it, multikey", NULL, "{'m':{'$elemMatch':{'$ne':2}}}", NULL, NULL, B},
+    {"$elemMatch: $nin below it, multikey", NULL, "{'m':{'$elemMatch':{'$nin':['x','y']}}}", NULL,
+     NULL, B},
+    {"$elemMatch: $ne null below it, multikey", NULL, "{'m':{'$elemMatch':{'$ne':null}}}", NULL,
+     NULL, B},
+    {"$elemMatch: $ne of an array below it", NULL, "{'m':{'$elemMatch':{'$ne':[1]}}}", NULL, NULL,
+     U},
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

@@ -187,6 +187,14 @@ static const lcase cases[] = {
      0,
      RULE_LOG},
     {"scoped off for the namespace", {AGG(LOOKUP)}, 5, 10, 0, RULE_OFF},
+    /* no from: the pipeline starts with $documents, and no collection is
+     * joined (nothing to embed) */
+    {"$lookup of $documents",
+     {AGG("{'$lookup':{'pipeline':[{'$documents':[{'x':1}]}],'as':'d'}}")},
+     5,
+     10,
+     0,
+     RULE_LOG},
     {"insert", {"{'insert':'orders','documents':[{'$lookup':1}]}"}, 5, 10, 0, RULE_LOG},
     {"update pipeline is not an aggregation",
      {"{'update':'orders','updates':[{'q':{},'u':[{'$set':{'a':1}}]}]}"},

@@ -90,6 +90,33 @@ static const pcase cases[] = {
      "blog.posts",
      "bulkWrite",
      "\"h\""},
+    /* a $cond whose if bounds the array, or a counter the pipeline
+     * increments, appends only while that holds */
+    MISS("pipeline $cond: append while $size is below a number",
+         UPD("[{'$set':{'r':{'$cond':[{'$lt':[{'$size':'$r'},100]},{'$concatArrays':['$r',[1]]},"
+             "'$r']}}}]")),
+    MISS("pipeline $cond: append while an incremented counter is below a number",
+         UPD("[{'$set':{'r':{'$cond':{'if':{'$lt':['$cnt',100]},'then':{'$concatArrays':['$r',"
+             "[1]]},'else':'$r'}},'cnt':{'$add':['$cnt',1]}}}]")),
+    HIT("pipeline $cond: a counter nothing increments",
+        UPD("[{'$set':{'r':{'$cond':{'if':{'$lt':['$cnt',100]},'then':{'$concatArrays':['$r',"
+            "[1]]},'else':'$r'}}}}]"),
+        "test.posts", "update", "\"r\" is appended to with $concatArrays"),
+    HIT("pipeline $cond: the size of another array",
+        UPD("[{'$set':{'r':{'$cond':[{'$lt':[{'$size':'$o'},100]},{'$concatArrays':['$r',[1]]},"
+            "'$r']}}}]"),
+        "test.posts", "update", "\"r\" is appended to with $concatArrays"),
+    HIT("pipeline $cond: an append in the else branch",
+        UPD("[{'$set':{'r':{'$cond':[{'$lt':[{'$size':'$r'},100]},'$r',{'$concatArrays':['$r',"
+            "[1]]}]}}}]"),
+        "test.posts", "update", "\"r\" is appended to with $concatArrays"),
+    MISS("$push under an $expr counter guard the update increments",
+         "{'update':'ev','updates':[{'q':{'s':1,'$expr':{'$lt':['$cnt',50]}},'u':{'$push':{'r':1},"
+         "'$inc':{'cnt':1}}}]}"),
+    HIT("$push under an $expr counter guard nothing increments",
+        "{'update':'ev','updates':[{'q':{'s':1,'$expr':{'$lt':['$cnt',50]}},'u':{'$push':{'r':1}"
+        "}}]}",
+        "test.ev", "update", "$push to \"r\""),
     HIT("pipeline $set $concatArrays",
         UPD("[{'$set':{'log':{'$concatArrays':['$log',['SECRET']]}}}]"), "test.posts", "update",
         "\"log\" is appended to with $concatArrays"),

@@ -102,23 +102,64 @@ static const rcase cases[] = {
         "{'aggregate':'orders','pipeline':[{'$lookup':{'from':'users','as':'u','pipeline':[{"
         "'$match':{'name':" RE("i") "}}]}}],'cursor':{}}",
         "test.orders", "aggregate", "\"name\" (in joined collection \"users\")"),
+    /* a $facet branch filters its input in memory: with nothing before the
+     * $facet, that is every document, and the pattern is all that selects */
     HIT("$facet branch",
         "{'aggregate':'users','pipeline':[{'$facet':{'a':[{'$count':'n'}],'b':[{'$match':{'n':{"
         "'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}",
         "test.users", "aggregate", "\"n\""),
+    /* ... and a bounded input bounds it (round 4 reported it) */
+    MISS("$facet branch after a point",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':5}},{'$facet':{'b':[{'$match':{'n':"
+         "{'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}"),
+    MISS("$facet branch after a $limit",
+         "{'aggregate':'users','pipeline':[{'$limit':10},{'$facet':{'b':[{'$match':{'n':"
+         "{'%regex':'SECRET','%options':'i'}}}]}}],'cursor':{}}"),
+    /* where the pattern's read is decided elsewhere no index for it
+     * changes the plan (round 4 reported this) */
     HIT("$unionWith sub-pipeline",
         "{'aggregate':'a','pipeline':[{'$unionWith':{'coll':'b','pipeline':[{'$match':{'n':" RE(
             "i") "}}]}}],'cursor':{}}",
         "test.a", "aggregate", "joined collection \"b\""),
-    HIT("$graphLookup restrictSearchWithMatch",
-        "{'aggregate':'emp','pipeline':[{'$graphLookup':{'from':'emp','startWith':'$boss',"
-        "'connectFromField':'boss','connectToField':'name','as':'chain',"
-        "'restrictSearchWithMatch':{'dept':" RE("i") "}}}],'cursor':{}}",
-        "test.emp", "aggregate", "\"dept\""),
+    MISS("$graphLookup restrictSearchWithMatch: beside connectToField's $in",
+         "{'aggregate':'emp','pipeline':[{'$graphLookup':{'from':'emp','startWith':'$boss',"
+         "'connectFromField':'boss','connectToField':'name','as':'chain',"
+         "'restrictSearchWithMatch':{'dept':" RE("i") "}}}],'cursor':{}}"),
     HIT("$geoNear query",
         "{'aggregate':'places','pipeline':[{'$geoNear':{'near':{'type':'Point','coordinates':[0,"
         "0]},'distanceField':'d','query':{'name':" RE("i") "}}}],'cursor':{}}",
         "test.places", "aggregate", "\"name\""),
+    MISS("a $match on a $lookup's as field after an $unwind: in memory (or beside foreignField)",
+         "{'aggregate':'o','pipeline':[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_"
+         "id','foreignField':'o','as':'it'}},{'$unwind':'$it'},{'$match':{'it.n':" RE(
+             "i") "}}],'cursor':{}}"),
+    MISS("a $lookup pipeline with localField / foreignField: beside foreignField's equality",
+         "{'aggregate':'o','pipeline':[{'$lookup':{'from':'i','localField':'_id','foreignField':"
+         "'o','pipeline':[{'$match':{'n':" RE("i") "}}],'as':'it'}}],'cursor':{}}"),
+    MISS("beside an $expr $eq point",
+         "{'find':'users','filter':{'$expr':{'$eq':['$_id',5]},'name':" RE("i") "}}"),
+    MISS("beside an $expr $eq of a let variable in a $lookup pipeline",
+         "{'aggregate':'o','pipeline':[{'$lookup':{'from':'i','let':{'id':'$_id'},'pipeline':[{"
+         "'$match':{'$expr':{'$eq':['$o','$$id']},'n':" RE("i") "}}],'as':'it'}}],'cursor':{}}"),
+    MISS("beside $text", "{'find':'users','filter':{'$text':{'$search':'a'},'name':" RE("i") "}}"),
+
+    /* a $match behind a stage filters in memory what the stages before it
+     * read: reported when nothing bounds that read */
+    HIT("behind a computed field, nothing bounding the read",
+        "{'aggregate':'users','pipeline':[{'$addFields':{'n':{'$toLower':'$m'}}},{'$match':{'n':"
+        "" RE("i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"n\""),
+    MISS(
+        "behind an $unwind of it, after a point",
+        "{'aggregate':'o','pipeline':[{'$match':{'c':1}},{'$unwind':'$tags'},{'$match':{'tags':" RE(
+            "i") "}}],'cursor':{}}"),
+    HIT("a pattern that moves past an $unwind of another field",
+        "{'aggregate':'users','pipeline':[{'$unwind':'$tags'},{'$match':{'name':" RE(
+            "i") "}}],'cursor':{}}",
+        "test.users", "aggregate", "\"name\""),
+    HIT("beside an $expr $eq of the pattern's own field",
+        "{'find':'users','filter':{'$expr':{'$eq':['$name','x']},'name':" RE("i") "}}",
+        "test.users", "find", "\"name\""),
     HIT("count query", "{'count':'users','query':{'name':" RE("i") "}}", "test.users", "count",
         "\"name\""),
     HIT("distinct query", "{'distinct':'users','key':'city','query':{'name':" RE("i") "}}",
@@ -297,23 +338,20 @@ static const rcase cases[] = {
     MISS("a pattern on a kept field moves to the _id point's $match",
          "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$project':{'n':1}},{'$match':{"
          "'n':" RE("i") "}}],'cursor':{}}"),
-    HIT("a pattern on a computed field stays after the projection",
-        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$addFields':{'n':{'$toLower':"
-        "'$m'}}},{'$match':{'n':" RE("i") "}}],'cursor':{}}",
-        "test.users", "aggregate", "\"n\""),
+    MISS("a pattern on a computed field stays after the projection: in memory",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$addFields':{'n':{'$toLower':"
+         "'$m'}}},{'$match':{'n':" RE("i") "}}],'cursor':{}}"),
     HIT("a point on a computed field parts from the pattern that moves",
         "{'aggregate':'users','pipeline':[{'$addFields':{'t':1}},{'$match':{'t':5,'n':" RE(
             "i") "}}],'cursor':{}}",
         "test.users", "aggregate", "\"n\""),
-    HIT("a $limit parts the $match stages",
-        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$limit':5},{'$match':{'n'"
-        ":" RE("i") "}}],'cursor':{}}",
-        "test.users", "aggregate", "\"n\""),
-    HIT("a later $match without a point is still read",
-        "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE(
-            "i") "}},{'$group':{"
-                 "'_id':{'$toLower':'$k'}}},{'$match':{'_id':" RE("i") "}}],'cursor':{}}",
-        "test.users", "aggregate", "\"_id\""),
+    MISS("a $limit parts the $match stages: the pattern filters 5 documents",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$limit':5},{'$match':{'n'"
+         ":" RE("i") "}}],'cursor':{}}"),
+    MISS("a later $match after a computed $group key: in memory",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1,'n':" RE(
+             "i") "}},{'$group':{"
+                  "'_id':{'$toLower':'$k'}}},{'$match':{'_id':" RE("i") "}}],'cursor':{}}"),
     /* a $match on a $group's _id "$k" is one on k before the $group, and
      * joins the _id point's $match there (round 4 reported it; this row
      * had a $group of "$k" and asserted the finding) */
@@ -323,10 +361,9 @@ static const rcase cases[] = {
     MISS("a pattern on a projection's rename moves before it",
          "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$project':{'n':'$m'}},{'$match':{"
          "'n':" RE("i") "}}],'cursor':{}}"),
-    HIT("a pattern on the $group's _id after a $match that names $exists stays",
-        "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$k'}},{'$match':{"
-        "'_id':" RE("i") ",'$and':[{'_id':{'$exists':true}}]}}],'cursor':{}}",
-        "test.users", "aggregate", "\"_id\""),
+    MISS("a pattern on the $group's _id after a $match that names $exists stays: in memory",
+         "{'aggregate':'users','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$k'}},{'$match':{"
+         "'_id':" RE("i") ",'$and':[{'_id':{'$exists':true}}]}}],'cursor':{}}"),
     MISS("aggregate $match /x/m",
          "{'aggregate':'users','pipeline':[{'$match':{'n':" RE("m") "}}],'cursor':{}}"),
     MISS("distinct key that looks like a regex", "{'distinct':'users','key':'/SECRET/i'}"),

@@ -251,6 +251,16 @@ static const ccase cases[] = {
          "{'delete':'users','deletes':[{'q':{'email':" SECRET "},'limit':1," C2 "}]}"),
     MISS("served aggregate",
          "{'aggregate':'users','pipeline':[{'$match':{'email':" SECRET "}}],'cursor':{}," C2 "}"),
+    /* a regex ignores the collation, and its bounds fit an index with the
+     * simple collation (regex_collations.js); $type and $exists compare no
+     * strings */
+    MISS("an anchored regex on a simple index",
+         FIND("{'name':{'$regularExpression':{'pattern':'^abc','options':''}}}", "," C2)),
+    MISS("an anchored $regex on a simple index", FIND("{'name':{'$regex':'^abc'}}", "," C2)),
+    MISS("an anchored regex on a simple index beside an unindexed string",
+         FIND("{'name':{'$regex':'^abc'},'other':" SECRET "}", "," C2)),
+    MISS("$type on a simple index", FIND("{'name':{'$type':'string'}}", "," C2)),
+    MISS("$exists on a simple index", FIND("{'name':{'$exists':true}}", "," C2)),
     MISS("a collation with a strength that is not a number",
          FIND("{'name':" SECRET "}", ",'collation':{'locale':'en','strength':'2'}")),
 };

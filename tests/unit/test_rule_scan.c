@@ -23,6 +23,11 @@
 	"{'v':2,'key':{'hid':1},'name':'hid_1','hidden':true},"                                    \
 	"{'v':2,'key':{'items.sku':1},'name':'items.sku_1'},"                                      \
 	"{'v':2,'key':{'p':1},'name':'p_1','partialFilterExpression':{'p':{'$gt':5}}},"            \
+	"{'v':2,'key':{'pe':1},'name':'pe_1','partialFilterExpression':{'pe':{'$exists':true}}},"  \
+	"{'v':2,'key':{'pt':1},'name':'pt_1','partialFilterExpression':{'pt':{'$type':'string'}}}" \
+	","                                                                                        \
+	"{'v':2,'key':{'pa':1},'name':'pa_1','partialFilterExpression':{'f':{'$gt':0},'g':{'$gt':" \
+	"0}}},"                                                                                    \
 	"{'v':2,'key':{'t':'text'},'name':'t_text'}]"
 
 static void put(index_cache *ic, const char *coll, const char *specs, int64_t docs)
@@ -163,6 +168,15 @@ static const scase cases[] = {
         NULL),
     HIT("partial index: an $in with a value outside it", FIND("{'p':{'$in':[6,2]}}"), "find",
         "p" NOT_INDEXED, NULL),
+    HIT("partial $exists index: $ne of a value (matches a missing field)", FIND("{'pe':{'$ne':5}}"),
+        "find", "pe" NOT_INDEXED, NULL),
+    HIT("partial $type index: another $type", FIND("{'pt':{'$type':'int'}}"), "find",
+        "pt" NOT_INDEXED, NULL),
+    /* implied only by the predicates around an $or and its branch together:
+     * mongod does not combine them
+     * (PartialIndexAndContainingOrContainingAndSatisfyingPredOutside) */
+    HIT("partial index: implied only around and in the $or together",
+        FIND("{'f':1,'x':1,'$or':[{'pa':1,'g':1},{'_id':0}]}"), "find", "pa", NULL),
     HIT("distinct on an indexed key, filter on another field",
         "{'distinct':'big','key':'status','query':{'qty':5}}", "distinct", "qty" NOT_INDEXED, NULL),
     HIT("countDocuments({}) reads every document",
@@ -204,6 +218,23 @@ static const scase cases[] = {
         "find", EVERY_DOC, ESR("\"qty\": 1, \"z\": -1, \"w\": 1")),
     HIT("empty filter", FIND("{}"), "find", EMPTY_FILTER, "add a filter"),
     HIT("no filter at all", "{'find':'big'}", "find", EMPTY_FILTER, "add a filter"),
+    /* a skip's documents are read and dropped (cursor.skip(): the server
+     * scans from the beginning) */
+    HIT("empty filter, a large skip and a small limit",
+        "{'find':'big','filter':{},'skip':40000,'limit':5}", "find",
+        "an empty filter on test.big with a skip of 40000 and a limit of 5 and no sort an index "
+        "provides reads 40005 documents",
+        NULL),
+    /* a sort no index provides reads every document, whatever the limit
+     * (it said "reads the first document in the collection's order") */
+    HIT("empty filter, findOne with a sort no index provides",
+        "{'find':'big','filter':{},'sort':{'qty':1},'limit':1}", "find",
+        EMPTY_FILTER " with a limit of 1 and no sort an index provides reads every document "
+                     "(about 50000) to sort them",
+        NULL),
+    HIT("empty filter, findAndModify with a sort no index provides",
+        "{'findAndModify':'big','query':{},'sort':{'qty':-1},'update':{'$set':{'a':1}}}",
+        "findAndModify", "reads every document (about 50000) to sort them", NULL),
     HIT("empty filter, a large limit", "{'find':'big','filter':{},'limit':10000}", "find",
         EMPTY_FILTER
         " with a limit of 10000 and no sort an index provides reads 10000 documents in the "
@@ -228,6 +259,13 @@ static const scase cases[] = {
         "find", EMPTY_FILTER, NULL),
     HIT("hint $natural", "{'find':'big','filter':{'status':'SECRET'},'hint':{'$natural':1}}",
         "find", "hint {$natural} forces a collection scan of test.big", "$natural"),
+    /* a $natural sort without a hint plans a collection scan (query_planner.cpp) */
+    HIT("sort $natural, a filter an index bounds",
+        "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':1}}", "find",
+        "sort {$natural} forces a collection scan of test.big", "remove the sort {$natural"),
+    HIT("sort $natural -1 with a limit",
+        "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':-1},'limit':10}", "find",
+        "sort {$natural} forces a collection scan of test.big", "remove the sort {$natural"),
     HIT("hinted index gets no bounds",
         "{'find':'big','filter':{'status':'SECRET'},'hint':'name_1'}", "find",
         "the hinted index name_1 gets no bounds", NULL),
@@ -403,11 +441,26 @@ static const scase cases[] = {
     MISS("$expr $eq on a path not multikey in this index",
          "{'find':'mk','filter':{'$expr':{'$eq':['$_id',3]},'x':1}}"),
     MISS("a filter on the multikey path itself", "{'find':'mk','filter':{'tags':'SECRET'}}"),
+    /* what implies {$exists: true} (expression_algo.cpp, _isSubsetOf of an
+     * ExistsMatchExpression), and an equivalent $type */
+    MISS("partial $exists index: $ne null", FIND("{'pe':{'$ne':null}}")),
+    MISS("partial $exists index: $type", FIND("{'pe':{'$type':'string'}}")),
+    MISS("partial $exists index: an anchored regex",
+         FIND("{'pe':{'$regularExpression':{'pattern':'^a','options':''}}}")),
+    MISS("partial $exists index: an anchored $regex", FIND("{'pe':{'$regex':'^a'}}")),
+    MISS("partial $type index: the same $type", FIND("{'pt':{'$type':'string'}}")),
+    MISS("sort $natural with a hint: the hint wins",
+         "{'find':'big','filter':{'status':'SECRET'},'sort':{'$natural':1},"
+         "'hint':'status_1_created_-1'}"),
     MISS("partial index: a range inside its filter", FIND("{'p':{'$gte':6}}")),
     MISS("partial index: equality inside its filter", FIND("{'p':9}")),
     MISS("partial index: $in inside its filter", FIND("{'p':{'$in':[6,7.5]}}")),
     MISS("partial index: implied in an $and", FIND("{'$and':[{'q':1},{'p':{'$gt':5}}]}")),
     MISS("partial index: implied in an $or branch", FIND("{'$or':[{'p':7},{'_id':1}]}")),
+    MISS("partial index: implied around the $or",
+         FIND("{'f':1,'g':1,'x':1,'$or':[{'pa':1},{'_id':0}]}")),
+    MISS("partial index: implied by the $or branch alone",
+         FIND("{'x':1,'$or':[{'pa':1,'f':1,'g':1},{'_id':0}]}")),
     MISS("hint to a partial index the filter does not imply (the server refuses it)",
          "{'find':'big','filter':{'p':3},'hint':'p_1'}"),
     MISS("distinct on an indexed key, filter on a field of the same index",
@@ -436,6 +489,9 @@ static const scase cases[] = {
     MISS("equality on a hashed index", FIND("{'h':'SECRET'}")),
     MISS("a partial index may serve it", FIND("{'p':{'$gt':7}}")),
     MISS("empty filter, small limit", "{'find':'big','filter':{},'limit':10}"),
+    MISS("empty filter, findOne with a sort an index provides",
+         "{'find':'big','filter':{},'sort':{'name':1},'limit':1}"),
+    MISS("empty filter, a small skip and limit", "{'find':'big','filter':{},'skip':20,'limit':10}"),
     MISS("empty filter, findOne", "{'find':'big','filter':{},'limit':1,'singleBatch':true}"),
     MISS("empty filter, sort an index provides",
          "{'find':'big','filter':{},'sort':{'status':-1,'created':1}}"),
@@ -582,7 +638,7 @@ static void test_block_message(void **state)
 	    "mongoguard blocked this find: rule collection-scan: no index on test.big bounds the "
 	    "filter (qty: no usable index leads with it), so mongod reads every document (about "
 	    "50000; indexes: _id_, status_1_created_-1, name_1, s_1, h_hashed, loc_2dsphere, hid_1 "
-	    "(hidden), items.sku_1, p_1, t_text). Fix: create the index "
+	    "(hidden), items.sku_1, p_1, pe_1, pt_1, pa_1, t_text). Fix: create the index "
 	    "db.getSiblingDB(\"test\").getCollection(\"big\").createIndex({\"qty\": 1}).");
 	engine_free(e);
 }

@@ -41,6 +41,12 @@ typedef struct sort_case {
 #define CWI      "[{'key':{'a':1,'b':1,'w.$**':1,'c':1}}]"
 /* Two $in lists of 15 values: 225 point scans, over the planner's 200. */
 #define IN15 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]"
+#define IN120                                                                                      \
+	"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,3"         \
+	"0,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,"   \
+	"59,60,61,62,63,64,65,66,67,68,69,70,71,72,73,74,75,76,77,78,79,80,81,82,83,84,85,86,87,"  \
+	"88,89,90,91,92,93,94,95,96,97,98,99,100,101,102,103,104,105,106,107,108,109,110,111,112," \
+	"113,114,115,116,117,118,119,120]"
 
 static const sort_case cases[] = {
     /* ---- PROTOCOL.md: directions all equal or all inverted ---- */
@@ -135,6 +141,14 @@ static const sort_case cases[] = {
      "{'$or':[{'a':1},{'b':2}]}", "{'c':1}", NULL, NULL, NULL, P},
     {"$or, one branch unindexed", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
      "{'$or':[{'a':1},{'x':2}]}", "{'c':1}", NULL, NULL, NULL, B},
+    /* explodeForSort sums the scans of every branch (at most 200) */
+    {"$or of two exploded branches, 240 scans", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':{'$in':" IN120 "}},{'b':{'$in':" IN120 "}}]}", "{'c':1}", NULL, NULL, NULL, B},
+    {"$or of two exploded branches, 30 scans", "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]",
+     "{'$or':[{'a':{'$in':" IN15 "}},{'b':{'$in':" IN15 "}}]}", "{'c':1}", NULL, NULL, NULL, P},
+    {"$or of an exploded branch and a point, 121 scans",
+     "[{'key':{'a':1,'c':1}},{'key':{'b':1,'c':1}}]", "{'$or':[{'a':{'$in':" IN120 "}},{'b':2}]}",
+     "{'c':1}", NULL, NULL, NULL, P},
 
     /* ---- _id, $natural, $meta, empty ---- */
     {"_id alone", "[]", NULL, "{'_id':1}", NULL, NULL, NULL, P},
@@ -183,6 +197,12 @@ static const sort_case cases[] = {
      * bounds, never by a whole scan (was NV whatever the query). */
     {"wildcard index, sort field unfiltered", "[{'key':{'$**':1}}]", NULL, "{'a':1}", NULL, NULL,
      NULL, B},
+    /* bounds that take in documents make mongod scan the field's sub-paths
+     * (WildcardIndexMustUseBlockingSortWithExistsQueries) */
+    {"wildcard index, $exists true on the sort field", "[{'key':{'$**':1}}]",
+     "{'a':{'$exists':true}}", "{'a':1}", NULL, NULL, NULL, B},
+    {"wildcard index, $ne null on the sort field", "[{'key':{'$**':1}}]", "{'a':{'$ne':null}}",
+     "{'a':-1}", NULL, NULL, NULL, B},
     {"wildcard index, sort field filtered: no verdict", "[{'key':{'$**':1}}]", "{'a':{'$gt':1}}",
      "{'a':1}", NULL, NULL, NULL, NV},
     /* ... as its expansion for that path, {$_path: 1, a: 1}: one field
@@ -241,6 +261,13 @@ static const sort_case cases[] = {
     /* ---- special keys end the usable key pattern ---- */
     {"hashed prefix pinned by equality", "[{'key':{'a':'hashed','b':1}}]", "{'a':5}", "{'b':1}",
      NULL, NULL, NULL, P},
+    /* $exists: false is the null point (SortWhenHashedFieldIsPrefix) */
+    {"hashed prefix pinned by $exists false", "[{'key':{'x':'hashed','y':-1,'z':1}}]",
+     "{'x':{'$exists':false}}", "{'y':1,'z':-1}", NULL, NULL, NULL, P},
+    {"btree prefix pinned by $exists false", "[{'key':{'x':1,'y':1}}]", "{'x':{'$exists':false}}",
+     "{'y':-1}", NULL, NULL, NULL, P},
+    {"sparse prefix: $exists false cannot use it", "[{'key':{'x':1,'y':1},'sparse':true}]",
+     "{'x':{'$exists':false}}", "{'y':1}", NULL, NULL, NULL, B},
     {"hashed prefix without equality", "[{'key':{'a':'hashed','b':1}}]", NULL, "{'b':1}", NULL,
      NULL, NULL, B},
     {"fields after 2dsphere", "[{'key':{'a':1,'loc':'2dsphere','b':1}}]",
@@ -742,6 +769,17 @@ static const fx_expect form_cases[] = {
     {"$sort, $limit, then $match: the limit ends the run", true, "test.orders", "aggregate",
      "sort {\"b\": 1} on test.orders", NULL},
     {"$sort, $project, then $match: the match moves before both", false, NULL, NULL, NULL, NULL},
+    /* a $sort right after a $lookup moves before it (tryReorderingWithSort) */
+    {"$lookup then a $sort no index provides", true, "test.orders", "aggregate",
+     "sort {\"z\": 1} on test.orders: no index provides it", NULL},
+    {"$lookup then a $sort the equality prefix provides", false, NULL, NULL, NULL, NULL},
+    {"$lookup then a $sort on its as field: in memory after the join, not judged", false, NULL,
+     NULL, NULL, NULL},
+    /* a $facet's input is what the leading filter selects: _id points
+     * bound it to a few documents, as in a find */
+    {"$facet after an _id point: a few documents", false, NULL, NULL, NULL, NULL},
+    {"$facet after an _id point and an $unwind", true, "test.orders", "aggregate", "inside $facet",
+     MOVE},
 };
 
 static const char *const form_json[] = {
@@ -761,6 +799,14 @@ static const char *const form_json[] = {
     AGG("{'$sort':{'z':1}},{'$match':{'a':'SECRET'}},{'$sort':{'b':1}}"),
     AGG("{'$sort':{'b':1}},{'$limit':5},{'$match':{'a':'SECRET'}}"),
     AGG("{'$sort':{'b':1}},{'$project':{'a':1,'b':1}},{'$match':{'a':'SECRET'}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'z':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'b':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$lookup':{'from':'other','localField':'k',"
+        "'foreignField':'x','as':'j'}},{'$sort':{'j.x':1}}"),
+    AGG("{'$match':{'_id':5}},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
+    AGG("{'$match':{'_id':5}},{'$unwind':'$items'},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
 };
 
 static void test_forms_through_the_engine(void **state)
