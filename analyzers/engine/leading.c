@@ -129,15 +129,11 @@ static void moved_matches(bson_iter_t *s, leading *l)
 static bool sort_touches(const bson_t *sort, const char *as)
 {
 	bson_iter_t it;
-	size_t n = strlen(as);
 	if (!bson_iter_init(&it, sort))
 		return true;
 	while (wire_iter_next(&it)) {
 		const char *f = wire_iter_key(&it);
-		size_t m = strlen(f);
-		size_t k = m < n ? m : n;
-		if (strncmp(f, as, k) == 0 && (f[k] == '\0' || f[k] == '.') &&
-		    (as[k] == '\0' || as[k] == '.'))
+		if (lookup_as_holds(as, f) || lookup_as_holds(f, as))
 			return true;
 	}
 	return false;
@@ -150,7 +146,7 @@ static bool sort_touches(const bson_t *sort, const char *as)
  * moves nothing), and so becomes the leading run's sort. */
 static void sort_past_joins(const bson_iter_t *s, leading *l)
 {
-	bson_iter_t it = *s, c, m;
+	bson_iter_t it = *s, c;
 	const char *as[8];
 	size_t n = 0;
 	do {
@@ -170,11 +166,12 @@ static void sort_past_joins(const bson_iter_t *s, leading *l)
 			l->has_sort = wire_iter_doc_view(&c, &l->sort);
 			return;
 		}
-		if ((!key_eq(k, "$lookup") && !key_eq(k, "$graphLookup")) || n == 8 ||
-		    !wire_iter_recurse(&c, &m) || !bson_iter_find(&m, "as") ||
-		    !WIRE_ITER_HOLDS_UTF8(&m))
+		bool graph = key_eq(k, "$graphLookup");
+		lookup_stage lk;
+		if ((!graph && !key_eq(k, "$lookup")) || n == 8 ||
+		    !lookup_stage_read(&c, graph, &lk) || !lk.as)
 			return;
-		as[n++] = bson_iter_utf8(&m, NULL);
+		as[n++] = lk.as;
 	} while (wire_iter_next(&it));
 }
 
