@@ -373,6 +373,24 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 	return more && off == avail ? RELAY_EMPTIED : RELAY_MORE;
 }
 
+/* A piece of a reply the framer forwards untouched (all of it, or as much
+ * as is here): its body is read at its start only when all of it is
+ * here. avail: the bytes in in. */
+static void relay_forward(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail,
+                          const framer_step *st)
+{
+	if (st->starts) {
+		size_t len = (size_t)st->peek.h.length;
+		reply_at r = {NULL, avail >= len ? in : NULL, len};
+		note_reply_start(s, &r);
+	}
+	if (s->env.capture)
+		capture_reply_step(s, in, st);
+	transport_stage_or_relay(in, st->n, st->n == avail, out, &s->cl, true, NULL);
+	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
+	s->nbytes[MX_DIR_REPLY] += st->n;
+}
+
 /* The reply stream cannot be trusted past a malformed reply: logged, and
  * the client's connection ends. */
 static void malformed_reply(session *s, const wire_error *err)
@@ -443,16 +461,7 @@ static void process_upstream_replies(session *s)
 			evbuffer_drain(in, st.n);
 			break;
 		case FRAMER_FORWARD:
-			if (st.starts) { /* its body is read only when all of it is here */
-				size_t len = (size_t)st.peek.h.length;
-				reply_at r = {NULL, avail >= len ? in : NULL, len};
-				note_reply_start(s, &r);
-			}
-			if (s->env.capture)
-				capture_reply_step(s, in, &st);
-			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true, NULL);
-			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
-			s->nbytes[MX_DIR_REPLY] += st.n;
+			relay_forward(s, in, out, avail, &st);
 			break;
 		case FRAMER_WHOLE:
 			relay_whole(s, head, in, out, p, &st);
