@@ -115,11 +115,14 @@ typedef enum {
 typedef struct rule_read {
 	rule_read_kind kind; /* NONE, QUERY or MORE */
 	bool find;           /* QUERY: a find (rule_read_filter reads its filter) */
+	bool changes;        /* NONE: a write or a schema change (insert, drop, ...) */
 	const char *db;      /* NONE: NULL */
 	const char *coll;    /* coll_len bytes, not NUL-terminated */
 	uint32_t coll_len;
 	const void *view; /* the engine's */
 } rule_read;
+
+enum { RULE_READ_KEY_WORDS = 4, RULE_READ_KEY_BITS = 64 * RULE_READ_KEY_WORDS };
 
 /* A find's filter, read when a rule asks (valid during conn_read). */
 typedef struct rule_read_filter_facts {
@@ -127,6 +130,10 @@ typedef struct rule_read_filter_facts {
 	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */
 	uint64_t key;        /* the filter's field names and operators, never its values */
 	const char *field;   /* KEYED, KEYED_IN: the field's name */
+	/* KEYED, KEYED_IN: the values read, as a set of RULE_READ_KEY_BITS bits
+	 * (each value's type and bytes hashed to one bit): two reads of one
+	 * value set the same bit */
+	uint64_t keys[RULE_READ_KEY_WORDS];
 } rule_read_filter_facts;
 
 void rule_read_filter(const rule_read *r, rule_read_filter_facts *f);

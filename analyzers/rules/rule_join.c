@@ -25,8 +25,10 @@ typedef struct join_parent {
 
 typedef struct join_child {
 	uint64_t ns_hash, key;
-	uint32_t parent_seq; /* 0: an empty slot */
-	uint32_t reads, fanout;
+	uint64_t keys[RULE_READ_KEY_WORDS]; /* the values read (rule_read_filter_facts) */
+	uint32_t parent_seq;                /* 0: an empty slot */
+	uint32_t reads, values;             /* finds, and the values they read */
+	uint32_t fanout;                    /* how many of those are distinct */
 	int64_t last_ms;
 	bool done; /* reported, or found already reported */
 } join_child;
@@ -37,7 +39,7 @@ typedef struct join_facts {
 	char field[JOIN_FIELD_LEN];
 	uint64_t parent_key;
 	int64_t n;
-	uint32_t reads, fanout, window_ms;
+	uint32_t reads, values, fanout, window_ms;
 	bool in;
 } join_facts;
 
@@ -141,6 +143,24 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
+/* How many distinct values the set holds: z of its m bits set estimate
+ * -m ln(1 - z/m) values (linear counting), rounded down: a collision can
+ * make it a few short at 50 values in 256 bits (a finding later, or
+ * none), never make it more. A set full of ones: more than any fan-out
+ * asks. No libm: ln(1 - x) as its series, x <= 255/256. */
+static uint32_t keys_distinct(const uint64_t keys[RULE_READ_KEY_WORDS])
+{
+	unsigned z = 0;
+	for (int i = 0; i < RULE_READ_KEY_WORDS; i++)
+		z += (unsigned)__builtin_popcountll(keys[i]);
+	if (z == RULE_READ_KEY_BITS)
+		return UINT32_MAX;
+	double x = (double)z / RULE_READ_KEY_BITS, term = x, sum = 0;
+	for (int k = 1; k <= 64 && term > 1e-9; k++, term *= x)
+		sum += term / k;
+	return (uint32_t)(RULE_READ_KEY_BITS * sum); /* down: never more than were read */
+}
+
 /* The fan-out that reports a parent of n documents (rule_join.h). */
 static uint32_t fanout_needed(int64_t n, uint32_t min_fanout)
 {
@@ -217,10 +237,16 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	if (!p && !(p = parent_of(j, ns, now, window, min)))
 		return false;
 	join_child *c = child_of(j, p, ns, key);
-	if (c->reads && now - c->last_ms > window)
-		c->reads = c->fanout = 0; /* that chain was over: this one starts */
+	if (c->reads && now - c->last_ms > window) { /* that chain was over: this one starts */
+		c->reads = c->values = 0;
+		memset(c->keys, 0, sizeof(c->keys));
+	}
 	c->reads++;
-	c->fanout += f->values;
+	c->values += f->values;
+	for (int i = 0; i < RULE_READ_KEY_WORDS; i++)
+		c->keys[i] |= f->keys[i];
+	uint32_t distinct = keys_distinct(c->keys); /* no more than were read */
+	c->fanout = distinct < c->values ? distinct : c->values;
 	c->last_ms = now;
 	p->last_ms = j->active_ms = now;
 	if (c->done || c->fanout < fanout_needed(p->n, min))
@@ -233,6 +259,7 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	j->f.parent_key = p->key;
 	j->f.n = p->n;
 	j->f.reads = c->reads;
+	j->f.values = c->values;
 	j->f.fanout = c->fanout;
 	j->f.window_ms = (uint32_t)window;
 	j->f.in = f->kind == RULE_READ_KEYED_IN;
@@ -246,8 +273,16 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 {
 	join_conn *j = conn;
 	j->pending = r->kind;
-	if (r->kind == RULE_READ_NONE)
+	if (r->kind == RULE_READ_NONE) {
+		/* a write or a schema change: what was read before is no page
+		 * being joined */
+		if (r->changes) {
+			j->active = false;
+			memset(j->parents, 0, sizeof(j->parents));
+			memset(j->children, 0, sizeof(j->children));
+		}
 		return false;
+	}
 	size_t a = strlen(r->db), b = r->coll_len;
 	if (a > JOIN_NS_LEN - 2)
 		a = JOIN_NS_LEN - 2;
@@ -368,7 +403,7 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	quoted(&t, f->field);
 	if (f->in)
 		text_printf(&t, " in %u $in batch%s holding %u keys", f->reads,
-		            f->reads == 1 ? "" : "es", f->fanout);
+		            f->reads == 1 ? "" : "es", f->values);
 	else
 		text_printf(&t, " %u times, one find per document (N+1)", f->reads);
 	text_printf(&t, ", each within %u ms of the last (fan-out %u of %lld)", f->window_ms,
