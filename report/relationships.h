@@ -18,8 +18,10 @@
  * event (the parent's reply, a child's request or reply): either one read
  * per parent document (N+1: at least REL_MIN_FANOUT of them, between
  * REL_EACH_LOW and REL_EACH_HIGH times N), or at most REL_MAX_IN_BATCHES
- * $in batches and no single reads (an ODM's populate). A getMore of the
- * parent's collection adds its documents to N. Up to
+ * $in batches and no single reads (an ODM's populate), of at least
+ * REL_MIN_FANOUT distinct values (protocol/key_set.h). A getMore of the
+ * parent's collection adds its documents to N; a write or a schema change
+ * on the connection ends the chain, as the live rule's. Up to
  * REL_MAX_CHILDREN child collections per parent read (populate of
  * several paths). */
 /* The same defaults as the client-side-join rule's windowMS and minFanout

@@ -115,22 +115,11 @@ static uint64_t mix_str(uint64_t h, const char *s)
 	return h ^ (h >> 29);
 }
 
-/* The value it is on (its type and bytes) into the set of values read. */
-static void key_add(uint64_t keys[RULE_READ_KEY_WORDS], const bson_iter_t *it)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)wire_iter_type(it);
-	for (uint32_t i = it->d1; i < it->next_off; i++)
-		h = (h ^ it->raw[i]) * 0x100000001b3ull;
-	h ^= h >> 32;
-	unsigned bit = (unsigned)(h % RULE_READ_KEY_BITS);
-	keys[bit / 64] |= 1ull << (bit % 64);
-}
-
 /* A value an equality reads: anything but a document of operators or a
  * regex. An operator document {$eq: v} is one too; {$in: [...]} is
  * KEYED_IN; any other operator is a query. keys: the values read. */
 static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64_t *key,
-                                 uint64_t keys[RULE_READ_KEY_WORDS])
+                                 key_set *keys)
 {
 	bson_iter_t op;
 	if (WIRE_ITER_HOLDS_REGEX(it))
@@ -138,21 +127,21 @@ static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64
 	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &op) || !wire_iter_next(&op) ||
 	    wire_iter_key(&op)[0] != '$') {
 		/* a value, {k: {}} (an empty document), or an embedded document */
-		key_add(keys, it);
+		key_set_add(keys, it);
 		return RULE_READ_KEYED;
 	}
 	const char *name = wire_iter_key(&op);
 	*key = mix_str(*key, name);
 	rule_read_kind k = RULE_READ_QUERY;
 	if (strcmp(name, "$eq") == 0) {
-		key_add(keys, &op);
+		key_set_add(keys, &op);
 		k = RULE_READ_KEYED;
 	} else if (strcmp(name, "$in") == 0 && WIRE_ITER_HOLDS_ARRAY(&op)) {
 		bson_iter_t a;
 		uint32_t n = 0;
 		if (wire_iter_recurse(&op, &a))
 			for (; wire_iter_next(&a); n++)
-				key_add(keys, &a);
+				key_set_add(keys, &a);
 		*values = n;
 		k = RULE_READ_KEYED_IN;
 	}
@@ -191,7 +180,7 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	f->values = 0;
 	f->key = 0;
 	f->field = NULL;
-	memset(f->keys, 0, sizeof(f->keys));
+	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT) : NULL;
 	bson_iter_t it;
 	if (!doc)
@@ -202,7 +191,7 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	const char *field = wire_iter_key(&it);
 	uint32_t values = 1;
 	f->key = mix_str(0, field);
-	rule_read_kind k = value_kind(&it, &values, &f->key, f->keys);
+	rule_read_kind k = value_kind(&it, &values, &f->key, &f->keys);
 	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
 		f->key = mix_str(f->key, wire_iter_key(&it));
 		k = RULE_READ_QUERY;

@@ -26,6 +26,7 @@
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
 #include "protocol/commands.h"
+#include "protocol/key_set.h"
 #include "protocol/text.h"
 
 /* The engine's per-request state; checks reach it through the functions
@@ -122,18 +123,13 @@ typedef struct rule_read {
 	const void *view; /* the engine's */
 } rule_read;
 
-enum { RULE_READ_KEY_WORDS = 4, RULE_READ_KEY_BITS = 64 * RULE_READ_KEY_WORDS };
-
 /* A find's filter, read when a rule asks (valid during conn_read). */
 typedef struct rule_read_filter_facts {
 	rule_read_kind kind; /* QUERY, KEYED or KEYED_IN */
 	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */
 	uint64_t key;        /* the filter's field names and operators, never its values */
 	const char *field;   /* KEYED, KEYED_IN: the field's name */
-	/* KEYED, KEYED_IN: the values read, as a set of RULE_READ_KEY_BITS bits
-	 * (each value's type and bytes hashed to one bit): two reads of one
-	 * value set the same bit */
-	uint64_t keys[RULE_READ_KEY_WORDS];
+	key_set keys;        /* KEYED, KEYED_IN: the values read */
 } rule_read_filter_facts;
 
 void rule_read_filter(const rule_read *r, rule_read_filter_facts *f);

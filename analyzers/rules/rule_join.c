@@ -25,10 +25,10 @@ typedef struct join_parent {
 
 typedef struct join_child {
 	uint64_t ns_hash, key;
-	uint64_t keys[RULE_READ_KEY_WORDS]; /* the values read (rule_read_filter_facts) */
-	uint32_t parent_seq;                /* 0: an empty slot */
-	uint32_t reads, values;             /* finds, and the values they read */
-	uint32_t fanout;                    /* how many of those are distinct */
+	key_set keys;           /* the values read (rule_read_filter_facts) */
+	uint32_t parent_seq;    /* 0: an empty slot */
+	uint32_t reads, values; /* finds, and the values they read */
+	uint32_t fanout;        /* how many of those are distinct */
 	int64_t last_ms;
 	bool done; /* reported, or found already reported */
 } join_child;
@@ -143,24 +143,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	dst[n] = '\0';
 }
 
-/* How many distinct values the set holds: z of its m bits set estimate
- * -m ln(1 - z/m) values (linear counting), rounded down: a collision can
- * make it a few short at 50 values in 256 bits (a finding later, or
- * none), never make it more. A set full of ones: more than any fan-out
- * asks. No libm: ln(1 - x) as its series, x <= 255/256. */
-static uint32_t keys_distinct(const uint64_t keys[RULE_READ_KEY_WORDS])
-{
-	unsigned z = 0;
-	for (int i = 0; i < RULE_READ_KEY_WORDS; i++)
-		z += (unsigned)__builtin_popcountll(keys[i]);
-	if (z == RULE_READ_KEY_BITS)
-		return UINT32_MAX;
-	double x = (double)z / RULE_READ_KEY_BITS, term = x, sum = 0;
-	for (int k = 1; k <= 64 && term > 1e-9; k++, term *= x)
-		sum += term / k;
-	return (uint32_t)(RULE_READ_KEY_BITS * sum); /* down: never more than were read */
-}
-
 /* The fan-out that reports a parent of n documents (rule_join.h). */
 static uint32_t fanout_needed(int64_t n, uint32_t min_fanout)
 {
@@ -239,13 +221,12 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	join_child *c = child_of(j, p, ns, key);
 	if (c->reads && now - c->last_ms > window) { /* that chain was over: this one starts */
 		c->reads = c->values = 0;
-		memset(c->keys, 0, sizeof(c->keys));
+		key_set_clear(&c->keys);
 	}
 	c->reads++;
 	c->values += f->values;
-	for (int i = 0; i < RULE_READ_KEY_WORDS; i++)
-		c->keys[i] |= f->keys[i];
-	uint32_t distinct = keys_distinct(c->keys); /* no more than were read */
+	key_set_union(&c->keys, &f->keys);
+	uint32_t distinct = key_set_count(&c->keys); /* no more than were read */
 	c->fanout = distinct < c->values ? distinct : c->values;
 	c->last_ms = now;
 	p->last_ms = j->active_ms = now;
