@@ -55,6 +55,7 @@ typedef struct join_conn {
 	bool active;
 	int64_t active_ms;
 	uint32_t seq; /* parent reads seen */
+	bool held;    /* a parent was kept since the last write or schema change */
 	join_parent parents[JOIN_PARENTS];
 	join_child children[JOIN_CHILDREN];
 	join_facts f;
@@ -257,8 +258,8 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 	if (r->kind == RULE_READ_NONE) {
 		/* a write or a schema change: what was read before is no page
 		 * being joined */
-		if (r->changes) {
-			j->active = false;
+		if (r->changes && j->held) {
+			j->active = j->held = false;
 			memset(j->parents, 0, sizeof(j->parents));
 			memset(j->children, 0, sizeof(j->children));
 		}
@@ -340,6 +341,7 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 		return;
 	join_parent *p = parent_slot(j);
 	p->seq = ++j->seq ? j->seq : ++j->seq;
+	j->held = true;
 	/* The parent's shape, as far as a pair's dedupe tells them apart: its
 	 * namespace and command (its filter is not read, so reading costs
 	 * nothing on the request path). */
