@@ -26,8 +26,9 @@ typedef struct rel_child {
 	size_t ns; /* row + 1 */
 	char key[64];
 	uint64_t singles, batches, elems;
-	key_set values; /* the values read: the fan-out counts distinct ones */
-	int proj;       /* widest projection; -1 whole documents */
+	key_set values;    /* the values read: the fan-out counts distinct ones ... */
+	bool placeholders; /* ... unless some were placeholders (rel_req) */
+	int proj;          /* widest projection; -1 whole documents */
 } rel_child;
 
 typedef struct rel_conn {
@@ -206,7 +207,7 @@ static void close_chain(model *m, rel_conn *c)
 		const rel_child *k = &c->kids[i];
 		double n = (double)c->n;
 		const char *parent = m->nss[c->parent - 1].ns, *child = m->nss[k->ns - 1].ns;
-		if (key_set_count(&k->values) < REL_MIN_FANOUT)
+		if (!k->placeholders && key_set_count(&k->values) < REL_MIN_FANOUT)
 			continue; /* one value read again and again: no fan-out */
 		if (!k->batches && k->singles >= REL_MIN_FANOUT &&
 		    (double)k->singles >= REL_EACH_LOW * n &&
@@ -243,6 +244,7 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 	}
 	rel_child *ch = &c->kids[i];
 	key_set_union(&ch->values, &k.values);
+	ch->placeholders |= q->placeholders;
 	if (k.in < 0) {
 		ch->singles++;
 	} else {

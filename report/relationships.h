@@ -59,10 +59,11 @@ typedef struct rel_req {
 	uint64_t instance;
 	int64_t conn, rid, t;
 	const cmdview *v;
-	const char *cmd; /* the canonical command name */
-	size_t ns;       /* the collection's row + 1 */
-	uint64_t shape;  /* its shape hash */
-	int proj;        /* its projection's fields (model_shape.proj_fields) */
+	const char *cmd;   /* the canonical command name */
+	size_t ns;         /* the collection's row + 1 */
+	uint64_t shape;    /* its shape hash */
+	int proj;          /* its projection's fields (model_shape.proj_fields) */
+	bool placeholders; /* its literals are placeholders: each value counts */
 } rel_req;
 
 typedef struct rel_tracker rel_tracker;

@@ -180,6 +180,7 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	f->values = 0;
 	f->key = 0;
 	f->field = NULL;
+	f->values_known = r->values_known;
 	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT) : NULL;
 	bson_iter_t it;
@@ -282,10 +283,12 @@ bool engine_track_wants_count(const engine_conn_track *t)
 }
 
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
-                         int64_t now_ms)
+                         const request_ctx *rc)
 {
 	rule_read r;
+	int64_t now_ms = rc->now_ms;
 	describe(v, id, &r);
+	r.values_known = !rc->placeholders;
 	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
 	if (r.kind == RULE_READ_NONE && t->idle && (!r.changes || t->changed))
 		return 0;

@@ -29,6 +29,7 @@ typedef struct join_child {
 	uint32_t parent_seq;    /* 0: an empty slot */
 	uint32_t reads, values; /* finds, and the values they read */
 	uint32_t fanout;        /* how many of those are distinct */
+	bool placeholders;      /* some values read were placeholders: each counts */
 	int64_t last_ms;
 	bool done; /* reported, or found already reported */
 } join_child;
@@ -222,13 +223,15 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	join_child *c = child_of(j, p, ns, key);
 	if (c->reads && now - c->last_ms > window) { /* that chain was over: this one starts */
 		c->reads = c->values = 0;
+		c->placeholders = false;
 		key_set_clear(&c->keys);
 	}
 	c->reads++;
 	c->values += f->values;
 	key_set_union(&c->keys, &f->keys);
+	c->placeholders |= !f->values_known;
 	uint32_t distinct = key_set_count(&c->keys); /* no more than were read */
-	c->fanout = distinct < c->values ? distinct : c->values;
+	c->fanout = distinct < c->values && !c->placeholders ? distinct : c->values;
 	c->last_ms = now;
 	p->last_ms = j->active_ms = now;
 	if (c->done || c->fanout < fanout_needed(p->n, min))

@@ -25,6 +25,7 @@ typedef struct world {
 	fx_sink sink;
 	int64_t t; /* ms */
 	unsigned oid;
+	bool placeholders; /* requests as a redacted capture's replay gives them */
 } world;
 
 static void world_open(world *w, rule_action action)
@@ -37,6 +38,7 @@ static void world_open(world *w, rule_action action)
 	assert_non_null(w->e);
 	w->t = 1000000;
 	w->oid = 1;
+	w->placeholders = false;
 }
 
 static void conn_close(conn *c)
@@ -60,7 +62,8 @@ static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
 	                  .conn = 7,
 	                  .now_ms = w->t,
 	                  .repeat = &c->repeat,
-	                  .track = &c->track};
+	                  .track = &c->track,
+	                  .placeholders = w->placeholders};
 	block_info block;
 	verdict v = fx_analyze(w->e, "shop", json, NULL, 0, &rc, &block);
 	if (ndocs >= -1) /* the reply, a round trip later */
@@ -531,6 +534,25 @@ static void test_one_value_repeated(void **state)
 	world_close(&w);
 }
 
+/* In a redacted capture's replay (mongoguard report) every literal is a
+ * placeholder of its type: one value repeated cannot be told from many,
+ * so each value read counts. */
+static void test_placeholders_count_each_read(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	w.placeholders = true;
+	find_orders(&w, &c, 6);
+	for (int i = 0; i < 3; i++) {
+		w.t += 1;
+		send(&w, &c, "{'find':'customers','filter':{'_id':0}}", 1);
+	}
+	expect_one(&w, "shop.customers", "by \"_id\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
 /* Repeats among distinct values (posts by the same authors): reported when
  * the distinct ones reach the fan-out, with the reads counted. */
 static void test_repeats_among_distinct_values(void **state)
@@ -717,6 +739,7 @@ int main(void)
 	    cmocka_unit_test(test_beyond_window),
 	    cmocka_unit_test(test_writes_are_not_reads),
 	    cmocka_unit_test(test_one_value_repeated),
+	    cmocka_unit_test(test_placeholders_count_each_read),
 	    cmocka_unit_test(test_repeats_among_distinct_values),
 	    cmocka_unit_test(test_write_or_ddl_ends_the_parent),
 	    cmocka_unit_test(test_same_collection),
