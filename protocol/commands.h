@@ -78,7 +78,9 @@ typedef enum {
 	CMD_IDS,
 } cmd_id;
 
-/* What a command does to data, as the report counts it. */
+/* What a command does to data, as the report counts it. In this order:
+ * the kinds from CMD_KIND_WRITE on change data or schema (a test of
+ * >= CMD_KIND_WRITE says so). */
 typedef enum {
 	CMD_KIND_OTHER, /* handshake, auth, cursors, sessions, explain */
 	CMD_KIND_READ,  /* selects documents by a query and returns them */

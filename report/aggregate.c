@@ -65,6 +65,9 @@ struct aggregator {
 	ns_table nss;
 	pending *pend[PENDING_BUCKETS];
 	uint64_t instance; /* of the file being read */
+	/* its requests' literals are placeholders (redaction "shapes", the
+	 * default): equal ones are not one value read twice */
+	bool placeholders;
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
@@ -357,7 +360,8 @@ static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t,
 	                  .client = rec_str(rec, "client"),
 	                  .now_ms = t / 1000,
 	                  .no_wait = true,
-	                  .track = track_slot(a, conn)};
+	                  .track = track_slot(a, conn),
+	                  .placeholders = a->placeholders};
 	block_info b;
 	if (!a->e)
 		return;
@@ -439,7 +443,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
-	                       m->shapes[si - 1].proj_fields});
+	                       m->shapes[si - 1].proj_fields, a->placeholders});
 	judge(a, rec, &r.view, t, app, ni, ids.conn);
 	expect_reply(a, &ids, si, ni, t);
 	request_release(&r);
@@ -780,6 +784,8 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	switch (capture_kind(rec)) {
 	case CAPTURE_REC_HEADER:
 		a->instance = hash_map_str_key(rec_str(rec, "instance"));
+		a->placeholders =
+		    !rec_str(rec, "redaction") || strcmp(rec_str(rec, "redaction"), "none");
 		if (!a->rules_set)
 			rules_from_header(a, rec);
 		break;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "protocol/commands.h"
+#include "protocol/key_set.h"
 #include "report/grow.h"
 #include "report/html_table.h"
 #include "report/relationships.h"
@@ -25,7 +26,9 @@ typedef struct rel_child {
 	size_t ns; /* row + 1 */
 	char key[64];
 	uint64_t singles, batches, elems;
-	int proj; /* widest projection; -1 whole documents */
+	key_set values;    /* the values read: the fan-out counts distinct ones ... */
+	bool placeholders; /* ... unless some were placeholders (rel_req) */
+	int proj;          /* widest projection; -1 whole documents */
 } rel_child;
 
 typedef struct rel_conn {
@@ -131,6 +134,7 @@ static void rel_parent_shape(model_rel *x, uint64_t shape)
 typedef struct keyed {
 	char key[64];
 	int64_t in; /* -1: one value; else the $in's length */
+	key_set values;
 } keyed;
 
 /* Whether a find reads by one field: {f: value}, {f: {$eq: v}} or
@@ -144,6 +148,7 @@ static bool read_by_key(const model_ns *n, const cmdview *v, keyed *k)
 		return false;
 	const char *key = bson_iter_key(&f);
 	k->in = -1;
+	key_set_clear(&k->values);
 	if (key[0] == '$')
 		return false;
 	if (BSON_ITER_HOLDS_DOCUMENT(&f)) {
@@ -154,15 +159,19 @@ static bool read_by_key(const model_ns *n, const cmdview *v, keyed *k)
 			bson_iter_t e;
 			k->in = 0;
 			if (bson_iter_recurse(&op, &e))
-				while (bson_iter_next(&e))
-					k->in++;
+				for (; bson_iter_next(&e); k->in++)
+					key_set_add(&k->values, &e);
 		} else if (strcmp(o, "$eq")) {
 			return false;
+		} else {
+			key_set_add(&k->values, &op);
 		}
 		if (bson_iter_next(&op))
 			return false; /* {$gte, $lt}: a range, not a key */
 	} else if (BSON_ITER_HOLDS_ARRAY(&f)) {
 		return false;
+	} else {
+		key_set_add(&k->values, &f);
 	}
 	if (bson_iter_next(&f))
 		return false; /* a second field: not one key */
@@ -198,6 +207,8 @@ static void close_chain(model *m, rel_conn *c)
 		const rel_child *k = &c->kids[i];
 		double n = (double)c->n;
 		const char *parent = m->nss[c->parent - 1].ns, *child = m->nss[k->ns - 1].ns;
+		if (!k->placeholders && key_set_count(&k->values) < REL_MIN_FANOUT)
+			continue; /* one value read again and again: no fan-out */
 		if (!k->batches && k->singles >= REL_MIN_FANOUT &&
 		    (double)k->singles >= REL_EACH_LOW * n &&
 		    (double)k->singles <= REL_EACH_HIGH * n)
@@ -232,6 +243,8 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 		c->nkids++;
 	}
 	rel_child *ch = &c->kids[i];
+	key_set_union(&ch->values, &k.values);
+	ch->placeholders |= q->placeholders;
 	if (k.in < 0) {
 		ch->singles++;
 	} else {
@@ -326,8 +339,19 @@ void rel_request(rel_tracker *r, model *m, const rel_req *q)
 		return;
 	}
 	bool find = !strcmp(q->cmd, "find"), agg = !strcmp(q->cmd, "aggregate");
+	cmd_id id = cmd_find(q->cmd);
+	if (id != CMD_NONE &&
+	    (cmd_rows[id].kind == CMD_KIND_WRITE || cmd_rows[id].kind == CMD_KIND_DDL)) {
+		/* another operation's work: the chain ends, as the rule's does */
+		rel_conn *c = conn_get(r, q->instance, q->conn, false);
+		if (c) {
+			close_chain(m, c);
+			c->pending = false;
+		}
+		return;
+	}
 	if (!q->ns || (!find && !agg))
-		return; /* writes, getMores and the rest neither join nor break a chain */
+		return; /* count, distinct and the rest neither join nor break a chain */
 	if (agg)
 		lookups(m, q);
 	rel_conn *c = conn_get(r, q->instance, q->conn, true);

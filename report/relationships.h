@@ -18,8 +18,10 @@
  * event (the parent's reply, a child's request or reply): either one read
  * per parent document (N+1: at least REL_MIN_FANOUT of them, between
  * REL_EACH_LOW and REL_EACH_HIGH times N), or at most REL_MAX_IN_BATCHES
- * $in batches and no single reads (an ODM's populate). A getMore of the
- * parent's collection adds its documents to N. Up to
+ * $in batches and no single reads (an ODM's populate), of at least
+ * REL_MIN_FANOUT distinct values (protocol/key_set.h). A getMore of the
+ * parent's collection adds its documents to N; a write or a schema change
+ * on the connection ends the chain, as the live rule's. Up to
  * REL_MAX_CHILDREN child collections per parent read (populate of
  * several paths). */
 /* The same defaults as the client-side-join rule's windowMS and minFanout
@@ -57,10 +59,11 @@ typedef struct rel_req {
 	uint64_t instance;
 	int64_t conn, rid, t;
 	const cmdview *v;
-	const char *cmd; /* the canonical command name */
-	size_t ns;       /* the collection's row + 1 */
-	uint64_t shape;  /* its shape hash */
-	int proj;        /* its projection's fields (model_shape.proj_fields) */
+	const char *cmd;   /* the canonical command name */
+	size_t ns;         /* the collection's row + 1 */
+	uint64_t shape;    /* its shape hash */
+	int proj;          /* its projection's fields (model_shape.proj_fields) */
+	bool placeholders; /* its literals are placeholders: each value counts */
 } rel_req;
 
 typedef struct rel_tracker rel_tracker;

@@ -22,8 +22,11 @@ struct engine_conn_track {
 	uint64_t gen; /* of the engine whose layout it has */
 	size_t size;  /* bytes of area */
 	/* The last request told was no read: the rules know (a run of them
-	 * is told once, and their replies not at all). */
+	 * is told once, and their replies not at all) ... */
 	bool idle;
+	/* ... and it was a write or a schema change: so a run of no reads is
+	 * told once more at its first change (rule_read.changes) */
+	bool changed;
 	/* The last request was a read of at most one document (a find with
 	 * limit 1, or by an _id value): its reply's count is no news. */
 	bool point;
@@ -114,29 +117,31 @@ static uint64_t mix_str(uint64_t h, const char *s)
 
 /* A value an equality reads: anything but a document of operators or a
  * regex. An operator document {$eq: v} is one too; {$in: [...]} is
- * KEYED_IN; any other operator is a query. */
-static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64_t *key)
+ * KEYED_IN; any other operator is a query. keys: the values read. */
+static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64_t *key,
+                                 key_set *keys)
 {
 	bson_iter_t op;
 	if (WIRE_ITER_HOLDS_REGEX(it))
 		return RULE_READ_QUERY;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it))
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &op) || !wire_iter_next(&op) ||
+	    wire_iter_key(&op)[0] != '$') {
+		/* a value, {k: {}} (an empty document), or an embedded document */
+		key_set_add(keys, it);
 		return RULE_READ_KEYED;
-	if (!wire_iter_recurse(it, &op) || !wire_iter_next(&op))
-		return RULE_READ_KEYED; /* {k: {}}: an equality with an empty document */
+	}
 	const char *name = wire_iter_key(&op);
-	if (name[0] != '$')
-		return RULE_READ_KEYED; /* an embedded document's equality */
 	*key = mix_str(*key, name);
 	rule_read_kind k = RULE_READ_QUERY;
 	if (strcmp(name, "$eq") == 0) {
+		key_set_add(keys, &op);
 		k = RULE_READ_KEYED;
 	} else if (strcmp(name, "$in") == 0 && WIRE_ITER_HOLDS_ARRAY(&op)) {
 		bson_iter_t a;
 		uint32_t n = 0;
 		if (wire_iter_recurse(&op, &a))
-			while (wire_iter_next(&a))
-				n++;
+			for (; wire_iter_next(&a); n++)
+				key_set_add(keys, &a);
 		*values = n;
 		k = RULE_READ_KEYED_IN;
 	}
@@ -175,6 +180,8 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	f->values = 0;
 	f->key = 0;
 	f->field = NULL;
+	f->values_known = r->values_known;
+	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT) : NULL;
 	bson_iter_t it;
 	if (!doc)
@@ -185,7 +192,7 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	const char *field = wire_iter_key(&it);
 	uint32_t values = 1;
 	f->key = mix_str(0, field);
-	rule_read_kind k = value_kind(&it, &values, &f->key);
+	rule_read_kind k = value_kind(&it, &values, &f->key, &f->keys);
 	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
 		f->key = mix_str(f->key, wire_iter_key(&it));
 		k = RULE_READ_QUERY;
@@ -204,6 +211,7 @@ static void describe(const cmdview *v, cmd_id id, rule_read *r)
 {
 	r->kind = RULE_READ_NONE;
 	r->db = NULL;
+	r->changes = cmd_rows[id].kind >= CMD_KIND_WRITE; /* a write or DDL (CMD_NONE: other) */
 	if ((id != CMD_FIND && id != CMD_AGGREGATE && id != CMD_GET_MORE) || !v->db || !v->ntop)
 		return;
 	const uint8_t *coll;
@@ -275,14 +283,17 @@ bool engine_track_wants_count(const engine_conn_track *t)
 }
 
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
-                         int64_t now_ms)
+                         const request_ctx *rc)
 {
 	rule_read r;
+	int64_t now_ms = rc->now_ms;
 	describe(v, id, &r);
+	r.values_known = !rc->placeholders;
 	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
-	if (r.kind == RULE_READ_NONE && t->idle)
+	if (r.kind == RULE_READ_NONE && t->idle && (!r.changes || t->changed))
 		return 0;
 	t->idle = r.kind == RULE_READ_NONE;
+	t->changed = r.changes;
 	uint32_t fired = 0;
 	for (unsigned i = 0; i < e->nconn; i++) {
 		rule_id rr = e->conn_list[i];

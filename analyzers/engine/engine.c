@@ -254,7 +254,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	uint32_t joined = 0;
 	if (tr && !(rep && conn_track_repeat_point(e, tr, rc->now_ms))) {
 		id = cmd_find(v->name);
-		joined = conn_track_read(e, tr, v, id, rc->now_ms);
+		joined = conn_track_read(e, tr, v, id, rc);
 	}
 	if (rep && !joined)
 		return VERDICT_FORWARD; /* judged as its template was */

@@ -119,6 +119,9 @@ typedef struct request_ctx {
 	const engine_late *late;   /* non-NULL: a late call (see engine_late) */
 	engine_repeat **repeat;    /* the connection's repeat slot (see above), or NULL: none */
 	engine_conn_track **track; /* the connection's reads (see above), or NULL: none */
+	/* The request's literals are placeholders (a redacted capture's
+	 * replay): two equal ones are not two reads of one value. */
+	bool placeholders;
 } request_ctx;
 
 /* What comes with a verdict: for VERDICT_BLOCK, what the client is told;

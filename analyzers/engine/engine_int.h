@@ -363,7 +363,7 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc);
 bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms);
 void conn_track_template_set(engine_conn_track *t);
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
-                         int64_t now_ms);
+                         const request_ctx *rc);
 
 /* Reports the findings of `rules` at the request ax analyses. */
 void conn_track_report(rule_ctx *ax, engine_conn_track *t, const cmdview *v, uint32_t rules);

@@ -31,13 +31,43 @@
 #include "analyzers/planner/stages.h"
 #include "protocol/wire_iter.h"
 
+/* A $group that counts: a constant _id (one group for every document),
+ * and each accumulator a count ({$sum: 1}, any constant number, or the
+ * 5.0 {$count: {}}). Any other accumulator ({$avg: "$x"}, {$sum: "$x"})
+ * computes over the whole input: analytics, not a count. g: on the
+ * $group's value. */
+static bool counting_group(const bson_iter_t *g)
+{
+	bson_iter_t c, a;
+	bool constant_id = false;
+	if (!wire_iter_recurse(g, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		bson_type_t t = wire_iter_type(&c);
+		if (key_eq(wire_iter_key(&c), "_id")) {
+			constant_id = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
+			              !(t == BSON_TYPE_UTF8 && bson_iter_utf8(&c, NULL)[0] == '$');
+			continue;
+		}
+		if (t != BSON_TYPE_DOCUMENT || !wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
+			return false;
+		const char *op = wire_iter_key(&a);
+		bool counts = (key_eq(op, "$sum") && WIRE_ITER_HOLDS_NUMBER(&a)) ||
+		              (key_eq(op, "$count") && WIRE_ITER_HOLDS_DOCUMENT(&a));
+		if (!counts || wire_iter_next(&a))
+			return false;
+	}
+	return constant_id;
+}
+
 /* After the leading $match stages, countDocuments' pipeline (every driver's:
- * [{$match: F}, {$skip}, {$limit}, {$group: {_id: 1, n: {$sum: 1}}}]):
- * a $group with a constant _id reads every document F selects, up to the
- * $skip and $limit before it. s: on the stage after the $match stages. */
+ * [{$match: F}, {$skip}, {$limit}, {$group: {_id: 1, n: {$sum: 1}}}]), or
+ * a $count stage in the $group's place: the count reads every document F
+ * selects, up to the $skip and $limit before it. s: on the stage after
+ * the $match stages. */
 static void counting_tail(bson_iter_t *s, leading *l)
 {
-	bson_iter_t c, g;
+	bson_iter_t c;
 	int64_t skip = 0;
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(s) || !wire_iter_recurse(s, &c) ||
@@ -54,16 +84,8 @@ static void counting_tail(bson_iter_t *s, leading *l)
 				l->count_limit = skip + n;
 			continue;
 		}
-		if (!key_eq(k, "$group") || !wire_iter_recurse(&c, &g))
-			return;
-		bool found = false;
-		while (!found && wire_iter_next(&g))
-			found = key_eq(wire_iter_key(&g), "_id");
-		if (!found)
-			return;
-		bson_type_t t = wire_iter_type(&g);
-		l->counts = t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY &&
-		            !(t == BSON_TYPE_UTF8 && bson_iter_utf8(&g, NULL)[0] == '$');
+		l->counts = (key_eq(k, "$group") && counting_group(&c)) ||
+		            (key_eq(k, "$count") && WIRE_ITER_HOLDS_UTF8(&c));
 		return;
 	} while (wire_iter_next(s));
 }
@@ -129,15 +151,11 @@ static void moved_matches(bson_iter_t *s, leading *l)
 static bool sort_touches(const bson_t *sort, const char *as)
 {
 	bson_iter_t it;
-	size_t n = strlen(as);
 	if (!bson_iter_init(&it, sort))
 		return true;
 	while (wire_iter_next(&it)) {
 		const char *f = wire_iter_key(&it);
-		size_t m = strlen(f);
-		size_t k = m < n ? m : n;
-		if (strncmp(f, as, k) == 0 && (f[k] == '\0' || f[k] == '.') &&
-		    (as[k] == '\0' || as[k] == '.'))
+		if (lookup_as_holds(as, f) || lookup_as_holds(f, as))
 			return true;
 	}
 	return false;
@@ -150,7 +168,7 @@ static bool sort_touches(const bson_t *sort, const char *as)
  * moves nothing), and so becomes the leading run's sort. */
 static void sort_past_joins(const bson_iter_t *s, leading *l)
 {
-	bson_iter_t it = *s, c, m;
+	bson_iter_t it = *s, c;
 	const char *as[8];
 	size_t n = 0;
 	do {
@@ -170,11 +188,12 @@ static void sort_past_joins(const bson_iter_t *s, leading *l)
 			l->has_sort = wire_iter_doc_view(&c, &l->sort);
 			return;
 		}
-		if ((!key_eq(k, "$lookup") && !key_eq(k, "$graphLookup")) || n == 8 ||
-		    !wire_iter_recurse(&c, &m) || !bson_iter_find(&m, "as") ||
-		    !WIRE_ITER_HOLDS_UTF8(&m))
+		bool graph = key_eq(k, "$graphLookup");
+		lookup_stage lk;
+		if ((!graph && !key_eq(k, "$lookup")) || n == 8 ||
+		    !lookup_stage_read(&c, graph, &lk) || !lk.as)
 			return;
-		as[n++] = bson_iter_utf8(&m, NULL);
+		as[n++] = lk.as;
 	} while (wire_iter_next(&it));
 }
 

@@ -662,12 +662,12 @@ static bool expr_variable(const bson_iter_t *v)
 	       strcmp(s + 2, "CLUSTER_TIME") == 0;
 }
 
-static bool expr_path(const bson_iter_t *v)
+const char *query_expr_field(const bson_iter_t *v)
 {
 	if (!WIRE_ITER_HOLDS_UTF8(v))
-		return false;
+		return NULL;
 	const char *s = bson_iter_utf8(v, NULL);
-	return s[0] == '$' && s[1] != '$' && s[1] != '\0';
+	return s[0] == '$' && s[1] != '$' && s[1] != '\0' ? s + 1 : NULL;
 }
 
 static bool expr_constant(const bson_iter_t *v)
@@ -697,15 +697,15 @@ static bool expr_cmp_read(const char *op, bson_iter_t *args, bson_iter_t *slot, 
 	y = *args;
 	if (wire_iter_next(args))
 		return false; /* more than two operands: mongod refuses it */
-	if (!expr_path(&x)) {
+	if (!query_expr_field(&x)) {
 		bson_iter_t t = x;
 		x = y;
 		y = t;
 	}
-	if (!expr_path(&x) || !expr_constant(&y))
+	if (!query_expr_field(&x) || !expr_constant(&y))
 		return false;
 	*slot = y;
-	c->field = bson_iter_utf8(&x, NULL) + 1;
+	c->field = query_expr_field(&x);
 	c->op = op;
 	c->value = slot;
 	c->variable = expr_variable(slot);

@@ -16,12 +16,14 @@ static void stage_field(lookup_stage *out, const char *k, const bson_iter_t *it)
 		out->local = v;
 	else if (strcmp(k, out->graph ? "connectToField" : "foreignField") == 0)
 		out->foreign = v;
+	else if (strcmp(k, "as") == 0)
+		out->as = v;
 }
 
-static bool stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
+bool lookup_stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 {
 	bson_iter_t it;
-	out->from = out->local = out->foreign = NULL;
+	out->from = out->local = out->foreign = out->as = NULL;
 	out->has_pipeline = out->has_from = false;
 	out->graph = graph;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(stage) || !wire_iter_recurse(stage, &it))
@@ -39,9 +41,12 @@ static bool stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 	return true;
 }
 
-bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out)
+bool lookup_as_holds(const char *as, const char *path)
 {
-	return stage_read(stage, false, out);
+	if (!as)
+		return false;
+	size_t n = strlen(as);
+	return strncmp(path, as, n) == 0 && (path[n] == '\0' || path[n] == '.');
 }
 
 /* ---- the walk ---- */
@@ -120,7 +125,7 @@ static bool join(const walker *w, const bson_iter_t *c, const char *k, const cha
 	lookup_stage lk;
 	bson_iter_t r;
 	bool graph = k[1] == 'g';
-	if (!stage_read(c, graph, &lk))
+	if (!lookup_stage_read(c, graph, &lk))
 		return true;
 	pipe_access a = {PIPE_JOIN, depth, k, lk.from, c, false, &lk, NULL, 0};
 	if (!w->fn(w->arg, &a))

@@ -16,14 +16,15 @@
  * $facet: kMaxSubPipelineDepth); deeper is refused by the server. */
 #define PIPELINE_MAX_DEPTH 20
 
-/* {$lookup: {from, localField, foreignField, pipeline, ...}}: each string
- * field (NULL when absent or not a string), and the pipeline when it is
- * an array. {$graphLookup: {from, connectFromField, connectToField, ...}}
+/* {$lookup: {from, localField, foreignField, as, pipeline, ...}}: each
+ * string field (NULL when absent or not a string), and the pipeline when
+ * it is an array. {$graphLookup: {from, connectFromField, connectToField, ...}}
  * reads the same way: connectToField is the field of `from` each
  * iteration matches ($in of the values reached), connectFromField the one
  * it follows (local). */
 typedef struct lookup_stage {
 	const char *from, *local, *foreign;
+	const char *as; /* the field the stage writes its results to */
 	bool has_pipeline;
 	bson_iter_t pipeline; /* valid when has_pipeline */
 	bool graph;           /* $graphLookup */
@@ -33,8 +34,12 @@ typedef struct lookup_stage {
 	bool has_from;
 } lookup_stage;
 
-/* stage: an iterator on the $lookup's value. False when it is no document. */
-bool lookup_stage_read(const bson_iter_t *stage, lookup_stage *out);
+/* stage: an iterator on the $lookup's (graph: $graphLookup's) value.
+ * False when it is no document. */
+bool lookup_stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out);
+
+/* Whether path is as or a path under it (as NULL: false). */
+bool lookup_as_holds(const char *as, const char *path);
 
 typedef enum {
 	PIPE_MATCH,    /* a filter a stage applies: $match, $geoNear's query,

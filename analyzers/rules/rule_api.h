@@ -26,6 +26,7 @@
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
 #include "protocol/commands.h"
+#include "protocol/key_set.h"
 #include "protocol/text.h"
 
 /* The engine's per-request state; checks reach it through the functions
@@ -115,6 +116,8 @@ typedef enum {
 typedef struct rule_read {
 	rule_read_kind kind; /* NONE, QUERY or MORE */
 	bool find;           /* QUERY: a find (rule_read_filter reads its filter) */
+	bool changes;        /* NONE: a write or a schema change (insert, drop, ...) */
+	bool values_known;   /* false: its literals are placeholders (request_ctx) */
 	const char *db;      /* NONE: NULL */
 	const char *coll;    /* coll_len bytes, not NUL-terminated */
 	uint32_t coll_len;
@@ -127,6 +130,8 @@ typedef struct rule_read_filter_facts {
 	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */
 	uint64_t key;        /* the filter's field names and operators, never its values */
 	const char *field;   /* KEYED, KEYED_IN: the field's name */
+	key_set keys;        /* KEYED, KEYED_IN: the values read ... */
+	bool values_known;   /* ... when they are not placeholders (rule_read) */
 } rule_read_filter_facts;
 
 void rule_read_filter(const rule_read *r, rule_read_filter_facts *f);

@@ -25,8 +25,11 @@ typedef struct join_parent {
 
 typedef struct join_child {
 	uint64_t ns_hash, key;
-	uint32_t parent_seq; /* 0: an empty slot */
-	uint32_t reads, fanout;
+	key_set keys;           /* the values read (rule_read_filter_facts) */
+	uint32_t parent_seq;    /* 0: an empty slot */
+	uint32_t reads, values; /* finds, and the values they read */
+	uint32_t fanout;        /* how many of those are distinct */
+	bool placeholders;      /* some values read were placeholders: each counts */
 	int64_t last_ms;
 	bool done; /* reported, or found already reported */
 } join_child;
@@ -37,7 +40,7 @@ typedef struct join_facts {
 	char field[JOIN_FIELD_LEN];
 	uint64_t parent_key;
 	int64_t n;
-	uint32_t reads, fanout, window_ms;
+	uint32_t reads, values, fanout, window_ms;
 	bool in;
 } join_facts;
 
@@ -53,6 +56,7 @@ typedef struct join_conn {
 	bool active;
 	int64_t active_ms;
 	uint32_t seq; /* parent reads seen */
+	bool held;    /* a parent was kept since the last write or schema change */
 	join_parent parents[JOIN_PARENTS];
 	join_child children[JOIN_CHILDREN];
 	join_facts f;
@@ -217,10 +221,17 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	if (!p && !(p = parent_of(j, ns, now, window, min)))
 		return false;
 	join_child *c = child_of(j, p, ns, key);
-	if (c->reads && now - c->last_ms > window)
-		c->reads = c->fanout = 0; /* that chain was over: this one starts */
+	if (c->reads && now - c->last_ms > window) { /* that chain was over: this one starts */
+		c->reads = c->values = 0;
+		c->placeholders = false;
+		key_set_clear(&c->keys);
+	}
 	c->reads++;
-	c->fanout += f->values;
+	c->values += f->values;
+	key_set_union(&c->keys, &f->keys);
+	c->placeholders |= !f->values_known;
+	uint32_t distinct = key_set_count(&c->keys); /* no more than were read */
+	c->fanout = distinct < c->values && !c->placeholders ? distinct : c->values;
 	c->last_ms = now;
 	p->last_ms = j->active_ms = now;
 	if (c->done || c->fanout < fanout_needed(p->n, min))
@@ -233,6 +244,7 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	j->f.parent_key = p->key;
 	j->f.n = p->n;
 	j->f.reads = c->reads;
+	j->f.values = c->values;
 	j->f.fanout = c->fanout;
 	j->f.window_ms = (uint32_t)window;
 	j->f.in = f->kind == RULE_READ_KEYED_IN;
@@ -246,8 +258,16 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 {
 	join_conn *j = conn;
 	j->pending = r->kind;
-	if (r->kind == RULE_READ_NONE)
+	if (r->kind == RULE_READ_NONE) {
+		/* a write or a schema change: what was read before is no page
+		 * being joined */
+		if (r->changes && j->held) {
+			j->active = j->held = false;
+			memset(j->parents, 0, sizeof(j->parents));
+			memset(j->children, 0, sizeof(j->children));
+		}
 		return false;
+	}
 	size_t a = strlen(r->db), b = r->coll_len;
 	if (a > JOIN_NS_LEN - 2)
 		a = JOIN_NS_LEN - 2;
@@ -324,6 +344,7 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 		return;
 	join_parent *p = parent_slot(j);
 	p->seq = ++j->seq ? j->seq : ++j->seq;
+	j->held = true;
 	/* The parent's shape, as far as a pair's dedupe tells them apart: its
 	 * namespace and command (its filter is not read, so reading costs
 	 * nothing on the request path). */
@@ -368,7 +389,7 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	quoted(&t, f->field);
 	if (f->in)
 		text_printf(&t, " in %u $in batch%s holding %u keys", f->reads,
-		            f->reads == 1 ? "" : "es", f->fanout);
+		            f->reads == 1 ? "" : "es", f->values);
 	else
 		text_printf(&t, " %u times, one find per document (N+1)", f->reads);
 	text_printf(&t, ", each within %u ms of the last (fan-out %u of %lld)", f->window_ms,

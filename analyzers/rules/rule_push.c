@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyzers/planner/query_preds.h"
 #include "analyzers/rules/rule_api.h"
 #include "protocol/text.h"
 #include "protocol/wire_iter.h"
@@ -137,21 +138,9 @@ static const char *size_of_path(const bson_iter_t *v)
 			return NULL;
 		arg = &a;
 	}
-	if (!WIRE_ITER_HOLDS_UTF8(arg))
-		return NULL;
-	const char *path = bson_iter_utf8(arg, NULL);
+	const char *path = query_expr_field(arg); /* "$$var" is a variable, not a path */
 	bool one = arg == &c ? !wire_iter_next(&c) : (!wire_iter_next(&a) && !wire_iter_next(&c));
-	/* "$$var" is a variable, not a field path */
-	return one && path[0] == '$' && path[1] && path[1] != '$' ? path + 1 : NULL;
-}
-
-/* "$a" (not "$$var"): the field's path, or NULL. */
-static const char *field_path(const bson_iter_t *v)
-{
-	if (!WIRE_ITER_HOLDS_UTF8(v))
-		return NULL;
-	const char *s = bson_iter_utf8(v, NULL);
-	return s[0] == '$' && s[1] && s[1] != '$' ? s + 1 : NULL;
+	return one ? path : NULL;
 }
 
 /* {op: [x, y]}, e on it: the operator's name, with x and y on its two
@@ -200,7 +189,7 @@ static void expr_guards(push_guards *g, const bson_iter_t *e, int depth)
 	}
 	/* a counter: {$lt: ["$n", N]} holds n below N (as {n: {$lt: N}}
 	 * does), {$gt: [N, "$n"]} too; {$gt: ["$n", N]} holds it above */
-	const char *fx = field_path(&x), *fy = field_path(&y);
+	const char *fx = query_expr_field(&x), *fy = query_expr_field(&y);
 	if (fx && is_number(&y))
 		add_guard(below ? g->counters : g->floors, below ? &g->ncounters : &g->nfloors, fx,
 		          strlen(fx));
@@ -420,10 +409,10 @@ static const char *increment_of(const bson_iter_t *v)
 	const char *op = two_operands(v, &x, &y);
 	if (!op || !key_eq(op, "$add"))
 		return NULL;
-	const char *f = field_path(&x);
+	const char *f = query_expr_field(&x);
 	const bson_iter_t *k = &y;
 	if (!f) {
-		f = field_path(&y);
+		f = query_expr_field(&y);
 		k = &x;
 	}
 	return f && is_number(k) && bson_iter_as_double(k) > 0 ? f : NULL;
@@ -465,7 +454,7 @@ static bool cond_bounds(const bson_iter_t *cond, const char *path, const pipe_co
 	const bson_iter_t *held = below ? &x : &y, *bound = below ? &y : &x;
 	if (!is_number(bound))
 		return false;
-	const char *sized = size_of_path(held), *counter = field_path(held);
+	const char *sized = size_of_path(held), *counter = query_expr_field(held);
 	if (sized && strcmp(sized, path + 1) == 0)
 		return true;
 	for (size_t i = 0; counter && pc && i < pc->n; i++)

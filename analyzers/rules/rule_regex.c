@@ -419,7 +419,7 @@ static const char *plain_member(const bson_iter_t *filter, const char *field, in
  * $match into the join's query, beside foreignField's equality). */
 static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char *field)
 {
-	bson_iter_t st, c, m;
+	bson_iter_t st, c;
 	if (!pipeline || !wire_iter_recurse(pipeline, &st))
 		return false;
 	for (unsigned i = 0; i < end && wire_iter_next(&st); i++) {
@@ -433,14 +433,9 @@ static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char
 		if (i == 0 && key_eq(k, "$match") && query_point_beside(&c, ""))
 			return true; /* the read is what the point selects */
 		lookup_stage lk;
-		if (key_eq(k, "$lookup") && lookup_stage_read(&c, &lk) && lk.local && lk.foreign &&
-		    wire_iter_recurse(&c, &m) && bson_iter_find(&m, "as") &&
-		    WIRE_ITER_HOLDS_UTF8(&m)) {
-			const char *as = bson_iter_utf8(&m, NULL);
-			size_t n = strlen(as);
-			if (strncmp(field, as, n) == 0 && (field[n] == '\0' || field[n] == '.'))
-				return true;
-		}
+		if (key_eq(k, "$lookup") && lookup_stage_read(&c, false, &lk) && lk.local &&
+		    lk.foreign && lookup_as_holds(lk.as, field))
+			return true;
 	}
 	return false;
 }

@@ -40,35 +40,50 @@ static void note_dropped_reply(session *s, const frame_header *h)
 	log_end(l);
 }
 
+/* A reply's bytes, for the readers of its body below: p when the caller
+ * has them contiguous, else pulled up from the front of in when all of
+ * them are there (in NULL: they are not), only when a reader asks. */
+typedef struct reply_at {
+	const uint8_t *p;
+	struct evbuffer *in;
+	size_t len;
+} reply_at;
+
+static const uint8_t *reply_whole(reply_at *r)
+{
+	if (!r->p && r->in)
+		r->p = evbuffer_pullup(r->in, (ev_ssize_t)r->len);
+	r->in = NULL;
+	return r->p;
+}
+
 /* A reply, to the rules that follow the connection's reads (the engine's
  * track, made only when such a rule is on, and asking only after a read
  * that may return more than one document): how many documents it held.
  * ndocs: what the workload read of it (-1: not read); otherwise read here
  * when it is whole (reply_scan, some 130 instructions), else unknown. */
-static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, const uint8_t *whole,
-                             size_t len)
+static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, reply_at *r)
 {
 	engine *e = session_snap(s)->engine;
 	if (!e)
 		return;
 	reply_scan sc;
-	if (ndocs < 0 && whole && reply_scan_read(whole, len, &sc) && sc.ok)
+	const uint8_t *whole;
+	if (ndocs < 0 && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc) && sc.ok)
 		ndocs = sc.n;
 	engine_note_reply(e, s->track, ndocs, now_ns / 1000000);
 }
 
 /* The head request's first reply, to its workload entry and to
- * reply_observed. whole: the reply's bytes when they are all here and
- * contiguous (its body is read then: documents, error code), else NULL
- * (its length alone is known). */
-static int64_t note_reply_facts(session *s, inflight *f, int64_t now, const uint8_t *whole,
-                                size_t len)
+ * reply_observed. Its body is read when all of it is here (documents,
+ * error code); else its length alone is known. */
+static int64_t note_reply_facts(session *s, inflight *f, int64_t now, reply_at *r)
 {
 	wl_shape *e = workload_at(s->env.workload, f->wl);
 	f->wl.gen = 0;
 	if (!e)
 		return -1;
-	wl_reply wr = {.latency_ns = now - f->read_ns, .bytes = (int64_t)len, .ndocs = -1};
+	wl_reply wr = {.latency_ns = now - f->read_ns, .bytes = (int64_t)r->len, .ndocs = -1};
 	/* Every write's reply is read (its errors: duplicate keys and the
 	 * like); of the rest, one in workload.replySample a shape, since
 	 * reading every reply of a find by _id would cost some 3 % of its
@@ -76,7 +91,8 @@ static int64_t note_reply_facts(session *s, inflight *f, int64_t now, const uint
 	bool sample = e->kind == WL_KIND_WRITE || e->unread == 0;
 	e->unread = sample ? s->env.workload->sample - 1 : e->unread - 1;
 	reply_scan sc;
-	if (whole && sample && reply_scan_read(whole, len, &sc)) {
+	const uint8_t *whole;
+	if (sample && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc)) {
 		wr.read = true;
 		/* a batch's documents, a write's n; a count's n is its answer,
 		 * which comes in one document */
@@ -89,8 +105,8 @@ static int64_t note_reply_facts(session *s, inflight *f, int64_t now, const uint
 }
 
 /* A relayed reply begins: count it, and time its request's first one.
- * whole: as note_reply_facts says; len: the reply's length. */
-static void note_reply_start(session *s, const uint8_t *whole, size_t len)
+ * r: its length, and its bytes where they are (reply_at). */
+static void note_reply_start(session *s, reply_at *r)
 {
 	mx_add(&s->env.mx->messages[MX_DIR_REPLY], 1);
 	/* The upstream answers: no deadline while the reply streams (a slow
@@ -112,9 +128,9 @@ static void note_reply_start(session *s, const uint8_t *whole, size_t len)
 		f->sent_ns = 0;
 	}
 	if (f->wl.gen)
-		ndocs = note_reply_facts(s, f, now, whole, len);
+		ndocs = note_reply_facts(s, f, now, r);
 	if (track)
-		note_track_reply(s, now, ndocs, whole, len);
+		note_track_reply(s, now, ndocs, r);
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,
@@ -254,7 +270,8 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
                         const uint8_t *p, const framer_step *st)
 {
-	note_reply_start(s, p, st->n);
+	reply_at r = {p, NULL, st->n};
+	note_reply_start(s, &r);
 	if (s->env.capture)
 		capture_reply_step(s, in, st);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
@@ -326,9 +343,11 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 			return RELAY_MORE;
 		}
 		if (verb != FRAMER_FORWARD)
-			break; /* nothing consumed: the loop's own step says what it is */
-		if (st.starts) /* all of it is here: len <= have - off */
-			note_reply_start(s, p + off, len);
+			break;   /* nothing consumed: the loop's own step says what it is */
+		if (st.starts) { /* all of it is here: len <= have - off */
+			reply_at r = {p + off, NULL, len};
+			note_reply_start(s, &r);
+		}
 		off += st.n;
 		bytes += st.n;
 		nrun++;
@@ -352,6 +371,24 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 	s->nbytes[MX_DIR_REPLY] += bytes;
 	transport_set_read_need(&s->up, READ_CHUNK);
 	return more && off == avail ? RELAY_EMPTIED : RELAY_MORE;
+}
+
+/* A piece of a reply the framer forwards untouched (all of it, or as much
+ * as is here): its body is read at its start only when all of it is
+ * here. avail: the bytes in in. */
+static void relay_forward(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail,
+                          const framer_step *st)
+{
+	if (st->starts) {
+		size_t len = (size_t)st->peek.h.length;
+		reply_at r = {NULL, avail >= len ? in : NULL, len};
+		note_reply_start(s, &r);
+	}
+	if (s->env.capture)
+		capture_reply_step(s, in, st);
+	transport_stage_or_relay(in, st->n, st->n == avail, out, &s->cl, true, NULL);
+	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
+	s->nbytes[MX_DIR_REPLY] += st->n;
 }
 
 /* The reply stream cannot be trusted past a malformed reply: logged, and
@@ -424,13 +461,7 @@ static void process_upstream_replies(session *s)
 			evbuffer_drain(in, st.n);
 			break;
 		case FRAMER_FORWARD:
-			if (st.starts) /* its body may not all be here: its length alone */
-				note_reply_start(s, NULL, (size_t)st.peek.h.length);
-			if (s->env.capture)
-				capture_reply_step(s, in, &st);
-			transport_stage_or_relay(in, st.n, st.n == avail, out, &s->cl, true, NULL);
-			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st.n);
-			s->nbytes[MX_DIR_REPLY] += st.n;
+			relay_forward(s, in, out, avail, &st);
 			break;
 		case FRAMER_WHOLE:
 			relay_whole(s, head, in, out, p, &st);

@@ -86,3 +86,21 @@ def test_look_alikes_are_silent(clients, upstream, start_proxy, dbname):
     db.customers.find_one({"_id": 0})
     time.sleep(1)
     assert p.log.findings("client-side-join") == []
+
+
+def test_n_plus_one_is_reported_while_capturing(clients, upstream, start_proxy, dbname,
+                                                  tmp_path):
+    """With capture on, every reply takes the relay's step-by-step path (each one's bytes are
+    copied for the capture as they pass), where its document count was not read: the rule
+    never fired while a team captured traffic for a design review."""
+    seed_shop(clients, dbname)
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)),
+                    ["--capture", str(tmp_path / "cap")])
+    db = clients.via(p, appname="shop")[dbname]
+    orders = list(db.orders.find({"open": True}))
+    assert len(orders) == 12
+    for o in orders:
+        db.customers.find_one({"_id": o["cust"]})
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    assert f"{dbname}.orders" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+    assert "12" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]

@@ -25,6 +25,7 @@ typedef struct world {
 	fx_sink sink;
 	int64_t t; /* ms */
 	unsigned oid;
+	bool placeholders; /* requests as a redacted capture's replay gives them */
 } world;
 
 static void world_open(world *w, rule_action action)
@@ -37,6 +38,7 @@ static void world_open(world *w, rule_action action)
 	assert_non_null(w->e);
 	w->t = 1000000;
 	w->oid = 1;
+	w->placeholders = false;
 }
 
 static void conn_close(conn *c)
@@ -60,7 +62,8 @@ static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
 	                  .conn = 7,
 	                  .now_ms = w->t,
 	                  .repeat = &c->repeat,
-	                  .track = &c->track};
+	                  .track = &c->track,
+	                  .placeholders = w->placeholders};
 	block_info block;
 	verdict v = fx_analyze(w->e, "shop", json, NULL, 0, &rc, &block);
 	if (ndocs >= -1) /* the reply, a round trip later */
@@ -511,6 +514,111 @@ static void test_writes_are_not_reads(void **state)
 	world_close(&w);
 }
 
+/* The same value read again and again is no join of the parent's
+ * documents: a discriminator ({_cls: "Person"}, MongoEngine's) or a
+ * counter's _id read in a loop. The fan-out counts distinct values. */
+static void test_one_value_repeated(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	for (int i = 0; i < 8; i++) {
+		w.t += 1;
+		send(&w, &c, "{'find':'person','filter':{'_cls':'Person'}}", 1);
+	}
+	w.t += 1;
+	send(&w, &c, "{'find':'people','filter':{'_id':{'$in':[7,7,7,7,7,7]}}}", 1);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* In a redacted capture's replay (mongoguard report) every literal is a
+ * placeholder of its type: one value repeated cannot be told from many,
+ * so each value read counts. */
+static void test_placeholders_count_each_read(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	w.placeholders = true;
+	find_orders(&w, &c, 6);
+	for (int i = 0; i < 3; i++) {
+		w.t += 1;
+		send(&w, &c, "{'find':'customers','filter':{'_id':0}}", 1);
+	}
+	expect_one(&w, "shop.customers", "by \"_id\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Repeats among distinct values (posts by the same authors): reported when
+ * the distinct ones reach the fan-out, with the reads counted. */
+static void test_repeats_among_distinct_values(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 6);
+	const int ids[] = {1, 2, 1, 2, 1, 3};
+	for (int i = 0; i < 6; i++) {
+		char json[96];
+		w.t += 1;
+		snprintf(json, sizeof(json), "{'find':'authors','filter':{'_id':%d}}", ids[i]);
+		send(&w, &c, json, 1);
+		if (i == 4)
+			expect_silent(&w); /* 5 reads, 2 distinct authors */
+	}
+	expect_one(
+	    &w, "shop.authors",
+	    "by \"_id\" 6 times, one find per document (N+1), each within 100 ms of the last "
+	    "(fan-out 3 of 6)");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A write or a schema change after the parent read: what comes next is
+ * another operation (a test's set-up, the next request's work), not the
+ * parent's documents joined. A handshake or a ping between changes
+ * nothing. */
+static void test_write_or_ddl_ends_the_parent(void **state)
+{
+	const char *between[] = {
+	    "{'insert':'log','documents':[{'_id':1}]}",
+	    "{'drop':'log'}",
+	    "{'createIndexes':'log','indexes':[{'key':{'a':1},'name':'a_1'}]}",
+	};
+	for (size_t k = 0; k < sizeof(between) / sizeof(between[0]); k++) {
+		world w;
+		conn c = {0};
+		world_open(&w, RULE_LOG);
+		find_orders(&w, &c, 10);
+		w.t += 1;
+		send(&w, &c, "{'ping':1}", -1);
+		send(&w, &c, between[k], -1);
+		n_plus_one(&w, &c, "customers", "_id", 10, 1);
+		expect_silent(&w);
+		/* a parent read after it starts again */
+		find_orders(&w, &c, 10);
+		n_plus_one(&w, &c, "customers", "_id", 5, 1);
+		assert_int_equal(fx_sink_count(&w.sink, J), 1);
+		conn_close(&c);
+		world_close(&w);
+	}
+	/* a ping or a hello alone between: still one join */
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 10);
+	send(&w, &c, "{'ping':1}", -1);
+	send(&w, &c, "{'hello':1}", -1);
+	n_plus_one(&w, &c, "customers", "_id", 5, 1);
+	assert_int_equal(fx_sink_count(&w.sink, J), 1);
+	conn_close(&c);
+	world_close(&w);
+}
+
 static void test_same_collection(void **state)
 {
 	world w;
@@ -630,6 +738,10 @@ int main(void)
 	    cmocka_unit_test(test_batch_job_without_parent),
 	    cmocka_unit_test(test_beyond_window),
 	    cmocka_unit_test(test_writes_are_not_reads),
+	    cmocka_unit_test(test_one_value_repeated),
+	    cmocka_unit_test(test_placeholders_count_each_read),
+	    cmocka_unit_test(test_repeats_among_distinct_values),
+	    cmocka_unit_test(test_write_or_ddl_ends_the_parent),
 	    cmocka_unit_test(test_same_collection),
 	    cmocka_unit_test(test_unkeyed_reads),
 	    cmocka_unit_test(test_fanout_short_of_parent),

@@ -76,6 +76,10 @@ static void test_sort_moves_before_joins(void **state)
 	expect("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
 	       "'as':'it.x'}},{'$sort':{'it':1}}]",
 	       "{ 'c' : 1 } | -");
+	/* a name that only starts with the as field's is another path */
+	expect("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id','foreignField':'o',"
+	       "'as':'it'}},{'$sort':{'items':1}}]",
+	       "{ 'c' : 1 } | { 'items' : 1 }");
 	/* an $unwind between: absorbed by the $lookup, the sort stays */
 	expect("[{'$lookup':{'from':'i','localField':'_id','foreignField':'o','as':'it'}},"
 	       "{'$unwind':'$it'},{'$sort':{'z':1}}]",

@@ -35,13 +35,20 @@ static void cap_open(cap *c)
 	c->rid = 1;
 }
 
-static void header(cap *c, const char *instance)
+/* A capture's header; redacted: its requests' literals are placeholders
+ * (the default capture), else the real values these fixtures write. */
+static void header_of(cap *c, const char *instance, bool redacted)
 {
 	bson_t h;
-	capture_build_header(&h, "test", instance, true, T0, NULL);
+	capture_build_header(&h, "test", instance, redacted, T0, NULL);
 	aggregator_record(c->a, 1, &h);
 	aggregator_record(c->a, 2, &h);
 	bson_destroy(&h);
+}
+
+static void header(cap *c, const char *instance)
+{
+	header_of(c, instance, false);
 }
 
 /* An index snapshot: _id and, when given, one more key (its first field),
@@ -120,9 +127,12 @@ static bson_t *find_orders(void)
 	return BCON_NEW("find", "orders", "filter", "{", "status", "?", "}", "$db", "shop");
 }
 
+/* A read of one customer by _id: each call another one (a join's fan-out
+ * counts distinct values). */
 static bson_t *cust_by_id(void)
 {
-	return BCON_NEW("find", "customers", "filter", "{", "_id", BCON_INT32(0), "}", "limit",
+	static int32_t next;
+	return BCON_NEW("find", "customers", "filter", "{", "_id", BCON_INT32(next++), "}", "limit",
 	                BCON_INT32(1), "$db", "shop");
 }
 
@@ -136,7 +146,7 @@ static bson_t *cust_in(int n, bool project)
 	for (int i = 0; i < n; i++) {
 		char k[16];
 		snprintf(k, sizeof k, "%d", i);
-		BSON_APPEND_INT32(&arr, k, 0);
+		BSON_APPEND_INT32(&arr, k, i);
 	}
 	bson_append_array_end(&in, &arr);
 	bson_append_document_end(&f, &in);
@@ -418,7 +428,8 @@ static void test_populate_in_extended_reference(void **state)
 /* Look-alikes that are no join: one read by _id after a list (a session
  * lookup), a batch of reads by _id with no read before it, reads spaced
  * past the window, reads of the same collection, reads by a field no
- * index starts with, and a range on _id. */
+ * index starts with, a range on _id, one value read again and again, and
+ * reads after a write that came after the list. */
 static void test_look_alikes_are_no_join(void **state)
 {
 	(void)state;
@@ -459,12 +470,54 @@ static void test_look_alikes_are_no_join(void **state)
 			     BCON_NEW("find", "customers", "filter", "{", "_id", "{", "$gte",
 			              BCON_INT32(0), "$lt", BCON_INT32(0), "}", "}", "$db", "shop"),
 			     1, 300);
+		/* conn 7: a list, then one value read again and again (a
+		 * discriminator, a counter's _id) */
+		call(&c, 7, t, find_orders(), 4, 400);
+		for (int k = 0; k < 4; k++)
+			call(&c, 7, t + 2000 + k * 2000,
+			     BCON_NEW("find", "customers", "filter", "{", "_id", BCON_INT32(-1),
+			              "}", "$db", "shop"),
+			     1, 300);
+		/* conn 8: a list, a write (another operation's work), then reads
+		 * by _id */
+		call(&c, 8, t, find_orders(), 4, 400);
+		call(&c, 8, t + 1000,
+		     BCON_NEW("insert", "log", "documents", "[", "{", "a", BCON_INT32(1), "}", "]",
+		              "$db", "shop"),
+		     1, 100);
+		for (int k = 0; k < 4; k++)
+			call(&c, 8, t + 2000 + k * 2000, cust_by_id(), 1, 300);
 	}
 	cap_close(&c);
 	assert_int_equal(c.m.nrels, 0);
 	char *md = render(&c.m, report_write_md);
 	assert_non_null(strstr(md, "## Relationships\n\nNo collections were read together.\n"));
 	free(md);
+	cap_free(&c);
+}
+
+/* In a redacted capture every literal is a placeholder of its type, so
+ * reads of one value cannot be told from reads of many: each value read
+ * counts, and the N+1 is a pair, as the live rule saw it. */
+static void test_placeholders_count_each_read(void **state)
+{
+	(void)state;
+	cap c;
+	cap_open(&c);
+	header_of(&c, "one", true);
+	for (int i = 0; i < 4; i++) {
+		int64_t t = T0 + i * SEC;
+		call(&c, 1, t, find_orders(), 4, 400);
+		for (int k = 0; k < 4; k++)
+			call(&c, 1, t + 2000 + k * 2000,
+			     BCON_NEW("find", "customers", "filter", "{", "_id", BCON_INT32(0), "}",
+			              "$db", "shop"),
+			     1, 300);
+	}
+	cap_close(&c);
+	const model_rel *x = pair(&c.m, "shop.orders", "shop.customers");
+	assert_non_null(x);
+	assert_int_equal(x->occurrences, 4);
 	cap_free(&c);
 }
 
@@ -481,7 +534,7 @@ static void test_n_plus_one_by_indexed_key(void **state)
 		call(&c, 1, t, find_orders(), 4, 400);
 		for (int k = 0; k < 4; k++)
 			call(&c, 1, t + 2000 + k * 2000,
-			     BCON_NEW("find", "items", "filter", "{", "orderId", BCON_INT32(0), "}",
+			     BCON_NEW("find", "items", "filter", "{", "orderId", BCON_INT32(k), "}",
 			              "$db", "shop"),
 			     3, 100);
 	}
@@ -645,6 +698,7 @@ int main(void)
 	    cmocka_unit_test(test_n_plus_one_child_read_alone),
 	    cmocka_unit_test(test_populate_in_extended_reference),
 	    cmocka_unit_test(test_look_alikes_are_no_join),
+	    cmocka_unit_test(test_placeholders_count_each_read),
 	    cmocka_unit_test(test_n_plus_one_by_indexed_key),
 	    cmocka_unit_test(test_n_plus_one_over_get_more),
 	    cmocka_unit_test(test_lookup_pair),

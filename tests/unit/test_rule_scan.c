@@ -183,6 +183,13 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':1,'n':{'%sum':1}}}],"
         "'cursor':{}}",
         "aggregate", EMPTY_FILTER, "add a filter"),
+    HIT("a $count stage after an empty $match reads every document",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$count':'n'}],'cursor':{}}", "aggregate",
+        EMPTY_FILTER, NULL),
+    HIT("a count with the 5.0 $count accumulator",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':null,'n':{'%count':{}}}}],"
+        "'cursor':{}}",
+        "aggregate", EMPTY_FILTER, NULL),
     HIT("countDocuments({}) with a skip and a large limit",
         "{'aggregate':'big','pipeline':[{'$match':{}},{'$skip':5},{'$limit':20000},{'$group':{"
         "'_id':1,'n':{'%sum':1}}}],'cursor':{}}",
@@ -470,6 +477,15 @@ static const scase cases[] = {
     MISS("countDocuments({}) with a small limit",
          "{'aggregate':'big','pipeline':[{'$match':{}},{'$limit':5},{'$group':{'_id':1,'n':{"
          "'%sum':1}}}],'cursor':{}}"),
+    /* whole-collection analytics (MongoEngine's average() and sum()): a
+     * constant-_id $group that computes, not counts, is not judged, as an
+     * aggregation without a $match is not */
+    MISS("an average over the whole collection",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'avg','t':{"
+         "'%avg':'$qty'}}}],'cursor':{}}"),
+    MISS("a sum of a field beside a count",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':null,'n':{'%sum':1},"
+         "'t':{'%sum':'$qty'}}}],'cursor':{}}"),
     MISS("countDocuments on an indexed field",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':1,'n':{"
          "'%sum':1}}}],'cursor':{}}"),
