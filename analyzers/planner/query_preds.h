@@ -130,16 +130,16 @@ typedef struct query_expr_cmp {
 	                             $$NOW and $$CLUSTER_TIME) */
 } query_expr_cmp;
 
+/* An aggregation expression operand "$a.b" (not "$$var", not "$"): the
+ * path after '$', or NULL. */
+const char *query_expr_field(const bson_iter_t *v);
+
 /* Calls each(arg, c) for every such comparison of the $expr expr (an
  * iterator on its value), alone or in an $and (nested up to 8 deep), and
  * other(arg) for every member that is not one (a comparison of two paths,
  * another operator, ...; other may be NULL). The one reading of $expr
  * every rule and model shares: collection-scan's bounds, the sort rule's
  * points, the collation form's string comparisons. */
-/* An aggregation expression operand "$a.b" (not "$$var", not "$"): the
- * path after '$', or NULL. */
-const char *query_expr_field(const bson_iter_t *v);
-
 typedef void (*query_expr_each)(void *arg, const query_expr_cmp *c);
 void query_expr_comparisons(const bson_iter_t *expr, query_expr_each each, void (*other)(void *arg),
                             void *arg);
