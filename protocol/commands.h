@@ -79,8 +79,8 @@ typedef enum {
 } cmd_id;
 
 /* What a command does to data, as the report counts it. In this order:
- * the kinds from CMD_KIND_WRITE on change data or schema (a test of
- * >= CMD_KIND_WRITE says so). */
+ * the kinds from CMD_KIND_WRITE on change data or schema (cmd_changes
+ * says so). */
 typedef enum {
 	CMD_KIND_OTHER, /* handshake, auth, cursors, sessions, explain */
 	CMD_KIND_READ,  /* selects documents by a query and returns them */
@@ -140,6 +140,13 @@ typedef struct cmd_row {
 } cmd_row;
 
 extern const cmd_row cmd_rows[CMD_IDS];
+
+/* Whether the command changes data or schema: a write or DDL (CMD_NONE's
+ * row is other). Another operation's work, so a join in progress ends. */
+static inline bool cmd_changes(cmd_id id)
+{
+	return cmd_rows[id].kind >= CMD_KIND_WRITE;
+}
 
 /* The ids of one first letter: [first, end). ddl: one of them is a DDL
  * command or an alias of one (cmd_find_ddl skips the other letters). */

@@ -784,8 +784,7 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	switch (capture_kind(rec)) {
 	case CAPTURE_REC_HEADER:
 		a->instance = hash_map_str_key(rec_str(rec, "instance"));
-		a->placeholders =
-		    !rec_str(rec, "redaction") || strcmp(rec_str(rec, "redaction"), "none");
+		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
 		if (!a->rules_set)
 			rules_from_header(a, rec);
 		break;

@@ -340,8 +340,7 @@ void rel_request(rel_tracker *r, model *m, const rel_req *q)
 	}
 	bool find = !strcmp(q->cmd, "find"), agg = !strcmp(q->cmd, "aggregate");
 	cmd_id id = cmd_find(q->cmd);
-	if (id != CMD_NONE &&
-	    (cmd_rows[id].kind == CMD_KIND_WRITE || cmd_rows[id].kind == CMD_KIND_DDL)) {
+	if (cmd_changes(id)) {
 		/* another operation's work: the chain ends, as the rule's does */
 		rel_conn *c = conn_get(r, q->instance, q->conn, false);
 		if (c) {

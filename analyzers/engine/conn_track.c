@@ -211,7 +211,7 @@ static void describe(const cmdview *v, cmd_id id, rule_read *r)
 {
 	r->kind = RULE_READ_NONE;
 	r->db = NULL;
-	r->changes = cmd_rows[id].kind >= CMD_KIND_WRITE; /* a write or DDL (CMD_NONE: other) */
+	r->changes = cmd_changes(id);
 	if ((id != CMD_FIND && id != CMD_AGGREGATE && id != CMD_GET_MORE) || !v->db || !v->ntop)
 		return;
 	const uint8_t *coll;

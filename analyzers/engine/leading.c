@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "analyzers/engine/keys.h"
+#include "analyzers/planner/paths.h"
 #include "analyzers/planner/stage_paths.h"
 #include "analyzers/planner/stages.h"
 #include "protocol/wire_iter.h"
@@ -155,7 +156,7 @@ static bool sort_touches(const bson_t *sort, const char *as)
 		return true;
 	while (wire_iter_next(&it)) {
 		const char *f = wire_iter_key(&it);
-		if (lookup_as_holds(as, f) || lookup_as_holds(f, as))
+		if (paths_overlap(f, as))
 			return true;
 	}
 	return false;

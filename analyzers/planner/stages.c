@@ -41,14 +41,6 @@ bool lookup_stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out)
 	return true;
 }
 
-bool lookup_as_holds(const char *as, const char *path)
-{
-	if (!as)
-		return false;
-	size_t n = strlen(as);
-	return strncmp(path, as, n) == 0 && (path[n] == '\0' || path[n] == '.');
-}
-
 /* ---- the walk ---- */
 
 /* The stages the walk reads, told apart by the byte after '$' first:

@@ -38,9 +38,6 @@ typedef struct lookup_stage {
  * False when it is no document. */
 bool lookup_stage_read(const bson_iter_t *stage, bool graph, lookup_stage *out);
 
-/* Whether path is as or a path under it (as NULL: false). */
-bool lookup_as_holds(const char *as, const char *path);
-
 typedef enum {
 	PIPE_MATCH,    /* a filter a stage applies: $match, $geoNear's query,
 	                  $graphLookup's restrictSearchWithMatch */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyzers/planner/index_set.h"
+#include "analyzers/planner/paths.h"
 #include "analyzers/planner/query_preds.h"
 #include "analyzers/planner/points.h"
 #include "analyzers/planner/stages.h"
@@ -434,7 +435,7 @@ static bool prefix_bounded(const bson_iter_t *pipeline, unsigned end, const char
 			return true; /* the read is what the point selects */
 		lookup_stage lk;
 		if (key_eq(k, "$lookup") && lookup_stage_read(&c, false, &lk) && lk.local &&
-		    lk.foreign && lookup_as_holds(lk.as, field))
+		    lk.foreign && lk.as && path_at_or_under(field, lk.as, strlen(lk.as)))
 			return true;
 	}
 	return false;
