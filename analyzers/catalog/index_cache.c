@@ -24,6 +24,7 @@
 #include <mongoc/mongoc.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,7 +63,8 @@ struct index_cache {
 	lru_map map; /* at most INDEX_CACHE_MAX_ENTRIES */
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
-	int64_t refresh_ms; /* 0: never */
+	_Atomic uint64_t changes; /* lists landed (index_cache_changes); written under mu */
+	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
 	bool started;
@@ -390,6 +392,17 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 	pthread_mutex_unlock(&ic->mu);
 }
 
+/* A list lands: the stamp it gets (index_cache_changes). */
+static uint64_t land_locked(index_cache *ic)
+{
+	return atomic_fetch_add_explicit(&ic->changes, 1, memory_order_release) + 1;
+}
+
+uint64_t index_cache_changes(index_cache *ic)
+{
+	return ic ? atomic_load_explicit(&ic->changes, memory_order_acquire) : 0;
+}
+
 void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s)
 {
 	char ns[IC_NS_MAX];
@@ -413,6 +426,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		dequeue_locked(ic, e);
 		old = e->set;
 		index_set_carry_multikey(s, old);
+		index_set_set_stamp(s, land_locked(ic));
 		e->set = index_set_retain(s);
 		e->state = ENTRY_KNOWN;
 		e->generation = ++ic->next_generation;
@@ -508,6 +522,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			e->recount_again = false;
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
+			index_set_set_stamp(set, land_locked(ic));
 			e->set = set;
 			e->state = ENTRY_KNOWN;
 			e->fetched_at = now;

@@ -25,6 +25,7 @@ struct index_set {
 	/* Documents inserted less those deleted since doc_count was read, as
 	 * the proxy saw the replies pass (index_set_note_docs): any thread. */
 	_Atomic int64_t written;
+	uint64_t stamp; /* index_set_stamp */
 };
 
 static void copy_bounded(char *dst, size_t cap, const char *src, bool *truncated)
@@ -547,6 +548,16 @@ int64_t index_set_note_docs(index_set *s, int64_t delta)
 int64_t index_set_read_count(const index_set *s)
 {
 	return s->doc_count;
+}
+
+uint64_t index_set_stamp(const index_set *s)
+{
+	return s->stamp;
+}
+
+void index_set_set_stamp(index_set *s, uint64_t stamp)
+{
+	s->stamp = stamp;
 }
 
 void index_set_set_doc_count(index_set *s, int64_t n)

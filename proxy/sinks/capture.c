@@ -38,6 +38,7 @@ typedef struct item {
 	uint8_t *bytes;
 	size_t nbytes; /* bytes held (0: a reply too big to read) */
 	char verdict[8];
+	uint64_t changes; /* a request's: index_cache_changes when it was judged */
 	char client[80];
 	char app[128];
 } item;
@@ -47,7 +48,8 @@ typedef struct ns_slot {
 	index_set *last;
 	int64_t last_count; /* the document count last written with it */
 	int64_t checked_ms;
-	bool pending; /* asked, no list yet */
+	uint64_t changes_seen; /* index_cache_changes at its last look */
+	bool pending;          /* asked, no list yet */
 } ns_slot;
 
 struct capture_sink {
@@ -82,6 +84,7 @@ struct capture_sink {
 	int64_t file_opened_us;
 	unsigned seq;
 	ns_slot *slots;
+	uint64_t changes_written; /* the largest changes of a request written */
 	capture_stats st;
 };
 
@@ -185,6 +188,9 @@ void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_
 	memcpy(it->bytes, msg, len);
 	it->nbytes = it->len = len;
 	snprintf(it->verdict, sizeof it->verdict, "%s", outcome);
+	/* after the verdict: every list it could have been judged with is
+	 * stamped this or less */
+	it->changes = index_cache_changes(c->ic);
 	enqueue(c, it);
 }
 
@@ -437,8 +443,13 @@ static uint64_t fnv(const char *s)
 
 /* Looks at ns's list now and then; a list not seen before is written, and
  * so is the same list with another document count (the collection-scan
- * rule reads the count, and the index cache may follow the writes). */
-static void check_indexes(capture_sink *c, const char *db, const char *coll, bool force)
+ * rule reads the count, and the index cache may follow the writes). The
+ * look is due when a second has passed, or at once when lists have landed
+ * since the last (changes, a request's or the writer's): a list that
+ * landed between a request's judgement and this look stays unwritten
+ * until a request judged after it comes (its stamp is above changes), so
+ * the report judges each request with the list its verdict had. */
+static void check_indexes(capture_sink *c, const char *db, const char *coll, uint64_t changes)
 {
 	char ns[256];
 	if (!c->ic || !c->slots || !db[0] || !coll[0] || strncmp(coll, "system.", 7) == 0 ||
@@ -453,18 +464,19 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, boo
 	}
 	ns_slot *sl = &c->slots[i];
 	int64_t now = mono_ms();
-	if (sl->ns[0] && !force && now - sl->checked_ms < INDEX_RECHECK_MS)
+	if (sl->ns[0] && sl->changes_seen == changes && now - sl->checked_ms < INDEX_RECHECK_MS)
 		return;
 	if (!sl->ns[0])
 		snprintf(sl->ns, sizeof sl->ns, "%s", ns);
 	sl->checked_ms = now;
+	sl->changes_seen = changes;
 	index_set *s = NULL;
 	index_lookup r = index_cache_get(c->ic, db, coll, &s);
 	sl->pending = r == INDEXES_PENDING;
 	if (r != INDEXES_KNOWN)
 		return;
 	int64_t count = index_set_doc_count(s);
-	if (s == sl->last && count == sl->last_count) {
+	if ((s == sl->last && count == sl->last_count) || index_set_stamp(s) > changes) {
 		index_set_release(s);
 		return;
 	}
@@ -489,7 +501,7 @@ static void recheck_pending(capture_sink *c)
 			continue;
 		memcpy(db, sl->ns, (size_t)(dot - sl->ns));
 		db[dot - sl->ns] = '\0';
-		check_indexes(c, db, dot + 1, false);
+		check_indexes(c, db, dot + 1, c->changes_written);
 	}
 }
 
@@ -500,15 +512,19 @@ static void write_request(capture_sink *c, const item *it)
 	request r;
 	wire_error err = {0};
 	if (request_decode(&r, it->bytes, it->nbytes, &err) == REQUEST_COMMAND) {
+		/* its collection's list first: one that landed before its
+		 * verdict precedes it (check_indexes) */
+		bson_iter_t bi;
+		if (r.view.db && bson_iter_init(&bi, &r.view.body) && bson_iter_next(&bi) &&
+		    BSON_ITER_HOLDS_UTF8(&bi))
+			check_indexes(c, r.view.db, bson_iter_utf8(&bi, NULL), it->changes);
 		capture_origin o = {it->t_us, it->conn, it->client, it->app};
 		bson_t rec;
 		capture_build_request(&rec, &o, &r, c->s.redact_literals, it->verdict);
 		write_doc(c, &rec);
 		bson_destroy(&rec);
-		bson_iter_t bi;
-		if (r.view.db && bson_iter_init(&bi, &r.view.body) && bson_iter_next(&bi) &&
-		    BSON_ITER_HOLDS_UTF8(&bi))
-			check_indexes(c, r.view.db, bson_iter_utf8(&bi, NULL), false);
+		if (it->changes > c->changes_written)
+			c->changes_written = it->changes;
 	}
 	request_release(&r);
 }
