@@ -62,6 +62,7 @@ struct aggregator {
 	size_t input; /* the file being read, into m->inputs */
 	index_cache *ic;
 	hash_map shapes, findings, apps;
+	hash_map listed; /* pass 1: the namespaces a list (of any kind) was met for */
 	ns_table nss;
 	pending *pend[PENDING_BUCKETS];
 	uint64_t instance; /* of the file being read */
@@ -789,11 +790,15 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 			rules_from_header(a, rec);
 		break;
 	case CAPTURE_REC_INDEXES: {
-		/* pass 1: the first list of each namespace; pass 2: the later ones */
-		const model_ns *n = ns_table_find(&a->nss, rec_str(rec, "ns"));
-		bool known = n && n->have_indexes;
-		if (pass == 2 || !known)
-			on_indexes(a, rec);
+		/* pass 1: the first list of each namespace, "does not exist"
+		 * included (the list a first request's late verdict met); pass 2:
+		 * each in its place */
+		uint64_t k = hash_map_str_key(rec_str(rec, "ns"));
+		if (pass == 1 && hash_map_get(&a->listed, k))
+			break;
+		if (pass == 1)
+			hash_map_put(&a->listed, k, 1);
+		on_indexes(a, rec);
 		break;
 	}
 	case CAPTURE_REC_REQUEST:
@@ -896,6 +901,7 @@ void aggregator_free(aggregator *a)
 	hash_map_free(&a->shapes);
 	hash_map_free(&a->findings);
 	hash_map_free(&a->apps);
+	hash_map_free(&a->listed);
 	ns_table_free(&a->nss);
 	free(a);
 }

@@ -393,3 +393,42 @@ def test_version_1_capture_reads_without_the_new_facts(tmp_path, mongoguard_bin)
     run_report(mongoguard_bin, [f], "--json", out)
     rep = json.loads(out.read_text())
     assert rep["overview"]["requests"] == 2 and rep["findings"] == []
+
+
+def test_collection_made_by_an_insert_is_judged_offline_as_live(tmp_path, upstream, start_proxy,
+                                                                 clients, dbname, mongoguard_bin):
+    """A collection first listed as missing, then made by an insert: the index
+    cache fetches its list again at once, and every request judged after that
+    list landed is judged with it. The capture writer puts the snapshot before
+    the first of those requests (not up to a second later, when it looked
+    again), and after any judged before: the report finds what the live log
+    found, request for request. Beanie's suite met it: 23 findings the report
+    lacked, each a first query moments after the insert that made its
+    collection."""
+    cdir = tmp_path / "cap"
+    cfg = json.loads(capture_config(cdir))
+    cfg["rules"] = {"collection-scan": {"action": "log", "minDocuments": 0}}
+    p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
+    db = clients.via(p)[dbname]
+    assert db.fresh.find_one({"sku": "a"}) is None  # listed: the collection does not exist
+    deadline = time.monotonic() + 5
+    while not any(d["k"] == "indexes" and d["ns"] == f"{dbname}.fresh"
+                  for f in captures(cdir) for d in bson.decode_file_iter(open(f, "rb"))):
+        assert time.monotonic() < deadline, "no snapshot of the missing collection"
+        time.sleep(0.02)
+    db.fresh.insert_many([{"_id": i, "sku": f"s{i}"} for i in range(5)])
+    sent = 0
+    while not p.log.findings():  # until the live engine has the new list
+        assert time.monotonic() < deadline + 5, "the new list never landed"
+        db.fresh.find_one({"sku": "a"})
+        sent += 1
+    for _ in range(3):
+        db.fresh.find_one({"sku": "a"})
+    time.sleep(1.5)  # a summary interval, for the repeats' counts
+    assert p.stop() == 0
+    live = live_findings(p)
+    assert [r for r, _ in live] == ["collection-scan"] and list(live.values())[0] >= 4, live
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
+    assert got == live, (got, live, sent)
