@@ -84,7 +84,6 @@ struct capture_sink {
 	int64_t file_opened_us;
 	unsigned seq;
 	ns_slot *slots;
-	uint64_t changes_written; /* the largest changes of a request written */
 	capture_stats st;
 };
 
@@ -487,8 +486,10 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, uin
 	write_snapshot(c, ns, s);
 }
 
-/* Namespaces asked about but not answered yet get another look. */
-static void recheck_pending(capture_sink *c)
+/* Namespaces asked about but not answered yet get another look. changes:
+ * index_cache_changes when the batch just written was taken; every request
+ * judged before then was in it. */
+static void recheck_pending(capture_sink *c, uint64_t changes)
 {
 	for (size_t i = 0; c->slots && i < INDEX_SLOTS; i++) {
 		ns_slot *sl = &c->slots[i];
@@ -501,7 +502,7 @@ static void recheck_pending(capture_sink *c)
 			continue;
 		memcpy(db, sl->ns, (size_t)(dot - sl->ns));
 		db[dot - sl->ns] = '\0';
-		check_indexes(c, db, dot + 1, c->changes_written);
+		check_indexes(c, db, dot + 1, changes);
 	}
 }
 
@@ -523,8 +524,6 @@ static void write_request(capture_sink *c, const item *it)
 		capture_build_request(&rec, &o, &r, c->s.redact_literals, it->verdict);
 		write_doc(c, &rec);
 		bson_destroy(&rec);
-		if (it->changes > c->changes_written)
-			c->changes_written = it->changes;
 	}
 	request_release(&r);
 }
@@ -573,6 +572,9 @@ static void *writer_main(void *arg)
 				break;
 		}
 		item *batch = c->head;
+		/* a request enqueued later read the count after this (it reads it
+		 * before it takes the lock), or within the moment between */
+		uint64_t changes = index_cache_changes(c->ic);
 		c->head = c->tail = NULL;
 		c->nqueued = 0;
 		atomic_store_explicit(&c->queued_bytes, 0, memory_order_relaxed);
@@ -595,7 +597,7 @@ static void *writer_main(void *arg)
 		}
 		if (dropped)
 			write_gap(c, dropped, from, to);
-		recheck_pending(c);
+		recheck_pending(c, changes);
 		maybe_rotate(c);
 		if (c->f)
 			fflush(c->f);
