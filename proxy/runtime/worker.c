@@ -284,7 +284,7 @@ bool worker_init(worker *w, int index, const worker_shared *shared, char *err, s
 	}
 	w->stage = evbuffer_new();
 	w->stage_replies = evbuffer_new();
-	w->late = late_queue_new(&shared->metrics->shards[index]);
+	w->late = late_queue_new(late_count_lost, &shared->metrics->shards[index]);
 	w->maintenance = w->base ? event_new(w->base, -1, EV_PERSIST, maintenance_cb, w) : NULL;
 	struct timeval every = {MAINTENANCE_MS / 1000, (MAINTENANCE_MS % 1000) * 1000};
 	if (w->maintenance && event_add(w->maintenance, &every) != 0) {

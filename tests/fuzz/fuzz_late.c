@@ -571,7 +571,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	index_cache_set_clock(u.rc, frozen_clock, NULL);
 	u.l = engine_for(data[0], data[1], u.lc, &sl);
 	u.r = engine_for(data[0], data[1], u.rc, &sr);
-	u.q = late_queue_new(u.mx);
+	u.q = late_queue_new(late_count_lost, u.mx);
 	if (!u.q)
 		abort();
 	static const unsigned times[8] = {1, 1, 2, 4, 16, 64, 200, 300};

@@ -30,7 +30,7 @@ static uint64_t never_came(metrics_shard *mx)
 static void test_expiry_needs_no_index_change(void **state)
 {
 	static metrics_shard mx;
-	late_queue *q = late_queue_new(&mx);
+	late_queue *q = late_queue_new(late_count_lost, &mx);
 	assert_non_null(q);
 	owe(q, 1000);
 	owe(q, 5000);
@@ -50,7 +50,7 @@ static void test_expiry_needs_no_index_change(void **state)
 static void test_expired_slots_are_free_again(void **state)
 {
 	static metrics_shard mx;
-	late_queue *q = late_queue_new(&mx);
+	late_queue *q = late_queue_new(late_count_lost, &mx);
 	assert_non_null(q);
 	for (int i = 0; i < LATE_QUEUE_MAX; i++)
 		owe(q, 0);
