@@ -63,7 +63,7 @@ struct index_cache {
 	lru_map map; /* at most INDEX_CACHE_MAX_ENTRIES */
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
-	_Atomic uint64_t changes; /* lists landed (index_cache_changes); written under mu */
+	_Atomic uint64_t changes; /* lists landed or forgotten (index_cache_changes); under mu */
 	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
@@ -365,6 +365,13 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 	pthread_mutex_unlock(&ic->mu);
 }
 
+/* A list lands or is forgotten: the count after it (index_cache_changes),
+ * a landed list's stamp. */
+static uint64_t change_locked(index_cache *ic)
+{
+	return atomic_fetch_add_explicit(&ic->changes, 1, memory_order_release) + 1;
+}
+
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 {
 	char ns[IC_NS_MAX];
@@ -389,13 +396,8 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 			n = next;
 		}
 	}
+	(void)change_locked(ic); /* a request after this one may wait for a list */
 	pthread_mutex_unlock(&ic->mu);
-}
-
-/* A list lands: the stamp it gets (index_cache_changes). */
-static uint64_t land_locked(index_cache *ic)
-{
-	return atomic_fetch_add_explicit(&ic->changes, 1, memory_order_release) + 1;
 }
 
 uint64_t index_cache_changes(index_cache *ic)
@@ -426,7 +428,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		dequeue_locked(ic, e);
 		old = e->set;
 		index_set_carry_multikey(s, old);
-		index_set_set_stamp(s, land_locked(ic));
+		index_set_set_stamp(s, change_locked(ic));
 		e->set = index_set_retain(s);
 		e->state = ENTRY_KNOWN;
 		e->generation = ++ic->next_generation;
@@ -522,7 +524,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			e->recount_again = false;
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
-			index_set_set_stamp(set, land_locked(ic));
+			index_set_set_stamp(set, change_locked(ic));
 			e->set = set;
 			e->state = ENTRY_KNOWN;
 			e->fetched_at = now;

@@ -56,11 +56,13 @@ typedef enum {
 
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
 
-/* How many lists have landed (a fetch's or a put's) since the cache was
- * made: a reader that has seen this number has seen every list stamped
- * with it or less (index_set_stamp). Any thread, without the lock; a
- * capture item carries it so the writer puts a snapshot before the first
- * request judged with it, never before one judged earlier. */
+/* How many times a list has landed (a fetch's or a put's) or been
+ * forgotten (index_cache_invalidate) since the cache was made: a reader
+ * that has seen this number has seen every list stamped with it or less
+ * (index_set_stamp). Any thread, without the lock. A capture item carries
+ * it, so the writer puts a snapshot before the first request judged with
+ * it, never before one judged earlier, and looks again at once after a
+ * change. */
 uint64_t index_cache_changes(index_cache *ic);
 
 /* Documents were inserted (delta > 0) or deleted in db.coll, as the

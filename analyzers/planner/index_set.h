@@ -176,7 +176,7 @@ void index_set_set_doc_count(index_set *s, int64_t n);
  * as it was read: index_set_read_count. */
 int64_t index_set_note_docs(index_set *s, int64_t delta);
 int64_t index_set_read_count(const index_set *s);
-/* The index cache's count of landed lists when this one landed
+/* The index cache's count of changes when this list landed
  * (index_cache_changes; 0: never in a cache). Set by the cache once, under
  * its lock, before any lookup can return the set. */
 uint64_t index_set_stamp(const index_set *s);
