@@ -5,10 +5,11 @@
  * list (the live path waited for that list; the writer asked for it after)
  * is judged against the first list the capture holds. The second decodes
  * every request with request_decode and runs engine_analyze, exactly as a
- * session does, with no_wait set (a list the capture never held means "no
- * verdict", as it does live after indexWaitMS); later snapshots replace
- * earlier ones as they are met. Replies pair with their request by
- * (instance, connection, requestID).
+ * session does; later snapshots replace earlier ones as they are met. A
+ * list the engine forgot (a schema change passed) and the capture has not
+ * given again: the verdicts owed are judged at the next snapshot, as the
+ * live worker's late queue judges them when the list lands (judge()).
+ * Replies pair with their request by (instance, connection, requestID).
  *
  * The per-shape table keys shapes as the engine keys findings: the same
  * parts of the same commands rendered by analyzers/engine/shape.h and hashed with
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "analyzers/engine/engine.h"
+#include "analyzers/engine/late_queue.h"
 #include "analyzers/catalog/index_cache.h"
 #include "analyzers/planner/index_set.h"
 #include "analyzers/planner/query_preds.h"
@@ -45,6 +47,8 @@ typedef struct pending {
 	uint64_t key;
 	size_t shape, ns; /* + 1; 0 = none */
 	int64_t t_us;
+	uint8_t *ddl; /* a schema change's message, whose reply makes the engine forget */
+	size_t ddl_len;
 	struct pending *next;
 } pending;
 
@@ -72,6 +76,10 @@ struct aggregator {
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
+	/* Requests whose verdicts were owed for a list not known yet (after a
+	 * schema change): judged again at each index list met, as the live
+	 * worker judges its queue when a list lands. */
+	late_queue *late;
 	/* Each connection's engine track (engine.h, engine_conn_track), as a
 	 * session keeps one, keyed by (instance, connection): the rules that
 	 * follow a connection's reads judge the capture as they judged the
@@ -104,16 +112,22 @@ static model_app *app_get(aggregator *a, const char *app)
 
 /* What a recommendation needs of the request that first gave a finding:
  * the classes of its ESR key (recommend.c). Only while the request is at
- * hand (a->cur), once per finding. */
-static void note_new_finding(aggregator *a, model_finding *mf)
+ * hand (a->cur): a finding first given late owes them to its next
+ * occurrence. */
+static void classify_esr(aggregator *a, model_finding *mf)
 {
 	rec_command c;
-	const rule_def *d = rule_table[mf->rule];
-	mf->esr_neq = mf->esr_nsort = -1;
-	if (d->grows_arrays)
-		agg_finding_push_paths(mf);
-	if (a->cur && d->fix_esr_index && rec_parse_command(mf->suggestion, &c))
+	mf->esr_owed = !a->cur;
+	if (a->cur && rule_table[mf->rule]->fix_esr_index && rec_parse_command(mf->suggestion, &c))
 		rec_classify(a->cur, &c, &mf->esr_neq, &mf->esr_nsort);
+}
+
+static void note_new_finding(aggregator *a, model_finding *mf)
+{
+	mf->esr_neq = mf->esr_nsort = -1;
+	if (rule_table[mf->rule]->grows_arrays)
+		agg_finding_push_paths(mf);
+	classify_esr(a, mf);
 }
 
 static void on_finding(void *arg, const finding *f)
@@ -125,6 +139,8 @@ static void on_finding(void *arg, const finding *f)
 	model_finding *mf;
 	if (i) {
 		mf = &m->findings[i - 1];
+		if (mf->esr_owed)
+			classify_esr(a, mf);
 	} else {
 		REPORT_GROW(m->findings, m->nfindings, m->capfindings);
 		mf = &m->findings[m->nfindings++];
@@ -353,31 +369,47 @@ static engine_conn_track **track_slot(aggregator *a, int64_t conn)
 /* The request judged by the engine, as a session would; and, on a
  * collection under a quiet rule's parameter, by the quiet engine. ns: the
  * collection's row + 1 (0: none), an index because a finding on a
- * collection not seen yet (a $unionWith's) adds a row and may move them. */
-static void judge(aggregator *a, const bson_t *rec, const cmdview *v, int64_t t, const char *app,
+ * collection not seen yet (a $unionWith's) adds a row and may move them.
+ * A list not known (a schema change's made the engine forget it): the
+ * verdicts owed wait in a->late for the next list the capture holds, as
+ * live; a request the live path held for it was written after its wait,
+ * behind the list if it came (proxy/sinks/capture.c), so without one here
+ * it gets no verdict, as live. */
+static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t, const char *app,
                   size_t ns, int64_t conn)
 {
 	request_ctx rc = {.app_name = app,
 	                  .client = rec_str(rec, "client"),
+	                  .conn = (uint64_t)conn,
 	                  .now_ms = t / 1000,
-	                  .no_wait = true,
 	                  .track = track_slot(a, conn),
 	                  .placeholders = a->placeholders};
 	block_info b;
+	const cmdview *v = &r->view;
 	if (!a->e)
 		return;
 	a->cur = v;
 	a->cur_t = t;
-	(void)engine_analyze(a->e, v, &rc, &b);
+	if (engine_analyze(a->e, v, &rc, &b) == VERDICT_WAIT_INDEXES) {
+		rc.no_wait = true;
+		(void)engine_analyze(a->e, v, &rc, &b);
+	}
 	a->cur = NULL;
+	if (b.late.n && a->late)
+		late_queue_owe(a->late, r->plain, r->plain_len, &b.late, app, rc.client, rc.conn,
+		               rc.now_ms);
 	const model_ns *n = ns ? &a->m->nss[ns - 1] : NULL;
+	rc.no_wait = true; /* the quiet findings are the report's own: never late */
 	if (a->quiet && n && n->doc_count >= 0 && n->doc_count < (int64_t)a->quiet_max)
 		(void)engine_analyze(a->quiet, v, &rc, &b);
 }
 
 /* A reply is owed (not moreToCome): remembered to pair with it. shape and
- * ns: + 1, 0 for none (housekeeping has no row). */
-static void expect_reply(aggregator *a, const rec_ids *ids, size_t shape, size_t ns, int64_t t)
+ * ns: + 1, 0 for none (housekeeping has no row). A schema change (r's
+ * command a DDL one) keeps its message: its reply makes the engine forget
+ * what it named, as a session's does (engine_note_ddl). */
+static void expect_reply(aggregator *a, const rec_ids *ids, const request *r, size_t shape,
+                         size_t ns, int64_t t)
 {
 	if (ids->mtc)
 		return;
@@ -389,6 +421,13 @@ static void expect_reply(aggregator *a, const rec_ids *ids, size_t shape, size_t
 	p->shape = shape;
 	p->ns = ns;
 	p->t_us = t;
+	p->ddl = NULL;
+	if (a->e && engine_is_ddl(&r->view, r->cmd)) {
+		if (!(p->ddl = malloc(r->plain_len)))
+			abort();
+		memcpy(p->ddl, r->plain, r->plain_len);
+		p->ddl_len = r->plain_len;
+	}
 	p->next = a->pend[k % PENDING_BUCKETS];
 	a->pend[k % PENDING_BUCKETS] = p;
 }
@@ -423,8 +462,8 @@ static void on_request(aggregator *a, const bson_t *rec)
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
 		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
-		judge(a, rec, &r.view, t, app, 0, ids.conn);
-		expect_reply(a, &ids, 0, 0, t);
+		judge(a, rec, &r, t, app, 0, ids.conn);
+		expect_reply(a, &ids, &r, 0, 0, t);
 		request_release(&r);
 		free(msg);
 		return;
@@ -445,8 +484,8 @@ static void on_request(aggregator *a, const bson_t *rec)
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
 	                       m->shapes[si - 1].proj_fields, a->placeholders});
-	judge(a, rec, &r.view, t, app, ni, ids.conn);
-	expect_reply(a, &ids, si, ni, t);
+	judge(a, rec, &r, t, app, ni, ids.conn);
+	expect_reply(a, &ids, &r, si, ni, t);
 	request_release(&r);
 	free(msg);
 }
@@ -458,6 +497,17 @@ static int bloat_bucket(int64_t size)
 	while (b < 6 && size >= edges[b])
 		b++;
 	return b;
+}
+
+/* A schema change's reply: the engine forgets what it named. */
+static void ddl_replied(aggregator *a, pending *p)
+{
+	request r;
+	wire_error err = {0};
+	if (request_decode(&r, p->ddl, p->ddl_len, &err) == REQUEST_COMMAND)
+		engine_note_ddl(a->e, &r.view);
+	request_release(&r);
+	free(p->ddl);
 }
 
 static void on_reply(aggregator *a, const bson_t *rec)
@@ -481,26 +531,15 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		return; /* an exhaust stream's later reply, or its request was dropped */
 	*pp = p->next;
 	m->paired++;
+	if (p->ddl)
+		ddl_replied(a, p);
 	if (!p->shape) { /* housekeeping: counted, never a shape's */
 		free(p);
 		return;
 	}
 	model_shape *s = &m->shapes[p->shape - 1];
 	int64_t lat = clamp_count(t - p->t_us); /* both >= 0: no overflow */
-	if (s->nlat == s->caplat) {
-		s->caplat = s->caplat ? s->caplat * 2 : 16;
-		int64_t *nl = realloc(s->lat_us, s->caplat * sizeof *nl);
-		if (!nl)
-			abort();
-		s->lat_us = nl;
-		nl = realloc(s->lat_t, s->caplat * sizeof *nl);
-		if (!nl)
-			abort();
-		s->lat_t = nl;
-	}
-	s->lat_t[s->nlat] = p->t_us;
-	s->lat_us[s->nlat++] = lat;
-	s->total_us += lat;
+	agg_note_latency(s, p->t_us, lat);
 	app_get(a, s->app)->total_us += lat;
 	s->bytes += rec_count(rec, "len");
 	if (ids.failed || rec_int(rec, "we", 0) > 0)
@@ -768,6 +807,7 @@ static void ensure_engine(aggregator *a)
 {
 	if (!a->e) {
 		a->e = engine_new(&a->cfg, a->ic, on_finding, a);
+		a->late = late_queue_new(NULL, NULL);
 		if (a->e)
 			engine_set_tally(a->e, tally, a);
 		if (a->quiet_max)
@@ -799,6 +839,11 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		if (pass == 1)
 			hash_map_put(&a->listed, k, 1);
 		on_indexes(a, rec);
+		if (pass == 2 && a->late) {
+			int64_t now_ms = rec_time(rec) / 1000;
+			late_queue_expire(a->late, now_ms);
+			late_queue_judge(a->late, a->e, now_ms);
+		}
 		break;
 	}
 	case CAPTURE_REC_REQUEST:
@@ -887,6 +932,7 @@ void aggregator_free(aggregator *a)
 	for (size_t i = 0; i < PENDING_BUCKETS; i++)
 		for (pending *p = a->pend[i], *n; p; p = n) {
 			n = p->next;
+			free(p->ddl);
 			free(p);
 		}
 	if (a->e)
@@ -896,6 +942,7 @@ void aggregator_free(aggregator *a)
 	if (a->ic)
 		index_cache_free(a->ic);
 	rel_tracker_free(a->rel);
+	late_queue_free(a->late);
 	tracks_drop(a);
 	free(a->tracks);
 	hash_map_free(&a->shapes);

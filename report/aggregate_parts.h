@@ -31,6 +31,8 @@ void report_array_evidence(const model *m, const model_field *f, model_array_evi
  * tally); after the last record, before latencies are sorted, the
  * buckets. */
 void agg_tally_at(model *m, int64_t t_us, rule_id rule);
+/* A reply's latency (µs) to the request at t_us, kept with that time. */
+void agg_note_latency(model_shape *s, int64_t t_us, int64_t lat_us);
 void report_timeline_build(model *m);
 
 /* A failed reply of s with its code; after the last record, the codes

@@ -98,6 +98,9 @@ typedef struct model_finding {
 	 * equality fields, the next esr_nsort sort fields; -1: not known (the
 	 * key is then taken in its order, as written). */
 	int esr_neq, esr_nsort;
+	/* first given by a late verdict (the request not at hand): the
+	 * classes come from its next on-time occurrence */
+	bool esr_owed;
 	/* Of a rule that grows arrays (rules.h, grows_arrays): the arrays its
 	 * shape appends to; whether they were seen only small (arrays.c); and
 	 * whether arr holds what replies showed. */

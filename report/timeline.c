@@ -20,6 +20,24 @@
 #include "report/sections.h"
 #include "report/sort.h"
 
+void agg_note_latency(model_shape *s, int64_t t_us, int64_t lat_us)
+{
+	if (s->nlat == s->caplat) {
+		s->caplat = s->caplat ? s->caplat * 2 : 16;
+		int64_t *nl = realloc(s->lat_us, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_us = nl;
+		nl = realloc(s->lat_t, s->caplat * sizeof *nl);
+		if (!nl)
+			abort();
+		s->lat_t = nl;
+	}
+	s->lat_t[s->nlat] = t_us;
+	s->lat_us[s->nlat++] = lat_us;
+	s->total_us += lat_us;
+}
+
 void agg_tally_at(model *m, int64_t t_us, rule_id rule)
 {
 	if (m->ntl_ev) {

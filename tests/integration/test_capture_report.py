@@ -395,6 +395,15 @@ def test_version_1_capture_reads_without_the_new_facts(tmp_path, mongoguard_bin)
     assert rep["overview"]["requests"] == 2 and rep["findings"] == []
 
 
+def wait_snapshots(cdir: Path, ns: str, n: int, timeout: float = 5) -> None:
+    """Until the capture holds n index snapshots of ns."""
+    deadline = time.monotonic() + timeout
+    while sum(d["k"] == "indexes" and d["ns"] == ns
+              for f in captures(cdir) for d in bson.decode_file_iter(open(f, "rb"))) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} snapshots of {ns}"
+        time.sleep(0.02)
+
+
 def test_collection_made_by_an_insert_is_judged_offline_as_live(tmp_path, upstream, start_proxy,
                                                                  clients, dbname, mongoguard_bin):
     """A collection first listed as missing, then made by an insert: the index
@@ -411,11 +420,8 @@ def test_collection_made_by_an_insert_is_judged_offline_as_live(tmp_path, upstre
     p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
     db = clients.via(p)[dbname]
     assert db.fresh.find_one({"sku": "a"}) is None  # listed: the collection does not exist
+    wait_snapshots(cdir, f"{dbname}.fresh", 1)
     deadline = time.monotonic() + 5
-    while not any(d["k"] == "indexes" and d["ns"] == f"{dbname}.fresh"
-                  for f in captures(cdir) for d in bson.decode_file_iter(open(f, "rb"))):
-        assert time.monotonic() < deadline, "no snapshot of the missing collection"
-        time.sleep(0.02)
     db.fresh.insert_many([{"_id": i, "sku": f"s{i}"} for i in range(5)])
     sent = 0
     while not p.log.findings():  # until the live engine has the new list
@@ -432,3 +438,42 @@ def test_collection_made_by_an_insert_is_judged_offline_as_live(tmp_path, upstre
     run_report(mongoguard_bin, captures(cdir), "--json", out)
     got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
     assert got == live, (got, live, sent)
+
+
+
+
+def test_queries_after_a_schema_change_are_judged_offline_as_live(tmp_path, upstream,
+                                                                   start_proxy, clients, dbname,
+                                                                   mongoguard_bin):
+    """createIndexes' reply makes the index cache forget the collection's
+    list; the next queries' verdicts are owed and given when the list fetched
+    again lands (late), with the new index in it. The report's replay kept
+    the old list instead (no DDL made it forget), so the query the new index
+    serves was reported: a finding the live log did not have. It now forgets
+    at the same reply and gives the owed verdicts at the next snapshot the
+    capture holds."""
+    clients.direct()[dbname].late.insert_many([{"_id": i, "sku": f"s{i}", "qty": i}
+                                               for i in range(10)])
+    cdir = tmp_path / "cap"
+    cfg = json.loads(capture_config(cdir))
+    cfg["rules"] = {"collection-scan": {"action": "log", "minDocuments": 0}}
+    p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
+    db = clients.via(p)[dbname]
+    db.late.find_one({"_id": 3})  # its list (_id alone) is learnt
+    wait_snapshots(cdir, f"{dbname}.late", 1)
+    db.late.create_index([("qty", ASCENDING)])  # the cache forgets the list
+    db.late.find_one({"qty": 4})  # owed; the list it lands with has qty_1: nothing
+    db.late.find_one({"sku": "s4"})  # no index bounds sku: found
+    p.log.wait_for(lambda ln: ln.get("c") == "ANALYZER" and "rule" in ln.get("attr", {}),
+                   timeout=5, what="the finding")
+    wait_snapshots(cdir, f"{dbname}.late", 2)
+    time.sleep(0.3)  # a late verdict of the qty query would be logged by now
+    assert p.stop() == 0
+    found = p.log.findings()
+    assert [(f["attr"]["rule"], f["attr"]["shape"]["filter"]) for f in found] == \
+        [("collection-scan", {"sku": "?string"})], found
+    live = live_findings(p)
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
+    assert got == live, (got, live)
