@@ -64,6 +64,7 @@ struct index_cache {
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
 	_Atomic uint64_t changes; /* lists landed or forgotten (index_cache_changes); under mu */
+	_Atomic int opaque;       /* entries whose list is opaque; written under mu */
 	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
@@ -192,11 +193,28 @@ static void dequeue_locked(index_cache *ic, ic_entry *e)
 
 /* Unlinks e everywhere and frees it. A fetch in flight for it keeps only a
  * copy of the namespace and the generation, so nothing dangles. */
+static bool opaque_set(const index_set *s)
+{
+	return s != NULL && index_set_is_opaque(s, NULL);
+}
+
+/* e's list becomes set (the caller releases the old one); the count of
+ * opaque lists follows. */
+static void entry_set_locked(index_cache *ic, ic_entry *e, index_set *set)
+{
+	int d = (int)opaque_set(set) - (int)opaque_set(e->set);
+	if (d)
+		atomic_fetch_add_explicit(&ic->opaque, d, memory_order_relaxed);
+	e->set = set;
+}
+
 static void remove_locked(index_cache *ic, ic_entry *e)
 {
 	lru_map_remove(&ic->map, &e->node);
 	dequeue_locked(ic, e);
-	index_set_release(e->set);
+	index_set *s = e->set;
+	entry_set_locked(ic, e, NULL);
+	index_set_release(s);
 	free(e);
 }
 
@@ -343,6 +361,23 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
+bool index_cache_has_opaque(index_cache *ic)
+{
+	return ic != NULL && atomic_load_explicit(&ic->opaque, memory_order_relaxed) > 0;
+}
+
+bool index_cache_listed_opaque(index_cache *ic, const char *db, const char *coll)
+{
+	char ns[IC_NS_MAX];
+	if (!index_cache_has_opaque(ic) || !make_ns(ns, db, coll))
+		return false;
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	bool r = e != NULL && e->state == ENTRY_KNOWN && opaque_set(e->set);
+	pthread_mutex_unlock(&ic->mu);
+	return r;
+}
+
 void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta)
 {
 	char ns[IC_NS_MAX];
@@ -429,7 +464,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		old = e->set;
 		index_set_carry_multikey(s, old);
 		index_set_set_stamp(s, change_locked(ic));
-		e->set = index_set_retain(s);
+		entry_set_locked(ic, e, index_set_retain(s));
 		e->state = ENTRY_KNOWN;
 		e->generation = ++ic->next_generation;
 		e->recount_again = false;
@@ -525,7 +560,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
 			index_set_set_stamp(set, change_locked(ic));
-			e->set = set;
+			entry_set_locked(ic, e, set);
 			e->state = ENTRY_KNOWN;
 			e->fetched_at = now;
 			e->due_at = now + ic->refresh_ms;

@@ -72,6 +72,13 @@ uint64_t index_cache_changes(index_cache *ic);
  * missing and is written now, the list and count are fetched again early;
  * the old set serves until the new one lands. Nothing when db.coll is not
  * known. */
+/* Whether db.coll's list is known and opaque (the collection does not
+ * exist, or is a view): a write that may create it (an upsert) is then
+ * worth following. index_cache_has_opaque: whether any list is (one atomic
+ * load), which index_cache_listed_opaque asks first. */
+bool index_cache_has_opaque(index_cache *ic);
+bool index_cache_listed_opaque(index_cache *ic, const char *db, const char *coll);
+
 #define INDEX_CACHE_RECOUNT     0.5
 #define INDEX_CACHE_RECOUNT_MIN 8
 void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta);

@@ -70,14 +70,28 @@ void engine_note_ddl(engine *e, const cmdview *v)
 
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
 {
-	if ((id != CMD_INSERT && id != CMD_DELETE) || !e->ic || !v->db)
+	int kind = id == CMD_INSERT                                ? ENGINE_WRITE_INSERT
+	           : id == CMD_DELETE                              ? ENGINE_WRITE_DELETE
+	           : id == CMD_UPDATE || id == CMD_FIND_AND_MODIFY ? ENGINE_WRITE_UPSERT
+	                                                           : 0;
+	if (!kind || !e->ic || !v->db ||
+	    (kind == ENGINE_WRITE_UPSERT && !index_cache_has_opaque(e->ic)))
 		return 0;
-	int sign = id == CMD_INSERT ? 1 : -1;
 	bson_iter_t it;
 	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it) || !WIRE_ITER_HOLDS_UTF8(&it))
 		return 0;
-	ns_join(ns, cap, v->db, bson_iter_utf8(&it, NULL));
-	return sign;
+	const char *coll = bson_iter_utf8(&it, NULL);
+	/* An upsert's reply is read only where it may make a collection
+	 * listed missing (one atomic load while none is): an update's reply
+	 * is not gathered whole for nothing, nor a findAndModify's, which may
+	 * hold a large document. */
+	if (kind == ENGINE_WRITE_UPSERT &&
+	    ((id == CMD_FIND_AND_MODIFY &&
+	      !(bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it))) ||
+	     !index_cache_listed_opaque(e->ic, v->db, coll)))
+		return 0;
+	ns_join(ns, cap, v->db, coll);
+	return kind;
 }
 
 void engine_note_docs(engine *e, const char *ns, int64_t delta)
@@ -93,5 +107,8 @@ index_cache *engine_side_gate(const engine *e, const cmdview *v, cmd_id id)
 	char ns[256];
 	if (!e->ic || !v->db || !v->name)
 		return NULL;
-	return engine_is_ddl(v, id) || engine_write_ns(e, v, id, ns, sizeof(ns)) > 0 ? e->ic : NULL;
+	return engine_is_ddl(v, id) ||
+	               engine_write_ns(e, v, id, ns, sizeof(ns)) == ENGINE_WRITE_INSERT
+	           ? e->ic
+	           : NULL;
 }

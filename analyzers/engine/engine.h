@@ -169,13 +169,19 @@ void engine_note_ddl(engine *e, const cmdview *v);
  * report. */
 bool engine_is_ddl(const cmdview *v, cmd_id id);
 
-/* Writes the index cache's document counts follow: for an insert (+1) or
- * a delete (-1), "db.coll" into ns (cap bytes); 0 for anything else, or
- * without an index cache. The proxy reads n from the write's reply and
- * calls engine_note_docs(e, ns, sign * n). */
+/* Writes the index cache's document counts follow: for an insert
+ * (ENGINE_WRITE_INSERT), a delete (_DELETE) or a command that may upsert
+ * into a collection listed missing (_UPSERT: update, findAndModify with
+ * upsert true), "db.coll" into ns (cap bytes); 0 for anything else, or
+ * without an index cache. The proxy reads from the
+ * write's reply the documents it inserted (n; an upsert's upserted ones) or
+ * deleted (n) and calls engine_note_docs(e, ns, +n or -n): a collection
+ * listed missing that a write makes is listed again at once. */
+enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1, ENGINE_WRITE_UPSERT = 2 };
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
- * an insert, which may create the collection) and must not overlap the
+ * an insert, which may create the collection; an upsert may too, but an
+ * update is not held for it) and must not overlap the
  * cache's side connection in that database (index_cache.h,
  * index_cache_side_busy); NULL otherwise. */
 index_cache *engine_side_gate(const engine *e, const cmdview *v, cmd_id id);

@@ -26,12 +26,13 @@ typedef enum {
 	INFLIGHT_HELLO,  /* hello / isMaster: its reply names hosts, which may be rewritten */
 	INFLIGHT_INSERT, /* its reply's n: documents the index cache's count gains */
 	INFLIGHT_DELETE, /* ... or loses */
+	INFLIGHT_UPSERT, /* its reply's upserted documents: gains */
 } inflight_kind;
 
 /* A write whose reply says how many documents it inserted or deleted. */
 static inline bool inflight_is_write(inflight_kind k)
 {
-	return k == INFLIGHT_INSERT || k == INFLIGHT_DELETE;
+	return k == INFLIGHT_INSERT || k == INFLIGHT_DELETE || k == INFLIGHT_UPSERT;
 }
 
 /* Both kinds of hello get replies that list the set's hosts. */

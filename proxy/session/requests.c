@@ -227,8 +227,9 @@ static wl_ref workload_request(session *s, const request *r, bool hit, int64_t n
 }
 
 /* What a forwarded command's reply tells the index cache: a DDL command's
- * that the lists it names changed; an insert's or a delete's (write +1 or
- * -1, of ns) how many documents moved. Worked out once per request. */
+ * that the lists it names changed; an insert's, a delete's or an upsert's
+ * (write: engine_write_ns's kind, of ns) how many documents moved. Worked
+ * out once per request. */
 typedef struct {
 	bool ddl;
 	int write;
@@ -249,7 +250,7 @@ static void classify(const request *r, engine *e, req_class *c)
  * out (HOLD_EXPIRED) goes on. */
 static bool side_gate(session *s, const request *r, engine *e, const req_class *c)
 {
-	if (r->more_to_come || (!c->ddl && c->write <= 0))
+	if (r->more_to_come || (!c->ddl && c->write != ENGINE_WRITE_INSERT))
 		return false;
 	index_cache *ic = engine_side_gate(e, &r->view, r->cmd);
 	if (!ic)
@@ -281,12 +282,13 @@ static void track_reply(session *s, const request *r, const req_class *c, wl_ref
 {
 	if (!r->more_to_come) {
 		int write = c->write;
-		inflight_kind kind = c->ddl               ? INFLIGHT_DDL
-		                     : write > 0          ? INFLIGHT_INSERT
-		                     : write < 0          ? INFLIGHT_DELETE
-		                     : r->awaitable_hello ? INFLIGHT_AWAIT
-		                     : r->hello           ? INFLIGHT_HELLO
-		                                          : INFLIGHT_PLAIN;
+		inflight_kind kind = c->ddl                         ? INFLIGHT_DDL
+		                     : write == ENGINE_WRITE_INSERT ? INFLIGHT_INSERT
+		                     : write == ENGINE_WRITE_DELETE ? INFLIGHT_DELETE
+		                     : write == ENGINE_WRITE_UPSERT ? INFLIGHT_UPSERT
+		                     : r->awaitable_hello           ? INFLIGHT_AWAIT
+		                     : r->hello                     ? INFLIGHT_HELLO
+		                                                    : INFLIGHT_PLAIN;
 		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
 		if (f) {
 			f->sent_ns = now;

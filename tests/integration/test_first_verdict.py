@@ -122,6 +122,31 @@ def test_collection_filled_then_queried_at_once(start_proxy, upstream, clients, 
     assert findings(p, SCAN, "fresh", since=mark) == []
 
 
+@pytest.mark.parametrize("how", ["update", "findAndModify"])
+def test_collection_made_by_an_upsert_is_listed_again_at_once(start_proxy, upstream, clients,
+                                                               dbname, how):
+    """A collection listed missing, then made by an upsert (an update's or a
+    findAndModify's, as ODMs save a document): the list is fetched again when
+    the reply says it upserted, as an insert's does, so the next query is
+    judged with it. It was judged "does not exist" (no verdict) until the
+    periodic refresh, a minute later: Beanie's suite had queries on
+    collections made by findAndModify reported in one run and not the next."""
+    p = start_proxy(upstream.uri, config=config(scan_rules(min_docs=0)))
+    coll = clients.via(p)[dbname].upserted
+    assert coll.find_one({"sku": "a"}) is None  # listed: the collection does not exist
+    time.sleep(0.5)  # its list ("does not exist") has landed
+    if how == "update":
+        coll.update_one({"_id": 1}, {"$set": {"sku": "b"}}, upsert=True)
+    else:
+        coll.find_one_and_update({"_id": 1}, {"$set": {"sku": "b"}}, upsert=True)
+    deadline, i = time.monotonic() + 5, 0
+    while not findings(p, SCAN, "upserted"):
+        assert time.monotonic() < deadline, "still judged as a missing collection"
+        coll.find_one({f"f{i}": 1})  # a new shape each time: judged anew
+        i += 1
+        time.sleep(0.05)
+
+
 def test_restart_with_a_warm_workload(start_proxy, upstream, clients, dbname):
     """After a restart every collection is unknown again: the warm workload's
     first queries still get their verdicts."""
