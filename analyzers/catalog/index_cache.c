@@ -191,8 +191,6 @@ static void dequeue_locked(index_cache *ic, ic_entry *e)
 	e->queued = false;
 }
 
-/* Unlinks e everywhere and frees it. A fetch in flight for it keeps only a
- * copy of the namespace and the generation, so nothing dangles. */
 static bool opaque_set(const index_set *s)
 {
 	return s != NULL && index_set_is_opaque(s, NULL);
@@ -208,6 +206,8 @@ static void entry_set_locked(index_cache *ic, ic_entry *e, index_set *set)
 	e->set = set;
 }
 
+/* Unlinks e everywhere and frees it. A fetch in flight for it keeps only a
+ * copy of the namespace and the generation, so nothing dangles. */
 static void remove_locked(index_cache *ic, ic_entry *e)
 {
 	lru_map_remove(&ic->map, &e->node);

@@ -572,8 +572,10 @@ static void *writer_main(void *arg)
 				break;
 		}
 		item *batch = c->head;
-		/* a request enqueued later read the count after this (it reads it
-		 * before it takes the lock), or within the moment between */
+		/* every request judged before this read is in the batch, but one
+		 * whose worker read the count and had not taken the lock yet: a
+		 * moment's race, after which its record may follow a list that
+		 * landed after its verdict */
 		uint64_t changes = index_cache_changes(c->ic);
 		c->head = c->tail = NULL;
 		c->nqueued = 0;
