@@ -27,7 +27,6 @@
 #include "analyzers/engine/late_queue.h"
 #include "analyzers/catalog/index_cache.h"
 #include "analyzers/planner/index_set.h"
-#include "analyzers/planner/query_preds.h"
 #include "analyzers/engine/shape.h"
 #include "protocol/capture.h"
 #include "protocol/request.h"
@@ -49,6 +48,10 @@ typedef struct pending {
 	int64_t t_us;
 	uint8_t *ddl; /* a schema change's message, whose reply makes the engine forget */
 	size_t ddl_len;
+	/* a write whose reply moves the index cache's count, as a session's
+	 * does: ENGINE_WRITE_INSERT / _DELETE, or AGG_UPSERT; its "db.coll" */
+	int write;
+	char *write_ns;
 	struct pending *next;
 } pending;
 
@@ -404,10 +407,30 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 		(void)engine_analyze(a->quiet, v, &rc, &b);
 }
 
+enum { AGG_UPSERT = 2 };
+
+/* What r's reply tells the index cache, as a session works it out
+ * (proxy/session/requests.c): an insert's or a delete's documents, or
+ * those an upsert into a collection that may not exist yet made. */
+static void note_write_kind(aggregator *a, const request *r, pending *p)
+{
+	char ns[256];
+	p->write = 0;
+	p->write_ns = NULL;
+	if (!a->e || a->m->indexes_live)
+		return;
+	p->write = engine_write_ns(a->e, &r->view, r->cmd, ns, sizeof ns);
+	if (!p->write && engine_upsert_ns(a->e, &r->view, r->cmd, ns, sizeof ns))
+		p->write = AGG_UPSERT;
+	if (p->write && !(p->write_ns = strdup(ns)))
+		abort();
+}
+
 /* A reply is owed (not moreToCome): remembered to pair with it. shape and
  * ns: + 1, 0 for none (housekeeping has no row). A schema change (r's
  * command a DDL one) keeps its message: its reply makes the engine forget
- * what it named, as a session's does (engine_note_ddl). */
+ * what it named, as a session's does (engine_note_ddl); a write, its
+ * namespace (note_write_kind). */
 static void expect_reply(aggregator *a, const rec_ids *ids, const request *r, size_t shape,
                          size_t ns, int64_t t)
 {
@@ -428,6 +451,7 @@ static void expect_reply(aggregator *a, const rec_ids *ids, const request *r, si
 		memcpy(p->ddl, r->plain, r->plain_len);
 		p->ddl_len = r->plain_len;
 	}
+	note_write_kind(a, r, p);
 	p->next = a->pend[k % PENDING_BUCKETS];
 	a->pend[k % PENDING_BUCKETS] = p;
 }
@@ -533,6 +557,13 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	m->paired++;
 	if (p->ddl)
 		ddl_replied(a, p);
+	if (p->write_ns) {
+		int64_t n = p->write == AGG_UPSERT ? rec_int(rec, "up", 0) : ids.n;
+		if (!ids.failed && n > 0)
+			engine_note_docs(a->e, p->write_ns,
+			                 p->write == ENGINE_WRITE_DELETE ? -n : n);
+		free(p->write_ns);
+	}
 	if (!p->shape) { /* housekeeping: counted, never a shape's */
 		free(p);
 		return;
@@ -572,32 +603,6 @@ static void on_reply(aggregator *a, const bson_t *rec)
 				agg_array_sample(ns, bson_iter_key(&c), bson_iter_as_int64(&c), t);
 	}
 	free(p);
-}
-
-/* What makes an index no candidate for "redundant": a constraint or an
- * option a plain key prefix does not give; and its collation. */
-static void index_spec_facts(const bson_t *spec, model_index *mi)
-{
-	static const char *const opts[] = {"unique", "sparse", "hidden"};
-	bson_iter_t it;
-	for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
-		if (bson_iter_init_find(&it, spec, opts[k]) && bson_iter_as_bool(&it))
-			mi->constraint = true;
-	if (bson_iter_init_find(&it, spec, "partialFilterExpression") ||
-	    bson_iter_init_find(&it, spec, "expireAfterSeconds"))
-		mi->constraint = true;
-	mi->collation[0] = '\0';
-	if (bson_iter_init_find(&it, spec, "collation") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-		uint32_t l;
-		const uint8_t *d;
-		bson_t c;
-		bson_iter_document(&it, &l, &d);
-		if (bson_init_static(&c, d, l) && !query_collation_is_simple(&c)) {
-			char *j = bson_as_relaxed_extended_json(&c, NULL);
-			snprintf(mi->collation, sizeof mi->collation, "%s", j ? j : "");
-			bson_free(j);
-		}
-	}
 }
 
 /* An index list into the cache the engine reads and into the model.
@@ -642,7 +647,7 @@ static void put_indexes(aggregator *a, const char *ns, const bson_t *const *spec
 		snprintf(mi->name, sizeof mi->name, "%s", def->name);
 		snprintf(mi->first, sizeof mi->first, "%s", def->nkeys ? def->keys[0].field : "");
 		mi->ops = -1;
-		index_spec_facts(specs[i], mi);
+		ns_index_spec_facts(specs[i], mi);
 		bson_iter_t ki;
 		uint32_t l;
 		const uint8_t *d;
@@ -875,24 +880,6 @@ static double pct(const int64_t *v, size_t n, double q)
 	return (double)v[i] / 1000.0;
 }
 
-/* Whether a captured shape can use an index: its first key is a field some
- * filter or sort on the collection names (an index is scanned from its
- * first key, the planner's prefix rule), or a hint names it; _id_ is always
- * kept. */
-static void mark_used(model_ns *n)
-{
-	for (size_t i = 0; i < n->nindexes; i++) {
-		model_index *mi = &n->indexes[i];
-		mi->used = !strcmp(mi->name, "_id_");
-		for (size_t f = 0; f < n->nused && !mi->used; f++) {
-			const char *p = n->used[f].path;
-			if (!strcmp(p, mi->first) ||
-			    (!strncmp(p, "hint:", 5) && !strcmp(p + 5, mi->name)))
-				mi->used = true;
-		}
-	}
-}
-
 void aggregator_finish(aggregator *a)
 {
 	model *m = a->m;
@@ -918,7 +905,7 @@ void aggregator_finish(aggregator *a)
 		app_get(a, s->app)->shapes++;
 	}
 	for (size_t i = 0; i < m->nnss; i++)
-		mark_used(&m->nss[i]);
+		ns_mark_used(&m->nss[i]);
 	report_arrays_finish(m); /* before the recommendations: a push's pattern reads it */
 	workload_finish(m);      /* the covered time, which the relationships' rates need */
 	rel_finish(a->rel, m);
@@ -933,6 +920,7 @@ void aggregator_free(aggregator *a)
 		for (pending *p = a->pend[i], *n; p; p = n) {
 			n = p->next;
 			free(p->ddl);
+			free(p->write_ns);
 			free(p);
 		}
 	if (a->e)

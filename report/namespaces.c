@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyzers/planner/query_preds.h"
 #include "report/grow.h"
 
 /* One more collection seen in ns's database, for "too many
@@ -90,4 +91,42 @@ void ns_field_note(model_field **arr, size_t *n, const char *path, int64_t len)
 	na[*n].count = 1;
 	na[*n].max_len = len;
 	(*n)++;
+}
+
+void ns_index_spec_facts(const bson_t *spec, model_index *mi)
+{
+	static const char *const opts[] = {"unique", "sparse", "hidden"};
+	bson_iter_t it;
+	for (size_t k = 0; k < sizeof opts / sizeof *opts; k++)
+		if (bson_iter_init_find(&it, spec, opts[k]) && bson_iter_as_bool(&it))
+			mi->constraint = true;
+	if (bson_iter_init_find(&it, spec, "partialFilterExpression") ||
+	    bson_iter_init_find(&it, spec, "expireAfterSeconds"))
+		mi->constraint = true;
+	mi->collation[0] = '\0';
+	if (bson_iter_init_find(&it, spec, "collation") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+		uint32_t l;
+		const uint8_t *d;
+		bson_t c;
+		bson_iter_document(&it, &l, &d);
+		if (bson_init_static(&c, d, l) && !query_collation_is_simple(&c)) {
+			char *j = bson_as_relaxed_extended_json(&c, NULL);
+			snprintf(mi->collation, sizeof mi->collation, "%s", j ? j : "");
+			bson_free(j);
+		}
+	}
+}
+
+void ns_mark_used(model_ns *n)
+{
+	for (size_t i = 0; i < n->nindexes; i++) {
+		model_index *mi = &n->indexes[i];
+		mi->used = !strcmp(mi->name, "_id_");
+		for (size_t f = 0; f < n->nused && !mi->used; f++) {
+			const char *p = n->used[f].path;
+			if (!strcmp(p, mi->first) ||
+			    (!strncmp(p, "hint:", 5) && !strcmp(p + 5, mi->name)))
+				mi->used = true;
+		}
+	}
 }

@@ -4,6 +4,7 @@
 #ifndef MG_REPORT_NAMESPACES_H
 #define MG_REPORT_NAMESPACES_H
 
+#include <bson/bson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,5 +27,15 @@ void ns_table_free(ns_table *t);
 
 /* path seen once more in arr (len: an array's length, -1 for none). */
 void ns_field_note(model_field **arr, size_t *n, const char *path, int64_t len);
+
+/* What makes an index no candidate for "redundant": a constraint or an
+ * option a plain key prefix does not give; and its collation. */
+void ns_index_spec_facts(const bson_t *spec, model_index *mi);
+
+/* Whether a captured shape can use an index: its first key is a field some
+ * filter or sort on the collection names (an index is scanned from its
+ * first key, the planner's prefix rule), or a hint names it; _id_ is always
+ * kept. */
+void ns_mark_used(model_ns *n);
 
 #endif

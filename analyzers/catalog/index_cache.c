@@ -64,7 +64,7 @@ struct index_cache {
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
 	_Atomic uint64_t changes; /* lists landed or forgotten (index_cache_changes); under mu */
-	_Atomic int opaque;       /* entries whose list is opaque; written under mu */
+	_Atomic int unsettled;    /* entries pending or listed opaque; written under mu */
 	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
@@ -191,18 +191,34 @@ static void dequeue_locked(index_cache *ic, ic_entry *e)
 	e->queued = false;
 }
 
+/* A list lands or is forgotten: the count after it (index_cache_changes),
+ * a landed list's stamp. */
+static uint64_t change_locked(index_cache *ic)
+{
+	return atomic_fetch_add_explicit(&ic->changes, 1, memory_order_release) + 1;
+}
+
 static bool opaque_set(const index_set *s)
 {
 	return s != NULL && index_set_is_opaque(s, NULL);
 }
 
-/* e's list becomes set (the caller releases the old one); the count of
- * opaque lists follows. */
-static void entry_set_locked(index_cache *ic, ic_entry *e, index_set *set)
+/* Waiting for a list, or holding one that says the collection is missing
+ * (or a view): a write may be making the collection (index_cache.h,
+ * index_cache_may_be_missing). */
+static bool unsettled(entry_state state, const index_set *set)
 {
-	int d = (int)opaque_set(set) - (int)opaque_set(e->set);
+	return state == ENTRY_PENDING || (state == ENTRY_KNOWN && opaque_set(set));
+}
+
+/* e moves to state with set (the caller releases the old set); the count
+ * of unsettled entries follows. */
+static void entry_move_locked(index_cache *ic, ic_entry *e, entry_state state, index_set *set)
+{
+	int d = (int)unsettled(state, set) - (int)unsettled(e->state, e->set);
 	if (d)
-		atomic_fetch_add_explicit(&ic->opaque, d, memory_order_relaxed);
+		atomic_fetch_add_explicit(&ic->unsettled, d, memory_order_relaxed);
+	e->state = state;
 	e->set = set;
 }
 
@@ -213,7 +229,7 @@ static void remove_locked(index_cache *ic, ic_entry *e)
 	lru_map_remove(&ic->map, &e->node);
 	dequeue_locked(ic, e);
 	index_set *s = e->set;
-	entry_set_locked(ic, e, NULL);
+	entry_move_locked(ic, e, ENTRY_FAILED, NULL); /* settled: out of the count */
 	index_set_release(s);
 	free(e);
 }
@@ -243,7 +259,8 @@ static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
 	if (e == NULL)
 		return NULL;
 	memcpy(e->ns, ns, len + 1);
-	e->state = ENTRY_PENDING;
+	e->state = ENTRY_FAILED; /* settled until it moves (calloc'd: no set) */
+	entry_move_locked(ic, e, ENTRY_PENDING, NULL);
 	e->generation = ++ic->next_generation;
 	lru_map_insert(&ic->map, &e->node, hash);
 	return e;
@@ -348,7 +365,7 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 			r = INDEXES_UNAVAILABLE;
 			break;
 		}
-		e->state = ENTRY_PENDING;
+		entry_move_locked(ic, e, ENTRY_PENDING, e->set);
 		enqueue_locked(ic, e);
 		r = INDEXES_PENDING;
 		break;
@@ -361,21 +378,35 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
-bool index_cache_has_opaque(index_cache *ic)
+bool index_cache_unsettled(index_cache *ic)
 {
-	return ic != NULL && atomic_load_explicit(&ic->opaque, memory_order_relaxed) > 0;
+	return ic != NULL && atomic_load_explicit(&ic->unsettled, memory_order_relaxed) > 0;
 }
 
-bool index_cache_listed_opaque(index_cache *ic, const char *db, const char *coll)
+bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll)
 {
 	char ns[IC_NS_MAX];
-	if (!index_cache_has_opaque(ic) || !make_ns(ns, db, coll))
+	if (!index_cache_unsettled(ic) || !make_ns(ns, db, coll))
 		return false;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	bool r = e != NULL && e->state == ENTRY_KNOWN && opaque_set(e->set);
+	bool r = e != NULL && unsettled(e->state, e->set);
 	pthread_mutex_unlock(&ic->mu);
 	return r;
+}
+
+/* Documents were written into a collection listed missing (or while its
+ * first list is out, whose answer may predate them): what is known of it
+ * is forgotten, the list fetched anew, and a lookup meanwhile waits for it
+ * (PENDING) rather than judging with "does not exist". */
+static void made_locked(index_cache *ic, ic_entry *e)
+{
+	index_set *old = e->set;
+	entry_move_locked(ic, e, ENTRY_PENDING, NULL);
+	index_set_release(old);
+	e->generation = ++ic->next_generation; /* an answer out now is dropped */
+	(void)change_locked(ic);
+	enqueue_locked(ic, e);
 }
 
 void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta)
@@ -385,7 +416,9 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 		return;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
+	if (e != NULL && delta > 0 && unsettled(e->state, e->set)) {
+		made_locked(ic, e);
+	} else if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
 		int64_t moved = index_set_note_docs(e->set, delta);
 		if (e->fetching)
 			e->written_in_fetch = true;
@@ -393,18 +426,10 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 		int64_t far = (int64_t)((double)(read > 0 ? read : 0) * INDEX_CACHE_RECOUNT);
 		if (far < INDEX_CACHE_RECOUNT_MIN)
 			far = INDEX_CACHE_RECOUNT_MIN;
-		bool missing = index_set_is_opaque(e->set, NULL) && delta > 0;
-		if (missing || moved > far || moved < -far)
+		if (moved > far || moved < -far)
 			enqueue_locked(ic, e); /* a refresh: the old set serves meanwhile */
 	}
 	pthread_mutex_unlock(&ic->mu);
-}
-
-/* A list lands or is forgotten: the count after it (index_cache_changes),
- * a landed list's stamp. */
-static uint64_t change_locked(index_cache *ic)
-{
-	return atomic_fetch_add_explicit(&ic->changes, 1, memory_order_release) + 1;
 }
 
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
@@ -464,8 +489,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		old = e->set;
 		index_set_carry_multikey(s, old);
 		index_set_set_stamp(s, change_locked(ic));
-		entry_set_locked(ic, e, index_set_retain(s));
-		e->state = ENTRY_KNOWN;
+		entry_move_locked(ic, e, ENTRY_KNOWN, index_set_retain(s));
 		e->generation = ++ic->next_generation;
 		e->recount_again = false;
 		e->fetched_at = now;
@@ -560,8 +584,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
 			index_set_set_stamp(set, change_locked(ic));
-			entry_set_locked(ic, e, set);
-			e->state = ENTRY_KNOWN;
+			entry_move_locked(ic, e, ENTRY_KNOWN, set);
 			e->fetched_at = now;
 			e->due_at = now + ic->refresh_ms;
 		} else if (e->state == ENTRY_KNOWN) {
@@ -569,7 +592,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			 * there is; try again after the back-off. */
 			e->due_at = now + INDEX_CACHE_RETRY_MS;
 		} else {
-			e->state = ENTRY_FAILED;
+			entry_move_locked(ic, e, ENTRY_FAILED, e->set);
 			e->fetched_at = now;
 		}
 	}

@@ -68,16 +68,21 @@ uint64_t index_cache_changes(index_cache *ic);
 /* Documents were inserted (delta > 0) or deleted in db.coll, as the
  * replies said: the known count follows (index_set_note_docs). When the
  * estimate has moved by more than INDEX_CACHE_RECOUNT of the count read
- * (and at least INDEX_CACHE_RECOUNT_MIN documents), or the collection was
- * missing and is written now, the list and count are fetched again early;
- * the old set serves until the new one lands. Nothing when db.coll is not
- * known. */
-/* Whether db.coll's list is known and opaque (the collection does not
- * exist, or is a view): a write that may create it (an upsert) is then
- * worth following. index_cache_has_opaque: whether any list is (one atomic
- * load), which index_cache_listed_opaque asks first. */
-bool index_cache_has_opaque(index_cache *ic);
-bool index_cache_listed_opaque(index_cache *ic, const char *db, const char *coll);
+ * (and at least INDEX_CACHE_RECOUNT_MIN documents), the list and count are
+ * fetched again early; the old set serves until the new one lands. When
+ * the collection may not have existed (index_cache_may_be_missing) and
+ * documents were inserted, what is known is forgotten instead: the list
+ * is fetched again and a lookup waits for it (PENDING; an answer already
+ * on the wire is dropped), so no request is judged "does not exist" after
+ * the write that made it. Nothing when db.coll is not known. */
+/* Whether db.coll may not exist yet: its list is known and opaque (the
+ * collection does not exist, or is a view), or is being fetched (the
+ * answer may predate a write that makes it). A write that may create it
+ * (an upsert) is then worth following. index_cache_unsettled: whether any
+ * entry is so (one atomic load), which index_cache_may_be_missing asks
+ * first. */
+bool index_cache_unsettled(index_cache *ic);
+bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll);
 
 #define INDEX_CACHE_RECOUNT     0.5
 #define INDEX_CACHE_RECOUNT_MIN 8

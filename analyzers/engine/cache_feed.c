@@ -68,30 +68,36 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	}
 }
 
+/* The collection v names first, "db.coll" into ns; its name in *coll. */
+static bool write_ns(const cmdview *v, char *ns, size_t cap, const char **coll)
+{
+	bson_iter_t it;
+	if (!v->db || !bson_iter_init(&it, &v->body) || !wire_iter_next(&it) ||
+	    !WIRE_ITER_HOLDS_UTF8(&it))
+		return false;
+	*coll = bson_iter_utf8(&it, NULL);
+	ns_join(ns, cap, v->db, *coll);
+	return true;
+}
+
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
 {
-	int kind = id == CMD_INSERT                                ? ENGINE_WRITE_INSERT
-	           : id == CMD_DELETE                              ? ENGINE_WRITE_DELETE
-	           : id == CMD_UPDATE || id == CMD_FIND_AND_MODIFY ? ENGINE_WRITE_UPSERT
-	                                                           : 0;
-	if (!kind || !e->ic || !v->db ||
-	    (kind == ENGINE_WRITE_UPSERT && !index_cache_has_opaque(e->ic)))
+	const char *coll;
+	if ((id != CMD_INSERT && id != CMD_DELETE) || !e->ic || !write_ns(v, ns, cap, &coll))
 		return 0;
+	return id == CMD_INSERT ? ENGINE_WRITE_INSERT : ENGINE_WRITE_DELETE;
+}
+
+bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
+{
 	bson_iter_t it;
-	if (!bson_iter_init(&it, &v->body) || !wire_iter_next(&it) || !WIRE_ITER_HOLDS_UTF8(&it))
-		return 0;
-	const char *coll = bson_iter_utf8(&it, NULL);
-	/* An upsert's reply is read only where it may make a collection
-	 * listed missing (one atomic load while none is): an update's reply
-	 * is not gathered whole for nothing, nor a findAndModify's, which may
-	 * hold a large document. */
-	if (kind == ENGINE_WRITE_UPSERT &&
-	    ((id == CMD_FIND_AND_MODIFY &&
-	      !(bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it))) ||
-	     !index_cache_listed_opaque(e->ic, v->db, coll)))
-		return 0;
-	ns_join(ns, cap, v->db, coll);
-	return kind;
+	const char *coll;
+	if ((id != CMD_UPDATE && id != CMD_FIND_AND_MODIFY) || !index_cache_unsettled(e->ic))
+		return false; /* one atomic load while every list is settled */
+	if (id == CMD_FIND_AND_MODIFY &&
+	    !(bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it)))
+		return false;
+	return write_ns(v, ns, cap, &coll) && index_cache_may_be_missing(e->ic, v->db, coll);
 }
 
 void engine_note_docs(engine *e, const char *ns, int64_t delta)

@@ -170,15 +170,20 @@ void engine_note_ddl(engine *e, const cmdview *v);
 bool engine_is_ddl(const cmdview *v, cmd_id id);
 
 /* Writes the index cache's document counts follow: for an insert
- * (ENGINE_WRITE_INSERT), a delete (_DELETE) or a command that may upsert
- * into a collection listed missing (_UPSERT: update, findAndModify with
- * upsert true), "db.coll" into ns (cap bytes); 0 for anything else, or
- * without an index cache. The proxy reads from the
- * write's reply the documents it inserted (n; an upsert's upserted ones) or
- * deleted (n) and calls engine_note_docs(e, ns, +n or -n): a collection
- * listed missing that a write makes is listed again at once. */
-enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1, ENGINE_WRITE_UPSERT = 2 };
+ * (ENGINE_WRITE_INSERT) or a delete (_DELETE), "db.coll" into ns (cap
+ * bytes); 0 for anything else, or without an index cache. The proxy reads
+ * n from the write's reply and calls engine_note_docs(e, ns, +n or -n). */
+enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1 };
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
+/* An upsert worth following (an update, or a findAndModify with upsert
+ * true, into a collection that may not exist yet:
+ * index_cache_may_be_missing; one atomic load while no list is unsettled),
+ * asked after the request was judged (its judgement may have started the
+ * first fetch of the list): "db.coll" into ns. The proxy reads from the
+ * reply the documents it upserted and calls engine_note_docs(e, ns, +n),
+ * so a collection an upsert makes is listed again at once. Its reply is
+ * not read otherwise: a findAndModify's may hold a large document. */
+bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
  * an insert, which may create the collection; an upsert may too, but an
  * update is not held for it) and must not overlap the

@@ -247,22 +247,6 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 		warn_load_balanced(s);
 }
 
-/* The documents an update's reply says it upserted (its upserted array's
- * length), or a findAndModify's (lastErrorObject.upserted: one). */
-static int64_t upserted(const bson_t *body)
-{
-	bson_iter_t it, a;
-	int64_t k = 0;
-	if (bson_iter_init_find(&it, body, "upserted") && BSON_ITER_HOLDS_ARRAY(&it) &&
-	    bson_iter_recurse(&it, &a)) {
-		while (bson_iter_next(&a))
-			k++;
-		return k;
-	}
-	return bson_iter_init_find(&it, body, "lastErrorObject") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	       bson_iter_recurse(&it, &a) && bson_iter_find(&a, "upserted");
-}
-
 /* A write's reply, whole: the documents it says it inserted or deleted
  * move the index cache's count of that collection. */
 static void note_write_reply(session *s, const inflight *f, const uint8_t *p, size_t n)
@@ -276,7 +260,7 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 		return;
 	int64_t docs = 0;
 	if (f->kind == INFLIGHT_UPSERT)
-		docs = upserted(&body);
+		docs = capture_upserted(&body);
 	else if (bson_iter_init_find(&it, &body, "n") && BSON_ITER_HOLDS_NUMBER(&it))
 		docs = bson_iter_as_int64(&it);
 	if (docs > 0)

@@ -9,11 +9,16 @@ and document count judge it when they arrive (a late finding, marked
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
 import pytest
+from bson.int64 import Int64
+from pymongo import MongoClient
 from pymongo.errors import OperationFailure
+
+from fakeserver import FakeServer
 
 from test_admin import get, samples
 from test_analyzers import assert_blocked, config
@@ -145,6 +150,61 @@ def test_collection_made_by_an_upsert_is_listed_again_at_once(start_proxy, upstr
         coll.find_one({f"f{i}": 1})  # a new shape each time: judged anew
         i += 1
         time.sleep(0.05)
+
+
+async def make_event() -> asyncio.Event:
+    return asyncio.Event()  # made on the server's loop
+
+
+def test_upsert_while_the_first_list_is_out(start_proxy):
+    """The first list of a collection is out (the side connection's listIndexes
+    read the catalogue before the collection existed, and answers late) when an
+    upsert makes the collection: that answer, "does not exist", is dropped when
+    it lands and the list fetched again, so the query owed a verdict is judged
+    with the collection's indexes. It was kept: every query after it was
+    judged against a missing collection until the minute's refresh (ODMantic's
+    suite: four unindexed counts never reported). A scripted upstream, since
+    the race needs an answer held back."""
+    srv = FakeServer()
+    srv.start()
+    made = {"yes": False}
+    asked = srv.run(make_event())
+
+    async def on_list(conn, msg):
+        if msg.body.get("listIndexes") != "made":
+            return False
+        exists = made["yes"]  # the catalogue as the request found it
+        if not exists:
+            asked.set()
+            await asyncio.sleep(0.5)  # answered after the upsert below
+            await conn.reply(msg, {"ok": 0.0, "errmsg": "ns does not exist", "code": 26,
+                                   "codeName": "NamespaceNotFound"})
+            return None
+        await conn.reply(msg, {"cursor": {"id": Int64(0), "ns": "shop.made", "firstBatch": [
+            {"v": 2, "key": {"_id": 1}, "name": "_id_"}]}, "ok": 1.0})
+        return None
+
+    async def on_count(conn, msg):
+        await conn.reply(msg, {"n": 500 if made["yes"] else 0, "ok": 1.0})
+
+    async def on_update(conn, msg):
+        await asyncio.wait_for(asked.wait(), 5)  # the list is out, "does not exist" read
+        made["yes"] = True
+        await conn.reply(msg, {"n": 1, "nModified": 0,
+                               "upserted": [{"index": 0, "_id": 1}], "ok": 1.0})
+
+    srv.handlers.update(listIndexes=on_list, count=on_count, update=on_update)
+    try:
+        p = start_proxy(srv.uri, config=config(scan_rules(min_docs=100)))
+        coll = MongoClient(p.uri, serverSelectionTimeoutMS=10000)["shop"]["made"]
+        coll.find_one({"qty": 1})  # the first list is asked for, and held back
+        coll.update_one({"_id": 1}, {"$set": {"qty": 2}}, upsert=True)
+        got = wait_one(p, SCAN, "made")  # the find's late verdict, on the new list
+        assert got[0]["attr"]["late"] is True, got
+        assert "qty" in got[0]["attr"]["suggestion"]
+        assert len(srv.messages("listIndexes")) >= 2  # the stale answer was not kept
+    finally:
+        srv.stop()
 
 
 def test_restart_with_a_warm_workload(start_proxy, upstream, clients, dbname):
