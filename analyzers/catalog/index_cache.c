@@ -64,7 +64,6 @@ struct index_cache {
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
 	_Atomic uint64_t changes; /* lists landed or forgotten (index_cache_changes); under mu */
-	_Atomic int unsettled;    /* entries pending or listed opaque; written under mu */
 	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
@@ -211,13 +210,9 @@ static bool unsettled(entry_state state, const index_set *set)
 	return state == ENTRY_PENDING || (state == ENTRY_KNOWN && opaque_set(set));
 }
 
-/* e moves to state with set (the caller releases the old set); the count
- * of unsettled entries follows. */
-static void entry_move_locked(index_cache *ic, ic_entry *e, entry_state state, index_set *set)
+/* e moves to state with set (the caller releases the old set). */
+static void entry_move_locked(ic_entry *e, entry_state state, index_set *set)
 {
-	int d = (int)unsettled(state, set) - (int)unsettled(e->state, e->set);
-	if (d)
-		atomic_fetch_add_explicit(&ic->unsettled, d, memory_order_relaxed);
 	e->state = state;
 	e->set = set;
 }
@@ -229,7 +224,7 @@ static void remove_locked(index_cache *ic, ic_entry *e)
 	lru_map_remove(&ic->map, &e->node);
 	dequeue_locked(ic, e);
 	index_set *s = e->set;
-	entry_move_locked(ic, e, ENTRY_FAILED, NULL); /* settled: out of the count */
+	entry_move_locked(e, ENTRY_FAILED, NULL); /* settled: out of the count */
 	index_set_release(s);
 	free(e);
 }
@@ -260,7 +255,7 @@ static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
 		return NULL;
 	memcpy(e->ns, ns, len + 1);
 	e->state = ENTRY_FAILED; /* settled until it moves (calloc'd: no set) */
-	entry_move_locked(ic, e, ENTRY_PENDING, NULL);
+	entry_move_locked(e, ENTRY_PENDING, NULL);
 	e->generation = ++ic->next_generation;
 	lru_map_insert(&ic->map, &e->node, hash);
 	return e;
@@ -365,7 +360,7 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 			r = INDEXES_UNAVAILABLE;
 			break;
 		}
-		entry_move_locked(ic, e, ENTRY_PENDING, e->set);
+		entry_move_locked(e, ENTRY_PENDING, e->set);
 		enqueue_locked(ic, e);
 		r = INDEXES_PENDING;
 		break;
@@ -378,19 +373,14 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
-bool index_cache_unsettled(index_cache *ic)
-{
-	return ic != NULL && atomic_load_explicit(&ic->unsettled, memory_order_relaxed) > 0;
-}
-
 bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll)
 {
 	char ns[IC_NS_MAX];
-	if (!index_cache_unsettled(ic) || !make_ns(ns, db, coll))
+	if (ic == NULL || !make_ns(ns, db, coll))
 		return false;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	bool r = e != NULL && unsettled(e->state, e->set);
+	bool r = e == NULL || unsettled(e->state, e->set);
 	pthread_mutex_unlock(&ic->mu);
 	return r;
 }
@@ -402,7 +392,7 @@ bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *col
 static void made_locked(index_cache *ic, ic_entry *e)
 {
 	index_set *old = e->set;
-	entry_move_locked(ic, e, ENTRY_PENDING, NULL);
+	entry_move_locked(e, ENTRY_PENDING, NULL);
 	index_set_release(old);
 	e->generation = ++ic->next_generation; /* an answer out now is dropped */
 	(void)change_locked(ic);
@@ -489,7 +479,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		old = e->set;
 		index_set_carry_multikey(s, old);
 		index_set_set_stamp(s, change_locked(ic));
-		entry_move_locked(ic, e, ENTRY_KNOWN, index_set_retain(s));
+		entry_move_locked(e, ENTRY_KNOWN, index_set_retain(s));
 		e->generation = ++ic->next_generation;
 		e->recount_again = false;
 		e->fetched_at = now;
@@ -584,7 +574,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
 			index_set_set_stamp(set, change_locked(ic));
-			entry_move_locked(ic, e, ENTRY_KNOWN, set);
+			entry_move_locked(e, ENTRY_KNOWN, set);
 			e->fetched_at = now;
 			e->due_at = now + ic->refresh_ms;
 		} else if (e->state == ENTRY_KNOWN) {
@@ -592,7 +582,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			 * there is; try again after the back-off. */
 			e->due_at = now + INDEX_CACHE_RETRY_MS;
 		} else {
-			entry_move_locked(ic, e, ENTRY_FAILED, e->set);
+			entry_move_locked(e, ENTRY_FAILED, e->set);
 			e->fetched_at = now;
 		}
 	}

@@ -75,13 +75,11 @@ uint64_t index_cache_changes(index_cache *ic);
  * is fetched again and a lookup waits for it (PENDING; an answer already
  * on the wire is dropped), so no request is judged "does not exist" after
  * the write that made it. Nothing when db.coll is not known. */
-/* Whether db.coll may not exist yet: its list is known and opaque (the
- * collection does not exist, or is a view), or is being fetched (the
- * answer may predate a write that makes it). A write that may create it
- * (an upsert) is then worth following. index_cache_unsettled: whether any
- * entry is so (one atomic load), which index_cache_may_be_missing asks
- * first. */
-bool index_cache_unsettled(index_cache *ic);
+/* Whether db.coll may not exist yet: no list of it is known (none asked
+ * for: one asked for by the time the write's reply comes may predate it),
+ * its list is opaque (the collection does not exist, or is a view), or it
+ * is being fetched (the answer may predate a write that makes it). An
+ * upsert is then worth following. */
 bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll);
 
 #define INDEX_CACHE_RECOUNT     0.5

@@ -88,16 +88,30 @@ int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size
 	return id == CMD_INSERT ? ENGINE_WRITE_INSERT : ENGINE_WRITE_DELETE;
 }
 
-bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
+/* Statements of an update looked at for upsert: true (an ODM's save is
+ * one; a bulk upsert says so in its first ones). */
+#define UPSERT_LOOK 8
+
+static bool upserts(const cmdview *v, cmd_id id)
 {
 	bson_iter_t it;
-	const char *coll;
-	if ((id != CMD_UPDATE && id != CMD_FIND_AND_MODIFY) || !index_cache_unsettled(e->ic))
-		return false; /* one atomic load while every list is settled */
-	if (id == CMD_FIND_AND_MODIFY &&
-	    !(bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it)))
+	if (id == CMD_FIND_AND_MODIFY)
+		return bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it);
+	if (id != CMD_UPDATE)
 		return false;
-	return write_ns(v, ns, cap, &coll) && index_cache_may_be_missing(e->ic, v->db, coll);
+	cmdview_docs d;
+	cmdview_docs_init(&d, v, "updates");
+	for (unsigned i = 0; i < UPSERT_LOOK && cmdview_docs_next_iter(&d, &it); i++)
+		if (bson_iter_find(&it, "upsert") && bson_iter_as_bool(&it))
+			return true;
+	return false;
+}
+
+bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
+{
+	const char *coll;
+	return e->ic && upserts(v, id) && write_ns(v, ns, cap, &coll) &&
+	       index_cache_may_be_missing(e->ic, v->db, coll);
 }
 
 void engine_note_docs(engine *e, const char *ns, int64_t delta)

@@ -175,14 +175,15 @@ bool engine_is_ddl(const cmdview *v, cmd_id id);
  * n from the write's reply and calls engine_note_docs(e, ns, +n or -n). */
 enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1 };
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
-/* An upsert worth following (an update, or a findAndModify with upsert
- * true, into a collection that may not exist yet:
- * index_cache_may_be_missing; one atomic load while no list is unsettled),
- * asked after the request was judged (its judgement may have started the
- * first fetch of the list): "db.coll" into ns. The proxy reads from the
- * reply the documents it upserted and calls engine_note_docs(e, ns, +n),
- * so a collection an upsert makes is listed again at once. Its reply is
- * not read otherwise: a findAndModify's may hold a large document. */
+/* An upsert worth following (a findAndModify with upsert true, or an
+ * update one of whose first statements says upsert: true) into a
+ * collection that may not exist yet (index_cache_may_be_missing: a lock
+ * and a lookup, for upserts only), asked after the request was judged:
+ * "db.coll" into ns. The proxy reads from the reply the documents it
+ * upserted and calls engine_note_docs(e, ns, +n), so a collection an
+ * upsert makes is listed again at once, and a first list fetched while it
+ * was on its way is not kept. Its reply is not read otherwise: a
+ * findAndModify's may hold a large document. */
 bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
  * an insert, which may create the collection; an upsert may too, but an

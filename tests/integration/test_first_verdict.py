@@ -156,15 +156,11 @@ async def make_event() -> asyncio.Event:
     return asyncio.Event()  # made on the server's loop
 
 
-def test_upsert_while_the_first_list_is_out(start_proxy):
-    """The first list of a collection is out (the side connection's listIndexes
-    read the catalogue before the collection existed, and answers late) when an
-    upsert makes the collection: that answer, "does not exist", is dropped when
-    it lands and the list fetched again, so the query owed a verdict is judged
-    with the collection's indexes. It was kept: every query after it was
-    judged against a missing collection until the minute's refresh (ODMantic's
-    suite: four unindexed counts never reported). A scripted upstream, since
-    the race needs an answer held back."""
+def racing_upstream() -> FakeServer:
+    """A scripted upstream where shop.made does not exist until an update
+    upserts into it, and whose first listIndexes of it, read before that,
+    is answered only after the upsert's reply (the update waits until that
+    listIndexes has arrived): the race ODM test suites meet, held open."""
     srv = FakeServer()
     srv.start()
     made = {"yes": False}
@@ -173,10 +169,9 @@ def test_upsert_while_the_first_list_is_out(start_proxy):
     async def on_list(conn, msg):
         if msg.body.get("listIndexes") != "made":
             return False
-        exists = made["yes"]  # the catalogue as the request found it
-        if not exists:
+        if not made["yes"]:  # the catalogue as the request found it
             asked.set()
-            await asyncio.sleep(0.5)  # answered after the upsert below
+            await asyncio.sleep(0.5)  # answered after the upsert
             await conn.reply(msg, {"ok": 0.0, "errmsg": "ns does not exist", "code": 26,
                                    "codeName": "NamespaceNotFound"})
             return None
@@ -194,6 +189,20 @@ def test_upsert_while_the_first_list_is_out(start_proxy):
                                "upserted": [{"index": 0, "_id": 1}], "ok": 1.0})
 
     srv.handlers.update(listIndexes=on_list, count=on_count, update=on_update)
+    return srv
+
+
+def test_upsert_while_the_first_list_is_out(start_proxy):
+    """The first list of a collection is out (asked for by a query's
+    judgement; the side connection's listIndexes read the catalogue before
+    the collection existed, and answers late) when an upsert makes the
+    collection: that answer, "does not exist", is dropped when it lands and
+    the list fetched again, so the query owed a verdict is judged with the
+    collection's indexes. It was kept: every query after it was judged
+    against a missing collection until the minute's refresh (ODMantic's
+    suite: four unindexed counts never reported). A scripted upstream, since
+    the race needs an answer held back."""
+    srv = racing_upstream()
     try:
         p = start_proxy(srv.uri, config=config(scan_rules(min_docs=100)))
         coll = MongoClient(p.uri, serverSelectionTimeoutMS=10000)["shop"]["made"]
@@ -203,6 +212,30 @@ def test_upsert_while_the_first_list_is_out(start_proxy):
         assert got[0]["attr"]["late"] is True, got
         assert "qty" in got[0]["attr"]["suggestion"]
         assert len(srv.messages("listIndexes")) >= 2  # the stale answer was not kept
+    finally:
+        srv.stop()
+
+
+def test_upsert_by_id_while_the_capture_asks_for_the_list(start_proxy, tmp_path):
+    """An upsert keyed on _id (an ODM's save) needs no index list to be
+    judged, so none is asked for then; the capture writer, writing its
+    record, asks, and that first list reads the catalogue before the upsert
+    lands. The upsert is followed all the same (no list was known to hold
+    its collection): its reply drops the answer on its way, and the query
+    after it is judged with the collection's indexes. Without that, ODMantic's
+    suite lost counts on `people` with capture on (none with capture off)."""
+    srv = racing_upstream()
+    try:
+        cfg = {"analysis": {"redactLiterals": True},
+               "rules": {"collection-scan": {"action": "log", "minDocuments": 100}},
+               "capture": {"dir": str(tmp_path / "cap")}}
+        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
+        coll = MongoClient(p.uri, serverSelectionTimeoutMS=10000)["shop"]["made"]
+        coll.update_one({"_id": 1}, {"$set": {"qty": 2}}, upsert=True)
+        coll.find_one({"qty": 1})  # owed until the list fetched again lands
+        got = wait_one(p, SCAN, "made")
+        assert "qty" in got[0]["attr"]["suggestion"]
+        assert len(srv.messages("listIndexes")) >= 2
     finally:
         srv.stop()
 
