@@ -81,8 +81,11 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts
 		m->ops = (uint8_t)ops;
 		f->ops |= (uint8_t)ops;
 	}
-	if (KEY_IS(it, "_id") && (m->kind != FM_OPS || m->dbref) && m->kind != FM_REGEX)
+	if (KEY_IS(it, "_id") && (m->kind != FM_OPS || m->dbref) && m->kind != FM_REGEX) {
 		f->id_eq = true;
+		f->id_collatable = t == BSON_TYPE_UTF8 || t == BSON_TYPE_SYMBOL ||
+		                   t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY;
+	}
 }
 
 void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
@@ -91,7 +94,7 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	f->n = 0;
 	f->complete = true;
 	f->ops = 0;
-	f->regexes = f->tops = f->id_eq = false;
+	f->regexes = f->tops = f->id_eq = f->id_collatable = false;
 	f->viewable = false;
 	if (!wire_iter_recurse(filter, &c))
 		return;

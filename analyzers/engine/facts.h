@@ -80,6 +80,10 @@ typedef struct filter_facts {
 	 * document or a DBRef): the _id index, which every collection has,
 	 * bounds the query whatever else the filter says. */
 	bool id_eq;
+	/* That equality's value compares by collation (a string, a document,
+	 * an array): with a collation given, the _id index (the collection's
+	 * default's) may not bound it. */
+	bool id_collatable;
 	/* The filter's bytes make a document view (bson_init_static's test:
 	 * at least 5 bytes, the last 0). A rule handed the filter as a view
 	 * gets none otherwise, and reads no facts then. */
@@ -199,7 +203,7 @@ static inline unsigned facts_have(const stmt_facts *f, bool hinted, bool collate
 	} else {
 		if (ff->regexes || ff->tops || (ff->ops & FOP_PATTERN))
 			have |= STMT_PATTERN;
-		if (!ff->id_eq)
+		if (!ff->id_eq || (collated && ff->id_collatable))
 			have |= STMT_PLAN;
 	}
 	if (hinted)

@@ -179,8 +179,12 @@ static ixselect_pred negation(const bson_iter_t *v)
 		return not_equal(&op);
 	if (op_is(k, "$in"))
 		return in_list(&op, true);
+	/* {$not: {$exists: true}}: the null point; {$not: {$exists: false}}
+	 * is not read as $exists: true: a negation of a negation, which no
+	 * sparse index takes (nodeIsSupportedBySparseIndex: of negations only
+	 * $ne: null) and which is not counted as bounding a btree key here */
 	if (op_is(k, "$exists"))
-		return exists(!bson_iter_as_bool(&op));
+		return bson_iter_as_bool(&op) ? exists(false) : pred(0, false);
 	if (is_comparison(k) && t != BSON_TYPE_ARRAY)
 		return pred(IXB_BTREE, collatable(t));
 	return pred(0, false); /* $regex, $mod, $type, $elemMatch, geo, $size, ... */
@@ -208,7 +212,7 @@ static ixselect_pred geo_within(const bson_iter_t *v)
 static ixselect_pred elem_values(const bson_iter_t *first)
 {
 	bson_iter_t it = *first;
-	bool coll = false, re = false, negated = false;
+	bool coll = false, re = false, negated = false, sparse = true;
 	do {
 		const char *k = wire_iter_key(&it);
 		ixselect_pred p = ixselect_operator(k, &it, NULL);
@@ -224,12 +228,19 @@ static ixselect_pred elem_values(const bson_iter_t *first)
 			return pred(0, false);
 		coll |= p.collated;
 		re |= p.simple_only;
-		negated |= op_is(k, "$not") || op_is(k, "$ne") || op_is(k, "$nin");
+		bool negation = op_is(k, "$not") || op_is(k, "$ne") || op_is(k, "$nin");
+		negated |= negation;
+		/* a sparse key takes no negation but $ne: null, and no $exists:
+		 * false (a negation too) */
+		if ((negation && !(op_is(k, "$ne") && is_null(wire_iter_type(&it)))) ||
+		    (op_is(k, "$exists") && !bson_iter_as_bool(&it)))
+			sparse = false;
 	} while (wire_iter_next(&it));
 	/* null inside $elemMatch is a literal null: a sparse key holds it; a
 	 * wildcard index takes no negation there either
 	 * (WildcardDoesNotSupportNegationPredicateInsideElemMatch) */
-	ixselect_pred out = pred(BTREE_ALL | (negated ? 0u : IXB_WILD), coll);
+	ixselect_pred out =
+	    pred(IXB_BTREE | (sparse ? IXB_SPARSE : 0u) | (negated ? 0u : IXB_WILD), coll);
 	out.simple_only = re;
 	return out;
 }

@@ -313,3 +313,52 @@ def test_joins_and_correlated_sub_pipelines(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_held_out_sparse_negations_and_id_collation(start_proxy):
+    """Held-out cases from mongod's jstests (session of 2026-12-06): a sparse index takes no
+    negation but $ne: null, so {$not: {$exists: false}} (not read as $exists: true) and an
+    $elemMatch holding $exists: false or such a $not are collection scans (existsa.js,
+    elemmatch_index.js, nodeIsSupportedBySparseIndex); an _id string equality under another
+    collation than the collection's default gets no IDHACK, and the _id index, of the
+    default collation, cannot bound it (collation.js), for a find, an update and a delete
+    alike. Each hit was silent."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.sp", count=50000, multikey=["m"], indexes=[
+        {"key": {"a": 1}, "name": "a_1", "sparse": True},
+        {"key": {"m": 1}, "name": "m_1", "sparse": True},
+    ])
+    srv.add_collection("shop.us", count=50000, indexes=[
+        {"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "en_US"}},
+    ])
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
+    client = MongoClient(p.uri, appname="held-out", serverSelectionTimeoutMS=10000)
+    try:
+        c, us = client["shop"]["sp"], client["shop"]["us"]
+        ready(p, c)
+        for filt, field in [
+            ({"a": {"$not": {"$exists": False}}}, "a"),
+            ({"a": {"$not": {"$exists": True}}}, "a"),  # $exists: false: no sparse index
+            ({"m": {"$elemMatch": {"$exists": False}}}, "m"),
+            ({"m": {"$elemMatch": {"$not": {"$exists": False}}}}, "m"),
+            ({"m": {"$elemMatch": {"$gt": 0, "$not": {"$exists": False}}}}, "m"),
+            ({"m": {"$elemMatch": {"$ne": 3}}}, "m"),
+        ]:
+            hit(p, lambda: list(c.find(filt)), field)
+        misses(p, [lambda filt=filt: list(c.find(filt)) for filt in [
+            {"a": {"$exists": True}}, {"a": {"$ne": None}},
+            {"m": {"$elemMatch": {"$gt": 0}}}, {"m": {"$elemMatch": {"$ne": None}}},
+        ]])
+        fr = Collation(locale="fr_CA")
+        hit(p, lambda: list(us.find({"_id": "foo"}).collation(fr)), "_id")  # late: its list
+        hit(p, lambda: us.update_one({"_id": "bar"}, {"$set": {"x": 1}}, collation=fr), "_id")
+        hit(p, lambda: us.delete_many({"_id": "baz"}, collation=fr), "_id")
+        misses(p, [
+            lambda: list(us.find({"_id": "foo"})),  # the default collation: the _id index
+            lambda: list(us.find({"_id": "foo"}).collation(Collation(locale="en_US"))),
+            lambda: list(us.find({"_id": 5}).collation(fr)),  # a number compares alike
+        ])
+    finally:
+        client.close()
+        srv.stop()
