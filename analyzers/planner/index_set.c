@@ -188,6 +188,7 @@ static bool build_def(index_def *d, const bson_t *spec)
 				copy_bounded(key->field, sizeof key->field, wire_iter_key(&kit),
 				             &odd);
 				key->direction = key_direction(&kit, &odd);
+				key->multikey_parts = 0;
 				key->type = key_type(&kit);
 				if (key->type != INDEX_KEY_BTREE && key->type != INDEX_KEY_HASHED)
 					d->plugin = true;
@@ -456,14 +457,50 @@ static bool str_is(const bson_iter_t *it, const char *want)
 	return WIRE_ITER_HOLDS_UTF8(it) && strcmp(bson_iter_utf8(it, NULL), want) == 0;
 }
 
-/* One stage document: an IXSCAN of index d with both facts. found: some
- * such stage was read (a mongos answers one per shard: any shard's array
- * makes the field multikey). */
-static void ixscan_facts(const bson_t *stage, const index_def *d, bool *found, uint32_t *mask)
+/* What explain says of index d: which keys hold arrays (bit i of mask)
+ * and, per key, which of its path's components (parts[i]). found: some
+ * IXSCAN of d with both facts was read (a mongos answers one per shard:
+ * any shard's array makes the field multikey). */
+typedef struct mk_facts {
+	bool found;
+	uint32_t mask;
+	uint32_t parts[32];
+} mk_facts;
+
+/* A multiKeyPaths member ({field: [the prefixes that hold arrays]}): the
+ * key it names gets its components' bits. */
+static void path_parts(const index_def *d, const bson_iter_t *member, uint32_t *m, mk_facts *f)
 {
-	bson_iter_t it, paths, arr;
+	bson_iter_t arr;
+	if (!WIRE_ITER_HOLDS_ARRAY(member) || !wire_iter_recurse(member, &arr))
+		return;
+	uint32_t bits = 0;
+	bool any = false;
+	while (wire_iter_next(&arr)) {
+		any = true;
+		/* a path prefix, "a.b" (its last component, 1, holds arrays) */
+		if (WIRE_ITER_HOLDS_UTF8(&arr)) {
+			unsigned pos = 0;
+			for (const char *c = bson_iter_utf8(&arr, NULL); *c; c++)
+				pos += *c == '.';
+			if (pos < 32)
+				bits |= 1u << pos;
+		}
+	}
+	for (size_t i = 0; any && i < d->nkeys && i < 32; i++)
+		if (strcmp(d->keys[i].field, wire_iter_key(member)) == 0) {
+			*m |= 1u << i;
+			f->parts[i] |= bits;
+		}
+}
+
+/* One stage document: an IXSCAN of index d with both facts. */
+static void ixscan_facts(const bson_t *stage, const index_def *d, mk_facts *f)
+{
+	bson_iter_t it, paths;
 	bool ixscan = false, named = false, has_multi = false, has_paths = false;
 	uint32_t m = 0;
+	mk_facts mine = {0};
 	if (!bson_iter_init(&it, stage))
 		return;
 	while (wire_iter_next(&it)) {
@@ -477,24 +514,19 @@ static void ixscan_facts(const bson_t *stage, const index_def *d, bool *found, u
 		else if (strcmp(k, "multiKeyPaths") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
 		         wire_iter_recurse(&it, &paths)) {
 			has_paths = true;
-			while (wire_iter_next(&paths)) {
-				bool array = WIRE_ITER_HOLDS_ARRAY(&paths) &&
-				             wire_iter_recurse(&paths, &arr) &&
-				             wire_iter_next(&arr);
-				for (size_t i = 0; array && i < d->nkeys && i < 32; i++)
-					if (strcmp(d->keys[i].field, wire_iter_key(&paths)) == 0)
-						m |= 1u << i;
-			}
+			while (wire_iter_next(&paths))
+				path_parts(d, &paths, &m, &mine);
 		}
 	}
 	if (ixscan && named && has_multi && has_paths) {
-		*found = true;
-		*mask |= m;
+		f->found = true;
+		f->mask |= m;
+		for (size_t i = 0; i < 32; i++)
+			f->parts[i] |= mine.parts[i];
 	}
 }
 
-static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, uint32_t *mask,
-                      int depth)
+static void walk_plan(const bson_iter_t *it, const index_def *d, mk_facts *f, int depth)
 {
 	bson_iter_t c;
 	if (depth > EXPLAIN_MAX_DEPTH || !wire_iter_recurse(it, &c))
@@ -505,18 +537,17 @@ static void walk_plan(const bson_iter_t *it, const index_def *d, bool *found, ui
 		bson_t doc;
 		bson_iter_document(it, &len, &data);
 		if (bson_init_static(&doc, data, len))
-			ixscan_facts(&doc, d, found, mask);
+			ixscan_facts(&doc, d, f);
 	}
 	while (wire_iter_next(&c))
 		if (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c))
-			walk_plan(&c, d, found, mask, depth + 1);
+			walk_plan(&c, d, f, depth + 1);
 }
 
 bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
 {
 	bson_iter_t it;
-	bool found = false;
-	uint32_t mask = 0;
+	mk_facts f = {0};
 	if (i >= s->n || !bson_iter_init_find(&it, reply, "queryPlanner") ||
 	    !WIRE_ITER_HOLDS_DOCUMENT(&it))
 		return false;
@@ -524,11 +555,13 @@ bool index_set_learn_multikey(index_set *s, size_t i, const bson_t *reply)
 	bson_iter_t qp;
 	if (!wire_iter_recurse(&it, &qp) || !bson_iter_find(&qp, "winningPlan"))
 		return false;
-	walk_plan(&qp, &s->defs[i], &found, &mask, 0);
-	if (!found)
+	walk_plan(&qp, &s->defs[i], &f, 0);
+	if (!f.found)
 		return false;
 	s->defs[i].multikey_known = true;
-	s->defs[i].multikey_keys = mask;
+	s->defs[i].multikey_keys = f.mask;
+	for (size_t k = 0; k < s->defs[i].nkeys && k < 32; k++)
+		s->defs[i].keys[k].multikey_parts = f.parts[k];
 	return true;
 }
 

@@ -28,6 +28,10 @@ typedef enum {
 typedef struct index_key {
 	char field[INDEX_FIELD_LEN];
 	int direction; /* 1 or -1; 0 for a special key (text, hashed, 2d, 2dsphere, ...) */
+	/* With the index's multikey_known from explain: bit p, the field's
+	 * component p (from 0: "a.b" is 1 of "a.b.c") holds arrays, as
+	 * multiKeyPaths lists them. 0 when explain said none or nothing. */
+	uint32_t multikey_parts;
 	index_key_type type;
 } index_key;
 

@@ -18,6 +18,7 @@
  *   index of another collation than the query's; a regex neither. */
 #include "analyzers/planner/ixselect.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "analyzers/planner/query_preds.h"
@@ -511,6 +512,24 @@ static bool key_takes(const index_def *d, unsigned kinds)
 	return kinds & want;
 }
 
+/* $ne: null (a key "not multikey" takes, IXB_*_NM) under an $elemMatch on
+ * elem, on d's leading key: it may use a multikey index when no component
+ * of the key strictly under elem holds arrays (notEqualsNullCanUseIndex),
+ * as explain's multiKeyPaths say; a key multikey by a write the proxy saw
+ * (which component, not known) never does. */
+static bool ne_null_below(const index_def *d, const char *elem, unsigned kinds)
+{
+	if (!(kinds & (d->sparse ? IXB_SPARSE_NM : IXB_BTREE_NM)) || !d->multikey_known)
+		return false;
+	uint32_t w = atomic_load_explicit(&d->written_arrays, memory_order_relaxed);
+	if (w & 1u)
+		return false;
+	unsigned depth = 1; /* elem's components: "a.b" is 2, its last is 1 */
+	for (const char *c = elem; *c; c++)
+		depth += *c == '.';
+	return depth >= 32 || (d->keys[0].multikey_parts >> depth) == 0;
+}
+
 ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields, size_t n,
                                 bool same)
 {
@@ -535,7 +554,8 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 		ixselect_field acc = {0};
 		const char *sub = lead->field + strlen(fields[i].field) + 1;
 		elem_kinds(&operand, sub, &acc, 0);
-		if (key_takes(d, field_kinds(&acc, same, !d->collation)))
+		unsigned kinds = field_kinds(&acc, same, !d->collation);
+		if (key_takes(d, kinds) || ne_null_below(d, fields[i].field, kinds))
 			return IXSELECT_YES;
 	}
 	return IXSELECT_NO;

@@ -122,6 +122,23 @@ static void note_in(query_pred *q, const bson_iter_t *v)
 		q->bounded_nc = true;
 }
 
+/* $all of values: an $and of equalities, one of which bounds an index
+ * (index_bounds_builder takes one predicate's bounds: the field is as
+ * pinned as by that equality, and the order after it provided; an array
+ * value's two points explode for the sort, explode_for_sort_equality_to_
+ * array.js). Of $elemMatch clauses, or with a regex: no point. */
+static void note_all(query_pred *q, const bson_iter_t *v)
+{
+	bson_iter_t el, c;
+	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el) || !wire_iter_next(&el) ||
+	    WIRE_ITER_HOLDS_REGEX(&el))
+		return;
+	if (WIRE_ITER_HOLDS_DOCUMENT(&el) && wire_iter_recurse(&el, &c) && wire_iter_next(&c) &&
+	    wire_iter_key(&c)[0] == '$')
+		return; /* {$elemMatch: ...} (or an operator the server refuses) */
+	note_equality(q, &el);
+}
+
 static bool same_scalar(const bson_iter_t *a, const bson_iter_t *b)
 {
 	bson_type_t t = wire_iter_type(a);
@@ -333,6 +350,7 @@ static void note_operators(query_preds *p, query_pred *q, const bson_iter_t *v)
 				    collatable(t) || (t == BSON_TYPE_ARRAY && list_collates(&it));
 		} else if (strcmp(op, "$all") == 0) {
 			q->collates |= t == BSON_TYPE_ARRAY && list_collates(&it);
+			note_all(q, &it);
 		} else if (strcmp(op, "$elemMatch") == 0 && t == BSON_TYPE_DOCUMENT &&
 		           p->nelems < QUERY_ELEMS_MAX) {
 			bson_iter_document(&it, &p->elems[p->nelems].len,

@@ -165,6 +165,41 @@ static size_t scan_order(const index_def *d, size_t from, const query_preds *p, 
 	return n;
 }
 
+/* Whether d's leading run of points and point sets, scanned once per
+ * combination and merged, delivers want (*explode_scans: how many scans). */
+static bool explodes(const index_def *d, const query_preds *p, bool mismatch, uint32_t cut,
+                     const sort_key *want, size_t nwant, uint64_t *explode_scans)
+{
+	sort_key have[KEYS_MAX];
+	size_t run = 0;
+	uint64_t scans = 1;
+	bool multi = false;
+	for (; run < d->nkeys; run++) {
+		const query_pred *q = query_preds_find(p, d->keys[run].field);
+		if (usable_point(q, mismatch))
+			continue;
+		uint32_t n = usable_points(q, mismatch);
+		if (n == 0)
+			break;
+		scans *= n;
+		multi = true;
+	}
+	if (!multi || run >= d->nkeys || scans > QUERY_IN_EXPLODE_MAX)
+		return false;
+	/* the merged scans' order ends at a multikey key after the points
+	 * (explodeForSort; SERVER-56865): one document sits at each of its
+	 * elements in every scan */
+	bool known;
+	uint32_t after = run < 32 ? ~((1u << run) - 1u) : 0u;
+	size_t nhave =
+	    scan_order(d, run, p, mismatch, cut | (index_def_multikey(d, &known) & after), have);
+	if (!prefix_match(want, nwant, have, nhave))
+		return false;
+	if (explode_scans)
+		*explode_scans = scans;
+	return true;
+}
+
 /* Which ways (PATH_*) index d can deliver the sort for predicates p. */
 static int provides(const index_def *d, const query_preds *p, const sort_spec *s,
                     const bson_t *qcoll, bool ignore_collation, uint64_t *explode_scans)
@@ -205,27 +240,8 @@ static int provides(const index_def *d, const query_preds *p, const sort_spec *s
 			paths |= PATH_BOUNDED;
 
 		/* 2. explode: a leading run of points and point sets. */
-		size_t run = 0;
-		uint64_t scans = 1;
-		bool multi = false;
-		for (; run < d->nkeys; run++) {
-			const query_pred *q = query_preds_find(p, d->keys[run].field);
-			if (usable_point(q, mismatch))
-				continue;
-			uint32_t n = usable_points(q, mismatch);
-			if (n == 0)
-				break;
-			scans *= n;
-			multi = true;
-		}
-		if (multi && run < d->nkeys && scans <= QUERY_IN_EXPLODE_MAX) {
-			nhave = scan_order(d, run, p, mismatch, cut, have);
-			if (prefix_match(want, nwant, have, nhave)) {
-				paths |= PATH_EXPLODE;
-				if (explode_scans)
-					*explode_scans = scans;
-			}
-		}
+		if (explodes(d, p, mismatch, cut, want, nwant, explode_scans))
+			paths |= PATH_EXPLODE;
 	}
 
 	/* 3. whole-index scan, in key pattern order, of a btree or hashed index;

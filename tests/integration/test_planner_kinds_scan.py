@@ -332,6 +332,12 @@ def test_held_out_sparse_negations_and_id_collation(start_proxy):
     srv.add_collection("shop.us", count=50000, indexes=[
         {"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "en_US"}},
     ])
+    # $ne: null below an $elemMatch: a multikey key serves it when no component under the
+    # $elemMatch's path holds arrays (notEqualsNullCanUseIndex; sparse_index_supports_ne_null.js)
+    srv.add_collection("shop.ne", count=50000, multikey=["a.b"], indexes=[
+        {"key": {"a.b.c.d": 1}, "name": "abcd_1", "sparse": True}])
+    srv.add_collection("shop.ne2", count=50000, multikey=["a", "a.b", "a.b.c"], indexes=[
+        {"key": {"a.b.c.d": 1}, "name": "abcd_1", "sparse": True}])
     p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
     client = MongoClient(p.uri, appname="held-out", serverSelectionTimeoutMS=10000)
     try:
@@ -359,6 +365,11 @@ def test_held_out_sparse_negations_and_id_collation(start_proxy):
             lambda: list(us.find({"_id": "foo"}).collation(Collation(locale="en_US"))),
             lambda: list(us.find({"_id": 5}).collation(fr)),  # a number compares alike
         ])
+        ne, ne2 = client["shop"]["ne"], client["shop"]["ne2"]
+        elem = {"a.b": {"$elemMatch": {"c.d": {"$ne": None}}}}
+        hit(p, lambda: list(ne2.find(elem)), "a.b")  # a.b.c holds arrays
+        hit(p, lambda: list(ne.find({"zz": 1})), "zz")  # its list known (a late verdict)
+        misses(p, [lambda: list(ne.find(elem))])
     finally:
         client.close()
         srv.stop()

@@ -153,3 +153,45 @@ def test_index_kinds_and_multikey_sorts(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_held_out_explode_and_all(start_proxy):
+    """Held-out cases from mongod's jstests (session of 2026-12-06): the merged scans of an
+    exploded $in give no order past a multikey key (explodeForSort; SERVER-56865,
+    explode_for_sort_multikey.js), so the sort is done in memory (it was silent); $all of values
+    is an $and of equalities, one of which pins the field (explode_for_sort_equality_to_array.js),
+    so the order after it is provided (it was reported)."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.xm", count=50000, multikey=["m"],
+                       indexes=[{"key": {"a": 1, "m": 1}, "name": "a_1_m_1"}])
+    srv.add_collection("shop.xe", count=50000,
+                       indexes=[{"key": {"t": 1, "n": 1}, "name": "t_1_n_1"}])
+    p = start_proxy(srv.uri, config(rules(index_mismatched_sort="log")))
+    client = MongoClient(p.uri, appname="held-out-sort", serverSelectionTimeoutMS=10000)
+    try:
+        db = client["shop"]
+        for coll in ("xm", "xe"):  # the catalogue known (first verdicts are late)
+            until(lambda: (list(db[coll].find({}).sort("zz", 1)),
+                           [f for f in p.log.findings("index-mismatched-sort")
+                            if f["attr"]["ns"] == "shop." + coll])[1])
+        for ns, fn in [
+            ("shop.xm", lambda: list(db.xm.find({"a": {"$in": [1, 2]}}).sort("m", 1))),
+            ("shop.xe", lambda: list(db.xe.find({"t": {"$all": [{"$elemMatch": {"$gt": 1}}]}})
+                                 .sort("n", 1))),
+        ]:
+            mark = p.log.mark()
+            fn()
+            wait_findings(p, rule="index-mismatched-sort", ns=ns, since=mark)
+        mark = p.log.mark()
+        list(db.xm.find({"a": 1}).sort("m", 1))  # one point: the scan orders by m
+        list(db.xm.find({"a": {"$in": [1, 2]}}).sort("a", 1))
+        list(db.xe.find({"t": {"$all": [1, 2]}}).sort("n", 1))
+        list(db.xe.find({"t": {"$all": [1]}}).sort("n", 1))
+        list(db.xe.find({"t": {"$all": [[1], [2]]}}).sort("n", 1))  # two points: merged
+        time.sleep(0.5)
+        got = p.log.findings("index-mismatched-sort", mark)
+        assert not got, [(f["attr"]["shape"], f["attr"]["detail"]) for f in got]
+    finally:
+        client.close()
+        srv.stop()

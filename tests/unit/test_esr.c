@@ -92,8 +92,12 @@ static const esr_case elem_cases[] = {
     {"the query's collation goes with it", "d", "c", "{'e':{'$elemMatch':{'name':'x'}}}", NULL,
      "{'locale':'fr','strength':2}",
      CMD("d", "c") "{'e.name': 1}, {'collation': {'locale': 'fr', 'strength': 2}})"},
-    {"only fields of no ESR class: those fields", "d", "c", "{'a':{'$size':2},'b':{'$all':[1,2]}}",
+    {"only fields of no ESR class: those fields", "d", "c", "{'a':{'$size':2},'b':{'$mod':[2,0]}}",
      NULL, NULL, CMD("d", "c") "{'a': 1, 'b': 1})"},
+    /* $all of values: an $and of equalities (it had no class, so the case
+     * above named it; explode_for_sort_equality_to_array.js) */
+    {"$all of values: an equality, before the sort", "d", "c",
+     "{'a':{'$size':2},'b':{'$all':[1,2]}}", "{'n':1}", NULL, CMD("d", "c") "{'b': 1, 'n': 1})"},
     {"no field and no sort: nothing", "d", "c", "{'$expr':{'$eq':['$q',1]}}", NULL, NULL, NULL},
 };
 
