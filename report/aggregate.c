@@ -93,6 +93,7 @@ struct aggregator {
 	engine_conn_track **tracks;
 	size_t ntracks;
 	const cmdview *cur; /* the request engine_analyze is judging, or NULL */
+	bool cur_upsert;    /* the last request judged: block_info.upsert */
 	int64_t cur_t;      /* its time */
 };
 
@@ -398,6 +399,7 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 		(void)engine_analyze(a->e, v, &rc, &b);
 	}
 	a->cur = NULL;
+	a->cur_upsert = b.upsert;
 	if (b.late.n && a->late)
 		late_queue_owe(a->late, r->plain, r->plain_len, &b.late, app, rc.client, rc.conn,
 		               rc.now_ms);
@@ -420,7 +422,7 @@ static void note_write_kind(aggregator *a, const request *r, pending *p)
 	if (!a->e || a->m->indexes_live)
 		return;
 	p->write = engine_write_ns(a->e, &r->view, r->cmd, ns, sizeof ns);
-	if (!p->write && engine_upsert_ns(a->e, &r->view, r->cmd, ns, sizeof ns))
+	if (!p->write && engine_upsert_ns(a->e, &r->view, r->cmd, a->cur_upsert, ns, sizeof ns))
 		p->write = AGG_UPSERT;
 	if (p->write && !(p->write_ns = strdup(ns)))
 		abort();

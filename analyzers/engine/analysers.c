@@ -625,6 +625,8 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 	}
 	if (!body_walk_iter(&b, doc, keys))
 		return;
+	if (b.upsert && ax->block)
+		ax->block->upsert = true;
 	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
 		b.limit = b.multi ? 0 : 1;
 	b.q.db = t->db;

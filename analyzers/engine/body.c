@@ -163,6 +163,8 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 				b->key = bson_iter_utf8(&it, NULL);
 			break;
 		case BK_UPSERT:
+			b->upsert = bson_iter_as_bool(&it);
+			break;
 		case BK_NONE:
 			break;
 		}

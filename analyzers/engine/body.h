@@ -58,6 +58,7 @@ typedef struct cmd_body {
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
 	bool multi;      /* an update statement's multi */
+	bool upsert;     /* an update statement's or a findAndModify's upsert */
 	bool min_max;    /* find's min or max */
 	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
 	int64_t skip;    /* find's skip (0: none, or not a positive number) */
@@ -77,7 +78,7 @@ body_key body_key_of(const char *k);
  * the analysers and from engine_shape. */
 static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
-	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = false;
+	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = b->upsert = false;
 	b->min_max = false;
 	b->limit = b->skip = 0;
 	b->key = NULL;

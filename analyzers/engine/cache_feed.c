@@ -88,29 +88,19 @@ int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size
 	return id == CMD_INSERT ? ENGINE_WRITE_INSERT : ENGINE_WRITE_DELETE;
 }
 
-/* Statements of an update looked at for upsert: true (an ODM's save is
- * one; a bulk upsert says so in its first ones). */
-#define UPSERT_LOOK 8
-
-static bool upserts(const cmdview *v, cmd_id id)
+bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, bool read_upsert, char *ns,
+                      size_t cap)
 {
 	bson_iter_t it;
-	if (id == CMD_FIND_AND_MODIFY)
-		return bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it);
-	if (id != CMD_UPDATE)
-		return false;
-	cmdview_docs d;
-	cmdview_docs_init(&d, v, "updates");
-	for (unsigned i = 0; i < UPSERT_LOOK && cmdview_docs_next_iter(&d, &it); i++)
-		if (bson_iter_find(&it, "upsert") && bson_iter_as_bool(&it))
-			return true;
-	return false;
-}
-
-bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap)
-{
 	const char *coll;
-	return e->ic && upserts(v, id) && write_ns(v, ns, cap, &coll) &&
+	/* an update's statements were read as it was judged (b); a
+	 * findAndModify may have been judged by its connection's template,
+	 * unread: its body says */
+	bool upsert = id == CMD_UPDATE ? read_upsert
+	              : id == CMD_FIND_AND_MODIFY
+	                  ? bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it)
+	                  : false;
+	return upsert && e->ic && write_ns(v, ns, cap, &coll) &&
 	       index_cache_may_be_missing(e->ic, v->db, coll);
 }
 

@@ -244,6 +244,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		block->late.n = 0;
 		block->late.lost = 0;
 		block->skipped = 0;
+		block->upsert = false;
 	}
 	/* The connection's reads first, templates or not (conn_track.c); a
 	 * read that completes a finding is analysed whole, to be reported. */

@@ -132,6 +132,9 @@ typedef struct block_info {
 	char errmsg[1024];
 	engine_late late;
 	uint32_t skipped; /* bit r: rule r gave no verdict, its facts unknown */
+	/* an update statement the engine read says upsert: true (a batch's
+	 * statements a template stood for are not read: its first is) */
+	bool upsert;
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */
@@ -176,7 +179,8 @@ bool engine_is_ddl(const cmdview *v, cmd_id id);
 enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1 };
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* An upsert worth following (a findAndModify with upsert true, or an
- * update one of whose first statements says upsert: true) into a
+ * update whose statements say upsert: true as its judgement read them,
+ * read_upsert: block_info.upsert) into a
  * collection that may not exist yet (index_cache_may_be_missing: a lock
  * and a lookup, for upserts only), asked after the request was judged:
  * "db.coll" into ns. The proxy reads from the reply the documents it
@@ -184,7 +188,8 @@ int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size
  * upsert makes is listed again at once, and a first list fetched while it
  * was on its way is not kept. Its reply is not read otherwise: a
  * findAndModify's may hold a large document. */
-bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
+bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, bool read_upsert, char *ns,
+                      size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
  * an insert, which may create the collection; an upsert may too, but an
  * update is not held for it) and must not overlap the

@@ -357,7 +357,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		}
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 		if (!c.ddl && !c.write && !r->more_to_come &&
-		    engine_upsert_ns(e, &r->view, r->cmd, c.ns, sizeof(c.ns)))
+		    engine_upsert_ns(e, &r->view, r->cmd, block.upsert, c.ns, sizeof(c.ns)))
 			c.write = REQ_UPSERT;
 		if (block.skipped)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
