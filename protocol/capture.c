@@ -240,25 +240,10 @@ static void inspect_body(const bson_t *body, bool sample, capture_reply_facts *f
 	} else if (bson_iter_init_find(&it, body, "n") && BSON_ITER_HOLDS_NUMBER(&it)) {
 		f->n = bson_iter_as_int64(&it); /* writes: documents matched / inserted */
 	}
-	f->upserted = capture_upserted(body);
 	if (sample && !f->docs_n) {
 		f->docs_n = 1;
 		f->docs_total = f->docs_max = body->len;
 	}
-}
-
-int64_t capture_upserted(const bson_t *body)
-{
-	bson_iter_t it, c;
-	int64_t k = 0;
-	if (bson_iter_init_find(&it, body, "upserted") && BSON_ITER_HOLDS_ARRAY(&it) &&
-	    bson_iter_recurse(&it, &c)) {
-		while (bson_iter_next(&c))
-			k++;
-		return k;
-	}
-	return bson_iter_init_find(&it, body, "lastErrorObject") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-	       bson_iter_recurse(&it, &c) && bson_iter_find(&c, "upserted");
 }
 
 void capture_reply_inspect(const uint8_t *msg, size_t len, bool sample, capture_reply_facts *f)
@@ -318,8 +303,6 @@ void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_
 		BSON_APPEND_INT64(out, "we", f->write_errors);
 	BSON_APPEND_INT64(out, "n", f->n);
 	BSON_APPEND_INT64(out, "cid", f->cid);
-	if (f->upserted)
-		BSON_APPEND_INT64(out, "up", f->upserted);
 	if (!f->sampled)
 		return;
 	bson_t d;

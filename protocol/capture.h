@@ -86,16 +86,10 @@ typedef struct capture_reply_facts {
 	int64_t write_errors; /* entries of writeErrors (an ok reply can hold them) */
 	int64_t n;            /* documents returned (a batch, OP_REPLY numberReturned, or 1) */
 	int64_t cid;          /* cursor id, 0 when exhausted or none */
-	int64_t upserted;     /* documents an update's or a findAndModify's upsert made */
 	bool sampled;         /* docs and arrays are filled */
 	int64_t docs_n, docs_max, docs_total;
 	bson_t arrays; /* {path: max length}, sampled only; owned */
 } capture_reply_facts;
-
-/* The documents a write's reply body says its upserts made: an update's
- * upserted array's length, a findAndModify's lastErrorObject.upserted
- * (one). The proxy reads it too, for the index cache. */
-int64_t capture_upserted(const bson_t *body);
 
 /* Reads a whole reply (OP_MSG or OP_REPLY). sample: also measure the
  * returned documents. Call capture_reply_facts_free after. */

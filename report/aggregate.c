@@ -413,7 +413,7 @@ enum { AGG_UPSERT = 2 };
 
 /* What r's reply tells the index cache, as a session works it out
  * (proxy/session/requests.c): an insert's or a delete's documents, or
- * those an upsert into a collection that may not exist yet made. */
+ * that an upsert's collection exists. */
 static void note_write_kind(aggregator *a, const request *r, pending *p)
 {
 	char ns[256];
@@ -560,10 +560,11 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	if (p->ddl)
 		ddl_replied(a, p);
 	if (p->write_ns) {
-		int64_t n = p->write == AGG_UPSERT ? rec_int(rec, "up", 0) : ids.n;
-		if (!ids.failed && n > 0)
+		if (p->write == AGG_UPSERT)
+			engine_note_made(a->e, p->write_ns);
+		else if (!ids.failed && ids.n > 0)
 			engine_note_docs(a->e, p->write_ns,
-			                 p->write == ENGINE_WRITE_DELETE ? -n : n);
+			                 p->write == ENGINE_WRITE_DELETE ? -ids.n : ids.n);
 		free(p->write_ns);
 	}
 	if (!p->shape) { /* housekeeping: counted, never a shape's */

@@ -204,7 +204,7 @@ static bool opaque_set(const index_set *s)
 
 /* Waiting for a list, or holding one that says the collection is missing
  * (or a view): a write may be making the collection (index_cache.h,
- * index_cache_may_be_missing). */
+ * index_cache_note_made). */
 static bool unsettled(entry_state state, const index_set *set)
 {
 	return state == ENTRY_PENDING || (state == ENTRY_KNOWN && opaque_set(set));
@@ -373,18 +373,6 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
-bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll)
-{
-	char ns[IC_NS_MAX];
-	if (ic == NULL || !make_ns(ns, db, coll))
-		return false;
-	pthread_mutex_lock(&ic->mu);
-	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	bool r = e == NULL || unsettled(e->state, e->set);
-	pthread_mutex_unlock(&ic->mu);
-	return r;
-}
-
 /* Documents were written into a collection listed missing (or while its
  * first list is out, whose answer may predate them): what is known of it
  * is forgotten, the list fetched anew, and a lookup meanwhile waits for it
@@ -397,6 +385,18 @@ static void made_locked(index_cache *ic, ic_entry *e)
 	e->generation = ++ic->next_generation; /* an answer out now is dropped */
 	(void)change_locked(ic);
 	enqueue_locked(ic, e);
+}
+
+void index_cache_note_made(index_cache *ic, const char *db, const char *coll)
+{
+	char ns[IC_NS_MAX];
+	if (ic == NULL || !make_ns(ns, db, coll))
+		return;
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	if (e != NULL && unsettled(e->state, e->set))
+		made_locked(ic, e);
+	pthread_mutex_unlock(&ic->mu);
 }
 
 void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta)

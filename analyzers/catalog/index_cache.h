@@ -70,17 +70,16 @@ uint64_t index_cache_changes(index_cache *ic);
  * estimate has moved by more than INDEX_CACHE_RECOUNT of the count read
  * (and at least INDEX_CACHE_RECOUNT_MIN documents), the list and count are
  * fetched again early; the old set serves until the new one lands. When
- * the collection may not have existed (index_cache_may_be_missing) and
- * documents were inserted, what is known is forgotten instead: the list
+ * the collection may not have existed (its list says it does not, or is
+ * being fetched) and documents were inserted, what is known is forgotten instead: the list
  * is fetched again and a lookup waits for it (PENDING; an answer already
  * on the wire is dropped), so no request is judged "does not exist" after
  * the write that made it. Nothing when db.coll is not known. */
-/* Whether db.coll may not exist yet: no list of it is known (none asked
- * for: one asked for by the time the write's reply comes may predate it),
- * its list is opaque (the collection does not exist, or is a view), or it
- * is being fetched (the answer may predate a write that makes it). An
- * upsert is then worth following. */
-bool index_cache_may_be_missing(index_cache *ic, const char *db, const char *coll);
+/* db.coll exists now (an upsert into it was answered): a list that says
+ * it does not, or one being fetched (whose answer may predate the upsert),
+ * is forgotten as by a write (index_cache_note_docs); a list of it known
+ * to exist is kept. */
+void index_cache_note_made(index_cache *ic, const char *db, const char *coll);
 
 #define INDEX_CACHE_RECOUNT     0.5
 #define INDEX_CACHE_RECOUNT_MIN 8

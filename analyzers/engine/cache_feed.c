@@ -100,8 +100,15 @@ bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, bool read_up
 	              : id == CMD_FIND_AND_MODIFY
 	                  ? bson_iter_init_find(&it, &v->body, "upsert") && bson_iter_as_bool(&it)
 	                  : false;
-	return upsert && e->ic && write_ns(v, ns, cap, &coll) &&
-	       index_cache_may_be_missing(e->ic, v->db, coll);
+	return upsert && e->ic && write_ns(v, ns, cap, &coll);
+}
+
+void engine_note_made(engine *e, const char *ns)
+{
+	char db[128];
+	const char *coll;
+	if (e->ic && split_ns(ns, db, sizeof(db), &coll))
+		index_cache_note_made(e->ic, db, coll);
 }
 
 void engine_note_docs(engine *e, const char *ns, int64_t delta)

@@ -178,16 +178,13 @@ bool engine_is_ddl(const cmdview *v, cmd_id id);
  * n from the write's reply and calls engine_note_docs(e, ns, +n or -n). */
 enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1 };
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
-/* An upsert worth following (a findAndModify with upsert true, or an
- * update whose statements say upsert: true as its judgement read them,
- * read_upsert: block_info.upsert) into a
- * collection that may not exist yet (index_cache_may_be_missing: a lock
- * and a lookup, for upserts only), asked after the request was judged:
- * "db.coll" into ns. The proxy reads from the reply the documents it
- * upserted and calls engine_note_docs(e, ns, +n), so a collection an
- * upsert makes is listed again at once, and a first list fetched while it
- * was on its way is not kept. Its reply is not read otherwise: a
- * findAndModify's may hold a large document. */
+/* An upsert (a findAndModify with upsert true, or an update whose
+ * statements say upsert: true as its judgement read them, read_upsert:
+ * block_info.upsert), asked after the request was judged: "db.coll" into
+ * ns. When its reply passes, the proxy calls engine_note_made(e, ns): the
+ * collection exists now, so a list that says it does not, or one fetched
+ * while the upsert was on its way, is not kept (index_cache_note_made). Its
+ * reply is not read: a findAndModify's may hold a large document. */
 bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, bool read_upsert, char *ns,
                       size_t cap);
 /* The index cache when v changes its database's schema (a DDL command, or
@@ -197,6 +194,7 @@ bool engine_upsert_ns(const engine *e, const cmdview *v, cmd_id id, bool read_up
  * index_cache_side_busy); NULL otherwise. */
 index_cache *engine_side_gate(const engine *e, const cmdview *v, cmd_id id);
 void engine_note_docs(engine *e, const char *ns, int64_t delta);
+void engine_note_made(engine *e, const char *ns);
 
 /* The shape of a request as the engine keys findings on it (the same parts,
  * redacted, the same hash), for a command whether or not a rule fires: the

@@ -84,6 +84,15 @@ void answers_fail_all(session *s, const char *why)
 	answers_flush(s);
 }
 
+/* An upsert's reply passed: its collection exists now, whatever the cache
+ * was told of it meanwhile (engine_note_made). */
+static void note_upsert_done(session *s, const inflight *f)
+{
+	engine *e = session_snap(s)->engine;
+	if (e && f->kept)
+		engine_note_made(e, (const char *)f->kept);
+}
+
 /* A DDL command's reply passed: the index cache forgets what it changed. */
 static void note_ddl_done(session *s, const inflight *f)
 {
@@ -104,6 +113,8 @@ void answers_complete_head(session *s)
 		return; /* the framer relays only replies to a queued request */
 	if (f->kind == INFLIGHT_DDL)
 		note_ddl_done(s, f);
+	else if (f->kind == INFLIGHT_UPSERT)
+		note_upsert_done(s, f);
 	inflight_pop(&s->inflight);
 	answers_flush(s);
 	answers_arm_deadline(s, true, 0);

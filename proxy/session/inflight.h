@@ -26,13 +26,13 @@ typedef enum {
 	INFLIGHT_HELLO,  /* hello / isMaster: its reply names hosts, which may be rewritten */
 	INFLIGHT_INSERT, /* its reply's n: documents the index cache's count gains */
 	INFLIGHT_DELETE, /* ... or loses */
-	INFLIGHT_UPSERT, /* its reply's upserted documents: gains */
+	INFLIGHT_UPSERT, /* may make its collection: tell the index cache on reply */
 } inflight_kind;
 
 /* A write whose reply says how many documents it inserted or deleted. */
 static inline bool inflight_is_write(inflight_kind k)
 {
-	return k == INFLIGHT_INSERT || k == INFLIGHT_DELETE || k == INFLIGHT_UPSERT;
+	return k == INFLIGHT_INSERT || k == INFLIGHT_DELETE;
 }
 
 /* Both kinds of hello get replies that list the set's hosts. */
@@ -48,7 +48,7 @@ typedef struct inflight {
 	uint8_t *answer; /* owned: mongoguard's own reply, or NULL: upstream answers */
 	size_t answer_len;
 	/* owned: what completing the entry reads (INFLIGHT_DDL: the request;
-	 * INFLIGHT_INSERT / _DELETE: "db.coll", NUL-terminated) */
+	 * INFLIGHT_INSERT / _DELETE / _UPSERT: "db.coll", NUL-terminated) */
 	uint8_t *kept;
 	size_t kept_len;
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */

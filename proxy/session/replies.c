@@ -259,9 +259,7 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 	if (!e || !opmsg_parse(p, n, &m, &err) || !bson_init_static(&body, m.body, m.body_len))
 		return;
 	int64_t docs = 0;
-	if (f->kind == INFLIGHT_UPSERT)
-		docs = capture_upserted(&body);
-	else if (bson_iter_init_find(&it, &body, "n") && BSON_ITER_HOLDS_NUMBER(&it))
+	if (bson_iter_init_find(&it, &body, "n") && BSON_ITER_HOLDS_NUMBER(&it))
 		docs = bson_iter_as_int64(&it);
 	if (docs > 0)
 		engine_note_docs(e, (const char *)f->kept,
