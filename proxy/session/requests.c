@@ -356,7 +356,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			return REQ_WAIT;      /* counted when it is judged for good */
 		}
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
-		if (!c.ddl && !c.write && !r->more_to_come &&
+		if ((r->cmd == CMD_UPDATE || r->cmd == CMD_FIND_AND_MODIFY) && !r->more_to_come &&
 		    engine_upsert_ns(e, &r->view, r->cmd, block.upsert, c.ns, sizeof(c.ns)))
 			c.write = REQ_UPSERT;
 		if (block.skipped)
