@@ -78,6 +78,8 @@ struct index_cache {
 	void *clock_arg;
 	index_cache_error_fn on_error;
 	void *error_arg;
+	index_cache_landed_fn on_landed;
+	void *landed_arg;
 	/* The database the thread is fetching from ("" when idle), and the
 	 * databases with a client's schema change in flight (n > 0; a slot
 	 * with n 0 is free): see index_cache.h. */
@@ -575,6 +577,8 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			index_set_carry_multikey(set, drop);
 			index_set_set_stamp(set, change_locked(ic));
 			entry_move_locked(e, ENTRY_KNOWN, set);
+			if (ic->on_landed) /* under the lock: unset, no call is in flight */
+				ic->on_landed(ic->landed_arg, ns, index_set_retain(set));
 			e->fetched_at = now;
 			e->due_at = now + ic->refresh_ms;
 		} else if (e->state == ENTRY_KNOWN) {
@@ -589,6 +593,14 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	pthread_mutex_unlock(&ic->mu);
 	index_set_release(drop);
 	return landed;
+}
+
+void index_cache_set_landed_hook(index_cache *ic, index_cache_landed_fn fn, void *arg)
+{
+	pthread_mutex_lock(&ic->mu);
+	ic->on_landed = fn;
+	ic->landed_arg = arg;
+	pthread_mutex_unlock(&ic->mu);
 }
 
 static void schedule_refreshes_locked(index_cache *ic, int64_t now)

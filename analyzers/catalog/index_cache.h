@@ -56,6 +56,16 @@ typedef enum {
 
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
 
+/* Called from the metadata thread, under the cache's lock (it must take
+ * no lock the cache's callers may hold while they call it), each time a
+ * fetched list lands (index_cache_fetch_end), with a reference to it the
+ * hook must release: the capture writes it where it landed among the
+ * requests, so the report can judge a late verdict given with a list that
+ * a schema change made the cache forget before anyone looked again. fn
+ * NULL unsets it; once this returns, no call of the old one is running. */
+typedef void (*index_cache_landed_fn)(void *arg, const char *ns, index_set *set);
+void index_cache_set_landed_hook(index_cache *ic, index_cache_landed_fn fn, void *arg);
+
 /* How many times a list has landed (a fetch's or a put's) or been
  * forgotten (index_cache_invalidate) since the cache was made: a reader
  * that has seen this number has seen every list stamped with it or less

@@ -26,7 +26,9 @@
 #define FILE_PREFIX      "capture-"
 #define FILE_SUFFIX      ".bson"
 
-typedef enum { ITEM_REQUEST, ITEM_REPLY } item_kind;
+/* ITEM_LIST: an index list that landed in the cache (bytes: its "db.coll",
+ * set: a reference to it), written where it landed among the requests. */
+typedef enum { ITEM_REQUEST, ITEM_REPLY, ITEM_LIST } item_kind;
 
 typedef struct item {
 	struct item *next;
@@ -39,6 +41,7 @@ typedef struct item {
 	size_t nbytes; /* bytes held (0: a reply too big to read) */
 	char verdict[8];
 	uint64_t changes; /* a request's: index_cache_changes when it was judged */
+	index_set *set;   /* ITEM_LIST's */
 	char client[80];
 	char app[128];
 } item;
@@ -116,6 +119,14 @@ void capture_settings_defaults(capture_settings *s)
 /* ---- the request path ---- */
 
 /* Appends it, or drops and counts it. Called with nothing held. */
+static void item_free(item *it)
+{
+	if (it->set)
+		index_set_release(it->set);
+	free(it->bytes);
+	free(it);
+}
+
 static void enqueue(capture_sink *c, item *it)
 {
 	size_t cost = it->nbytes + sizeof(*it);
@@ -128,8 +139,7 @@ static void enqueue(capture_sink *c, item *it)
 		c->dropped++;
 		c->dropped_total++;
 		pthread_mutex_unlock(&c->lock);
-		free(it->bytes);
-		free(it);
+		item_free(it);
 		return;
 	}
 	if (c->tail)
@@ -156,6 +166,7 @@ static item *new_item(item_kind kind, const capture_origin *o)
 	it->conn = o->conn;
 	it->bytes = NULL;
 	it->nbytes = 0;
+	it->set = NULL;
 	it->verdict[0] = '\0';
 	snprintf(it->client, sizeof it->client, "%s", o->client ? o->client : "");
 	snprintf(it->app, sizeof it->app, "%s", o->app ? o->app : "");
@@ -440,6 +451,37 @@ static uint64_t fnv(const char *s)
 	return h;
 }
 
+/* ns's slot, taken on first use; NULL when every slot is taken (namespaces
+ * beyond INDEX_SLOTS are not followed). */
+static ns_slot *slot_of(capture_sink *c, const char *ns)
+{
+	size_t i = fnv(ns) % INDEX_SLOTS, probes = 0;
+	while (c->slots[i].ns[0] && strcmp(c->slots[i].ns, ns) != 0) {
+		if (++probes == INDEX_SLOTS)
+			return NULL;
+		i = (i + 1) % INDEX_SLOTS;
+	}
+	if (!c->slots[i].ns[0])
+		snprintf(c->slots[i].ns, sizeof c->slots[i].ns, "%s", ns);
+	return &c->slots[i];
+}
+
+/* s (a reference the slot takes) as sl's list: written when it is not the
+ * one written last, or has another document count. */
+static void note_list(capture_sink *c, ns_slot *sl, index_set *s)
+{
+	int64_t count = index_set_doc_count(s);
+	if (s == sl->last && count == sl->last_count) {
+		index_set_release(s);
+		return;
+	}
+	if (sl->last)
+		index_set_release(sl->last);
+	sl->last = s;
+	sl->last_count = count;
+	write_snapshot(c, sl->ns, s);
+}
+
 /* Looks at ns's list now and then; a list not seen before is written, and
  * so is the same list with another document count (the collection-scan
  * rule reads the count, and the index cache may follow the writes). The
@@ -455,18 +497,12 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, uin
 	    strcmp(db, "admin") == 0 || strcmp(db, "config") == 0 || strcmp(db, "local") == 0)
 		return;
 	snprintf(ns, sizeof ns, "%s.%s", db, coll);
-	size_t i = fnv(ns) % INDEX_SLOTS, probes = 0;
-	while (c->slots[i].ns[0] && strcmp(c->slots[i].ns, ns) != 0) {
-		if (++probes == INDEX_SLOTS)
-			return; /* full: namespaces beyond INDEX_SLOTS are not followed */
-		i = (i + 1) % INDEX_SLOTS;
-	}
-	ns_slot *sl = &c->slots[i];
-	int64_t now = mono_ms();
-	if (sl->ns[0] && sl->changes_seen == changes && now - sl->checked_ms < INDEX_RECHECK_MS)
+	ns_slot *sl = slot_of(c, ns);
+	if (!sl)
 		return;
-	if (!sl->ns[0])
-		snprintf(sl->ns, sizeof sl->ns, "%s", ns);
+	int64_t now = mono_ms();
+	if (sl->changes_seen == changes && now - sl->checked_ms < INDEX_RECHECK_MS)
+		return;
 	sl->checked_ms = now;
 	sl->changes_seen = changes;
 	index_set *s = NULL;
@@ -474,16 +510,29 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, uin
 	sl->pending = r == INDEXES_PENDING;
 	if (r != INDEXES_KNOWN)
 		return;
-	int64_t count = index_set_doc_count(s);
-	if ((s == sl->last && count == sl->last_count) || index_set_stamp(s) > changes) {
+	if (index_set_stamp(s) > changes) {
 		index_set_release(s);
 		return;
 	}
-	if (sl->last)
-		index_set_release(sl->last);
-	sl->last = s;
-	sl->last_count = count;
-	write_snapshot(c, ns, s);
+	note_list(c, sl, s);
+}
+
+/* A list that landed in the cache (the cache's hook enqueued it where it
+ * landed among the requests): written, so a late verdict given with it is
+ * judged with it offline even when a schema change made the cache forget it
+ * before the writer looked again. */
+static void write_list(capture_sink *c, const char *ns, index_set *s)
+{
+	const char *dot = strchr(ns, '.');
+	if (!c->slots || !dot || strncmp(dot + 1, "system.", 7) == 0 ||
+	    strncmp(ns, "admin.", 6) == 0 || strncmp(ns, "config.", 7) == 0 ||
+	    strncmp(ns, "local.", 6) == 0)
+		return; /* as check_indexes: no list of the server's own */
+	ns_slot *sl = slot_of(c, ns);
+	if (!sl)
+		return;
+	sl->pending = false;
+	note_list(c, sl, index_set_retain(s));
 }
 
 /* Namespaces asked about but not answered yet get another look. changes:
@@ -590,10 +639,11 @@ static void *writer_main(void *arg)
 			item *next = batch->next;
 			if (batch->kind == ITEM_REQUEST)
 				write_request(c, batch);
+			else if (batch->kind == ITEM_LIST)
+				write_list(c, (const char *)batch->bytes, batch->set);
 			else
 				write_reply(c, batch);
-			free(batch->bytes);
-			free(batch);
+			item_free(batch);
 			batch = next;
 			maybe_rotate(c);
 		}
@@ -612,6 +662,23 @@ static void *writer_main(void *arg)
 }
 
 /* ---- life ---- */
+
+/* The index cache's landed hook (index_cache_set_landed_hook), on its
+ * thread under its lock: the list goes to the queue like a request. */
+static void on_landed(void *arg, const char *ns, index_set *set)
+{
+	capture_sink *c = arg;
+	capture_origin o = {capture_now_us(), 0, NULL, NULL};
+	item *it = new_item(ITEM_LIST, &o);
+	if (it && (it->bytes = (uint8_t *)strdup(ns))) {
+		it->nbytes = strlen(ns) + 1;
+		it->set = set;
+		enqueue(c, it);
+		return;
+	}
+	free(it);
+	index_set_release(set);
+}
 
 capture_sink *capture_sink_new(const capture_settings *s, const char *version, const bson_t *rules,
                                index_cache *ic, char *err, size_t errlen)
@@ -645,6 +712,8 @@ capture_sink *capture_sink_new(const capture_settings *s, const char *version, c
 	c->ic = ic;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
+	if (ic)
+		index_cache_set_landed_hook(ic, on_landed, c);
 	return c;
 }
 
@@ -679,6 +748,8 @@ void capture_sink_free(capture_sink *c, capture_stats *final)
 {
 	if (!c)
 		return;
+	if (c->ic) /* a metadata thread still out (abandoned) calls it no more */
+		index_cache_set_landed_hook(c->ic, NULL, NULL);
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
 	pthread_mutex_unlock(&c->lock);
@@ -687,8 +758,7 @@ void capture_sink_free(capture_sink *c, capture_stats *final)
 		pthread_join(c->thread, NULL);
 	for (item *it = c->head, *next; it; it = next) {
 		next = it->next;
-		free(it->bytes);
-		free(it);
+		item_free(it);
 	}
 	if (c->f)
 		fclose(c->f);

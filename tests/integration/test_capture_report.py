@@ -477,3 +477,33 @@ def test_queries_after_a_schema_change_are_judged_offline_as_live(tmp_path, upst
     run_report(mongoguard_bin, captures(cdir), "--json", out)
     got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
     assert got == live, (got, live)
+
+
+def test_late_verdicts_on_dropped_collections_offline_as_live(tmp_path, upstream, start_proxy,
+                                                              clients, dbname, mongoguard_bin):
+    """A test suite's pattern, many times over: an upsert by _id makes a collection, an
+    unindexed count reads it at once (owed: its list is fetched again), and the database is
+    dropped within milliseconds. The live verdict is given late with the list that landed
+    before the drop made the cache forget it; the capture writer, looking only when it wrote
+    a request, often never saw that list, and the report judged the count against "does not
+    exist" (11 findings of 100 lost offline). Each list the cache lands is now written where
+    it landed (the cache's hook), and the report equals the live log."""
+    cdir = tmp_path / "cap"
+    cfg = json.loads(capture_config(cdir))
+    cfg["rules"] = {"collection-scan": {"action": "log", "minDocuments": 0}}
+    p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
+    c = clients.via(p)
+    for i in range(60):
+        db = c[f"{dbname}_{i}"]
+        db.people.update_one({"_id": i}, {"$set": {"last": "P"}}, upsert=True)
+        list(db.people.aggregate([{"$match": {"last": "P"}}, {"$group": {"_id": 1,
+                                                                        "n": {"$sum": 1}}}]))
+        c.drop_database(db.name)
+    time.sleep(1.5)  # late verdicts and a summary interval
+    assert p.stop() == 0
+    live = live_findings(p)
+    assert len(live) >= 50, live  # a count whose list never came before its drop is lost live
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
+    assert got == live, (sorted(set(live) - set(got)), sorted(set(got) - set(live)))
