@@ -48,6 +48,7 @@ typedef struct ic_entry {
 	bool fetching; /* a fetch started at generation fetch_gen is out */
 	uint64_t fetch_gen;
 	bool written_in_fetch; /* writes noted while that fetch was out */
+	bool made_in_fetch;    /* a write made the collection while that fetch was out */
 	bool recount_again;    /* this fetch is the one re-run for them */
 	entry_state state;
 	index_set *set;     /* KNOWN: the list in use */
@@ -375,16 +376,22 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 	return r;
 }
 
-/* Documents were written into a collection listed missing (or while its
- * first list is out, whose answer may predate them): what is known of it
- * is forgotten, the list fetched anew, and a lookup meanwhile waits for it
- * (PENDING) rather than judging with "does not exist". */
+/* Documents were written into a collection listed missing, or whose first
+ * list is still to come: a list that says "does not exist" is forgotten,
+ * the list fetched anew, and a lookup meanwhile waits for it (PENDING)
+ * rather than judging with it; an answer out now that says so is dropped
+ * when it lands (made_in_fetch), one that lists the collection is kept. Not
+ * every answer out is dropped: under a stream of upserts, each reply would
+ * drop the next fetch's, and the list would never land. */
 static void made_locked(index_cache *ic, ic_entry *e)
 {
+	if (e->fetching)
+		e->made_in_fetch = true;
+	if (e->state == ENTRY_PENDING)
+		return; /* a fetch queued starts after the write: it sees the collection */
 	index_set *old = e->set;
 	entry_move_locked(e, ENTRY_PENDING, NULL);
 	index_set_release(old);
-	e->generation = ++ic->next_generation; /* an answer out now is dropped */
 	(void)change_locked(ic);
 	enqueue_locked(ic, e);
 }
@@ -527,6 +534,7 @@ static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
 	e->fetching = true;
 	e->fetch_gen = e->generation;
 	e->written_in_fetch = false;
+	e->made_in_fetch = false;
 	memcpy(ns, e->ns, strlen(e->ns) + 1);
 	*gen = e->generation;
 	return true;
@@ -561,8 +569,15 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	} else {
 		int64_t now = now_ms(ic);
 		landed = true;
-		if (set != NULL && e->state == ENTRY_KNOWN && e->written_in_fetch &&
-		    !e->recount_again) {
+		if (set != NULL && e->made_in_fetch && opaque_set(set)) {
+			/* "does not exist", read before a write made it: fetched
+			 * again, the entry waiting (made_locked) */
+			drop = set;
+			landed = false;
+			e->made_in_fetch = false;
+			enqueue_locked(ic, e);
+		} else if (set != NULL && e->state == ENTRY_KNOWN && e->written_in_fetch &&
+		           !e->recount_again) {
 			/* Writes were relayed while this refresh was on the wire:
 			 * its count may predate them, and landing it would forget
 			 * them (the old set's estimate has them). The old set serves

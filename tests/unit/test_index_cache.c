@@ -181,6 +181,34 @@ static void test_write_while_first_list_is_out(void **state)
 	index_cache_free(ic);
 }
 
+/* Upserts keep coming while a collection's first list is out: an answer
+ * that lists the collection lands all the same. Dropping every answer a
+ * write overlapped would keep the list from ever landing under a steady
+ * stream of upserts (each reply would drop the next fetch's). */
+static void test_stream_of_upserts_lets_the_list_land(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	char ns[64];
+	uint64_t gen;
+	assert_int_equal(index_cache_get(ic, "shop", "counters", &got), INDEXES_PENDING);
+	for (int round = 0; round < 3; round++) {
+		assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+		index_cache_note_made(ic, "shop", "counters"); /* an upsert's reply, meanwhile */
+		if (round < 2) /* read before the first upsert: dropped, fetched again */
+			assert_false(index_cache_fetch_end(
+			    ic, ns, gen, index_set_new_opaque("the collection does not exist")));
+		else /* read after: kept, though another upsert was answered meanwhile */
+			assert_true(index_cache_fetch_end(ic, ns, gen, set_of(ID_AND_A)));
+	}
+	assert_int_equal(index_cache_get(ic, "shop", "counters", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	index_cache_note_made(ic, "shop", "counters"); /* known to exist: kept */
+	assert_int_equal(index_cache_get(ic, "shop", "counters", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	index_cache_free(ic);
+}
+
 /* A refresh whose count may predate writes relayed while it was out does
  * not land over the estimate that has them: the old set serves on and the
  * refresh runs once more, and that one lands. (The flake hunt: 150 inserts
@@ -641,6 +669,7 @@ int main(void)
 	    cmocka_unit_test(test_side_connection_and_client_ddl_never_overlap),
 	    cmocka_unit_test(test_write_during_refresh_is_not_forgotten),
 	    cmocka_unit_test(test_write_while_first_list_is_out),
+	    cmocka_unit_test(test_stream_of_upserts_lets_the_list_land),
 	    cmocka_unit_test(test_thread_reports_an_unreachable_server),
 	    cmocka_unit_test(test_thread_against_a_real_server),
 	};
