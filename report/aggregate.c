@@ -49,7 +49,7 @@ typedef struct pending {
 	uint8_t *ddl; /* a schema change's message, whose reply makes the engine forget */
 	size_t ddl_len;
 	/* a write whose reply moves the index cache's count, as a session's
-	 * does: ENGINE_WRITE_INSERT / _DELETE, or AGG_UPSERT; its "db.coll" */
+	 * does: ENGINE_WRITE_INSERT / _DELETE, or ENGINE_WRITE_UPSERT; its "db.coll" */
 	int write;
 	char *write_ns;
 	struct pending *next;
@@ -409,8 +409,6 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 		(void)engine_analyze(a->quiet, v, &rc, &b);
 }
 
-enum { AGG_UPSERT = 2 };
-
 /* What r's reply tells the index cache, as a session works it out
  * (proxy/session/requests.c): an insert's or a delete's documents, or
  * that an upsert's collection exists. */
@@ -423,7 +421,7 @@ static void note_write_kind(aggregator *a, const request *r, pending *p)
 		return;
 	p->write = engine_write_ns(a->e, &r->view, r->cmd, ns, sizeof ns);
 	if (!p->write && engine_upsert_ns(a->e, &r->view, r->cmd, a->cur_upsert, ns, sizeof ns))
-		p->write = AGG_UPSERT;
+		p->write = ENGINE_WRITE_UPSERT;
 	if (p->write && !(p->write_ns = strdup(ns)))
 		abort();
 }
@@ -560,7 +558,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	if (p->ddl)
 		ddl_replied(a, p);
 	if (p->write_ns) {
-		if (p->write == AGG_UPSERT)
+		if (p->write == ENGINE_WRITE_UPSERT)
 			engine_note_made(a->e, p->write_ns);
 		else if (!ids.failed && ids.n > 0)
 			engine_note_docs(a->e, p->write_ns,

@@ -176,7 +176,11 @@ bool engine_is_ddl(const cmdview *v, cmd_id id);
  * (ENGINE_WRITE_INSERT) or a delete (_DELETE), "db.coll" into ns (cap
  * bytes); 0 for anything else, or without an index cache. The proxy reads
  * n from the write's reply and calls engine_note_docs(e, ns, +n or -n). */
-enum { ENGINE_WRITE_DELETE = -1, ENGINE_WRITE_INSERT = 1 };
+enum {
+	ENGINE_WRITE_DELETE = -1,
+	ENGINE_WRITE_INSERT = 1,
+	ENGINE_WRITE_UPSERT = 2, /* engine_upsert_ns's (below): the proxy's and the replay's kind */
+};
 int engine_write_ns(const engine *e, const cmdview *v, cmd_id id, char *ns, size_t cap);
 /* An upsert (a findAndModify with upsert true, or an update whose
  * statements say upsert: true as its judgement read them, read_upsert:

@@ -229,10 +229,8 @@ static wl_ref workload_request(session *s, const request *r, bool hit, int64_t n
 /* What a forwarded command's reply tells the index cache: a DDL command's
  * that the lists it names changed; an insert's or a delete's (write:
  * engine_write_ns's kind, of ns), worked out before the request is judged,
- * or an upsert's (REQ_UPSERT, engine_upsert_ns, after it is judged) how
+ * or an upsert's (ENGINE_WRITE_UPSERT, engine_upsert_ns, after it is judged) how
  * many documents moved. */
-enum { REQ_UPSERT = 2 };
-
 typedef struct {
 	bool ddl;
 	int write;
@@ -288,7 +286,7 @@ static void track_reply(session *s, const request *r, const req_class *c, wl_ref
 		inflight_kind kind = c->ddl                         ? INFLIGHT_DDL
 		                     : write == ENGINE_WRITE_INSERT ? INFLIGHT_INSERT
 		                     : write == ENGINE_WRITE_DELETE ? INFLIGHT_DELETE
-		                     : write == REQ_UPSERT          ? INFLIGHT_UPSERT
+		                     : write == ENGINE_WRITE_UPSERT ? INFLIGHT_UPSERT
 		                     : r->awaitable_hello           ? INFLIGHT_AWAIT
 		                     : r->hello                     ? INFLIGHT_HELLO
 		                                                    : INFLIGHT_PLAIN;
@@ -358,7 +356,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 		if ((r->cmd == CMD_UPDATE || r->cmd == CMD_FIND_AND_MODIFY) && !r->more_to_come &&
 		    engine_upsert_ns(e, &r->view, r->cmd, block.upsert, c.ns, sizeof(c.ns)))
-			c.write = REQ_UPSERT;
+			c.write = ENGINE_WRITE_UPSERT;
 		if (block.skipped)
 			late_count_skipped(s->env.mx, block.skipped, MX_SKIP_WAIT_EXPIRED);
 		if ((block.late.n || block.late.lost) && s->env.late)

@@ -451,6 +451,16 @@ static uint64_t fnv(const char *s)
 	return h;
 }
 
+/* Whether ns ("db.coll") is an application's, whose lists are followed:
+ * none of system.*, nor of the admin, config and local databases. */
+static bool followed(const capture_sink *c, const char *ns)
+{
+	const char *dot = strchr(ns, '.');
+	return c->slots && dot && strncmp(dot + 1, "system.", 7) != 0 &&
+	       strncmp(ns, "admin.", 6) != 0 && strncmp(ns, "config.", 7) != 0 &&
+	       strncmp(ns, "local.", 6) != 0;
+}
+
 /* ns's slot, taken on first use; NULL when every slot is taken (namespaces
  * beyond INDEX_SLOTS are not followed). */
 static ns_slot *slot_of(capture_sink *c, const char *ns)
@@ -493,10 +503,11 @@ static void note_list(capture_sink *c, ns_slot *sl, index_set *s)
 static void check_indexes(capture_sink *c, const char *db, const char *coll, uint64_t changes)
 {
 	char ns[256];
-	if (!c->ic || !c->slots || !db[0] || !coll[0] || strncmp(coll, "system.", 7) == 0 ||
-	    strcmp(db, "admin") == 0 || strcmp(db, "config") == 0 || strcmp(db, "local") == 0)
+	if (!c->ic || !db[0] || !coll[0])
 		return;
 	snprintf(ns, sizeof ns, "%s.%s", db, coll);
+	if (!followed(c, ns))
+		return;
 	ns_slot *sl = slot_of(c, ns);
 	if (!sl)
 		return;
@@ -523,11 +534,8 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, uin
  * before the writer looked again. */
 static void write_list(capture_sink *c, const char *ns, index_set *s)
 {
-	const char *dot = strchr(ns, '.');
-	if (!c->slots || !dot || strncmp(dot + 1, "system.", 7) == 0 ||
-	    strncmp(ns, "admin.", 6) == 0 || strncmp(ns, "config.", 7) == 0 ||
-	    strncmp(ns, "local.", 6) == 0)
-		return; /* as check_indexes: no list of the server's own */
+	if (!followed(c, ns))
+		return;
 	ns_slot *sl = slot_of(c, ns);
 	if (!sl)
 		return;
