@@ -69,7 +69,7 @@ struct aggregator {
 	size_t input; /* the file being read, into m->inputs */
 	index_cache *ic;
 	hash_map shapes, findings, apps;
-	hash_map listed; /* pass 1: the namespaces a list (of any kind) was met for */
+	hash_map listed; /* pass 1: namespaces listed, or changed first (note_schema_change) */
 	ns_table nss;
 	pending *pend[PENDING_BUCKETS];
 	uint64_t instance; /* of the file being read */
@@ -821,6 +821,27 @@ static void ensure_engine(aggregator *a)
 	}
 }
 
+/* Pass 1: a schema change (rec a request) met before a namespace's first
+ * list makes that list no good for the requests before it (live, they had
+ * another or none): they are judged with the lists met in their place.
+ * "db.*" keys a change to more than one collection. */
+static void note_schema_change(aggregator *a, const bson_t *rec)
+{
+	int scope = engine_ddl_scope(rec_str(rec, "op"));
+	char key[MODEL_NS_LEN];
+	snprintf(key, sizeof key, scope == ENGINE_DDL_ONE ? "%s" : "%s.*",
+	         rec_str(rec, scope == ENGINE_DDL_ONE ? "ns" : "db"));
+	if (scope)
+		hash_map_put(&a->listed, hash_map_str_key(key), 1);
+}
+
+static bool changed_first(aggregator *a, const char *ns)
+{
+	char key[MODEL_NS_LEN];
+	snprintf(key, sizeof key, "%.*s.*", (int)strcspn(ns, "."), ns);
+	return hash_map_get(&a->listed, hash_map_str_key(key)) != 0;
+}
+
 void aggregator_set_input(aggregator *a, size_t input)
 {
 	a->input = input;
@@ -837,10 +858,11 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		break;
 	case CAPTURE_REC_INDEXES: {
 		/* pass 1: the first list of each namespace, "does not exist"
-		 * included (the list a first request's late verdict met); pass 2:
-		 * each in its place */
+		 * included (the list a first request's late verdict met), unless a
+		 * schema change came first; pass 2: each in its place */
 		uint64_t k = hash_map_str_key(rec_str(rec, "ns"));
-		if (pass == 1 && hash_map_get(&a->listed, k))
+		if (pass == 1 &&
+		    (hash_map_get(&a->listed, k) || changed_first(a, rec_str(rec, "ns"))))
 			break;
 		if (pass == 1)
 			hash_map_put(&a->listed, k, 1);
@@ -853,6 +875,8 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		break;
 	}
 	case CAPTURE_REC_REQUEST:
+		if (pass == 1)
+			note_schema_change(a, rec);
 		if (pass == 2) {
 			ensure_engine(a);
 			on_request(a, rec);

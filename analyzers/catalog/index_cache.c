@@ -90,6 +90,14 @@ struct index_cache {
 		uint32_t n;
 	} gates[INDEX_CACHE_GATES];
 	int ngated; /* slots with n > 0 */
+	/* The last INDEX_CACHE_SCHEMA_RING schema changes (index_cache_invalidate),
+	 * change n in slot n % INDEX_CACHE_SCHEMA_RING: fnv1a of "db.coll", or
+	 * of "db" for a whole database. */
+	_Atomic uint64_t schema_seq; /* changes so far; under mu */
+	struct {
+		uint32_t hash;
+		bool whole_db;
+	} schema[INDEX_CACHE_SCHEMA_RING];
 };
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
@@ -437,14 +445,13 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 
 	if (ic == NULL || db == NULL)
 		return;
+	bool one = coll != NULL && make_ns(ns, db, coll); /* else all of db, for the record */
 	pthread_mutex_lock(&ic->mu);
-	if (coll != NULL) {
-		if (make_ns(ns, db, coll)) {
-			ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-			if (e != NULL)
-				remove_locked(ic, e);
-		}
-	} else {
+	if (one) {
+		ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+		if (e != NULL)
+			remove_locked(ic, e);
+	} else if (coll == NULL) {
 		size_t dblen = strlen(db);
 		lru_map_node *n = lru_map_newest(&ic->map);
 		while (n != NULL) {
@@ -455,8 +462,37 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 			n = next;
 		}
 	}
+	uint64_t seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed) + 1;
+	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].hash = fnv1a(one ? ns : db);
+	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].whole_db = !one;
+	atomic_store_explicit(&ic->schema_seq, seq, memory_order_release);
 	(void)change_locked(ic); /* a request after this one may wait for a list */
 	pthread_mutex_unlock(&ic->mu);
+}
+
+uint64_t index_cache_schema_seq(index_cache *ic)
+{
+	return ic ? atomic_load_explicit(&ic->schema_seq, memory_order_acquire) : 0;
+}
+
+bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since)
+{
+	char ns[IC_NS_MAX];
+	if (ic == NULL || index_cache_schema_seq(ic) == since)
+		return false;
+	if (!make_ns(ns, db, coll))
+		return true;
+	uint32_t in_coll = fnv1a(ns), in_db = fnv1a(db);
+	bool changed = false;
+	pthread_mutex_lock(&ic->mu);
+	uint64_t now = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
+	if (now - since > INDEX_CACHE_SCHEMA_RING)
+		changed = true; /* too many since to tell */
+	for (uint64_t n = since + 1; !changed && n <= now; n++)
+		changed = ic->schema[n % INDEX_CACHE_SCHEMA_RING].hash ==
+		          (ic->schema[n % INDEX_CACHE_SCHEMA_RING].whole_db ? in_db : in_coll);
+	pthread_mutex_unlock(&ic->mu);
+	return changed;
 }
 
 uint64_t index_cache_changes(index_cache *ic)

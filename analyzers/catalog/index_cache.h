@@ -96,8 +96,21 @@ void index_cache_note_made(index_cache *ic, const char *db, const char *coll);
 void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, int64_t delta);
 
 /* Forgets what is known about db.coll (coll NULL: every collection of db)
- * and refetches on next use. Safe from any thread. */
+ * and refetches on next use: a schema change passed. Safe from any thread. */
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
+
+/* How many schema changes (index_cache_invalidate) have passed since the
+ * cache was made. Any thread, without the lock. A late verdict keeps the
+ * number read before its request went on: */
+uint64_t index_cache_schema_seq(index_cache *ic);
+
+/* True when a schema change after the since'th named db.coll or all of db:
+ * a list fetched now may not be the one the request ran with (a
+ * createIndex, a find, a dropIndexes within milliseconds). Also true when
+ * more than INDEX_CACHE_SCHEMA_RING changes have passed since (or, rarely,
+ * another namespace's hash is the same): "cannot tell" is never "no". */
+#define INDEX_CACHE_SCHEMA_RING 64
+bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since);
 
 /* For tests: installs a known set for db.coll without any connection. The
  * cache takes its own reference (index_set_retain): the caller still owns

@@ -33,6 +33,14 @@ bool engine_is_ddl(const cmdview *v, cmd_id id)
 	return c && c->ddl != DDL_NONE;
 }
 
+int engine_ddl_scope(const char *name)
+{
+	const command_def *c = name ? commands_find_ddl(name) : NULL;
+	return !c || c->ddl == DDL_NONE ? 0
+	       : c->ddl == DDL_COLL     ? ENGINE_DDL_ONE
+	                                : ENGINE_DDL_WIDER;
+}
+
 /* Forgets too much rather than too little: every name the command's row
  * says it touches is invalidated, since a list fetched again costs one
  * listIndexes and a stale one gives wrong verdicts. */

@@ -243,6 +243,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	if (block) { /* nothing owed, nothing skipped, whatever the command */
 		block->late.n = 0;
 		block->late.lost = 0;
+		block->late.changed = 0;
+		block->late.since = rc && rc->late ? rc->late->since : 0;
 		block->skipped = 0;
 		block->upsert = false;
 	}

@@ -41,7 +41,10 @@ typedef enum {
  * forwards at once, keeps a copy, and calls engine_analyze() again with
  * `late` set once the index cache changes. That call runs only the rules
  * owed, at the namespaces they are owed at, and marks their findings late;
- * it can owe them again (still unknown). */
+ * it can owe them again (still unknown). A rule owed at a namespace a
+ * schema change named after the request went on (a createIndex or a drop
+ * passed: index_cache_schema_changed) gives no verdict: the list fetched
+ * since need not be the one the request ran with. */
 enum { ENGINE_LATE_MAX = 4 };
 
 typedef struct engine_late {
@@ -51,7 +54,9 @@ typedef struct engine_late {
 		uint32_t rules;   /* bit r: rule_id r */
 		uint32_t kinds;   /* which of their checks (the engine's own bits) */
 	} at[ENGINE_LATE_MAX];
-	uint32_t lost; /* owed where no room was left: never judged (counted) */
+	uint32_t lost;    /* owed where no room was left: never judged (counted) */
+	uint32_t changed; /* owed where a schema change passed since: never judged (counted) */
+	uint64_t since;   /* index_cache_schema_seq before the request went on */
 } engine_late;
 
 uint64_t engine_ns_hash(const char *ns);
@@ -171,6 +176,12 @@ void engine_note_ddl(engine *e, const cmdview *v);
  * is compared without case), so the proxy can tell which replies to
  * report. */
 bool engine_is_ddl(const cmdview *v, cmd_id id);
+
+/* What a command named `name` changes, when engine_note_ddl() acts on it:
+ * one collection, its first value (ENGINE_DDL_ONE), or more (a database;
+ * a rename's or a clone's two: ENGINE_DDL_WIDER). 0 for any other. */
+enum { ENGINE_DDL_ONE = 1, ENGINE_DDL_WIDER = 2 };
+int engine_ddl_scope(const char *name);
 
 /* Writes the index cache's document counts follow: for an insert
  * (ENGINE_WRITE_INSERT) or a delete (_DELETE), "db.coll" into ns (cap

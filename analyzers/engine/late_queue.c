@@ -108,6 +108,8 @@ static bool rejudge_owed(late_queue *q, engine *e, late_req *l, int64_t now_ms)
 		engine_analyze(e, &r.view, &rc, &b);
 		if (b.late.lost)
 			lose(q, b.late.lost, LATE_LOST_NO_ROOM);
+		if (b.late.changed)
+			lose(q, b.late.changed, LATE_LOST_SCHEMA_CHANGED);
 		l->owed = b.late;
 		done = b.late.n == 0;
 	}

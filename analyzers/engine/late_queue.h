@@ -25,8 +25,9 @@ typedef struct late_queue late_queue;
 
 /* Why verdicts owed are never given. */
 typedef enum {
-	LATE_LOST_NO_ROOM,    /* the queue was full, or the request too large to keep */
-	LATE_LOST_NEVER_CAME, /* the facts did not come within LATE_WAIT_MS */
+	LATE_LOST_NO_ROOM,        /* the queue was full, or the request too large to keep */
+	LATE_LOST_NEVER_CAME,     /* the facts did not come within LATE_WAIT_MS */
+	LATE_LOST_SCHEMA_CHANGED, /* a schema change named the collection first (engine_late) */
 } late_loss;
 
 /* Told the rules (bit r: rule r) whose verdicts are lost, and why (the

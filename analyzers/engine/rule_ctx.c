@@ -83,6 +83,9 @@ void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
 		b->late.lost |= rules;
 		return;
 	}
+	/* read before the request goes on: a change it counts passed first */
+	if (!ax->late_call)
+		b->late.since = index_cache_schema_seq(ax->e->ic);
 	b->late.at[b->late.n].ns_hash = h;
 	b->late.at[b->late.n].rules = rules;
 	b->late.at[b->late.n++].kinds = kinds;
@@ -94,8 +97,14 @@ void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
  * ended (no_wait), none is given, and that is counted. */
 index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
 {
-	index_lookup r = engine_lookup(ax, db, coll, out);
 	const rule_site *s = ax->cur_site;
+	if (ax->late_call && ax->block &&
+	    index_cache_schema_changed(ax->e->ic, db, coll, ax->block->late.since)) {
+		*out = NULL;
+		ax->block->late.changed |= 1u << ax->cur_rule;
+		return INDEXES_UNAVAILABLE;
+	}
+	index_lookup r = engine_lookup(ax, db, coll, out);
 	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
 		return r;
 	if (ax->rc && ax->rc->no_wait) {

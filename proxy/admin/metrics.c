@@ -166,7 +166,7 @@ static void render_rules(const metrics *m, text_buf *t)
 		       sum(m, offsetof(metrics_shard, blocked) + (size_t)r * sizeof(mx_counter)));
 	}
 	static const char *const reasons[MX_SKIP_REASONS] = {"wait_expired", "facts_never_came",
-	                                                     "no_room"};
+	                                                     "no_room", "schema_changed"};
 	family(t, "verdicts_skipped_total", "counter",
 	       "Requests a rule gave no verdict on, its facts (index list, document count) "
 	       "unknown, by rule and reason.");

@@ -69,11 +69,14 @@ typedef enum {
 /* Why a rule gave no verdict on a request (mongoguard_verdicts_skipped_total):
  * the facts it reads (an index list, a document count) did not come. */
 typedef enum {
-	MX_SKIP_WAIT_EXPIRED, /* a held request's wait (analysis.indexWaitMS) ran out */
-	MX_SKIP_NEVER_CAME,   /* a late verdict's facts did not come in time, or the
-	                         connection ended first */
-	MX_SKIP_NO_ROOM,      /* too many late verdicts owed at once, or a request
-	                         too large to keep a copy of */
+	MX_SKIP_WAIT_EXPIRED,   /* a held request's wait (analysis.indexWaitMS) ran out */
+	MX_SKIP_NEVER_CAME,     /* a late verdict's facts did not come in time, or the
+	                           connection ended first */
+	MX_SKIP_NO_ROOM,        /* too many late verdicts owed at once, or a request
+	                           too large to keep a copy of */
+	MX_SKIP_SCHEMA_CHANGED, /* a schema change named a late verdict's collection
+	                           before its facts came: a list fetched after it
+	                           need not be the one the request ran with */
 	MX_SKIP_REASONS,
 } mx_skip_reason;
 

@@ -21,6 +21,7 @@ from pymongo.errors import OperationFailure
 from fakeserver import FakeServer
 
 from test_admin import get, samples
+from test_capture_report import captures, live_findings, run_report
 from test_analyzers import assert_blocked, config
 from test_rules_round2 import rules
 from conftest import free_port
@@ -236,6 +237,66 @@ def test_upsert_by_id_while_the_capture_asks_for_the_list(start_proxy, tmp_path)
         got = wait_one(p, SCAN, "made")
         assert "qty" in got[0]["attr"]["suggestion"]
         assert len(srv.messages("listIndexes")) >= 2
+    finally:
+        srv.stop()
+
+
+async def fire(event: asyncio.Event) -> None:
+    event.set()
+
+
+def test_schema_change_before_the_late_list(start_proxy, tmp_path, mongoguard_bin):
+    """A find goes on while its collection's list is not known (a late
+    verdict is owed), then an index it could use is dropped before that
+    list is fetched: the list that comes describes the collection after the
+    drop, not the one the find ran against, so the find gets no verdict
+    (counted: reason schema_changed). It was judged with that list and
+    reported as a scan, a finding mongod's plan contradicts (a helper's
+    createIndex, find, dropIndexes loop: 1 in 600). Scripted: the side
+    connection is held on another database's list, so the find's fetch
+    waits its turn while the drop passes. The report of its capture says
+    the same."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.ix", indexes=[{"key": {"qty": 1}, "name": "qty_1"}], count=500)
+    srv.add_collection("other.slow", indexes=[], count=500)
+    asked, release = srv.run(make_event()), srv.run(make_event())
+
+    async def on_list(conn, msg):
+        if msg.body.get("listIndexes") == "slow":
+            asked.set()
+            await asyncio.wait_for(release.wait(), 10)
+        return False  # the catalogue answers
+
+    def on_drop(conn, msg):
+        srv.add_collection("shop.ix", indexes=[], count=500)
+        return False  # acknowledged
+
+    srv.handlers.update(listIndexes=on_list, dropIndexes=on_drop)
+    try:
+        port = free_port()
+        cfg = {"admin": {"listen": f"127.0.0.1:{port}"}, "rules": scan_rules(),
+               "capture": {"dir": str(tmp_path / "cap")}}
+        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
+        client = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
+        client.other.slow.find_one({"x": 1})
+        srv.wait_for(asked.is_set, what="the side connection held on other.slow")
+        client.shop.ix.find_one({"qty": 1})  # owed; qty_1 exists as it runs
+        client.shop.ix.drop_index("qty_1")
+        srv.run(fire(release))
+        wait_one(p, SCAN, "slow")  # a late verdict with no schema change: given
+        client.shop.ix.find_one({"other": 1})  # after the drop: judged with its list
+        got = wait_one(p, SCAN, "ix")
+        assert ["other" in f["attr"]["suggestion"] for f in findings(p, SCAN, "ix")] == [True]
+        status, _, text = get(port, "/metrics")
+        key = ('mongoguard_verdicts_skipped_total{rule="collection-scan",'
+               'reason="schema_changed"}')
+        assert samples(text)[key] == 1, got
+        assert p.stop() == 0
+        out = tmp_path / "r.json"
+        run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
+        assert {(f["rule"], f["shapeHash"]): f["count"]
+                for f in json.loads(out.read_text())["findings"]} == live_findings(p)
     finally:
         srv.stop()
 

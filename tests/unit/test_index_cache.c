@@ -652,6 +652,40 @@ static void test_side_connection_and_client_ddl_never_overlap(void **state)
 	index_cache_free(ic);
 }
 
+/* The record of schema changes a late verdict is checked against: a
+ * change names one collection or a whole database; changes before the
+ * number read are not "since"; past the ring's length the cache cannot
+ * tell, and says changed. */
+static void test_schema_changes_since(void **state)
+{
+	index_cache *ic = new_cache();
+	assert_false(index_cache_schema_changed(ic, "shop", "items", 0));
+	index_cache_invalidate(ic, "shop", "items");
+	uint64_t since = index_cache_schema_seq(ic);
+	assert_int_equal(since, 1);
+	assert_true(index_cache_schema_changed(ic, "shop", "items", 0));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
+	index_cache_invalidate(ic, "shop", "orders");
+	index_cache_invalidate(ic, "shops", NULL);
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
+	assert_true(index_cache_schema_changed(ic, "shop", "orders", since));
+	assert_true(index_cache_schema_changed(ic, "shops", "items", since));
+	index_cache_invalidate(ic, "shop", NULL);
+	assert_true(index_cache_schema_changed(ic, "shop", "items", since));
+	since = index_cache_schema_seq(ic);
+	for (int i = 0; i < INDEX_CACHE_SCHEMA_RING; i++)
+		index_cache_invalidate(ic, "other", "c");
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
+	index_cache_invalidate(ic, "other", "c");
+	assert_true(index_cache_schema_changed(ic, "shop", "items", since)); /* cannot tell */
+	/* a lookup's own changes (lists landing, writes) are not schema changes */
+	since = index_cache_schema_seq(ic);
+	index_cache_put(ic, "shop", "items", NULL);
+	index_cache_note_made(ic, "shop", "items");
+	assert_int_equal(index_cache_schema_seq(ic), since);
+	index_cache_free(ic);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +697,7 @@ int main(void)
 	    cmocka_unit_test(test_put_during_fetch_wins),
 	    cmocka_unit_test(test_failure_backs_off_five_seconds),
 	    cmocka_unit_test(test_invalidate_whole_database),
+	    cmocka_unit_test(test_schema_changes_since),
 	    cmocka_unit_test(test_namespaces_are_bounded),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
 	    cmocka_unit_test(test_count_follows_writes),

@@ -751,6 +751,52 @@ static void test_first_request_gets_a_verdict(void **state)
 	index_cache_free(ic);
 }
 
+/* A late verdict is given with a list that describes the indexes its
+ * request ran with, or not at all: a schema change that names its
+ * collection (or its database) after the request went on makes any list
+ * fetched since suspect (a createIndex, the find, a dropIndexes within
+ * milliseconds), so the rule gives none and says so (late.changed). A
+ * change elsewhere, or one that passed before the request, changes
+ * nothing. */
+static void test_late_verdict_across_a_schema_change(void **state)
+{
+	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	fx_sink sink;
+	fx_sink_init(&sink);
+	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	static const struct {
+		const char *coll, *ddl_db, *ddl_coll; /* ddl_coll NULL: the whole db */
+		bool given;
+	} changes[] = {
+	    {"ddl1", "test", "ddl1", false}, {"ddl2", "test", "other", true},
+	    {"ddl3", "test", NULL, false},   {"ddl4", "other", NULL, true},
+	    {"ddl5", "other", "ddl5", true},
+	};
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+		char q[128];
+		snprintf(q, sizeof(q), "{'find':'%s','filter':{'qty':1}}", changes[i].coll);
+		index_cache_invalidate(ic, "test", changes[i].coll); /* before: no matter */
+		block_info b = {0};
+		assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
+		assert_int_equal(b.late.n, 1);
+		engine_late owed = b.late;
+		index_cache_invalidate(ic, changes[i].ddl_db, changes[i].ddl_coll);
+		put(ic, changes[i].coll, BIG_INDEXES, 50000);
+		request_ctx late = {.app_name = "", .client = "c", .now_ms = 1, .late = &owed};
+		unsigned before = fx_sink_count(&sink, RULE_COLLECTION_SCAN);
+		assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &late, &b), VERDICT_FORWARD);
+		assert_int_equal(b.late.n, 0);
+		assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN) - before,
+		                 changes[i].given ? 1 : 0);
+		assert_int_equal(b.late.changed, changes[i].given ? 0 : 1u << RULE_COLLECTION_SCAN);
+	}
+	engine_free(e);
+	fx_sink_free(&sink);
+	index_cache_free(ic);
+}
+
 static int setup(void **state)
 {
 	the_cache = scan_cache();
@@ -774,6 +820,7 @@ int main(void)
 	    cmocka_unit_test(test_block_message),
 	    cmocka_unit_test(test_filter_alone),
 	    cmocka_unit_test(test_first_request_gets_a_verdict),
+	    cmocka_unit_test(test_late_verdict_across_a_schema_change),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
