@@ -109,7 +109,7 @@ uint64_t index_cache_schema_seq(index_cache *ic);
  * createIndex, a find, a dropIndexes within milliseconds). Also true when
  * more than INDEX_CACHE_SCHEMA_RING changes have passed since (or, rarely,
  * another namespace's hash is the same): "cannot tell" is never "no". */
-#define INDEX_CACHE_SCHEMA_RING 64
+#define INDEX_CACHE_SCHEMA_RING 1024
 bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since);
 
 /* For tests: installs a known set for db.coll without any connection. The
