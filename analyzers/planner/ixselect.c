@@ -14,6 +14,9 @@
  *   and $geoWithin of a GeoJSON $geometry or $centerSphere, 2d $geoWithin of
  *   $box, $center, $polygon or $centerSphere; a 2dsphere (version 2+) or 2d
  *   index is never used without a geo predicate on it.
+ * - any regex bounds a btree key and a wildcard index (an anchored
+ *   case-sensitive one by its prefix, another by every string key, the
+ *   pattern tested on the keys); never a hashed key;
  * - a predicate that compares strings (or objects, arrays) cannot use an
  *   index of another collation than the query's; a regex neither. */
 #include "analyzers/planner/ixselect.h"
@@ -75,26 +78,27 @@ static ixselect_pred equality(const bson_iter_t *v)
 	return pred(BTREE_ALL | HASH_ALL | (nested(v) ? 0u : IXB_WILD), collatable(t));
 }
 
-static ixselect_pred regex(const char *pattern, const char *options, const char *extra)
+/* Any regex: an anchored case-sensitive one gives its prefix's range, any
+ * other every string key (index_bounds_builder), with the pattern tested
+ * on the keys, so only the documents whose key matches are read
+ * (regex6.js asserts it): an index scan, never a collection scan. */
+static ixselect_pred regex(const char *pattern)
 {
-	bool ok = pattern && query_regex_bounded(pattern, options) &&
-	          (!extra || query_regex_bounded(pattern, extra));
-	ixselect_pred p = pred(ok ? BTREE_ALL | IXB_WILD : 0u, false);
+	ixselect_pred p = pred(pattern ? BTREE_ALL | IXB_WILD : 0u, false);
 	p.simple_only = true;
 	return p;
 }
 
-static ixselect_pred regex_value(const bson_iter_t *v, const char *extra)
+static ixselect_pred regex_value(const bson_iter_t *v)
 {
 	const char *options = NULL;
-	const char *pattern = bson_iter_regex(v, &options);
-	return regex(pattern, options, extra);
+	return regex(bson_iter_regex(v, &options));
 }
 
 ixselect_pred ixselect_value(const bson_iter_t *v)
 {
 	if (WIRE_ITER_HOLDS_REGEX(v))
-		return regex_value(v, NULL);
+		return regex_value(v);
 	return equality(v);
 }
 
@@ -111,14 +115,13 @@ static ixselect_pred range(const char *op, const bson_iter_t *v)
 static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 {
 	bson_iter_t el;
-	bool re = false, re_bad = false, null = false, obj = false, arr = false, coll = false;
+	bool re = false, null = false, obj = false, arr = false, coll = false;
 	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return pred(negated ? 0u : BTREE_ALL | HASH_ALL, false); /* refused */
 	while (wire_iter_next(&el)) {
 		bson_type_t t = wire_iter_type(&el);
 		if (t == BSON_TYPE_REGEX) {
 			re = true;
-			re_bad |= regex_value(&el, NULL).kinds == 0;
 			continue;
 		}
 		null |= is_null(t);
@@ -131,8 +134,6 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 			return pred(0, coll);
 		return pred(null ? IXB_BTREE_NM : IXB_BTREE, coll);
 	}
-	if (re_bad)
-		return pred(0, true);
 	unsigned k = BTREE_ALL | IXB_WILD | (re ? 0u : HASH_ALL);
 	if (null)
 		k &= ~(unsigned)(IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD);
@@ -314,9 +315,9 @@ ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char
 		return exists(bson_iter_as_bool(v));
 	if (op_is(op, "$regex")) {
 		if (WIRE_ITER_HOLDS_REGEX(v))
-			return regex_value(v, options);
+			return regex_value(v);
 		if (WIRE_ITER_HOLDS_UTF8(v))
-			return regex(bson_iter_utf8(v, NULL), options, NULL);
+			return regex(bson_iter_utf8(v, NULL));
 		return pred(0, true);
 	}
 	if (op_is(op, "$ne"))

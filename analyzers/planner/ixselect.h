@@ -49,7 +49,8 @@ typedef struct ixselect_pred {
 ixselect_pred ixselect_value(const bson_iter_t *v);
 
 /* One operator of {f: {op: v, ...}}; options: the document's $options
- * (NULL: none), for $regex. $options itself gives nothing. */
+ * (NULL: none), for $regex, whose kinds they do not change (any regex
+ * bounds a btree key). $options itself gives nothing. */
 ixselect_pred ixselect_operator(const char *op, const bson_iter_t *v, const char *options);
 
 /* A field's predicates, as the rule collected them: kinds bounded when the

@@ -28,7 +28,7 @@
 
 typedef struct scan_why {
 	const char *field; /* NULL: a top-level operator */
-	const char *what;  /* "$ne", "unanchored or case-insensitive regex", "$where" */
+	const char *what;  /* "$ne", "$not of a regex", "$where" */
 } scan_why;
 
 typedef struct scan_preds {
@@ -121,10 +121,6 @@ static const char *options_of(const bson_iter_t *v)
 /* Why a predicate gave no bounds, for the detail. */
 static const char *no_bounds_why(const char *op, const bson_iter_t *v)
 {
-	if (strcmp(op, "$regex") == 0)
-		return "an unanchored or case-insensitive regex";
-	if (strcmp(op, "$in") == 0)
-		return "$in with an unanchored or case-insensitive regex";
 	if (strcmp(op, "$not") == 0 && WIRE_ITER_HOLDS_REGEX(v))
 		return "$not of a regex";
 	return op;
@@ -259,7 +255,7 @@ static void collect_member(scan_preds *p, const bson_iter_t *it, int depth)
 	if (b.kinds)
 		add_bounds(p, k, b);
 	else
-		add_why(p, k, "an unanchored or case-insensitive regex");
+		add_why(p, k, "a regex it cannot read");
 }
 
 static void collect(scan_preds *p, const bson_t *filter, int depth)
@@ -739,7 +735,7 @@ static void reasons(text_buf *t, const scan_preds *p)
 
 static const char *const REWRITE =
     "no index can bound $nor, $mod, $size, $where, most $expr, $exists: true (but a sparse "
-    "index), an unanchored or case-insensitive regex, or a negated regex: add an equality, $in, "
+    "index) or a negated regex: add an equality, $in, "
     "range or ^-anchored case-sensitive regex on an indexed field (or index a field you can "
     "match exactly)";
 
