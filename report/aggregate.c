@@ -48,9 +48,7 @@ typedef struct pending {
 	int64_t t_us;
 	uint8_t *ddl; /* a schema change's message, whose reply makes the engine forget */
 	size_t ddl_len;
-	/* a write whose reply moves the index cache's count, as a session's
-	 * does: ENGINE_WRITE_INSERT / _DELETE, or ENGINE_WRITE_UPSERT; its "db.coll" */
-	int write;
+	int write; /* ENGINE_WRITE_*: its reply moves the index cache, as live; its "db.coll": */
 	char *write_ns;
 	struct pending *next;
 } pending;
@@ -558,7 +556,8 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	if (p->ddl)
 		ddl_replied(a, p);
 	if (p->write_ns) {
-		if (p->write == ENGINE_WRITE_UPSERT)
+		if (p->write == ENGINE_WRITE_UPSERT ||
+		    (p->write == ENGINE_WRITE_INSERT && (ids.failed || ids.n <= 0)))
 			engine_note_made(a->e, p->write_ns);
 		else if (!ids.failed && ids.n > 0)
 			engine_note_docs(a->e, p->write_ns,

@@ -248,7 +248,10 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 }
 
 /* A write's reply, whole: the documents it says it inserted or deleted
- * move the index cache's count of that collection. */
+ * move the index cache's count of that collection. An insert that inserted
+ * nothing (a write error, ok: 0) may still have made its collection, as
+ * the server creates it before the documents go in: a list that says it
+ * does not exist is forgotten (engine_note_made). */
 static void note_write_reply(session *s, const inflight *f, const uint8_t *p, size_t n)
 {
 	engine *e = session_snap(s)->engine;
@@ -264,6 +267,8 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 	if (docs > 0)
 		engine_note_docs(e, (const char *)f->kept,
 		                 f->kind == INFLIGHT_DELETE ? -docs : docs);
+	else if (f->kind == INFLIGHT_INSERT)
+		engine_note_made(e, (const char *)f->kept);
 }
 
 /* A whole reply (FRAMER_WHOLE) to the head request f: a write's reply is

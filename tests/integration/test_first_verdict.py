@@ -241,6 +241,55 @@ def test_upsert_by_id_while_the_capture_asks_for_the_list(start_proxy, tmp_path)
         srv.stop()
 
 
+def test_failed_insert_that_made_the_collection(start_proxy, tmp_path, mongoguard_bin):
+    """An insert answered with no document inserted (a write error) may
+    still have made its collection: mongod (and FerretDB) create it before
+    the documents go in. A list that said it did not exist is forgotten at
+    that reply, so the next query is judged with the collection's indexes.
+    It was kept until the minute's refresh: Beanie's suite, whose failing
+    inserts make collections, lost its unindexed deletes' verdicts for that
+    minute. Scripted: the collection appears in the catalogue at the
+    failing insert. The report of its capture says the same."""
+    srv = FakeServer()
+    srv.start()
+
+    def on_insert(conn, msg):
+        srv.add_collection("shop.made", indexes=[], count=500)
+
+        async def answer():
+            await conn.reply(msg, {"n": 0, "writeErrors": [
+                {"index": 0, "code": 121, "errmsg": "Document failed validation"}], "ok": 1.0})
+        return answer()
+
+    async def on_list(conn, msg):
+        if "shop.made" in srv.catalog:
+            return False  # the catalogue answers
+        await conn.reply(msg, {"ok": 0.0, "errmsg": "ns does not exist", "code": 26,
+                               "codeName": "NamespaceNotFound"})
+        return None
+
+    srv.handlers.update(insert=on_insert, listIndexes=on_list)
+    try:
+        cfg = {"rules": scan_rules(min_docs=100), "capture": {"dir": str(tmp_path / "cap")}}
+        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
+        coll = MongoClient(p.uri, serverSelectionTimeoutMS=10000)["shop"]["made"]
+        coll.find_one({"qty": 1})  # the list: "does not exist"
+        srv.wait_for(lambda: srv.messages("listIndexes"), what="the first list")
+        time.sleep(0.3)  # landed
+        with pytest.raises(Exception):
+            coll.insert_one({"qty": 1})
+        coll.find_one({"other": 1})
+        got = wait_one(p, SCAN, "made")
+        assert "other" in got[0]["attr"]["suggestion"], got
+        assert p.stop() == 0
+        out = tmp_path / "r.json"
+        run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
+        assert {(f["rule"], f["shapeHash"]): f["count"]
+                for f in json.loads(out.read_text())["findings"]} == live_findings(p)
+    finally:
+        srv.stop()
+
+
 async def fire(event: asyncio.Event) -> None:
     event.set()
 
