@@ -458,6 +458,7 @@ typedef enum {
 	CAUSE_EMPTY,   /* an empty filter, nothing else bounding the read */
 	CAUSE_NATURAL, /* hint {$natural} */
 	CAUSE_HINTED,  /* the hinted index gets no bounds */
+	CAUSE_COUNTED, /* a count of everything, hinted: it reads the index, not the metadata */
 	CAUSE_LOOKUP, /* a $lookup's foreign field (a $graphLookup's connectToField) has no index */
 } scan_cause;
 
@@ -467,7 +468,7 @@ typedef struct scan_facts {
 	const scan_preds *p;
 	const index_set *set;
 	int64_t docs;
-	const char *hinted;  /* CAUSE_HINTED: the index's name */
+	const char *hinted;  /* CAUSE_HINTED, CAUSE_COUNTED: the index's name */
 	const char *from;    /* CAUSE_LOOKUP */
 	const char *foreign; /* CAUSE_LOOKUP */
 	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
@@ -559,9 +560,12 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	p.conj[p.nconj++] = rq->q.filter;
 	p.collation = rq->q.collation; /* the _id index's is the default */
 	bool limited = rq->limit > 0 && rq->limit < (int64_t)min;
-	if (!p.predicates && ((limited && !sorts(rq)) || rq->kind == RULE_QUERY_COUNT))
-		return; /* reads `limit` documents, or the collection's metadata; with a
-		           sort, only if an index provides it (below) */
+	bool counted = !p.predicates && rq->kind == RULE_QUERY_COUNT;
+	if (!p.predicates &&
+	    ((limited && !sorts(rq)) || (counted && !rq->q.hint_doc && !rq->q.hint_name)))
+		return; /* reads `limit` documents, or the collection's metadata (a count
+		           with a hint reads the hint: get_executor_count); with a sort,
+		           only if an index provides it (below) */
 	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts)
 		return; /* {$match: {}} leads nothing: as with no $match, not judged */
 	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
@@ -599,7 +603,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		    (rq->kind == RULE_QUERY_DISTINCT &&
 		     distinct_served(set, rq->distinct_key, NULL, p.collation)))
 			return;
-		f.cause = CAUSE_EMPTY;
+		f.cause = counted ? CAUSE_COUNTED : CAUSE_EMPTY;
+		f.hinted = hinted ? hinted->name : NULL;
 	} else {
 		if (preds_verdict(set, hinted, &p, 0) != SCAN_UNBOUNDED)
 			return;
@@ -856,6 +861,13 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		text_printf(t, "), so mongod reads every key of it (about %" PRId64 " documents)",
 		            f->docs);
 		break;
+	case CAUSE_COUNTED: /* hinted: a $natural hint is CAUSE_NATURAL */
+		text_printf(t,
+		            "a count of every document of %s with a hint reads every key of the "
+		            "hinted index %s (about %" PRId64 " documents), where without the hint "
+		            "it reads the collection's metadata",
+		            s->ns, f->hinted ? f->hinted : "", f->docs);
+		break;
 	case CAUSE_FILTER:
 		text_printf(t, "no index on %s bounds the filter (", s->ns);
 		reasons(t, f->p);
@@ -874,9 +886,12 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 {
 	size_t start = text_mark(t);
 	bool ok = false;
-	if (f->cause == CAUSE_NATURAL) {
-		text_printf(t, "remove the %s {$natural: 1}: it forbids every index",
-		            f->by_sort ? "sort" : "hint");
+	if (f->cause == CAUSE_NATURAL || f->cause == CAUSE_COUNTED) {
+		if (f->cause == CAUSE_COUNTED)
+			text_str(t, "remove the hint: a count of everything reads the metadata");
+		else
+			text_printf(t, "remove the %s {$natural: 1}: it forbids every index",
+			            f->by_sort ? "sort" : "hint");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}

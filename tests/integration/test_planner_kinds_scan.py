@@ -373,3 +373,34 @@ def test_held_out_sparse_negations_and_id_collation(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_held_out_regexes_and_hinted_counts(start_proxy):
+    """Held-out cases from other jstests files (session of 2026-12-06, stop 39): any regex on
+    a field a btree index leads with is an index scan, the pattern tested on every string
+    key and only the matches fetched (regex6.js asserts 5 keys examined of 5; regex7.js,
+    regexa.js, regex_embed1.js): each of these was reported as reading every document. A
+    count of everything with a hint reads the hinted index, not the metadata (count_hint.js):
+    it was silent."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.rx", count=50000, indexes=[
+        {"key": {"name": 1}, "name": "name_1"},
+        {"key": {"h": "hashed"}, "name": "h_hashed"},
+    ])
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
+    client = MongoClient(p.uri, appname="held-out-2", serverSelectionTimeoutMS=10000)
+    try:
+        c, db = client["shop"]["rx"], client["shop"]
+        ready(p, c)
+        misses(p, [lambda filt=filt: list(c.find(filt)) for filt in [
+            {"name": Regex("abc")}, {"name": Regex("^a", "i")}, {"name": Regex("^z|.")},
+            {"name": {"$in": ["a", Regex(".*abc.*")]}}, {"name": {"$regex": "b", "$options": "i"}},
+        ]] + [lambda: db.command("count", "rx")])
+        hit(p, lambda: list(c.find({"h": Regex("x")})), not_indexed("h"))  # hashed: no regex
+        hit(p, lambda: list(c.find({"other": Regex("x")})), not_indexed("other"))
+        f = hit(p, lambda: db.command("count", "rx", hint="name_1"), "hinted index name_1")
+        assert "remove the hint" in f["attr"]["suggestion"], f
+    finally:
+        client.close()
+        srv.stop()

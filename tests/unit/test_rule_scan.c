@@ -283,6 +283,15 @@ static const scase cases[] = {
     HIT("hinted index gets no bounds",
         "{'find':'big','filter':{'status':'SECRET'},'hint':'name_1'}", "find",
         "the hinted index name_1 gets no bounds", NULL),
+    /* a hint turns the record store's count off (get_executor_count):
+     * count_hint.js counts the hinted sparse index's keys, 0 where the
+     * count without it is 2 */
+    HIT("count of everything with a hint", "{'count':'big','query':{},'hint':'name_1'}", "count",
+        "reads every key of the hinted index name_1", "remove the hint"),
+    HIT("count without a query, a hint by key", "{'count':'big','hint':{'s':1}}", "count",
+        "hinted index s_1", "remove the hint"),
+    HIT("count of everything with a $natural hint", "{'count':'big','hint':{'$natural':1}}",
+        "count", "$natural", "remove the hint {$natural: 1}"),
     HIT("count with a filter", "{'count':'big','query':{'qty':{'$gt':1}}}", "count",
         "qty" NOT_INDEXED, NULL),
     HIT("distinct, no index on the key", "{'distinct':'big','key':'qty','query':{}}", "distinct",
