@@ -241,6 +241,16 @@ def test_upsert_by_id_while_the_capture_asks_for_the_list(start_proxy, tmp_path)
         srv.stop()
 
 
+def assert_report_is_live(p, tmp_path, mongoguard_bin) -> None:
+    """Stops p, then checks the report of its capture (tmp_path/cap) has the live log's
+    findings, occurrence for occurrence."""
+    assert p.stop() == 0
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
+    assert {(f["rule"], f["shapeHash"]): f["count"]
+            for f in json.loads(out.read_text())["findings"]} == live_findings(p)
+
+
 def test_failed_insert_that_made_the_collection(start_proxy, tmp_path, mongoguard_bin):
     """An insert answered with no document inserted (a write error) may
     still have made its collection: mongod (and FerretDB) create it before
@@ -281,11 +291,7 @@ def test_failed_insert_that_made_the_collection(start_proxy, tmp_path, mongoguar
         coll.find_one({"other": 1})
         got = wait_one(p, SCAN, "made")
         assert "other" in got[0]["attr"]["suggestion"], got
-        assert p.stop() == 0
-        out = tmp_path / "r.json"
-        run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
-        assert {(f["rule"], f["shapeHash"]): f["count"]
-                for f in json.loads(out.read_text())["findings"]} == live_findings(p)
+        assert_report_is_live(p, tmp_path, mongoguard_bin)
     finally:
         srv.stop()
 
@@ -341,11 +347,7 @@ def test_schema_change_before_the_late_list(start_proxy, tmp_path, mongoguard_bi
         key = ('mongoguard_verdicts_skipped_total{rule="collection-scan",'
                'reason="schema_changed"}')
         assert samples(text)[key] == 1, got
-        assert p.stop() == 0
-        out = tmp_path / "r.json"
-        run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
-        assert {(f["rule"], f["shapeHash"]): f["count"]
-                for f in json.loads(out.read_text())["findings"]} == live_findings(p)
+        assert_report_is_live(p, tmp_path, mongoguard_bin)
     finally:
         srv.stop()
 

@@ -696,18 +696,26 @@ static void test_filter_alone(void **state)
 	bson_destroy(nat);
 }
 
+/* A cache that knows nothing yet, and an engine of the default rules over
+ * it, reporting to sink. */
+static engine *fresh_engine(index_cache **ic, engine_config *cfg, fx_sink *sink)
+{
+	*ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	rule_config_defaults(cfg);
+	fx_sink_init(sink);
+	return engine_new(cfg, *ic, fx_sink_fn, sink);
+}
+
 /* The first request to a collection whose index list is not known yet:
  * at log it goes at once and the verdict is owed, given late (marked so)
  * once the list arrives, by the owed rule alone; at block it is held for
  * the list, then blocked; when the wait ends first, no verdict, counted. */
 static void test_first_request_gets_a_verdict(void **state)
 {
-	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	index_cache *ic;
 	engine_config cfg;
-	rule_config_defaults(&cfg);
 	fx_sink sink;
-	fx_sink_init(&sink);
-	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	engine *e = fresh_engine(&ic, &cfg, &sink);
 	const char *q =
 	    "{'find':'fresh','filter':{'qty':1,'n':{'$regex':'SECRET','$options':'i'}}}";
 	block_info b = {0};
@@ -776,12 +784,10 @@ static void test_first_request_gets_a_verdict(void **state)
  * nothing. */
 static void test_late_verdict_across_a_schema_change(void **state)
 {
-	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	index_cache *ic;
 	engine_config cfg;
-	rule_config_defaults(&cfg);
 	fx_sink sink;
-	fx_sink_init(&sink);
-	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	engine *e = fresh_engine(&ic, &cfg, &sink);
 	static const struct {
 		const char *coll, *ddl_db, *ddl_coll; /* ddl_coll NULL: the whole db */
 		bool given;
