@@ -146,7 +146,8 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 
 static ixselect_pred exists(bool want)
 {
-	return pred(want ? IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD : IXB_BTREE | IXB_HASHED,
+	return pred(want ? IXB_SPARSE | IXB_HASHED_SPARSE | IXB_WILD | IXB_ALL_KEYS
+	                 : IXB_BTREE | IXB_HASHED,
 	            false);
 }
 
@@ -499,18 +500,41 @@ static ixselect_verdict geo(const index_def *d, const ixselect_field *fields, si
 	return IXSELECT_NO; /* text: only $text, which the caller judges */
 }
 
-/* Whether d's leading key (btree or hashed) takes one of kinds. */
-static bool key_takes(const index_def *d, unsigned kinds)
+/* Whether d's key k (btree or hashed) takes one of kinds. */
+static bool key_k_takes(const index_def *d, size_t k, unsigned kinds)
 {
-	if (d->keys[0].type == INDEX_KEY_HASHED)
+	if (d->keys[k].type == INDEX_KEY_HASHED)
 		return kinds & (d->sparse ? IXB_HASHED_SPARSE : IXB_HASHED);
+	if (d->keys[k].type != INDEX_KEY_BTREE)
+		return false;
 	/* Multikey unknown (a server that does not say) counts as not. */
 	bool known; /* from explain, or a write the proxy saw put an array there */
-	bool multikey = index_def_multikey(d, &known) & 1u;
+	bool multikey = k < 32 && (index_def_multikey(d, &known) >> k & 1u);
 	unsigned want = d->sparse ? IXB_SPARSE : IXB_BTREE;
 	if (!multikey)
 		want |= d->sparse ? IXB_SPARSE_NM : IXB_BTREE_NM;
 	return kinds & want;
+}
+
+static bool key_takes(const index_def *d, unsigned kinds)
+{
+	return key_k_takes(d, 0, kinds);
+}
+
+/* A leading key that takes every key (IXB_ALL_KEYS: {a: {$exists: true}}
+ * on {a: 1, b: 1}, a not sparse) is scanned whole but for the bounds a
+ * later key gets ({b: 12}), and only their matches are fetched
+ * (hashed_index_queries_with_logical_operators.js asserts an IXSCAN of
+ * {a: "hashed", b: 1} there): bounded when a later key is. */
+static bool later_key_takes(const index_def *d, const ixselect_field *fields, size_t n, bool same,
+                            unsigned lead_kinds)
+{
+	if (!(lead_kinds & IXB_ALL_KEYS) || d->sparse || d->keys[0].type == INDEX_KEY_OTHER)
+		return false;
+	for (size_t k = 1; k < d->nkeys; k++)
+		if (key_k_takes(d, k, kinds_of(fields, n, d->keys[k].field, same, !d->collation)))
+			return true;
+	return false;
 }
 
 /* $ne: null (a key "not multikey" takes, IXB_*_NM) under an $elemMatch on
@@ -541,7 +565,8 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 	if (d->plugin)
 		return geo(d, fields, n);
 	const index_key *lead = &d->keys[0];
-	if (key_takes(d, kinds_of(fields, n, lead->field, same, !d->collation)))
+	unsigned lead_kinds = kinds_of(fields, n, lead->field, same, !d->collation);
+	if (key_takes(d, lead_kinds) || later_key_takes(d, fields, n, same, lead_kinds))
 		return IXSELECT_YES;
 	/* {a: {$elemMatch: {b: ...}}} and $all of them: a key on a.b, by
 	 * what the $elemMatch puts on b (an operand not read: any key). */

@@ -31,6 +31,10 @@ enum {
 	IXB_ELEM = 1u << 7,          /* $elemMatch on an array of documents: a key under it */
 	IXB_SPHERE = 1u << 8,        /* a 2dsphere key: $geoIntersects, $geoWithin S2 shapes */
 	IXB_FLAT = 1u << 9,          /* a 2d key: $geoWithin $box, $center, $polygon, ... */
+	/* every key of a leading btree or hashed key that is not sparse
+	 * ($exists: true): no bounds of its own, but the index is used, with
+	 * the bounds a later key of it gets */
+	IXB_ALL_KEYS = 1u << 10,
 };
 
 /* What one predicate gives: kinds it bounds (0: none), and whether its

@@ -381,12 +381,15 @@ def test_held_out_regexes_and_hinted_counts(start_proxy):
     key and only the matches fetched (regex6.js asserts 5 keys examined of 5; regex7.js,
     regexa.js, regex_embed1.js): each of these was reported as reading every document. A
     count of everything with a hint reads the hinted index, not the metadata (count_hint.js):
-    it was silent."""
+    it was silent. An $exists: true leading a compound index whose later key is bounded is an
+    index scan too (hashed_index_queries_with_logical_operators.js)."""
     srv = FakeServer()
     srv.start()
     srv.add_collection("shop.rx", count=50000, indexes=[
         {"key": {"name": 1}, "name": "name_1"},
         {"key": {"h": "hashed"}, "name": "h_hashed"},
+        {"key": {"a": "hashed", "b": 1}, "name": "a_hashed_b_1"},
+        {"key": {"x": 1, "y": "hashed", "z": -1}, "name": "x_1_y_hashed_z_-1"},
     ])
     p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
     client = MongoClient(p.uri, appname="held-out-2", serverSelectionTimeoutMS=10000)
@@ -396,7 +399,13 @@ def test_held_out_regexes_and_hinted_counts(start_proxy):
         misses(p, [lambda filt=filt: list(c.find(filt)) for filt in [
             {"name": Regex("abc")}, {"name": Regex("^a", "i")}, {"name": Regex("^z|.")},
             {"name": {"$in": ["a", Regex(".*abc.*")]}}, {"name": {"$regex": "b", "$options": "i"}},
-        ]] + [lambda: db.command("count", "rx")])
+        ]] + [lambda: db.command("count", "rx")] + [
+            # every key of the leading key, a later key bounded: an index scan
+            # (hashed_index_queries_with_logical_operators.js:67, :107)
+            lambda filt=filt: list(c.find(filt)) for filt in [
+                {"a": {"$exists": True}, "b": 12}, {"x": {"$exists": True}, "y": 12},
+                {"x": {"$exists": True}, "z": 1}]])  # z's bounds skip keys all the same
+        hit(p, lambda: list(c.find({"x": {"$exists": True}, "w": 1})), "x")  # w: no key
         hit(p, lambda: list(c.find({"h": Regex("x")})), not_indexed("h"))  # hashed: no regex
         hit(p, lambda: list(c.find({"other": Regex("x")})), not_indexed("other"))
         f = hit(p, lambda: db.command("count", "rx", hint="name_1"), "hinted index name_1")

@@ -165,6 +165,8 @@ static const scase cases[] = {
     /* the index an ESR suggestion would name is there already: the
      * suggestion says what to change instead (it said createIndex({status:
      * 1}), {_id: 1} for an _id) */
+    HIT("$exists true leading, the next key every key too",
+        FIND("{'status':{'$exists':true},'created':{'$exists':true}}"), "find", "status", NULL),
     HIT("$exists true on a non-sparse index", FIND("{'status':{'$exists':true}}"), "find",
         "status" NOT_INDEXED, REWRITE),
     HIT("partial index whose filter the query does not imply", FIND("{'p':{'$gt':3}}"), "find",
@@ -400,6 +402,11 @@ static const scase cases[] = {
     MISS("range", FIND("{'status':{'$gt':'a'}}")),
     MISS("$exists false on a non-sparse index", FIND("{'status':{'$exists':false}}")),
     MISS("$exists true on a sparse index", FIND("{'s':{'$exists':true}}")),
+    /* every key of the leading key, but the next key bounded: the index is
+     * scanned with its bounds and only their matches fetched
+     * (hashed_index_queries_with_logical_operators.js) */
+    MISS("$exists true leading a compound index whose next key is bounded",
+         FIND("{'status':{'$exists':true},'created':{'$gt':5}}")),
     MISS("equality on a sparse index", FIND("{'s':5}")),
     MISS("null on a non-sparse index", FIND("{'status':null}")),
     MISS("$type", FIND("{'status':{'$type':'string'}}")),
