@@ -245,6 +245,11 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		block->late.lost = 0;
 		block->late.changed = 0;
 		block->late.since = rc && rc->late ? rc->late->since : 0;
+		block->late.ngiven = rc && rc->late ? rc->late->ngiven : 0;
+		block->late.given_more = rc && rc->late ? rc->late->given_more : 0;
+		if (block->late.ngiven)
+			memcpy(block->late.given, rc->late->given,
+			       block->late.ngiven * sizeof(block->late.given[0]));
 		block->skipped = 0;
 		block->upsert = false;
 	}

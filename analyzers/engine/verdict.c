@@ -177,6 +177,38 @@ static bool site_refused(const rule_site *s)
 	       (s->parsed_pipeline && pipeline_refused(s->parsed_pipeline));
 }
 
+/* Whether the request had this finding already (engine_late.given): a
+ * late call runs the rules it owes at a namespace whole, and a check that
+ * needed no index list (a $sort in a $facet), or whose list was known on
+ * time (the outer side of a $lookup whose other side was owed), finds
+ * again what it found on time. Notes it when not. */
+static bool given_before(rule_ctx *ax, rule_id rule, uint64_t hash)
+{
+	engine_late *l = &ax->block->late;
+	uint64_t key = hash ^ ((uint64_t)rule + 1) * 0x9e3779b97f4a7c15ull;
+	for (unsigned i = 0; i < l->ngiven; i++)
+		if (l->given[i] == key)
+			return ax->late_call;
+	if (ax->late_call && (l->given_more >> rule & 1))
+		return true; /* cannot tell: none rather than one twice */
+	if (l->ngiven < ENGINE_GIVEN_MAX)
+		l->given[l->ngiven++] = key;
+	else
+		l->given_more |= 1u << rule;
+	return false;
+}
+
+/* A finding on its way to the sink: counted (engine_set_tally), unless
+ * the request had it already (given_before). */
+static bool tallied(rule_ctx *ax, rule_id rule, rule_action action, uint64_t hash)
+{
+	if (ax->block && given_before(ax, rule, hash))
+		return false;
+	if (ax->e->tally)
+		ax->e->tally(ax->e->tally_arg, rule, action);
+	return true;
+}
+
 /* Applies the action and reports. The rule's words are rendered here, once,
  * and only when the finding blocks first or reaches the sink. shape/hash
  * may come precomputed (the hot-path rule needs them to count); otherwise
@@ -209,10 +241,10 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 	if (!first_block && !to_sink)
 		return;
-	if (to_sink && ax->e->tally)
-		ax->e->tally(ax->e->tally_arg, rule, action);
 	if (to_sink && !hashed)
 		hash = finding_hash(ax, s, redacted, &shape);
+	if (to_sink && !tallied(ax, rule, action, hash))
+		return;
 	/* A repeat that blocks nothing is only counted: its words would be
 	 * rendered for no reader (the common case of a known finding). */
 	if (to_sink && !first_block) {

@@ -10,12 +10,15 @@ rule's tables are tests/unit/test_sort_kinds.c, test_sort_lookup.c and test_rule
 
 from __future__ import annotations
 
+import json
 import time
 
 from bson.objectid import ObjectId
 from pymongo import MongoClient
 
+from conftest import free_port
 from fakeserver import FakeServer
+from test_admin import get, samples
 from test_analyzers import check_finding, config, wait_findings
 from test_rules_round2 import rules, until
 
@@ -192,6 +195,36 @@ def test_held_out_explode_and_all(start_proxy):
         time.sleep(0.5)
         got = p.log.findings("index-mismatched-sort", mark)
         assert not got, [(f["attr"]["shape"], f["attr"]["detail"]) for f in got]
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_late_call_counts_each_finding_once(start_proxy):
+    """One aggregate, sent once, whose leading $sort waits for the collection's index list (a
+    late verdict) and whose $facet sorts need none (reported at once): the late call judges the
+    sort rule again and found the $facet's sorts again, counting them in
+    mongoguard_findings_total and as repeats in the log (3 for one request: helper, held-out
+    set 3). Each is counted once."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.fac", count=50000, indexes=[{"key": {"a": 1}, "name": "a_1"}])
+    port = free_port()
+    cfg = {"admin": {"listen": f"127.0.0.1:{port}"},
+           "analysis": {"summaryIntervalSecs": 1},
+           "rules": rules(index_mismatched_sort="log")}
+    p = start_proxy(srv.uri, json.dumps(cfg) + "\n")
+    client = MongoClient(p.uri, appname="late-once", serverSelectionTimeoutMS=10000)
+    try:
+        list(client["shop"]["fac"].aggregate([
+            {"$sort": {"a": 1}},
+            {"$facet": {"x": [{"$sort": {"a": 1}}], "y": [{"$sort": {"b": 1}}]}}]))
+        until(lambda: srv.messages("listIndexes"))
+        time.sleep(1.5)  # the late verdict, and a summary interval
+        m = samples(get(port, "/metrics")[2])
+        assert m['mongoguard_findings_total{rule="index-mismatched-sort",action="log"}'] == 2, m
+        got = p.log.findings("index-mismatched-sort")
+        assert sum(f["attr"]["repeats"] or 1 for f in got) == 2, [f["attr"] for f in got]
     finally:
         client.close()
         srv.stop()

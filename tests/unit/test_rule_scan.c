@@ -826,6 +826,42 @@ static void test_late_verdict_across_a_schema_change(void **state)
 	index_cache_free(ic);
 }
 
+static void count_tally(void *arg, rule_id rule, rule_action action)
+{
+	((unsigned *)arg)[rule]++;
+}
+
+/* A late call runs the rules owed at a namespace whole: what a check found
+ * on time (a $sort in a $facet needs no index list; the outer side of a
+ * $lookup whose other side's list is owed) is not counted again
+ * (mongoguard_findings_total counted a $facet's sort three times for one
+ * request: helper, held-out set 3). */
+static void test_late_call_gives_nothing_twice(void **state)
+{
+	index_cache *ic;
+	engine_config cfg;
+	fx_sink sink;
+	engine *e = fresh_engine(&ic, &cfg, &sink);
+	unsigned tally[RULE_COUNT] = {0};
+	engine_set_tally(e, count_tally, tally);
+	const char *q = "{'aggregate':'fac','pipeline':[{'$sort':{'a':1}},{'$facet':{'x':[{'$sort':"
+	                "{'a':1}}],'y':[{'$sort':{'b':1}}]}}],'cursor':{}}";
+	block_info b = {0};
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_INDEX_MISMATCHED_SORT], 2); /* the $facet's, on time */
+	assert_int_equal(b.late.n, 1);                          /* the leading $sort's */
+	put(ic, "fac", "[{'v':2,'key':{'_id':1},'name':'_id_'},{'v':2,'key':{'a':1},'name':'a_1'}]",
+	    50000);
+	engine_late owed = b.late;
+	request_ctx late = {.app_name = "", .client = "c", .now_ms = 1, .late = &owed};
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &late, &b), VERDICT_FORWARD);
+	assert_int_equal(b.late.n, 0);
+	assert_int_equal(tally[RULE_INDEX_MISMATCHED_SORT], 2); /* a_1 serves the leading one */
+	engine_free(e);
+	fx_sink_free(&sink);
+	index_cache_free(ic);
+}
+
 static int setup(void **state)
 {
 	the_cache = scan_cache();
@@ -850,6 +886,7 @@ int main(void)
 	    cmocka_unit_test(test_filter_alone),
 	    cmocka_unit_test(test_first_request_gets_a_verdict),
 	    cmocka_unit_test(test_late_verdict_across_a_schema_change),
+	    cmocka_unit_test(test_late_call_gives_nothing_twice),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
