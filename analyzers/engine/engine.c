@@ -238,18 +238,26 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
 }
 
+/* A late call's record starts from the request's: when it went on, and the
+ * findings it has had (engine_late). */
+static void late_carry(engine_late *to, const engine_late *from)
+{
+	to->changed = 0;
+	to->since = from->since;
+	to->ngiven = from->ngiven;
+	to->given_more = from->given_more;
+	memcpy(to->given, from->given, from->ngiven * sizeof(to->given[0]));
+}
+
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
 {
 	if (block) { /* nothing owed, nothing skipped, whatever the command */
 		block->late.n = 0;
 		block->late.lost = 0;
-		block->late.changed = 0;
-		block->late.since = rc && rc->late ? rc->late->since : 0;
-		block->late.ngiven = rc && rc->late ? rc->late->ngiven : 0;
-		block->late.given_more = rc && rc->late ? rc->late->given_more : 0;
-		if (block->late.ngiven)
-			memcpy(block->late.given, rc->late->given,
-			       block->late.ngiven * sizeof(block->late.given[0]));
+		block->late.ngiven = 0;
+		block->late.given_more = 0;
+		if (rc && rc->late) /* since is set by the first owe otherwise */
+			late_carry(&block->late, rc->late);
 		block->skipped = 0;
 		block->upsert = false;
 	}
