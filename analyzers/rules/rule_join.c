@@ -299,15 +299,18 @@ static bool conn_point_wanted(const void *conn, const rule_config *rc, int64_t n
 	return j->active && now_ms - j->active_ms <= (int64_t)rc->params[JOIN_PARAM_WINDOW_MS];
 }
 
-/* A parent's slot: an empty one, else the least recently active. */
-static join_parent *parent_slot(join_conn *j)
+/* A parent's slot: an empty one, else the least recently active; for a
+ * first batch under min documents (pending), only one that is empty or
+ * pending too, so that a short result never pushes out a parent being
+ * joined (NULL: none). */
+static join_parent *parent_slot(join_conn *j, bool pending, int64_t min)
 {
-	join_parent *old = &j->parents[0];
+	join_parent *old = NULL;
 	for (int i = 0; i < JOIN_PARENTS; i++) {
 		join_parent *p = &j->parents[i];
 		if (!p->seq)
 			return p;
-		if (p->last_ms < old->last_ms)
+		if ((!pending || p->n < min) && (!old || p->last_ms < old->last_ms))
 			old = p;
 	}
 	return old;
@@ -319,8 +322,8 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 	rule_read_kind k = j->pending;
 	if (k != RULE_READ_MORE) /* a getMore's exhaust replies keep coming */
 		j->pending = RULE_READ_NONE;
-	if (k == RULE_READ_NONE || ndocs < 0 ||
-	    (k != RULE_READ_MORE && ndocs < (int64_t)rc->params[JOIN_PARAM_MIN_FANOUT]))
+	int64_t min = rc->params[JOIN_PARAM_MIN_FANOUT];
+	if (k == RULE_READ_NONE || ndocs < 0 || (k != RULE_READ_MORE && ndocs < min && ndocs < 2))
 		return; /* no parent: most replies end here, before any hashing */
 	uint64_t ns = ns_hash(j->pend_ns, j->pend_len);
 	if (k == RULE_READ_MORE) { /* pagination: more documents of the same parent */
@@ -333,16 +336,22 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 		if (best && now_ms - best->last_ms <= (int64_t)rc->params[JOIN_PARAM_WINDOW_MS]) {
 			best->n += ndocs;
 			best->last_ms = now_ms;
-			if (best->n >= (int64_t)rc->params[JOIN_PARAM_MIN_FANOUT]) {
+			if (best->n >= min) {
 				j->active = true;
 				j->active_ms = now_ms;
 			}
 			return;
 		}
+		if (ndocs < min)
+			return;
 	}
-	if (ndocs < (int64_t)rc->params[JOIN_PARAM_MIN_FANOUT])
+	/* A first batch under min documents is kept, not active: its cursor's
+	 * getMores may fill it up (a page read with batchSize 2, then each
+	 * document's children). */
+	bool pending = ndocs < min;
+	join_parent *p = parent_slot(j, pending, min);
+	if (!p)
 		return;
-	join_parent *p = parent_slot(j);
 	p->seq = ++j->seq ? j->seq : ++j->seq;
 	j->held = true;
 	/* The parent's shape, as far as a pair's dedupe tells them apart: its
@@ -353,8 +362,10 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 	p->n = ndocs;
 	p->last_ms = now_ms;
 	memcpy(p->ns, j->pend_ns, sizeof(p->ns));
-	j->active = true;
-	j->active_ms = now_ms;
+	if (!pending) {
+		j->active = true;
+		j->active_ms = now_ms;
+	}
 }
 
 static uint64_t conn_hash(const void *conn, uint64_t shape_hash)
