@@ -238,15 +238,11 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
 }
 
-/* A late call's record starts from the request's: when it went on, and the
- * findings it has had (engine_late). */
+/* A late call's record starts from the request's: when it went on. */
 static void late_carry(engine_late *to, const engine_late *from)
 {
 	to->changed = 0;
 	to->since = from->since;
-	to->ngiven = from->ngiven;
-	to->given_more = from->given_more;
-	memcpy(to->given, from->given, from->ngiven * sizeof(to->given[0]));
 }
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
@@ -254,8 +250,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	if (block) { /* nothing owed, nothing skipped, whatever the command */
 		block->late.n = 0;
 		block->late.lost = 0;
-		block->late.ngiven = 0;
-		block->late.given_more = 0;
+		block->late.nwaited = 0;
+		block->late.waited_any = false;
 		if (rc && rc->late) /* since is set by the first owe otherwise */
 			late_carry(&block->late, rc->late);
 		block->skipped = 0;
@@ -289,6 +285,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.verdict = VERDICT_FORWARD;
 	ax.nreported = 0;
 	ax.late_call = rc && rc->late;
+	ax.waited_call = 0;
 	ax.cur_site = NULL;
 	ax.wait = false;
 	ax.lookup_done = false;

@@ -45,7 +45,7 @@ typedef enum {
  * schema change named after the request went on (a createIndex or a drop
  * passed: index_cache_schema_changed) gives no verdict: the list fetched
  * since need not be the one the request ran with. */
-enum { ENGINE_LATE_MAX = 4, ENGINE_GIVEN_MAX = 8 };
+enum { ENGINE_LATE_MAX = 4 };
 
 typedef struct engine_late {
 	unsigned n;
@@ -57,13 +57,14 @@ typedef struct engine_late {
 	uint32_t lost;    /* owed where no room was left: never judged (counted) */
 	uint32_t changed; /* owed where a schema change passed since: never judged (counted) */
 	uint64_t since;   /* index_cache_schema_seq before the request went on */
-	/* The findings the request has had, on time or late (rule and shape
-	 * hash): a late call judges the request again, and what it finds again
-	 * is not reported twice. Past ENGINE_GIVEN_MAX, a rule in given_more
-	 * reports nothing late. */
-	unsigned ngiven;
-	uint32_t given_more;
-	uint64_t given[ENGINE_GIVEN_MAX];
+	/* The lists that were not known (engine_ns_hash of their "db.coll";
+	 * more than ENGINE_LATE_MAX: any): a late call runs the rules owed at
+	 * a namespace whole, and reports only from a check that read one of
+	 * them (or of a rule owed whole, its checks never run on time), so
+	 * nothing found on time is found twice. */
+	unsigned nwaited;
+	bool waited_any;
+	uint64_t waited[ENGINE_LATE_MAX];
 } engine_late;
 
 uint64_t engine_ns_hash(const char *ns);

@@ -133,6 +133,10 @@ struct rule_ctx {
 	verdict verdict;        /* FORWARD or BLOCK */
 	unsigned nreported;     /* findings sent this request */
 	bool late_call;         /* rc->late: only the rules owed run (target_init) */
+	/* A late call: the check (its ncalled) that read a list not known on
+	 * time (engine_late.waited; rule_ctx_indexes): what it finds is new
+	 * (verdict.c). 0: none. */
+	unsigned waited_call;
 	/* The check running now (run_checks), for rule_ctx_indexes: a rule
 	 * that finds the index list not known yet owes its verdict. */
 	rule_id cur_rule;
@@ -342,7 +346,7 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 
 /* rules (bit r) owe their verdict at ns, for the check kinds in kinds
  * (engine_late). */
-void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds);
+uint64_t engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds);
 
 /* ---- conn_track.c ---- */
 

@@ -66,22 +66,23 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 
 /* Merges into the namespace's entry when there is one, so a request that
  * owes several rules at one namespace takes one slot; past ENGINE_LATE_MAX
- * namespaces the rules are counted as lost, never judged wrongly. */
-void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
+ * namespaces the rules are counted as lost, never judged wrongly. Returns
+ * engine_ns_hash(ns) (0 without a block). */
+uint64_t engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
 {
 	block_info *b = ax->block;
 	if (!b)
-		return;
+		return 0;
 	uint64_t h = engine_ns_hash(ns);
 	for (unsigned i = 0; i < b->late.n; i++)
 		if (b->late.at[i].ns_hash == h) {
 			b->late.at[i].rules |= rules;
 			b->late.at[i].kinds |= kinds;
-			return;
+			return h;
 		}
 	if (b->late.n == ENGINE_LATE_MAX) {
 		b->late.lost |= rules;
-		return;
+		return h;
 	}
 	/* read before the request goes on: a change it counts passed first */
 	if (!ax->late_call)
@@ -89,6 +90,33 @@ void engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds)
 	b->late.at[b->late.n].ns_hash = h;
 	b->late.at[b->late.n].rules = rules;
 	b->late.at[b->late.n++].kinds = kinds;
+	return h;
+}
+
+/* The list of a namespace (h: its engine_ns_hash) was not known: a late
+ * call reports what a check reading it finds (engine_late.waited). */
+static void note_waited(block_info *b, uint64_t h)
+{
+	if (!b)
+		return;
+	for (unsigned i = 0; i < b->late.nwaited; i++)
+		if (b->late.waited[i] == h)
+			return;
+	if (b->late.nwaited < ENGINE_LATE_MAX)
+		b->late.waited[b->late.nwaited++] = h;
+	else
+		b->late.waited_any = true;
+}
+
+static bool waited_for(const engine_late *l, const char *ns)
+{
+	if (l->waited_any)
+		return true;
+	uint64_t h = engine_ns_hash(ns);
+	for (unsigned i = 0; i < l->nwaited; i++)
+		if (l->waited[i] == h)
+			return true;
+	return false;
 }
 
 /* A check asked for an index list the cache does not have yet: its rule,
@@ -105,6 +133,8 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 		return INDEXES_UNAVAILABLE;
 	}
 	index_lookup r = engine_lookup(ax, db, coll, out);
+	if (ax->late_call && r == INDEXES_KNOWN && waited_for(ax->rc->late, ax->lookup_ns))
+		ax->waited_call = ax->ncalled;
 	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])
 		return r;
 	if (ax->rc && ax->rc->no_wait) {
@@ -114,7 +144,10 @@ index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, co
 	           ax->verdict == VERDICT_FORWARD) {
 		ax->wait = true; /* a list facts_ready could not see: $lookup's other side */
 	} else {
-		engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
+		uint64_t h = engine_owe(ax, s->ns, 1u << ax->cur_rule, ax->cur_kind);
+		/* mostly the site's own list; a $lookup's other side's else */
+		note_waited(ax->block,
+		            strcmp(ax->lookup_ns, s->ns) == 0 ? h : engine_ns_hash(ax->lookup_ns));
 	}
 	return r;
 }

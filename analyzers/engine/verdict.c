@@ -177,35 +177,20 @@ static bool site_refused(const rule_site *s)
 	       (s->parsed_pipeline && pipeline_refused(s->parsed_pipeline));
 }
 
-/* Whether the request had this finding already (engine_late.given): a
- * late call runs the rules it owes at a namespace whole, and a check that
- * needed no index list (a $sort in a $facet), or whose list was known on
- * time (the outer side of a $lookup whose other side was owed), finds
- * again what it found on time. Notes it when not. */
-static bool given_before(rule_ctx *ax, rule_id rule, uint64_t hash)
+/* A late call (engine_late.waited): a check's finding is new only when
+ * the check read a list that was not known on time, or when its rule was
+ * owed whole at the site (its checks did not run on time). Anything else
+ * (a $sort in a $facet, which needs no list; the side whose list was
+ * known) was found on time already. */
+static bool late_and_found_before(const rule_ctx *ax, const rule_site *s, rule_id rule)
 {
-	engine_late *l = &ax->block->late;
-	uint64_t key = hash ^ ((uint64_t)rule + 1) * 0x9e3779b97f4a7c15ull;
-	for (unsigned i = 0; i < l->ngiven; i++)
-		if (l->given[i] == key)
-			return ax->late_call;
-	if (ax->late_call && (l->given_more >> rule & 1))
-		return true; /* cannot tell: none rather than one twice */
-	if (l->ngiven < ENGINE_GIVEN_MAX)
-		l->given[l->ngiven++] = key;
-	else
-		l->given_more |= 1u << rule;
-	return false;
-}
-
-/* A finding on its way to the sink: counted (engine_set_tally), unless
- * the request had it already (given_before). */
-static bool tallied(rule_ctx *ax, rule_id rule, rule_action action, uint64_t hash)
-{
-	if (ax->block && given_before(ax, rule, hash))
+	if (!ax->late_call || !ax->cur_site || ax->waited_call == ax->ncalled)
 		return false;
-	if (ax->e->tally)
-		ax->e->tally(ax->e->tally_arg, rule, action);
+	const engine_late *l = ax->rc->late;
+	uint64_t h = engine_ns_hash(s->ns);
+	for (unsigned i = 0; i < l->n; i++)
+		if (l->at[i].ns_hash == h && l->at[i].kinds == ~0u && (l->at[i].rules >> rule & 1))
+			return false;
 	return true;
 }
 
@@ -219,7 +204,7 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
                                              uint64_t pre_hash)
 {
 	rule_action action = s->act[rule];
-	if (action == RULE_OFF || ax->wait || site_refused(s))
+	if (action == RULE_OFF || ax->wait || site_refused(s) || late_and_found_before(ax, s, rule))
 		return;
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	char redacted[SHAPE_BUF_LEN];
@@ -243,8 +228,8 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 		return;
 	if (to_sink && !hashed)
 		hash = finding_hash(ax, s, redacted, &shape);
-	if (to_sink && !tallied(ax, rule, action, hash))
-		return;
+	if (to_sink && ax->e->tally)
+		ax->e->tally(ax->e->tally_arg, rule, action);
 	/* A repeat that blocks nothing is only counted: its words would be
 	 * rendered for no reader (the common case of a known finding). */
 	if (to_sink && !first_block) {

@@ -205,26 +205,27 @@ def test_late_call_counts_each_finding_once(start_proxy):
     late verdict) and whose $facet sorts need none (reported at once): the late call judges the
     sort rule again and found the $facet's sorts again, counting them in
     mongoguard_findings_total and as repeats in the log (3 for one request: helper, held-out
-    set 3). Each is counted once."""
+    set 3). Each is counted once, and the leading $sort's own late finding counts too, though
+    it has the same shape as the others."""
     srv = FakeServer()
     srv.start()
-    srv.add_collection("shop.fac", count=50000, indexes=[{"key": {"a": 1}, "name": "a_1"}])
+    srv.add_collection("shop.fac", count=50000, indexes=[])
     port = free_port()
     cfg = {"admin": {"listen": f"127.0.0.1:{port}"},
            "analysis": {"summaryIntervalSecs": 1},
            "rules": rules(index_mismatched_sort="log")}
     p = start_proxy(srv.uri, json.dumps(cfg) + "\n")
     client = MongoClient(p.uri, appname="late-once", serverSelectionTimeoutMS=10000)
+    key = 'mongoguard_findings_total{rule="index-mismatched-sort",action="log"}'
     try:
         list(client["shop"]["fac"].aggregate([
             {"$sort": {"a": 1}},
             {"$facet": {"x": [{"$sort": {"a": 1}}], "y": [{"$sort": {"b": 1}}]}}]))
-        until(lambda: srv.messages("listIndexes"))
-        time.sleep(1.5)  # the late verdict, and a summary interval
-        m = samples(get(port, "/metrics")[2])
-        assert m['mongoguard_findings_total{rule="index-mismatched-sort",action="log"}'] == 2, m
+        until(lambda: samples(get(port, "/metrics")[2])[key] >= 3)  # the late one
+        time.sleep(1.5)  # anything counted twice would be by now, and a summary interval
+        assert samples(get(port, "/metrics")[2])[key] == 3
         got = p.log.findings("index-mismatched-sort")
-        assert sum(f["attr"]["repeats"] or 1 for f in got) == 2, [f["attr"] for f in got]
+        assert sum(f["attr"]["repeats"] or 1 for f in got) == 3, [f["attr"] for f in got]
     finally:
         client.close()
         srv.stop()

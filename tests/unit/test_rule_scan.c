@@ -835,7 +835,8 @@ static void count_tally(void *arg, rule_id rule, rule_action action)
  * on time (a $sort in a $facet needs no index list; the outer side of a
  * $lookup whose other side's list is owed) is not counted again
  * (mongoguard_findings_total counted a $facet's sort three times for one
- * request: helper, held-out set 3). */
+ * request: helper, held-out set 3); what the late call finds with the list
+ * it waited for is, whatever its shape. */
 static void test_late_call_gives_nothing_twice(void **state)
 {
 	index_cache *ic;
@@ -857,6 +858,17 @@ static void test_late_call_gives_nothing_twice(void **state)
 	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &late, &b), VERDICT_FORWARD);
 	assert_int_equal(b.late.n, 0);
 	assert_int_equal(tally[RULE_INDEX_MISMATCHED_SORT], 2); /* a_1 serves the leading one */
+	/* no index: the leading $sort's own finding comes late, and counts,
+	 * though it has the $facet's shape */
+	const char *q2 =
+	    "{'aggregate':'fac2','pipeline':[{'$sort':{'a':1}},{'$facet':{'x':[{'$sort':"
+	    "{'b':1}}]}}],'cursor':{}}";
+	assert_int_equal(fx_analyze(e, "test", q2, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_INDEX_MISMATCHED_SORT], 3);
+	put(ic, "fac2", "[{'v':2,'key':{'_id':1},'name':'_id_'}]", 50000);
+	owed = b.late;
+	assert_int_equal(fx_analyze(e, "test", q2, NULL, 0, &late, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_INDEX_MISMATCHED_SORT], 4);
 	engine_free(e);
 	fx_sink_free(&sink);
 	index_cache_free(ic);
