@@ -109,7 +109,7 @@ static void skip_and_owe(rule_ctx *ax, target *t, uint32_t rules)
 	for (int r = 0; r < RULE_COUNT; r++)
 		if (rules >> r & 1)
 			t->act[r] = RULE_OFF; /* their checks would find nothing to read */
-	(void)engine_owe(ax, t->ns, rules, ~0u);
+	(void)engine_owe(ax, t->ns, rules, OWE_EVERY_CHECK);
 }
 
 /* The facts the index-aware rules read (the namespace's index list and

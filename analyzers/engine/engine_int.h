@@ -346,6 +346,9 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 
 /* rules (bit r) owe their verdict at ns, for the check kinds in kinds
  * (engine_late). */
+/* kinds for a rule owed whole: turned off where it was owed, none of its
+ * checks ran on time (analysers.c, skip_and_owe) */
+#define OWE_EVERY_CHECK (~0u)
 uint64_t engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds);
 
 /* ---- conn_track.c ---- */

@@ -189,7 +189,8 @@ static bool late_and_found_before(const rule_ctx *ax, const rule_site *s, rule_i
 	const engine_late *l = ax->rc->late;
 	uint64_t h = engine_ns_hash(s->ns);
 	for (unsigned i = 0; i < l->n; i++)
-		if (l->at[i].ns_hash == h && l->at[i].kinds == ~0u && (l->at[i].rules >> rule & 1))
+		if (l->at[i].ns_hash == h && l->at[i].kinds == OWE_EVERY_CHECK &&
+		    (l->at[i].rules >> rule & 1))
 			return false;
 	return true;
 }
@@ -226,10 +227,10 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
 	bool to_sink = ax->nreported < MAX_REPORTS_PER_REQUEST && ax->e->sink;
 	if (!first_block && !to_sink)
 		return;
-	if (to_sink && !hashed)
-		hash = finding_hash(ax, s, redacted, &shape);
 	if (to_sink && ax->e->tally)
 		ax->e->tally(ax->e->tally_arg, rule, action);
+	if (to_sink && !hashed)
+		hash = finding_hash(ax, s, redacted, &shape);
 	/* A repeat that blocks nothing is only counted: its words would be
 	 * rendered for no reader (the common case of a known finding). */
 	if (to_sink && !first_block) {

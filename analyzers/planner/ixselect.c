@@ -500,13 +500,12 @@ static ixselect_verdict geo(const index_def *d, const ixselect_field *fields, si
 	return IXSELECT_NO; /* text: only $text, which the caller judges */
 }
 
-/* Whether d's key k (btree or hashed) takes one of kinds. */
+/* Whether d's key k takes one of kinds: btree or hashed, as every key of
+ * an index that is not a plugin one (index_set.c) is. */
 static bool key_k_takes(const index_def *d, size_t k, unsigned kinds)
 {
 	if (d->keys[k].type == INDEX_KEY_HASHED)
 		return kinds & (d->sparse ? IXB_HASHED_SPARSE : IXB_HASHED);
-	if (d->keys[k].type != INDEX_KEY_BTREE)
-		return false;
 	/* Multikey unknown (a server that does not say) counts as not. */
 	bool known; /* from explain, or a write the proxy saw put an array there */
 	bool multikey = k < 32 && (index_def_multikey(d, &known) >> k & 1u);
@@ -514,11 +513,6 @@ static bool key_k_takes(const index_def *d, size_t k, unsigned kinds)
 	if (!multikey)
 		want |= d->sparse ? IXB_SPARSE_NM : IXB_BTREE_NM;
 	return kinds & want;
-}
-
-static bool key_takes(const index_def *d, unsigned kinds)
-{
-	return key_k_takes(d, 0, kinds);
 }
 
 /* A leading key that takes every key (IXB_ALL_KEYS: {a: {$exists: true}}
@@ -529,7 +523,7 @@ static bool key_takes(const index_def *d, unsigned kinds)
 static bool later_key_takes(const index_def *d, const ixselect_field *fields, size_t n, bool same,
                             unsigned lead_kinds)
 {
-	if (!(lead_kinds & IXB_ALL_KEYS) || d->sparse || d->keys[0].type == INDEX_KEY_OTHER)
+	if (!(lead_kinds & IXB_ALL_KEYS) || d->sparse)
 		return false;
 	for (size_t k = 1; k < d->nkeys; k++)
 		if (key_k_takes(d, k, kinds_of(fields, n, d->keys[k].field, same, !d->collation)))
@@ -566,7 +560,7 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 		return geo(d, fields, n);
 	const index_key *lead = &d->keys[0];
 	unsigned lead_kinds = kinds_of(fields, n, lead->field, same, !d->collation);
-	if (key_takes(d, lead_kinds) || later_key_takes(d, fields, n, same, lead_kinds))
+	if (key_k_takes(d, 0, lead_kinds) || later_key_takes(d, fields, n, same, lead_kinds))
 		return IXSELECT_YES;
 	/* {a: {$elemMatch: {b: ...}}} and $all of them: a key on a.b, by
 	 * what the $elemMatch puts on b (an operand not read: any key). */
@@ -581,7 +575,7 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 		const char *sub = lead->field + strlen(fields[i].field) + 1;
 		elem_kinds(&operand, sub, &acc, 0);
 		unsigned kinds = field_kinds(&acc, same, !d->collation);
-		if (key_takes(d, kinds) || ne_null_below(d, fields[i].field, kinds))
+		if (key_k_takes(d, 0, kinds) || ne_null_below(d, fields[i].field, kinds))
 			return IXSELECT_YES;
 	}
 	return IXSELECT_NO;
