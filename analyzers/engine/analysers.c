@@ -434,9 +434,12 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	                .coll = a->coll,
 	                .filter = lookup ? (bson_empty(&merged) ? NULL : &merged) : l.filter,
 	                .sort = l.has_sort ? &l.sort : NULL,
-	                .collation = w->b->q.collation};
+	                .collation = w->b->q.collation,
+	                .behind = l.behind};
 	if (l.has_sort && (t->parts & PART_SORT) && !run_sort(ax, site, &q))
 		ax->wait = true;
+	q.sort = l.behind ? NULL : q.sort; /* the query's own sort: a leading one */
+	q.behind = NULL;
 	/* The query: a $unionWith's, and a $lookup's pipeline-only form (with
 	 * let, its $expr comparisons with variables are bounds once bound:
 	 * run per outer document, an unbounded one scans `from` each time).
@@ -546,7 +549,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		leading_stages(&b.pipeline, &l);
 		if (!facts_ready(
 		        ax, &t,
-		        (l.has_sort ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
+		        (l.has_sort && !l.behind ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
 		            (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
 			leading_done(&l);
 			return VERDICT_WAIT_INDEXES;
@@ -554,7 +557,9 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		if (l.has_sort && (t.parts & PART_SORT)) {
 			b.q.filter = l.filter;
 			b.q.sort = &l.sort;
+			b.q.behind = l.behind;
 			ready = run_sort(ax, &site, &b.q);
+			b.q.behind = NULL;
 		}
 	}
 	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))) &&
@@ -569,7 +574,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			                 .limit = l.count_limit,
 			                 .counts = l.counts};
 			rq.q.filter = l.filter;
-			rq.q.sort = l.has_sort ? &l.sort : NULL;
+			rq.q.sort = l.has_sort && !l.behind ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);
 		}
 		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);

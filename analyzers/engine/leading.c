@@ -148,53 +148,110 @@ static void moved_matches(bson_iter_t *s, leading *l)
 	} while (wire_iter_next(s));
 }
 
-/* Whether the sort names a path at, above or under as. */
-static bool sort_touches(const bson_t *sort, const char *as)
+/* {$unwind: "$a"} or {$unwind: {path: "$a", ...}}: "a" (NULL: neither);
+ * *preserves: its preserveNullAndEmptyArrays is true. */
+static const char *unwind_read(const bson_iter_t *c, bool *preserves)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, sort))
-		return true;
-	while (wire_iter_next(&it)) {
-		const char *f = wire_iter_key(&it);
-		if (paths_overlap(f, as))
-			return true;
-	}
-	return false;
+	const char *path = NULL;
+	*preserves = false;
+	if (WIRE_ITER_HOLDS_UTF8(c))
+		path = bson_iter_utf8(c, NULL);
+	else if (WIRE_ITER_HOLDS_DOCUMENT(c) && wire_iter_recurse(c, &it))
+		while (wire_iter_next(&it)) {
+			const char *k = wire_iter_key(&it);
+			if (key_eq(k, "path") && WIRE_ITER_HOLDS_UTF8(&it))
+				path = bson_iter_utf8(&it, NULL);
+			else if (key_eq(k, "preserveNullAndEmptyArrays"))
+				*preserves = WIRE_ITER_HOLDS_BOOL(&it) && bson_iter_bool(&it);
+		}
+	return path && path[0] == '$' ? path + 1 : NULL;
 }
 
-/* s on a $lookup or $graphLookup after the leading run: a $sort right
- * after a run of them moves before them all when it names no path their
- * as fields write (tryReorderingWithSort, in each one's doOptimizeAt; a
- * $lookup followed by an $unwind of its as absorbs that instead, and
- * moves nothing), and so becomes the leading run's sort. */
-static void sort_past_joins(const bson_iter_t *s, leading *l)
+/* Whether every key of the sort (its value on c) is a plain field (no
+ * $meta) that the stages in ch leave under its own name and that no as
+ * field writes. */
+static bool sort_passes(const bson_iter_t *c, const stage_paths *ch, const char *const *as,
+                        size_t nas)
+{
+	bson_iter_t it;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(c) || !wire_iter_recurse(c, &it))
+		return false;
+	while (wire_iter_next(&it)) {
+		const char *f = wire_iter_key(&it), *at = NULL;
+		if (!WIRE_ITER_HOLDS_NUMBER(&it) || !stage_paths_pass(ch, f, true, &at) || !at ||
+		    strcmp(at, f) != 0)
+			return false;
+		for (size_t i = 0; i < nas; i++)
+			if (paths_overlap(f, as[i]))
+				return false;
+	}
+	return true;
+}
+
+/* s on the first stage after the leading run: a $sort after a run of
+ * stages that leave its fields as they are. mongod's optimization moves
+ * such a $sort before a $lookup or $graphLookup (tryReorderingWithSort;
+ * not one that absorbed an $unwind of its as) and before an $unwind
+ * (DocumentSourceUnwind::canPushSortBack; with a $limit after the $sort,
+ * only when it preserves null and empty arrays, since the $limit moves
+ * too), and so it becomes the leading run's sort. It moves none before a
+ * $project, $addFields, $set or $unset (a single-document transformation
+ * swaps with a $skip only): past one of those the sort is in memory
+ * whatever the indexes, and l->behind names it. A sort on a field those
+ * stages compute, or after any other stage ($group, $limit, $skip, a
+ * $match between, ...), is not judged: it sorts what that stage made. */
+static void sort_after_run(const bson_iter_t *s, leading *l)
 {
 	bson_iter_t it = *s, c;
-	const char *as[8];
-	size_t n = 0;
+	const char *as[8], *last_as = NULL, *behind = NULL;
+	size_t nas = 0;
+	bool unwinds_drop = false; /* an $unwind that drops empty arrays */
+	stage_paths ch;
+	stage_paths_init(&ch);
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
 		    !wire_iter_next(&c))
 			return;
 		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$sort")) {
-			bson_t sort;
-			if (n == 0 || !wire_iter_doc_view(&c, &sort))
+			if ((behind && l->has_sort) || !sort_passes(&c, &ch, as, nas))
 				return;
-			for (size_t i = 0; i < n; i++)
-				if (sort_touches(&sort, as[i]))
-					return;
+			bson_iter_t next = it, n1;
+			if (!behind && unwinds_drop && wire_iter_next(&next) &&
+			    WIRE_ITER_HOLDS_DOCUMENT(&next) && wire_iter_recurse(&next, &n1) &&
+			    wire_iter_next(&n1) && key_eq(wire_iter_key(&n1), "$limit"))
+				return;
 			/* a view is made in place, never copied (its buffer
 			 * pointer is into itself) */
 			l->has_sort = wire_iter_doc_view(&c, &l->sort);
+			l->behind = l->has_sort ? behind : NULL;
 			return;
 		}
+		const char *this_as = NULL;
 		bool graph = key_eq(k, "$graphLookup");
-		lookup_stage lk;
-		if ((!graph && !key_eq(k, "$lookup")) || n == 8 ||
-		    !lookup_stage_read(&c, graph, &lk) || !lk.as)
+		if (graph || key_eq(k, "$lookup")) {
+			lookup_stage lk;
+			if (nas == 8 || !lookup_stage_read(&c, graph, &lk) || !lk.as)
+				return;
+			as[nas++] = this_as = lk.as;
+		} else if (key_eq(k, "$unwind")) {
+			bool preserves;
+			const char *path = unwind_read(&c, &preserves);
+			if (!path || (last_as && strcmp(path, last_as) == 0) ||
+			    !stage_paths_add(&ch, k, &c))
+				return; /* absorbed by the $lookup before it: the sort stays */
+			unwinds_drop |= !preserves;
+		} else if (key_eq(k, "$project") || key_eq(k, "$addFields") || key_eq(k, "$set") ||
+		           key_eq(k, "$unset")) {
+			if (!stage_paths_add(&ch, k, &c))
+				return;
+			if (!behind)
+				behind = k;
+		} else {
 			return;
-		as[n++] = lk.as;
+		}
+		last_as = this_as;
 	} while (wire_iter_next(&it));
 }
 
@@ -202,6 +259,7 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
 	l->owned = l->has_sort = l->counts = false;
+	l->behind = NULL;
 	l->count_limit = 0;
 	l->filter = NULL;
 	if (!wire_iter_recurse(pipeline, &s))
@@ -227,8 +285,7 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 			counting_tail(&s, l);
 		else
 			moved_matches(&s, l);
-		if (key_eq(k, "$lookup") || key_eq(k, "$graphLookup"))
-			sort_past_joins(&at, l);
+		sort_after_run(&at, l);
 		return;
 	}
 }

@@ -17,6 +17,11 @@ typedef struct leading {
 	const bson_t *filter; /* NULL, &first or &merged */
 	bson_t sort;
 	bool has_sort;
+	/* With has_sort: the first stage that keeps the $sort after it, by
+	 * name ("$project", "$addFields", "$set", "$unset"): mongod moves no
+	 * $sort before those, so it sorts in memory whatever the indexes.
+	 * NULL: the sort leads, as mongod's optimization leaves it. */
+	const char *behind;
 	bool counts;         /* countDocuments' form: the matches are counted */
 	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
 } leading;

@@ -18,6 +18,10 @@ typedef struct sort_query {
 	 * $facet hands over, which no index can order (only a pipeline's
 	 * leading stages reach the query planner), so it sorts in memory. */
 	bool in_facet;
+	/* A $sort after the stage named here ($project, $addFields, $set,
+	 * $unset), on fields it leaves as they are: mongod moves no $sort
+	 * before such a stage, so this one sorts in memory too (leading.h). */
+	const char *behind;
 } sort_query;
 
 #endif

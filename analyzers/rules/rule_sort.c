@@ -643,15 +643,17 @@ static void blocking(sort_facts *f, const char *why, const index_def *hinted,
 	}
 }
 
-/* A $sort in a $facet branch (sort_query.in_facet). */
-static void facet_verdict(const sort_query *q, sort_facts *f)
+/* A $sort in a $facet branch (sort_query.in_facet), or behind a stage
+ * mongod moves no $sort before (sort_query.behind). */
+static void in_memory_verdict(const sort_query *q, sort_facts *f)
 {
 	/* A $facet's sub-pipelines get their documents from the stage
 	 * before $facet, never from an index scan: only a pipeline's
 	 * leading stages are pushed down to the query planner, so every
 	 * $sort in them sorts in memory (the server's own aggregation
 	 * tests that assert an index-provided sort refuse to run
-	 * wrapped in $facet). */
+	 * wrapped in $facet). A $sort after a $project is not leading
+	 * either (the leading filter is still the input). */
 	query_preds_init(&f->preds);
 	if (q->filter) {
 		/* its input is what the leading filter selects: _id
@@ -661,13 +663,19 @@ static void facet_verdict(const sort_query *q, sort_facts *f)
 		const query_pred *id = query_preds_find(&f->preds, "_id");
 		if (id && ((id->point && id->point_nc) || (id->points && id->points_nc))) {
 			say(f, SORT_PROVIDED, &f->sort,
-			    "at most a few documents to sort: _id points bound the "
-			    "$facet's input",
+			    q->behind ? "at most a few documents to sort: _id points bound them"
+			              : "at most a few documents to sort: _id points bound the "
+			                "$facet's input",
 			    NULL, NULL);
 			return;
 		}
 	}
-	say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it", NULL, NULL);
+	if (q->behind)
+		say(f, SORT_BLOCKING, &f->sort, "after ", q->behind,
+		    ", which mongod moves no $sort ahead of, so no index can provide it");
+	else
+		say(f, SORT_BLOCKING, &f->sort, "inside $facet, where no index can provide it",
+		    NULL, NULL);
 }
 
 /* The index list gave no plain answer: a hint, a wildcard index, or the
@@ -732,8 +740,8 @@ void sort_evaluate(const index_set *s, const sort_query *q, sort_facts *f)
 	case SORT_SPEC_KEYS:
 		break;
 	}
-	if (q->in_facet) {
-		facet_verdict(q, f);
+	if (q->in_facet || q->behind) {
+		in_memory_verdict(q, f);
 		return;
 	}
 	if (s == NULL || index_set_is_opaque(s, &why)) {
@@ -854,7 +862,8 @@ void sort_facts_suggestion(const sort_facts *f, char *suggestion, size_t len)
 	if (suggestion == NULL || len == 0)
 		return;
 	suggestion[0] = '\0';
-	if (f->verdict == SORT_BLOCKING && !f->q->in_facet) /* no index helps there */
+	if (f->verdict == SORT_BLOCKING && !f->q->in_facet &&
+	    !f->q->behind) /* no index helps there */
 		esr_suggest_parsed(f->q->db, f->q->coll, &f->preds, &f->sort, f->q->collation,
 		                   suggestion, len);
 }
@@ -876,7 +885,8 @@ static rule_readiness check_sort(rule_ctx *c, const rule_site *s, const sort_que
 	const index_set *set = NULL;
 	if (!s->coll)
 		return RULE_READY;
-	switch (q->in_facet ? INDEXES_KNOWN : rule_ctx_indexes(c, s->db, s->coll, &set)) {
+	switch (q->in_facet || q->behind ? INDEXES_KNOWN
+	                                 : rule_ctx_indexes(c, s->db, s->coll, &set)) {
 	case INDEXES_KNOWN:
 		break;
 	case INDEXES_PENDING: /* the engine owes the verdict, or the wait ended */
@@ -912,6 +922,12 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 	if (f->q->in_facet)
 		text_str(&t, "move the $sort (and a $limit after it) before $facet, where an index "
 		             "can provide it, or sort fewer documents inside the facet");
+	else if (f->q->behind)
+		text_printf(&t,
+		            "move the $sort (and a $limit after it) before %s, right after the "
+		            "leading $match, where an index can provide it: %s leaves the sorted "
+		            "fields as they are",
+		            f->q->behind, f->q->behind);
 	else if (index[0])
 		text_printf(&t, "create the index %s", index);
 	else

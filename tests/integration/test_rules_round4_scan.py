@@ -252,3 +252,45 @@ def test_count_documents_and_distinct_on_a_real_server(clients, upstream, start_
     assert sorted(c.distinct("status")) == ["A", "B"]
     time.sleep(0.3)
     assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)
+
+
+def test_sort_after_unwind_and_projections(start_proxy):
+    """Stop 40: mongod moves a $sort back past an $unwind whose path it does not name
+    (canPushSortBack), so it is judged as the leading sort, and past no $project,
+    $addFields, $set or $unset, so a $sort after one sorts in memory whatever the indexes.
+    Both were not judged before (pymongo, through the real proxy, scripted upstream)."""
+    srv, p, client = scripted(start_proxy, "round4-behind")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        # a_1_b_1 would provide {b: 1} after the equality on a, but not behind $project.
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"a": 1}}, {"$project": {"a": 1, "b": 1}},
+                          {"$sort": {"b": 1}}, {"$limit": 5}]))
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        check_finding(f, rule="index-mismatched-sort", action="log", ns="shop.orders",
+                      command="aggregate", app="round4-behind")
+        assert "after $project, which mongod moves no $sort ahead of" in f["attr"]["detail"]
+        assert "before $project" in f["attr"]["suggestion"], f["attr"]
+        # Past an $unwind: the leading sort, judged against the indexes.
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"a": 1}}, {"$unwind": "$items"}, {"$sort": {"z": 1}}]))
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        assert "sort {\"z\": 1} on shop.orders: no index provides it" in f["attr"]["detail"]
+        assert "createIndex({\"a\": 1, \"z\": 1})" in f["attr"]["suggestion"]
+        # Near misses: an $unwind the index order survives, a field the stage computes,
+        # a sort of the few documents _id points select, a $group's output.
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"a": 1}}, {"$unwind": "$items"}, {"$sort": {"b": 1}}]))
+        list(c.aggregate([{"$match": {"a": 1}}, {"$set": {"t": {"$add": ["$b", 1]}}},
+                          {"$sort": {"t": 1}}]))
+        list(c.aggregate([{"$match": {"_id": {"$in": [1, 2]}}}, {"$addFields": {"u": 1}},
+                          {"$sort": {"b": 1}}]))
+        list(c.aggregate([{"$match": {"a": 1}}, {"$group": {"_id": "$b", "n": {"$sum": 1}}},
+                          {"$sort": {"n": -1}}]))
+        time.sleep(0.3)
+        assert not p.log.findings("index-mismatched-sort", mark), \
+            p.log.findings("index-mismatched-sort", mark)
+    finally:
+        client.close()
+        srv.stop()

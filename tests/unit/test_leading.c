@@ -90,6 +90,72 @@ static void test_sort_moves_before_joins(void **state)
 	       "- | { 'z' : 1 }");
 }
 
+/* mongod moves a $sort before an $unwind whose path and includeArrayIndex
+ * it names none of (canPushSortBack; with a $limit after it only when the
+ * $unwind preserves null and empty arrays), and before no projection: a
+ * $sort behind one is the sort, behind it (leading.h's behind). */
+static void expect_behind(const char *pipeline, const char *want_sort, const char *want_behind)
+{
+	char json[2048];
+	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
+	bson_t *doc = fx_json(json);
+	assert_non_null(doc);
+	bson_iter_t it;
+	assert_true(bson_iter_init_find(&it, doc, "p"));
+	leading l;
+	leading_stages(&it, &l);
+	char *s = l.has_sort ? bson_as_relaxed_extended_json(&l.sort, NULL) : NULL;
+	char *w = want_sort ? fx_dequote(want_sort) : NULL;
+	if ((s == NULL) != (w == NULL) || (s && strcmp(s, w) != 0) ||
+	    (l.behind == NULL) != (want_behind == NULL) ||
+	    (l.behind && strcmp(l.behind, want_behind) != 0))
+		fail_msg("%s\n got: %s behind %s\nwant: %s behind %s", pipeline, s ? s : "-",
+		         l.behind ? l.behind : "-", w ? w : "-", want_behind ? want_behind : "-");
+	free(w);
+	bson_free(s);
+	leading_done(&l);
+	bson_destroy(doc);
+}
+
+static void test_sort_past_unwind_and_projections(void **state)
+{
+	expect("[{'$match':{'c':1}},{'$unwind':'$t'},{'$sort':{'z':1}}]",
+	       "{ 'c' : 1 } | { 'z' : 1 }");
+	expect("[{'$unwind':{'path':'$t','includeArrayIndex':'i'}},{'$sort':{'i':1}}]", "- | -");
+	expect("[{'$unwind':'$t'},{'$sort':{'t.x':1}}]", "- | -");
+	expect("[{'$unwind':'$t.x'},{'$sort':{'t':1}}]", "- | -");
+	/* a $limit after it: the unwind must keep every document */
+	expect("[{'$unwind':'$t'},{'$sort':{'z':1}},{'$limit':3}]", "- | -");
+	expect("[{'$unwind':{'path':'$t','preserveNullAndEmptyArrays':true}},{'$sort':{'z':1}},"
+	       "{'$limit':3}]",
+	       "- | { 'z' : 1 }");
+	expect("[{'$lookup':{'from':'i','localField':'_id','foreignField':'o','as':'it'}},"
+	       "{'$unwind':'$t'},{'$sort':{'z':1}}]",
+	       "- | { 'z' : 1 }");
+	/* a $match between, a $group, a $limit: not judged */
+	expect("[{'$unwind':'$t'},{'$match':{'t':1}},{'$sort':{'z':1}}]", "- | -");
+	expect("[{'$group':{'_id':'$a'}},{'$sort':{'_id':1}}]", "- | -");
+	expect("[{'$limit':5},{'$sort':{'z':1}}]", "- | -");
+	/* behind a projection: the sort, marked */
+	expect_behind("[{'$match':{'c':1}},{'$project':{'c':1,'z':1}},{'$sort':{'z':1}}]",
+	              "{ 'z' : 1 }", "$project");
+	expect_behind("[{'$unwind':'$t'},{'$addFields':{'u':1}},{'$sort':{'z':-1}},{'$limit':2}]",
+	              "{ 'z' : -1 }", "$addFields");
+	expect_behind("[{'$unset':'q'},{'$set':{'u':1}},{'$sort':{'z':1}}]", "{ 'z' : 1 }",
+	              "$unset");
+	/* on a field the stage computes, renames or drops: not judged */
+	expect_behind("[{'$set':{'z':{'$add':['$b',1]}}},{'$sort':{'z':1}}]", NULL, NULL);
+	expect_behind("[{'$project':{'z':'$b'}},{'$sort':{'z':1}}]", NULL, NULL);
+	expect_behind("[{'$project':{'a':1}},{'$sort':{'z':1}}]", NULL, NULL);
+	expect_behind("[{'$project':{'a':1}},{'$sort':{'s':{'$meta':'textScore'}}}]", NULL, NULL);
+	/* a leading sort stays the sort; the later one is in memory, unjudged */
+	expect_behind("[{'$sort':{'y':1}},{'$project':{'y':1,'z':1}},{'$sort':{'z':1}}]",
+	              "{ 'y' : 1 }", NULL);
+	expect_behind("[{'$match':{'c':1}},{'$lookup':{'from':'i','localField':'_id',"
+	              "'foreignField':'o','as':'it'}},{'$sort':{'z':1}}]",
+	              "{ 'z' : 1 }", NULL);
+}
+
 static void test_match_moves_before_projections(void **state)
 {
 	/* a field $addFields / $set does not assign moves; one it does stays */
@@ -168,6 +234,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_match_and_sort_run),
 	    cmocka_unit_test(test_sort_moves_before_joins),
+	    cmocka_unit_test(test_sort_past_unwind_and_projections),
 	    cmocka_unit_test(test_match_moves_before_projections),
 	    cmocka_unit_test(test_match_renamed_before_stages),
 	};

@@ -780,6 +780,23 @@ static const fx_expect form_cases[] = {
     {"$facet after an _id point: a few documents", false, NULL, NULL, NULL, NULL},
     {"$facet after an _id point and an $unwind", true, "test.orders", "aggregate", "inside $facet",
      MOVE},
+    /* mongod moves no $sort before a $project / $addFields / $set /
+     * $unset (a single-document transformation swaps with $skip only):
+     * until stop 40 this sort was not judged */
+    {"$project then a $sort an index would provide: in memory", true, "test.orders", "aggregate",
+     "sort {\"b\": 1} on test.orders: after $project, which mongod moves no $sort ahead of",
+     "move the $sort (and a $limit after it) before $project"},
+    {"$addFields then a $sort no index provides: in memory", true, "test.orders", "aggregate",
+     "after $addFields", "before $addFields"},
+    {"$set then a $sort on the field it computes: not judged", false, NULL, NULL, NULL, NULL},
+    {"$project then a $sort after _id points: a few documents", false, NULL, NULL, NULL, NULL},
+    /* and it moves one before an $unwind whose path it does not name
+     * (canPushSortBack): judged as the leading sort */
+    {"$unwind then a $sort the equality prefix provides", false, NULL, NULL, NULL, NULL},
+    {"$unwind then a $sort no index provides", true, "test.orders", "aggregate",
+     "sort {\"z\": 1} on test.orders: no index provides it", "createIndex({\"a\": 1, \"z\": 1})"},
+    {"$unwind then a $sort on the unwound path: not judged", false, NULL, NULL, NULL, NULL},
+    {"$group then a $sort: not judged", false, NULL, NULL, NULL, NULL},
 };
 
 static const char *const form_json[] = {
@@ -807,6 +824,14 @@ static const char *const form_json[] = {
         "'foreignField':'x','as':'j'}},{'$sort':{'j.x':1}}"),
     AGG("{'$match':{'_id':5}},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
     AGG("{'$match':{'_id':5}},{'$unwind':'$items'},{'$facet':{'f':[{'$sort':{'b':1}}]}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$project':{'a':1,'b':1}},{'$sort':{'b':1}},{'$limit':5}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$addFields':{'t':1}},{'$sort':{'z':-1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$set':{'z':{'$add':['$b',1]}}},{'$sort':{'z':1}}"),
+    AGG("{'$match':{'_id':{'$in':[1,2]}}},{'$project':{'b':1}},{'$sort':{'b':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$unwind':'$items'},{'$sort':{'b':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$unwind':'$items'},{'$sort':{'z':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$unwind':'$items'},{'$sort':{'items.q':1}}"),
+    AGG("{'$match':{'a':'SECRET'}},{'$group':{'_id':'$b','n':{'$sum':1}}},{'$sort':{'_id':1}}"),
 };
 
 static void test_forms_through_the_engine(void **state)
