@@ -117,8 +117,40 @@ static bool add_match(leading *l, const bson_iter_t *c)
 	return true;
 }
 
+/* Whether an $expr (e on its value, or on any value inside it) moves
+ * past the stages in ch: every field path it names ("$a.b"; a variable's
+ * "$$x" is none) passes them under its own name, and it names no whole
+ * document ($$ROOT, $$CURRENT) and no field by a bare name ($getField,
+ * $setField, $unsetField). mongod splits a $match by the fields its
+ * expressions depend on (pushMatchBefore); an $expr read no further here
+ * stays where it is, fewer moved, never more. */
+static bool expr_passes(const bson_iter_t *e, const stage_paths *ch, bool group_ok, int depth)
+{
+	bson_iter_t c;
+	if (WIRE_ITER_HOLDS_UTF8(e)) {
+		const char *v = bson_iter_utf8(e, NULL), *at = NULL;
+		if (v[0] != '$')
+			return true;
+		if (v[1] == '$')
+			return strncmp(v, "$$ROOT", 6) != 0 && strncmp(v, "$$CURRENT", 9) != 0;
+		return stage_paths_pass(ch, v + 1, group_ok, &at) && at && strcmp(at, v + 1) == 0;
+	}
+	if (!WIRE_ITER_HOLDS_DOCUMENT(e) && !WIRE_ITER_HOLDS_ARRAY(e))
+		return true;
+	if (depth == 16 || !wire_iter_recurse(e, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "$getField") || key_eq(k, "$setField") || key_eq(k, "$unsetField") ||
+		    !expr_passes(&c, ch, group_ok, depth + 1))
+			return false;
+	}
+	return true;
+}
+
 /* The stages after the leading run, s on the first of them: the fields
- * of each $match that no stage before it changes join the filter. */
+ * of each $match that no stage before it changes join the filter, and
+ * so does an $expr member whose fields none changes. */
 static void moved_matches(bson_iter_t *s, leading *l)
 {
 	stage_paths ch;
@@ -136,8 +168,10 @@ static void moved_matches(bson_iter_t *s, leading *l)
 				return;
 			bool group_ok = stage_paths_group_ok(&ch, &c);
 			while (wire_iter_next(&m)) {
-				const char *f = wire_iter_key(&m), *at;
-				if (f[0] == '$' || !stage_paths_pass(&ch, f, group_ok, &at))
+				const char *f = wire_iter_key(&m), *at = f;
+				if (f[0] == '$'
+				        ? !key_eq(f, "$expr") || !expr_passes(&m, &ch, group_ok, 0)
+				        : !stage_paths_pass(&ch, f, group_ok, &at))
 					continue;
 				own(l);
 				bson_append_iter(&l->merged, at, (int)strlen(at), &m);

@@ -156,6 +156,28 @@ static void test_sort_past_unwind_and_projections(void **state)
 	              "{ 'z' : 1 }", NULL);
 }
 
+/* An $expr member moves when no stage before it changes a field it names
+ * (pushMatchBefore splits a $match by its expressions' dependencies):
+ * held-out set 5's $lookup pipelines, [{$addFields: {id: "$_id"}},
+ * {$match: {$expr: {$eq: ["$$id", "$owner"]}}}], which mongod runs as a
+ * leading $match on owner. Until stop 40 it stayed. */
+static void test_expr_moves_when_its_fields_do(void **state)
+{
+	expect("[{'$addFields':{'id':'$_id'}},{'$match':{'$expr':{'$eq':['$$id','$owner']}}}]",
+	       "{ '$expr' : { '$eq' : [ '$$id', '$owner' ] } } | -");
+	expect("[{'$match':{'a':1}},{'$unwind':'$t'},{'$match':{'$expr':{'$lt':['$b',{'$add':["
+	       "'$c',1]}]}}}]",
+	       "{ 'a' : 1, '$expr' : { '$lt' : [ '$b', { '$add' : [ '$c', 1 ] } ] } } | -");
+	/* a field a stage changes or renames, a whole document, a bare name */
+	expect("[{'$addFields':{'id':'$_id'}},{'$match':{'$expr':{'$eq':['$id',5]}}}]", "- | -");
+	expect("[{'$unwind':'$t'},{'$match':{'$expr':{'$eq':['$t.x',5]}}}]", "- | -");
+	expect("[{'$addFields':{'u':1}},{'$match':{'$expr':{'$eq':['$$ROOT.a',5]}}}]", "- | -");
+	expect("[{'$addFields':{'u':1}},{'$match':{'$expr':{'$eq':[{'$getField':'u'},5]}}}]",
+	       "- | -");
+	/* past a $group: an operator member stays (groupMatchSwapVerified) */
+	expect("[{'$group':{'_id':'$a'}},{'$match':{'$expr':{'$eq':['$_id',5]}}}]", "- | -");
+}
+
 static void test_match_moves_before_projections(void **state)
 {
 	/* a field $addFields / $set does not assign moves; one it does stays */
@@ -235,6 +257,7 @@ int main(void)
 	    cmocka_unit_test(test_match_and_sort_run),
 	    cmocka_unit_test(test_sort_moves_before_joins),
 	    cmocka_unit_test(test_sort_past_unwind_and_projections),
+	    cmocka_unit_test(test_expr_moves_when_its_fields_do),
 	    cmocka_unit_test(test_match_moves_before_projections),
 	    cmocka_unit_test(test_match_renamed_before_stages),
 	};

@@ -393,6 +393,15 @@ static const scase cases[] = {
      "'cursor':{}}",
      NOSEQ, true, "test.users", "aggregate", "no index on test.users bounds the filter (b",
      "getCollection(\"users\").createIndex({\"b\": 1})"},
+    /* the $match moves before the $addFields (it names no field that
+     * stage writes): a leading $match of users per outer document
+     * (held-out set 5's ln02; until stop 40 it stayed, unread) */
+    {"correlated $lookup pipeline whose $match follows an $addFields",
+     "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'users','let':{"
+     "'x':'$_id'},'pipeline':[{'$addFields':{'x':'$_id'}},{'$match':{'$expr':{'$eq':['$$x',"
+     "'$owner']}}}],'as':'u'}}],'cursor':{}}",
+     NOSEQ, true, "test.users", "aggregate", "no index on test.users bounds the filter (owner",
+     "getCollection(\"users\").createIndex({\"owner\": 1})"},
     HIT("explain is logged", "{'explain':{'find':'big','filter':{'qty':1}}}", "explain",
         "qty" NOT_INDEXED, NULL),
 
@@ -578,6 +587,10 @@ static const scase cases[] = {
          "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'uidx','let':{"
          "'x':'$a'},'pipeline':[{'$match':{'$expr':{'$eq':['$uid','$$x']}}}],'as':'u'}}],"
          "'cursor':{}}"),
+    MISS("correlated $lookup pipeline whose $match follows an $addFields, indexed",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'uidx','let':{"
+         "'x':'$a'},'pipeline':[{'$addFields':{'z':1}},{'$match':{'$expr':{'$eq':['$uid',"
+         "'$$x']}}}],'as':'u'}}],'cursor':{}}"),
     MISS("find with let: a variable is a constant",
          "{'find':'uidx','filter':{'$expr':{'$eq':['$$v','$uid']}},'let':{'v':5}}"),
     MISS("$graphLookup on an indexed connectToField",
