@@ -278,6 +278,16 @@ def test_sort_after_unwind_and_projections(start_proxy):
         [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
         assert "sort {\"z\": 1} on shop.orders: no index provides it" in f["attr"]["detail"]
         assert "createIndex({\"a\": 1, \"z\": 1})" in f["attr"]["suggestion"]
+        # An $expr whose fields no stage before it changes moves into the leading $match:
+        # in a $lookup pipeline, a scan of `from` per outer document (held-out set 5).
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"_id": 1}},
+                          {"$lookup": {"from": "other", "let": {"v": "$_id"}, "as": "o",
+                                       "pipeline": [{"$addFields": {"v": "$_id"}},
+                                                    {"$match": {"$expr": {"$eq": ["$$v",
+                                                                                  "$owner"]}}}]}}]))
+        [f] = wait_findings(p, rule="collection-scan", ns="shop.other", since=mark)
+        assert "owner" in f["attr"]["detail"], f["attr"]
         # Near misses: an $unwind the index order survives, a field the stage computes,
         # a sort of the few documents _id points select, a $group's output.
         mark = p.log.mark()
