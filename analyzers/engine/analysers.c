@@ -549,7 +549,8 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		leading_stages(&b.pipeline, &l);
 		if (!facts_ready(
 		        ax, &t,
-		        (l.has_sort && !l.behind ? PART_SORT : 0) | (l.filter ? PART_QUERY : 0) |
+		        (l.has_sort && !l.behind ? PART_SORT : 0) |
+		            (l.filter || l.reads_all ? PART_QUERY : 0) |
 		            (l.filter && nonempty_doc(b.q.collation) ? PART_COLLATED : 0))) {
 			leading_done(&l);
 			return VERDICT_WAIT_INDEXES;
@@ -568,11 +569,12 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		pipeline_walk(&b.pipeline, on_sub, &w);
 	}
 	if (ready) {
-		if (l.filter && (t.parts & PART_QUERY)) {
+		if ((l.filter || l.reads_all) && (t.parts & PART_QUERY)) {
 			rule_query rq = {.kind = ax->cmd->query,
 			                 .q = b.q,
 			                 .limit = l.count_limit,
-			                 .counts = l.counts};
+			                 .counts = l.counts,
+			                 .reads_all = l.reads_all};
 			rq.q.filter = l.filter;
 			rq.q.sort = l.has_sort && !l.behind ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);

@@ -289,11 +289,94 @@ static void sort_after_run(const bson_iter_t *s, leading *l)
 	} while (wire_iter_next(&it));
 }
 
+/* The stages that pass each document on as it comes, and those that take
+ * their whole input before they give anything (DocumentSource's
+ * streaming and blocking stages); any other stage (a $limit, a $skip, a
+ * source such as $collStats or $geoNear, one not known) ends the read
+ * unjudged. By the second byte, then the whole name. */
+typedef enum { FLOW_OTHER, FLOW_STREAMS, FLOW_TAKES_ALL } stage_flow;
+
+static stage_flow flow_of(const char *k)
+{
+	static const char *const streams[] = {
+	    "$project",     "$addFields",   "$set",         "$unset",  "$unwind", "$lookup",
+	    "$graphLookup", "$replaceRoot", "$replaceWith", "$redact", "$match",  "$unionWith"};
+	static const char *const takes_all[] = {
+	    "$group", "$bucket", "$bucketAuto", "$sortByCount",     "$count",
+	    "$facet", "$out",    "$merge",      "$setWindowFields", "$sort"};
+	if (k[0] != '$')
+		return FLOW_OTHER;
+	for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++)
+		if (streams[i][1] == k[1] && key_eq(k, streams[i]))
+			return FLOW_STREAMS;
+	for (size_t i = 0; i < sizeof(takes_all) / sizeof(takes_all[0]); i++)
+		if (takes_all[i][1] == k[1] && key_eq(k, takes_all[i]))
+			return FLOW_TAKES_ALL;
+	return FLOW_OTHER;
+}
+
+/* A $group mongod may answer with a DISTINCT_SCAN (one index key per
+ * group, not every document): its _id a field path or a document of
+ * them, and every accumulator one that keeps a single document of the
+ * group ($first, $last, $top, $bottom). g: on the $group's value. */
+static bool maybe_distinct_scan(const bson_iter_t *g)
+{
+	bson_iter_t c, a;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(g) || !wire_iter_recurse(g, &c))
+		return true;
+	while (wire_iter_next(&c)) {
+		const char *k = wire_iter_key(&c);
+		if (key_eq(k, "_id")) {
+			if (WIRE_ITER_HOLDS_UTF8(&c) && bson_iter_utf8(&c, NULL)[0] == '$')
+				continue;
+			if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &a))
+				return false;
+			while (wire_iter_next(&a))
+				if (!WIRE_ITER_HOLDS_UTF8(&a) || bson_iter_utf8(&a, NULL)[0] != '$')
+					return false;
+			continue;
+		}
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&c) || !wire_iter_recurse(&c, &a) ||
+		    !wire_iter_next(&a))
+			return false;
+		const char *op = wire_iter_key(&a);
+		if (!key_eq(op, "$first") && !key_eq(op, "$last") && !key_eq(op, "$top") &&
+		    !key_eq(op, "$bottom"))
+			return false;
+	}
+	return true;
+}
+
+/* s on the first stage after the leading run (leading.h's reads_all):
+ * streaming stages pass every document on; the first stage that takes
+ * its whole input, or the cursor at the end, reads them all. A $group
+ * that may be a DISTINCT_SCAN reads less, and is not judged. */
+static bool reads_everything(const bson_iter_t *s)
+{
+	bson_iter_t it = *s, c;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
+		    !wire_iter_next(&c))
+			return false;
+		const char *k = wire_iter_key(&c);
+		switch (flow_of(k)) {
+		case FLOW_STREAMS:
+			continue;
+		case FLOW_TAKES_ALL:
+			return !key_eq(k, "$group") || !maybe_distinct_scan(&c);
+		case FLOW_OTHER:
+			return false;
+		}
+	} while (wire_iter_next(&it));
+	return true;
+}
+
 void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
 	l->owned = l->has_sort = l->counts = false;
 	l->behind = NULL;
+	l->reads_all = false;
 	l->count_limit = 0;
 	l->filter = NULL;
 	if (!wire_iter_recurse(pipeline, &s))
@@ -314,6 +397,8 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 			continue;
 		}
 		bson_iter_t at = s; /* the stages below move s on */
+		/* asked only where no filter bounds the read (the rest judge it) */
+		l->reads_all = (!l->filter || bson_empty(l->filter)) && reads_everything(&at);
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);
@@ -322,4 +407,5 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 		sort_after_run(&at, l);
 		return;
 	}
+	l->reads_all = true; /* only $match and $sort: every document reaches the cursor */
 }

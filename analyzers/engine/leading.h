@@ -22,7 +22,12 @@ typedef struct leading {
 	 * $sort before those, so it sorts in memory whatever the indexes.
 	 * NULL: the sort leads, as mongod's optimization leaves it. */
 	const char *behind;
-	bool counts;         /* countDocuments' form: the matches are counted */
+	bool counts; /* countDocuments' form: the matches are counted */
+	/* The stages after the leading run read every document it selects:
+	 * one of them takes its whole input ($group, $sort, $count, $out,
+	 * ...), or every document reaches the cursor, before any $limit or
+	 * $skip (leading.c, reads_everything). */
+	bool reads_all;
 	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
 } leading;
 

@@ -88,6 +88,8 @@ typedef struct rule_query {
 	bool min_max;             /* find's min / max: bounds of the hinted index */
 	bool counts;              /* an aggregate counting what its $match selects (countDocuments):
 	                             an empty $match reads every document too */
+	bool reads_all;           /* an aggregate whose later stages read every document its
+	                             leading $match selects (leading.h) */
 } rule_query;
 
 #define RULE_WORDS_LEN 4096

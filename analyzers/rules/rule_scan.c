@@ -566,8 +566,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 		return; /* reads `limit` documents, or the collection's metadata (a count
 		           with a hint reads the hint: get_executor_count); with a sort,
 		           only if an index provides it (below) */
-	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts)
-		return; /* {$match: {}} leads nothing: as with no $match, not judged */
+	if (!p.predicates && rq->kind == RULE_QUERY_AGGREGATE && !rq->counts && !rq->reads_all)
+		return; /* a $limit, a $skip or a source stage bounds what is read */
 	if (p.unknown || rq->min_max || (has_id_bound(&p) && !rq->q.hint_doc && !rq->q.hint_name))
 		return; /* every collection has the _id index; min/max bound the hinted index */
 
@@ -817,6 +817,13 @@ static void lookup_words(text_buf *t, const rule_site *s, const scan_facts *f, r
 	w->fix = rule_words_piece(t, start);
 }
 
+/* An aggregation read whole: no leading $match filters it, and its stages
+ * neither count (countDocuments' words are a find's) nor stop early. */
+static bool whole_aggregation(const rule_query *q)
+{
+	return q->kind == RULE_QUERY_AGGREGATE && q->reads_all && !q->counts;
+}
+
 /* What scans, for the causes of a query's own filter: one switch, so each
  * cause's sentence reads whole. */
 static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
@@ -830,6 +837,13 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		    f->by_sort ? "sort" : "hint", s->ns, f->docs);
 		break;
 	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
+		if (whole_aggregation(f->q)) {
+			text_printf(t,
+			            "an aggregation on %s with no leading $match that filters "
+			            "reads every document (about %" PRId64 ")%s",
+			            s->ns, f->docs, sorts(f->q) ? " to sort them" : "");
+			break;
+		}
 		text_printf(t, "an empty filter on %s with ", s->ns);
 		if (f->q->limit > 0 && f->q->skip > 0)
 			text_printf(t, "a skip of %" PRId64 " and a limit of %" PRId64, f->q->skip,
@@ -892,6 +906,13 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 		else
 			text_printf(t, "remove the %s {$natural: 1}: it forbids every index",
 			            f->by_sort ? "sort" : "hint");
+		w->suggestion = w->fix = rule_words_piece(t, start);
+		return;
+	}
+	if (f->cause == CAUSE_EMPTY && whole_aggregation(f->q)) {
+		text_str(t,
+		         "add a leading $match on an indexed field, or, where it runs often, keep "
+		         "its result up to date as the documents change (the computed pattern)");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}

@@ -469,9 +469,13 @@ static const scase cases[] = {
     MISS("aggregate: a $match on an accumulated field stays after the $group",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$group':{'_id':'$qty','n':{"
          "'$sum':1}}},{'$match':{'n':5}}],'cursor':{}}"),
-    MISS("aggregate: a computed field's $match stays after the $addFields",
-         "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
-         "'qty':1}}],'cursor':{}}"),
+    /* the $match on a computed field stays after the $addFields: no
+     * filter reaches the planner, and every document is read (until stop
+     * 40 an aggregation without a leading $match was not judged) */
+    HIT("aggregate: a computed field's $match stays after the $addFields",
+        "{'aggregate':'big','pipeline':[{'$addFields':{'qty':{'$add':['$x',1]}}},{'$match':{"
+        "'qty':1}}],'cursor':{}}",
+        "aggregate", "an aggregation on test.big with no leading $match that filters", NULL),
     MISS(
         "aggregate: a $match after a leading $sort bounds the read",
         "{'aggregate':'big','pipeline':[{'$sort':{'z':1}},{'$match':{'status':'A'}}],'cursor':{}}"),
@@ -510,14 +514,29 @@ static const scase cases[] = {
          "{'aggregate':'big','pipeline':[{'$match':{}},{'$limit':5},{'$group':{'_id':1,'n':{"
          "'%sum':1}}}],'cursor':{}}"),
     /* whole-collection analytics (MongoEngine's average() and sum()): a
-     * constant-_id $group that computes, not counts, is not judged, as an
-     * aggregation without a $match is not */
-    MISS("an average over the whole collection",
-         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'avg','t':{"
-         "'%avg':'$qty'}}}],'cursor':{}}"),
-    MISS("a sum of a field beside a count",
-         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':null,'n':{'%sum':1},"
-         "'t':{'%sum':'$qty'}}}],'cursor':{}}"),
+     * COLLSCAN in mongod's plan, every document read. Until stop 40 these
+     * were not judged ("whole-collection analytics, on purpose"), which
+     * every held-out set counted as misses against the plan */
+    HIT("an average over the whole collection",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'avg','t':{"
+        "'%avg':'$qty'}}}],'cursor':{}}",
+        "aggregate",
+        "an aggregation on test.big with no leading $match that filters reads every document "
+        "(about 50000)",
+        "the computed pattern"),
+    HIT("a sum of a field beside a count",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':null,'n':{'%sum':1},"
+        "'t':{'%sum':'$qty'}}}],'cursor':{}}",
+        "aggregate", "no leading $match that filters", NULL),
+    HIT("an aggregation that returns every document",
+        "{'aggregate':'big','pipeline':[{'$project':{'qty':1}}],'cursor':{}}", "aggregate",
+        "no leading $match that filters reads every document", NULL),
+    HIT("an aggregation with only a $sort no index provides",
+        "{'aggregate':'big','pipeline':[{'$sort':{'qty':1}}],'cursor':{}}", "aggregate",
+        "reads every document (about 50000) to sort them", NULL),
+    HIT("$out of a whole collection",
+        "{'aggregate':'big','pipeline':[{'$unwind':'$items'},{'$out':'copy'}],'cursor':{}}",
+        "aggregate", "no leading $match that filters", NULL),
     MISS("countDocuments on an indexed field",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':1,'n':{"
          "'%sum':1}}}],'cursor':{}}"),
@@ -562,11 +581,26 @@ static const scase cases[] = {
     MISS("document count unknown", "{'find':'nocount','filter':{'qty':1}}"),
     MISS("wildcard index", "{'find':'wild','filter':{'qty':1}}"),
     MISS("a view", "{'find':'view','filter':{'qty':1}}"),
-    MISS("aggregate without a leading $match",
-         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a'}}],'cursor':{}}"),
-    MISS("aggregate with an empty leading $match, grouped by a field (analytics)",
-         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'$a','n':{'$sum':1}}}],"
+    /* a $group mongod may answer with a DISTINCT_SCAN reads one key per
+     * group; a $limit or $skip before any stage that takes everything
+     * stops the read; a source stage reads no collection scan */
+    MISS("aggregate without a leading $match, a $group that may be a DISTINCT_SCAN",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a','f':{'$first':'$b'}}}],"
          "'cursor':{}}"),
+    MISS("aggregate without a leading $match, a $limit first",
+         "{'aggregate':'big','pipeline':[{'$project':{'a':1}},{'$limit':5},{'$group':{'_id':"
+         "null,'t':{'$sum':'$a'}}}],'cursor':{}}"),
+    MISS("aggregate without a leading $match, $sample",
+         "{'aggregate':'big','pipeline':[{'$sample':{'size':5}}],'cursor':{}}"),
+    MISS("aggregate without a leading $match, $collStats",
+         "{'aggregate':'big','pipeline':[{'$collStats':{'count':{}}}],'cursor':{}}"),
+    MISS("aggregate without a leading $match, a $sort an index provides",
+         "{'aggregate':'big','pipeline':[{'$sort':{'status':1}},{'$group':{'_id':'$status',"
+         "'n':{'$sum':1}}}],'cursor':{}}"),
+    HIT("aggregate with an empty leading $match, grouped by a field (analytics)",
+        "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'$a','n':{'$sum':1}}}],"
+        "'cursor':{}}",
+        "aggregate", "no leading $match that filters", NULL),
     MISS("aggregate $match bounded",
          "{'aggregate':'big','pipeline':[{'$match':{'status':'a'}},{'$group':{'_id':'$a'}}],"
          "'cursor':{}}"),
