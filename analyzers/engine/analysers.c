@@ -445,11 +445,13 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	 * run per outer document, an unbounded one scans `from` each time).
 	 * With localField/foreignField the join's own question is
 	 * collection-scan's (PIPE_JOIN), on foreignField. */
-	if ((!lookup || !a->join->local) && l.filter && (t->parts & PART_QUERY)) {
+	if ((!lookup || !a->join->local) && (l.filter || l.reads_all) && (t->parts & PART_QUERY)) {
 		rule_query rq = {.kind = RULE_QUERY_AGGREGATE,
 		                 .q = q,
 		                 .limit = l.count_limit,
-		                 .counts = l.counts};
+		                 .counts = l.counts,
+		                 .reads_all = l.reads_all,
+		                 .via = a->stage};
 		rq.q.filter = l.filter;
 		run_checks(ax, site, CHECK_QUERY, &rq);
 	}

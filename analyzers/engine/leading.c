@@ -289,18 +289,20 @@ static void sort_after_run(const bson_iter_t *s, leading *l)
 	} while (wire_iter_next(&it));
 }
 
-/* The stages that pass each document on as it comes, and those that take
- * their whole input before they give anything (DocumentSource's
- * streaming and blocking stages); any other stage (a $limit, a $skip, a
- * source such as $collStats or $geoNear, one not known) ends the read
- * unjudged. By the second byte, then the whole name. */
+/* The stages that pass each document on as it comes ($skip drops the
+ * first ones and passes the rest), and those that take their whole input
+ * before they give anything (DocumentSource's streaming and blocking
+ * stages); any other stage (a $limit, a source such as $collStats or
+ * $geoNear, one not known) ends the read unjudged. By the second byte,
+ * then the whole name. */
 typedef enum { FLOW_OTHER, FLOW_STREAMS, FLOW_TAKES_ALL } stage_flow;
 
 static stage_flow flow_of(const char *k)
 {
 	static const char *const streams[] = {
-	    "$project",     "$addFields",   "$set",         "$unset",  "$unwind", "$lookup",
-	    "$graphLookup", "$replaceRoot", "$replaceWith", "$redact", "$match",  "$unionWith"};
+	    "$project", "$addFields",   "$set",         "$unset",       "$unwind",
+	    "$lookup",  "$graphLookup", "$replaceRoot", "$replaceWith", "$redact",
+	    "$match",   "$unionWith",   "$skip"};
 	static const char *const takes_all[] = {
 	    "$group", "$bucket", "$bucketAuto", "$sortByCount",     "$count",
 	    "$facet", "$out",    "$merge",      "$setWindowFields", "$sort"};
@@ -349,8 +351,9 @@ static bool maybe_distinct_scan(const bson_iter_t *g)
 
 /* s on the first stage after the leading run (leading.h's reads_all):
  * streaming stages pass every document on; the first stage that takes
- * its whole input, or the cursor at the end, reads them all. A $group
- * that may be a DISTINCT_SCAN reads less, and is not judged. */
+ * its whole input, or the cursor at the end, reads them all; a $limit
+ * before them stops the read. A $group that may be a DISTINCT_SCAN reads
+ * less, and is not judged. */
 static bool reads_everything(const bson_iter_t *s)
 {
 	bson_iter_t it = *s, c;
@@ -397,8 +400,11 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 			continue;
 		}
 		bson_iter_t at = s; /* the stages below move s on */
-		/* asked only where no filter bounds the read (the rest judge it) */
-		l->reads_all = (!l->filter || bson_empty(l->filter)) && reads_everything(&at);
+		/* asked only where no filter bounds the read (the rest judge it);
+		 * a leading $sort takes every document whatever follows, unless
+		 * an index provides it (the rule asks) */
+		l->reads_all =
+		    (!l->filter || bson_empty(l->filter)) && (l->has_sort || reads_everything(&at));
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);

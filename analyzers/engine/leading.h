@@ -24,9 +24,9 @@ typedef struct leading {
 	const char *behind;
 	bool counts; /* countDocuments' form: the matches are counted */
 	/* The stages after the leading run read every document it selects:
-	 * one of them takes its whole input ($group, $sort, $count, $out,
-	 * ...), or every document reaches the cursor, before any $limit or
-	 * $skip (leading.c, reads_everything). */
+	 * a leading $sort, or one of them takes its whole input ($group,
+	 * $sort, $count, $out, ...), or every document reaches the cursor,
+	 * before any $limit (leading.c, reads_everything). */
 	bool reads_all;
 	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
 } leading;

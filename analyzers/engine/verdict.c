@@ -182,12 +182,13 @@ static bool site_refused(const rule_site *s)
  * owed whole at the site (its checks did not run on time). Anything else
  * (a $sort in a $facet, which needs no list; the side whose list was
  * known) was found on time already. */
-static bool late_and_found_before(const rule_ctx *ax, const rule_site *s, rule_id rule)
+static bool late_and_found_before(const rule_ctx *ax, rule_id rule)
 {
 	if (!ax->late_call || !ax->cur_site || ax->waited_call == ax->ncalled)
 		return false;
 	const engine_late *l = ax->rc->late;
-	uint64_t h = engine_ns_hash(s->ns);
+	uint64_t h = engine_ns_hash(ax->cur_site->ns); /* where it was owed: a join
+	                                                  reports at `from` */
 	for (unsigned i = 0; i < l->n; i++)
 		if (l->at[i].ns_hash == h && l->at[i].kinds == OWE_EVERY_CHECK &&
 		    (l->at[i].rules >> rule & 1))
@@ -205,7 +206,7 @@ static __attribute__((noinline)) void report(rule_ctx *ax, const rule_site *s, r
                                              uint64_t pre_hash)
 {
 	rule_action action = s->act[rule];
-	if (action == RULE_OFF || ax->wait || site_refused(s) || late_and_found_before(ax, s, rule))
+	if (action == RULE_OFF || ax->wait || site_refused(s) || late_and_found_before(ax, rule))
 		return;
 	const char *app = ax->rc && ax->rc->app_name ? ax->rc->app_name : "";
 	char redacted[SHAPE_BUF_LEN];

@@ -129,22 +129,34 @@ static bool join(const walker *w, const bson_iter_t *c, const char *k, const cha
 	return !lk.has_pipeline || sub(w, k, inner, &lk.pipeline, &lk, depth + 1, NULL, 0);
 }
 
+/* {"p": []}: the pipeline of a $unionWith that names none. */
+static const uint8_t no_pipeline[] = {13, 0, 0, 0, BSON_TYPE_ARRAY, 'p', 0, 5, 0, 0, 0, 0, 0};
+
+/* {$unionWith: {coll, pipeline}}; {$unionWith: "coll"} and one without a
+ * pipeline are mongod's {coll, pipeline: []}, every document of coll. */
 static bool union_with(const walker *w, const bson_iter_t *c, const char *coll, int depth)
 {
 	bson_iter_t it, pipeline;
 	const char *into = NULL;
 	bool has_pipeline = false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(c) || !wire_iter_recurse(c, &it))
-		return true; /* {$unionWith: "coll"}: the whole collection, no pipeline */
-	while (wire_iter_next(&it)) {
-		const char *k = wire_iter_key(&it);
-		if (strcmp(k, "coll") == 0 && WIRE_ITER_HOLDS_UTF8(&it))
-			into = bson_iter_utf8(&it, NULL);
-		else if (strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it))
-			pipeline = it, has_pipeline = true;
+	if (WIRE_ITER_HOLDS_UTF8(c)) {
+		into = bson_iter_utf8(c, NULL);
+	} else if (WIRE_ITER_HOLDS_DOCUMENT(c) && wire_iter_recurse(c, &it)) {
+		while (wire_iter_next(&it)) {
+			const char *k = wire_iter_key(&it);
+			if (strcmp(k, "coll") == 0 && WIRE_ITER_HOLDS_UTF8(&it))
+				into = bson_iter_utf8(&it, NULL);
+			else if (strcmp(k, "pipeline") == 0 && WIRE_ITER_HOLDS_ARRAY(&it))
+				pipeline = it, has_pipeline = true;
+		}
+	} else {
+		return true; /* refused by mongod */
 	}
-	return !has_pipeline ||
-	       sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1, NULL, 0);
+	if (!has_pipeline &&
+	    !(into && wire_iter_init_raw(&pipeline, no_pipeline, sizeof no_pipeline) &&
+	      wire_iter_next(&pipeline)))
+		return true;
+	return sub(w, "$unionWith", into ? into : coll, &pipeline, NULL, depth + 1, NULL, 0);
 }
 
 /* The stage at index of pipeline (its iterator on the stage). */

@@ -90,6 +90,7 @@ typedef struct rule_query {
 	                             an empty $match reads every document too */
 	bool reads_all;           /* an aggregate whose later stages read every document its
 	                             leading $match selects (leading.h) */
+	const char *via; /* a sub-pipeline's: the stage it is in ("$lookup", "$unionWith") */
 } rule_query;
 
 #define RULE_WORDS_LEN 4096

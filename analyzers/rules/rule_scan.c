@@ -662,7 +662,17 @@ static void check_lookup(rule_ctx *c, const rule_site *s, const lookup_stage *lk
 	                .from = from,
 	                .foreign = foreign,
 	                .graph = lk->graph};
-	rule_report(c, s, RULE_COLLECTION_SCAN, &f);
+	/* Logged at `from`, the collection every join scans (as a $lookup
+	 * pipeline's query is): a finding of its own beside one of the same
+	 * request at its own collection (a whole read, an unbounded filter),
+	 * whose words it would otherwise only have counted. The action is the
+	 * request's, from its collection's scopes. */
+	char ns[512];
+	rule_site at = *s;
+	snprintf(ns, sizeof ns, "%s.%s", s->db, from);
+	at.coll = from;
+	at.ns = ns;
+	rule_report(c, &at, RULE_COLLECTION_SCAN, &f);
 }
 
 /* Every join of the pipeline's accesses (stages.h), nested ones too. */
@@ -838,9 +848,13 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		break;
 	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
 		if (whole_aggregation(f->q)) {
+			if (f->q->via)
+				text_printf(t, "the %s pipeline on ", f->q->via);
+			else
+				text_str(t, "an aggregation on ");
 			text_printf(t,
-			            "an aggregation on %s with no leading $match that filters "
-			            "reads every document (about %" PRId64 ")%s",
+			            "%s with no leading $match that filters reads every document "
+			            "(about %" PRId64 ")%s",
 			            s->ns, f->docs, sorts(f->q) ? " to sort them" : "");
 			break;
 		}

@@ -215,7 +215,8 @@ def test_collection_scan_lookup_foreign_side(clients, upstream, start_proxy, dbn
                              "as": "u"}}]
     e = until(lambda: blocked_by(lambda: list(c.aggregate(pipeline)), "collection-scan"))
     assert f"$lookup from {dbname}.users on foreignField \"qty\"" in e.details["errmsg"]
-    [f] = wait_findings(p, rule="collection-scan", ns=f"{dbname}.orders")
+    # logged at the joined collection, the one scanned (until stop 40: at orders)
+    [f] = wait_findings(p, rule="collection-scan", ns=f"{dbname}.users")
     assert f["attr"]["suggestion"] == (f'db.getSiblingDB("{dbname}").getCollection("users")'
                                        '.createIndex({"qty": 1})')
 

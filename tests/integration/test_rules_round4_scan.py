@@ -304,3 +304,48 @@ def test_sort_after_unwind_and_projections(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_aggregations_that_filter_nothing(start_proxy):
+    """Stop 40: an aggregation with no leading $match, or an empty one, whose stages read
+    every document is a COLLSCAN in mongod's plan, reported (it was exempt as
+    whole-collection analytics); so is a $unionWith of a whole collection, at that
+    collection. A $limit first, a $group a DISTINCT_SCAN may answer and a source stage are
+    not judged."""
+    srv, p, client = scripted(start_proxy, "round4-whole")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        mark = p.log.mark()
+        list(c.aggregate([{"$group": {"_id": None, "t": {"$avg": "$qty"}}}]))
+        [f] = wait_findings(p, rule="collection-scan", ns="shop.orders", since=mark)
+        check_finding(f, rule="collection-scan", action="log", ns="shop.orders",
+                      command="aggregate", app="round4-whole")
+        assert ("an aggregation on shop.orders with no leading $match that filters reads "
+                "every document (about 50000)") in f["attr"]["detail"], f["attr"]
+        assert "computed pattern" in f["attr"]["suggestion"]
+        mark = p.log.mark()
+        list(c.aggregate([{"$match": {"_id": 1}}, {"$unionWith": "other"}]))
+        [f] = wait_findings(p, rule="collection-scan", ns="shop.other", since=mark)
+        assert "the $unionWith pipeline on shop.other" in f["attr"]["detail"], f["attr"]
+        # Beside a join that scans another collection: two findings, each with its words
+        # (the join's at the collection it scans).
+        mark = p.log.mark()
+        list(c.aggregate([{"$lookup": {"from": "other", "localField": "k", "foreignField": "zz",
+                                       "as": "j"}}, {"$count": "n"}]))
+        [whole] = wait_findings(p, rule="collection-scan", ns="shop.orders", since=mark)
+        [join] = wait_findings(p, rule="collection-scan", ns="shop.other", since=mark)
+        assert "no leading $match that filters" in whole["attr"]["detail"], whole["attr"]
+        assert "$lookup from shop.other on foreignField \"zz\"" in join["attr"]["detail"], \
+            join["attr"]
+        # Near misses.
+        mark = p.log.mark()
+        list(c.aggregate([{"$limit": 5}, {"$group": {"_id": None, "t": {"$sum": "$qty"}}}]))
+        list(c.aggregate([{"$group": {"_id": "$status", "f": {"$first": "$qty"}}}]))
+        list(c.aggregate([{"$sample": {"size": 3}}]))
+        list(c.aggregate([{"$match": {"status": "A"}}, {"$group": {"_id": "$b"}}]))
+        time.sleep(0.3)
+        assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)
+    finally:
+        client.close()
+        srv.stop()

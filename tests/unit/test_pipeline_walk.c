@@ -82,13 +82,15 @@ static void test_every_access_in_order(void **state)
 	expect("[{'$graphLookup':{'from':'emp','startWith':'$boss','connectFromField':'boss',"
 	       "'connectToField':'name','as':'c','restrictSearchWithMatch':{'active':true}}}]",
 	       "join $graphLookup emp 0 [boss/name]; match $graphLookup emp 0");
-	/* $unionWith (the string form reads no pipeline), $facet branches at the
-	 * input's collection, $geoNear's query */
+	/* $unionWith (the string form is an empty pipeline, as mongod reads it:
+	 * until stop 40 it was not walked), $facet branches at the input's
+	 * collection, $geoNear's query */
 	expect("[{'$unionWith':'u'},{'$unionWith':{'coll':'u','pipeline':[{'$match':{'x':1}}]}},"
 	       "{'$facet':{'a':[{'$match':{'y':1}}],'b':[{'$sort':{'z':1}}]}},"
 	       "{'$geoNear':{'near':[0,0],'distanceField':'d','query':{'k':1}}}]",
-	       "sub $unionWith u 1; match $match u 1; sub $facet - 1 facet; match $match - 1; "
-	       "sub $facet - 1 facet; match $geoNear - 0");
+	       "sub $unionWith u 1; sub $unionWith u 1; match $match u 1; sub $facet - 1 facet; "
+	       "match $match - 1; sub $facet - 1 facet; match $geoNear - 0");
+	expect("[{'$unionWith':{'coll':'u'}}]", "sub $unionWith u 1");
 	/* nested: a $facet inside a $lookup's pipeline reads from's documents;
 	 * a $lookup without from runs against its parent's collection */
 	expect("[{'$lookup':{'from':'b','as':'x','pipeline':[{'$facet':{'f':[{'$match':{}}]}},"

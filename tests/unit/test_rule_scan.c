@@ -94,6 +94,13 @@ typedef struct scase {
 	{                                                                                          \
 		n, j, NOSEQ, true, "test.big", cmd, d, sg                                          \
 	}
+/* A join's finding is logged at the joined collection, the one it scans
+ * (until stop 40 at the aggregate's, where a whole read of the same
+ * request hid its words). */
+#define JOIN(n, j, d, sg)                                                                          \
+	{                                                                                          \
+		n, j, NOSEQ, true, "test.users", "aggregate", d, sg                                \
+	}
 #define MISS(n, j)                                                                                 \
 	{                                                                                          \
 		n, j, NOSEQ, false, NULL, NULL, NULL, NULL                                         \
@@ -365,28 +372,28 @@ static const scase cases[] = {
         "{'aggregate':'big','pipeline':[{'$match':{'qty':1}},{'$sort':{'z':1}},{'$limit':3},"
         "{'$match':{'_id':2}}],'cursor':{}}",
         "aggregate", "qty" NOT_INDEXED, NULL),
-    HIT("$lookup with no index on the foreign field",
-        "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'users',"
-        "'localField':'uid','foreignField':'uid','as':'u'}}],'cursor':{}}",
-        "aggregate", "$lookup from test.users on foreignField \"uid\"",
-        "getCollection(\"users\").createIndex({\"uid\": 1})"),
-    HIT("$lookup inside $facet",
-        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$facet':{'a':[{'$lookup':{'from':"
-        "'users','localField':'x','foreignField':'y','as':'u'}}]}}],'cursor':{}}",
-        "aggregate", "foreignField \"y\"", NULL),
+    JOIN("$lookup with no index on the foreign field",
+         "{'aggregate':'big','pipeline':[{'$match':{'status':'A'}},{'$lookup':{'from':'users',"
+         "'localField':'uid','foreignField':'uid','as':'u'}}],'cursor':{}}",
+         "$lookup from test.users on foreignField \"uid\"",
+         "getCollection(\"users\").createIndex({\"uid\": 1})"),
+    JOIN("$lookup inside $facet",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$facet':{'a':[{'$lookup':{'from':"
+         "'users','localField':'x','foreignField':'y','as':'u'}}]}}],'cursor':{}}",
+         "foreignField \"y\"", NULL),
     /* the one walk of a pipeline's accesses (planner/stages.c) reads
      * $graphLookup as a join too: each step matches connectToField */
-    HIT("$graphLookup with no index on connectToField",
-        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$graphLookup':{'from':'users',"
-        "'startWith':'$boss','connectFromField':'boss','connectToField':'name','as':'chain'}}],"
-        "'cursor':{}}",
-        "aggregate", "$graphLookup from test.users on connectToField \"name\"",
-        "getCollection(\"users\").createIndex({\"name\": 1})"),
-    HIT("$lookup inside a $unionWith inside a $lookup pipeline",
-        "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'small','as':'s',"
-        "'pipeline':[{'$unionWith':{'coll':'small','pipeline':[{'$lookup':{'from':'users',"
-        "'localField':'x','foreignField':'y','as':'u'}}]}}]}}],'cursor':{}}",
-        "aggregate", "$lookup from test.users on foreignField \"y\"", NULL),
+    JOIN("$graphLookup with no index on connectToField",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$graphLookup':{'from':'users',"
+         "'startWith':'$boss','connectFromField':'boss','connectToField':'name','as':'chain'}}],"
+         "'cursor':{}}",
+         "$graphLookup from test.users on connectToField \"name\"",
+         "getCollection(\"users\").createIndex({\"name\": 1})"),
+    JOIN("$lookup inside a $unionWith inside a $lookup pipeline",
+         "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'small','as':'s',"
+         "'pipeline':[{'$unionWith':{'coll':'small','pipeline':[{'$lookup':{'from':'users',"
+         "'localField':'x','foreignField':'y','as':'u'}}]}}]}}],'cursor':{}}",
+         "$lookup from test.users on foreignField \"y\"", NULL),
     {"correlated $lookup pipeline on an unindexed field: a scan of from per outer document",
      "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'users','let':{"
      "'x':'$a'},'pipeline':[{'$match':{'$expr':{'$eq':['$b','$$x']}}}],'as':'u'}}],"
@@ -534,6 +541,14 @@ static const scase cases[] = {
     HIT("an aggregation with only a $sort no index provides",
         "{'aggregate':'big','pipeline':[{'$sort':{'qty':1}}],'cursor':{}}", "aggregate",
         "reads every document (about 50000) to sort them", NULL),
+    /* a leading $sort no index provides takes every document, a $limit
+     * after it or not (Mongoose's suite: [{$sort: {name: 1}}, {$limit: 1}]),
+     * as a find's does; a $skip passes the rest on */
+    HIT("a leading $sort no index provides, then a $limit",
+        "{'aggregate':'big','pipeline':[{'$sort':{'qty':1}},{'$limit':1}],'cursor':{}}",
+        "aggregate", "reads every document (about 50000) to sort them", NULL),
+    HIT("a $skip alone", "{'aggregate':'big','pipeline':[{'$skip':1}],'cursor':{}}", "aggregate",
+        "no leading $match that filters reads every document", NULL),
     HIT("$out of a whole collection",
         "{'aggregate':'big','pipeline':[{'$unwind':'$items'},{'$out':'copy'}],'cursor':{}}",
         "aggregate", "no leading $match that filters", NULL),
@@ -546,9 +561,24 @@ static const scase cases[] = {
     MISS("$unionWith on an indexed field",
          "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx',"
          "'pipeline':[{'$match':{'uid':1}}]}}],'cursor':{}}"),
-    MISS("$unionWith of a whole collection",
+    /* a union of a whole collection reads every document of it, in any
+     * of its forms (until stop 40: "by design", not judged) */
+    {"$unionWith of a whole collection",
+     "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx',"
+     "'pipeline':[]}}],'cursor':{}}",
+     NOSEQ, true, "test.uidx", "aggregate",
+     "the $unionWith pipeline on test.uidx with no leading $match that filters", NULL},
+    {"$unionWith: \"coll\"",
+     "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':'uidx'}],'cursor':{}}",
+     NOSEQ, true, "test.uidx", "aggregate", "the $unionWith pipeline on test.uidx", NULL},
+    {"uncorrelated $lookup pipeline that filters nothing",
+     "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$lookup':{'from':'users',"
+     "'pipeline':[{'$group':{'_id':null,'t':{'$sum':'$n'}}}],'as':'u'}}],'cursor':{}}",
+     NOSEQ, true, "test.users", "aggregate", "the $lookup pipeline on test.users with no leading",
+     NULL},
+    MISS("$unionWith of a whole collection, limited",
          "{'aggregate':'big','pipeline':[{'$match':{'_id':1}},{'$unionWith':{'coll':'uidx',"
-         "'pipeline':[]}}],'cursor':{}}"),
+         "'pipeline':[{'$limit':3}]}}],'cursor':{}}"),
     MISS("$elemMatch on an indexed sub-field", FIND("{'items':{'$elemMatch':{'sku':'x','n':1}}}")),
     MISS("$geoWithin on a 2dsphere index",
          FIND("{'loc':{'$geoWithin':{'$centerSphere':[[0,0],0.1]}}}")),
@@ -590,6 +620,8 @@ static const scase cases[] = {
     MISS("aggregate without a leading $match, a $limit first",
          "{'aggregate':'big','pipeline':[{'$project':{'a':1}},{'$limit':5},{'$group':{'_id':"
          "null,'t':{'$sum':'$a'}}}],'cursor':{}}"),
+    MISS("aggregate without a leading $match, a $sort an index provides, then a $limit",
+         "{'aggregate':'big','pipeline':[{'$sort':{'status':1}},{'$limit':1}],'cursor':{}}"),
     MISS("aggregate without a leading $match, $sample",
          "{'aggregate':'big','pipeline':[{'$sample':{'size':5}}],'cursor':{}}"),
     MISS("aggregate without a leading $match, $collStats",
