@@ -571,6 +571,12 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 		pipeline_walk(&b.pipeline, on_sub, &w);
 	}
 	if (ready) {
+		/* The pipeline's checks first: a self-join ($graphLookup of the
+		 * collection itself) whose every step scans it and a whole read
+		 * of the same request are one finding (rule, namespace, shape),
+		 * which shows the words of the first, and the join's index is
+		 * the fix that matters there. */
+		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 		if ((l.filter || l.reads_all) && (t.parts & PART_QUERY)) {
 			rule_query rq = {.kind = ax->cmd->query,
 			                 .q = b.q,
@@ -581,7 +587,6 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			rq.q.sort = l.has_sort && !l.behind ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);
 		}
-		run_checks(ax, &site, CHECK_PIPELINE, &b.pipeline);
 		merge_when_matched(ax, &b.pipeline, &spec);
 	}
 	leading_done(&l);

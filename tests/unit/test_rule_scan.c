@@ -549,6 +549,15 @@ static const scase cases[] = {
         "aggregate", "reads every document (about 50000) to sort them", NULL),
     HIT("a $skip alone", "{'aggregate':'big','pipeline':[{'$skip':1}],'cursor':{}}", "aggregate",
         "no leading $match that filters reads every document", NULL),
+    /* a self-join and the whole read are one finding at one namespace:
+     * the join's words, whose index is the fix (Mongoose's suite: the
+     * whole read's words took its place) */
+    HIT("a $graphLookup of the collection itself, no $match",
+        "{'aggregate':'big','pipeline':[{'$graphLookup':{'from':'big','startWith':'$boss',"
+        "'connectFromField':'boss','connectToField':'nm','as':'chain'}},{'$sort':{'nm':1}}],"
+        "'cursor':{}}",
+        "aggregate", "$graphLookup from test.big on connectToField \"nm\"",
+        "getCollection(\"big\").createIndex({\"nm\": 1})"),
     HIT("$out of a whole collection",
         "{'aggregate':'big','pipeline':[{'$unwind':'$items'},{'$out':'copy'}],'cursor':{}}",
         "aggregate", "no leading $match that filters", NULL),
