@@ -521,14 +521,15 @@ static int bloat_bucket(int64_t size)
 	return b;
 }
 
-/* A schema change's reply: the engine forgets what it named. */
-static void ddl_replied(aggregator *a, pending *p)
+/* A schema change's reply: the engine forgets what it named; a failed one changed nothing. */
+static void ddl_replied(aggregator *a, pending *p, bool failed)
 {
 	request r;
 	wire_error err = {0};
-	if (request_decode(&r, p->ddl, p->ddl_len, &err) == REQUEST_COMMAND)
+	if (!failed && request_decode(&r, p->ddl, p->ddl_len, &err) == REQUEST_COMMAND)
 		engine_note_ddl(a->e, &r.view);
-	request_release(&r);
+	if (!failed)
+		request_release(&r);
 	free(p->ddl);
 }
 
@@ -554,7 +555,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	*pp = p->next;
 	m->paired++;
 	if (p->ddl)
-		ddl_replied(a, p);
+		ddl_replied(a, p, ids.failed);
 	if (p->write_ns) {
 		if (p->write == ENGINE_WRITE_UPSERT ||
 		    (p->write == ENGINE_WRITE_INSERT && (ids.failed || ids.n <= 0)))

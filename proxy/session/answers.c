@@ -93,13 +93,17 @@ static void note_upsert_done(session *s, const inflight *f)
 		engine_note_made(e, (const char *)f->kept);
 }
 
-/* A DDL command's reply passed: the index cache forgets what it changed. */
+/* A DDL command's reply passed: the index cache forgets what it changed.
+ * One that failed (ok: 0: a create of a collection that exists, a drop
+ * of one that does not) changed nothing, and is no schema change: it
+ * would drop the late verdicts owed there, at a moment the report's
+ * replay cannot see (it does the same, report/aggregate.c). */
 static void note_ddl_done(session *s, const inflight *f)
 {
 	engine *e = session_snap(s)->engine;
 	request r;
 	wire_error err = {0};
-	if (!e || !f->kept)
+	if (!e || !f->kept || f->ddl_failed)
 		return;
 	if (request_decode(&r, f->kept, f->kept_len, &err) == REQUEST_COMMAND)
 		engine_note_ddl(e, &r.view);

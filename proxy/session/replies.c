@@ -273,7 +273,7 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 
 /* A whole reply (FRAMER_WHOLE) to the head request f: a write's reply is
  * read for its n and passed as it is; a hello's is rewritten. */
-static void relay_whole(session *s, const inflight *f, struct evbuffer *in, struct evbuffer *out,
+static void relay_whole(session *s, inflight *f, struct evbuffer *in, struct evbuffer *out,
                         const uint8_t *p, const framer_step *st)
 {
 	reply_at r = {p, NULL, st->n};
@@ -282,6 +282,9 @@ static void relay_whole(session *s, const inflight *f, struct evbuffer *in, stru
 		capture_reply_step(s, in, st);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
 	s->nbytes[MX_DIR_REPLY] += st->n;
+	reply_scan sc;
+	if (f && f->kind == INFLIGHT_DDL) /* the capture's reader says the same */
+		f->ddl_failed = reply_scan_read(p, st->n, &sc) && !sc.ok;
 	if (f && inflight_is_write(f->kind)) {
 		note_write_reply(s, f, p, st->n);
 		evbuffer_remove_buffer(in, out, st->n);
@@ -291,12 +294,13 @@ static void relay_whole(session *s, const inflight *f, struct evbuffer *in, stru
 }
 
 /* Replies to the head request gathered whole: a hello's, to rewrite its
- * hosts, and a write's, to read how many documents it wrote. */
+ * hosts, a write's, to read how many documents it wrote, and a DDL
+ * command's, to read whether it failed. */
 static bool wanted_whole(const session *s, const inflight *f)
 {
 	return f && !f->answer &&
 	       ((s->env.hello && inflight_is_hello(f->kind)) ||
-	        (f->kept && inflight_is_write(f->kind)));
+	        (f->kept && (inflight_is_write(f->kind) || f->kind == INFLIGHT_DDL)));
 }
 
 /* A run of whole replies at the front of the upstream's input (its first
@@ -443,7 +447,7 @@ static void process_upstream_replies(session *s)
 		framer_step st;
 		wire_error err;
 		session_no_error(&err);
-		const inflight *head = inflight_head(&s->inflight);
+		inflight *head = inflight_head(&s->inflight);
 		reply_framer_set_whole(&s->framer, wanted_whole(s, head));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
