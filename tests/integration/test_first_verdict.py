@@ -300,17 +300,10 @@ async def fire(event: asyncio.Event) -> None:
     event.set()
 
 
-def test_schema_change_before_the_late_list(start_proxy, tmp_path, mongoguard_bin):
-    """A find goes on while its collection's list is not known (a late
-    verdict is owed), then an index it could use is dropped before that
-    list is fetched: the list that comes describes the collection after the
-    drop, not the one the find ran against, so the find gets no verdict
-    (counted: reason schema_changed). It was judged with that list and
-    reported as a scan, a finding mongod's plan contradicts (a helper's
-    createIndex, find, dropIndexes loop: 1 in 600). Scripted: the side
-    connection is held on another database's list, so the find's fetch
-    waits its turn while the drop passes. The report of its capture says
-    the same."""
+def held_side_connection():
+    """A scripted upstream with shop.ix (an index on qty) and other.slow, whose
+    listIndexes is answered only once `release` is set (`asked` says it arrived): the
+    side connection held on another database while a test's requests go on."""
     srv = FakeServer()
     srv.start()
     srv.add_collection("shop.ix", indexes=[{"key": {"qty": 1}, "name": "qty_1"}], count=500)
@@ -323,19 +316,43 @@ def test_schema_change_before_the_late_list(start_proxy, tmp_path, mongoguard_bi
             await asyncio.wait_for(release.wait(), 10)
         return False  # the catalogue answers
 
+    srv.handlers.update(listIndexes=on_list)
+    return srv, asked, release
+
+
+def proxy_with_the_side_held(start_proxy, srv, asked, tmp_path):
+    """mongoguard (collection-scan at log, capture on) in front of srv, its side
+    connection held on other.slow: (admin port, proxy, client)."""
+    port = free_port()
+    cfg = {"admin": {"listen": f"127.0.0.1:{port}"}, "rules": scan_rules(),
+           "capture": {"dir": str(tmp_path / "cap")}}
+    p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
+    client = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
+    client.other.slow.find_one({"x": 1})
+    srv.wait_for(asked.is_set, what="the side connection held on other.slow")
+    return port, p, client
+
+
+def test_schema_change_before_the_late_list(start_proxy, tmp_path, mongoguard_bin):
+    """A find goes on while its collection's list is not known (a late
+    verdict is owed), then an index it could use is dropped before that
+    list is fetched: the list that comes describes the collection after the
+    drop, not the one the find ran against, so the find gets no verdict
+    (counted: reason schema_changed). It was judged with that list and
+    reported as a scan, a finding mongod's plan contradicts (a helper's
+    createIndex, find, dropIndexes loop: 1 in 600). Scripted: the side
+    connection is held on another database's list, so the find's fetch
+    waits its turn while the drop passes. The report of its capture says
+    the same."""
+    srv, asked, release = held_side_connection()
+
     def on_drop(conn, msg):
         srv.add_collection("shop.ix", indexes=[], count=500)
         return False  # acknowledged
 
-    srv.handlers.update(listIndexes=on_list, dropIndexes=on_drop)
+    srv.handlers.update(dropIndexes=on_drop)
     try:
-        port = free_port()
-        cfg = {"admin": {"listen": f"127.0.0.1:{port}"}, "rules": scan_rules(),
-               "capture": {"dir": str(tmp_path / "cap")}}
-        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
-        client = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
-        client.other.slow.find_one({"x": 1})
-        srv.wait_for(asked.is_set, what="the side connection held on other.slow")
+        port, p, client = proxy_with_the_side_held(start_proxy, srv, asked, tmp_path)
         client.shop.ix.find_one({"qty": 1})  # owed; qty_1 exists as it runs
         client.shop.ix.drop_index("qty_1")
         srv.run(fire(release))
@@ -359,31 +376,15 @@ def test_failed_schema_change_keeps_the_late_verdict(start_proxy, tmp_path, mong
     live proxy dropped it where the report's replay, which judges at the list's
     snapshot before that reply, gave it (Mongoose's suite: live 242, report 243; a
     helper's loop of failing creates beside finds: 2,829 live, 3,286 in the report)."""
-    srv = FakeServer()
-    srv.start()
-    srv.add_collection("shop.ix", indexes=[{"key": {"qty": 1}, "name": "qty_1"}], count=500)
-    srv.add_collection("other.slow", indexes=[], count=500)
-    asked, release = srv.run(make_event()), srv.run(make_event())
-
-    async def on_list(conn, msg):
-        if msg.body.get("listIndexes") == "slow":
-            asked.set()
-            await asyncio.wait_for(release.wait(), 10)
-        return False  # the catalogue answers
+    srv, asked, release = held_side_connection()
 
     async def on_create(conn, msg):
         await conn.reply(msg, {"ok": 0.0, "errmsg": "Collection shop.ix already exists.",
                                "code": 48, "codeName": "NamespaceExists"})
 
-    srv.handlers.update(listIndexes=on_list, create=on_create)
+    srv.handlers.update(create=on_create)
     try:
-        port = free_port()
-        cfg = {"admin": {"listen": f"127.0.0.1:{port}"}, "rules": scan_rules(),
-               "capture": {"dir": str(tmp_path / "cap")}}
-        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
-        client = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
-        client.other.slow.find_one({"x": 1})
-        srv.wait_for(asked.is_set, what="the side connection held on other.slow")
+        port, p, client = proxy_with_the_side_held(start_proxy, srv, asked, tmp_path)
         client.shop.ix.find_one({"other": 1})  # owed: no index bounds it
         with pytest.raises(OperationFailure) as e:
             client.shop.create_collection("ix")

@@ -15,18 +15,27 @@
 #include "analyzers/engine/leading.h"
 #include "fixtures/analyzer_fixture.h"
 
-/* pipeline's leading query as "filter | sort" (canonical extended JSON
- * without spaces; "-" for none). */
-static void expect(const char *pipeline, const char *want)
+/* pipeline's leading query, into l; the document l points into, to free
+ * after leading_done. */
+static bson_t *leading_of(const char *pipeline, leading *l)
 {
-	char json[2048], got[2048];
+	char json[2048];
 	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
 	bson_t *doc = fx_json(json);
 	assert_non_null(doc);
 	bson_iter_t it;
 	assert_true(bson_iter_init_find(&it, doc, "p"));
+	leading_stages(&it, l);
+	return doc;
+}
+
+/* pipeline's leading query as "filter | sort" (canonical extended JSON
+ * without spaces; "-" for none). */
+static void expect(const char *pipeline, const char *want)
+{
+	char got[2048];
 	leading l;
-	leading_stages(&it, &l);
+	bson_t *doc = leading_of(pipeline, &l);
 	char *f = l.filter ? bson_as_relaxed_extended_json(l.filter, NULL) : NULL;
 	char *s = l.has_sort ? bson_as_relaxed_extended_json(&l.sort, NULL) : NULL;
 	snprintf(got, sizeof(got), "%s | %s", f ? f : "-", s ? s : "-");
@@ -96,14 +105,8 @@ static void test_sort_moves_before_joins(void **state)
  * $sort behind one is the sort, behind it (leading.h's behind). */
 static void expect_behind(const char *pipeline, const char *want_sort, const char *want_behind)
 {
-	char json[2048];
-	snprintf(json, sizeof(json), "{'p':%s}", pipeline);
-	bson_t *doc = fx_json(json);
-	assert_non_null(doc);
-	bson_iter_t it;
-	assert_true(bson_iter_init_find(&it, doc, "p"));
 	leading l;
-	leading_stages(&it, &l);
+	bson_t *doc = leading_of(pipeline, &l);
 	char *s = l.has_sort ? bson_as_relaxed_extended_json(&l.sort, NULL) : NULL;
 	char *w = want_sort ? fx_dequote(want_sort) : NULL;
 	if ((s == NULL) != (w == NULL) || (s && strcmp(s, w) != 0) ||
