@@ -142,12 +142,13 @@ static void overview_md(out_t *o, const model *m)
 }
 
 /* Per rule: its findings (a finding is the rule on one query shape) and
- * their occurrences (the requests that broke it). */
+ * their occurrences (each time a request broke it: docs/report.md). */
 static void rules_md(out_t *o, const model *m)
 {
 	text_str(&o->t, "\n## Findings per rule\n\nA finding is a rule broken by one query "
-	                "shape; its occurrences are the requests that broke it.\n\n| rule | "
-	                "findings | occurrences | fix |\n|---|---:|---:|---|\n");
+	                "shape; its occurrences are the times requests broke it (each statement "
+	                "of a batch counts).\n\n| rule | findings | occurrences | fix "
+	                "|\n|---|---:|---:|---|\n");
 	for (int r = 0; r < RULE_COUNT; r++) {
 		size_t n = 0;
 		for (size_t i = 0; i < m->nfindings; i++)
