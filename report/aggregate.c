@@ -699,81 +699,6 @@ static void on_indexes(aggregator *a, const bson_t *rec)
 	put_indexes(a, rec_str(rec, "ns"), specs, n, NULL, rec_int(rec, "count", -1));
 }
 
-/* --rule (model.overrides): each in place of the capture's, whose value
- * is kept for the report's header. */
-static void apply_overrides(aggregator *a)
-{
-	model *m = a->m;
-	for (size_t i = 0; i < m->noverrides; i++) {
-		model_override *o = &m->overrides[i];
-		rule_config *rc = &a->cfg.rules[o->rule];
-		if (o->param < 0) {
-			o->capture = rc->action;
-			rc->action = (rule_action)o->value;
-		} else {
-			unsigned slot = rule_table[o->rule]->params[o->param].slot;
-			o->capture = rc->params[slot];
-			rc->params[slot] = o->value;
-		}
-	}
-}
-
-/* The quiet engine's rules: those with a quiet_below parameter above 0,
- * at log with it at 0; every other rule off. */
-static void quiet_rules(aggregator *a)
-{
-	a->quiet_cfg = a->cfg;
-	a->quiet_max = 0;
-	for (int r = 0; r < RULE_COUNT; r++) {
-		const rule_def *d = rule_table[r];
-		const rule_param *p = d->quiet_below ? rule_param_find(d, d->quiet_below) : NULL;
-		rule_config *rc = &a->quiet_cfg.rules[r];
-		uint32_t v = p ? a->cfg.rules[r].params[p->slot] : 0;
-		if (!p || a->cfg.rules[r].action == RULE_OFF || v == 0) {
-			rc->action = RULE_OFF;
-			continue;
-		}
-		a->m->quiet_below[r] = v;
-		rc->action = RULE_LOG;
-		rc->nscopes = 0;
-		rc->params[p->slot] = 0;
-		if (v > a->quiet_max)
-			a->quiet_max = v;
-	}
-}
-
-/* The rules the capture ran with (its header), every action at most
- * `log`: the report judges, it blocks nothing. */
-static void rules_from_header(aggregator *a, const bson_t *h)
-{
-	bson_iter_t it, r, p;
-	rule_config_defaults(&a->cfg);
-	a->cfg.redact_literals = true;
-	if (bson_iter_init_find(&it, h, "rules") && bson_iter_recurse(&it, &r))
-		while (bson_iter_next(&r)) {
-			int id = rule_from_name(bson_iter_key(&r));
-			if (id < 0 || !bson_iter_recurse(&r, &p))
-				continue;
-			rule_config *rc = &a->cfg.rules[id];
-			while (bson_iter_next(&p)) {
-				const char *k = bson_iter_key(&p);
-				if (!strcmp(k, "action") && BSON_ITER_HOLDS_UTF8(&p)) {
-					int act = rule_action_from_name(bson_iter_utf8(&p, NULL));
-					if (act >= 0)
-						rc->action = act == RULE_OFF ? RULE_OFF : RULE_LOG;
-				} else {
-					const rule_param *pd = rule_param_find(rule_table[id], k);
-					if (pd && BSON_ITER_HOLDS_NUMBER(&p))
-						rc->params[pd->slot] =
-						    (uint32_t)bson_iter_as_int64(&p);
-				}
-			}
-		}
-	apply_overrides(a);
-	quiet_rules(a);
-	a->rules_set = true;
-}
-
 aggregator *aggregator_new(model *m)
 {
 	aggregator *a = calloc(1, sizeof *a);
@@ -853,8 +778,10 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	case CAPTURE_REC_HEADER:
 		a->instance = hash_map_str_key(rec_str(rec, "instance"));
 		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
-		if (!a->rules_set)
-			rules_from_header(a, rec);
+		if (!a->rules_set) {
+			agg_rules_from_header(a->m, rec, &a->cfg, &a->quiet_cfg, &a->quiet_max);
+			a->rules_set = true;
+		}
 		break;
 	case CAPTURE_REC_INDEXES: {
 		/* pass 1: the first list of each namespace, "does not exist"

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "analyzers/engine/rule_config.h"
 #include "protocol/cmdview.h"
 #include "report/model.h"
 #include "report/namespaces.h"
@@ -39,5 +40,11 @@ void report_timeline_build(model *m);
  * ranked and the shape marked when most of its replies failed. */
 void agg_note_failure(model_shape *s, int32_t code);
 void agg_finish_failures(model_shape *s);
+
+/* The engines' configurations from a capture's header (rules_header.c):
+ * cfg the report's rules, quiet and *quiet_max the quiet engine's
+ * (aggregate.c). */
+void agg_rules_from_header(model *m, const bson_t *h, engine_config *cfg, engine_config *quiet,
+                           uint32_t *quiet_max);
 
 #endif
