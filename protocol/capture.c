@@ -349,6 +349,18 @@ void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from
 	BSON_APPEND_INT64(out, "to", to_us);
 }
 
+void capture_build_forget(bson_t *out, int64_t t_us, const char *db, const char *coll,
+                          const char *why)
+{
+	bson_init(out);
+	BSON_APPEND_UTF8(out, "k", "forget");
+	BSON_APPEND_INT64(out, "t", t_us);
+	BSON_APPEND_UTF8(out, "db", db);
+	if (coll)
+		BSON_APPEND_UTF8(out, "coll", coll);
+	BSON_APPEND_UTF8(out, "why", why);
+}
+
 /* ---- reading ---- */
 
 capture_next_status capture_next(const uint8_t *buf, size_t len, size_t *off, bson_t *rec)
@@ -385,6 +397,8 @@ capture_rec_kind capture_kind(const bson_t *rec)
 		return CAPTURE_REC_INDEXES;
 	if (streq(k, "gap"))
 		return CAPTURE_REC_GAP;
+	if (streq(k, "forget"))
+		return CAPTURE_REC_FORGET;
 	if (streq(k, "header"))
 		return CAPTURE_REC_HEADER;
 	return CAPTURE_REC_UNKNOWN;

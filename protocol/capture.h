@@ -27,11 +27,22 @@
  *            the list or the count changes.
  *   gap      records lost because the writer's queue was full: t, dropped,
  *            from, to (µs).
+ *   forget   from version 3: the index cache forgot what it knew of db.coll
+ *            (coll absent: of every collection of db): t, db, coll, why
+ *            ("schema": a schema change passed; "written": documents were
+ *            written into a collection it listed missing). Written in the
+ *            order the cache saw it among the lists that landed (indexes
+ *            records), and each request after every list and forgetting
+ *            it was judged after and before every later one, so a reader
+ *            forgets where the proxy did, not where the reply that made
+ *            it forget happens to fall.
  *
  * Versions: 1 kept inserted documents as {$size} and index lists without
- * counts; 2 adds both facts. A reader reads every version from
- * CAPTURE_FORMAT_OLDEST up; an older capture simply lacks those facts, so
- * the collection-scan and large-document rules stay silent over it.
+ * counts; 2 adds both facts; 3 adds forget records, and a reader of one
+ * forgets lists at them instead of at a DDL's or a write's reply. A reader reads every
+ * version from CAPTURE_FORMAT_OLDEST up; an older capture simply lacks
+ * those facts, so the collection-scan and large-document rules stay silent
+ * over a version 1 one.
  *
  * Pure: builds and reads documents in memory; files are the writer's and
  * the report's business. */
@@ -46,7 +57,7 @@
 #include "protocol/request.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 2
+#define CAPTURE_FORMAT_VERSION 3
 #define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {
@@ -55,6 +66,7 @@ typedef enum {
 	CAPTURE_REC_REPLY,
 	CAPTURE_REC_INDEXES,
 	CAPTURE_REC_GAP,
+	CAPTURE_REC_FORGET,
 	CAPTURE_REC_UNKNOWN, /* a kind a later version added: skipped */
 } capture_rec_kind;
 
@@ -105,6 +117,10 @@ void capture_build_indexes(bson_t *out, int64_t t_us, const char *ns, const bson
                            size_t n, const char *opaque, int64_t doc_count);
 
 void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from_us, int64_t to_us);
+
+/* coll NULL: the whole of db. why: "schema" or "written". */
+void capture_build_forget(bson_t *out, int64_t t_us, const char *db, const char *coll,
+                          const char *why);
 
 /* The redaction: a copy of a command body (or a kind-1 document) in which
  * every value that can come from application data is replaced by a

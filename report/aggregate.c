@@ -74,6 +74,9 @@ struct aggregator {
 	/* its requests' literals are placeholders (redaction "shapes", the
 	 * default): equal ones are not one value read twice */
 	bool placeholders;
+	/* its forget records say where the proxy forgot index lists (format
+	 * version 3): a DDL's or a write's reply no longer does */
+	bool forget_records;
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
@@ -521,16 +524,35 @@ static int bloat_bucket(int64_t size)
 	return b;
 }
 
-/* A schema change's reply: the engine forgets what it named; a failed one changed nothing. */
+/* A schema change's reply: the engine forgets what it named; a failed one
+ * changed nothing. A capture with forget records says where the proxy
+ * forgot instead (on_forget). */
 static void ddl_replied(aggregator *a, pending *p, bool failed)
 {
 	request r;
 	wire_error err = {0};
-	if (!failed && request_decode(&r, p->ddl, p->ddl_len, &err) == REQUEST_COMMAND)
+	bool forget = !failed && !a->forget_records;
+	if (forget && request_decode(&r, p->ddl, p->ddl_len, &err) == REQUEST_COMMAND)
 		engine_note_ddl(a->e, &r.view);
-	if (!failed)
+	if (forget)
 		request_release(&r);
 	free(p->ddl);
+}
+
+/* The proxy's index cache forgot db.coll (or all of db) here, in its
+ * order among the lists that landed and the requests judged: the replay
+ * forgets there too, and a late verdict owed across a schema change is
+ * lost, as it was live (engine.h, engine_late). */
+static void on_forget(aggregator *a, const bson_t *rec)
+{
+	bson_iter_t it;
+	const char *coll = bson_iter_init_find(&it, rec, "coll") && BSON_ITER_HOLDS_UTF8(&it)
+	                       ? bson_iter_utf8(&it, NULL)
+	                       : NULL;
+	bool schema = strcmp(rec_str(rec, "why"), "written") != 0;
+	if (a->forget_records && rec_str(rec, "db")[0])
+		index_cache_forget(a->ic, rec_str(rec, "db"), coll,
+		                   schema ? INDEX_FORGET_SCHEMA : INDEX_FORGET_WRITTEN);
 }
 
 static void on_reply(aggregator *a, const bson_t *rec)
@@ -778,6 +800,8 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	case CAPTURE_REC_HEADER:
 		a->instance = hash_map_str_key(rec_str(rec, "instance"));
 		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
+		a->forget_records = capture_header_version(rec) >= 3;
+		index_cache_set_replay(a->ic, a->forget_records);
 		if (!a->rules_set) {
 			agg_rules_from_header(a->m, rec, &a->cfg, &a->quiet_cfg, &a->quiet_max);
 			a->rules_set = true;
@@ -812,6 +836,10 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 	case CAPTURE_REC_REPLY:
 		if (pass == 2)
 			on_reply(a, rec);
+		break;
+	case CAPTURE_REC_FORGET:
+		if (pass == 2)
+			on_forget(a, rec);
 		break;
 	case CAPTURE_REC_GAP:
 		if (pass == 2) {

@@ -22,6 +22,7 @@
 #include "analyzers/catalog/index_cache.h"
 
 #include "analyzers/catalog/index_fetch.h"
+#include "analyzers/catalog/index_landings.h"
 
 #include <mongoc/mongoc.h>
 #include <errno.h>
@@ -79,8 +80,10 @@ struct index_cache {
 	void *clock_arg;
 	index_cache_error_fn on_error;
 	void *error_arg;
-	index_cache_landed_fn on_landed;
-	void *landed_arg;
+	index_cache_landed_fn on_landed; /* index_cache_set_hooks */
+	index_cache_forget_fn on_forget;
+	bool replay; /* index_cache_set_replay */
+	void *hooks_arg;
 	/* The database the thread is fetching from ("" when idle), and the
 	 * databases with a client's schema change in flight (n > 0; a slot
 	 * with n 0 is free): see index_cache.h. */
@@ -98,6 +101,7 @@ struct index_cache {
 		uint32_t hash;
 		bool whole_db;
 	} schema[INDEX_CACHE_SCHEMA_RING];
+	index_landings landings; /* the lists that landed last, for late verdicts */
 };
 
 static pthread_once_t mongoc_once = PTHREAD_ONCE_INIT;
@@ -340,6 +344,21 @@ void index_cache_set_clock(index_cache *ic, index_cache_clock_fn fn, void *arg)
  * INDEXES_PENDING at once, never a wait. */
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out)
 {
+	return index_cache_get_at(ic, db, coll, out, NULL);
+}
+
+/* Under the lock: where the cache stands (index_cache_get_at). */
+static void at_locked(index_cache *ic, index_cache_at *at)
+{
+	if (at != NULL) {
+		at->changes = atomic_load_explicit(&ic->changes, memory_order_relaxed);
+		at->schema_seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
+	}
+}
+
+index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *coll, index_set **out,
+                                index_cache_at *at)
+{
 	char ns[IC_NS_MAX];
 	index_lookup r;
 
@@ -357,6 +376,7 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 			return INDEXES_UNAVAILABLE;
 		}
 		enqueue_locked(ic, e);
+		at_locked(ic, at);
 		pthread_mutex_unlock(&ic->mu);
 		return INDEXES_PENDING;
 	}
@@ -380,6 +400,7 @@ index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, 
 		r = INDEXES_PENDING;
 		break;
 	}
+	at_locked(ic, at);
 	pthread_mutex_unlock(&ic->mu);
 	return r;
 }
@@ -400,8 +421,10 @@ static void made_locked(index_cache *ic, ic_entry *e)
 	index_set *old = e->set;
 	entry_move_locked(e, ENTRY_PENDING, NULL);
 	index_set_release(old);
-	(void)change_locked(ic);
+	uint64_t stamp = change_locked(ic);
 	enqueue_locked(ic, e);
+	if (ic->on_forget)
+		ic->on_forget(ic->hooks_arg, e->ns, false, stamp, INDEX_FORGET_WRITTEN);
 }
 
 void index_cache_note_made(index_cache *ic, const char *db, const char *coll)
@@ -411,7 +434,30 @@ void index_cache_note_made(index_cache *ic, const char *db, const char *coll)
 		return;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	if (e != NULL && unsettled(e->state, e->set))
+	if (e != NULL && !ic->replay && unsettled(e->state, e->set))
+		made_locked(ic, e);
+	pthread_mutex_unlock(&ic->mu);
+}
+
+void index_cache_set_replay(index_cache *ic, bool replay)
+{
+	pthread_mutex_lock(&ic->mu);
+	ic->replay = replay;
+	pthread_mutex_unlock(&ic->mu);
+}
+
+void index_cache_forget(index_cache *ic, const char *db, const char *coll, index_forget why)
+{
+	char ns[IC_NS_MAX];
+	if (why == INDEX_FORGET_SCHEMA) {
+		index_cache_invalidate(ic, db, coll);
+		return;
+	}
+	if (ic == NULL || coll == NULL || !make_ns(ns, db, coll))
+		return;
+	pthread_mutex_lock(&ic->mu);
+	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
+	if (e != NULL)
 		made_locked(ic, e);
 	pthread_mutex_unlock(&ic->mu);
 }
@@ -424,7 +470,8 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
 	if (e != NULL && delta > 0 && unsettled(e->state, e->set)) {
-		made_locked(ic, e);
+		if (!ic->replay)
+			made_locked(ic, e);
 	} else if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
 		int64_t moved = index_set_note_docs(e->set, delta);
 		if (e->fetching)
@@ -466,7 +513,9 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].hash = fnv1a(one ? ns : db);
 	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].whole_db = !one;
 	atomic_store_explicit(&ic->schema_seq, seq, memory_order_release);
-	(void)change_locked(ic); /* a request after this one may wait for a list */
+	uint64_t stamp = change_locked(ic); /* a request after this one may wait for a list */
+	if (ic->on_forget)                  /* under the lock: in order with the landings */
+		ic->on_forget(ic->hooks_arg, one ? ns : db, !one, stamp, INDEX_FORGET_SCHEMA);
 	pthread_mutex_unlock(&ic->mu);
 }
 
@@ -475,10 +524,11 @@ uint64_t index_cache_schema_seq(index_cache *ic)
 	return ic ? atomic_load_explicit(&ic->schema_seq, memory_order_acquire) : 0;
 }
 
-bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since)
+bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since,
+                                uint64_t until)
 {
 	char ns[IC_NS_MAX];
-	if (ic == NULL || index_cache_schema_seq(ic) == since)
+	if (ic == NULL || index_cache_schema_seq(ic) == since || until <= since)
 		return false;
 	if (!make_ns(ns, db, coll))
 		return true;
@@ -486,6 +536,7 @@ bool index_cache_schema_changed(index_cache *ic, const char *db, const char *col
 	bool changed = false;
 	pthread_mutex_lock(&ic->mu);
 	uint64_t now = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
+	now = until < now ? until : now;
 	if (now - since > INDEX_CACHE_SCHEMA_RING)
 		changed = true; /* too many since to tell */
 	for (uint64_t n = since + 1; !changed && n <= now; n++)
@@ -500,10 +551,32 @@ uint64_t index_cache_changes(index_cache *ic)
 	return ic ? atomic_load_explicit(&ic->changes, memory_order_acquire) : 0;
 }
 
+/* A list lands for ns: stamped, and kept for the late verdicts. */
+static void landed_locked(index_cache *ic, const char *ns, index_set *set, index_set **gone)
+{
+	uint64_t stamp = change_locked(ic);
+	index_set_set_stamp(set, stamp);
+	*gone =
+	    index_landings_add(&ic->landings, ns, stamp,
+	                       atomic_load_explicit(&ic->schema_seq, memory_order_relaxed), set);
+}
+
+bool index_cache_landed_after(index_cache *ic, const char *db, const char *coll, uint64_t after,
+                              index_set **set, uint64_t *schema_seq)
+{
+	char ns[IC_NS_MAX];
+	if (ic == NULL || !make_ns(ns, db, coll))
+		return false;
+	pthread_mutex_lock(&ic->mu);
+	bool found = index_landings_first_after(&ic->landings, ns, after, set, schema_seq);
+	pthread_mutex_unlock(&ic->mu);
+	return found;
+}
+
 void index_cache_put(index_cache *ic, const char *db, const char *coll, index_set *s)
 {
 	char ns[IC_NS_MAX];
-	index_set *old = NULL;
+	index_set *old = NULL, *gone = NULL;
 
 	if (ic == NULL || !make_ns(ns, db, coll))
 		return;
@@ -523,7 +596,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 		dequeue_locked(ic, e);
 		old = e->set;
 		index_set_carry_multikey(s, old);
-		index_set_set_stamp(s, change_locked(ic));
+		landed_locked(ic, ns, s, &gone);
 		entry_move_locked(e, ENTRY_KNOWN, index_set_retain(s));
 		e->generation = ++ic->next_generation;
 		e->recount_again = false;
@@ -532,6 +605,7 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 	}
 	pthread_mutex_unlock(&ic->mu);
 	index_set_release(old);
+	index_set_release(gone);
 }
 
 /* ---- the metadata thread's two halves ---- */
@@ -586,7 +660,7 @@ bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *
 
 bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set)
 {
-	index_set *drop = NULL;
+	index_set *drop = NULL, *gone = NULL;
 	bool landed = false;
 
 	pthread_mutex_lock(&ic->mu);
@@ -626,10 +700,10 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			e->recount_again = false;
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
-			index_set_set_stamp(set, change_locked(ic));
+			landed_locked(ic, ns, set, &gone);
 			entry_move_locked(e, ENTRY_KNOWN, set);
 			if (ic->on_landed) /* under the lock: unset, no call is in flight */
-				ic->on_landed(ic->landed_arg, ns, index_set_retain(set));
+				ic->on_landed(ic->hooks_arg, ns, index_set_retain(set));
 			e->fetched_at = now;
 			e->due_at = now + ic->refresh_ms;
 		} else if (e->state == ENTRY_KNOWN) {
@@ -643,14 +717,17 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	}
 	pthread_mutex_unlock(&ic->mu);
 	index_set_release(drop);
+	index_set_release(gone);
 	return landed;
 }
 
-void index_cache_set_landed_hook(index_cache *ic, index_cache_landed_fn fn, void *arg)
+void index_cache_set_hooks(index_cache *ic, index_cache_landed_fn landed,
+                           index_cache_forget_fn forget, void *arg)
 {
 	pthread_mutex_lock(&ic->mu);
-	ic->on_landed = fn;
-	ic->landed_arg = arg;
+	ic->on_landed = landed;
+	ic->on_forget = forget;
+	ic->hooks_arg = arg;
 	pthread_mutex_unlock(&ic->mu);
 }
 
@@ -779,6 +856,7 @@ void index_cache_free(index_cache *ic)
 	if (ic->uri != NULL)
 		mongoc_uri_destroy(ic->uri);
 	lru_map_destroy(&ic->map, entry_free);
+	index_landings_clear(&ic->landings);
 	pthread_cond_destroy(&ic->cv);
 	pthread_mutex_destroy(&ic->mu);
 	free(ic);

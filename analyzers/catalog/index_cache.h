@@ -56,15 +56,51 @@ typedef enum {
 
 index_lookup index_cache_get(index_cache *ic, const char *db, const char *coll, index_set **out);
 
-/* Called from the metadata thread, under the cache's lock (it must take
- * no lock the cache's callers may hold while they call it), each time a
- * fetched list lands (index_cache_fetch_end), with a reference to it the
- * hook must release: the capture writes it where it landed among the
- * requests, so the report can judge a late verdict given with a list that
- * a schema change made the cache forget before anyone looked again. fn
- * NULL unsets it; once this returns, no call of the old one is running. */
+/* The same, and where the cache stood at that lookup, read under its lock:
+ * its change count (index_cache_changes) and schema count
+ * (index_cache_schema_seq). A request carries them, so the capture writes
+ * it after every list and schema change it was judged after and before
+ * every later one, and a verdict it owes counts the schema changes after
+ * this lookup, not after a moment later. */
+typedef struct index_cache_at {
+	uint64_t changes, schema_seq;
+} index_cache_at;
+index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *coll, index_set **out,
+                                index_cache_at *at);
+
+/* What the capture hears of the cache, called under the cache's lock (a
+ * hook must take no lock the cache's callers may hold while they call it),
+ * so the writer's queue holds both kinds in the order the cache saw them:
+ *
+ * landed: from the metadata thread, each time a fetched list lands
+ * (index_cache_fetch_end), with a reference to it the hook must release:
+ * the capture writes it where it landed among the requests, so the report
+ * can judge a late verdict given with a list that a schema change made the
+ * cache forget before anyone looked again.
+ *
+ * forget: from any thread, each time the cache forgets a list: why
+ * INDEX_FORGET_SCHEMA at index_cache_invalidate (ns "db.coll", or "db"
+ * with whole_db), INDEX_FORGET_WRITTEN when documents were written into a
+ * collection it listed missing (index_cache_note_made, _note_docs); stamp
+ * is the change count it made (index_cache_changes). The report forgets
+ * there, as the proxy did, whatever the position of the reply that made
+ * the proxy forget among the landings.
+ *
+ * fn NULL unsets one; once this returns, no call of the old ones is
+ * running. */
 typedef void (*index_cache_landed_fn)(void *arg, const char *ns, index_set *set);
-void index_cache_set_landed_hook(index_cache *ic, index_cache_landed_fn fn, void *arg);
+typedef enum { INDEX_FORGET_SCHEMA, INDEX_FORGET_WRITTEN } index_forget;
+typedef void (*index_cache_forget_fn)(void *arg, const char *ns, bool whole_db, uint64_t stamp,
+                                      index_forget why);
+void index_cache_set_hooks(index_cache *ic, index_cache_landed_fn landed,
+                           index_cache_forget_fn forget, void *arg);
+
+/* The report's replay of a capture that recorded what the proxy's cache
+ * forgot (the forget hook's records): writes move the counts as they did
+ * live, but forget nothing themselves (replay true); index_cache_forget
+ * does, where each record stands. */
+void index_cache_set_replay(index_cache *ic, bool replay);
+void index_cache_forget(index_cache *ic, const char *db, const char *coll, index_forget why);
 
 /* How many times a list has landed (a fetch's or a put's) or been
  * forgotten (index_cache_invalidate) since the cache was made: a reader
@@ -104,13 +140,23 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
  * number read before its request went on: */
 uint64_t index_cache_schema_seq(index_cache *ic);
 
-/* True when a schema change after the since'th named db.coll or all of db:
- * a list fetched now may not be the one the request ran with (a
+/* True when a schema change after the since'th, up to the until'th
+ * (UINT64_MAX: every one so far), named db.coll or all of db: a list
+ * fetched after it may not be the one the request ran with (a
  * createIndex, a find, a dropIndexes within milliseconds). Also true when
  * more than INDEX_CACHE_SCHEMA_RING changes have passed since (or, rarely,
  * another namespace's hash is the same): "cannot tell" is never "no". */
 #define INDEX_CACHE_SCHEMA_RING 1024
-bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since);
+bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since,
+                                uint64_t until);
+
+/* The first list of db.coll that landed after the cache's change count
+ * was `after` (index_cache_changes, read before a request went on), and
+ * the schema count when it landed: what a late verdict is judged with,
+ * as the report's replay judges it at that list's snapshot
+ * (index_landings.h). A reference into *set. False when none is kept. */
+bool index_cache_landed_after(index_cache *ic, const char *db, const char *coll, uint64_t after,
+                              index_set **set, uint64_t *schema_seq);
 
 /* For tests: installs a known set for db.coll without any connection. The
  * cache takes its own reference (index_set_retain): the caller still owns

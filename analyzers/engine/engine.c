@@ -243,6 +243,7 @@ static void late_carry(engine_late *to, const engine_late *from)
 {
 	to->changed = 0;
 	to->since = from->since;
+	to->since_change = from->since_change;
 }
 
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
@@ -256,6 +257,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 			late_carry(&block->late, rc->late);
 		block->skipped = 0;
 		block->upsert = false;
+		block->judged_at = 0;
 	}
 	/* The connection's reads first, templates or not (conn_track.c); a
 	 * read that completes a finding is analysed whole, to be reported. */
@@ -291,6 +293,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.lookup_done = false;
 	ax.lookup_r = INDEXES_UNAVAILABLE;
 	ax.lookup_set = NULL;
+	ax.lookup_until = UINT64_MAX;
+	ax.lookup_at.changes = ax.lookup_at.schema_seq = 0;
 	byte_spans spans;
 	spans.base = bson_get_data(&v->body);
 	spans.n = 0;
@@ -308,6 +312,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	}
 	if (ax.narrays)
 		engine_arrays_apply(&ax, vd == VERDICT_FORWARD);
+	if (block && !ax.late_call)
+		block->judged_at = ax.lookup_at.changes;
 	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&

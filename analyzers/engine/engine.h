@@ -57,6 +57,9 @@ typedef struct engine_late {
 	uint32_t lost;    /* owed where no room was left: never judged (counted) */
 	uint32_t changed; /* owed where a schema change passed since: never judged (counted) */
 	uint64_t since;   /* index_cache_schema_seq before the request went on */
+	/* index_cache_changes then: the late call judges with the first list
+	 * that landed after it (index_cache_landed_after) */
+	uint64_t since_change;
 	/* The lists that were not known (engine_ns_hash of their "db.coll";
 	 * more than ENGINE_LATE_MAX: any): a late call runs the rules owed at
 	 * a namespace whole, and reports only from a check that read one of
@@ -148,6 +151,11 @@ typedef struct block_info {
 	/* an update statement the engine read says upsert: true (a batch's
 	 * statements a template stood for are not read: its first is) */
 	bool upsert;
+	/* index_cache_changes at the last index list the request was judged
+	 * with (read under the cache's lock; 0: it looked none up): the
+	 * capture writes the request after every list landing and schema
+	 * change up to it, before any later one (proxy/sinks/capture.h) */
+	uint64_t judged_at;
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */

@@ -151,6 +151,13 @@ struct rule_ctx {
 	bool lookup_done;
 	index_lookup lookup_r;
 	index_set *lookup_set;
+	/* the schema count the list looked up was judged against: the one at
+	 * its landing for a late call's landed list, else every one so far */
+	uint64_t lookup_until;
+	/* where the cache stood at the last lookup made (index_cache_get_at;
+	 * zero before the first): what an owe counts from, and the request's
+	 * block_info.judged_at */
+	index_cache_at lookup_at;
 	char lookup_ns[LOOKUP_NS_LEN];
 	/* The connection's repeat (engine.h, engine_repeat): the checks called
 	 * so far, whether the analyser judged the whole request from its bytes

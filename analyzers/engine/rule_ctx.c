@@ -54,7 +54,20 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 	    strcmp(ax->lookup_ns + a + 1, coll) != 0) {
 		index_set_release(ax->lookup_set);
 		ax->lookup_set = NULL;
-		ax->lookup_r = index_cache_get(ax->e->ic, db, coll, &ax->lookup_set);
+		ax->lookup_until = UINT64_MAX;
+		index_set *landed = NULL;
+		/* a late call: the list that landed first after the request went
+		 * on, as the report's replay judges it at that list's snapshot,
+		 * whatever the cache holds by the time this worker woke */
+		if (ax->late_call && ax->block &&
+		    index_cache_landed_after(ax->e->ic, db, coll, ax->block->late.since_change,
+		                             &landed, &ax->lookup_until)) {
+			ax->lookup_set = landed;
+			ax->lookup_r = INDEXES_KNOWN;
+		} else {
+			ax->lookup_r = index_cache_get_at(ax->e->ic, db, coll, &ax->lookup_set,
+			                                  &ax->lookup_at);
+		}
 		memcpy(ax->lookup_ns, db, a);
 		ax->lookup_ns[a] = '.';
 		memcpy(ax->lookup_ns + a + 1, coll, b + 1);
@@ -84,9 +97,16 @@ uint64_t engine_owe(rule_ctx *ax, const char *ns, uint32_t rules, unsigned kinds
 		b->late.lost |= rules;
 		return h;
 	}
-	/* read before the request goes on: a change it counts passed first */
-	if (!ax->late_call)
+	/* where the cache stood at the lookup that found the list missing
+	 * (read under its lock, so a change it counts passed after it), or
+	 * now when none was made */
+	if (!ax->late_call && ax->lookup_done) {
+		b->late.since = ax->lookup_at.schema_seq;
+		b->late.since_change = ax->lookup_at.changes;
+	} else if (!ax->late_call) {
 		b->late.since = index_cache_schema_seq(ax->e->ic);
+		b->late.since_change = index_cache_changes(ax->e->ic);
+	}
 	b->late.at[b->late.n].ns_hash = h;
 	b->late.at[b->late.n].rules = rules;
 	b->late.at[b->late.n++].kinds = kinds;
@@ -126,13 +146,14 @@ static bool waited_for(const engine_late *l, const char *ns)
 index_lookup rule_ctx_indexes(rule_ctx *ax, const char *db, const char *coll, const index_set **out)
 {
 	const rule_site *s = ax->cur_site;
+	index_lookup r = engine_lookup(ax, db, coll, out);
 	if (ax->late_call && ax->block &&
-	    index_cache_schema_changed(ax->e->ic, db, coll, ax->block->late.since)) {
+	    index_cache_schema_changed(ax->e->ic, db, coll, ax->block->late.since,
+	                               ax->lookup_until)) {
 		*out = NULL;
 		ax->block->late.changed |= 1u << ax->cur_rule;
 		return INDEXES_UNAVAILABLE;
 	}
-	index_lookup r = engine_lookup(ax, db, coll, out);
 	if (ax->late_call && r == INDEXES_KNOWN && waited_for(ax->rc->late, ax->lookup_ns))
 		ax->waited_call = ax->ncalled;
 	if (r != INDEXES_PENDING || !s || !ax->e->needs_facts[ax->cur_rule])

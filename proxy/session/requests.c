@@ -145,10 +145,10 @@ static void answer_block(session *s, const request *r, const block_info *block)
 }
 
 /* Capture: the request goes to the writer's queue as it arrived. */
-static void capture_request(session *s, const request *r, const char *outcome)
+static void capture_request(session *s, const request *r, const char *outcome, uint64_t judged_at)
 {
 	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
-	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome);
+	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome, judged_at);
 }
 
 /* ---- the workload (proxy/stats/workload.h) ---- */
@@ -327,6 +327,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	/* Two clock reads: around the analysis, the second the request's send time */
 	int64_t now = mg_now_ns(), read_ns = now;
 	bool hit = false;
+	uint64_t judged_at = 0; /* block_info.judged_at, for the capture */
 	if (e) {
 		request_ctx rc = {
 		    .app_name = s->app,
@@ -341,6 +342,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		int64_t t0 = now;
 		uint64_t repeats = engine_repeat_hits(s->repeat);
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
+		judged_at = block.judged_at;
 		now = mg_now_ns();
 		mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
 		if ((hit = engine_repeat_hits(s->repeat) != repeats))
@@ -364,7 +366,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			               s->peer, s->id, now / 1000000);
 		if (vd == VERDICT_BLOCK) {
 			if (s->env.capture)
-				capture_request(s, r, "block");
+				capture_request(s, r, "block", judged_at);
 			answer_block(s, r, &block);
 			requests_gate_end(s);
 			return REQ_DROP;
@@ -373,7 +375,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 	}
 	if (s->env.capture)
-		capture_request(s, r, "forward");
+		capture_request(s, r, "forward", judged_at);
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
 		wl = workload_request(s, r, hit, now);

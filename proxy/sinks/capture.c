@@ -21,14 +21,18 @@
 
 #define LOGID_CAPTURE    5000
 #define MAX_QUEUED_ITEMS 65536
-#define INDEX_SLOTS      8192 /* namespaces whose index lists are followed */
-#define INDEX_RECHECK_MS 1000 /* how often a namespace's list is looked at again */
+#define INDEX_SLOTS      8192   /* namespaces whose index lists are followed */
+#define INDEX_RECHECK_MS 1000   /* how often a namespace's list is looked at again */
+#define EVENT_HOLD_US    100000 /* the longest a list or schema change waits (hold_event) */
 #define FILE_PREFIX      "capture-"
 #define FILE_SUFFIX      ".bson"
 
 /* ITEM_LIST: an index list that landed in the cache (bytes: its "db.coll",
- * set: a reference to it), written where it landed among the requests. */
-typedef enum { ITEM_REQUEST, ITEM_REPLY, ITEM_LIST } item_kind;
+ * set: a reference to it), written where it landed among the requests.
+ * ITEM_FORGET: the cache forgot a list (bytes: "db.coll", or "db" when id
+ * is 1: all of it; verdict: why, "schema" or "written"), in its order
+ * among those. */
+typedef enum { ITEM_REQUEST, ITEM_REPLY, ITEM_LIST, ITEM_FORGET } item_kind;
 
 typedef struct item {
 	struct item *next;
@@ -40,8 +44,12 @@ typedef struct item {
 	uint8_t *bytes;
 	size_t nbytes; /* bytes held (0: a reply too big to read) */
 	char verdict[8];
-	uint64_t changes; /* a request's: index_cache_changes when it was judged */
-	index_set *set;   /* ITEM_LIST's */
+	/* a request's: index_cache_changes when it was judged (judged: as
+	 * block_info.judged_at says; else read after its verdict); a list's
+	 * or a schema change's: the change count it made (its stamp) */
+	uint64_t changes;
+	bool judged;
+	index_set *set; /* ITEM_LIST's */
 	char client[80];
 	char app[128];
 } item;
@@ -66,6 +74,9 @@ struct capture_sink {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	item *head, *tail;
+	/* The writer's own: lists and schema changes taken from the queue but
+	 * not written yet, oldest first (hold_event) */
+	item *held, *held_tail;
 	size_t nqueued;
 	/* Written under the lock; atomic (relaxed) because the reply path also
 	 * reads it without the lock, for its early budget check. A plain size_t
@@ -185,7 +196,7 @@ static void count_drop(capture_sink *c, int64_t t_us)
 }
 
 void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_t *msg, size_t len,
-                          const char *outcome)
+                          const char *outcome, uint64_t judged_at)
 {
 	item *it = new_item(ITEM_REQUEST, o);
 	if (it)
@@ -199,8 +210,9 @@ void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_
 	it->nbytes = it->len = len;
 	snprintf(it->verdict, sizeof it->verdict, "%s", outcome);
 	/* after the verdict: every list it could have been judged with is
-	 * stamped this or less */
-	it->changes = index_cache_changes(c->ic);
+	 * stamped this or less; judged_at says exactly where */
+	it->judged = judged_at != 0;
+	it->changes = it->judged ? judged_at : index_cache_changes(c->ic);
 	enqueue(c, it);
 }
 
@@ -511,6 +523,9 @@ static void check_indexes(capture_sink *c, const char *db, const char *coll, uin
 	ns_slot *sl = slot_of(c, ns);
 	if (!sl)
 		return;
+	/* never ahead of a list or schema change still held (hold_event) */
+	if (c->held && c->held->changes <= changes)
+		changes = c->held->changes - 1;
 	int64_t now = mono_ms();
 	if (sl->changes_seen == changes && now - sl->checked_ms < INDEX_RECHECK_MS)
 		return;
@@ -603,6 +618,17 @@ static void write_reply(capture_sink *c, const item *it)
 		capture_reply_facts_free(&f);
 }
 
+static void write_forget(capture_sink *c, const item *it)
+{
+	char *ns = (char *)it->bytes, *dot = strchr(ns, '.');
+	bson_t rec;
+	if (!it->id && dot)
+		*dot = '\0'; /* db, then coll */
+	capture_build_forget(&rec, it->t_us, ns, !it->id && dot ? dot + 1 : NULL, it->verdict);
+	write_doc(c, &rec);
+	bson_destroy(&rec);
+}
+
 static void write_gap(capture_sink *c, uint64_t dropped, int64_t from, int64_t to)
 {
 	bson_t rec;
@@ -614,6 +640,40 @@ static void write_gap(capture_sink *c, uint64_t dropped, int64_t from, int64_t t
 	log_attr_int(l, "dropped", (int64_t)dropped);
 	log_attr_str(l, "path", c->path);
 	log_end(l);
+}
+
+/* A list that landed or a schema change comes off the queue: it waits
+ * there until a request judged after it comes (its judged_at at or above
+ * the event's stamp), so a request judged before it, which its worker
+ * queued a moment after the event, is written before it; or until it has
+ * waited EVENT_HOLD_US, when every request judged before it has long
+ * been queued. Stamps grow in queue order (both are queued under the
+ * cache's lock), so what is written is always the oldest held. */
+static void hold_event(capture_sink *c, item *it)
+{
+	it->next = NULL;
+	if (c->held_tail)
+		c->held_tail->next = it;
+	else
+		c->held = it;
+	c->held_tail = it;
+}
+
+/* Writes the held events stamped upto or less, or held since before_us. */
+static void write_held(capture_sink *c, uint64_t upto, int64_t before_us)
+{
+	while (c->held && (c->held->changes <= upto || c->held->t_us <= before_us)) {
+		item *it = c->held;
+		c->held = it->next;
+		if (!c->held)
+			c->held_tail = NULL;
+		if (it->kind == ITEM_LIST)
+			write_list(c, (const char *)it->bytes, it->set);
+		else
+			write_forget(c, it);
+		item_free(it);
+		maybe_rotate(c);
+	}
 }
 
 static void *writer_main(void *arg)
@@ -645,16 +705,23 @@ static void *writer_main(void *arg)
 
 		while (batch) {
 			item *next = batch->next;
-			if (batch->kind == ITEM_REQUEST)
+			if (batch->kind == ITEM_LIST || batch->kind == ITEM_FORGET) {
+				hold_event(c, batch);
+				batch = next;
+				continue;
+			}
+			if (batch->kind == ITEM_REQUEST) {
+				if (batch->judged)
+					write_held(c, batch->changes, 0);
 				write_request(c, batch);
-			else if (batch->kind == ITEM_LIST)
-				write_list(c, (const char *)batch->bytes, batch->set);
-			else
+			} else {
 				write_reply(c, batch);
+			}
 			item_free(batch);
 			batch = next;
 			maybe_rotate(c);
 		}
+		write_held(c, stop ? UINT64_MAX : 0, capture_now_us() - EVENT_HOLD_US);
 		if (dropped)
 			write_gap(c, dropped, from, to);
 		recheck_pending(c, changes);
@@ -671,8 +738,8 @@ static void *writer_main(void *arg)
 
 /* ---- life ---- */
 
-/* The index cache's landed hook (index_cache_set_landed_hook), on its
- * thread under its lock: the list goes to the queue like a request. */
+/* The index cache's landed hook (index_cache_set_hooks), on its thread
+ * under its lock: the list goes to the queue like a request. */
 static void on_landed(void *arg, const char *ns, index_set *set)
 {
 	capture_sink *c = arg;
@@ -681,11 +748,32 @@ static void on_landed(void *arg, const char *ns, index_set *set)
 	if (it && (it->bytes = (uint8_t *)strdup(ns))) {
 		it->nbytes = strlen(ns) + 1;
 		it->set = set;
+		it->changes = index_set_stamp(set);
 		enqueue(c, it);
 		return;
 	}
 	free(it);
 	index_set_release(set);
+}
+
+/* Its forget hook, on the thread that made the cache forget, under the
+ * cache's lock. */
+static void on_forget(void *arg, const char *ns, bool whole_db, uint64_t stamp, index_forget why)
+{
+	capture_sink *c = arg;
+	capture_origin o = {capture_now_us(), 0, NULL, NULL};
+	item *it = new_item(ITEM_FORGET, &o);
+	if (it && (it->bytes = (uint8_t *)strdup(ns))) {
+		it->nbytes = strlen(ns) + 1;
+		it->id = whole_db;
+		it->changes = stamp;
+		snprintf(it->verdict, sizeof it->verdict, "%s",
+		         why == INDEX_FORGET_SCHEMA ? "schema" : "written");
+		enqueue(c, it);
+		return;
+	}
+	free(it);
+	count_drop(c, o.t_us);
 }
 
 capture_sink *capture_sink_new(const capture_settings *s, const char *version, const bson_t *rules,
@@ -721,7 +809,7 @@ capture_sink *capture_sink_new(const capture_settings *s, const char *version, c
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
 	if (ic)
-		index_cache_set_landed_hook(ic, on_landed, c);
+		index_cache_set_hooks(ic, on_landed, on_forget, c);
 	return c;
 }
 
@@ -757,7 +845,7 @@ void capture_sink_free(capture_sink *c, capture_stats *final)
 	if (!c)
 		return;
 	if (c->ic) /* a metadata thread still out (abandoned) calls it no more */
-		index_cache_set_landed_hook(c->ic, NULL, NULL);
+		index_cache_set_hooks(c->ic, NULL, NULL, NULL);
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
 	pthread_mutex_unlock(&c->lock);

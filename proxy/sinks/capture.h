@@ -60,9 +60,15 @@ void capture_sink_free(capture_sink *c, capture_stats *final);
 
 /* ---- the request path (any worker thread) ---- */
 
-/* Copies msg. verdict: "forward" or "block". */
+/* Copies msg. verdict: "forward" or "block". judged_at: the request's
+ * block_info.judged_at (0: it was judged with no index list). The writer
+ * puts the request after every index list and schema change the cache
+ * saw up to judged_at and before any later one, though another thread
+ * may have queued one of those between the verdict and this call: the
+ * report's replay then judges it with the lists it was judged with, and a
+ * verdict it owed across the same schema changes. */
 void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_t *msg, size_t len,
-                          const char *outcome);
+                          const char *outcome, uint64_t judged_at);
 
 /* A reply is starting: a buffer for its len bytes (owned by the caller
  * until capture_sink_reply), or NULL when it is too big or the queue has

@@ -351,6 +351,19 @@ def capture_seeds():
                        rep(1700000000000020, 1) + rep(1700000000000021, 2))
     yield "header-only", hdr
     yield "cut-short", whole[:len(whole) - 7]
+    v3 = doc({"k": "header", "format": "mongoguard-capture", "v": 3, "mongoguard": "0.1.0",
+              "instance": "fz3", "redaction": "shapes", "start": Date(1700000000000),
+              "startUs": I64(1700000000000000),
+              "rules": {"collection-scan": {"action": "log", "minDocuments": 0}}})
+    yield "forgets", (v3 + idx +
+                      doc({"k": "forget", "t": I64(1700000000000005), "db": "test",
+                           "coll": "c", "why": "schema"}) +
+                      req(1700000000000010, 1, "find", "test.c", body=body, seqs={}) +
+                      doc({"k": "forget", "t": I64(1700000000000012), "db": "test",
+                           "why": "schema"}) +
+                      doc({"k": "forget", "t": I64(1700000000000013), "db": "test",
+                           "coll": "c", "why": "written"}) + idx +
+                      rep(1700000000000020, 1))
 
 
 def rd_str(b):

@@ -108,7 +108,7 @@ def test_capture_is_bson_with_header_and_redacted(captured):
     for f in files:
         docs = list(bson.decode_file_iter(open(f, "rb")))
         assert docs[0]["k"] == "header" and docs[0]["format"] == "mongoguard-capture"
-        assert docs[0]["v"] == 2 and docs[0]["redaction"] == "shapes"
+        assert docs[0]["v"] == 3 and docs[0]["redaction"] == "shapes"
         assert "mongoguard" in docs[0] and "start" in docs[0]
         for d in docs:
             kinds[d["k"]] = kinds.get(d["k"], 0) + 1
@@ -393,6 +393,80 @@ def test_version_1_capture_reads_without_the_new_facts(tmp_path, mongoguard_bin)
     run_report(mongoguard_bin, [f], "--json", out)
     rep = json.loads(out.read_text())
     assert rep["overview"]["requests"] == 2 and rep["findings"] == []
+
+
+def forgetting_capture(v: int) -> list:
+    """A hand-made capture of format v: the proxy's cache forgets s.c's list at forget
+    records (version 3) or where a reply says so (before it)."""
+    ids = [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]
+    recs = [{"k": "header", "format": "mongoguard-capture", "v": v, "mongoguard": "0.9",
+             "instance": "i", "redaction": "shapes", "startUs": 1,
+             "rules": {"collection-scan": {"action": "log", "minDocuments": 0}}}]
+    base = {"conn": 1, "client": "", "app": "", "len": 100, "mtc": False,
+            "verdict": "forward", "db": "s"}
+    t = iter(range(1, 100))
+
+    def req(rid, coll, body):
+        recs.append({"k": "req", "t": next(t), **base, "rid": rid, "ns": "s." + coll,
+                     "op": next(iter(body)), "body": body})
+
+    def reply(rid, n=1):
+        recs.append({"k": "reply", "t": next(t), "conn": 1, "rt": rid, "len": 50, "ok": True,
+                     "n": n})
+
+    def listed(coll, **kw):
+        recs.append({"k": "indexes", "t": next(t), "ns": "s." + coll, **kw})
+
+    def forget(coll, why):
+        if v >= 3:
+            recs.append({"k": "forget", "t": next(t), "db": "s", "coll": coll, "why": why})
+
+    # a: a schema change after the list landed: a createIndexes' reply forgets
+    # before version 3; from it, the forget record where the cache forgot (none)
+    listed("a", indexes=ids, count=10)
+    req(1, "a", {"createIndexes": "a", "indexes": []})
+    reply(1)
+    req(2, "a", {"find": "a", "filter": {"color": "?"}})
+    reply(2)
+    # b: owed after a forgetting, and another before the next list: no verdict
+    listed("b", indexes=ids, count=10)
+    forget("b", "schema")
+    req(3, "b", {"find": "b", "filter": {"color": "?"}})
+    reply(3)
+    forget("b", "schema")
+    listed("b", indexes=ids, count=10)
+    # c: an insert into a collection listed missing: its reply forgets before
+    # version 3; from it, where the cache did (after the next find)
+    listed("c", opaque="the collection does not exist")
+    req(4, "c", {"insert": "c"})
+    reply(4)
+    req(5, "c", {"find": "c", "filter": {"color": "?"}})
+    reply(5)
+    forget("c", "written")
+    listed("c", indexes=ids, count=1)
+    req(6, "c", {"find": "c", "filter": {"color": "?"}})
+    reply(6)
+    return recs
+
+
+@pytest.mark.parametrize("v,expect", [(2, {"a": 0, "b": 1, "c": 2}),
+                                      (3, {"a": 1, "b": 0, "c": 1})])
+def test_capture_forgets_where_the_proxy_did(tmp_path, mongoguard_bin, v, expect):
+    """From version 3 the capture records where the proxy's index cache forgot a list
+    (a schema change; a write into a collection listed missing), in the cache's order,
+    and the report forgets there, not at the reply that made the proxy forget: a
+    createIndexes' reply forgets nothing by itself (a), a late verdict owed across a
+    recorded schema change is lost as it was live (b), and an insert's reply forgets
+    nothing until the record says the cache did (c). A version 2 capture is read as
+    before: the replies forget."""
+    f = tmp_path / "capture-forget.bson"
+    f.write_bytes(b"".join(bson.encode(r) for r in forgetting_capture(v)))
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, [f], "--json", out)
+    got = {c: 0 for c in expect}
+    for fd in json.loads(out.read_text())["findings"]:
+        got[fd["ns"].split(".")[1]] += fd["count"]
+    assert got == expect
 
 
 def wait_snapshots(cdir: Path, ns: str, n: int, timeout: float = 5) -> None:

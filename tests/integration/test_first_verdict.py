@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 import time
 
 import pytest
@@ -401,6 +403,61 @@ def test_failed_schema_change_keeps_the_late_verdict(start_proxy, tmp_path, mong
         assert_report_is_live(p, tmp_path, mongoguard_bin)
     finally:
         srv.stop()
+
+
+def test_report_is_live_while_schema_changes_race_the_late_lists(start_proxy, upstream,
+                                                                 dbname, tmp_path,
+                                                                 mongoguard_bin):
+    """Two workers: one connection sends finds one at a time while another, on the other
+    worker, repeats a createIndexes of an index that exists (as an ODM does at every
+    start). Each createIndexes makes the index cache forget the list, so finds owe late
+    verdicts that race the next one's reply. The report of the capture must have the
+    live log's occurrences exactly. It did not: the live worker judged its late queue
+    when it next woke, counting schema changes relayed after the list had landed, and
+    the capture put the forgetting where the createIndexes' reply fell, not where the
+    cache forgot (helper's loop: live 2,084, report 2,309). Now a late verdict is
+    judged with the first list that landed after its request, the capture records each
+    forgetting in the cache's order, and each request where it was judged. Timing-
+    driven: before the change this diverged by hundreds in a second."""
+    cfg = {"workers": 2, "log": {"connections": False},
+           "rules": scan_rules(min_docs=0), "capture": {"dir": str(tmp_path / "cap")}}
+    p = start_proxy(upstream.uri, config=json.dumps(cfg) + "\n", extra_args=["--workers", "2"])
+    kw = dict(directConnection=True, maxPoolSize=1, serverMonitoringMode="poll",
+              serverSelectionTimeoutMS=10000)
+    finder = MongoClient(p.uri, **kw)
+    finder.admin.command("ping")
+    spacer = socket.create_connection(("127.0.0.1", p.port))  # the next one, other worker
+    indexer = MongoClient(p.uri, **kw)
+    indexer.admin.command("ping")
+    try:
+        finder[dbname].race.insert_one({"x": 1})
+        stop = time.monotonic() + 3
+        errors = []
+
+        def hammer():
+            try:
+                while time.monotonic() < stop:
+                    indexer[dbname].race.create_index("x")
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        t = threading.Thread(target=hammer)
+        t.start()
+        sent = 0
+        while time.monotonic() < stop:
+            finder[dbname].race.find_one({})
+            sent += 1
+        t.join()
+        assert not errors, errors
+    finally:
+        finder.close()
+        indexer.close()
+        spacer.close()
+    time.sleep(1.0)  # the last late verdicts
+    assert_report_is_live(p, tmp_path, mongoguard_bin)
+    # most finds are judged (late or not): the race was run, not skipped
+    scans = sum(n for (rule, _), n in live_findings(p).items() if rule == SCAN)
+    assert scans > sent // 4, (scans, sent)
 
 
 def test_restart_with_a_warm_workload(start_proxy, upstream, clients, dbname):

@@ -659,30 +659,135 @@ static void test_side_connection_and_client_ddl_never_overlap(void **state)
 static void test_schema_changes_since(void **state)
 {
 	index_cache *ic = new_cache();
-	assert_false(index_cache_schema_changed(ic, "shop", "items", 0));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", 0, UINT64_MAX));
 	index_cache_invalidate(ic, "shop", "items");
 	uint64_t since = index_cache_schema_seq(ic);
 	assert_int_equal(since, 1);
-	assert_true(index_cache_schema_changed(ic, "shop", "items", 0));
-	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
+	assert_true(index_cache_schema_changed(ic, "shop", "items", 0, UINT64_MAX));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX));
 	index_cache_invalidate(ic, "shop", "orders");
 	index_cache_invalidate(ic, "shops", NULL);
-	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
-	assert_true(index_cache_schema_changed(ic, "shop", "orders", since));
-	assert_true(index_cache_schema_changed(ic, "shops", "items", since));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX));
+	assert_true(index_cache_schema_changed(ic, "shop", "orders", since, UINT64_MAX));
+	assert_true(index_cache_schema_changed(ic, "shops", "items", since, UINT64_MAX));
 	index_cache_invalidate(ic, "shop", NULL);
-	assert_true(index_cache_schema_changed(ic, "shop", "items", since));
+	assert_true(index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX));
 	since = index_cache_schema_seq(ic);
 	for (int i = 0; i < INDEX_CACHE_SCHEMA_RING; i++)
 		index_cache_invalidate(ic, "other", "c");
-	assert_false(index_cache_schema_changed(ic, "shop", "items", since));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX));
 	index_cache_invalidate(ic, "other", "c");
-	assert_true(index_cache_schema_changed(ic, "shop", "items", since)); /* cannot tell */
+	assert_true(
+	    index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX)); /* cannot tell */
 	/* a lookup's own changes (lists landing, writes) are not schema changes */
 	since = index_cache_schema_seq(ic);
 	index_cache_put(ic, "shop", "items", NULL);
 	index_cache_note_made(ic, "shop", "items");
 	assert_int_equal(index_cache_schema_seq(ic), since);
+	/* only the changes up to `until` count: a late verdict's, up to the
+	 * landing of its list */
+	index_cache_invalidate(ic, "shop", "items");
+	assert_true(index_cache_schema_changed(ic, "shop", "items", since, UINT64_MAX));
+	assert_false(index_cache_schema_changed(ic, "shop", "items", since, since));
+	index_cache_free(ic);
+}
+
+/* The lists that landed, kept for the late verdicts: the first of a
+ * collection after a change count, with the schema count it landed at,
+ * still there after the cache forgot it (a schema change after the
+ * landing); a later landing is not the first; another collection's is
+ * not its. */
+/* What the forget hook heard: "why:ns@stamp", comma-separated. */
+static char heard[512];
+static void hear_forget(void *arg, const char *ns, bool whole_db, uint64_t stamp, index_forget why)
+{
+	snprintf(heard + strlen(heard), sizeof heard - strlen(heard), "%s%s:%s%s@%llu",
+	         heard[0] ? "," : "", why == INDEX_FORGET_SCHEMA ? "schema" : "written", ns,
+	         whole_db ? "(db)" : "", (unsigned long long)stamp);
+}
+
+/* Every list the cache forgets is told to the forget hook with the change
+ * count it made, under the lock (the capture writes it in that order
+ * among the landings): a schema change of a collection or a database, and
+ * a write into a collection listed missing; a write into one whose list
+ * holds it is no forgetting. A lookup says where the cache stood when it
+ * looked (index_cache_get_at). In replay (the report over a capture that
+ * recorded these), writes move counts but forget nothing: the record
+ * does, through index_cache_forget. */
+static void test_forgetting_is_told_and_replayed(void **state)
+{
+	index_cache *ic = new_cache();
+	heard[0] = '\0';
+	index_cache_set_hooks(ic, NULL, hear_forget, NULL);
+	index_set *none = index_set_new_opaque("the collection does not exist");
+	index_cache_put(ic, "shop", "later", none);
+	index_set *set = set_of(ID_AND_A);
+	index_set_set_doc_count(set, 10);
+	index_cache_put(ic, "shop", "items", set);
+	index_set_release(set);
+	index_cache_note_docs(ic, "shop", "items", 5); /* no forgetting */
+	index_cache_invalidate(ic, "shop", "orders");
+	index_cache_note_docs(ic, "shop", "later", 1);
+	index_cache_invalidate(ic, "shop", NULL);
+	assert_string_equal(heard, "schema:shop.orders@3,written:shop.later@4,schema:shop(db)@5");
+	index_set *got = NULL;
+	index_cache_at at = {0, 0};
+	assert_int_equal(index_cache_get_at(ic, "shop", "items", &got, &at), INDEXES_PENDING);
+	assert_int_equal(at.changes, 5);
+	assert_int_equal(at.schema_seq, 2);
+	index_cache_set_hooks(ic, NULL, NULL, NULL);
+	/* replay */
+	index_cache_set_replay(ic, true);
+	index_cache_put(ic, "shop", "later", none);
+	index_set_release(none);
+	set = set_of(ID_AND_A);
+	index_set_set_doc_count(set, 10);
+	index_cache_put(ic, "shop", "items", set);
+	index_set_release(set);
+	uint64_t before = index_cache_changes(ic), seq = index_cache_schema_seq(ic);
+	index_cache_note_docs(ic, "shop", "later", 1);
+	index_cache_note_made(ic, "shop", "later");
+	index_cache_note_docs(ic, "shop", "items", 5);
+	assert_int_equal(index_cache_changes(ic), before);
+	assert_int_equal(index_cache_get(ic, "shop", "later", &got), INDEXES_KNOWN);
+	assert_true(index_set_is_opaque(got, NULL));
+	index_set_release(got);
+	assert_int_equal(index_cache_get(ic, "shop", "items", &got), INDEXES_KNOWN);
+	assert_int_equal(index_set_doc_count(got), 15);
+	index_set_release(got);
+	index_cache_forget(ic, "shop", "later", INDEX_FORGET_WRITTEN);
+	assert_int_equal(index_cache_get(ic, "shop", "later", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_schema_seq(ic), seq); /* no schema change */
+	index_cache_forget(ic, "shop", "items", INDEX_FORGET_SCHEMA);
+	assert_int_equal(index_cache_get(ic, "shop", "items", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_schema_seq(ic), seq + 1);
+	index_cache_free(ic);
+}
+
+static void test_landed_after(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *set, *got = NULL;
+	uint64_t seq = 99;
+	uint64_t before = index_cache_changes(ic);
+	assert_false(index_cache_landed_after(ic, "shop", "items", before, &got, &seq));
+	set = set_of(ID_AND_A);
+	index_cache_put(ic, "shop", "items", set);
+	index_set_release(set);
+	index_cache_invalidate(ic, "shop", "items"); /* forgotten after it landed */
+	set = set_of(ID_AND_A);
+	index_cache_put(ic, "shop", "items", set); /* a second landing, after the change */
+	index_set_release(set);
+	assert_true(index_cache_landed_after(ic, "shop", "items", before, &got, &seq));
+	assert_int_equal(seq, 0); /* the first: no schema change before it */
+	assert_true(index_set_stamp(got) == before + 1);
+	index_set_release(got);
+	assert_true(index_cache_landed_after(ic, "shop", "items", before + 1, &got, &seq));
+	assert_int_equal(seq, 1); /* the second, after the invalidation */
+	index_set_release(got);
+	assert_false(index_cache_landed_after(ic, "shop", "orders", before, &got, &seq));
+	assert_false(
+	    index_cache_landed_after(ic, "shop", "items", index_cache_changes(ic), &got, &seq));
 	index_cache_free(ic);
 }
 
@@ -698,6 +803,8 @@ int main(void)
 	    cmocka_unit_test(test_failure_backs_off_five_seconds),
 	    cmocka_unit_test(test_invalidate_whole_database),
 	    cmocka_unit_test(test_schema_changes_since),
+	    cmocka_unit_test(test_landed_after),
+	    cmocka_unit_test(test_forgetting_is_told_and_replayed),
 	    cmocka_unit_test(test_namespaces_are_bounded),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
 	    cmocka_unit_test(test_count_follows_writes),

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "analyzers/catalog/index_cache.h"
 #include "protocol/frame.h"
 #include "report/report.h"
 #include "proxy/sinks/capture.h"
@@ -107,7 +108,7 @@ static void test_rotation_and_cap(void **st)
 		size_t len;
 		uint8_t *m = find_msg("orders", &len, i);
 		capture_origin o = {capture_now_us(), 1, "127.0.0.1:1", "t"};
-		capture_sink_request(c, &o, m, len, "forward");
+		capture_sink_request(c, &o, m, len, "forward", 0);
 		free(m);
 		if (i % 50 == 0)
 			usleep(2000);
@@ -141,7 +142,7 @@ static void test_full_queue_counts_and_gap(void **st)
 		size_t len;
 		uint8_t *m = find_msg("orders", &len, i);
 		capture_origin o = {capture_now_us(), 1, "127.0.0.1:1", "t"};
-		capture_sink_request(c, &o, m, len, "forward");
+		capture_sink_request(c, &o, m, len, "forward", 0);
 		free(m);
 	}
 	capture_stats now;
@@ -174,7 +175,7 @@ static void test_report_aggregation(void **st)
 		size_t len;
 		uint8_t *m = find_msg("orders", &len, 100 + i);
 		capture_origin o = {1700000000000000 + i * 1000, 3, "127.0.0.1:2", "web"};
-		capture_sink_request(c, &o, m, len, "forward");
+		capture_sink_request(c, &o, m, len, "forward", 0);
 		free(m);
 		bson_t *rb =
 		    BCON_NEW("cursor", "{", "firstBatch", "[", "{", "a", BCON_INT32(1), "}", "]",
@@ -236,12 +237,97 @@ static void test_report_aggregation(void **st)
 	cleanup();
 }
 
+/* The records of the one capture file in dir, in order, as "S:db.coll"
+ * (a schema record; "S:db" for a whole database) or "R:coll" (a request
+ * naming coll), comma-separated into out. */
+static void record_order(char *out, size_t cap)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[600] = "";
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "capture-", 8))
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+	closedir(d);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static uint8_t buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf, f), off = 0;
+	fclose(f);
+	bson_t rec;
+	out[0] = '\0';
+	while (capture_next(buf, n, &off, &rec) == CAPTURE_NEXT_OK) {
+		bson_iter_t it;
+		char one[200] = "";
+		if (capture_kind(&rec) == CAPTURE_REC_FORGET) {
+			bson_iter_init_find(&it, &rec, "db");
+			snprintf(one, sizeof one, "S:%s", bson_iter_utf8(&it, NULL));
+			if (bson_iter_init_find(&it, &rec, "coll"))
+				snprintf(one + strlen(one), sizeof one - strlen(one), ".%s",
+				         bson_iter_utf8(&it, NULL));
+		} else if (capture_kind(&rec) == CAPTURE_REC_REQUEST &&
+		           bson_iter_init_find(&it, &rec, "ns")) {
+			snprintf(one, sizeof one, "R:%s", bson_iter_utf8(&it, NULL));
+		}
+		if (one[0])
+			snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? "," : "",
+			         one);
+	}
+}
+
+static void send_find(capture_sink *c, const char *coll, int32_t rid, uint64_t judged_at)
+{
+	size_t len;
+	uint8_t *m = find_msg(coll, &len, rid);
+	capture_origin o = {capture_now_us(), 3, "127.0.0.1:2", "web"};
+	capture_sink_request(c, &o, m, len, "forward", judged_at);
+	free(m);
+}
+
+/* The index cache's schema changes are written where the proxy's verdicts
+ * met them, not where their items fell in the queue: a request judged
+ * before a change (its judged_at below the change's stamp) but queued
+ * after it by its worker is written before it, so the report's replay
+ * judges it with the list it was judged with and counts only the changes
+ * after it against a verdict it owed. A request judged with no list
+ * (judged_at 0) stays where it was queued, and a change no request
+ * follows is written when the writer stops. Before stop 41 the capture
+ * had no schema records: the report forgot lists at a DDL's reply,
+ * queued before the cache forgot. */
+static void test_schema_changes_in_judgement_order(void **st)
+{
+	make_dir();
+	capture_settings s;
+	capture_settings_defaults(&s);
+	snprintf(s.dir, sizeof s.dir, "%s", dir);
+	char err[512];
+	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
+	capture_sink *c = capture_sink_new(&s, "test", NULL, ic, err, sizeof err);
+	assert_true(c && capture_sink_start(c, err, sizeof err));
+	index_cache_invalidate(ic, "shop", "other"); /* stamp 1 */
+	uint64_t before = index_cache_changes(ic);
+	index_cache_invalidate(ic, "shop", "orders"); /* another worker's, stamp 2 */
+	send_find(c, "a", 1, before);                 /* judged before it, queued after */
+	send_find(c, "b", 2, index_cache_changes(ic));
+	send_find(c, "c", 3, 0);
+	index_cache_invalidate(ic, "shop", NULL); /* nothing judged after it */
+	send_find(c, "d", 4, before);
+	capture_sink_free(c, NULL);
+	index_cache_free(ic);
+	char order[1024];
+	record_order(order, sizeof order);
+	assert_string_equal(
+	    order, "S:shop.other,R:shop.a,S:shop.orders,R:shop.b,R:shop.c,R:shop.d,S:shop");
+	cleanup();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rotation_and_cap),
 	    cmocka_unit_test(test_full_queue_counts_and_gap),
 	    cmocka_unit_test(test_report_aggregation),
+	    cmocka_unit_test(test_schema_changes_in_judgement_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -909,6 +909,29 @@ static void test_late_verdict_across_a_schema_change(void **state)
 		                 changes[i].given ? 1 : 0);
 		assert_int_equal(b.late.changed, changes[i].given ? 0 : 1u << RULE_COLLECTION_SCAN);
 	}
+	/* The change after the list landed, before the late call (the
+	 * worker woke after another relayed a createIndexes): judged with
+	 * the list that landed, as the report's replay judges it at that
+	 * list's snapshot. Until stop 40 the verdict was dropped, and the
+	 * cache, which forgot the list, could not have given it. */
+	index_cache_invalidate(ic, "test", "ddl6");
+	block_info b = {0};
+	const char *q6 = "{'find':'ddl6','filter':{'qty':1}}";
+	assert_int_equal(fx_analyze(e, "test", q6, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	engine_late owed = b.late;
+	put(ic, "ddl6", BIG_INDEXES, 50000);
+	index_cache_invalidate(ic, "test", "ddl6");
+	request_ctx late = {.app_name = "", .client = "c", .now_ms = 1, .late = &owed};
+	unsigned before = fx_sink_count(&sink, RULE_COLLECTION_SCAN);
+	/* the late call's block is its own, as the late queue's is (stop 41:
+	 * when the request went on was carried in part, and the landing it
+	 * looked for was read from whatever the block held) */
+	block_info lb;
+	memset(&lb, 0xa5, sizeof lb);
+	assert_int_equal(fx_analyze(e, "test", q6, NULL, 0, &late, &lb), VERDICT_FORWARD);
+	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN) - before, 1);
+	assert_int_equal(lb.late.changed, 0);
+	assert_int_equal(lb.late.n, 0);
 	engine_free(e);
 	fx_sink_free(&sink);
 	index_cache_free(ic);
