@@ -738,42 +738,49 @@ static void *writer_main(void *arg)
 
 /* ---- life ---- */
 
+/* An item for one of the index cache's hooks: ns copied, its stamp.
+ * NULL when out of memory. */
+static item *cache_event(item_kind kind, const char *ns, uint64_t stamp)
+{
+	capture_origin o = {capture_now_us(), 0, NULL, NULL};
+	item *it = new_item(kind, &o);
+	if (it && !(it->bytes = (uint8_t *)strdup(ns))) {
+		free(it);
+		return NULL;
+	}
+	if (it) {
+		it->nbytes = strlen(ns) + 1;
+		it->changes = stamp;
+	}
+	return it;
+}
+
 /* The index cache's landed hook (index_cache_set_hooks), on its thread
  * under its lock: the list goes to the queue like a request. */
 static void on_landed(void *arg, const char *ns, index_set *set)
 {
-	capture_sink *c = arg;
-	capture_origin o = {capture_now_us(), 0, NULL, NULL};
-	item *it = new_item(ITEM_LIST, &o);
-	if (it && (it->bytes = (uint8_t *)strdup(ns))) {
-		it->nbytes = strlen(ns) + 1;
-		it->set = set;
-		it->changes = index_set_stamp(set);
-		enqueue(c, it);
+	item *it = cache_event(ITEM_LIST, ns, index_set_stamp(set));
+	if (!it) {
+		index_set_release(set);
 		return;
 	}
-	free(it);
-	index_set_release(set);
+	it->set = set;
+	enqueue(arg, it);
 }
 
 /* Its forget hook, on the thread that made the cache forget, under the
  * cache's lock. */
 static void on_forget(void *arg, const char *ns, bool whole_db, uint64_t stamp, index_forget why)
 {
-	capture_sink *c = arg;
-	capture_origin o = {capture_now_us(), 0, NULL, NULL};
-	item *it = new_item(ITEM_FORGET, &o);
-	if (it && (it->bytes = (uint8_t *)strdup(ns))) {
-		it->nbytes = strlen(ns) + 1;
-		it->id = whole_db;
-		it->changes = stamp;
-		snprintf(it->verdict, sizeof it->verdict, "%s",
-		         why == INDEX_FORGET_SCHEMA ? "schema" : "written");
-		enqueue(c, it);
+	item *it = cache_event(ITEM_FORGET, ns, stamp);
+	if (!it) {
+		count_drop(arg, capture_now_us());
 		return;
 	}
-	free(it);
-	count_drop(c, o.t_us);
+	it->id = whole_db;
+	snprintf(it->verdict, sizeof it->verdict, "%s",
+	         why == INDEX_FORGET_SCHEMA ? "schema" : "written");
+	enqueue(arg, it);
 }
 
 capture_sink *capture_sink_new(const capture_settings *s, const char *version, const bson_t *rules,

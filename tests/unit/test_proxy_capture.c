@@ -36,6 +36,18 @@ static uint8_t *find_msg(const char *coll, size_t *len, int32_t rid)
 
 static char dir[256];
 
+/* The path of the (last) capture file in dir. */
+static void the_file(char *path, size_t cap)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	path[0] = '\0';
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "capture-", 8))
+			snprintf(path, cap, "%s/%s", dir, e->d_name);
+	closedir(d);
+}
+
 static void make_dir(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/mg-capture-test-XXXXXX");
@@ -193,13 +205,8 @@ static void test_report_aggregation(void **st)
 		capture_sink_reply(c, &o, 100 + i, rl, r);
 	}
 	capture_sink_free(c, NULL);
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[600] = "";
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, "capture-", 8))
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-	closedir(d);
+	char path[600];
+	the_file(path, sizeof path);
 	char json[600];
 	snprintf(json, sizeof json, "%s/r.json", dir);
 	const char *inputs[] = {path};
@@ -238,17 +245,12 @@ static void test_report_aggregation(void **st)
 }
 
 /* The records of the one capture file in dir, in order, as "S:db.coll"
- * (a schema record; "S:db" for a whole database) or "R:coll" (a request
+ * (a forget record; "S:db" for a whole database) or "R:coll" (a request
  * naming coll), comma-separated into out. */
 static void record_order(char *out, size_t cap)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char path[600] = "";
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, "capture-", 8))
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-	closedir(d);
+	char path[600];
+	the_file(path, sizeof path);
 	FILE *f = fopen(path, "rb");
 	assert_non_null(f);
 	static uint8_t buf[1 << 16];
@@ -292,7 +294,7 @@ static void send_find(capture_sink *c, const char *coll, int32_t rid, uint64_t j
  * after it against a verdict it owed. A request judged with no list
  * (judged_at 0) stays where it was queued, and a change no request
  * follows is written when the writer stops. Before stop 41 the capture
- * had no schema records: the report forgot lists at a DDL's reply,
+ * had no forget records: the report forgot lists at a DDL's reply,
  * queued before the cache forgot. */
 static void test_schema_changes_in_judgement_order(void **st)
 {
