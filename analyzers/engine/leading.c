@@ -374,6 +374,36 @@ static bool reads_everything(const bson_iter_t *s)
 	return true;
 }
 
+/* s on the first stage after a leading $sort and an empty filter: how
+ * many documents the stages after it read in the sort's order, when an
+ * index provides it: the $skip and $limit of the first $limit before any
+ * stage that takes its whole input, 0 when none comes first (every
+ * document), 1 at a stage this does not know or a $group that may be a
+ * DISTINCT_SCAN (either may stop the read: no verdict, as the rule gives
+ * none under a limit). */
+static int64_t limit_in_order(const bson_iter_t *s)
+{
+	bson_iter_t it = *s, c;
+	int64_t skip = 0;
+	do {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
+		    !wire_iter_next(&c))
+			return 1;
+		const char *k = wire_iter_key(&c);
+		bool number = WIRE_ITER_HOLDS_NUMBER(&c);
+		int64_t n = number ? bson_iter_as_int64(&c) : -1;
+		if (key_eq(k, "$limit"))
+			return number && n > 0 && n <= INT32_MAX ? skip + n : 1;
+		if (key_eq(k, "$skip") && number && n >= 0 && n <= INT32_MAX)
+			skip += n;
+		else if (flow_of(k) == FLOW_TAKES_ALL) /* a DISTINCT_SCAN reads one key a group */
+			return key_eq(k, "$group") && maybe_distinct_scan(&c) ? 1 : 0;
+		else if (flow_of(k) != FLOW_STREAMS)
+			return 1;
+	} while (wire_iter_next(&it));
+	return 0;
+}
+
 void leading_stages(const bson_iter_t *pipeline, leading *l)
 {
 	bson_iter_t s, c;
@@ -405,6 +435,8 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 		 * an index provides it (the rule asks) */
 		l->reads_all =
 		    (!l->filter || bson_empty(l->filter)) && (l->has_sort || reads_everything(&at));
+		if (l->reads_all && l->has_sort)
+			l->count_limit = limit_in_order(&at);
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);

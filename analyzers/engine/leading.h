@@ -28,7 +28,10 @@ typedef struct leading {
 	 * $sort, $count, $out, ...), or every document reaches the cursor,
 	 * before any $limit (leading.c, reads_everything). */
 	bool reads_all;
-	int64_t count_limit; /* ... at most this many ($skip + $limit), 0: all */
+	/* ... at most this many ($skip + $limit), 0: all. With a leading
+	 * $sort: what the stages after it read in its order when an index
+	 * provides it (1: a stage that may stop the read). */
+	int64_t count_limit;
 } leading;
 
 /* Reads the pipeline (an iterator on the array) into l; leading_done

@@ -472,6 +472,40 @@ static bool has_id_bound(const scan_preds *p)
 	return false;
 }
 
+/* Why the read of rq, on set, is reported into f (cause, hinted): false
+ * when what bounds it lets it pass. hinted: the index a hint names, or
+ * NULL; limited: a limit below minDocuments; counted: a count with no
+ * filter (a hinted one, a $natural hint is answered before). */
+static bool read_cause(const index_set *set, const rule_query *rq, scan_preds *p,
+                       const index_def *hinted, bool limited, bool counted, scan_facts *f)
+{
+	if (!p->predicates) {
+		/* a sort an index provides: an index scan in its order, which a
+		 * limit stops; one the planner chose for the sort is not judged
+		 * (paging and streaming in order read so), one a hint forces with
+		 * no limit reads every key of the hinted index, as for a filter it
+		 * does not bound */
+		f->in_order = sort_served(set, rq);
+		if (((limited || !hinted) && f->in_order) ||
+		    (rq->kind == RULE_QUERY_DISTINCT &&
+		     distinct_served(set, rq->distinct_key, NULL, p->collation)))
+			return false;
+		f->cause = counted ? CAUSE_COUNTED : CAUSE_EMPTY;
+		f->hinted = hinted ? hinted->name : NULL;
+	} else {
+		if (preds_verdict(set, hinted, p, 0) != SCAN_UNBOUNDED)
+			return false;
+		if (limited && sort_served(set, rq))
+			return false; /* stops after `limit` matches, in index order */
+		if (rq->kind == RULE_QUERY_DISTINCT &&
+		    distinct_served(set, rq->distinct_key, rq->q.filter, p->collation))
+			return false; /* a distinct scan can filter on its keys */
+		f->cause = hinted ? CAUSE_HINTED : CAUSE_FILTER;
+		f->hinted = hinted ? hinted->name : NULL;
+	}
+	return true;
+}
+
 /* The query's filter against the collection's indexes; a collection
  * under minDocuments is never reported, however its filter reads. */
 static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
@@ -533,24 +567,8 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	default:
 		break;
 	}
-	if (!p.predicates) {
-		if (sort_served(set, rq) ||
-		    (rq->kind == RULE_QUERY_DISTINCT &&
-		     distinct_served(set, rq->distinct_key, NULL, p.collation)))
-			return;
-		f.cause = counted ? CAUSE_COUNTED : CAUSE_EMPTY;
-		f.hinted = hinted ? hinted->name : NULL;
-	} else {
-		if (preds_verdict(set, hinted, &p, 0) != SCAN_UNBOUNDED)
-			return;
-		if (limited && sort_served(set, rq))
-			return; /* stops after `limit` matches, in index order */
-		if (rq->kind == RULE_QUERY_DISTINCT &&
-		    distinct_served(set, rq->distinct_key, rq->q.filter, p.collation))
-			return; /* a distinct scan can filter on its keys */
-		f.cause = hinted ? CAUSE_HINTED : CAUSE_FILTER;
-		f.hinted = hinted ? hinted->name : NULL;
-	}
+	if (!read_cause(set, rq, &p, hinted, limited, counted, &f))
+		return;
 	rule_report(c, s, RULE_COLLECTION_SCAN, &f);
 }
 

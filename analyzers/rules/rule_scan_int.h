@@ -65,6 +65,7 @@ typedef struct scan_facts {
 	const char *foreign; /* CAUSE_LOOKUP */
 	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
 	bool by_sort;        /* CAUSE_NATURAL: a sort {$natural}, not a hint */
+	bool in_order;       /* CAUSE_EMPTY: an index provides the sort: read in its order */
 	uint32_t min;        /* the rule's minDocuments where it was judged */
 } scan_facts;
 

@@ -158,7 +158,10 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 			text_printf(t,
 			            "%s with no leading $match that filters reads every document "
 			            "(about %" PRId64 ")%s",
-			            s->ns, f->docs, rule_scan_sorts(f->q) ? " to sort them" : "");
+			            s->ns, f->docs,
+			            !rule_scan_sorts(f->q) ? ""
+			            : f->in_order          ? " in the order of the hinted index"
+			                                   : " to sort them");
 			break;
 		}
 		text_printf(t, "an empty filter on %s with ", s->ns);
@@ -169,6 +172,14 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 			text_printf(t, "a limit of %" PRId64, f->q->limit);
 		else
 			text_str(t, "no limit");
+		if (f->in_order) { /* the hinted index, whole, in its order */
+			text_printf(
+			    t,
+			    " reads every key of the hinted index %s in its order (about %" PRId64
+			    " documents)",
+			    f->hinted ? f->hinted : "", f->docs);
+			break;
+		}
 		text_str(t, " and no sort an index provides reads ");
 		if (rule_scan_sorts(f->q)) /* a sort no index provides: every document, sorted */
 			text_printf(t, "every document (about %" PRId64 ") to sort them", f->docs);
@@ -236,12 +247,11 @@ static void query_fix(text_buf *t, const rule_site *s, const scan_facts *f, uint
 	if (f->cause == CAUSE_EMPTY) {
 		if (min > 0)
 			text_printf(t,
-			            "add a filter on an indexed field, a limit below %" PRIu32
-			            ", or a sort an index provides",
+			            "add a filter on an indexed field, or a limit below %" PRIu32
+			            " (with a sort, one an index provides)",
 			            min);
 		else /* minDocuments 0: every read is reported, however limited */
-			text_str(t,
-			         "add a filter on an indexed field, or a sort an index provides");
+			text_str(t, "add a filter on an indexed field");
 		w->suggestion = w->fix = rule_words_piece(t, start);
 		return;
 	}

@@ -254,6 +254,35 @@ static void test_match_renamed_before_stages(void **state)
 	       "{ 'a' : 7 } | -");
 }
 
+/* A leading $sort over an empty filter: what the stages after it read in
+ * its order (count_limit), which the rule reads when an index provides
+ * the sort: the first $limit's reach before a stage that takes its whole
+ * input, every document without one, 1 at a stage it does not know. */
+static void expect_in_order(const char *pipeline, int64_t want)
+{
+	leading l;
+	bson_t *doc = leading_of(pipeline, &l);
+	bool reads_all = l.reads_all;
+	int64_t got = l.count_limit;
+	leading_done(&l);
+	bson_destroy(doc);
+	if (!reads_all || got != want)
+		fail_msg("%s\n got: reads_all %d, %lld\nwant: %lld", pipeline, reads_all,
+		         (long long)got, (long long)want);
+}
+
+static void test_limit_after_a_leading_sort(void **state)
+{
+	expect_in_order("[{'$sort':{'a':1}},{'$limit':5}]", 5);
+	expect_in_order("[{'$sort':{'a':1}},{'$skip':10},{'$project':{'a':1}},{'$limit':20}]", 30);
+	expect_in_order("[{'$sort':{'a':1}},{'$group':{'_id':'$a','n':{'$sum':1}}},{'$limit':5}]",
+	                0);
+	expect_in_order("[{'$match':{}},{'$sort':{'a':1}},{'$project':{'a':1}}]", 0);
+	expect_in_order("[{'$sort':{'a':1}},{'$sample':{'size':3}}]", 1);
+	expect_in_order("[{'$sort':{'a':1}},{'$group':{'_id':'$a','f':{'$first':'$b'}}}]", 1);
+	expect_in_order("[{'$sort':{'a':1}},{'$limit':'x'}]", 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +292,7 @@ int main(void)
 	    cmocka_unit_test(test_expr_moves_when_its_fields_do),
 	    cmocka_unit_test(test_match_moves_before_projections),
 	    cmocka_unit_test(test_match_renamed_before_stages),
+	    cmocka_unit_test(test_limit_after_a_leading_sort),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
