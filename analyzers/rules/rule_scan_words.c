@@ -137,6 +137,54 @@ static bool whole_aggregation(const rule_query *q)
 	return q->kind == RULE_QUERY_AGGREGATE && q->reads_all && !q->counts;
 }
 
+/* An empty filter's read: a limit L reads L documents of the scan, at
+ * least minDocuments; a hinted index providing the sort, every key of it. */
+static void empty_detail(text_buf *t, const rule_site *s, const scan_facts *f)
+{
+	if (whole_aggregation(f->q)) {
+		if (f->q->via)
+			text_printf(t, "the %s pipeline on ", f->q->via);
+		else
+			text_str(t, "an aggregation on ");
+		text_printf(t,
+		            "%s with no leading $match that filters reads every document "
+		            "(about %" PRId64 ")%s",
+		            s->ns, f->docs,
+		            !rule_scan_sorts(f->q) ? ""
+		            : f->in_order          ? " in the order of the hinted index"
+		                                   : " to sort them");
+		return;
+	}
+	text_printf(t, "an empty filter on %s with ", s->ns);
+	if (f->q->limit > 0 && f->q->skip > 0)
+		text_printf(t, "a skip of %" PRId64 " and a limit of %" PRId64, f->q->skip,
+		            f->q->limit - f->q->skip);
+	else if (f->q->limit > 0)
+		text_printf(t, "a limit of %" PRId64, f->q->limit);
+	else
+		text_str(t, "no limit");
+	if (f->in_order) { /* the hinted index, whole, in its order */
+		text_printf(t,
+		            " reads every key of the hinted index %s in its order (about %" PRId64
+		            " documents)",
+		            f->hinted ? f->hinted : "", f->docs);
+		return;
+	}
+	text_str(t, " and no sort an index provides reads ");
+	if (rule_scan_sorts(f->q)) /* a sort no index provides: every document, sorted */
+		text_printf(t, "every document (about %" PRId64 ") to sort them", f->docs);
+	else if (f->q->limit == 1 && f->docs > 1)
+		text_printf(t,
+		            "the first document in the collection's order (of about %" PRId64 ")",
+		            f->docs);
+	else if (f->q->limit > 0 && f->q->limit < f->docs)
+		text_printf(
+		    t, "%" PRId64 " documents in the collection's order (of about %" PRId64 ")",
+		    f->q->limit, f->docs);
+	else
+		text_printf(t, "every document (about %" PRId64 ")", f->docs);
+}
+
 /* What scans, for the causes of a query's own filter: one switch, so each
  * cause's sentence reads whole. */
 static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
@@ -149,52 +197,8 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		    t, "%s {$natural} forces a collection scan of %s (about %" PRId64 " documents)",
 		    f->by_sort ? "sort" : "hint", s->ns, f->docs);
 		break;
-	case CAUSE_EMPTY: /* a limit L reads L documents of the scan, at least minDocuments */
-		if (whole_aggregation(f->q)) {
-			if (f->q->via)
-				text_printf(t, "the %s pipeline on ", f->q->via);
-			else
-				text_str(t, "an aggregation on ");
-			text_printf(t,
-			            "%s with no leading $match that filters reads every document "
-			            "(about %" PRId64 ")%s",
-			            s->ns, f->docs,
-			            !rule_scan_sorts(f->q) ? ""
-			            : f->in_order          ? " in the order of the hinted index"
-			                                   : " to sort them");
-			break;
-		}
-		text_printf(t, "an empty filter on %s with ", s->ns);
-		if (f->q->limit > 0 && f->q->skip > 0)
-			text_printf(t, "a skip of %" PRId64 " and a limit of %" PRId64, f->q->skip,
-			            f->q->limit - f->q->skip);
-		else if (f->q->limit > 0)
-			text_printf(t, "a limit of %" PRId64, f->q->limit);
-		else
-			text_str(t, "no limit");
-		if (f->in_order) { /* the hinted index, whole, in its order */
-			text_printf(
-			    t,
-			    " reads every key of the hinted index %s in its order (about %" PRId64
-			    " documents)",
-			    f->hinted ? f->hinted : "", f->docs);
-			break;
-		}
-		text_str(t, " and no sort an index provides reads ");
-		if (rule_scan_sorts(f->q)) /* a sort no index provides: every document, sorted */
-			text_printf(t, "every document (about %" PRId64 ") to sort them", f->docs);
-		else if (f->q->limit == 1 && f->docs > 1)
-			text_printf(
-			    t,
-			    "the first document in the collection's order (of about %" PRId64 ")",
-			    f->docs);
-		else if (f->q->limit > 0 && f->q->limit < f->docs)
-			text_printf(t,
-			            "%" PRId64
-			            " documents in the collection's order (of about %" PRId64 ")",
-			            f->q->limit, f->docs);
-		else
-			text_printf(t, "every document (about %" PRId64 ")", f->docs);
+	case CAUSE_EMPTY:
+		empty_detail(t, s, f);
 		break;
 	case CAUSE_HINTED:
 		text_printf(t, "the hinted index %s gets no bounds from the filter on %s (",
