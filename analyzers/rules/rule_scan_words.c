@@ -146,11 +146,13 @@ static void empty_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 			text_printf(t, "the %s pipeline on ", f->q->via);
 		else
 			text_str(t, "an aggregation on ");
-		text_printf(t,
-		            "%s with no leading $match that filters reads every document "
-		            "(about %" PRId64 ")%s",
-		            s->ns, f->docs,
-		            !rule_scan_sorts(f->q) ? ""
+		text_printf(t, "%s with no leading $match that filters reads ", s->ns);
+		if (f->in_order && f->q->limit > 0 && f->q->limit < f->docs)
+			text_printf(t, "%" PRId64 " documents (of about %" PRId64 ")", f->q->limit,
+			            f->docs);
+		else
+			text_printf(t, "every document (about %" PRId64 ")", f->docs);
+		text_str(t, !rule_scan_sorts(f->q) ? ""
 		            : f->in_order          ? " in the order of the hinted index"
 		                                   : " to sort them");
 		return;
@@ -163,6 +165,13 @@ static void empty_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		text_printf(t, "a limit of %" PRId64, f->q->limit);
 	else
 		text_str(t, "no limit");
+	if (f->in_order && f->q->limit > 0 && f->q->limit < f->docs) { /* a limit's worth */
+		text_printf(t,
+		            " reads the first %" PRId64 " keys of the hinted index %s in its order "
+		            "(of about %" PRId64 " documents)",
+		            f->q->limit, f->hinted ? f->hinted : "", f->docs);
+		return;
+	}
 	if (f->in_order) { /* the hinted index, whole, in its order */
 		text_printf(t,
 		            " reads every key of the hinted index %s in its order (about %" PRId64
