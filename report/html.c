@@ -207,7 +207,10 @@ static void overview(out_t *o, const model *m)
 		nf += m->rule_totals[r];
 	card(&o->t, "finding (rule and shape)", "findings (rule and shape)", "%.0f",
 	     (double)m->nfindings);
-	card(&o->t, "occurrence (request)", "occurrences (requests)", "%.0f", (double)nf);
+	/* a request breaking two rules counts twice, a batch once a statement:
+	 * more than the operations, often */
+	card(&o->t, "occurrence (a rule broken once)", "occurrences (times rules were broken)",
+	     "%.0f", (double)nf);
 	card(&o->t, "record lost (queue full)", "records lost (queue full)", "%.0f",
 	     (double)m->dropped);
 	text_str(&o->t, "</div>");
