@@ -374,14 +374,34 @@ static bool reads_everything(const bson_iter_t *s)
 	return true;
 }
 
+/* Whether the $group (g: on its value) groups by key first: its _id
+ * "$key", or a document whose first member is. A DISTINCT_SCAN after a
+ * $sort reads the index of the sort's first key, so only such a group
+ * can be one there. */
+static bool groups_by(const bson_iter_t *g, const char *key)
+{
+	bson_iter_t c, a;
+	if (!key || !WIRE_ITER_HOLDS_DOCUMENT(g) || !wire_iter_recurse(g, &c))
+		return false;
+	while (wire_iter_next(&c)) {
+		if (!key_eq(wire_iter_key(&c), "_id"))
+			continue;
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &a) && wire_iter_next(&a))
+			c = a;
+		return WIRE_ITER_HOLDS_UTF8(&c) && bson_iter_utf8(&c, NULL)[0] == '$' &&
+		       key_eq(bson_iter_utf8(&c, NULL) + 1, key);
+	}
+	return false;
+}
+
 /* s on the first stage after a leading $sort and an empty filter: how
  * many documents the stages after it read in the sort's order, when an
  * index provides it: the $skip and $limit of the first $limit before any
  * stage that takes its whole input, 0 when none comes first (every
  * document), 1 at a stage this does not know or a $group that may be a
- * DISTINCT_SCAN (either may stop the read: no verdict, as the rule gives
- * none under a limit). */
-static int64_t limit_in_order(const bson_iter_t *s)
+ * DISTINCT_SCAN of the sort's first key (either may stop the read: no
+ * verdict, as the rule gives none under a limit). */
+static int64_t limit_in_order(const bson_iter_t *s, const char *sort_key)
 {
 	bson_iter_t it = *s, c;
 	int64_t skip = 0;
@@ -397,7 +417,10 @@ static int64_t limit_in_order(const bson_iter_t *s)
 		if (key_eq(k, "$skip") && number && n >= 0 && n <= INT32_MAX)
 			skip += n;
 		else if (flow_of(k) == FLOW_TAKES_ALL) /* a DISTINCT_SCAN reads one key a group */
-			return key_eq(k, "$group") && maybe_distinct_scan(&c) ? 1 : 0;
+			return key_eq(k, "$group") && maybe_distinct_scan(&c) &&
+			               groups_by(&c, sort_key)
+			           ? 1
+			           : 0;
 		else if (flow_of(k) != FLOW_STREAMS)
 			return 1;
 	} while (wire_iter_next(&it));
@@ -435,8 +458,12 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 		 * an index provides it (the rule asks) */
 		l->reads_all =
 		    (!l->filter || bson_empty(l->filter)) && (l->has_sort || reads_everything(&at));
+		bson_iter_t first;
 		if (l->reads_all && l->has_sort)
-			l->count_limit = limit_in_order(&at);
+			l->count_limit = limit_in_order(&at, bson_iter_init(&first, &l->sort) &&
+			                                             bson_iter_next(&first)
+			                                         ? bson_iter_key(&first)
+			                                         : NULL);
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);

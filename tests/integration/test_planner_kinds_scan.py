@@ -444,6 +444,12 @@ def test_hinted_whole_index_in_its_order(start_proxy):
                                             {"$group": {"_id": "$a", "n": {"$sum": 1}}}],
                                   hint="a_1", cursor={}),
             "in the order of the hinted index")
+        # grouped by another key than the sort's: no DISTINCT_SCAN, every key read
+        hit(p, lambda: db.command("aggregate", "ordered",
+                                  pipeline=[{"$sort": {"a": 1}}, {"$group": {"_id": "$b"}},
+                                            {"$limit": 2}],
+                                  hint="a_1", cursor={}),
+            "reads every document (about 50000) in the order of the hinted index")
     finally:
         client.close()
         srv.stop()

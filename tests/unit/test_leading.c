@@ -280,6 +280,10 @@ static void test_limit_after_a_leading_sort(void **state)
 	expect_in_order("[{'$match':{}},{'$sort':{'a':1}},{'$project':{'a':1}}]", 0);
 	expect_in_order("[{'$sort':{'a':1}},{'$sample':{'size':3}}]", 1);
 	expect_in_order("[{'$sort':{'a':1}},{'$group':{'_id':'$a','f':{'$first':'$b'}}}]", 1);
+	expect_in_order("[{'$sort':{'a':1}},{'$group':{'_id':{'k':'$a','j':'$c'}}}]", 1);
+	/* grouped by another key: no DISTINCT_SCAN of the sort's index (a
+	 * helper's probe at stop 41) */
+	expect_in_order("[{'$sort':{'a':1}},{'$group':{'_id':'$b'}},{'$limit':2}]", 0);
 	expect_in_order("[{'$sort':{'a':1}},{'$limit':'x'}]", 1);
 }
 
