@@ -215,6 +215,8 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
 	rq.min_max = b->min_max;
+	rq.stops_unknown = false; /* read for every kind (rule_scan.c); counts, reads_all
+	                             and via only for an aggregate */
 	rq.skip = 0;
 	switch (kind) {
 	case RULE_QUERY_UPDATE:
@@ -451,6 +453,7 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 		                 .limit = l.count_limit,
 		                 .counts = l.counts,
 		                 .reads_all = l.reads_all,
+		                 .stops_unknown = l.stops_unknown,
 		                 .via = a->stage};
 		rq.q.filter = l.filter;
 		run_checks(ax, site, CHECK_QUERY, &rq);
@@ -582,7 +585,8 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			                 .q = b.q,
 			                 .limit = l.count_limit,
 			                 .counts = l.counts,
-			                 .reads_all = l.reads_all};
+			                 .reads_all = l.reads_all,
+			                 .stops_unknown = l.stops_unknown};
 			rq.q.filter = l.filter;
 			rq.q.sort = l.has_sort && !l.behind ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);

@@ -398,9 +398,9 @@ static bool groups_by(const bson_iter_t *g, const char *key)
  * many documents the stages after it read in the sort's order, when an
  * index provides it: the $skip and $limit of the first $limit before any
  * stage that takes its whole input, 0 when none comes first (every
- * document), 1 at a stage this does not know or a $group that may be a
- * DISTINCT_SCAN of the sort's first key (either may stop the read: no
- * verdict, as the rule gives none under a limit). */
+ * document), -1 at a stage this does not know or a $group that may be a
+ * DISTINCT_SCAN of the sort's first key (either may stop the read:
+ * leading.h's stops_unknown). */
 static int64_t limit_in_order(const bson_iter_t *s, const char *sort_key)
 {
 	bson_iter_t it = *s, c;
@@ -408,21 +408,21 @@ static int64_t limit_in_order(const bson_iter_t *s, const char *sort_key)
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
 		    !wire_iter_next(&c))
-			return 1;
+			return -1;
 		const char *k = wire_iter_key(&c);
 		bool number = WIRE_ITER_HOLDS_NUMBER(&c);
 		int64_t n = number ? bson_iter_as_int64(&c) : -1;
 		if (key_eq(k, "$limit"))
-			return number && n > 0 && n <= INT32_MAX ? skip + n : 1;
+			return number && n > 0 && n <= INT32_MAX ? skip + n : -1;
 		if (key_eq(k, "$skip") && number && n >= 0 && n <= INT32_MAX)
 			skip += n;
 		else if (flow_of(k) == FLOW_TAKES_ALL) /* a DISTINCT_SCAN reads one key a group */
 			return key_eq(k, "$group") && maybe_distinct_scan(&c) &&
 			               groups_by(&c, sort_key)
-			           ? 1
+			           ? -1
 			           : 0;
 		else if (flow_of(k) != FLOW_STREAMS)
-			return 1;
+			return -1;
 	} while (wire_iter_next(&it));
 	return 0;
 }
@@ -432,7 +432,7 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 	bson_iter_t s, c;
 	l->owned = l->has_sort = l->counts = false;
 	l->behind = NULL;
-	l->reads_all = false;
+	l->reads_all = l->stops_unknown = false;
 	l->count_limit = 0;
 	l->filter = NULL;
 	if (!wire_iter_recurse(pipeline, &s))
@@ -459,11 +459,14 @@ void leading_stages(const bson_iter_t *pipeline, leading *l)
 		l->reads_all =
 		    (!l->filter || bson_empty(l->filter)) && (l->has_sort || reads_everything(&at));
 		bson_iter_t first;
-		if (l->reads_all && l->has_sort)
-			l->count_limit = limit_in_order(&at, bson_iter_init(&first, &l->sort) &&
-			                                             bson_iter_next(&first)
-			                                         ? bson_iter_key(&first)
-			                                         : NULL);
+		if (l->reads_all && l->has_sort) {
+			int64_t n = limit_in_order(&at, bson_iter_init(&first, &l->sort) &&
+			                                        bson_iter_next(&first)
+			                                    ? bson_iter_key(&first)
+			                                    : NULL);
+			l->stops_unknown = n < 0;
+			l->count_limit = n < 0 ? 0 : n;
+		}
 		if (!l->has_sort && l->filter &&
 		    bson_empty(l->filter)) /* the count alone makes it a read */
 			counting_tail(&s, l);

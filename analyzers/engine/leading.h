@@ -30,8 +30,10 @@ typedef struct leading {
 	bool reads_all;
 	/* ... at most this many ($skip + $limit), 0: all. With a leading
 	 * $sort: what the stages after it read in its order when an index
-	 * provides it (1: a stage that may stop the read). */
+	 * provides it, unless stops_unknown: a stage after it may stop the
+	 * read (one not known here, a $group that may be a DISTINCT_SCAN). */
 	int64_t count_limit;
+	bool stops_unknown;
 } leading;
 
 /* Reads the pipeline (an iterator on the array) into l; leading_done

@@ -90,6 +90,8 @@ typedef struct rule_query {
 	                             an empty $match reads every document too */
 	bool reads_all;           /* an aggregate whose later stages read every document its
 	                             leading $match selects (leading.h) */
+	bool stops_unknown;       /* ... with a leading $sort: a stage after it may stop a read
+	                             in the sort's order: no verdict where an index provides it */
 	const char *via; /* a sub-pipeline's: the stage it is in ("$lookup", "$unionWith") */
 } rule_query;
 

@@ -486,7 +486,7 @@ static bool read_cause(const index_set *set, const rule_query *rq, scan_preds *p
 		 * no limit reads every key of the hinted index, as for a filter it
 		 * does not bound */
 		f->in_order = sort_served(set, rq);
-		if (((limited || !hinted) && f->in_order) ||
+		if (((limited || !hinted || rq->stops_unknown) && f->in_order) ||
 		    (rq->kind == RULE_QUERY_DISTINCT &&
 		     distinct_served(set, rq->distinct_key, NULL, p->collation)))
 			return false;

@@ -786,6 +786,15 @@ static void test_min_documents(void **state)
 	assert_non_null(f);
 	assert_non_null(strstr(f->detail, "reads 5 documents (of about 50000) in the order of the "
 	                                  "hinted index"));
+	/* a stage that may stop the read (not known, a $group that may be a
+	 * DISTINCT_SCAN): no verdict, however low minDocuments (it read as a
+	 * limit of 1: "reads 1 documents", found in this stop's review) */
+	fx_sink_clear(&sink);
+	fx_analyze(e, "test",
+	           "{'aggregate':'big','pipeline':[{'$sort':{'name':1}},{'$sample':{'size':3}}],"
+	           "'hint':'name_1','cursor':{}}",
+	           NULL, 0, NULL, NULL);
+	assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 0);
 	engine_free(e);
 	fx_sink_free(&sink);
 }
