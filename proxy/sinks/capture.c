@@ -66,6 +66,7 @@ typedef struct ns_slot {
 struct capture_sink {
 	capture_settings s;
 	uint64_t max_file, max_total, queue_budget;
+	int64_t event_hold_us; /* EVENT_HOLD_US, or the settings' override */
 	char version[64];
 	char instance[40];
 	bson_t rules;
@@ -721,7 +722,7 @@ static void *writer_main(void *arg)
 			batch = next;
 			maybe_rotate(c);
 		}
-		write_held(c, stop ? UINT64_MAX : 0, capture_now_us() - EVENT_HOLD_US);
+		write_held(c, stop ? UINT64_MAX : 0, capture_now_us() - c->event_hold_us);
 		if (dropped)
 			write_gap(c, dropped, from, to);
 		recheck_pending(c, changes);
@@ -805,6 +806,7 @@ capture_sink *capture_sink_new(const capture_settings *s, const char *version, c
 	c->max_file = s->max_file_bytes ? s->max_file_bytes : (uint64_t)s->max_file_mb << 20;
 	c->max_total = s->max_total_bytes ? s->max_total_bytes : (uint64_t)s->max_total_mb << 20;
 	c->queue_budget = s->queue_bytes ? s->queue_bytes : (uint64_t)s->queue_mb << 20;
+	c->event_hold_us = s->event_hold_us ? (int64_t)s->event_hold_us : EVENT_HOLD_US;
 	snprintf(c->version, sizeof c->version, "%s", version);
 	snprintf(c->instance, sizeof c->instance, "%ld-%lld", (long)getpid(),
 	         (long long)capture_now_us());

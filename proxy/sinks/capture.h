@@ -34,6 +34,8 @@ typedef struct capture_settings {
 	uint64_t max_file_bytes;  /* tests: overrides max_file_mb when set */
 	uint64_t max_total_bytes; /* tests: overrides max_total_mb when set */
 	uint64_t queue_bytes;     /* tests: overrides queue_mb when set */
+	uint64_t event_hold_us;   /* tests: how long a list or forgetting is held at most
+	                             (0: 0.1 s), so an order test does not race the clock */
 } capture_settings;
 
 void capture_settings_defaults(capture_settings *s);
