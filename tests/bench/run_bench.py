@@ -368,6 +368,39 @@ def peak_kib(pid: int) -> int | None:
     return None
 
 
+def like_for_like(summary: dict, info: dict, mg_cols: list[str], hap_names: list[str]) -> list:
+    """mongoguard against HAProxy at the same thread count (mg-log-1w against
+    haproxy-1t, mg-log against haproxy-<workers>t), and each at its better
+    count: the Throughput table sets HAProxy's better count against
+    mongoguard's default, which on a machine whose cores the load generator
+    and the backend share favours the proxy with fewer threads."""
+    w = info.get("mg_workers")
+    pairs = [(c, h) for c, h in (("mg-log-1w", "haproxy-1t"), ("mg-log", f"haproxy-{w}t"))
+             if c in mg_cols and h in hap_names]
+    if not pairs:
+        return []
+    names = {"mg-log-1w": "1 worker / 1 thread", "mg-log": f"{w} workers / {w} threads"}
+    cols = [names[c] for c, _ in pairs]
+    both = "mg-log" in mg_cols and "mg-log-1w" in mg_cols
+    if both:
+        cols.append("better / better")
+    lines = ["", "## Like for like: mg-log / HAProxy at the same thread count", "",
+             "Round by round, each pair run in the same round: median (lowest-highest)."
+             " The last column sets the better of mongoguard's worker counts against the"
+             " better of HAProxy's thread counts, each by its median.", "",
+             "| load | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for load, row in summary.items():
+        cells = []
+        for c, h in pairs:
+            rs = [m / x for m, x in zip(row[c]["rounds"], row[h]["rounds"]) if x]
+            cells.append(f"{med(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})" if rs else "-")
+        if both:
+            mg = max(row["mg-log"]["ops_per_s"], row["mg-log-1w"]["ops_per_s"])
+            cells.append(ratio(mg, row["haproxy"]["ops_per_s"]))
+        lines.append(f"| {load} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_names: list[str],
            findings: dict, peaks: dict | None = None) -> str:
     m = info["machine"]
@@ -442,6 +475,7 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
             lines.append(f"| {load} | {fmt_ops(row['mg-log']['ops_per_s'])} | "
                          f"{fmt_ops(row['mg-log-1w']['ops_per_s'])} | "
                          f"{ratio(row['mg-log']['ops_per_s'], row['mg-log-1w']['ops_per_s'])} |")
+    lines += like_for_like(summary, info, mg_cols, hap_names)
     lines += ["", "## Latency (µs, p50 / p99; medians over rounds)", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for load, row in summary.items():

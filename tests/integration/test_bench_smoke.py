@@ -218,6 +218,8 @@ def test_run_bench_quick(tmp_path):
     assert "| load |" in md
     assert "(tune.bufsize 65536)" in md.split("\n## ")[0]
     assert "## Workers: mg-log (" in md and "| ping c2 d4 |" in md.split("## Workers")[1]
+    like = md.split("## Like for like")[1].split("##")[0]
+    assert "| 1 worker / 1 thread |" in like and "| ping c2 d4 | " in like, like
     spread = md.split("## Spread")[1].split("##")[0]
     assert "| ping c2 d4 | " in spread and spread.count("(") >= 5  # median (min-max) per target
     # Every proxy cell measured the proxy's CPU (direct has no proxy), and
