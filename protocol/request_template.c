@@ -20,6 +20,7 @@ struct request_template {
 	uint32_t ntop;
 	uint32_t key_at[CMDVIEW_TOP_KEYS], key_len[CMDVIEW_TOP_KEYS];
 	uint64_t hits;
+	uint64_t sets;    /* request_template_sets */
 	byte_template bt; /* of the message after its header */
 };
 
@@ -84,8 +85,10 @@ void request_template_keep(request_template **slot, const request *r)
 	request_template *t = *slot;
 	if ((t && t->valid && t->misses < 2) || !templatable(r))
 		return;
-	if (!t && (t = *slot = malloc(sizeof(*t))))
+	if (!t && (t = *slot = malloc(sizeof(*t)))) {
 		t->hits = 0;
+		t->sets = 0;
+	}
 	if (!t)
 		return; /* no template: every message is decoded */
 	t->valid = false;
@@ -107,6 +110,7 @@ void request_template_keep(request_template **slot, const request *r)
 		t->key_len[i] = r->view.top_lens[i];
 	}
 	t->valid = true;
+	t->sets++;
 }
 
 void request_template_free(request_template *t)
@@ -117,4 +121,9 @@ void request_template_free(request_template *t)
 uint64_t request_template_hits(const request_template *t)
 {
 	return t ? t->hits : 0;
+}
+
+uint64_t request_template_sets(const request_template *t)
+{
+	return t ? t->sets : 0;
 }

@@ -46,4 +46,8 @@ void request_template_free(request_template *t);
 /* How many messages t's templates decoded (NULL: 0). */
 uint64_t request_template_hits(const request_template *t);
 
+/* How many templates were made in t (NULL: 0): a message that matched t
+ * matched the one made of the message decoded when this last moved. */
+uint64_t request_template_sets(const request_template *t);
+
 #endif

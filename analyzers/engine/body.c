@@ -144,6 +144,7 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 			break;
 		case BK_EXPLAIN:
 			b->explain |= explains(&it);
+			b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
 			taken = false; /* not part of the shape */
 			break;
 		case BK_LIMIT: /* as before: limits do not change the shape */

@@ -57,14 +57,15 @@ typedef struct cmd_body {
 	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
-	bool multi;      /* an update statement's multi */
-	bool upsert;     /* an update statement's or a findAndModify's upsert */
-	bool min_max;    /* find's min or max */
-	int64_t limit;   /* find's limit (its absolute value), a delete's limit */
-	int64_t skip;    /* find's skip (0: none, or not a positive number) */
-	const char *key; /* distinct's key */
-	sort_query q;    /* sort, collation and hint point into the slots; the
-	                  * filter too once body_sort_query has run */
+	bool explain_valued; /* explain given as a number: its value decides */
+	bool multi;          /* an update statement's multi */
+	bool upsert;         /* an update statement's or a findAndModify's upsert */
+	bool min_max;        /* find's min or max */
+	int64_t limit;       /* find's limit (its absolute value), a delete's limit */
+	int64_t skip;        /* find's skip (0: none, or not a positive number) */
+	const char *key;     /* distinct's key */
+	sort_query q;        /* sort, collation and hint point into the slots; the
+	                      * filter too once body_sort_query has run */
 	bson_t filter_doc, sort, collation, hint;
 	shape_part parts[BODY_MAX_PARTS]; /* the shape, in the body's order */
 	size_t n;
@@ -79,6 +80,7 @@ body_key body_key_of(const char *k);
 static inline void body_init(cmd_body *b, const char *db, const char *coll)
 {
 	b->has_filter = b->has_update = b->has_pipeline = b->explain = b->multi = b->upsert = false;
+	b->explain_valued = false;
 	b->min_max = false;
 	b->limit = b->skip = 0;
 	b->key = NULL;

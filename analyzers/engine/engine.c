@@ -149,6 +149,13 @@ static bool shape_parts(const command_def *c, const cmdview *v, cmd_body *b)
 bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
                   char *shape, uint64_t *hash)
 {
+	bool values;
+	return engine_shape_values(v, ns, nscap, command, cmdcap, shape, hash, &values);
+}
+
+bool engine_shape_values(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                         char *shape, uint64_t *hash, bool *values)
+{
 	cmdview inner;
 	bool explain = false;
 	const command_def *c = commands_find(v->name);
@@ -175,7 +182,8 @@ bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_
 	                          : "$cmd");
 	snprintf(command, cmdcap, "%s", explain ? "explain" : name);
 	shape_spec spec = {name, coll, explain, b.parts, b.n};
-	shape_render(&spec, true, shape, SHAPE_BUF_LEN);
+	shape_render_values(&spec, true, shape, SHAPE_BUF_LEN, values);
+	*values |= b.explain_valued;
 	*hash = shape_hash(ns, command, shape);
 	return true;
 }

@@ -236,6 +236,14 @@ void engine_note_made(engine *e, const char *ns);
 bool engine_shape(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
                   char *shape, uint64_t *hash);
 
+/* The same; *values says whether any of it (the shape, or whether it is an
+ * explain) was read from a fixed-size value (shape_render_values): when
+ * not, a request that differs from v only in such values has the same
+ * shape, ns and command, and the proxy's workload keeps it for the
+ * requests that match the decoder's template of v. */
+bool engine_shape_values(const cmdview *v, char *ns, size_t nscap, char *command, size_t cmdcap,
+                         char *shape, uint64_t *hash, bool *values);
+
 /* Reports, through the sink, every rule+shape repeated since the last flush
  * (finding.repeats = count), and forgets the counts. */
 void engine_flush_summaries(engine *e);

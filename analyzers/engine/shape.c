@@ -29,6 +29,7 @@ typedef struct jw {
 	char closer[SHAPE_MAX_DEPTH + 2];
 	bool comma[SHAPE_MAX_DEPTH + 2]; /* a member was written at this depth */
 	bool redact;
+	bool values; /* a fixed-size value was shown (shape_render_values) */
 } jw;
 
 static void put(jw *w, const char *s, size_t n)
@@ -273,7 +274,11 @@ static void render_verbatim_scalar(jw *w, const char *key, const bson_iter_t *it
 	char num[64];
 	int n;
 	size_t save;
-	switch (wire_iter_type(it)) {
+	bson_type_t ty = wire_iter_type(it);
+	w->values |= ty == BSON_TYPE_DOUBLE || ty == BSON_TYPE_OID || ty == BSON_TYPE_DATE_TIME ||
+	             ty == BSON_TYPE_INT32 || ty == BSON_TYPE_TIMESTAMP || ty == BSON_TYPE_INT64 ||
+	             ty == BSON_TYPE_DECIMAL128;
+	switch (ty) {
 	case BSON_TYPE_UTF8: {
 		uint32_t len;
 		const char *s = bson_iter_utf8(it, &len);
@@ -807,6 +812,11 @@ static void render(jw *w, const char *key, const bson_iter_t *it, shape_mode mod
 
 size_t shape_render(const shape_spec *s, bool redact, char *buf, size_t cap)
 {
+	return shape_render_values(s, redact, buf, cap, NULL);
+}
+
+size_t shape_render_values(const shape_spec *s, bool redact, char *buf, size_t cap, bool *values)
+{
 	jw w;
 	jw_init(&w, buf, cap, redact);
 	w_open(&w, NULL, '{');
@@ -823,7 +833,10 @@ size_t shape_render(const shape_spec *s, bool redact, char *buf, size_t cap)
 		else
 			render(&w, p->key, &p->value, p->mode, 2);
 	}
-	return jw_finish(&w);
+	size_t n = jw_finish(&w);
+	if (values)
+		*values = w.values;
+	return n;
 }
 
 size_t shape_render_value(const bson_iter_t *value, shape_mode mode, bool redact, char *buf,

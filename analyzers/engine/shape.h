@@ -59,6 +59,12 @@ typedef struct shape_spec {
  * buf is NUL-terminated. */
 size_t shape_render(const shape_spec *s, bool redact, char *buf, size_t cap);
 
+/* The same; *values (may be NULL) says whether a fixed-size value (a
+ * number, a date, an ObjectId, a timestamp: what a byte template of the
+ * request leaves free) was shown as it is. When none was, a request that
+ * differs only in such values has the same shape. */
+size_t shape_render_values(const shape_spec *s, bool redact, char *buf, size_t cap, bool *values);
+
 /* Renders one value alone (tests and suggestions use it). */
 size_t shape_render_value(const bson_iter_t *value, shape_mode mode, bool redact, char *buf,
                           size_t cap);

@@ -74,6 +74,7 @@ typedef struct handled {
 	req_outcome outcome;
 	uint8_t *replacement; /* REQ_REPLACE: owned */
 	size_t replacement_len;
+	bool by_template; /* decoded by the connection's request template */
 } handled;
 
 static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
@@ -164,14 +165,18 @@ static uint64_t mix64(uint64_t x)
 /* The request's entry, found or made from its shape (the engine's, as
  * findings key on it) and the application's name; gen 0 for what the
  * workload leaves out (drivers' housekeeping: hello, ping, auth, ...). */
-static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint64_t *key)
+static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint64_t *key,
+                                bool *values)
 {
 	cmd_id id = r->cmd;
+	*values = false;
 	if (id != CMD_NONE && cmd_rows[id].housekeeping)
 		return (wl_ref){0, 0};
 	char ns[WL_NS_LEN], command[WL_CMD_LEN], shape[SHAPE_BUF_LEN];
 	uint64_t hash = 0;
-	if (!engine_shape(&r->view, ns, sizeof(ns), command, sizeof(command), shape, &hash)) {
+	if (!engine_shape_values(&r->view, ns, sizeof(ns), command, sizeof(command), shape, &hash,
+	                         values)) {
+		*values = false;
 		snprintf(ns, sizeof(ns), "%s.$cmd", r->view.db ? r->view.db : "");
 		snprintf(command, sizeof(command), "%s", r->view.name ? r->view.name : "");
 		shape[0] = '\0';
@@ -207,18 +212,53 @@ static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint6
 static wl_ref workload_request(session *s, const request *r, bool hit, int64_t now)
 {
 	workload *w = s->env.workload;
-	wl_shape *e = hit && s->wl_memo.key ? workload_at(w, s->wl_memo.ref) : NULL;
+	wl_shape *e =
+	    hit && s->wl_memo.key && !s->wl_memo.plain ? workload_at(w, s->wl_memo.ref) : NULL;
 	if (e) {
 		workload_count(w, e);
 		return s->wl_memo.ref;
 	}
 	uint64_t key = 0, sets = hit ? s->wl_memo.sets : engine_repeat_sets(s->repeat);
-	wl_ref ref = workload_shape_of(s, r, now, &key);
+	bool values;
+	wl_ref ref = workload_shape_of(s, r, now, &key, &values);
 	e = workload_at(w, ref);
-	if (hit || sets != s->wl_memo.sets) { /* folded meanwhile, or a new template */
+	if (hit || sets != s->wl_memo.sets || s->wl_memo.plain) { /* folded, or a new template */
 		s->wl_memo.key = e ? key : 0;
 		s->wl_memo.ref = ref;
 		s->wl_memo.sets = sets;
+		s->wl_memo.plain = false;
+	}
+	if (!e)
+		return (wl_ref){0, 0};
+	workload_count(w, e);
+	return ref;
+}
+
+/* The same with analysis off, where no engine template says a request is
+ * its template's: the decoder's template (handled.by_template) stands in.
+ * A request that matched it differs from the one it was made of only in
+ * fixed-size values, so it has that one's shape when that shape showed
+ * none of them (engine_shape_values); the memo is kept only then. */
+static wl_ref workload_plain(session *s, const request *r, bool by_template, int64_t now)
+{
+	workload *w = s->env.workload;
+	uint64_t sets = request_template_sets(s->req_template);
+	wl_shape *e = by_template && s->wl_memo.key && s->wl_memo.plain && s->wl_memo.sets == sets
+	                  ? workload_at(w, s->wl_memo.ref)
+	                  : NULL;
+	if (e) {
+		workload_count(w, e);
+		return s->wl_memo.ref;
+	}
+	uint64_t key = 0;
+	bool values;
+	wl_ref ref = workload_shape_of(s, r, now, &key, &values);
+	e = workload_at(w, ref);
+	if (by_template || sets != s->wl_memo.sets || !s->wl_memo.plain) {
+		s->wl_memo.key = e && !values ? key : 0;
+		s->wl_memo.ref = ref;
+		s->wl_memo.sets = sets;
+		s->wl_memo.plain = true;
 	}
 	if (!e)
 		return (wl_ref){0, 0};
@@ -378,7 +418,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		capture_request(s, r, "forward", judged_at);
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
-		wl = workload_request(s, r, hit, now);
+		wl = e ? workload_request(s, r, hit, now)
+		       : workload_plain(s, r, out->by_template, now);
 	track_reply(s, r, &c, wl, read_ns, now);
 	requests_gate_end(s); /* moved to the entry, unless it could not be */
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
@@ -391,8 +432,8 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 	session_no_error(&err);
 	out->replacement = NULL;
 	request_status st = REQUEST_COMMAND;
-	if (!request_decode_repeat(&r, msg, len, s->req_template) &&
-	    (st = request_decode(&r, msg, len, &err)) == REQUEST_COMMAND)
+	out->by_template = request_decode_repeat(&r, msg, len, s->req_template);
+	if (!out->by_template && (st = request_decode(&r, msg, len, &err)) == REQUEST_COMMAND)
 		request_template_keep(&s->req_template, &r);
 	switch (st) {
 	case REQUEST_COMMAND:

@@ -125,7 +125,8 @@ struct session {
 	struct {
 		uint64_t key;
 		wl_ref ref;
-		uint64_t sets; /* engine_repeat_sets when it was taken */
+		uint64_t sets; /* engine_repeat_sets when it was taken, or */
+		bool plain;    /* request_template_sets (analysis off) */
 	} wl_memo;
 	bool warned_unmapped; /* the hello bypass warning, once per connection */
 	bool awaiting_proxy;  /* net.proxyProtocol: its header not read yet (sniff_cb) */

@@ -180,6 +180,36 @@ def test_folding_keeps_the_table_bounded(start_proxy, upstream, dbname):
     assert w["folded"]["count"] >= 40 - 16
 
 
+def test_analysis_off_counts_each_shape(start_proxy, upstream, dbname):
+    """With analysis off there is no engine template to say a request has the
+    shape of the one before; the decoder's template stands in, and a request
+    that matches it takes the shape of the one it was made of only when that
+    shape shows none of the values the template leaves free (stop 42: before,
+    every request's shape was rendered again, 5,781 instructions a pipelined
+    find against 1,798 with analysis on). A sort's direction is such a value:
+    finds that differ only in it have two shapes, each counted alone."""
+    admin = free_port()
+    cfg = json.loads(config(admin))
+    cfg["analysis"] = {"enabled": False}
+    del cfg["rules"]
+    p = start_proxy(upstream.uri, json.dumps(cfg) + "\n", extra_args=["--workers", "1"])
+    p.admin = admin
+    with MongoClient(p.uri, serverSelectionTimeoutMS=10000) as c:
+        t = c[dbname].t
+        t.insert_many([{"_id": i, "x": 1, "a": i} for i in range(5)])
+        for i in range(N_BY_ID):
+            assert t.find_one({"_id": i % 5})["_id"] == i % 5
+        for _ in range(N_UPDATE):  # the same bytes but a sort's direction, alternating
+            assert [d["a"] for d in t.find({"x": 1}).sort("a", 1)] == [0, 1, 2, 3, 4]
+            assert [d["a"] for d in t.find({"x": 1}).sort("a", -1)] == [4, 3, 2, 1, 0]
+    rs = rows(workload(p, f"?ns={dbname}.*"), dbname)
+    assert one(rs, "find", f='"_id"')["count"] == N_BY_ID
+    up = one(rs, "find", s='"sort":{"a":1}')
+    down = one(rs, "find", s='"sort":{"a":-1}')
+    assert up["count"] == N_UPDATE and down["count"] == N_UPDATE, (up, down)
+    assert up["docs"] == down["docs"] == 5 * N_UPDATE
+
+
 def test_statistics_off(start_proxy, upstream):
     admin = free_port()
     p = start_proxy(upstream.uri, config(admin, enabled=False))

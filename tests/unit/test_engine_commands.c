@@ -249,6 +249,36 @@ static void shape_of(const char *db, const char *json, char *ns, char *cmd, char
 	fx_req_free(&r);
 }
 
+static bool shown_values(const char *json)
+{
+	fx_req r;
+	char ns[256], cmd[64], shape[SHAPE_BUF_LEN];
+	uint64_t h;
+	bool values = false;
+	assert_true(fx_req_build(&r, "test", json, NULL, 0));
+	assert_true(engine_shape_values(&r.v, ns, 256, cmd, 64, shape, &h, &values));
+	fx_req_free(&r);
+	return values;
+}
+
+/* engine_shape_values() says when the shape (or whether it is an explain)
+ * was read from a number, a date, an ObjectId or a timestamp: the values a
+ * request template leaves free, which the workload may then not reuse a
+ * shape across. */
+static void test_shape_values(void **state)
+{
+	assert_false(shown_values("{'find':'u','filter':{'_id':5,'t':{'$date':5}},'limit':1}"));
+	assert_false(shown_values("{'find':'u','filter':{'a':{'$gt':2.5}},'sort':{'b':'x'}}"));
+	assert_false(
+	    shown_values("{'update':'u','updates':[{'q':{'_id':1},'u':{'$inc':{'n':1}}}]}"));
+	assert_false(shown_values("{'find':'u','filter':{},'explain':true}"));
+	assert_true(shown_values("{'find':'u','filter':{'a':1},'sort':{'b':1}}"));
+	assert_true(shown_values("{'find':'u','filter':{'a':1},'hint':{'a':{'$numberLong':'1'}}}"));
+	assert_true(shown_values("{'aggregate':'u','pipeline':[],'explain':1}"));
+	assert_false(shown_values("{'aggregate':'u','pipeline':[],'explain':true}"));
+	assert_true(shown_values("{'aggregate':'u','pipeline':[{'$sort':{'a':-1}}],'cursor':{}}"));
+}
+
 /* engine_shape() as each row's shape kind says. */
 static void test_shapes_by_row(void **state)
 {
@@ -353,6 +383,7 @@ int main(void)
 	    cmocka_unit_test(test_explain_each_kind),
 	    cmocka_unit_test(test_rows_without_analyser),
 	    cmocka_unit_test(test_shapes_by_row),
+	    cmocka_unit_test(test_shape_values),
 	    cmocka_unit_test(test_rule_can_block),
 	    cmocka_unit_test(test_block_questions_follow_rule_can_block),
 	};
