@@ -580,3 +580,23 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 	}
 	return IXSELECT_NO;
 }
+
+static unsigned hinted_kinds(unsigned k)
+{
+	if (k & IXB_SPARSE_HINTED)
+		k |= IXB_SPARSE_NM;
+	if (k & IXB_HASHED_SPARSE_HINTED)
+		k |= IXB_HASHED_SPARSE;
+	return k;
+}
+
+void ixselect_fields_hinted(ixselect_field *fields, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		ixselect_field *f = &fields[i];
+		f->any = hinted_kinds(f->any);
+		f->nc = hinted_kinds(f->nc);
+		f->simple = hinted_kinds(f->simple);
+		f->both = hinted_kinds(f->both);
+	}
+}

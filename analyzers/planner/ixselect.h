@@ -35,6 +35,13 @@ enum {
 	 * ($exists: true): no bounds of its own, but the index is used, with
 	 * the bounds a later key of it gets */
 	IXB_ALL_KEYS = 1u << 10,
+	/* a sparse btree key not multikey, and a sparse hashed key, only when
+	 * the index is hinted: an $expr comparison, which matches a missing
+	 * field as null (no type bracketing), so mongod keeps it off any sparse
+	 * index it chooses (Indexability::nodeSupportedBySparseIndex; jstests
+	 * sparse_index_internal_expr.js) and takes the hinted one's bounds */
+	IXB_SPARSE_HINTED = 1u << 11,
+	IXB_HASHED_SPARSE_HINTED = 1u << 12,
 };
 
 /* What one predicate gives: kinds it bounds (0: none), and whether its
@@ -104,5 +111,10 @@ typedef enum {
  * collation is the query's (collation_same). */
 ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields, size_t n,
                                 bool collation_same);
+
+/* fields as a hint to one index reads them (n of them, changed in place):
+ * the kinds that only a hinted index takes (IXB_*_HINTED) become the ones
+ * it then takes. */
+void ixselect_fields_hinted(ixselect_field *fields, size_t n);
 
 #endif

