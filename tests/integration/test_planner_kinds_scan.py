@@ -488,7 +488,8 @@ def test_sub_pipelines_run_with_the_local_collections_collation(start_proxy):
     the default collation of the collection the aggregate runs on, whatever the foreign
     collection's default (held-out set 6, uc08: union_with asserts case-insensitive matches
     through a foreign index with the simple collation, which so cannot bound them). Until
-    stop 42 the foreign collection's default was taken, which missed these scans."""
+    stop 42 the foreign collection's default was taken, which missed these scans and, where
+    the foreign default differs from a foreign index's collation, reported one."""
     srv = FakeServer()
     srv.start()
     ci_id = {"key": {"_id": 1}, "name": "_id_", "collation": CI}
@@ -498,6 +499,9 @@ def test_sub_pipelines_run_with_the_local_collections_collation(start_proxy):
         {"key": {"_id": 1}, "name": "_id_"}, {"key": {"val": 1}, "name": "val_1"}])
     srv.add_collection("shop.far_ci", count=50000, indexes=[
         ci_id, {"key": {"val": 1}, "name": "val_1", "collation": CI}])
+    # a case-insensitive default, and an index made with the simple collation
+    srv.add_collection("shop.far_mixed", count=50000, indexes=[
+        ci_id, {"key": {"val": 1}, "name": "val_1"}])
     p = start_proxy(srv.uri, config(rules(collection_scan=SCAN)))
     client = MongoClient(p.uri, appname="sub-collation", serverSelectionTimeoutMS=10000)
     try:
@@ -512,7 +516,8 @@ def test_sub_pipelines_run_with_the_local_collections_collation(start_proxy):
         for local, far in [("here_ci", "far"), ("here", "far_ci")]:
             f = hit(p, union(local, far), "val")
             assert f["attr"]["ns"] == f"shop.{far}", f["attr"]
-        misses(p, [union("here_ci", "far_ci"), union("here", "far"),
+        # the foreign default taken, a simple aggregate was judged unable to use val_1
+        misses(p, [union("here_ci", "far_ci"), union("here", "far"), union("here", "far_mixed"),
                    union("here_ci", "far", collation=Collation("simple")),
                    union("here", "far_ci", collation=Collation(**CI))])
     finally:
