@@ -202,48 +202,21 @@ static wl_ref workload_shape_of(session *s, const request *r, int64_t now, uint6
 	return workload_enter(s->env.workload, *key, &d, now);
 }
 
-/* A forwarded request counted in its workload entry. One the engine judged
- * by its template (hit) has the template's shape: the entry the template's
- * request had (the memo), with no shape computed and not even the
- * template's count of changes asked. The template changes only on a
- * request that missed it, and every such request passes here: one that
- * made a new template (engine_repeat_sets moved) leaves its entry in the
- * memo for the hits that follow. */
-static wl_ref workload_request(session *s, const request *r, bool hit, int64_t now)
+/* A forwarded request counted in its workload entry. One judged by a
+ * template (hit) has the template's shape: the entry the template's
+ * request had (the memo), with no shape computed. The template changes
+ * only on a request that missed it, and every such request passes here:
+ * one that made a new template (sets moved) leaves its entry in the memo
+ * for the hits that follow. Two templates can say so, never mixed (plain):
+ * the engine's, whose spans no shape reads; with analysis off, the
+ * decoder's, whose spans are every fixed-size value, so its memo is kept
+ * only when the shape showed none (engine_shape_values). always_inline: a
+ * call of its own cost a pipelined find 26 instructions (instructions.py). */
+static inline __attribute__((always_inline)) wl_ref
+workload_memo(session *s, const request *r, bool hit, uint64_t sets, bool plain, int64_t now)
 {
 	workload *w = s->env.workload;
-	wl_shape *e =
-	    hit && s->wl_memo.key && !s->wl_memo.plain ? workload_at(w, s->wl_memo.ref) : NULL;
-	if (e) {
-		workload_count(w, e);
-		return s->wl_memo.ref;
-	}
-	uint64_t key = 0, sets = hit ? s->wl_memo.sets : engine_repeat_sets(s->repeat);
-	bool values;
-	wl_ref ref = workload_shape_of(s, r, now, &key, &values);
-	e = workload_at(w, ref);
-	if (hit || sets != s->wl_memo.sets || s->wl_memo.plain) { /* folded, or a new template */
-		s->wl_memo.key = e ? key : 0;
-		s->wl_memo.ref = ref;
-		s->wl_memo.sets = sets;
-		s->wl_memo.plain = false;
-	}
-	if (!e)
-		return (wl_ref){0, 0};
-	workload_count(w, e);
-	return ref;
-}
-
-/* The same with analysis off, where no engine template says a request is
- * its template's: the decoder's template (handled.by_template) stands in.
- * A request that matched it differs from the one it was made of only in
- * fixed-size values, so it has that one's shape when that shape showed
- * none of them (engine_shape_values); the memo is kept only then. */
-static wl_ref workload_plain(session *s, const request *r, bool by_template, int64_t now)
-{
-	workload *w = s->env.workload;
-	uint64_t sets = request_template_sets(s->req_template);
-	wl_shape *e = by_template && s->wl_memo.key && s->wl_memo.plain && s->wl_memo.sets == sets
+	wl_shape *e = hit && s->wl_memo.key && s->wl_memo.plain == plain
 	                  ? workload_at(w, s->wl_memo.ref)
 	                  : NULL;
 	if (e) {
@@ -254,16 +227,29 @@ static wl_ref workload_plain(session *s, const request *r, bool by_template, int
 	bool values;
 	wl_ref ref = workload_shape_of(s, r, now, &key, &values);
 	e = workload_at(w, ref);
-	if (by_template || sets != s->wl_memo.sets || !s->wl_memo.plain) {
-		s->wl_memo.key = e && !values ? key : 0;
+	if (hit || sets != s->wl_memo.sets || s->wl_memo.plain != plain) {
+		/* folded meanwhile, or a new template */
+		s->wl_memo.key = e && !(plain && values) ? key : 0;
 		s->wl_memo.ref = ref;
 		s->wl_memo.sets = sets;
-		s->wl_memo.plain = true;
+		s->wl_memo.plain = plain;
 	}
 	if (!e)
 		return (wl_ref){0, 0};
 	workload_count(w, e);
 	return ref;
+}
+
+/* The engine's template (hit: engine_repeat_hits moved), or with no
+ * engine the decoder's (handled.by_template), as workload_memo says. */
+static wl_ref workload_request(session *s, const request *r, bool engine_on, bool hit,
+                               bool by_template, int64_t now)
+{
+	if (engine_on) /* on a hit, not even the template's count asked */
+		return workload_memo(
+		    s, r, hit, hit ? s->wl_memo.sets : engine_repeat_sets(s->repeat), false, now);
+	uint64_t sets = request_template_sets(s->req_template);
+	return workload_memo(s, r, by_template && s->wl_memo.sets == sets, sets, true, now);
 }
 
 /* What a forwarded command's reply tells the index cache: a DDL command's
@@ -418,8 +404,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		capture_request(s, r, "forward", judged_at);
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
-		wl = e ? workload_request(s, r, hit, now)
-		       : workload_plain(s, r, out->by_template, now);
+		wl = workload_request(s, r, e != NULL, hit, out->by_template, now);
 	track_reply(s, r, &c, wl, read_ns, now);
 	requests_gate_end(s); /* moved to the entry, unless it could not be */
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
