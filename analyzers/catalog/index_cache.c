@@ -360,10 +360,20 @@ index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *col
                                 index_cache_at *at)
 {
 	char ns[IC_NS_MAX];
-	index_lookup r;
 
 	*out = NULL;
 	if (ic == NULL || !make_ns(ns, db, coll))
+		return INDEXES_UNAVAILABLE;
+	return index_cache_get_ns(ic, ns, out, at);
+}
+
+index_lookup index_cache_get_ns(index_cache *ic, const char *ns, index_set **out,
+                                index_cache_at *at)
+{
+	index_lookup r;
+
+	*out = NULL;
+	if (ic == NULL)
 		return INDEXES_UNAVAILABLE;
 	uint32_t hash = fnv1a(ns);
 

@@ -67,6 +67,12 @@ typedef struct index_cache_at {
 } index_cache_at;
 index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *coll, index_set **out,
                                 index_cache_at *at);
+/* The same for ns, "db.coll" as the cache joins them (db and coll not
+ * empty, the whole under 512 bytes with its NUL): for a caller that keeps
+ * the joined name anyway (the engine's lookup, once per request), so it is
+ * not measured and copied twice. */
+index_lookup index_cache_get_ns(index_cache *ic, const char *ns, index_set **out,
+                                index_cache_at *at);
 
 /* What the capture hears of the cache, called under the cache's lock (a
  * hook must take no lock the cache's callers may hold while they call it),

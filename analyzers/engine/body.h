@@ -101,12 +101,19 @@ bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((w
 bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
     __attribute__((warn_unused_result));
 
-/* The collection a command names: its first value, when a string. */
+/* The collection a command names: its first value, when a string. Every
+ * analyser and the connection's track ask, on every request: so not
+ * bson_iter_init and bson_iter_utf8, two calls into libbson, but what they
+ * do (a view of at least five bytes; the string libbson's step checked at
+ * d2). */
 static inline const char *body_coll_of(const bson_t *doc)
 {
 	bson_iter_t it;
-	if (bson_iter_init(&it, doc) && wire_iter_next(&it) && WIRE_ITER_HOLDS_UTF8(&it))
-		return bson_iter_utf8(&it, NULL);
+	if (doc->len < 5)
+		return NULL;
+	wire_iter_init_framed(&it, bson_get_data(doc), doc->len);
+	if (wire_iter_next(&it) && WIRE_ITER_HOLDS_UTF8(&it))
+		return (const char *)it.raw + it.d2;
 	return NULL;
 }
 

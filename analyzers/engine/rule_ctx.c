@@ -64,13 +64,14 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 		                             &landed, &ax->lookup_until)) {
 			ax->lookup_set = landed;
 			ax->lookup_r = INDEXES_KNOWN;
-		} else {
-			ax->lookup_r = index_cache_get_at(ax->e->ic, db, coll, &ax->lookup_set,
-			                                  &ax->lookup_at);
 		}
 		memcpy(ax->lookup_ns, db, a);
 		ax->lookup_ns[a] = '.';
 		memcpy(ax->lookup_ns + a + 1, coll, b + 1);
+		if (!landed) /* joined once, here: index_cache_get_ns */
+			ax->lookup_r = a && b ? index_cache_get_ns(ax->e->ic, ax->lookup_ns,
+			                                           &ax->lookup_set, &ax->lookup_at)
+			                      : INDEXES_UNAVAILABLE;
 		ax->lookup_done = true;
 	}
 	*out = ax->lookup_set;

@@ -195,13 +195,60 @@ static void test_coll_and_view(void **state)
 	bson_destroy(doc);
 }
 
+/* What body_coll_of did with libbson's calls, the reference for the
+ * inline read that replaced them. */
+static const char *coll_by_libbson(const bson_t *doc)
+{
+	bson_iter_t it;
+	if (bson_iter_init(&it, doc) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it))
+		return bson_iter_utf8(&it, NULL);
+	return NULL;
+}
+
+/* {find: "users"} with its string's length, its string's last byte and
+ * its key's terminator each corrupted: the same answer as libbson's on
+ * every one (a pointer into the same bytes, or NULL). */
+static void test_coll_as_libbson(void **state)
+{
+	(void)state;
+	bson_t *good = fx_doc("{'find':'users'}");
+	const uint8_t *g = bson_get_data(good);
+	uint32_t n = good->len; /* 4 + 1 + "find" 5 + 4 + "users" 6 + 1 = 21 */
+	assert_int_equal(n, 21);
+	const uint32_t lens[] = {0, 1, 5, 6, 7, 8, 11, 0x7fffffffu, 0xffffffffu};
+	for (size_t variant = 0; variant < sizeof lens / sizeof lens[0] + 3; variant++) {
+		uint8_t b[21];
+		memcpy(b, g, n);
+		if (variant < sizeof lens / sizeof lens[0]) {
+			uint32_t le = BSON_UINT32_TO_LE(lens[variant]);
+			memcpy(b + 10, &le, 4); /* the string's length */
+		} else if (variant == sizeof lens / sizeof lens[0]) {
+			b[19] = 'x'; /* the string's NUL */
+		} else if (variant == sizeof lens / sizeof lens[0] + 1) {
+			b[9] = 'x'; /* the key's NUL */
+		} else {
+			b[4] = BSON_TYPE_SYMBOL; /* not a string */
+		}
+		bson_t v;
+		assert_true(bson_init_static(&v, b, n));
+		const char *want = coll_by_libbson(&v), *got = body_coll_of(&v);
+		if (want == NULL)
+			assert_null(got);
+		else
+			assert_ptr_equal(got, want);
+	}
+	bson_t empty = BSON_INITIALIZER;
+	assert_null(body_coll_of(&empty));
+	bson_destroy(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_key_names),        cmocka_unit_test(test_walk_find),
 	    cmocka_unit_test(test_walk_wanted_only), cmocka_unit_test(test_walk_statement),
 	    cmocka_unit_test(test_walk_types),       cmocka_unit_test(test_walk_parts_cap),
-	    cmocka_unit_test(test_coll_and_view),
+	    cmocka_unit_test(test_coll_and_view),    cmocka_unit_test(test_coll_as_libbson),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
