@@ -190,8 +190,8 @@ static unsigned doc_keys(const index_set *set, doc_key *out)
 		uint32_t want = wanted(d);
 		for (unsigned k = 0; want >> k && n < DOC_KEYS_MAX; k++)
 			if (want >> k & 1)
-				out[n++] = (doc_key){i, k, d->keys[k].field,
-				                     strcspn(d->keys[k].field, "."), false};
+				out[n++] =
+				    (doc_key){i, k, d->keys[k].field, d->keys[k].first, false};
 	}
 	return n;
 }
@@ -204,10 +204,13 @@ static void learn_doc(rule_ctx *ax, index_set *set, bson_iter_t *members)
 	bson_iter_t c;
 	unsigned n = doc_keys(set, keys), left = n;
 	while (left > 0 && wire_iter_next(members)) {
+		/* by length first: a member is a key's first component when it
+		 * has its length and its bytes (a key holds no NUL) */
 		const char *m = wire_iter_key(members);
+		uint32_t mlen = wire_iter_key_len(members);
 		for (unsigned i = 0; i < n; i++) {
 			doc_key *k = &keys[i];
-			if (k->seen || strncmp(m, k->field, k->first) != 0 || m[k->first] != '\0')
+			if (k->seen || k->first != mlen || memcmp(m, k->field, mlen) != 0)
 				continue;
 			k->seen = true;
 			left--;

@@ -199,6 +199,8 @@ static bool build_def(index_def *d, const bson_t *spec)
 			}
 		}
 	}
+	for (size_t i = 0; i < d->nkeys; i++)
+		d->keys[i].first = (uint32_t)strcspn(d->keys[i].field, ".");
 	for (size_t i = 0; i < d->nkeys && i < 32; i++)
 		if (strcmp(d->keys[i].field, "_id") != 0 && !is_wildcard_field(d->keys[i].field))
 			d->learnable_keys |= 1u << i;

@@ -33,6 +33,10 @@ typedef struct index_key {
 	 * multiKeyPaths lists them. 0 when explain said none or nothing. */
 	uint32_t multikey_parts;
 	index_key_type type;
+	/* strcspn(field, "."): its first component's length, the top-level
+	 * member of a written document that can hold it (arrays_seen.c, on
+	 * every insert). Set when the spec is read. */
+	uint32_t first;
 } index_key;
 
 typedef struct index_def {
