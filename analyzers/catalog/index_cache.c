@@ -66,6 +66,7 @@ struct index_cache {
 	ic_entry *q_head, *q_tail;
 	uint64_t next_generation;
 	_Atomic uint64_t changes; /* lists landed or forgotten (index_cache_changes); under mu */
+	uint64_t id;              /* this cache among every one made (the thread's memo) */
 	int64_t refresh_ms;       /* 0: never */
 	int64_t next_scan;
 	bool stop;
@@ -155,6 +156,51 @@ static bool make_ns(char *ns, const char *db, const char *coll)
 	ns[a] = '.';
 	memcpy(ns + a + 1, coll, b + 1);
 	return true;
+}
+
+/* ---- a thread's last answer (index_cache_get_ns) ----
+ * Most lookups are of the list the thread looked up last, and the lock,
+ * hash and map walk cost more than the analysis of a small find. While the
+ * change count stands where it stood at that answer (every landing and
+ * every forgetting moves it, an eviction too), the lock would give the
+ * same set and index_cache_at. A hit does not move the entry to the front
+ * of the LRU order, which only the choice of an eviction's victim reads. */
+static atomic_uint_fast64_t cache_ids;
+
+typedef struct ic_memo {
+	uint64_t id; /* the cache's; 0: none */
+	index_cache_at at;
+	index_set *set; /* a reference of the memo's own */
+	size_t len;
+	char ns[IC_NS_MAX];
+} ic_memo;
+
+static _Thread_local ic_memo memo;
+
+static void memo_drop(void)
+{
+	index_set *s = memo.set;
+	memo.id = 0;
+	memo.set = NULL;
+	index_set_release(s);
+}
+
+static void memo_keep(const index_cache *ic, const char *ns, size_t len, index_set *set,
+                      const index_cache_at *at)
+{
+	if (len >= IC_NS_MAX)
+		return;
+	memo_drop();
+	memo.id = ic->id;
+	memo.at = *at;
+	memo.set = index_set_retain(set);
+	memo.len = len;
+	memcpy(memo.ns, ns, len + 1);
+}
+
+void index_cache_thread_end(void)
+{
+	memo_drop();
 }
 
 /* ---- map, LRU and queue; all with mu held ---- */
@@ -263,6 +309,7 @@ static ic_entry *create_locked(index_cache *ic, const char *ns, uint32_t hash)
 		if (victim == NULL)
 			return NULL;
 		remove_locked(ic, entry_of(victim));
+		(void)change_locked(ic); /* forgotten: a thread's memo of it goes */
 	}
 	size_t len = strlen(ns);
 	ic_entry *e = calloc(1, sizeof *e + len + 1);
@@ -289,6 +336,7 @@ index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache
 		set_err(err, errlen, "out of memory", NULL);
 		return NULL;
 	}
+	ic->id = atomic_fetch_add(&cache_ids, 1) + 1;
 	if (!lru_map_init(&ic->map, INDEX_CACHE_MAX_ENTRIES)) {
 		free(ic);
 		set_err(err, errlen, "out of memory", NULL);
@@ -364,17 +412,28 @@ index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *col
 	*out = NULL;
 	if (ic == NULL || !make_ns(ns, db, coll))
 		return INDEXES_UNAVAILABLE;
-	return index_cache_get_ns(ic, ns, out, at);
+	return index_cache_get_ns(ic, ns, strlen(ns), out, at);
 }
 
-index_lookup index_cache_get_ns(index_cache *ic, const char *ns, index_set **out,
+index_lookup index_cache_get_ns(index_cache *ic, const char *ns, size_t len, index_set **out,
                                 index_cache_at *at)
 {
 	index_lookup r;
+	index_cache_at here;
 
 	*out = NULL;
 	if (ic == NULL)
 		return INDEXES_UNAVAILABLE;
+	if (memo.id == ic->id && memo.len == len &&
+	    atomic_load_explicit(&ic->changes, memory_order_acquire) == memo.at.changes &&
+	    memcmp(memo.ns, ns, len) == 0) {
+		*out = index_set_retain(memo.set);
+		if (at != NULL)
+			*at = memo.at;
+		return INDEXES_KNOWN;
+	}
+	if (at == NULL)
+		at = &here;
 	uint32_t hash = fnv1a(ns);
 
 	pthread_mutex_lock(&ic->mu);
@@ -412,6 +471,8 @@ index_lookup index_cache_get_ns(index_cache *ic, const char *ns, index_set **out
 	}
 	at_locked(ic, at);
 	pthread_mutex_unlock(&ic->mu);
+	if (r == INDEXES_KNOWN)
+		memo_keep(ic, ns, len, *out, at);
 	return r;
 }
 
@@ -594,8 +655,10 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, hash);
 	if (s == NULL) {
-		if (e != NULL)
+		if (e != NULL) {
 			remove_locked(ic, e);
+			(void)change_locked(ic); /* forgotten: a thread's memo of it goes */
+		}
 		pthread_mutex_unlock(&ic->mu);
 		return;
 	}
@@ -861,6 +924,8 @@ void index_cache_free(index_cache *ic)
 		return;
 	if (!index_cache_stop(ic, INDEX_CACHE_WAIT_FOREVER))
 		return; /* cannot happen: waiting forever */
+	if (memo.id == ic->id)
+		memo_drop(); /* another thread's goes at its index_cache_thread_end */
 	if (ic->client != NULL)
 		mongoc_client_destroy(ic->client);
 	if (ic->uri != NULL)

@@ -68,11 +68,20 @@ typedef struct index_cache_at {
 index_lookup index_cache_get_at(index_cache *ic, const char *db, const char *coll, index_set **out,
                                 index_cache_at *at);
 /* The same for ns, "db.coll" as the cache joins them (db and coll not
- * empty, the whole under 512 bytes with its NUL): for a caller that keeps
- * the joined name anyway (the engine's lookup, once per request), so it is
- * not measured and copied twice. */
-index_lookup index_cache_get_ns(index_cache *ic, const char *ns, index_set **out,
+ * empty, the whole under 512 bytes with its NUL; len its strlen): for a
+ * caller that keeps the joined name anyway (the engine's lookup, once per
+ * request), so it is not measured and copied twice.
+ *
+ * Each thread keeps its last KNOWN answer and gives it again without the
+ * lock while index_cache_changes has not moved (every landing and every
+ * forgetting moves it, an eviction too): the same set and the same
+ * index_cache_at the lock would give. Such a hit does not move the entry
+ * to the front of the LRU order. The memo holds a reference: a thread that
+ * looked lists up calls index_cache_thread_end before it exits
+ * (index_cache_free drops the calling thread's). */
+index_lookup index_cache_get_ns(index_cache *ic, const char *ns, size_t len, index_set **out,
                                 index_cache_at *at);
+void index_cache_thread_end(void);
 
 /* What the capture hears of the cache, called under the cache's lock (a
  * hook must take no lock the cache's callers may hold while they call it),

@@ -69,9 +69,10 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 		ax->lookup_ns[a] = '.';
 		memcpy(ax->lookup_ns + a + 1, coll, b + 1);
 		if (!landed) /* joined once, here: index_cache_get_ns */
-			ax->lookup_r = a && b ? index_cache_get_ns(ax->e->ic, ax->lookup_ns,
-			                                           &ax->lookup_set, &ax->lookup_at)
-			                      : INDEXES_UNAVAILABLE;
+			ax->lookup_r = a && b
+			                   ? index_cache_get_ns(ax->e->ic, ax->lookup_ns, a + b + 1,
+			                                        &ax->lookup_set, &ax->lookup_at)
+			                   : INDEXES_UNAVAILABLE;
 		ax->lookup_done = true;
 	}
 	*out = ax->lookup_set;

@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "analyzers/catalog/index_cache.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/late.h"
 #include "proxy/stats/workload.h"
@@ -232,6 +233,7 @@ static void *worker_main(void *arg)
 {
 	worker *w = arg;
 	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	index_cache_thread_end(); /* the reference its last lookup kept */
 	return NULL;
 }
 

@@ -734,6 +734,7 @@ static void *writer_main(void *arg)
 			break;
 	}
 	pthread_mutex_unlock(&c->lock);
+	index_cache_thread_end(); /* the reference its last look kept */
 	return NULL;
 }
 

@@ -414,6 +414,67 @@ static void test_namespaces_are_bounded(void **state)
 	index_cache_free(ic);
 }
 
+/* A thread's last KNOWN answer is given again without the lock
+ * (index_cache_get_ns): only while nothing landed or was forgotten since,
+ * an eviction included, and never another cache's. */
+static void test_thread_memo(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *a = set_of(ID_AND_A), *b = set_of(ID_ONLY), *got = NULL, *again = NULL;
+	index_cache_at at1, at2;
+
+	index_cache_put(ic, "db", "a", a);
+	assert_int_equal(index_cache_get_at(ic, "db", "a", &got, &at1), INDEXES_KNOWN);
+	assert_int_equal(index_cache_get_ns(ic, "db.a", 4, &again, &at2), INDEXES_KNOWN);
+	assert_ptr_equal(got, a);
+	assert_ptr_equal(again, a);
+	assert_int_equal(at1.changes, at2.changes);
+	assert_int_equal(at1.schema_seq, at2.schema_seq);
+	index_set_release(got);
+	index_set_release(again);
+
+	/* a list that lands is the answer at once */
+	index_cache_put(ic, "db", "a", b);
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
+	assert_ptr_equal(got, b);
+	index_set_release(got);
+	/* and a schema change forgets it */
+	index_cache_invalidate(ic, "db", "a");
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_PENDING);
+	assert_null(got);
+	index_cache_free(ic);
+
+	/* An eviction: a's the oldest entry when the cache is full, the
+	 * lookups that filled it all PENDING (no landing between). */
+	ic = new_cache();
+	index_cache_put(ic, "db", "a", a);
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	char coll[32];
+	for (int i = 0; i < INDEX_CACHE_MAX_ENTRIES - 1; i++) {
+		snprintf(coll, sizeof coll, "c%d", i);
+		assert_int_equal(index_cache_get(ic, "db", coll, &got), INDEXES_PENDING);
+	}
+	assert_int_equal(index_cache_get(ic, "db", "one-too-many", &got), INDEXES_PENDING);
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_PENDING); /* evicted */
+	assert_null(got);
+	index_cache_free(ic);
+
+	/* Another cache (at the same address, as likely as not) knows nothing. */
+	ic = new_cache();
+	index_cache_put(ic, "db", "a", a);
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	index_cache_free(ic);
+	ic = new_cache();
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_PENDING);
+	assert_null(got);
+	index_cache_free(ic);
+	index_cache_thread_end();
+	index_set_release(a);
+	index_set_release(b);
+}
+
 static void test_missing_collection_gives_no_verdict(void **state)
 {
 	index_cache *ic = new_cache();
@@ -806,6 +867,7 @@ int main(void)
 	    cmocka_unit_test(test_landed_after),
 	    cmocka_unit_test(test_forgetting_is_told_and_replayed),
 	    cmocka_unit_test(test_namespaces_are_bounded),
+	    cmocka_unit_test(test_thread_memo),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),
 	    cmocka_unit_test(test_count_follows_writes),
 	    cmocka_unit_test(test_side_connection_and_client_ddl_never_overlap),
