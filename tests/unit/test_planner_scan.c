@@ -185,6 +185,12 @@ static const pcase cases[] = {
     {"not: $ne of an array", NULL, "{'a':{'$ne':[1]}}", NULL, NULL, U},
     {"not: $nin with an array", NULL, "{'a':{'$nin':[[1],2]}}", NULL, NULL, U},
     {"not: $nin with a regex", NULL, "{'a':{'$nin':[" RE("^x") "]}}", NULL, NULL, U},
+    /* $nin: [] excludes nothing (mongod drops it: MongoEngine's delete
+     * rules send it beside the field they look up) */
+    {"not: $nin of nothing", NULL, "{'a':{'$nin':[]}}", NULL, NULL, U},
+    {"not: $not of an empty $in", NULL, "{'a':{'$not':{'$in':[]}}}", NULL, NULL, U},
+    {"not: $nin of nothing on _id beside an unindexed $in", NULL,
+     "{'z':{'$in':[1]},'_id':{'$nin':[]}}", NULL, NULL, U},
     {"not: $ne null on a multikey key", NULL, "{'m':{'$ne':null}}", NULL, NULL, U},
     {"not: $nin with null on a multikey key", NULL, "{'m':{'$nin':[null,1]}}", NULL, NULL, U},
     {"$ne on a multikey key", NULL, "{'m':{'$ne':1}}", NULL, NULL, B},
