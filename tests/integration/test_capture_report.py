@@ -14,6 +14,7 @@ import json
 import shutil
 import statistics
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -581,3 +582,54 @@ def test_late_verdicts_on_dropped_collections_offline_as_live(tmp_path, upstream
     run_report(mongoguard_bin, captures(cdir), "--json", out)
     got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
     assert got == live, (sorted(set(live) - set(got)), sorted(set(got) - set(live)))
+
+
+def test_counts_crossing_min_documents_offline_as_live(tmp_path, upstream, start_proxy, clients,
+                                                       dbname, mongoguard_bin):
+    """collection-scan reads the collection's document count (minDocuments), which the
+    proxy follows from the inserts and deletes it relays, and refreshes when it has moved
+    far. One connection grows a collection past minDocuments and shrinks it back, one
+    document a request, while another reads it without an index: the verdicts turn on and
+    off with the count. The report follows the same replies and must give the same
+    verdicts, request for request in total (stop 42: the capture had stopped writing
+    snapshots that differ only by their count, and the report's counts come from the
+    replies alone)."""
+    cdir = tmp_path / "cap"
+    cfg = json.loads(capture_config(cdir))
+    cfg["rules"] = {"collection-scan": {"action": "log", "minDocuments": 20}}
+    p = start_proxy(upstream.uri, json.dumps(cfg, indent=1) + "\n")
+    w = clients.via(p, appname="writer")[dbname]
+    r = clients.via(p, appname="reader")[dbname]
+    w.grow.insert_one({"_id": -1, "sku": "x"})
+    r.grow.find_one({"sku": "a"})
+    time.sleep(0.5)  # the list, with a count of 1
+    done = threading.Event()
+    reads = [0]
+
+    def reader() -> None:
+        while not done.is_set():
+            r.grow.find_one({"sku": "a"})
+            reads[0] += 1
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(60):
+            w.grow.insert_one({"_id": i, "sku": f"s{i}"})
+            w.grow.find_one({"sku": "b"})
+        for i in range(60):
+            w.grow.delete_one({"_id": i})
+            w.grow.find_one({"sku": "b"})
+    finally:
+        done.set()
+        t.join()
+    time.sleep(1.5)  # a summary interval, for the repeats' counts
+    assert p.stop() == 0
+    live = live_findings(p)
+    total = sum(live.values())
+    # the count crossed minDocuments both ways: some reads were judged, not all
+    assert 40 <= total < 120 + reads[0], (live, reads[0])
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
+    assert got == live, (got, live)
