@@ -4,6 +4,7 @@
  * is not known yet (engine_late, engine.h).
  *
  * Below engine.c and analysers.c, which both call it: it calls neither. */
+#include <stdio.h>
 #include <string.h>
 
 #include "analyzers/engine/engine_int.h"
@@ -75,6 +76,37 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 	}
 	*out = ax->lookup_set;
 	return ax->lookup_r;
+}
+
+static const int64_t *counts_find(const engine_counts *t, const char *ns)
+{
+	for (unsigned i = 0; t && i < t->n && i < ENGINE_COUNTS_MAX; i++)
+		if (strcmp(t->at[i].ns, ns) == 0)
+			return &t->at[i].docs;
+	return NULL;
+}
+
+int64_t rule_ctx_doc_count(rule_ctx *ax, const char *db, const char *coll, const index_set *set)
+{
+	/* A late call judges as the report's replay does at the landed list's
+	 * snapshot: with the count it landed with, not with the writes relayed
+	 * while the request waited in the late queue. */
+	if (ax->late_call)
+		return index_set_read_count(set);
+	char ns[ENGINE_COUNTS_NS_LEN];
+	int len = snprintf(ns, sizeof ns, "%s.%s", db, coll);
+	if (len < 0 || (size_t)len >= sizeof ns)
+		return index_set_doc_count(set); /* no such namespace on a server */
+	const int64_t *seen = counts_find(&ax->counts, ns);
+	if (seen)
+		return *seen; /* the request's first read of it: its checks agree */
+	const int64_t *kept = ax->rc ? counts_find(ax->rc->counts, ns) : NULL;
+	int64_t docs = kept ? *kept : index_set_doc_count(set);
+	if (ax->counts.n < ENGINE_COUNTS_MAX) {
+		memcpy(ax->counts.at[ax->counts.n].ns, ns, (size_t)len + 1);
+		ax->counts.at[ax->counts.n++].docs = docs;
+	}
+	return docs;
 }
 
 /* Merges into the namespace's entry when there is one, so a request that
