@@ -109,7 +109,7 @@ def test_capture_is_bson_with_header_and_redacted(captured):
     for f in files:
         docs = list(bson.decode_file_iter(open(f, "rb")))
         assert docs[0]["k"] == "header" and docs[0]["format"] == "mongoguard-capture"
-        assert docs[0]["v"] == 3 and docs[0]["redaction"] == "shapes"
+        assert docs[0]["v"] == 4 and docs[0]["redaction"] == "shapes"
         assert "mongoguard" in docs[0] and "start" in docs[0]
         for d in docs:
             kinds[d["k"]] = kinds.get(d["k"], 0) + 1
@@ -467,6 +467,47 @@ def test_capture_forgets_where_the_proxy_did(tmp_path, mongoguard_bin, v, expect
     got = {c: 0 for c in expect}
     for fd in json.loads(out.read_text())["findings"]:
         got[fd["ns"].split(".")[1]] += fd["count"]
+    assert got == expect
+
+
+def counting_capture(v: int) -> list:
+    """A hand-made capture of format v: s.g listed with 19 documents, an insert of one
+    relayed, then three finds judged against minDocuments 20: the first two keep the
+    counts their live verdicts read (19, then 20; a reader of version 3 ignores them),
+    the third keeps none."""
+    recs = [{"k": "header", "format": "mongoguard-capture", "v": v, "mongoguard": "0.9",
+             "instance": "i", "redaction": "shapes", "startUs": 1,
+             "rules": {"collection-scan": {"action": "log", "minDocuments": 20}}},
+            {"k": "indexes", "t": 1, "ns": "s.g", "count": 19,
+             "indexes": [{"v": 2, "key": {"_id": 1}, "name": "_id_"}]}]
+    base = {"conn": 1, "client": "", "app": "", "len": 100, "mtc": False,
+            "verdict": "forward", "db": "s", "ns": "s.g"}
+    for rid, body, extra in [(1, {"insert": "g"}, {}),
+                             (2, {"find": "g", "filter": {"color": "?"}}, {"counts": {"s.g": 19}}),
+                             (3, {"find": "g", "filter": {"color": "?"}}, {"counts": {"s.g": 20}}),
+                             (4, {"find": "g", "filter": {"color": "?"}}, {})]:
+        recs.append({"k": "req", "t": 2 * rid, **base, "rid": rid, "op": next(iter(body)),
+                     "body": body, **extra})
+        recs.append({"k": "reply", "t": 2 * rid + 1, "conn": 1, "rt": rid, "len": 50,
+                     "ok": True, "n": 1})
+    return recs
+
+
+@pytest.mark.parametrize("v,expect", [(3, 3), (4, 1)])
+def test_capture_keeps_the_counts_verdicts_read(tmp_path, mongoguard_bin, v, expect):
+    """From version 4 each request keeps the document counts its verdict read, and the
+    report judges with them: the proxy's estimate moves at every insert's and delete's
+    reply on any worker, at moments no record's place stands for, so the report no longer
+    moves it at the replies' records (the snapshot's count, the one the list landed with,
+    stands for a request that kept none). A version 3 capture is read as before: the
+    insert's reply moves the count to 20, and every find is judged with it. Stop 43:
+    test_counts_crossing_min_documents_offline_as_live failed one run in four or so under
+    ThreadSanitizer."""
+    f = tmp_path / "capture-counts.bson"
+    f.write_bytes(b"".join(bson.encode(r) for r in counting_capture(v)))
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, [f], "--json", out)
+    got = sum(fd["count"] for fd in json.loads(out.read_text())["findings"])
     assert got == expect
 
 
