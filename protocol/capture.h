@@ -12,7 +12,10 @@
  *            (redacted: every literal replaced by a placeholder of the same
  *            BSON type, see capture_redact_command; an inserted document
  *            becomes a stub, capture_doc_stub) or msg (the whole message,
- *            redaction off).
+ *            redaction off); from version 4, counts {"db.coll": n}: the
+ *            estimated document count of each collection the verdict
+ *            read one of (the collection-scan rule's minDocuments), as it
+ *            read it, when it read any.
  *   reply    one reply: t, conn, rt (responseTo), len, and when the reply
  *            was read: ok, code, n (documents returned), cid (cursor id),
  *            we (writeErrors, from version 2, when any; code is then the
@@ -23,8 +26,10 @@
  *   indexes  the index list of ns as mongoguard learned it: t, ns, and
  *            indexes (listIndexes-style specs) or opaque (why none); from
  *            version 2, count (the estimated document count the index
- *            cache had with it) when known. A new record is written when
- *            the list or the count changes.
+ *            cache had with it) when known: up to version 3 the estimate
+ *            when the record was written, a new record written when it
+ *            changed; from version 4 the count the list landed with (the
+ *            one a late verdict reads), a new record for a new list only.
  *   gap      records lost because the writer's queue was full: t, dropped,
  *            from, to (µs).
  *   forget   from version 3: the index cache forgot what it knew of db.coll
@@ -39,10 +44,14 @@
  *
  * Versions: 1 kept inserted documents as {$size} and index lists without
  * counts; 2 adds both facts; 3 adds forget records, and a reader of one
- * forgets lists at them instead of at a DDL's or a write's reply. A reader reads every
- * version from CAPTURE_FORMAT_OLDEST up; an older capture simply lacks
- * those facts, so the collection-scan and large-document rules stay silent
- * over a version 1 one.
+ * forgets lists at them instead of at a DDL's or a write's reply; 4 adds
+ * requests' counts, and a reader of one judges each request with the
+ * counts it keeps, moving no count at an insert's or a delete's reply (the
+ * estimate moved live at moments no record's place can stand for: another
+ * worker's request could read it between a reply's move and its record).
+ * A reader reads every version from CAPTURE_FORMAT_OLDEST up; an older
+ * capture simply lacks those facts, so the collection-scan and
+ * large-document rules stay silent over a version 1 one.
  *
  * Pure: builds and reads documents in memory; files are the writer's and
  * the report's business. */
@@ -57,7 +66,7 @@
 #include "protocol/request.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 3
+#define CAPTURE_FORMAT_VERSION 4
 #define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {

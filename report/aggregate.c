@@ -77,6 +77,11 @@ struct aggregator {
 	/* its forget records say where the proxy forgot index lists (format
 	 * version 3): a DDL's or a write's reply no longer does */
 	bool forget_records;
+	/* its requests keep the document counts their verdicts read (format
+	 * version 4): the replay judges with those, and an insert's or a
+	 * delete's reply no longer moves a count (its snapshots hold the
+	 * counts their lists landed with, as a late verdict read them) */
+	bool counts_kept;
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
@@ -371,6 +376,26 @@ static engine_conn_track **track_slot(aggregator *a, int64_t conn)
 	return &a->tracks[a->ntracks - 1];
 }
 
+/* The document counts the request's live verdict read (format version 4;
+ * not with lists from a server, --indexes-from, whose counts are none):
+ * into *out, or NULL. */
+static const engine_counts *rec_counts(const aggregator *a, const bson_t *rec, engine_counts *out)
+{
+	bson_iter_t it, c;
+	if (!a->counts_kept || a->m->indexes_live || !bson_iter_init_find(&it, rec, "counts") ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &c))
+		return NULL;
+	out->n = 0;
+	while (out->n < ENGINE_COUNTS_MAX && bson_iter_next(&c)) {
+		size_t len = strlen(bson_iter_key(&c));
+		if (!BSON_ITER_HOLDS_NUMBER(&c) || len >= ENGINE_COUNTS_NS_LEN)
+			continue;
+		memcpy(out->at[out->n].ns, bson_iter_key(&c), len + 1);
+		out->at[out->n++].docs = bson_iter_as_int64(&c);
+	}
+	return out;
+}
+
 /* The request judged by the engine, as a session would; and, on a
  * collection under a quiet rule's parameter, by the quiet engine. ns: the
  * collection's row + 1 (0: none), an index because a finding on a
@@ -383,12 +408,14 @@ static engine_conn_track **track_slot(aggregator *a, int64_t conn)
 static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t, const char *app,
                   size_t ns, int64_t conn)
 {
+	engine_counts counts;
 	request_ctx rc = {.app_name = app,
 	                  .client = rec_str(rec, "client"),
 	                  .conn = (uint64_t)conn,
 	                  .now_ms = t / 1000,
 	                  .track = track_slot(a, conn),
-	                  .placeholders = a->placeholders};
+	                  .placeholders = a->placeholders,
+	                  .counts = rec_counts(a, rec, &counts)};
 	block_info b;
 	const cmdview *v = &r->view;
 	if (!a->e)
@@ -582,7 +609,7 @@ static void on_reply(aggregator *a, const bson_t *rec)
 		if (p->write == ENGINE_WRITE_UPSERT ||
 		    (p->write == ENGINE_WRITE_INSERT && (ids.failed || ids.n <= 0)))
 			engine_note_made(a->e, p->write_ns);
-		else if (!ids.failed && ids.n > 0)
+		else if (!ids.failed && ids.n > 0 && !a->counts_kept)
 			engine_note_docs(a->e, p->write_ns,
 			                 p->write == ENGINE_WRITE_DELETE ? -ids.n : ids.n);
 		free(p->write_ns);
@@ -801,6 +828,7 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		a->instance = hash_map_str_key(rec_str(rec, "instance"));
 		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
 		a->forget_records = capture_header_version(rec) >= 3;
+		a->counts_kept = capture_header_version(rec) >= 4;
 		index_cache_set_replay(a->ic, a->forget_records);
 		if (!a->rules_set) {
 			agg_rules_from_header(a->m, rec, &a->cfg, &a->quiet_cfg, &a->quiet_max);

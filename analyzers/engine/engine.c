@@ -254,19 +254,35 @@ static void late_carry(engine_late *to, const engine_late *from)
 	to->since_change = from->since_change;
 }
 
+/* Nothing owed, nothing skipped, nothing read, whatever the command. */
+static void block_start(block_info *block, const request_ctx *rc)
+{
+	block->late.n = 0;
+	block->late.lost = 0;
+	block->late.nwaited = 0;
+	block->late.waited_any = false;
+	if (rc && rc->late) /* since is set by the first owe otherwise */
+		late_carry(&block->late, rc->late);
+	block->skipped = 0;
+	block->upsert = false;
+	block->judged_at = 0;
+	block->counts.n = 0;
+}
+
+/* Where the cache stood at the request's lookups, for the capture (the
+ * counts its verdict read are in block->counts already: ax.counts); a late
+ * call's request is written already. */
+static void block_judged(block_info *block, const rule_ctx *ax)
+{
+	if (!block || ax->late_call)
+		return;
+	block->judged_at = ax->lookup_at.changes;
+}
+
 verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block_info *block)
 {
-	if (block) { /* nothing owed, nothing skipped, whatever the command */
-		block->late.n = 0;
-		block->late.lost = 0;
-		block->late.nwaited = 0;
-		block->late.waited_any = false;
-		if (rc && rc->late) /* since is set by the first owe otherwise */
-			late_carry(&block->late, rc->late);
-		block->skipped = 0;
-		block->upsert = false;
-		block->judged_at = 0;
-	}
+	if (block)
+		block_start(block, rc);
 	/* The connection's reads first, templates or not (conn_track.c); a
 	 * read that completes a finding is analysed whole, to be reported. */
 	engine_conn_track *tr = conn_track_of(e, rc);
@@ -303,6 +319,9 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	ax.lookup_set = NULL;
 	ax.lookup_until = UINT64_MAX;
 	ax.lookup_at.changes = ax.lookup_at.schema_seq = 0;
+	engine_counts own; /* a late call's counts go nowhere, and so do those with no block */
+	ax.counts = block && !ax.late_call ? &block->counts : &own;
+	ax.counts->n = 0;
 	byte_spans spans;
 	spans.base = bson_get_data(&v->body);
 	spans.n = 0;
@@ -320,8 +339,7 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 	}
 	if (ax.narrays)
 		engine_arrays_apply(&ax, vd == VERDICT_FORWARD);
-	if (block && !ax.late_call)
-		block->judged_at = ax.lookup_at.changes;
+	block_judged(block, &ax);
 	index_set_release(ax.lookup_set);
 	if (rp && vd == VERDICT_FORWARD && ax.repeatable && !ax.explain && !ax.wait &&
 	    ax.nreported == 0 && ax.ncalled == 0 &&

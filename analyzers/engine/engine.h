@@ -125,6 +125,28 @@ void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t n
  * the reply otherwise. */
 bool engine_track_wants_count(const engine_conn_track *t);
 
+/* The document counts a request's verdict read (the collection-scan rule
+ * weighs a collection's estimated count against minDocuments), one per
+ * collection: the first read of each stands for the request's later ones.
+ * The estimate moves at every insert's and delete's reply, on any worker,
+ * so no order of a capture's records can say which of those moves a
+ * request read before: the live path keeps the counts it read
+ * (block_info.counts), the capture writes them with the request, and the
+ * report's replay judges with them (request_ctx.counts). A late call reads
+ * the count its list landed with instead (index_set_read_count), which is
+ * the one the capture's snapshot of that list holds. Beyond
+ * ENGINE_COUNTS_MAX collections a request's further counts are read and
+ * not kept. */
+enum { ENGINE_COUNTS_MAX = 4, ENGINE_COUNTS_NS_LEN = 256 };
+
+typedef struct engine_counts {
+	unsigned n;
+	struct {
+		char ns[ENGINE_COUNTS_NS_LEN]; /* "db.coll" (the server allows 255 bytes) */
+		int64_t docs;                  /* -1: unknown */
+	} at[ENGINE_COUNTS_MAX];
+} engine_counts;
+
 /* Who sent the request. */
 typedef struct request_ctx {
 	const char *app_name;      /* from the handshake, "" if none */
@@ -138,6 +160,9 @@ typedef struct request_ctx {
 	/* The request's literals are placeholders (a redacted capture's
 	 * replay): two equal ones are not two reads of one value. */
 	bool placeholders;
+	/* The counts the live verdict read (a capture's replay), or NULL: a
+	 * collection's count is read from its index list (engine_counts). */
+	const engine_counts *counts;
 } request_ctx;
 
 /* What comes with a verdict: for VERDICT_BLOCK, what the client is told;
@@ -156,6 +181,9 @@ typedef struct block_info {
 	 * capture writes the request after every list landing and schema
 	 * change up to it, before any later one (proxy/sinks/capture.h) */
 	uint64_t judged_at;
+	/* the document counts the verdict read (not a late call's), for the
+	 * capture (engine_counts) */
+	engine_counts counts;
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */

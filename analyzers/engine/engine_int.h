@@ -159,6 +159,9 @@ struct rule_ctx {
 	 * block_info.judged_at */
 	index_cache_at lookup_at;
 	char lookup_ns[LOOKUP_NS_LEN];
+	/* the document counts read so far (rule_ctx_doc_count): the block's,
+	 * written in place for the capture, or the call's own */
+	engine_counts *counts;
 	/* The connection's repeat (engine.h, engine_repeat): the checks called
 	 * so far, whether the analyser judged the whole request from its bytes
 	 * and the engine alone (analyze_query), and the bytes of the body its

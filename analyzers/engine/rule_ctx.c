@@ -79,6 +79,43 @@ index_lookup engine_lookup(rule_ctx *ax, const char *db, const char *coll, const
 	return ax->lookup_r;
 }
 
+static const int64_t *counts_find(const engine_counts *t, const char *ns)
+{
+	for (unsigned i = 0; t && i < t->n && i < ENGINE_COUNTS_MAX; i++)
+		if (strcmp(t->at[i].ns, ns) == 0)
+			return &t->at[i].docs;
+	return NULL;
+}
+
+int64_t rule_ctx_doc_count(rule_ctx *ax, const char *db, const char *coll, const index_set *set)
+{
+	/* A late call judges as the report's replay does at the landed list's
+	 * snapshot: with the count it landed with, not with the writes relayed
+	 * while the request waited in the late queue. */
+	if (ax->late_call)
+		return index_set_read_count(set);
+	/* "db.coll", joined without snprintf: on every read collection-scan
+	 * weighs, where snprintf cost more than the rest of the check */
+	char ns[ENGINE_COUNTS_NS_LEN];
+	size_t a = strlen(db), b = strlen(coll), len = a + b + 1;
+	if (len >= sizeof ns)
+		return index_set_doc_count(set); /* no such namespace on a server */
+	memcpy(ns, db, a);
+	ns[a] = '.';
+	memcpy(ns + a + 1, coll, b + 1);
+	const int64_t *seen = counts_find(ax->counts, ns);
+	if (seen)
+		return *seen; /* the request's first read of it: its checks agree */
+	const int64_t *kept = ax->rc ? counts_find(ax->rc->counts, ns) : NULL;
+	int64_t docs = kept ? *kept : index_set_doc_count(set);
+	engine_counts *t = ax->counts;
+	if (t->n < ENGINE_COUNTS_MAX) {
+		memcpy(t->at[t->n].ns, ns, len + 1);
+		t->at[t->n++].docs = docs;
+	}
+	return docs;
+}
+
 /* Merges into the namespace's entry when there is one, so a request that
  * owes several rules at one namespace takes one slot; past ENGINE_LATE_MAX
  * namespaces the rules are counted as lost, never judged wrongly. Returns

@@ -239,6 +239,14 @@ index_cache *rule_ctx_index_cache(const rule_ctx *c);
  * the engine releases it. */
 index_lookup rule_ctx_indexes(rule_ctx *c, const char *db, const char *coll, const index_set **out);
 
+/* The estimated document count of db.coll, whose list rule_ctx_indexes
+ * gave as set, as this request's verdict reads it (engine_counts): the
+ * first read of the collection in the request, the one the live verdict
+ * read when the report replays a capture that kept it, the count the list
+ * landed with in a late call; else the set's count now
+ * (index_set_doc_count). -1: unknown. */
+int64_t rule_ctx_doc_count(rule_ctx *c, const char *db, const char *coll, const index_set *set);
+
 /* For words(): ends the piece of w->buf started at `start` and returns it
  * ("" if the words did not fit). */
 static inline const char *rule_words_piece(text_buf *t, size_t start)

@@ -556,7 +556,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	if (rule_ctx_indexes(c, s->db, s->coll, &set) != INDEXES_KNOWN ||
 	    index_set_is_opaque(set, NULL))
 		return;
-	int64_t docs = index_set_doc_count(set);
+	int64_t docs = rule_ctx_doc_count(c, s->db, s->coll, set);
 	if (docs < 0 || docs < (int64_t)min)
 		return;
 	p.collation = query_collation(set, rq->q.collation);
@@ -611,7 +611,7 @@ static void check_lookup(rule_ctx *c, const rule_site *s, const lookup_stage *lk
 	    index_set_is_opaque(set, NULL))
 		return;
 	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
-	int64_t docs = index_set_doc_count(set);
+	int64_t docs = rule_ctx_doc_count(c, s->db, from, set);
 	if (docs < 0 || docs < (int64_t)min)
 		return;
 	for (size_t i = 0; i < index_set_count(set); i++) {

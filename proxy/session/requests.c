@@ -146,10 +146,11 @@ static void answer_block(session *s, const request *r, const block_info *block)
 }
 
 /* Capture: the request goes to the writer's queue as it arrived. */
-static void capture_request(session *s, const request *r, const char *outcome, uint64_t judged_at)
+static void capture_request(session *s, const request *r, const char *outcome, uint64_t judged_at,
+                            const engine_counts *counts)
 {
 	capture_origin o = {capture_now_us(), s->id, s->peer, s->app};
-	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome, judged_at);
+	capture_sink_request(s->env.capture, &o, r->msg, r->len, outcome, judged_at, counts);
 }
 
 /* ---- the workload (proxy/stats/workload.h) ---- */
@@ -354,6 +355,8 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	int64_t now = mg_now_ns(), read_ns = now;
 	bool hit = false;
 	uint64_t judged_at = 0; /* block_info.judged_at, for the capture */
+	block_info block;
+	block.counts.n = 0; /* with no engine, no count was read */
 	if (e) {
 		request_ctx rc = {
 		    .app_name = s->app,
@@ -364,7 +367,6 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		    .repeat = &s->repeat,
 		    .track = &s->track,
 		};
-		block_info block;
 		int64_t t0 = now;
 		uint64_t repeats = engine_repeat_hits(s->repeat);
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
@@ -392,7 +394,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			               s->peer, s->id, now / 1000000);
 		if (vd == VERDICT_BLOCK) {
 			if (s->env.capture)
-				capture_request(s, r, "block", judged_at);
+				capture_request(s, r, "block", judged_at, &block.counts);
 			answer_block(s, r, &block);
 			requests_gate_end(s);
 			return REQ_DROP;
@@ -401,7 +403,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 	}
 	if (s->env.capture)
-		capture_request(s, r, "forward", judged_at);
+		capture_request(s, r, "forward", judged_at, &block.counts);
 	wl_ref wl = {0, 0};
 	if (s->env.workload)
 		wl = workload_request(s, r, e != NULL, hit, out->by_template, now);

@@ -49,6 +49,7 @@ typedef struct item {
 	 * or a schema change's: the change count it made (its stamp) */
 	uint64_t changes;
 	bool judged;
+	bson_t *counts; /* a request's "counts" (engine_counts), or NULL */
 	index_set *set; /* ITEM_LIST's */
 	char client[80];
 	char app[128];
@@ -57,7 +58,6 @@ typedef struct item {
 typedef struct ns_slot {
 	char ns[256]; /* "" = free */
 	index_set *last;
-	int64_t last_count; /* the document count last written with it */
 	int64_t checked_ms;
 	uint64_t changes_seen; /* index_cache_changes at its last look */
 	bool pending;          /* asked, no list yet */
@@ -135,13 +135,15 @@ static void item_free(item *it)
 {
 	if (it->set)
 		index_set_release(it->set);
+	if (it->counts)
+		bson_destroy(it->counts);
 	free(it->bytes);
 	free(it);
 }
 
 static void enqueue(capture_sink *c, item *it)
 {
-	size_t cost = it->nbytes + sizeof(*it);
+	size_t cost = it->nbytes + sizeof(*it) + (it->counts ? it->counts->len : 0);
 	pthread_mutex_lock(&c->lock);
 	if (c->stopping || c->nqueued >= MAX_QUEUED_ITEMS ||
 	    atomic_load_explicit(&c->queued_bytes, memory_order_relaxed) + cost > c->queue_budget) {
@@ -179,6 +181,7 @@ static item *new_item(item_kind kind, const capture_origin *o)
 	it->bytes = NULL;
 	it->nbytes = 0;
 	it->set = NULL;
+	it->counts = NULL;
 	it->verdict[0] = '\0';
 	snprintf(it->client, sizeof it->client, "%s", o->client ? o->client : "");
 	snprintf(it->app, sizeof it->app, "%s", o->app ? o->app : "");
@@ -197,7 +200,7 @@ static void count_drop(capture_sink *c, int64_t t_us)
 }
 
 void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_t *msg, size_t len,
-                          const char *outcome, uint64_t judged_at)
+                          const char *outcome, uint64_t judged_at, const engine_counts *counts)
 {
 	item *it = new_item(ITEM_REQUEST, o);
 	if (it)
@@ -214,6 +217,11 @@ void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_
 	 * stamped this or less; judged_at says exactly where */
 	it->judged = judged_at != 0;
 	it->changes = it->judged ? judged_at : index_cache_changes(c->ic);
+	if (counts && counts->n) {
+		it->counts = bson_new();
+		for (unsigned i = 0; i < counts->n && i < ENGINE_COUNTS_MAX; i++)
+			BSON_APPEND_INT64(it->counts, counts->at[i].ns, counts->at[i].docs);
+	}
 	enqueue(c, it);
 }
 
@@ -320,8 +328,10 @@ static void write_snapshot(capture_sink *c, const char *ns, const index_set *s)
 		if (!specs)
 			return;
 		specs_of(s, specs);
+		/* the count it landed with, as a late call reads it; a request
+		 * judged on time has the count it read in its own record */
 		capture_build_indexes(&rec, capture_now_us(), ns, (const bson_t *const *)specs, n,
-		                      NULL, index_set_doc_count(s));
+		                      NULL, index_set_read_count(s));
 		for (size_t i = 0; i < n; i++)
 			bson_destroy(specs[i]);
 		free(specs);
@@ -490,24 +500,22 @@ static ns_slot *slot_of(capture_sink *c, const char *ns)
 }
 
 /* s (a reference the slot takes) as sl's list: written when it is not the
- * one written last, or has another document count. */
+ * one written last. Its count is the one it landed with, which never
+ * moves: the writes relayed since move the proxy's estimate at moments no
+ * record's place can stand for, and the requests keep what they read. */
 static void note_list(capture_sink *c, ns_slot *sl, index_set *s)
 {
-	int64_t count = index_set_doc_count(s);
-	if (s == sl->last && count == sl->last_count) {
+	if (s == sl->last) {
 		index_set_release(s);
 		return;
 	}
 	if (sl->last)
 		index_set_release(sl->last);
 	sl->last = s;
-	sl->last_count = count;
 	write_snapshot(c, sl->ns, s);
 }
 
-/* Looks at ns's list now and then; a list not seen before is written, and
- * so is the same list with another document count (the collection-scan
- * rule reads the count, and the index cache may follow the writes). The
+/* Looks at ns's list now and then; a list not seen before is written. The
  * look is due when a second has passed, or at once when lists have landed
  * since the last (changes, a request's or the writer's): a list that
  * landed between a request's judgement and this look stays unwritten
@@ -595,6 +603,8 @@ static void write_request(capture_sink *c, const item *it)
 		capture_origin o = {it->t_us, it->conn, it->client, it->app};
 		bson_t rec;
 		capture_build_request(&rec, &o, &r, c->s.redact_literals, it->verdict);
+		if (it->counts)
+			BSON_APPEND_DOCUMENT(&rec, "counts", it->counts);
 		write_doc(c, &rec);
 		bson_destroy(&rec);
 	}

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyzers/engine/engine.h"
 #include "protocol/capture.h"
 
 typedef struct index_cache index_cache;
@@ -68,9 +69,11 @@ void capture_sink_free(capture_sink *c, capture_stats *final);
  * saw up to judged_at and before any later one, though another thread
  * may have queued one of those between the verdict and this call: the
  * report's replay then judges it with the lists it was judged with, and a
- * verdict it owed across the same schema changes. */
+ * verdict it owed across the same schema changes. counts: the document
+ * counts its verdict read (block_info.counts; NULL or none: no "counts"),
+ * written with it, which the replay judges with. */
 void capture_sink_request(capture_sink *c, const capture_origin *o, const uint8_t *msg, size_t len,
-                          const char *outcome, uint64_t judged_at);
+                          const char *outcome, uint64_t judged_at, const engine_counts *counts);
 
 /* A reply is starting: a buffer for its len bytes (owned by the caller
  * until capture_sink_reply), or NULL when it is too big or the queue has

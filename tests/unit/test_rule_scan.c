@@ -1035,6 +1035,97 @@ static void test_late_call_gives_nothing_twice(void **state)
 	index_cache_free(ic);
 }
 
+/* The count a verdict reads is kept with the request (block_info.counts,
+ * which the capture writes): the first read of a collection stands for
+ * the request's later ones; the report's replay judges with the kept one
+ * whatever its own list says (request_ctx.counts); a late call reads the
+ * count its list landed with, as the replay does at that list's snapshot,
+ * not the writes relayed while it waited. Stop 43: the report moved its
+ * counts at the replies' records, which fall anywhere among another
+ * worker's requests, and its snapshots' counts held moves whose records
+ * came after them; the live log and the report differed near
+ * minDocuments. */
+static void test_counts_read_are_kept(void **state)
+{
+	index_cache *ic;
+	engine_config cfg;
+	fx_sink sink;
+	engine *e = fresh_engine(&ic, &cfg, &sink);
+	engine_free(e);
+	cfg.rules[RULE_COLLECTION_SCAN].params[SCAN_PARAM_MIN_DOCUMENTS] = 20;
+	e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	unsigned tally[RULE_COUNT] = {0}; /* every finding, repeats too */
+	engine_set_tally(e, count_tally, tally);
+	const char *ids = "[{'v':2,'key':{'_id':1},'name':'_id_'}]";
+	const char *q = "{'find':'cnt','filter':{'qty':1}}";
+	put(ic, "cnt", ids, 19);
+	block_info b;
+	memset(&b, 0xa5, sizeof b);
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], 0);
+	assert_int_equal(b.counts.n, 1);
+	assert_string_equal(b.counts.at[0].ns, "test.cnt");
+	assert_int_equal(b.counts.at[0].docs, 19);
+	index_cache_note_docs(ic, "test", "cnt", 1); /* a relayed insert's reply */
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], 1);
+	assert_int_equal(b.counts.n, 1);
+	assert_int_equal(b.counts.at[0].docs, 20);
+
+	/* the replay: the kept count, not the list's (20 now) */
+	engine_counts kept = {.n = 1};
+	snprintf(kept.at[0].ns, sizeof kept.at[0].ns, "test.cnt");
+	kept.at[0].docs = 19;
+	request_ctx replay = {.app_name = "", .client = "c", .now_ms = 1, .counts = &kept};
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &replay, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], 1);
+	assert_int_equal(b.counts.at[0].docs, 19);
+	index_cache_note_docs(ic, "test", "cnt", -5);
+	kept.at[0].docs = 20;
+	assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &replay, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], 2);
+
+	/* each collection a verdict reads, once: the $lookup's other side too */
+	put(ic, "cnt2", ids, 30);
+	assert_int_equal(
+	    fx_analyze(e, "test",
+	               "{'aggregate':'cnt','pipeline':[{'$match':{'qty':1}},{'$lookup':{"
+	               "'from':'cnt2','localField':'qty','foreignField':'qty','as':'j'}}"
+	               ",{'$unionWith':{'coll':'cnt','pipeline':[{'$match':{'qty':2}}]}}"
+	               "],'cursor':{}}",
+	               NULL, 0, NULL, &b),
+	    VERDICT_FORWARD);
+	assert_int_equal(b.counts.n, 2);
+	assert_string_equal(b.counts.at[0].ns, "test.cnt");
+	assert_int_equal(b.counts.at[0].docs, 15);
+	assert_string_equal(b.counts.at[1].ns, "test.cnt2");
+	assert_int_equal(b.counts.at[1].docs, 30);
+
+	/* late: the list landed with 19, then writes moved it past 20 */
+	unsigned before = tally[RULE_COLLECTION_SCAN];
+	const char *q2 = "{'find':'cnt3','filter':{'qty':1}}";
+	assert_int_equal(fx_analyze(e, "test", q2, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(b.late.n, 1);
+	assert_int_equal(b.counts.n, 0); /* nothing read: no list yet */
+	engine_late owed = b.late;
+	put(ic, "cnt3", ids, 19);
+	index_cache_note_docs(ic, "test", "cnt3", 5);
+	request_ctx late = {.app_name = "", .client = "c", .now_ms = 1, .late = &owed};
+	block_info lb;
+	memset(&lb, 0xa5, sizeof lb);
+	assert_int_equal(fx_analyze(e, "test", q2, NULL, 0, &late, &lb), VERDICT_FORWARD);
+	assert_int_equal(lb.late.n, 0);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], before);
+	assert_int_equal(lb.counts.n, 0); /* its request's record is written already */
+	/* on time it is the estimate now */
+	assert_int_equal(fx_analyze(e, "test", q2, NULL, 0, NULL, &b), VERDICT_FORWARD);
+	assert_int_equal(tally[RULE_COLLECTION_SCAN], before + 1);
+	assert_int_equal(b.counts.at[0].docs, 24);
+	engine_free(e);
+	fx_sink_free(&sink);
+	index_cache_free(ic);
+}
+
 static int setup(void **state)
 {
 	the_cache = scan_cache();
@@ -1060,6 +1151,7 @@ int main(void)
 	    cmocka_unit_test(test_first_request_gets_a_verdict),
 	    cmocka_unit_test(test_late_verdict_across_a_schema_change),
 	    cmocka_unit_test(test_late_call_gives_nothing_twice),
+	    cmocka_unit_test(test_counts_read_are_kept),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
