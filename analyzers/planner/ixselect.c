@@ -137,7 +137,7 @@ static ixselect_pred in_list(const bson_iter_t *v, bool negated)
 		 * delete rules send {ref: {$in: ...}, _id: {$nin: []}} */
 		if (re || arr || !any)
 			return pred(0, coll);
-		return pred(null ? IXB_BTREE_NM : IXB_BTREE, coll);
+		return pred(null ? IXB_BTREE_NM : IXB_BTREE_CO, coll);
 	}
 	unsigned k = BTREE_ALL | IXB_WILD | (re ? 0u : HASH_ALL);
 	if (null)
@@ -169,7 +169,7 @@ static ixselect_pred not_equal(const bson_iter_t *v)
 		return pred(IXB_BTREE_NM | IXB_SPARSE_NM | IXB_WILD, false);
 	if (t == BSON_TYPE_ARRAY || t == BSON_TYPE_REGEX)
 		return pred(0, false);
-	return pred(IXB_BTREE, collatable(t));
+	return pred(IXB_BTREE_CO, collatable(t));
 }
 
 /* {$not: v}: a regex, or one operator the planner can complement. */
@@ -514,7 +514,7 @@ static bool key_k_takes(const index_def *d, size_t k, unsigned kinds)
 	/* Multikey unknown (a server that does not say) counts as not. */
 	bool known; /* from explain, or a write the proxy saw put an array there */
 	bool multikey = k < 32 && (index_def_multikey(d, &known) >> k & 1u);
-	unsigned want = d->sparse ? IXB_SPARSE : IXB_BTREE;
+	unsigned want = d->sparse ? IXB_SPARSE : IXB_BTREE | IXB_BTREE_CO;
 	if (!multikey)
 		want |= d->sparse ? IXB_SPARSE_NM : IXB_BTREE_NM;
 	return kinds & want;
@@ -584,6 +584,18 @@ ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields
 			return IXSELECT_YES;
 	}
 	return IXSELECT_NO;
+}
+
+bool ixselect_complements(const index_def *d, const ixselect_field *fields, size_t n, bool same)
+{
+	/* _id's values are unique in a collection whatever its index says
+	 * (listIndexes does not say unique for the _id index) */
+	if (d->nkeys != 1 || d->sparse || d->plugin || d->wildcard ||
+	    d->keys[0].type != INDEX_KEY_BTREE ||
+	    (!d->unique && strcmp(d->keys[0].field, "_id") != 0))
+		return false;
+	unsigned kinds = kinds_of(fields, n, d->keys[0].field, same, !d->collation);
+	return (kinds & IXB_BTREE_CO) && !key_k_takes(d, 0, kinds & ~(unsigned)IXB_BTREE_CO);
 }
 
 static unsigned hinted_kinds(unsigned k)

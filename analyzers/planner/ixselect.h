@@ -42,6 +42,11 @@ enum {
 	 * sparse_index_internal_expr.js) and takes the hinted one's bounds */
 	IXB_SPARSE_HINTED = 1u << 11,
 	IXB_HASHED_SPARSE_HINTED = 1u << 12,
+	/* a non-sparse btree key, by the complement of a set of non-null
+	 * points ($ne v, $nin [...], $not of $eq or $in): what IXB_BTREE
+	 * bounds, kept apart because on a unique single-key index those
+	 * bounds are every key but the excluded few (ixselect_complements) */
+	IXB_BTREE_CO = 1u << 13,
 };
 
 /* What one predicate gives: kinds it bounds (0: none), and whether its
@@ -111,6 +116,13 @@ typedef enum {
  * collation is the query's (collation_same). */
 ixselect_verdict ixselect_index(const index_def *d, const ixselect_field *fields, size_t n,
                                 bool collation_same);
+
+/* Whether index d, which ixselect_index says is bounded, is bounded only
+ * by complements of points (IXB_BTREE_CO) while it is unique on its one
+ * key (the _id index, or a unique single-field one): the scan then reads
+ * every key but the excluded ones, every document but a few. */
+bool ixselect_complements(const index_def *d, const ixselect_field *fields, size_t n,
+                          bool collation_same);
 
 /* fields as a hint to one index reads them (n of them, changed in place):
  * the kinds that only a hinted index takes (IXB_*_HINTED) become the ones

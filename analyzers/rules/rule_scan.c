@@ -30,6 +30,7 @@ static void preds_init(scan_preds *p)
 	p->n = p->nors = p->nwhy = p->nconj = 0;
 	p->in_branch = false;
 	p->unknown = p->refused = p->predicates = p->or_unbounded = false;
+	p->complements_scan = false;
 	p->collation = NULL;
 }
 
@@ -282,15 +283,20 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 			continue;
 		bool same = (!d->collation && !p->collation) ||
 		            index_collation_same(d->collation, p->collation);
-		ixselect_verdict v;
+		ixselect_field f[SCAN_FIELDS_MAX];
+		const ixselect_field *fs = p->f;
 		if (hinted) {
-			ixselect_field f[SCAN_FIELDS_MAX];
 			memcpy(f, p->f, p->n * sizeof(f[0]));
 			ixselect_fields_hinted(f, p->n);
-			v = ixselect_index(d, f, p->n, same);
-		} else {
-			v = ixselect_index(d, p->f, p->n, same);
+			fs = f;
 		}
+		ixselect_verdict v = ixselect_index(d, fs, p->n, same);
+		/* $ne / $nin on _id (or a unique key) alone: every key but the
+		 * excluded ones, for collection-scan's question (not for the
+		 * collation check's, which asks whether an index serves it) */
+		if (v == IXSELECT_YES && p->complements_scan &&
+		    ixselect_complements(d, fs, p->n, same))
+			continue;
 		if (v == IXSELECT_YES)
 			return SCAN_BOUNDED;
 		odd |= v == IXSELECT_UNKNOWN;
@@ -326,6 +332,7 @@ static scan_verdict or_verdict(const index_set *set, const index_def *hinted,
 		scan_preds bp;
 		preds_init(&bp);
 		bp.collation = outer->collation;
+		bp.complements_scan = outer->complements_scan;
 		collect(&bp, &branch, depth + 1);
 		if (bp.refused)
 			return SCAN_UNKNOWN;
@@ -534,6 +541,7 @@ static void check_query(rule_ctx *c, const rule_site *s, const rule_query *rq)
 	uint32_t min = rule_ctx_config(c, RULE_COLLECTION_SCAN)->params[SCAN_PARAM_MIN_DOCUMENTS];
 	scan_preds p;
 	preds_init(&p);
+	p.complements_scan = true;
 	if (ff)
 		collect_facts(&p, ff);
 	else

@@ -37,11 +37,14 @@ typedef struct scan_preds {
 	 * filter must follow from. */
 	const bson_t *conj[SCAN_MAX_DEPTH + 2];
 	size_t nconj;
-	bool in_branch;          /* conj's last is an $or branch, the others around the $or */
-	bool unknown;            /* overflow, $text, $near, too deep: say nothing */
-	bool refused;            /* ... an operator mongod refuses (in any $or branch too) */
-	bool predicates;         /* some predicate at all (not an empty filter) */
-	bool or_unbounded;       /* an $or clause had a branch no index bounds */
+	bool in_branch;    /* conj's last is an $or branch, the others around the $or */
+	bool unknown;      /* overflow, $text, $near, too deep: say nothing */
+	bool refused;      /* ... an operator mongod refuses (in any $or branch too) */
+	bool predicates;   /* some predicate at all (not an empty filter) */
+	bool or_unbounded; /* an $or clause had a branch no index bounds */
+	/* collection-scan's question, not the collation check's: complements
+	 * of points on a unique key bound nothing (ixselect_complements) */
+	bool complements_scan;
 	const bson_t *collation; /* the query's, or the collection's default */
 } scan_preds;
 

@@ -25,8 +25,21 @@ static void index_names(text_buf *t, const index_set *set)
 	}
 }
 
+/* Whether a visible index of set is unique on field alone (or is on _id,
+ * whose values are unique whatever listIndexes says). */
+static bool unique_on(const index_set *set, const char *field)
+{
+	for (size_t i = 0; set && i < index_set_count(set); i++) {
+		const index_def *d = index_set_get(set, i);
+		if (!d->hidden && d->nkeys == 1 && strcmp(d->keys[0].field, field) == 0 &&
+		    (d->unique || strcmp(field, "_id") == 0))
+			return true;
+	}
+	return false;
+}
+
 /* "status: $ne; name: an unanchored ... regex; qty: no index leads with it" */
-static void reasons(text_buf *t, const scan_preds *p)
+static void reasons(text_buf *t, const scan_preds *p, const index_set *set)
 {
 	bool first = true;
 	for (size_t i = 0; i < p->nwhy; i++) {
@@ -40,7 +53,13 @@ static void reasons(text_buf *t, const scan_preds *p)
 	for (size_t i = 0; i < p->n && i < 4; i++) {
 		text_str(t, first ? "" : "; ");
 		first = false;
-		text_printf(t, "%s: no usable index leads with it", p->f[i].field);
+		if (p->f[i].any == IXB_BTREE_CO && unique_on(set, p->f[i].field))
+			text_printf(t,
+			            "%s: $ne or $nin of a few values of a unique key, which reads "
+			            "every other key",
+			            p->f[i].field);
+		else
+			text_printf(t, "%s: no usable index leads with it", p->f[i].field);
 	}
 	if (p->or_unbounded) {
 		text_str(t, first ? "" : "; ");
@@ -212,7 +231,7 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 	case CAUSE_HINTED:
 		text_printf(t, "the hinted index %s gets no bounds from the filter on %s (",
 		            f->hinted, s->ns);
-		reasons(t, f->p);
+		reasons(t, f->p, f->set);
 		text_printf(t, "), so mongod reads every key of it (about %" PRId64 " documents)",
 		            f->docs);
 		break;
@@ -225,7 +244,7 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 		break;
 	case CAUSE_FILTER:
 		text_printf(t, "no index on %s bounds the filter (", s->ns);
-		reasons(t, f->p);
+		reasons(t, f->p, f->set);
 		text_printf(
 		    t, "), so mongod reads every document (about %" PRId64 "; indexes: ", f->docs);
 		index_names(t, f->set);

@@ -69,6 +69,10 @@ static index_cache *scan_cache(void)
 	put(ic, "nocount", BIG_INDEXES, -1);
 	put(ic, "wild", "[{'key':{'_id':1},'name':'_id_'},{'key':{'$**':1},'name':'w'}]", 50000);
 	put(ic, "users", "[{'key':{'_id':1},'name':'_id_'}]", 50000);
+	put(ic, "uniq",
+	    "[{'key':{'_id':1},'name':'_id_'},{'key':{'email':1},'name':'email_1','unique':true},"
+	    "{'key':{'a':1,'b':1},'name':'a_1_b_1','unique':true}]",
+	    50000);
 	put(ic, "uidx", "[{'key':{'_id':1},'name':'_id_'},{'key':{'uid':1},'name':'uid_1'}]",
 	    50000);
 	put_multikey(ic);
@@ -132,6 +136,18 @@ static const scase cases[] = {
         "status: $not", NULL),
     HIT("$not of $type", FIND("{'status':{'$not':{'$type':'string'}}}"), "find", "status: $not",
         NULL),
+    /* complements of points on _id (unique whatever listIndexes says) or a
+     * unique key alone: every key but the excluded ones (MongoEngine's
+     * delete rules send {ref: {$in: ...}, _id: {$nin: [...]}}) */
+    HIT("$nin on _id beside an unindexed $in", FIND("{'author':{'$in':[1]},'_id':{'$nin':[5,6]}}"),
+        "find", "_id: $ne or $nin of a few values of a unique key, which reads every other key",
+        "getCollection(\"big\").createIndex({\"author\": 1"),
+    HIT("$ne on _id alone", FIND("{'_id':{'$ne':5}}"), "find",
+        "_id: $ne or $nin of a few values of a unique key", NULL),
+    HIT("$not of $in on _id", FIND("{'_id':{'$not':{'$in':['a']}}}"), "find", "_id: $ne or $nin",
+        NULL),
+    {"$ne on a unique key alone", "{'find':'uniq','filter':{'email':{'$ne':'SECRET'}}}", NOSEQ,
+     true, "test.uniq", "find", "email: $ne or $nin of a few values of a unique key", NULL},
     /* any regex on an indexed field is an index scan: an anchored
      * case-sensitive one over its prefix, any other over every string key
      * with the pattern tested on the keys, fetching only the matches
@@ -433,6 +449,10 @@ static const scase cases[] = {
          FIND("{'name':{'$regularExpression':{'pattern':'\\\\Aab','options':'m'}}}")),
     MISS("$ne on a btree key: complemented bounds", FIND("{'status':{'$ne':'SECRET'}}")),
     MISS("$nin on a btree key", FIND("{'status':{'$nin':['SECRET','b']}}")),
+    MISS("$nin on _id with a range beside it", FIND("{'_id':{'$gt':5,'$nin':[7]}}")),
+    MISS("$nin on _id beside an indexed equality", FIND("{'_id':{'$nin':[7]},'name':'SECRET'}")),
+    MISS("$ne on the first key of a compound unique index",
+         "{'find':'uniq','filter':{'a':{'$ne':1}}}"),
     MISS("$not of $eq on a btree key", FIND("{'status':{'$not':{'$eq':'SECRET'}}}")),
     MISS("$not of a range", FIND("{'name':{'$not':{'$gt':5}}}")),
     MISS("$ne: null on a sparse key not multikey", FIND("{'s':{'$ne':null}}")),
