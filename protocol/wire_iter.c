@@ -154,3 +154,31 @@ bool wire_iter_next_any(bson_iter_t *it)
 	it->err_off = 0;
 	return true;
 }
+
+/* wire_iter.h: the step the inline one hands over, on an iterator standing
+ * where the cursor stands (next_off is all a step reads of it). */
+bool wire_cur_step_any(wire_cur *c)
+{
+	bson_iter_t it;
+	it.raw = c->raw;
+	it.len = c->len;
+	it.next_off = c->next;
+	it.err_off = 0;
+	if (!wire_iter_next_any(&it))
+		return false;
+	c->at = it.off;
+	c->val = it.d1;
+	c->next = it.next_off;
+	return true;
+}
+
+/* wire_iter.h: the step onto c's element again, which succeeded before on
+ * the same bytes. */
+void wire_cur_iter_any(const wire_cur *c, bson_iter_t *it)
+{
+	it->raw = c->raw;
+	it->len = c->len;
+	it->next_off = c->at;
+	it->err_off = 0;
+	(void)wire_iter_next_any(it);
+}
