@@ -336,16 +336,38 @@ static inline __attribute__((always_inline)) bool wire_cur_recurse(const wire_cu
 	return true;
 }
 
+/* The same, from an iterator on a document or array (as wire_iter_recurse). */
+static inline __attribute__((always_inline)) bool wire_cur_recurse_iter(const bson_iter_t *it,
+                                                                        wire_cur *child)
+{
+	uint8_t type = it->raw[it->type];
+	uint32_t len;
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(&len, it->raw + it->d1, sizeof len);
+	wire_cur_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	return true;
+}
+
 /* The bson_iter_t wire_iter_next left on the element c is on (c must be
- * on one). The inline step's types are written as it writes them; any
- * other is stepped onto again, from where the iterator stood before it. */
+ * on one). Where wire_iter_next_any puts a type's offsets is known from
+ * the value's start for all but three types (wire_iter.c); those are
+ * stepped onto again, from where the iterator stood before them. */
 void wire_cur_iter_any(const wire_cur *c, bson_iter_t *it);
 
 static inline void wire_cur_iter(const wire_cur *c, bson_iter_t *it)
 {
 	uint8_t type = c->raw[c->at];
-	if (!wire_iter_fixed_plus_one[type] && type != BSON_TYPE_DOCUMENT &&
-	    type != BSON_TYPE_ARRAY && type != BSON_TYPE_UTF8) {
+	uint32_t d2 = 0, d3 = 0;
+	if (wire_iter_fixed_plus_one[type] || type == BSON_TYPE_DOCUMENT ||
+	    type == BSON_TYPE_ARRAY || type == BSON_TYPE_BOOL) {
+		/* nothing past d1 */
+	} else if (type == BSON_TYPE_UTF8 || type == BSON_TYPE_CODE || type == BSON_TYPE_SYMBOL) {
+		d2 = c->val + 4; /* the string, after its length */
+	} else if (type == BSON_TYPE_BINARY) {
+		d2 = c->val + 4; /* the subtype */
+		d3 = c->val + 5; /* the bytes */
+	} else { /* a regex, a DBPointer, code with scope: offsets found by a scan */
 		wire_cur_iter_any(c, it);
 		return;
 	}
@@ -354,10 +376,21 @@ static inline void wire_cur_iter(const wire_cur *c, bson_iter_t *it)
 	it->off = it->type = c->at;
 	it->key = c->at + 1;
 	it->d1 = c->val;
-	it->d2 = type == BSON_TYPE_UTF8 ? c->val + 4 : 0;
-	it->d3 = it->d4 = 0;
+	it->d2 = d2;
+	it->d3 = d3;
+	it->d4 = 0;
 	it->next_off = c->next;
 	it->err_off = 0;
+}
+
+/* As wire_iter_doc_view on the iterator c stands for. */
+static inline bool wire_cur_doc_view(const wire_cur *c, bson_t *out)
+{
+	uint32_t len;
+	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT)
+		return false;
+	memcpy(&len, c->raw + c->val, sizeof len);
+	return bson_init_static(out, c->raw + c->val, BSON_UINT32_FROM_LE(len));
 }
 
 #define WIRE_ITER_HOLDS_DOCUMENT(iter) (wire_iter_type(iter) == BSON_TYPE_DOCUMENT)

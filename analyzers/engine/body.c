@@ -31,12 +31,12 @@ static void take_limit(const bson_iter_t *it, int64_t *limit)
 }
 
 static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode mode,
-                     const bson_iter_t *it)
+                     const wire_cur *c)
 {
 	parts[*n].key = key;
 	parts[*n].mode = mode;
 	parts[*n].str = NULL;
-	parts[*n].value = *it;
+	parts[*n].value = *c;
 	(*n)++;
 }
 
@@ -91,25 +91,69 @@ body_key body_key_of(const char *k)
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 {
 	bson_iter_t it;
-	return bson_iter_init(&it, doc) && body_walk_iter(b, &it, wanted);
+	if (!bson_iter_init(&it, doc) || !body_walk_iter(b, &it, wanted))
+		return false;
+	body_iters(b);
+	return true;
 }
 
+/* A key whose value is read, not kept (and kept in the shape when it
+ * says so): an iterator is made for it, to be read as before. False when
+ * it is not part of the shape. */
+static bool take_read(cmd_body *b, body_key key, const wire_cur *c)
+{
+	bson_iter_t it;
+	wire_cur_iter(c, &it);
+	switch (key) {
+	case BK_HINT:
+		take_hint(&it, &b->hint, &b->q);
+		return true;
+	case BK_EXPLAIN:
+		b->explain |= explains(&it);
+		b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
+		return false; /* not part of the shape */
+	case BK_LIMIT:        /* as before: limits do not change the shape */
+	case BK_SKIP:         /* the documents read and dropped before the limit's */
+		take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
+		return false;
+	case BK_MULTI:
+		b->multi = bson_iter_as_bool(&it);
+		return false;
+	case BK_KEY:
+		if (WIRE_ITER_HOLDS_UTF8(&it))
+			b->key = bson_iter_utf8(&it, NULL);
+		return true;
+	case BK_UPSERT:
+		b->upsert = bson_iter_as_bool(&it);
+		return true;
+	default:
+		return true;
+	}
+}
+
+/* On a cursor: a statement's body is walked for every statement of a
+ * batch, and most of its keys (q, u, filter) are only found and kept, as
+ * cursors. */
 bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 {
-	bson_iter_t it = *doc;
-	while (wire_iter_walk(&it)) {
-		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
+	wire_cur c;
+	if (!doc->raw)
+		return true; /* an ended iterator: nothing to walk */
+	wire_cur_of_iter(&c, doc);
+	while (wire_cur_walk(&c)) {
+		const char *k = wire_cur_key(&c); /* shown as is; lives as the body */
 		body_key key = key_of(k);
 		if (!(wanted & (1u << key)))
 			continue; /* BK_NONE is never wanted */
 		bool taken = true;
 		shape_mode mode = SHAPE_VERBATIM;
+		bson_type_t type = wire_cur_type(&c);
 		switch (key) {
 		case BK_FILTER:
 		case BK_QUERY:
 		case BK_Q:
-			if ((taken = WIRE_ITER_HOLDS_DOCUMENT(&it))) {
-				b->filter = it;
+			if ((taken = type == BSON_TYPE_DOCUMENT)) {
+				b->filter_at = c;
 				b->has_filter = true;
 				mode = SHAPE_FILTER;
 			}
@@ -117,60 +161,39 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 		case BK_UPDATE:
 		case BK_U:
 		case BK_UPDATE_MODS:
-			b->update = it;
+			b->update_at = c;
 			b->has_update = true;
 			mode = SHAPE_UPDATE;
 			break;
 		case BK_PIPELINE:
-			if ((taken = WIRE_ITER_HOLDS_ARRAY(&it))) {
-				b->pipeline = it;
+			if ((taken = type == BSON_TYPE_ARRAY)) {
+				wire_cur_iter(&c, &b->pipeline);
 				b->has_pipeline = true;
 				mode = SHAPE_PIPELINE;
 			}
 			break;
 		case BK_SORT:
-			if ((taken = wire_iter_doc_view(&it, &b->sort)))
+			if ((taken = wire_cur_doc_view(&c, &b->sort)))
 				b->q.sort = &b->sort;
 			break;
 		case BK_COLLATION:
-			if ((taken = wire_iter_doc_view(&it, &b->collation)))
+			if ((taken = wire_cur_doc_view(&c, &b->collation)))
 				b->q.collation = &b->collation;
-			break;
-		case BK_HINT:
-			take_hint(&it, &b->hint, &b->q);
 			break;
 		case BK_ARRAY_FILTERS:
 			mode = SHAPE_FILTER_LIST;
 			break;
-		case BK_EXPLAIN:
-			b->explain |= explains(&it);
-			b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
-			taken = false; /* not part of the shape */
-			break;
-		case BK_LIMIT: /* as before: limits do not change the shape */
-		case BK_SKIP:  /* the documents read and dropped before the limit's */
-			take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
-			taken = false;
-			break;
-		case BK_MULTI:
-			b->multi = bson_iter_as_bool(&it);
-			taken = false;
-			break;
 		case BK_MIN_MAX:
 			b->min_max = true;
 			break;
-		case BK_KEY:
-			if (WIRE_ITER_HOLDS_UTF8(&it))
-				b->key = bson_iter_utf8(&it, NULL);
-			break;
-		case BK_UPSERT:
-			b->upsert = bson_iter_as_bool(&it);
-			break;
 		case BK_NONE:
+			break;
+		default:
+			taken = take_read(b, key, &c);
 			break;
 		}
 		if (taken && b->n < BODY_MAX_PARTS)
-			add_part(b->parts, &b->n, k, mode, &it);
+			add_part(b->parts, &b->n, k, mode, &c);
 	}
 	return true;
 }

@@ -214,10 +214,10 @@ static inline bool engine_arrays_may_learn(const update_facts *u)
 }
 
 /* An update statement's writes, as its facts read them (facts.h:
- * update_facts.writes; update an iterator on the update's value, for a
+ * update_facts.writes; update a cursor on the update's value, for a
  * replacement document); only one engine_arrays_may_learn passes. */
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
-                               const bson_iter_t *update, const update_facts *u);
+                               const wire_cur *update, const update_facts *u);
 /* Releases what at holds. */
 void engine_arrays_target_done(arrays_target *at);
 

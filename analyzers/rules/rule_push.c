@@ -293,16 +293,16 @@ static void add_field(push_hit *hit, const char *field)
 }
 
 /* One member of $push: {field: value}. NULL when bounded. */
-static const char *push_value_form(const bson_iter_t *v)
+static const char *push_value_form(const wire_cur *v)
 {
-	bson_iter_t c;
+	wire_cur c;
 	bool each = false, slice = false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
+	if (wire_cur_type(v) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(v, &c))
 		return "has no $each + $slice";
-	while (wire_iter_walk(&c)) {
-		if (KEY_IS(&c, "$each"))
+	while (wire_cur_walk(&c)) {
+		if (CUR_KEY_IS(&c, "$each"))
 			each = true;
-		else if (KEY_IS(&c, "$slice"))
+		else if (CUR_KEY_IS(&c, "$slice"))
 			slice = true;
 	}
 	if (each && slice)
@@ -340,24 +340,25 @@ static const push_guards *guards_read(lazy_guards *lg)
 
 /* One member of a $push, c on it: whether it grows an array without a
  * bound, added to hit when it does. */
-static bool check_member(const bson_iter_t *c, lazy_guards *lg, push_hit *hit)
+static bool check_member(const wire_cur *c, lazy_guards *lg, push_hit *hit)
 {
 	const char *form = push_value_form(c);
-	if (!form || guarded(guards_read(lg), wire_iter_key(c)))
+	if (!form || guarded(guards_read(lg), wire_cur_key(c)))
 		return false;
 	if (!hit->form)
 		hit->form = form;
-	add_field(hit, wire_iter_key(c));
+	add_field(hit, wire_cur_key(c));
 	return true;
 }
 
+/* A $push's members, on a cursor: only their keys and values are read. */
 static bool check_push(const bson_iter_t *push, lazy_guards *g, push_hit *hit)
 {
-	bson_iter_t c;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
+	wire_cur c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_cur_recurse_iter(push, &c))
 		return false;
 	bool found = false;
-	while (wire_iter_next(&c))
+	while (wire_cur_walk(&c))
 		found |= check_member(&c, g, hit);
 	return found;
 }
@@ -724,7 +725,7 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 		bool found = false;
 		for (unsigned i = 0; i < uf->nwrites; i++)
 			if (uf->writes[i].op == FW_PUSH)
-				found |= check_member(&uf->writes[i].it, &lg, hit);
+				found |= check_member(&uf->writes[i].at, &lg, hit);
 		return found;
 	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
