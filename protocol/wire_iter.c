@@ -157,19 +157,21 @@ bool wire_iter_next_any(bson_iter_t *it)
 
 /* wire_iter.h: the step the inline one hands over, on an iterator standing
  * where the cursor stands (next_off is all a step reads of it). */
-bool wire_cur_step_any(wire_cur *c)
+wire_cur_step wire_cur_step_any(const uint8_t *raw, uint32_t len, uint32_t at)
 {
 	bson_iter_t it;
-	it.raw = c->raw;
-	it.len = c->len;
-	it.next_off = c->next;
+	wire_cur_step r = {0, 0, 0, 0};
+	it.raw = raw;
+	it.len = len;
+	it.next_off = at;
 	it.err_off = 0;
 	if (!wire_iter_next_any(&it))
-		return false;
-	c->at = it.off;
-	c->val = it.d1;
-	c->next = it.next_off;
-	return true;
+		return r;
+	r.ok = 1;
+	r.at = it.off;
+	r.val = it.d1;
+	r.next = it.next_off;
+	return r;
 }
 
 /* wire_iter.h: the step onto c's element again, which succeeded before on

@@ -253,8 +253,26 @@ static inline void wire_cur_of_iter(wire_cur *c, const bson_iter_t *it)
 }
 
 /* The step of a type the inline one does not take (or that fails one of
- * its checks), as wire_iter_next_any takes it. */
-bool wire_cur_step_any(wire_cur *c);
+ * its checks), as wire_iter_next_any takes it, from the element at `at`
+ * of raw/len: ok, and where it put the element, its value and the next.
+ * Returned by value, not through the cursor, so that a walk's cursor
+ * need not live in memory for it. */
+typedef struct wire_cur_step {
+	uint32_t ok, at, val, next;
+} wire_cur_step;
+
+wire_cur_step wire_cur_step_any(const uint8_t *raw, uint32_t len, uint32_t at);
+
+static inline __attribute__((always_inline)) bool wire_cur_step_slow(wire_cur *c)
+{
+	wire_cur_step r = wire_cur_step_any(c->raw, c->len, c->next);
+	if (!r.ok)
+		return false;
+	c->at = r.at;
+	c->val = r.val;
+	c->next = r.next;
+	return true;
+}
 
 /* As wire_iter_walk(it) on the iterator c stands for: false on the last
  * element (left on it) and where a step fails (left where it was); a
@@ -269,10 +287,10 @@ static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
 	uint32_t fixed = wire_iter_fixed_plus_one[type];
 	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY &&
 	    type != BSON_TYPE_UTF8)
-		return wire_cur_step_any(c);
+		return wire_cur_step_slow(c);
 	uint32_t o = wire_nul_from(raw, at + 1, len);
 	if (o >= len)
-		return wire_cur_step_any(c);
+		return wire_cur_step_slow(c);
 	o++;
 	uint32_t next;
 	if (fixed) {
@@ -280,26 +298,26 @@ static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
 	} else if (type == BSON_TYPE_UTF8) { /* wire_iter_next's checks */
 		uint32_t l;
 		if (o + 4 >= len)
-			return wire_cur_step_any(c);
+			return wire_cur_step_slow(c);
 		memcpy(&l, raw + o, sizeof l);
 		l = BSON_UINT32_FROM_LE(l);
 		if (l > len - (o + 4))
-			return wire_cur_step_any(c);
+			return wire_cur_step_slow(c);
 		next = o + 4 + l;
 		if (l == 0 || next >= len || raw[next - 1] != 0)
-			return wire_cur_step_any(c);
+			return wire_cur_step_slow(c);
 	} else {
 		uint32_t l;
 		if (o >= len - 4)
-			return wire_cur_step_any(c);
+			return wire_cur_step_slow(c);
 		memcpy(&l, raw + o, sizeof l);
 		l = BSON_UINT32_FROM_LE(l);
 		if (l > len || l > len - o)
-			return wire_cur_step_any(c);
+			return wire_cur_step_slow(c);
 		next = o + l;
 	}
 	if (next >= len)
-		return wire_cur_step_any(c);
+		return wire_cur_step_slow(c);
 	c->at = at;
 	c->val = o;
 	c->next = next;
