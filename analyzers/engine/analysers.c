@@ -685,9 +685,10 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
  * none is. The site, the shape and the rules' iterators are made only
  * for a statement some check is called on: most statements of a batch
  * show nothing any check is called for (stmt_gate). */
-static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys,
-                         rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op, byte_template *tp, bool make, arrays_target *learn)
+static inline __attribute__((always_inline)) void
+analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys, rule_query_kind kind,
+             const char *command, const char *shape_target, const char *op, byte_template *tp,
+             bool make, arrays_target *learn)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
