@@ -99,8 +99,10 @@ bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 
 /* A key whose value is read, not kept (and kept in the shape when it
  * says so): an iterator is made for it, to be read as before. False when
- * it is not part of the shape. */
-static bool take_read(cmd_body *b, body_key key, const wire_cur *c)
+ * it is not part of the shape. Out of line: a bson_iter_t is 128-byte
+ * aligned, and the walk would otherwise realign its stack on every
+ * statement. */
+static __attribute__((noinline)) bool take_read(cmd_body *b, body_key key, const wire_cur *c)
 {
 	bson_iter_t it;
 	wire_cur_iter(c, &it);

@@ -327,14 +327,20 @@ typedef struct lazy_guards {
 static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_t *filter,
                           const filter_facts *ff);
 
+/* Out of line: its walks keep bson_iter_t, whose 128-byte alignment
+ * would make every caller realign its stack, on every statement. */
+static __attribute__((noinline)) void guards_fill(lazy_guards *lg)
+{
+	lg->read = true;
+	lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
+	lg->g.counted = false;
+	update_guards(&lg->g, lg->u, lg->filter, lg->ff);
+}
+
 static const push_guards *guards_read(lazy_guards *lg)
 {
-	if (!lg->read) {
-		lg->read = true;
-		lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
-		lg->g.counted = false;
-		update_guards(&lg->g, lg->u, lg->filter, lg->ff);
-	}
+	if (!lg->read)
+		guards_fill(lg);
 	return &lg->g;
 }
 
@@ -692,42 +698,12 @@ static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_
 	}
 }
 
-/* Whether an update grows an array without a bound: guards in the
- * statement's filter (a counter held below a limit, an array held below a
- * length) count as bounds, read for an operator update once a member
- * without a bound of its own is found (lazy_guards). */
-static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
-                        const update_facts *uf, push_hit *hit)
+/* push_update's walk of an update the engine read no facts of (its
+ * members, every $push of it). Out of line: as guards_fill. */
+static __attribute__((noinline)) bool push_update_walk(const bson_iter_t *u, lazy_guards *lg,
+                                                       push_hit *hit)
 {
 	bson_iter_t c, push;
-	/* Counts and flags only: on every update statement, zeroing the
-	 * guard lists and the field text (720 bytes) cost more than the walk
-	 * of a $set; nothing reads past a count or the text's NUL. */
-	hit->fields[0] = '\0';
-	hit->pipeline = hit->unjudged = false;
-	hit->form = NULL;
-	if (WIRE_ITER_HOLDS_ARRAY(u)) {
-		push_guards g;
-		g.ncounters = g.nfloors = g.narrays = 0;
-		g.counted = false;
-		guards_of(&g, filter, ff);
-		return check_pipeline(u, &g, hit);
-	}
-	lazy_guards lg; /* its guards set only once read (guards_read) */
-	lg.read = false;
-	lg.u = u;
-	lg.filter = filter;
-	lg.ff = ff;
-	if (uf) {
-		/* the update's $push members, as the engine read them (facts.h) */
-		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
-			return false;
-		bool found = false;
-		for (unsigned i = 0; i < uf->nwrites; i++)
-			if (uf->writes[i].op == FW_PUSH)
-				found |= check_member(&uf->writes[i].at, &lg, hit);
-		return found;
-	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
 		return false;
 	/* Only a top-level $push is an operator; a replacement document's
@@ -748,11 +724,56 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
 	 * {b: ...}} pushes to both), so checking the first alone let a bounded
 	 * push hide an unbounded one after it. */
-	bool found = check_push(&push, &lg, hit);
+	bool found = check_push(&push, lg, hit);
 	while (wire_iter_next(&push))
-		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &lg, hit))
+		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, lg, hit))
 			found = true;
 	return found;
+}
+
+/* A pipeline update: out of line, as guards_fill. */
+static __attribute__((noinline)) bool push_update_pipeline(const bson_iter_t *u,
+                                                           const bson_iter_t *filter,
+                                                           const filter_facts *ff, push_hit *hit)
+{
+	push_guards g;
+	g.ncounters = g.nfloors = g.narrays = 0;
+	g.counted = false;
+	guards_of(&g, filter, ff);
+	return check_pipeline(u, &g, hit);
+}
+
+/* Whether an update grows an array without a bound: guards in the
+ * statement's filter (a counter held below a limit, an array held below a
+ * length) count as bounds, read for an operator update once a member
+ * without a bound of its own is found (lazy_guards). */
+static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
+                        const update_facts *uf, push_hit *hit)
+{
+	/* Counts and flags only: on every update statement, zeroing the
+	 * guard lists and the field text (720 bytes) cost more than the walk
+	 * of a $set; nothing reads past a count or the text's NUL. */
+	hit->fields[0] = '\0';
+	hit->pipeline = hit->unjudged = false;
+	hit->form = NULL;
+	if (WIRE_ITER_HOLDS_ARRAY(u))
+		return push_update_pipeline(u, filter, ff, hit);
+	lazy_guards lg; /* its guards set only once read (guards_read) */
+	lg.read = false;
+	lg.u = u;
+	lg.filter = filter;
+	lg.ff = ff;
+	if (uf) {
+		/* the update's $push members, as the engine read them (facts.h) */
+		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
+			return false;
+		bool found = false;
+		for (unsigned i = 0; i < uf->nwrites; i++)
+			if (uf->writes[i].op == FW_PUSH)
+				found |= check_member(&uf->writes[i].at, &lg, hit);
+		return found;
+	}
+	return push_update_walk(u, &lg, hit);
 }
 
 bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)
