@@ -373,12 +373,12 @@ static inline __attribute__((always_inline)) bool wire_cur_recurse_iter(const bs
  * stepped onto again, from where the iterator stood before them. */
 void wire_cur_iter_any(const wire_cur *c, bson_iter_t *it);
 
-static inline void wire_cur_iter(const wire_cur *c, bson_iter_t *it)
+static inline __attribute__((always_inline)) void wire_cur_iter(const wire_cur *c, bson_iter_t *it)
 {
 	uint8_t type = c->raw[c->at];
 	uint32_t d2 = 0, d3 = 0;
-	if (wire_iter_fixed_plus_one[type] || type == BSON_TYPE_DOCUMENT ||
-	    type == BSON_TYPE_ARRAY || type == BSON_TYPE_BOOL) {
+	if (type == BSON_TYPE_DOCUMENT || type == BSON_TYPE_ARRAY ||
+	    wire_iter_fixed_plus_one[type] || type == BSON_TYPE_BOOL) {
 		/* nothing past d1 */
 	} else if (type == BSON_TYPE_UTF8 || type == BSON_TYPE_CODE || type == BSON_TYPE_SYMBOL) {
 		d2 = c->val + 4; /* the string, after its length */

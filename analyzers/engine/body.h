@@ -110,7 +110,7 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 
 /* The filter's and the update's iterators, from their cursors: the ones a
  * walk with bson_iter_t would have kept. */
-static inline void body_iters(cmd_body *b)
+static inline __attribute__((always_inline)) void body_iters(cmd_body *b)
 {
 	if (b->has_filter)
 		wire_cur_iter(&b->filter_at, &b->filter);
