@@ -292,10 +292,15 @@ static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
 	if (o >= len)
 		return wire_cur_step_slow(c);
 	o++;
+	/* wire_iter_next's checks, each branch's folded with the last one
+	 * (the next element starts inside the document): what passes here
+	 * passes all of them, and anything else takes the whole step again */
 	uint32_t next;
 	if (fixed) {
 		next = o + fixed - 1u;
-	} else if (type == BSON_TYPE_UTF8) { /* wire_iter_next's checks */
+		if (next >= len)
+			return wire_cur_step_slow(c);
+	} else if (type == BSON_TYPE_UTF8) {
 		uint32_t l;
 		if (o + 4 >= len)
 			return wire_cur_step_slow(c);
@@ -307,17 +312,18 @@ static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
 		if (l == 0 || next >= len || raw[next - 1] != 0)
 			return wire_cur_step_slow(c);
 	} else {
+		/* o is at least 6 (a key after a 4-byte length), so len - 4
+		 * does not wrap; with o < len - 4, l < len - o is l <= len,
+		 * l <= len - o and o + l < len at once */
 		uint32_t l;
 		if (o >= len - 4)
 			return wire_cur_step_slow(c);
 		memcpy(&l, raw + o, sizeof l);
 		l = BSON_UINT32_FROM_LE(l);
-		if (l > len || l > len - o)
+		if (l >= len - o)
 			return wire_cur_step_slow(c);
 		next = o + l;
 	}
-	if (next >= len)
-		return wire_cur_step_slow(c);
 	c->at = at;
 	c->val = o;
 	c->next = next;
