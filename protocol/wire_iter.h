@@ -252,6 +252,26 @@ static inline void wire_cur_of_iter(wire_cur *c, const bson_iter_t *it)
 	c->next = it->next_off;
 }
 
+/* wire_nul_from(raw, o, len) for an o known to be below len: a word's
+ * test then needs no test of o against len first. */
+static inline __attribute__((always_inline)) uint32_t wire_nul_within(const uint8_t *raw,
+                                                                      uint32_t o, uint32_t len)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (len - o >= 8) { /* o <= len after each word: no wrap */
+		uint64_t w;
+		memcpy(&w, raw + o, sizeof w);
+		uint64_t zero = (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
+		if (zero)
+			return o + (uint32_t)(__builtin_ctzll(zero) >> 3);
+		o += 8;
+	}
+#endif
+	while (o < len && raw[o])
+		o++;
+	return o;
+}
+
 /* The step of a type the inline one does not take (or that fails one of
  * its checks), as wire_iter_next_any takes it, from the element at `at`
  * of raw/len: ok, and where it put the element, its value and the next.
@@ -281,14 +301,18 @@ static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
 {
 	const uint8_t *raw = c->raw;
 	uint32_t len = c->len, at = c->next;
-	if (at + 1 == len)
+	/* at + 1 == len: the last element's step (wire_iter_walk's test);
+	 * past it (a nested document whose prefix claims under five bytes),
+	 * a step finds no key's end before len and fails, so the key scan
+	 * below may take o < len */
+	if (at + 1 >= len)
 		return false;
 	uint8_t type = raw[at];
 	uint32_t fixed = wire_iter_fixed_plus_one[type];
 	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY &&
 	    type != BSON_TYPE_UTF8)
 		return wire_cur_step_slow(c);
-	uint32_t o = wire_nul_from(raw, at + 1, len);
+	uint32_t o = wire_nul_within(raw, at + 1, len);
 	if (o >= len)
 		return wire_cur_step_slow(c);
 	o++;
