@@ -161,6 +161,19 @@ wire_cur_step wire_cur_step_any(const uint8_t *raw, uint32_t len, uint32_t at)
 {
 	bson_iter_t it;
 	wire_cur_step r = {0, 0, 0, 0};
+	if (at < len && raw[at] == BSON_TYPE_BOOL) {
+		/* a statement's multi and upsert, a find's singleBatch: the
+		 * boolean's checks (wire_iter_next_any's), without the iterator;
+		 * any that fails takes the whole step below */
+		uint32_t o = wire_nul_from(raw, at + 1, len);
+		if (o < len && ++o < len && raw[o] <= 1 && o + 1 < len) {
+			r.ok = 1;
+			r.at = at;
+			r.val = o;
+			r.next = o + 1;
+			return r;
+		}
+	}
 	it.raw = raw;
 	it.len = len;
 	it.next_off = at;
