@@ -251,7 +251,8 @@ static inline __attribute__((always_inline)) void read_facts(rule_ctx *ax, stmt_
 	 * span: a statement differing in it is read */
 	if (f->has_update)
 		facts_update(&f->update, &b->update_at, (t->parts & PART_UPDATE) ? spans : NULL);
-	if (learn && f->has_update && engine_arrays_may_learn(&f->update))
+	if (learn && f->has_update && engine_arrays_may_learn(&f->update) &&
+	    !engine_arrays_passed_over(learn, &f->update))
 		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update_at, &f->update);
 	f->have = facts_have(f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
 }
