@@ -678,6 +678,20 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 
 /* ---- statements: update, delete, bulkWrite's ops ---- */
 
+/* The site of a statement some check is called on: its shape (spec, which
+ * must live as long as the site) and the iterators the checks read. */
+static inline __attribute__((always_inline)) void stmt_site(rule_site *site, shape_spec *spec,
+                                                            const target *t, cmd_body *b,
+                                                            const char *command,
+                                                            const char *shape_target, bool explain)
+{
+	*spec = (shape_spec){command, shape_target, explain, b->parts, b->n};
+	body_iters(b);
+	*site = site_of(t, spec);
+	site->parsed_filter = b->has_filter ? &b->filter : NULL;
+	site->parsed_update = b->has_update ? &b->update : NULL;
+}
+
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
@@ -707,16 +721,13 @@ analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys, rul
 		b.limit = b.multi ? 0 : 1;
 	b.q.db = t->db;
 	b.q.coll = t->coll;
-	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
+	shape_spec spec;
 	rule_site site;
 	if (nonempty_doc(b.q.sort) && (t->parts & PART_SORT)) {
 		/* updateOne's sort (8.0) orders the documents q selects to pick
 		 * one, as findAndModify's does: a sort question of its own, and
 		 * a statement the template cannot stand for. */
-		body_iters(&b);
-		site = site_of(t, &spec);
-		site.parsed_filter = b.has_filter ? &b.filter : NULL;
-		site.parsed_update = b.has_update ? &b.update : NULL;
+		stmt_site(&site, &spec, t, &b, command, shape_target, ax->explain);
 		if (!run_sort(ax, &site, body_sort_query(&b)))
 			return;
 		if (tp)
@@ -736,10 +747,7 @@ analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys, rul
 	read_facts(ax, &f, &b, t, sp, learn);
 	bool unchecked = t->gated && stmt_unchecked(t, &f);
 	if (!unchecked) {
-		body_iters(&b);
-		site = site_of(t, &spec);
-		site.parsed_filter = b.has_filter ? &b.filter : NULL;
-		site.parsed_update = b.has_update ? &b.update : NULL;
+		stmt_site(&site, &spec, t, &b, command, shape_target, ax->explain);
 		run_facts_checks(ax, &site, &b, t, kind, &f);
 	}
 	if (!tp)
