@@ -701,9 +701,9 @@ static inline __attribute__((always_inline)) void stmt_site(rule_site *site, sha
  * for a statement some check is called on: most statements of a batch
  * show nothing any check is called for (stmt_gate). */
 static inline __attribute__((always_inline)) void
-analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys, rule_query_kind kind,
-             const char *command, const char *shape_target, const char *op, byte_template *tp,
-             bool make, arrays_target *learn)
+analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
+             rule_query_kind kind, const char *command, const char *shape_target, const char *op,
+             byte_template *tp, bool make, arrays_target *learn)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
@@ -713,7 +713,7 @@ analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys, rul
 		b.parts[0].mode = SHAPE_VERBATIM;
 		b.n = 1;
 	}
-	if (!body_walk_iter(&b, doc, keys))
+	if (!body_walk_cur(&b, doc, keys))
 		return;
 	if (b.upsert && ax->block)
 		ax->block->upsert = true;
@@ -774,7 +774,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 		return VERDICT_WAIT_INDEXES;
 	stmt_gate(ax, &t);
 	cmdview_docs d;
-	bson_iter_t doc;
+	wire_cur doc;
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
@@ -788,7 +788,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	unsigned skip = 0, backoff = 0;
 	bool fresh = false; /* tp was made of the statement read last */
 	cmdview_docs_init(&d, v, command_stmts(c));
-	while (cmdview_docs_next_iter(&d, &doc)) {
+	while (cmdview_docs_next_cur(&d, &doc)) {
 		if (tpp && byte_template_matches(tpp, doc.raw, doc.len)) {
 			backoff = 0;
 			fresh = false;
@@ -954,14 +954,17 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		}
 		stmt_gate(ax, &t);
 		bson_iter_t stmt;
+		wire_cur sc;
 		arrays_target learn = {.looked = false, .set = NULL};
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
-		else if (bson_iter_init(&stmt, &op))
-			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
+		else if (bson_iter_init(&stmt, &op)) {
+			wire_cur_of_iter(&sc, &stmt);
+			analyze_stmt(ax, &t, &sc, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
 			             command_name(ax->cmd), t.ns, kind, NULL, false,
 			             ax->e->learn_arrays ? &learn : NULL);
+		}
 		engine_arrays_target_done(&learn);
 	}
 	bulk_nsinfo_free(&nsinfo);

@@ -40,7 +40,7 @@ static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode m
 	(*n)++;
 }
 
-/* always_inline: in body_walk_iter, where it runs for every key of a body
+/* always_inline: in body_walk_cur, where it runs for every key of a body
  * (body_key_of, for the tests, would otherwise keep it a call). */
 static inline __attribute__((always_inline)) body_key key_of(const char *k)
 {
@@ -91,7 +91,11 @@ body_key body_key_of(const char *k)
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 {
 	bson_iter_t it;
-	if (!bson_iter_init(&it, doc) || !body_walk_iter(b, &it, wanted))
+	wire_cur c;
+	if (!bson_iter_init(&it, doc))
+		return false;
+	wire_cur_of_iter(&c, &it);
+	if (!body_walk_cur(b, &c, wanted))
 		return false;
 	body_iters(b);
 	return true;
@@ -136,12 +140,11 @@ static __attribute__((noinline)) bool take_read(cmd_body *b, body_key key, const
 /* On a cursor: a statement's body is walked for every statement of a
  * batch, and most of its keys (q, u, filter) are only found and kept, as
  * cursors. */
-bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
 {
-	wire_cur c;
-	if (!doc->raw)
-		return true; /* an ended iterator: nothing to walk */
-	wire_cur_of_iter(&c, doc);
+	wire_cur c = *doc;
+	if (!c.raw)
+		return true; /* an ended iterator's: nothing to walk */
 	while (wire_cur_walk(&c)) {
 		const char *k = wire_cur_key(&c); /* shown as is; lives as the body */
 		body_key key = key_of(k);

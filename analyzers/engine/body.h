@@ -55,7 +55,7 @@ typedef enum {
  * here because a view is never copied by value. The filter and the update
  * are found as cursors (filter_at, update_at), which the engine's facts
  * read; their iterators, which the rules' checks read, are made by
- * body_walk, and for a statement (body_walk_iter) only by body_iters,
+ * body_walk, and for a statement (body_walk_cur) only by body_iters,
  * once a check is to read them. */
 typedef struct cmd_body {
 	wire_cur filter_at, update_at;        /* each valid when its has_ is set */
@@ -102,10 +102,11 @@ static inline void body_init(cmd_body *b, const char *db, const char *coll)
  * (a bulkWrite op's kind) stay first. False when doc cannot be read. */
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
 
-/* The same, from an iterator before the document's first element (as
- * bson_iter_init leaves one); the views point into its bytes. The filter's
- * and the update's iterators are not made (body_iters makes them). */
-bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+/* The same, from a cursor before the document's first element (as
+ * wire_cur_init_framed or wire_cur_of_iter after bson_iter_init leave
+ * one); the views point into its bytes. The filter's and the update's
+ * iterators are not made (body_iters makes them). */
+bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
     __attribute__((warn_unused_result));
 
 /* The filter's and the update's iterators, from their cursors: the ones a
