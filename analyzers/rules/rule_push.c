@@ -292,8 +292,9 @@ static void add_field(push_hit *hit, const char *field)
 	text_cat(hit->fields, cap, "\"");
 }
 
-/* One member of $push: {field: value}. NULL when bounded. */
-static const char *push_value_form(const wire_cur *v)
+/* One member of $push: {field: value}. NULL when bounded. Inline, as
+ * check_member. */
+static inline __attribute__((always_inline)) const char *push_value_form(const wire_cur *v)
 {
 	wire_cur c;
 	bool each = false, slice = false;
