@@ -21,13 +21,31 @@ static bool explains(const bson_iter_t *it)
 	return (WIRE_ITER_HOLDS_BOOL(it) || WIRE_ITER_HOLDS_NUMBER(it)) && bson_iter_as_bool(it);
 }
 
-/* find's limit is negative for a single batch: its absolute value. */
-static void take_limit(const bson_iter_t *it, int64_t *limit)
+/* bson_iter_as_int64 of the number c is on. Out of line: a bson_iter_t
+ * is 128-byte aligned, and the walk would otherwise realign its stack on
+ * every statement. */
+static __attribute__((noinline)) int64_t as_int64(const wire_cur *c)
 {
-	if (WIRE_ITER_HOLDS_NUMBER(it)) {
-		int64_t n = bson_iter_as_int64(it);
-		*limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
+	bson_iter_t it;
+	wire_cur_iter(c, &it);
+	return bson_iter_as_int64(&it);
+}
+
+/* find's limit is negative for a single batch: its absolute value. */
+static void take_limit(const wire_cur *c, int64_t *limit)
+{
+	int64_t n;
+	bson_type_t type = wire_cur_type(c);
+	if (type == BSON_TYPE_INT32) { /* every find has one: read as bson_iter_int32 */
+		uint32_t v;
+		memcpy(&v, c->raw + c->val, sizeof v);
+		n = (int32_t)BSON_UINT32_FROM_LE(v);
+	} else if (type == BSON_TYPE_INT64 || type == BSON_TYPE_DOUBLE) {
+		n = as_int64(c); /* libbson's own conversion, a double's above all */
+	} else {
+		return; /* not a number */
 	}
+	*limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
 }
 
 static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode mode,
@@ -118,10 +136,6 @@ static __attribute__((noinline)) bool take_read(cmd_body *b, body_key key, const
 		b->explain |= explains(&it);
 		b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
 		return false; /* not part of the shape */
-	case BK_LIMIT:        /* as before: limits do not change the shape */
-	case BK_SKIP:         /* the documents read and dropped before the limit's */
-		take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
-		return false;
 	case BK_MULTI:
 		b->multi = bson_iter_as_bool(&it);
 		return false;
@@ -187,6 +201,11 @@ bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
 			break;
 		case BK_ARRAY_FILTERS:
 			mode = SHAPE_FILTER_LIST;
+			break;
+		case BK_LIMIT: /* as before: limits do not change the shape */
+		case BK_SKIP:  /* the documents read and dropped before the limit's */
+			take_limit(&c, key == BK_LIMIT ? &b->limit : &b->skip);
+			taken = false;
 			break;
 		case BK_MIN_MAX:
 			b->min_max = true;
