@@ -93,4 +93,23 @@ static inline bool cmdview_docs_next_iter(cmdview_docs *d, bson_iter_t *it)
 	return cmdview_docs_next_iter_any(d, it);
 }
 
+/* The same, as a cursor before the document's first element
+ * (protocol/wire_iter.h): the statement walks of the engine start from
+ * one, and the iterator's nine fields were written only to be read back
+ * into its four. */
+static inline bool cmdview_docs_next_cur(cmdview_docs *d, wire_cur *c)
+{
+	size_t len;
+	bson_iter_t it;
+	if (d->in_seq && !d->corrupt && wire_doc_fits(d->p, (size_t)(d->end - d->p), &len)) {
+		wire_cur_init_framed(c, d->p, (uint32_t)len);
+		d->p += len;
+		return true;
+	}
+	if (!cmdview_docs_next_iter_any(d, &it))
+		return false;
+	wire_cur_of_iter(c, &it);
+	return true;
+}
+
 #endif

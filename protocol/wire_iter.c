@@ -154,3 +154,46 @@ bool wire_iter_next_any(bson_iter_t *it)
 	it->err_off = 0;
 	return true;
 }
+
+/* wire_iter.h: the step the inline one hands over, on an iterator standing
+ * where the cursor stands (next_off is all a step reads of it). */
+wire_cur_step wire_cur_step_any(const uint8_t *raw, uint32_t len, uint32_t at)
+{
+	bson_iter_t it;
+	wire_cur_step r = {0, 0, 0, 0};
+	if (at < len && raw[at] == BSON_TYPE_BOOL) {
+		/* a statement's multi and upsert, a find's singleBatch: the
+		 * boolean's checks (wire_iter_next_any's), without the iterator;
+		 * any that fails takes the whole step below */
+		uint32_t o = wire_nul_from(raw, at + 1, len);
+		if (o < len && ++o < len && raw[o] <= 1 && o + 1 < len) {
+			r.ok = 1;
+			r.at = at;
+			r.val = o;
+			r.next = o + 1;
+			return r;
+		}
+	}
+	it.raw = raw;
+	it.len = len;
+	it.next_off = at;
+	it.err_off = 0;
+	if (!wire_iter_next_any(&it))
+		return r;
+	r.ok = 1;
+	r.at = it.off;
+	r.val = it.d1;
+	r.next = it.next_off;
+	return r;
+}
+
+/* wire_iter.h: the step onto c's element again, which succeeded before on
+ * the same bytes. */
+void wire_cur_iter_any(const wire_cur *c, bson_iter_t *it)
+{
+	it->raw = c->raw;
+	it->len = c->len;
+	it->next_off = c->at;
+	it->err_off = 0;
+	(void)wire_iter_next_any(it);
+}

@@ -208,6 +208,239 @@ static inline uint32_t wire_iter_key_len(const bson_iter_t *iter)
 	return iter->d1 - iter->key - 1;
 }
 
+/* ---- wire_cur: the same walk, without the bson_iter_t ----
+ *
+ * A hot walk that reads only an element's type, key and value offset (a
+ * statement's keys, a filter's members, an update's operators) need not
+ * keep libbson's iterator: wire_iter_next stores nine fields a step, and
+ * a position kept as a bson_iter_t is an 80-byte copy. A cursor is the
+ * three offsets those walks read, in 24 bytes; a step stores three.
+ *
+ * It steps exactly as wire_iter_walk does (the same checks, in the same
+ * order, over the same bytes: a type the inline step does not take goes
+ * through wire_iter_next_any), so a walk on a cursor visits the elements
+ * an iterator's walk visits and stops where it stops. wire_cur_iter
+ * makes, from a cursor on an element, the very bson_iter_t wire_iter_next
+ * left on it, for a reader that needs one (a rule's check, a shape).
+ * tests/fuzz/bson_walk.h steps a cursor beside both iterators, over every
+ * input the iterators are checked on. */
+typedef struct wire_cur {
+	const uint8_t *raw; /* the document walked: its first byte */
+	uint32_t len;       /* its length (the iterator's len) */
+	uint32_t at;        /* the element's type byte (off); 0 before the first */
+	uint32_t val;       /* its value's first byte (d1) */
+	uint32_t next;      /* the next element's type byte (next_off) */
+} wire_cur;
+
+/* A cursor before the first element of data/len, framed already. */
+static inline void wire_cur_init_framed(wire_cur *c, const uint8_t *data, uint32_t len)
+{
+	c->raw = data;
+	c->len = len;
+	c->at = c->val = 0;
+	c->next = 4;
+}
+
+/* The cursor of it, an iterator on an element or before the first (as
+ * bson_iter_init or wire_iter_recurse leave one): it walks on from there. */
+static inline void wire_cur_of_iter(wire_cur *c, const bson_iter_t *it)
+{
+	c->raw = it->raw;
+	c->len = it->len;
+	c->at = it->off;
+	c->val = it->d1;
+	c->next = it->next_off;
+}
+
+/* wire_nul_from(raw, o, len) for an o known to be below len: a word's
+ * test then needs no test of o against len first. */
+static inline __attribute__((always_inline)) uint32_t wire_nul_within(const uint8_t *raw,
+                                                                      uint32_t o, uint32_t len)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	while (len - o >= 8) { /* o <= len after each word: no wrap */
+		uint64_t w;
+		memcpy(&w, raw + o, sizeof w);
+		uint64_t zero = (w - 0x0101010101010101u) & ~w & 0x8080808080808080u;
+		if (zero)
+			return o + (uint32_t)(__builtin_ctzll(zero) >> 3);
+		o += 8;
+	}
+#endif
+	while (o < len && raw[o])
+		o++;
+	return o;
+}
+
+/* The step of a type the inline one does not take (or that fails one of
+ * its checks), as wire_iter_next_any takes it, from the element at `at`
+ * of raw/len: ok, and where it put the element, its value and the next.
+ * Returned by value, not through the cursor, so that a walk's cursor
+ * need not live in memory for it. */
+typedef struct wire_cur_step {
+	uint32_t ok, at, val, next;
+} wire_cur_step;
+
+wire_cur_step wire_cur_step_any(const uint8_t *raw, uint32_t len, uint32_t at);
+
+static inline __attribute__((always_inline)) bool wire_cur_step_slow(wire_cur *c)
+{
+	wire_cur_step r = wire_cur_step_any(c->raw, c->len, c->next);
+	if (!r.ok)
+		return false;
+	c->at = r.at;
+	c->val = r.val;
+	c->next = r.next;
+	return true;
+}
+
+/* As wire_iter_walk(it) on the iterator c stands for: false on the last
+ * element (left on it) and where a step fails (left where it was); a
+ * cursor that said false is not stepped again. */
+static inline __attribute__((always_inline)) bool wire_cur_walk(wire_cur *c)
+{
+	const uint8_t *raw = c->raw;
+	uint32_t len = c->len, at = c->next;
+	/* at + 1 == len: the last element's step (wire_iter_walk's test);
+	 * past it (a nested document whose prefix claims under five bytes),
+	 * a step finds no key's end before len and fails, so the key scan
+	 * below may take o < len */
+	if (at + 1 >= len)
+		return false;
+	uint8_t type = raw[at];
+	uint32_t fixed = wire_iter_fixed_plus_one[type];
+	if (!fixed && type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY &&
+	    type != BSON_TYPE_UTF8)
+		return wire_cur_step_slow(c);
+	uint32_t o = wire_nul_within(raw, at + 1, len);
+	if (o >= len)
+		return wire_cur_step_slow(c);
+	o++;
+	/* wire_iter_next's checks, each branch's folded with the last one
+	 * (the next element starts inside the document): what passes here
+	 * passes all of them, and anything else takes the whole step again */
+	uint32_t next;
+	if (fixed) {
+		next = o + fixed - 1u;
+		if (next >= len)
+			return wire_cur_step_slow(c);
+	} else if (type == BSON_TYPE_UTF8) {
+		uint32_t l;
+		if (o + 4 >= len)
+			return wire_cur_step_slow(c);
+		memcpy(&l, raw + o, sizeof l);
+		l = BSON_UINT32_FROM_LE(l);
+		if (l > len - (o + 4))
+			return wire_cur_step_slow(c);
+		next = o + 4 + l;
+		if (l == 0 || next >= len || raw[next - 1] != 0)
+			return wire_cur_step_slow(c);
+	} else {
+		/* o is at least 6 (a key after a 4-byte length), so len - 4
+		 * does not wrap; with o < len - 4, l < len - o is l <= len,
+		 * l <= len - o and o + l < len at once */
+		uint32_t l;
+		if (o >= len - 4)
+			return wire_cur_step_slow(c);
+		memcpy(&l, raw + o, sizeof l);
+		l = BSON_UINT32_FROM_LE(l);
+		if (l >= len - o)
+			return wire_cur_step_slow(c);
+		next = o + l;
+	}
+	c->at = at;
+	c->val = o;
+	c->next = next;
+	return true;
+}
+
+static inline bson_type_t wire_cur_type(const wire_cur *c)
+{
+	return (bson_type_t)c->raw[c->at];
+}
+
+static inline const char *wire_cur_key(const wire_cur *c)
+{
+	return (const char *)(c->raw + c->at + 1);
+}
+
+/* strlen(wire_cur_key(c)): the key's NUL is right before the value. */
+static inline uint32_t wire_cur_key_len(const wire_cur *c)
+{
+	return c->val - c->at - 2;
+}
+
+/* As wire_iter_recurse on the iterator c stands for: a cursor before the
+ * first element of the document or array c is on. */
+static inline __attribute__((always_inline)) bool wire_cur_recurse(const wire_cur *c,
+                                                                   wire_cur *child)
+{
+	uint8_t type = c->raw[c->at];
+	uint32_t len;
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(&len, c->raw + c->val, sizeof len);
+	wire_cur_init_framed(child, c->raw + c->val, BSON_UINT32_FROM_LE(len));
+	return true;
+}
+
+/* The same, from an iterator on a document or array (as wire_iter_recurse). */
+static inline __attribute__((always_inline)) bool wire_cur_recurse_iter(const bson_iter_t *it,
+                                                                        wire_cur *child)
+{
+	uint8_t type = it->raw[it->type];
+	uint32_t len;
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(&len, it->raw + it->d1, sizeof len);
+	wire_cur_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	return true;
+}
+
+/* The bson_iter_t wire_iter_next left on the element c is on (c must be
+ * on one). Where wire_iter_next_any puts a type's offsets is known from
+ * the value's start for all but three types (wire_iter.c); those are
+ * stepped onto again, from where the iterator stood before them. */
+void wire_cur_iter_any(const wire_cur *c, bson_iter_t *it);
+
+static inline __attribute__((always_inline)) void wire_cur_iter(const wire_cur *c, bson_iter_t *it)
+{
+	uint8_t type = c->raw[c->at];
+	uint32_t d2 = 0, d3 = 0;
+	if (type == BSON_TYPE_DOCUMENT || type == BSON_TYPE_ARRAY ||
+	    wire_iter_fixed_plus_one[type] || type == BSON_TYPE_BOOL) {
+		/* nothing past d1 */
+	} else if (type == BSON_TYPE_UTF8 || type == BSON_TYPE_CODE || type == BSON_TYPE_SYMBOL) {
+		d2 = c->val + 4; /* the string, after its length */
+	} else if (type == BSON_TYPE_BINARY) {
+		d2 = c->val + 4; /* the subtype */
+		d3 = c->val + 5; /* the bytes */
+	} else { /* a regex, a DBPointer, code with scope: offsets found by a scan */
+		wire_cur_iter_any(c, it);
+		return;
+	}
+	it->raw = c->raw;
+	it->len = c->len;
+	it->off = it->type = c->at;
+	it->key = c->at + 1;
+	it->d1 = c->val;
+	it->d2 = d2;
+	it->d3 = d3;
+	it->d4 = 0;
+	it->next_off = c->next;
+	it->err_off = 0;
+}
+
+/* As wire_iter_doc_view on the iterator c stands for. */
+static inline bool wire_cur_doc_view(const wire_cur *c, bson_t *out)
+{
+	uint32_t len;
+	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT)
+		return false;
+	memcpy(&len, c->raw + c->val, sizeof len);
+	return bson_init_static(out, c->raw + c->val, BSON_UINT32_FROM_LE(len));
+}
+
 #define WIRE_ITER_HOLDS_DOCUMENT(iter) (wire_iter_type(iter) == BSON_TYPE_DOCUMENT)
 #define WIRE_ITER_HOLDS_ARRAY(iter)    (wire_iter_type(iter) == BSON_TYPE_ARRAY)
 #define WIRE_ITER_HOLDS_UTF8(iter)     (wire_iter_type(iter) == BSON_TYPE_UTF8)

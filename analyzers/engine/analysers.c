@@ -235,40 +235,61 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 	run_checks(ax, s, CHECK_QUERY, &rq);
 }
 
-/* The checks of a filter, an update and a query, after the sort checks.
- * The filter and the update are read once, into facts every check reads
- * (facts.h), each only when some rule not off here reads it. The update
- * checks see the statement's filter through the site. */
+/* The facts of a filter and an update (facts.h), read once for every
+ * check, each only when some rule not off here reads it; from the walk's
+ * cursors, so a statement no check is called on has no iterator made. */
+static inline __attribute__((always_inline)) void read_facts(rule_ctx *ax, stmt_facts *f,
+                                                             const cmd_body *b, const target *t,
+                                                             byte_spans *spans,
+                                                             arrays_target *learn)
+{
+	f->has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
+	f->has_update = b->has_update && ((t->parts & PART_UPDATE) || learn);
+	if (f->has_filter)
+		facts_filter(&f->filter, &b->filter_at, spans);
+	/* read for the multikey learning alone, the update is no template's
+	 * span: a statement differing in it is read */
+	if (f->has_update)
+		facts_update(&f->update, &b->update_at, (t->parts & PART_UPDATE) ? spans : NULL);
+	if (learn && f->has_update && engine_arrays_may_learn(&f->update) &&
+	    !engine_arrays_passed_over(learn, &f->update))
+		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update_at, &f->update);
+	f->have = facts_have(f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
+}
+
+/* The checks of a filter, an update and a query, after the sort checks,
+ * with their facts f. The update checks see the statement's filter
+ * through the site. b's iterators are made (body_iters). */
+static inline __attribute__((always_inline)) void run_facts_checks(rule_ctx *ax, rule_site *s,
+                                                                   cmd_body *b, const target *t,
+                                                                   rule_query_kind kind,
+                                                                   stmt_facts *f)
+{
+	s->facts = f;
+	const engine *e = ax->e;
+	if (b->has_filter) {
+		s->filter = &b->filter; /* the update checks read it too */
+		if (checks_may_run(e, CHECK_FILTER, f->have))
+			run_checks(ax, s, CHECK_FILTER, &b->filter);
+	}
+	if (b->has_update && checks_may_run(e, CHECK_UPDATE, f->have))
+		run_checks(ax, s, CHECK_UPDATE, &b->update);
+	if ((t->parts & PART_QUERY) && checks_may_run(e, CHECK_QUERY, f->have) &&
+	    any_check(ax, s, CHECK_QUERY))
+		run_body_query(ax, s, b, kind);
+	s->facts = NULL; /* f is the caller's */
+}
+
+/* read_facts, then run_facts_checks unless t's gate (statements) says no
+ * check would be called: true then. */
 static bool check_filter_update(rule_ctx *ax, rule_site *s, cmd_body *b, const target *t,
                                 rule_query_kind kind, byte_spans *spans, arrays_target *learn)
 {
 	stmt_facts f;
-	f.has_filter = b->has_filter && (t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE));
-	f.has_update = b->has_update && ((t->parts & PART_UPDATE) || learn);
-	if (f.has_filter)
-		facts_filter(&f.filter, &b->filter, spans);
-	/* read for the multikey learning alone, the update is no template's
-	 * span: a statement differing in it is read */
-	if (f.has_update)
-		facts_update(&f.update, &b->update, (t->parts & PART_UPDATE) ? spans : NULL);
-	if (learn && f.has_update && engine_arrays_may_learn(&f.update))
-		engine_arrays_from_update(ax, learn, t->db, t->coll, &b->update, &f.update);
-	f.have = facts_have(&f, b->q.hint_doc || b->q.hint_name, b->q.collation != NULL);
+	read_facts(ax, &f, b, t, spans, learn);
 	if (t->gated && stmt_unchecked(t, &f))
 		return true; /* no check could find anything in it */
-	s->facts = &f;
-	const engine *e = ax->e;
-	if (b->has_filter) {
-		s->filter = &b->filter; /* the update checks read it too */
-		if (checks_may_run(e, CHECK_FILTER, f.have))
-			run_checks(ax, s, CHECK_FILTER, &b->filter);
-	}
-	if (b->has_update && checks_may_run(e, CHECK_UPDATE, f.have))
-		run_checks(ax, s, CHECK_UPDATE, &b->update);
-	if ((t->parts & PART_QUERY) && checks_may_run(e, CHECK_QUERY, f.have) &&
-	    any_check(ax, s, CHECK_QUERY))
-		run_body_query(ax, s, b, kind);
-	s->facts = NULL; /* f is this call's */
+	run_facts_checks(ax, s, b, t, kind, &f);
 	return false;
 }
 
@@ -657,15 +678,32 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 
 /* ---- statements: update, delete, bulkWrite's ops ---- */
 
+/* The site of a statement some check is called on: its shape (spec, which
+ * must live as long as the site) and the iterators the checks read. */
+static inline __attribute__((always_inline)) void stmt_site(rule_site *site, shape_spec *spec,
+                                                            const target *t, cmd_body *b,
+                                                            const char *command,
+                                                            const char *shape_target, bool explain)
+{
+	*spec = (shape_spec){command, shape_target, explain, b->parts, b->n};
+	body_iters(b);
+	*site = site_of(t, spec);
+	site->parsed_filter = b->has_filter ? &b->filter : NULL;
+	site->parsed_update = b->has_update ? &b->update : NULL;
+}
+
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
  * tp (NULL: none): the batch's template, matched first, dropped when a
  * check is called for this statement, and made of it (when make) when
- * none is. */
-static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsigned keys,
-                         rule_query_kind kind, const char *command, const char *shape_target,
-                         const char *op, byte_template *tp, bool make, arrays_target *learn)
+ * none is. The site, the shape and the rules' iterators are made only
+ * for a statement some check is called on: most statements of a batch
+ * show nothing any check is called for (stmt_gate). */
+static inline __attribute__((always_inline)) void
+analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
+             rule_query_kind kind, const char *command, const char *shape_target, const char *op,
+             byte_template *tp, bool make, arrays_target *learn)
 {
 	cmd_body b;
 	body_init(&b, NULL, NULL);
@@ -675,7 +713,7 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 		b.parts[0].mode = SHAPE_VERBATIM;
 		b.n = 1;
 	}
-	if (!body_walk_iter(&b, doc, keys))
+	if (!body_walk_cur(&b, doc, keys))
 		return;
 	if (b.upsert && ax->block)
 		ax->block->upsert = true;
@@ -683,34 +721,41 @@ static void analyze_stmt(rule_ctx *ax, const target *t, bson_iter_t *doc, unsign
 		b.limit = b.multi ? 0 : 1;
 	b.q.db = t->db;
 	b.q.coll = t->coll;
-	shape_spec spec = {command, shape_target, ax->explain, b.parts, b.n};
-	rule_site site = site_of(t, &spec);
-	site.parsed_filter = b.has_filter ? &b.filter : NULL;
-	site.parsed_update = b.has_update ? &b.update : NULL;
+	shape_spec spec;
+	rule_site site;
 	if (nonempty_doc(b.q.sort) && (t->parts & PART_SORT)) {
 		/* updateOne's sort (8.0) orders the documents q selects to pick
 		 * one, as findAndModify's does: a sort question of its own, and
 		 * a statement the template cannot stand for. */
+		stmt_site(&site, &spec, t, &b, command, shape_target, ax->explain);
 		if (!run_sort(ax, &site, body_sort_query(&b)))
 			return;
 		if (tp)
 			tp->valid = false;
-		tp = NULL;
-	}
-	if (!tp) {
 		(void)check_filter_update(ax, &site, &b, t, kind, NULL, learn);
 		return;
 	}
-	if (!make) {
-		if (!check_filter_update(ax, &site, &b, t, kind, NULL, learn))
-			tp->valid = false;
-		return;
+	stmt_facts f;
+	byte_spans spans; /* its 16 spans are written as they are added: not zeroed */
+	byte_spans *sp = NULL;
+	if (tp && make) {
+		spans.base = doc->raw;
+		spans.n = 0;
+		spans.full = false;
+		sp = &spans;
 	}
-	byte_spans spans = {.base = doc->raw, .n = 0, .full = false};
-	if (check_filter_update(ax, &site, &b, t, kind, &spans, learn))
-		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
-	else
+	read_facts(ax, &f, &b, t, sp, learn);
+	bool unchecked = t->gated && stmt_unchecked(t, &f);
+	if (!unchecked) {
+		stmt_site(&site, &spec, t, &b, command, shape_target, ax->explain);
+		run_facts_checks(ax, &site, &b, t, kind, &f);
+	}
+	if (!tp)
+		return;
+	if (!unchecked)
 		tp->valid = false;
+	else if (make)
+		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
 }
 
 #define TEMPLATE_BACKOFF_MAX 64
@@ -729,7 +774,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 		return VERDICT_WAIT_INDEXES;
 	stmt_gate(ax, &t);
 	cmdview_docs d;
-	bson_iter_t doc;
+	wire_cur doc;
 	byte_template tp;
 	tp.valid = false;
 	byte_template *tpp = ax->e->cfg.no_templates ? NULL : &tp;
@@ -743,7 +788,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	unsigned skip = 0, backoff = 0;
 	bool fresh = false; /* tp was made of the statement read last */
 	cmdview_docs_init(&d, v, command_stmts(c));
-	while (cmdview_docs_next_iter(&d, &doc)) {
+	while (cmdview_docs_next_cur(&d, &doc)) {
 		if (tpp && byte_template_matches(tpp, doc.raw, doc.len)) {
 			backoff = 0;
 			fresh = false;
@@ -909,14 +954,17 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		}
 		stmt_gate(ax, &t);
 		bson_iter_t stmt;
+		wire_cur sc;
 		arrays_target learn = {.looked = false, .set = NULL};
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
-		else if (bson_iter_init(&stmt, &op))
-			analyze_stmt(ax, &t, &stmt, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
+		else if (bson_iter_init(&stmt, &op)) {
+			wire_cur_of_iter(&sc, &stmt);
+			analyze_stmt(ax, &t, &sc, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
 			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
 			             command_name(ax->cmd), t.ns, kind, NULL, false,
 			             ax->e->learn_arrays ? &learn : NULL);
+		}
 		engine_arrays_target_done(&learn);
 	}
 	bulk_nsinfo_free(&nsinfo);

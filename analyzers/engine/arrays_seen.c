@@ -20,21 +20,22 @@
 #include "analyzers/planner/paths.h"
 #include "protocol/wire_iter.h"
 
-/* Whether, following path through the members it iterates (a document's),
+/* Whether, following path through the members c walks (a document's),
  * some element on the way is an array. */
-static bool array_on_path(bson_iter_t *it, const char *path)
+static bool array_on_path(wire_cur *c, const char *path)
 {
 	const char *dot = strchr(path, '.');
 	size_t n = dot ? (size_t)(dot - path) : strlen(path);
-	while (wire_iter_next(it)) {
-		const char *k = wire_iter_key(it);
+	while (wire_cur_walk(c)) {
+		const char *k = wire_cur_key(c);
 		if (strncmp(k, path, n) != 0 || k[n] != '\0')
 			continue;
-		if (WIRE_ITER_HOLDS_ARRAY(it))
+		bson_type_t t = wire_cur_type(c);
+		if (t == BSON_TYPE_ARRAY)
 			return true;
-		bson_iter_t c;
-		return dot && WIRE_ITER_HOLDS_DOCUMENT(it) && wire_iter_recurse(it, &c) &&
-		       array_on_path(&c, dot + 1);
+		wire_cur in;
+		return dot && t == BSON_TYPE_DOCUMENT && wire_cur_recurse(c, &in) &&
+		       array_on_path(&in, dot + 1);
 	}
 	return false;
 }
@@ -45,19 +46,19 @@ static bool array_on_path(bson_iter_t *it, const char *path)
  * it holding an array on the rest of its path. */
 static bool write_puts_array(const fact_write *w, const char *field)
 {
-	const char *p = wire_iter_key(&w->it);
+	const char *p = wire_cur_key(&w->at);
 	if (field[0] != p[0])
 		return false; /* each case below needs p to prefix field (index keys never
 		                 start with '.') */
 	if (path_at_or_under(field, p, w->position))
 		return true;
-	bool array = w->op != FW_SET || WIRE_ITER_HOLDS_ARRAY(&w->it);
+	bool array = w->op != FW_SET || wire_cur_type(&w->at) == BSON_TYPE_ARRAY;
 	if (array && path_at_or_under(field, p, w->len))
 		return true;
-	bson_iter_t c;
-	return w->op == FW_SET && WIRE_ITER_HOLDS_DOCUMENT(&w->it) && field[w->len] == '.' &&
-	       strncmp(field, p, w->len) == 0 && wire_iter_recurse(&w->it, &c) &&
-	       array_on_path(&c, field + w->len + 1);
+	wire_cur c;
+	return w->op == FW_SET && wire_cur_type(&w->at) == BSON_TYPE_DOCUMENT &&
+	       field[w->len] == '.' && strncmp(field, p, w->len) == 0 &&
+	       wire_cur_recurse(&w->at, &c) && array_on_path(&c, field + w->len + 1);
 }
 
 static void note(rule_ctx *ax, index_set *set, size_t i, uint32_t mask)
@@ -97,7 +98,7 @@ static index_set *learnable_set(rule_ctx *ax, const char *db, const char *coll)
 	return NULL;
 }
 
-static void learn_doc(rule_ctx *ax, index_set *set, bson_iter_t *members);
+static void learn_doc(rule_ctx *ax, index_set *set, wire_cur *members);
 
 /* at's set, retained, and the first bytes of its keys that can learn. */
 static void target_look(rule_ctx *ax, arrays_target *at, const char *db, const char *coll)
@@ -120,7 +121,7 @@ static void target_look(rule_ctx *ax, arrays_target *at, const char *db, const c
 }
 
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
-                               const bson_iter_t *update, const update_facts *u)
+                               const wire_cur *update, const update_facts *u)
 {
 	bool replace = u->form == FU_REPLACEMENT;
 	if (!engine_arrays_may_learn(u))
@@ -130,15 +131,15 @@ void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, 
 	index_set *set = at->set;
 	if (!set)
 		return;
-	bson_iter_t it;
+	wire_cur it;
 	if (replace) {
-		if (wire_iter_recurse(update, &it))
+		if (wire_cur_recurse(update, &it))
 			learn_doc(ax, set, &it);
 		return;
 	}
 	bool some = false;
 	for (unsigned j = 0; j < u->nwrites && !some; j++) {
-		uint8_t c = (uint8_t)wire_iter_key(&u->writes[j].it)[0];
+		uint8_t c = (uint8_t)wire_cur_key(&u->writes[j].at)[0];
 		some = at->firsts[c >> 6] >> (c & 63) & 1;
 	}
 	if (!some)
@@ -197,26 +198,27 @@ static unsigned doc_keys(const index_set *set, doc_key *out)
 }
 
 /* Learns from a document's members (an inserted or replacement
- * document), members an iterator before its first. */
-static void learn_doc(rule_ctx *ax, index_set *set, bson_iter_t *members)
+ * document), members a cursor before its first. */
+static void learn_doc(rule_ctx *ax, index_set *set, wire_cur *members)
 {
 	doc_key keys[DOC_KEYS_MAX];
-	bson_iter_t c;
+	wire_cur c;
 	unsigned n = doc_keys(set, keys), left = n;
-	while (left > 0 && wire_iter_next(members)) {
+	while (left > 0 && wire_cur_walk(members)) {
 		/* by length first: a member is a key's first component when it
 		 * has its length and its bytes (a key holds no NUL) */
-		const char *m = wire_iter_key(members);
-		uint32_t mlen = wire_iter_key_len(members);
+		const char *m = wire_cur_key(members);
+		uint32_t mlen = wire_cur_key_len(members);
 		for (unsigned i = 0; i < n; i++) {
 			doc_key *k = &keys[i];
 			if (k->seen || k->first != mlen || memcmp(m, k->field, mlen) != 0)
 				continue;
 			k->seen = true;
 			left--;
-			if (WIRE_ITER_HOLDS_ARRAY(members) ||
-			    (k->field[k->first] == '.' && WIRE_ITER_HOLDS_DOCUMENT(members) &&
-			     wire_iter_recurse(members, &c) &&
+			bson_type_t type = wire_cur_type(members);
+			if (type == BSON_TYPE_ARRAY ||
+			    (k->field[k->first] == '.' && type == BSON_TYPE_DOCUMENT &&
+			     wire_cur_recurse(members, &c) &&
 			     array_on_path(&c, k->field + k->first + 1)))
 				note(ax, set, k->index, 1u << k->key);
 		}
@@ -226,9 +228,12 @@ static void learn_doc(rule_ctx *ax, index_set *set, bson_iter_t *members)
 void engine_arrays_from_doc(rule_ctx *ax, const char *db, const char *coll, const bson_t *doc)
 {
 	bson_iter_t it;
+	wire_cur c;
 	index_set *set = learnable_set(ax, db, coll);
-	if (set && bson_iter_init(&it, doc))
-		learn_doc(ax, set, &it);
+	if (set && bson_iter_init(&it, doc)) {
+		wire_cur_of_iter(&c, &it);
+		learn_doc(ax, set, &c);
+	}
 }
 
 void engine_arrays_apply(rule_ctx *ax, bool written)

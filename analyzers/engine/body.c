@@ -21,26 +21,44 @@ static bool explains(const bson_iter_t *it)
 	return (WIRE_ITER_HOLDS_BOOL(it) || WIRE_ITER_HOLDS_NUMBER(it)) && bson_iter_as_bool(it);
 }
 
-/* find's limit is negative for a single batch: its absolute value. */
-static void take_limit(const bson_iter_t *it, int64_t *limit)
+/* bson_iter_as_int64 of the number c is on. Out of line: a bson_iter_t
+ * is 128-byte aligned, and the walk would otherwise realign its stack on
+ * every statement. */
+static __attribute__((noinline)) int64_t as_int64(const wire_cur *c)
 {
-	if (WIRE_ITER_HOLDS_NUMBER(it)) {
-		int64_t n = bson_iter_as_int64(it);
-		*limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
+	bson_iter_t it;
+	wire_cur_iter(c, &it);
+	return bson_iter_as_int64(&it);
+}
+
+/* find's limit is negative for a single batch: its absolute value. */
+static void take_limit(const wire_cur *c, int64_t *limit)
+{
+	int64_t n;
+	bson_type_t type = wire_cur_type(c);
+	if (type == BSON_TYPE_INT32) { /* every find has one: read as bson_iter_int32 */
+		uint32_t v;
+		memcpy(&v, c->raw + c->val, sizeof v);
+		n = (int32_t)BSON_UINT32_FROM_LE(v);
+	} else if (type == BSON_TYPE_INT64 || type == BSON_TYPE_DOUBLE) {
+		n = as_int64(c); /* libbson's own conversion, a double's above all */
+	} else {
+		return; /* not a number */
 	}
+	*limit = n < 0 ? (n == INT64_MIN ? INT64_MAX : -n) : n;
 }
 
 static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode mode,
-                     const bson_iter_t *it)
+                     const wire_cur *c)
 {
 	parts[*n].key = key;
 	parts[*n].mode = mode;
 	parts[*n].str = NULL;
-	parts[*n].value = *it;
+	parts[*n].value = *c;
 	(*n)++;
 }
 
-/* always_inline: in body_walk_iter, where it runs for every key of a body
+/* always_inline: in body_walk_cur, where it runs for every key of a body
  * (body_key_of, for the tests, would otherwise keep it a call). */
 static inline __attribute__((always_inline)) body_key key_of(const char *k)
 {
@@ -91,25 +109,70 @@ body_key body_key_of(const char *k)
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted)
 {
 	bson_iter_t it;
-	return bson_iter_init(&it, doc) && body_walk_iter(b, &it, wanted);
+	wire_cur c;
+	if (!bson_iter_init(&it, doc))
+		return false;
+	wire_cur_of_iter(&c, &it);
+	if (!body_walk_cur(b, &c, wanted))
+		return false;
+	body_iters(b);
+	return true;
 }
 
-bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+/* A key whose value is read, not kept (and kept in the shape when it
+ * says so): an iterator is made for it, to be read as before. False when
+ * it is not part of the shape. Out of line: a bson_iter_t is 128-byte
+ * aligned, and the walk would otherwise realign its stack on every
+ * statement. */
+static __attribute__((noinline)) bool take_read(cmd_body *b, body_key key, const wire_cur *c)
 {
-	bson_iter_t it = *doc;
-	while (wire_iter_walk(&it)) {
-		const char *k = wire_iter_key(&it); /* shown as is; lives as the body */
+	bson_iter_t it;
+	wire_cur_iter(c, &it);
+	switch (key) {
+	case BK_HINT:
+		take_hint(&it, &b->hint, &b->q);
+		return true;
+	case BK_EXPLAIN:
+		b->explain |= explains(&it);
+		b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
+		return false; /* not part of the shape */
+	case BK_MULTI:
+		b->multi = bson_iter_as_bool(&it);
+		return false;
+	case BK_KEY:
+		if (WIRE_ITER_HOLDS_UTF8(&it))
+			b->key = bson_iter_utf8(&it, NULL);
+		return true;
+	case BK_UPSERT:
+		b->upsert = bson_iter_as_bool(&it);
+		return true;
+	default:
+		return true;
+	}
+}
+
+/* On a cursor: a statement's body is walked for every statement of a
+ * batch, and most of its keys (q, u, filter) are only found and kept, as
+ * cursors. */
+bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
+{
+	wire_cur c = *doc;
+	if (!c.raw)
+		return true; /* an ended iterator's: nothing to walk */
+	while (wire_cur_walk(&c)) {
+		const char *k = wire_cur_key(&c); /* shown as is; lives as the body */
 		body_key key = key_of(k);
 		if (!(wanted & (1u << key)))
 			continue; /* BK_NONE is never wanted */
 		bool taken = true;
 		shape_mode mode = SHAPE_VERBATIM;
+		bson_type_t type = wire_cur_type(&c);
 		switch (key) {
 		case BK_FILTER:
 		case BK_QUERY:
 		case BK_Q:
-			if ((taken = WIRE_ITER_HOLDS_DOCUMENT(&it))) {
-				b->filter = it;
+			if ((taken = type == BSON_TYPE_DOCUMENT)) {
+				b->filter_at = c;
 				b->has_filter = true;
 				mode = SHAPE_FILTER;
 			}
@@ -117,60 +180,44 @@ bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
 		case BK_UPDATE:
 		case BK_U:
 		case BK_UPDATE_MODS:
-			b->update = it;
+			b->update_at = c;
 			b->has_update = true;
 			mode = SHAPE_UPDATE;
 			break;
 		case BK_PIPELINE:
-			if ((taken = WIRE_ITER_HOLDS_ARRAY(&it))) {
-				b->pipeline = it;
+			if ((taken = type == BSON_TYPE_ARRAY)) {
+				wire_cur_iter(&c, &b->pipeline);
 				b->has_pipeline = true;
 				mode = SHAPE_PIPELINE;
 			}
 			break;
 		case BK_SORT:
-			if ((taken = wire_iter_doc_view(&it, &b->sort)))
+			if ((taken = wire_cur_doc_view(&c, &b->sort)))
 				b->q.sort = &b->sort;
 			break;
 		case BK_COLLATION:
-			if ((taken = wire_iter_doc_view(&it, &b->collation)))
+			if ((taken = wire_cur_doc_view(&c, &b->collation)))
 				b->q.collation = &b->collation;
-			break;
-		case BK_HINT:
-			take_hint(&it, &b->hint, &b->q);
 			break;
 		case BK_ARRAY_FILTERS:
 			mode = SHAPE_FILTER_LIST;
 			break;
-		case BK_EXPLAIN:
-			b->explain |= explains(&it);
-			b->explain_valued |= WIRE_ITER_HOLDS_NUMBER(&it);
-			taken = false; /* not part of the shape */
-			break;
 		case BK_LIMIT: /* as before: limits do not change the shape */
 		case BK_SKIP:  /* the documents read and dropped before the limit's */
-			take_limit(&it, key == BK_LIMIT ? &b->limit : &b->skip);
-			taken = false;
-			break;
-		case BK_MULTI:
-			b->multi = bson_iter_as_bool(&it);
+			take_limit(&c, key == BK_LIMIT ? &b->limit : &b->skip);
 			taken = false;
 			break;
 		case BK_MIN_MAX:
 			b->min_max = true;
 			break;
-		case BK_KEY:
-			if (WIRE_ITER_HOLDS_UTF8(&it))
-				b->key = bson_iter_utf8(&it, NULL);
-			break;
-		case BK_UPSERT:
-			b->upsert = bson_iter_as_bool(&it);
-			break;
 		case BK_NONE:
+			break;
+		default:
+			taken = take_read(b, key, &c);
 			break;
 		}
 		if (taken && b->n < BODY_MAX_PARTS)
-			add_part(b->parts, &b->n, k, mode, &it);
+			add_part(b->parts, &b->n, k, mode, &c);
 	}
 	return true;
 }

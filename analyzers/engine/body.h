@@ -52,9 +52,15 @@ typedef enum {
 #define BODY_MAX_PARTS 8
 
 /* What the walk found. Views point into the body; the bson_t slots live
- * here because a view is never copied by value. */
+ * here because a view is never copied by value. The filter and the update
+ * are found as cursors (filter_at, update_at), which the engine's facts
+ * read; their iterators, which the rules' checks read, are made by
+ * body_walk, and for a statement (body_walk_cur) only by body_iters,
+ * once a check is to read them. */
 typedef struct cmd_body {
-	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set */
+	wire_cur filter_at, update_at;        /* each valid when its has_ is set */
+	bson_iter_t filter, update, pipeline; /* each valid when its has_ is set
+	                                       * (filter, update: see above) */
 	bool has_filter, has_update, has_pipeline;
 	bool explain;
 	bool explain_valued; /* explain given as a number: its value decides */
@@ -96,10 +102,22 @@ static inline void body_init(cmd_body *b, const char *db, const char *coll)
  * (a bulkWrite op's kind) stay first. False when doc cannot be read. */
 bool body_walk(cmd_body *b, const bson_t *doc, unsigned wanted) __attribute__((warn_unused_result));
 
-/* The same, from an iterator before the document's first element (as
- * bson_iter_init leaves one); the views point into its bytes. */
-bool body_walk_iter(cmd_body *b, bson_iter_t *doc, unsigned wanted)
+/* The same, from a cursor before the document's first element (as
+ * wire_cur_init_framed or wire_cur_of_iter after bson_iter_init leave
+ * one); the views point into its bytes. The filter's and the update's
+ * iterators are not made (body_iters makes them). */
+bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
     __attribute__((warn_unused_result));
+
+/* The filter's and the update's iterators, from their cursors: the ones a
+ * walk with bson_iter_t would have kept. */
+static inline __attribute__((always_inline)) void body_iters(cmd_body *b)
+{
+	if (b->has_filter)
+		wire_cur_iter(&b->filter_at, &b->filter);
+	if (b->has_update)
+		wire_cur_iter(&b->update_at, &b->update);
+}
 
 /* The collection a command names: its first value, when a string. Every
  * analyser and the connection's track ask, on every request: so not

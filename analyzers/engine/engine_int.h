@@ -216,11 +216,31 @@ static inline bool engine_arrays_may_learn(const update_facts *u)
 	       (u->form == FU_OPERATORS && u->nwrites > 0 && u->writes_complete);
 }
 
+/* Whether engine_arrays_from_update would return at once for u, at a
+ * target already looked up: no set there, or operators none of whose
+ * writes starts with a byte some learnable key starts with. Inline, ahead
+ * of the call, for the statements of a batch that write elsewhere. */
+static inline bool engine_arrays_passed_over(const arrays_target *at, const update_facts *u)
+{
+	if (!at->looked)
+		return false;
+	if (!at->set)
+		return true;
+	if (u->form != FU_OPERATORS)
+		return false;
+	for (unsigned j = 0; j < u->nwrites; j++) {
+		uint8_t c = (uint8_t)wire_cur_key(&u->writes[j].at)[0];
+		if (at->firsts[c >> 6] >> (c & 63) & 1)
+			return false;
+	}
+	return true;
+}
+
 /* An update statement's writes, as its facts read them (facts.h:
- * update_facts.writes; update an iterator on the update's value, for a
+ * update_facts.writes; update a cursor on the update's value, for a
  * replacement document); only one engine_arrays_may_learn passes. */
 void engine_arrays_from_update(rule_ctx *ax, arrays_target *at, const char *db, const char *coll,
-                               const bson_iter_t *update, const update_facts *u);
+                               const wire_cur *update, const update_facts *u);
 /* Releases what at holds. */
 void engine_arrays_target_done(arrays_target *at);
 

@@ -5,25 +5,25 @@
 #include "analyzers/engine/keys.h"
 #include "protocol/wire_iter.h"
 
-/* The key of an operator document's member it is on, as the rules tell
+/* The key of an operator document's member c is on, as the rules tell
  * them apart. */
-static unsigned op_bit(const bson_iter_t *it)
+static unsigned op_bit(const wire_cur *c)
 {
-	switch (wire_iter_key(it)[1]) {
+	switch (wire_cur_key(c)[1]) {
 	case 'r':
-		return KEY_IS(it, "$regex") ? FOP_REGEX : FOP_OTHER;
+		return CUR_KEY_IS(c, "$regex") ? FOP_REGEX : FOP_OTHER;
 	case 'i':
-		return KEY_IS(it, "$in") ? FOP_LIST : FOP_OTHER;
+		return CUR_KEY_IS(c, "$in") ? FOP_LIST : FOP_OTHER;
 	case 'n':
-		if (KEY_IS(it, "$nin"))
+		if (CUR_KEY_IS(c, "$nin"))
 			return FOP_LIST;
-		return KEY_IS(it, "$not") ? FOP_NOT : FOP_OTHER;
+		return CUR_KEY_IS(c, "$not") ? FOP_NOT : FOP_OTHER;
 	case 'a':
-		return KEY_IS(it, "$all") ? FOP_LIST : FOP_OTHER;
+		return CUR_KEY_IS(c, "$all") ? FOP_LIST : FOP_OTHER;
 	case 'e':
-		return KEY_IS(it, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
+		return CUR_KEY_IS(c, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
 	case 'o':
-		return KEY_IS(it, "$options") ? FOP_OPTIONS : FOP_OTHER;
+		return CUR_KEY_IS(c, "$options") ? FOP_OPTIONS : FOP_OTHER;
 	default:
 		return FOP_OTHER;
 	}
@@ -32,28 +32,28 @@ static unsigned op_bit(const bson_iter_t *it)
 /* A member's value bytes that neither the step over it nor anything the
  * facts decide reads: a fixed-size value but a boolean (whose byte the
  * step checks), the inside of a string. */
-static void value_span(facts_spans *sp, const bson_iter_t *it)
+static void value_span(facts_spans *sp, const wire_cur *c, bson_type_t t)
 {
-	bson_type_t t = wire_iter_type(it);
 	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
 	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
 	    t == BSON_TYPE_DECIMAL128)
-		byte_spans_add(sp, it->raw + it->d1, it->next_off - it->d1);
-	else if (t == BSON_TYPE_UTF8 && it->next_off - it->d2 > 1)
-		byte_spans_add(sp, it->raw + it->d2, it->next_off - it->d2 - 1); /* not the NUL */
+		byte_spans_add(sp, c->raw + c->val, c->next - c->val);
+	else if (t == BSON_TYPE_UTF8 && c->next - (c->val + 4) > 1) /* the string's bytes */
+		byte_spans_add(sp, c->raw + c->val + 4,
+		               c->next - (c->val + 4) - 1); /* not the NUL */
 }
 
-static bool is_dbref_key(const bson_iter_t *it)
+static bool is_dbref_key(const wire_cur *c)
 {
-	return KEY_IS(it, "$ref") || KEY_IS(it, "$id") || KEY_IS(it, "$db");
+	return CUR_KEY_IS(c, "$ref") || CUR_KEY_IS(c, "$id") || CUR_KEY_IS(c, "$db");
 }
 
-/* One member, it on it. */
-static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts_spans *sp)
+/* One member, c on it. */
+static void member(filter_facts *f, fact_member *m, const wire_cur *c, facts_spans *sp)
 {
-	bson_iter_t first;
-	const char *k = wire_iter_key(it);
-	m->it = *it;
+	wire_cur first;
+	const char *k = wire_cur_key(c);
+	wire_cur_iter(c, &m->it);
 	m->ops = 0;
 	m->dbref = false;
 	if (k[0] == '$') {
@@ -61,15 +61,15 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts
 		f->tops = true;
 		return;
 	}
-	bson_type_t t = wire_iter_type(it);
+	bson_type_t t = wire_cur_type(c);
 	if (t == BSON_TYPE_REGEX) {
 		m->kind = FM_REGEX;
 		f->regexes = true;
 	} else if (t != BSON_TYPE_DOCUMENT) {
 		m->kind = FM_VALUE;
-		value_span(sp, it);
-	} else if (!wire_iter_recurse(it, &first) || !wire_iter_next(&first) ||
-	           wire_iter_key(&first)[0] != '$') {
+		value_span(sp, c, t);
+	} else if (!wire_cur_recurse(c, &first) || !wire_cur_walk(&first) ||
+	           wire_cur_key(&first)[0] != '$') {
 		m->kind = FM_DOC;
 	} else {
 		m->kind = FM_OPS;
@@ -77,29 +77,29 @@ static void member(filter_facts *f, fact_member *m, const bson_iter_t *it, facts
 		unsigned ops = 0;
 		do
 			ops |= op_bit(&first);
-		while (wire_iter_walk(&first));
+		while (wire_cur_walk(&first));
 		m->ops = (uint8_t)ops;
 		f->ops |= (uint8_t)ops;
 	}
-	if (KEY_IS(it, "_id") && (m->kind != FM_OPS || m->dbref) && m->kind != FM_REGEX) {
+	if (CUR_KEY_IS(c, "_id") && (m->kind != FM_OPS || m->dbref) && m->kind != FM_REGEX) {
 		f->id_eq = true;
 		f->id_collatable = t == BSON_TYPE_UTF8 || t == BSON_TYPE_SYMBOL ||
 		                   t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY;
 	}
 }
 
-void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
+void facts_filter(filter_facts *f, const wire_cur *filter, facts_spans *sp)
 {
-	bson_iter_t c;
+	wire_cur c;
 	f->n = 0;
 	f->complete = true;
 	f->ops = 0;
 	f->regexes = f->tops = f->id_eq = f->id_collatable = false;
 	f->viewable = false;
-	if (!wire_iter_recurse(filter, &c))
+	if (!wire_cur_recurse(filter, &c))
 		return;
 	f->viewable = c.len >= 5 && c.raw[c.len - 1] == 0;
-	while (wire_iter_walk(&c)) {
+	while (wire_cur_walk(&c)) {
 		if (f->n == FACTS_MEMBERS) {
 			f->complete = false;
 			return;
@@ -109,20 +109,20 @@ void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *sp)
 	}
 }
 
-/* The fact_write_op of the update operator it is on, or -1 for one that
+/* The fact_write_op of the update operator c is on, or -1 for one that
  * never makes an array. */
-static int write_op(const bson_iter_t *it)
+static int write_op(const wire_cur *c)
 {
-	const char *k = wire_iter_key(it);
+	const char *k = wire_cur_key(c);
 	if (k[0] != '$')
 		return -1;
 	switch (k[1]) {
 	case 'p':
-		return KEY_IS(it, "$push") ? FW_PUSH : -1;
+		return CUR_KEY_IS(c, "$push") ? FW_PUSH : -1;
 	case 'a':
-		return KEY_IS(it, "$addToSet") ? FW_ADD_TO_SET : -1;
+		return CUR_KEY_IS(c, "$addToSet") ? FW_ADD_TO_SET : -1;
 	case 's':
-		return KEY_IS(it, "$set") || KEY_IS(it, "$setOnInsert") ? FW_SET : -1;
+		return CUR_KEY_IS(c, "$set") || CUR_KEY_IS(c, "$setOnInsert") ? FW_SET : -1;
 	default:
 		return -1;
 	}
@@ -140,51 +140,52 @@ static uint32_t positional(const char *p, uint32_t len)
 	return 0;
 }
 
-/* The writes (update_facts.writes) of one operator, it on it. */
-static void writes_of(update_facts *u, const bson_iter_t *it, fact_write_op op)
+/* The writes (update_facts.writes) of one operator, c on it. */
+static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op)
 {
-	bson_iter_t m;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &m))
+	wire_cur m;
+	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(c, &m))
 		return;
-	while (wire_iter_walk(&m)) {
-		uint32_t len = wire_iter_key_len(&m), pos = positional(wire_iter_key(&m), len);
-		if (op == FW_SET && !WIRE_ITER_HOLDS_ARRAY(&m) && !WIRE_ITER_HOLDS_DOCUMENT(&m) &&
-		    !pos)
+	while (wire_cur_walk(&m)) {
+		uint32_t len = wire_cur_key_len(&m), pos = positional(wire_cur_key(&m), len);
+		bson_type_t t = wire_cur_type(&m);
+		if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !pos)
 			continue;
 		if (u->nwrites == FACTS_WRITES) {
 			u->writes_complete = false;
 			return;
 		}
 		fact_write *w = &u->writes[u->nwrites++];
-		w->it = m;
+		w->at = m;
 		w->len = len;
 		w->position = pos;
 		w->op = (uint8_t)op;
 	}
 }
 
-void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
+void facts_update(update_facts *u, const wire_cur *update, facts_spans *sp)
 {
-	bson_iter_t c;
+	wire_cur c;
 	u->ops = 0;
 	u->len = 0;
 	u->nwrites = 0;
 	u->writes_complete = true;
-	if (WIRE_ITER_HOLDS_ARRAY(update)) {
+	bson_type_t type = wire_cur_type(update);
+	if (type == BSON_TYPE_ARRAY) {
 		u->form = FU_PIPELINE;
-		u->len = update->next_off - update->d1;
+		u->len = update->next - update->val;
 		return;
 	}
-	if (!WIRE_ITER_HOLDS_DOCUMENT(update) || !wire_iter_recurse(update, &c)) {
+	if (type != BSON_TYPE_DOCUMENT || !wire_cur_recurse(update, &c)) {
 		u->form = FU_OTHER;
 		return;
 	}
-	u->len = update->next_off - update->d1;
-	if (!wire_iter_next(&c)) {
+	u->len = update->next - update->val;
+	if (!wire_cur_walk(&c)) {
 		u->form = FU_EMPTY;
 		return;
 	}
-	if (wire_iter_key(&c)[0] != '$') {
+	if (wire_cur_key(&c)[0] != '$') {
 		u->form = FU_REPLACEMENT;
 		return;
 	}
@@ -192,19 +193,19 @@ void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *sp)
 	unsigned ops = 0;
 	do {
 		/* the operand's inside, between its length and its last byte */
-		if (sp && (WIRE_ITER_HOLDS_DOCUMENT(&c) || WIRE_ITER_HOLDS_ARRAY(&c)) &&
-		    c.next_off - c.d1 > 5)
-			byte_spans_add(sp, c.raw + c.d1 + 4, c.next_off - c.d1 - 5);
+		bson_type_t t = wire_cur_type(&c);
+		if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) && c.next - c.val > 5)
+			byte_spans_add(sp, c.raw + c.val + 4, c.next - c.val - 5);
 		int op = write_op(&c);
 		if (op == FW_PUSH)
 			ops |= UOP_PUSH;
-		else if (KEY_IS(&c, "$inc"))
+		else if (CUR_KEY_IS(&c, "$inc"))
 			ops |= UOP_INC;
 		else
 			ops |= UOP_OTHER;
 		if (op >= 0 && u->writes_complete)
 			writes_of(u, &c, (fact_write_op)op);
-	} while (wire_iter_walk(&c));
+	} while (wire_cur_walk(&c));
 	u->ops = (uint8_t)ops;
 }
 

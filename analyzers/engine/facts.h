@@ -23,8 +23,12 @@
  * facts decides what it decided without them (tests/unit/test_facts.c
  * checks that over every rule's unit table and the fuzz corpus).
  *
- * Nothing is copied or allocated: the members' iterators point into the
- * request, which outlives the checks. Engine-internal and read by the rule
+ * Nothing is copied or allocated: the members' iterators and the writes'
+ * cursors point into the request, which outlives the checks. The facts
+ * are read with cursors (wire_iter.h); a filter member keeps the iterator
+ * a walk of the filter would have had (wire_cur_iter), since several
+ * rules read members as iterators; a write keeps its cursor, which its
+ * two readers read as one. Engine-internal and read by the rule
  * files through rule_site.facts. */
 #ifndef MG_ANALYZERS_ENGINE_FACTS_H
 #define MG_ANALYZERS_ENGINE_FACTS_H
@@ -34,6 +38,7 @@
 #include <stdint.h>
 
 #include "protocol/byte_template.h"
+#include "protocol/wire_iter.h"
 
 /* Members kept; a filter with more is read by the rules themselves. Real
  * filters have one to four. */
@@ -124,7 +129,7 @@ typedef enum {
 } fact_write_op;
 
 typedef struct fact_write {
-	bson_iter_t it;    /* on the member: its path (key) and value */
+	wire_cur at;       /* on the member: its path (key) and value */
 	uint32_t len;      /* strlen of the path */
 	uint32_t position; /* the length of the path before its first positional
 	                      component, 0 when it has none */
@@ -178,12 +183,14 @@ typedef struct stmt_facts {
  * statement's first byte. */
 typedef byte_spans facts_spans;
 
-/* Reads filter (an iterator on a document) into f; spans (may be NULL)
- * gets the filter's unread value bytes. */
-void facts_filter(filter_facts *f, const bson_iter_t *filter, facts_spans *spans);
+/* Reads filter (a cursor on a document) into f; spans (may be NULL)
+ * gets the filter's unread value bytes. A cursor, as the walk of a
+ * statement keeps its parts: no iterator is made for a statement no check
+ * is called on. */
+void facts_filter(filter_facts *f, const wire_cur *filter, facts_spans *spans);
 
-/* Reads update (an iterator on the update's value) into u; spans as above. */
-void facts_update(update_facts *u, const bson_iter_t *update, facts_spans *spans);
+/* Reads update (a cursor on the update's value) into u; spans as above. */
+void facts_update(update_facts *u, const wire_cur *update, facts_spans *spans);
 
 /* Whether mongod refuses update (an iterator on an update's value, or on
  * $merge's whenMatched) for a modifier, or an update pipeline's stage, it

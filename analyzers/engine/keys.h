@@ -39,6 +39,15 @@ static inline __attribute__((always_inline)) bool key_is_n(const bson_iter_t *it
 	return wire_iter_key_len(it) == n && memcmp(wire_iter_key(it), lit, n) == 0;
 }
 
+/* KEY_IS for a cursor (wire_cur) on an element. */
+#define CUR_KEY_IS(c, lit) cur_key_is_n((c), "" lit "", sizeof(lit) - 1)
+
+static inline __attribute__((always_inline)) bool cur_key_is_n(const wire_cur *c, const char *lit,
+                                                               uint32_t n)
+{
+	return wire_cur_key_len(c) == n && memcmp(wire_cur_key(c), lit, n) == 0;
+}
+
 /* Whether key, with its NUL as BSON stores a key, occurs anywhere in the
  * bytes of a document or array. False means no element at any depth is
  * named key, so a walk looking for one can be skipped; true only means

@@ -830,8 +830,11 @@ size_t shape_render_values(const shape_spec *s, bool redact, char *buf, size_t c
 		const shape_part *p = &s->parts[i];
 		if (p->str)
 			w_cstr(&w, p->key, p->str);
-		else
-			render(&w, p->key, &p->value, p->mode, 2);
+		else {
+			bson_iter_t it;
+			wire_cur_iter(&p->value, &it);
+			render(&w, p->key, &it, p->mode, 2);
+		}
 	}
 	size_t n = jw_finish(&w);
 	if (values)

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/wire_iter.h"
+
 /* Big enough for any realistic query; larger ones are truncated. */
 #define SHAPE_BUF_LEN 8192
 /* Deeper values are written as "?deep"; also bounds the writer's stack. */
@@ -42,8 +44,9 @@ typedef enum {
 typedef struct shape_part {
 	const char *key;
 	shape_mode mode;
-	const char *str;   /* non-NULL: write this string verbatim, ignore value */
-	bson_iter_t value; /* positioned on the value */
+	const char *str; /* non-NULL: write this string verbatim, ignore value */
+	wire_cur value;  /* on the value: a cursor, since a statement's parts are
+	                  * kept for every statement and rendered for few */
 } shape_part;
 
 typedef struct shape_spec {

@@ -107,8 +107,7 @@ static uint64_t raw_key(const rule_ctx *ax, const rule_site *s)
 		if (p->str)
 			h = mix_str(h, p->str);
 		else /* the whole element: type, key and value */
-			h = mix_bytes(h, p->value.raw + p->value.off,
-			              p->value.next_off - p->value.off);
+			h = mix_bytes(h, p->value.raw + p->value.at, p->value.next - p->value.at);
 	}
 	return h;
 }

@@ -292,17 +292,18 @@ static void add_field(push_hit *hit, const char *field)
 	text_cat(hit->fields, cap, "\"");
 }
 
-/* One member of $push: {field: value}. NULL when bounded. */
-static const char *push_value_form(const bson_iter_t *v)
+/* One member of $push: {field: value}. NULL when bounded. Inline, as
+ * check_member. */
+static inline __attribute__((always_inline)) const char *push_value_form(const wire_cur *v)
 {
-	bson_iter_t c;
+	wire_cur c;
 	bool each = false, slice = false;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
+	if (wire_cur_type(v) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(v, &c))
 		return "has no $each + $slice";
-	while (wire_iter_walk(&c)) {
-		if (KEY_IS(&c, "$each"))
+	while (wire_cur_walk(&c)) {
+		if (CUR_KEY_IS(&c, "$each"))
 			each = true;
-		else if (KEY_IS(&c, "$slice"))
+		else if (CUR_KEY_IS(&c, "$slice"))
 			slice = true;
 	}
 	if (each && slice)
@@ -327,37 +328,46 @@ typedef struct lazy_guards {
 static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_t *filter,
                           const filter_facts *ff);
 
+/* Out of line: its walks keep bson_iter_t, whose 128-byte alignment
+ * would make every caller realign its stack, on every statement. */
+static __attribute__((noinline)) void guards_fill(lazy_guards *lg)
+{
+	lg->read = true;
+	lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
+	lg->g.counted = false;
+	update_guards(&lg->g, lg->u, lg->filter, lg->ff);
+}
+
 static const push_guards *guards_read(lazy_guards *lg)
 {
-	if (!lg->read) {
-		lg->read = true;
-		lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
-		lg->g.counted = false;
-		update_guards(&lg->g, lg->u, lg->filter, lg->ff);
-	}
+	if (!lg->read)
+		guards_fill(lg);
 	return &lg->g;
 }
 
 /* One member of a $push, c on it: whether it grows an array without a
- * bound, added to hit when it does. */
-static bool check_member(const bson_iter_t *c, lazy_guards *lg, push_hit *hit)
+ * bound, added to hit when it does. Inline: on every $push member of
+ * every update statement, which is mostly a walk of two keys. */
+static inline __attribute__((always_inline)) bool check_member(const wire_cur *c, lazy_guards *lg,
+                                                               push_hit *hit)
 {
 	const char *form = push_value_form(c);
-	if (!form || guarded(guards_read(lg), wire_iter_key(c)))
+	if (!form || guarded(guards_read(lg), wire_cur_key(c)))
 		return false;
 	if (!hit->form)
 		hit->form = form;
-	add_field(hit, wire_iter_key(c));
+	add_field(hit, wire_cur_key(c));
 	return true;
 }
 
+/* A $push's members, on a cursor: only their keys and values are read. */
 static bool check_push(const bson_iter_t *push, lazy_guards *g, push_hit *hit)
 {
-	bson_iter_t c;
-	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_iter_recurse(push, &c))
+	wire_cur c;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_cur_recurse_iter(push, &c))
 		return false;
 	bool found = false;
-	while (wire_iter_next(&c))
+	while (wire_cur_walk(&c))
 		found |= check_member(&c, g, hit);
 	return found;
 }
@@ -691,42 +701,12 @@ static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_
 	}
 }
 
-/* Whether an update grows an array without a bound: guards in the
- * statement's filter (a counter held below a limit, an array held below a
- * length) count as bounds, read for an operator update once a member
- * without a bound of its own is found (lazy_guards). */
-static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const filter_facts *ff,
-                        const update_facts *uf, push_hit *hit)
+/* push_update's walk of an update the engine read no facts of (its
+ * members, every $push of it). Out of line: as guards_fill. */
+static __attribute__((noinline)) bool push_update_walk(const bson_iter_t *u, lazy_guards *lg,
+                                                       push_hit *hit)
 {
 	bson_iter_t c, push;
-	/* Counts and flags only: on every update statement, zeroing the
-	 * guard lists and the field text (720 bytes) cost more than the walk
-	 * of a $set; nothing reads past a count or the text's NUL. */
-	hit->fields[0] = '\0';
-	hit->pipeline = hit->unjudged = false;
-	hit->form = NULL;
-	if (WIRE_ITER_HOLDS_ARRAY(u)) {
-		push_guards g;
-		g.ncounters = g.nfloors = g.narrays = 0;
-		g.counted = false;
-		guards_of(&g, filter, ff);
-		return check_pipeline(u, &g, hit);
-	}
-	lazy_guards lg; /* its guards set only once read (guards_read) */
-	lg.read = false;
-	lg.u = u;
-	lg.filter = filter;
-	lg.ff = ff;
-	if (uf) {
-		/* the update's $push members, as the engine read them (facts.h) */
-		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
-			return false;
-		bool found = false;
-		for (unsigned i = 0; i < uf->nwrites; i++)
-			if (uf->writes[i].op == FW_PUSH)
-				found |= check_member(&uf->writes[i].it, &lg, hit);
-		return found;
-	}
 	if (!WIRE_ITER_HOLDS_DOCUMENT(u) || !wire_iter_recurse(u, &c))
 		return false;
 	/* Only a top-level $push is an operator; a replacement document's
@@ -747,11 +727,59 @@ static bool push_update(const bson_iter_t *u, const bson_iter_t *filter, const f
 	 * each occurrence of a repeated operator ({$push: {a: ...}, $push:
 	 * {b: ...}} pushes to both), so checking the first alone let a bounded
 	 * push hide an unbounded one after it. */
-	bool found = check_push(&push, &lg, hit);
+	bool found = check_push(&push, lg, hit);
 	while (wire_iter_next(&push))
-		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, &lg, hit))
+		if (key_eq(wire_iter_key(&push), "$push") && check_push(&push, lg, hit))
 			found = true;
 	return found;
+}
+
+/* A pipeline update: out of line, as guards_fill. */
+static __attribute__((noinline)) bool push_update_pipeline(const bson_iter_t *u,
+                                                           const bson_iter_t *filter,
+                                                           const filter_facts *ff, push_hit *hit)
+{
+	push_guards g;
+	g.ncounters = g.nfloors = g.narrays = 0;
+	g.counted = false;
+	guards_of(&g, filter, ff);
+	return check_pipeline(u, &g, hit);
+}
+
+/* Whether an update grows an array without a bound: guards in the
+ * statement's filter (a counter held below a limit, an array held below a
+ * length) count as bounds, read for an operator update once a member
+ * without a bound of its own is found (lazy_guards). Inline into
+ * check_update, the request path's caller: a call less a statement. */
+static inline __attribute__((always_inline)) bool push_update(const bson_iter_t *u,
+                                                              const bson_iter_t *filter,
+                                                              const filter_facts *ff,
+                                                              const update_facts *uf, push_hit *hit)
+{
+	/* Counts and flags only: on every update statement, zeroing the
+	 * guard lists and the field text (720 bytes) cost more than the walk
+	 * of a $set; nothing reads past a count or the text's NUL. */
+	hit->fields[0] = '\0';
+	hit->pipeline = hit->unjudged = false;
+	hit->form = NULL;
+	if (WIRE_ITER_HOLDS_ARRAY(u))
+		return push_update_pipeline(u, filter, ff, hit);
+	lazy_guards lg; /* its guards set only once read (guards_read) */
+	lg.read = false;
+	lg.u = u;
+	lg.filter = filter;
+	lg.ff = ff;
+	if (uf) {
+		/* the update's $push members, as the engine read them (facts.h) */
+		if (uf->form != FU_OPERATORS || !(uf->ops & UOP_PUSH))
+			return false;
+		bool found = false;
+		for (unsigned i = 0; i < uf->nwrites; i++)
+			if (uf->writes[i].op == FW_PUSH)
+				found |= check_member(&uf->writes[i].at, &lg, hit);
+		return found;
+	}
+	return push_update_walk(u, &lg, hit);
 }
 
 bool rule_push_update(const bson_iter_t *u, const bson_iter_t *filter, push_hit *hit)

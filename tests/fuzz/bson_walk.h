@@ -11,7 +11,9 @@
  *
  * bw_iters_agree() steps libbson's iterator and protocol/wire_iter.h's side
  * by side over any bytes, recursing as far as both go, and says whether
- * they were in the same state after every step. Test-only code. */
+ * they were in the same state after every step; a wire_cur walks beside
+ * them, and the iterator it makes must be the one both are in. Test-only
+ * code. */
 #ifndef MG_TESTS_FUZZ_BSON_WALK_H
 #define MG_TESTS_FUZZ_BSON_WALK_H
 
@@ -150,15 +152,26 @@ static bool bw_same_state(const bson_iter_t *a, const bson_iter_t *b)
  * to the end, each document or array both can enter entered (to a depth a
  * little past the limit). False at the first step whose results or states
  * differ. */
-static bool bw_iters_agree_from(bson_iter_t *a, bson_iter_t *b, int depth)
+static bool bw_iters_agree_from(bson_iter_t *a, bson_iter_t *b, wire_cur *c, int depth)
 {
 	for (;;) {
-		/* wire_iter_walk: the same step, or false where it could only end */
-		bson_iter_t w = *b;
-		bool rw = wire_iter_walk(&w);
+		/* wire_iter_walk: the same step, or false where it could only end;
+		 * a cursor's walk: the same, and the iterator it makes the same */
+		bson_iter_t w = *b, cw;
+		bool rw = wire_iter_walk(&w), rc = wire_cur_walk(c);
 		bool ra = bson_iter_next(a), rb = wire_iter_next(b);
 		if (ra != rb || !bw_same_state(a, b) || rw != rb || (rw && !bw_same_state(&w, b)))
 			return false;
+		if (rc != rw)
+			return false;
+		if (rc) {
+			memset(&cw, 0x5a, sizeof cw);
+			wire_cur_iter(c, &cw);
+			if (!bw_same_state(&cw, b) || wire_cur_type(c) != bson_iter_type(a) ||
+			    wire_cur_key(c) != bson_iter_key(a) ||
+			    wire_cur_key_len(c) != strlen(bson_iter_key(a)))
+				return false;
+		}
 		if (!ra)
 			return true;
 		if (wire_iter_type(b) != bson_iter_type(a) || wire_iter_key(b) != bson_iter_key(a))
@@ -168,10 +181,14 @@ static bool bw_iters_agree_from(bson_iter_t *a, bson_iter_t *b, int depth)
 		bson_iter_t ca, cb;
 		memset(&ca, 0xa5, sizeof ca); /* what recurse leaves alone must not matter */
 		memcpy(&cb, &ca, sizeof cb);
+		wire_cur cc;
 		bool ea = bson_iter_recurse(a, &ca), eb = wire_iter_recurse(b, &cb);
-		if (ea != eb || (ea && !bw_same_state(&ca, &cb)))
+		bool ec = wire_cur_recurse(c, &cc);
+		if (ea != eb || (ea && !bw_same_state(&ca, &cb)) || ec != eb)
 			return false;
-		if (ea && !bw_iters_agree_from(&ca, &cb, depth + 1))
+		if (ec && (cc.raw != cb.raw || cc.len != cb.len || cc.next != cb.next_off))
+			return false;
+		if (ea && !bw_iters_agree_from(&ca, &cb, &cc, depth + 1))
 			return false;
 	}
 }
@@ -186,7 +203,9 @@ static bool bw_iters_agree(const uint8_t *p, uint32_t len)
 	a.len = len;
 	a.next_off = 4;
 	b = a;
-	return bw_iters_agree_from(&a, &b, 0);
+	wire_cur c;
+	wire_cur_init_framed(&c, p, len);
+	return bw_iters_agree_from(&a, &b, &c, 0);
 }
 
 #endif

@@ -33,9 +33,12 @@ static const char *render_find(const char *cmd_json, bool redact, char *buf, siz
 	bson_iter_init(&it, b);
 	while (bson_iter_next(&it)) {
 		if (strcmp(bson_iter_key(&it), "filter") == 0)
-			parts[n++] = (shape_part){"filter", SHAPE_FILTER, NULL, it};
+			parts[n] = (shape_part){"filter", SHAPE_FILTER, NULL, {0}};
 		else if (strcmp(bson_iter_key(&it), "sort") == 0)
-			parts[n++] = (shape_part){"sort", SHAPE_VERBATIM, NULL, it};
+			parts[n] = (shape_part){"sort", SHAPE_VERBATIM, NULL, {0}};
+		else
+			continue;
+		wire_cur_of_iter(&parts[n++].value, &it);
 	}
 	shape_spec spec = {"find", "users", false, parts, n};
 	shape_render(&spec, redact, buf, cap);
@@ -208,7 +211,9 @@ static void test_escaping(void **state)
 	shape_part p = {"filter", SHAPE_FILTER, NULL, {0}};
 	bson_t wrap = BSON_INITIALIZER;
 	BSON_APPEND_DOCUMENT(&wrap, "filter", b);
-	bson_iter_init_find(&p.value, &wrap, "filter");
+	bson_iter_t at;
+	bson_iter_init_find(&at, &wrap, "filter");
+	wire_cur_of_iter(&p.value, &at);
 	char buf[SHAPE_BUF_LEN];
 	shape_spec spec = {"find", "c\"oll", false, &p, 1};
 	shape_render(&spec, false, buf, sizeof(buf));
