@@ -173,15 +173,29 @@ static inline bool wire_iter_init_raw(bson_iter_t *iter, const uint8_t *data, ui
 /* As bson_iter_recurse(iter, child). Inline: every level of every
  * filter and update is entered through it, and inlined, the stores its
  * first step overwrites go. */
+/* The document or array whose type byte is at raw[at] and whose value
+ * starts at raw[val]: its bytes and its length prefix; false for any
+ * other type. What each recurse below (iterator or cursor) enters. */
+static inline __attribute__((always_inline)) bool
+wire_child_of(const uint8_t *raw, uint32_t at, uint32_t val, const uint8_t **data, uint32_t *len)
+{
+	uint8_t type = raw[at];
+	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+		return false;
+	memcpy(len, raw + val, sizeof *len);
+	*len = BSON_UINT32_FROM_LE(*len);
+	*data = raw + val;
+	return true;
+}
+
 static inline __attribute__((always_inline)) bool wire_iter_recurse(const bson_iter_t *it,
                                                                     bson_iter_t *child)
 {
-	uint8_t type = it->raw[it->type];
+	const uint8_t *data;
 	uint32_t len;
-	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+	if (!wire_child_of(it->raw, it->type, it->d1, &data, &len))
 		return false;
-	memcpy(&len, it->raw + it->d1, sizeof len);
-	wire_iter_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	wire_iter_init_framed(child, data, len);
 	return true;
 }
 
@@ -375,12 +389,11 @@ static inline uint32_t wire_cur_key_len(const wire_cur *c)
 static inline __attribute__((always_inline)) bool wire_cur_recurse(const wire_cur *c,
                                                                    wire_cur *child)
 {
-	uint8_t type = c->raw[c->at];
+	const uint8_t *data;
 	uint32_t len;
-	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+	if (!wire_child_of(c->raw, c->at, c->val, &data, &len))
 		return false;
-	memcpy(&len, c->raw + c->val, sizeof len);
-	wire_cur_init_framed(child, c->raw + c->val, BSON_UINT32_FROM_LE(len));
+	wire_cur_init_framed(child, data, len);
 	return true;
 }
 
@@ -388,12 +401,11 @@ static inline __attribute__((always_inline)) bool wire_cur_recurse(const wire_cu
 static inline __attribute__((always_inline)) bool wire_cur_recurse_iter(const bson_iter_t *it,
                                                                         wire_cur *child)
 {
-	uint8_t type = it->raw[it->type];
+	const uint8_t *data;
 	uint32_t len;
-	if (type != BSON_TYPE_DOCUMENT && type != BSON_TYPE_ARRAY)
+	if (!wire_child_of(it->raw, it->type, it->d1, &data, &len))
 		return false;
-	memcpy(&len, it->raw + it->d1, sizeof len);
-	wire_cur_init_framed(child, it->raw + it->d1, BSON_UINT32_FROM_LE(len));
+	wire_cur_init_framed(child, data, len);
 	return true;
 }
 

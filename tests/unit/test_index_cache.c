@@ -414,6 +414,17 @@ static void test_namespaces_are_bounded(void **state)
 	index_cache_free(ic);
 }
 
+/* A cache that knows db.a as set, which this thread looked up last. */
+static index_cache *cache_with_memo(index_set *set)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	index_cache_put(ic, "db", "a", set);
+	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
+	index_set_release(got);
+	return ic;
+}
+
 /* A thread's last KNOWN answer is given again without the lock
  * (index_cache_get_ns): only while nothing landed or was forgotten since,
  * an eviction included, and never another cache's. */
@@ -446,10 +457,7 @@ static void test_thread_memo(void **state)
 
 	/* An eviction: a's the oldest entry when the cache is full, the
 	 * lookups that filled it all PENDING (no landing between). */
-	ic = new_cache();
-	index_cache_put(ic, "db", "a", a);
-	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
-	index_set_release(got);
+	ic = cache_with_memo(a);
 	char coll[32];
 	for (int i = 0; i < INDEX_CACHE_MAX_ENTRIES - 1; i++) {
 		snprintf(coll, sizeof coll, "c%d", i);
@@ -461,11 +469,7 @@ static void test_thread_memo(void **state)
 	index_cache_free(ic);
 
 	/* Another cache (at the same address, as likely as not) knows nothing. */
-	ic = new_cache();
-	index_cache_put(ic, "db", "a", a);
-	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_KNOWN);
-	index_set_release(got);
-	index_cache_free(ic);
+	index_cache_free(cache_with_memo(a));
 	ic = new_cache();
 	assert_int_equal(index_cache_get(ic, "db", "a", &got), INDEXES_PENDING);
 	assert_null(got);

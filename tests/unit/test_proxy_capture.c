@@ -244,18 +244,25 @@ static void test_report_aggregation(void **st)
 	cleanup();
 }
 
-/* The records of the one capture file in dir, in order, as "S:db.coll"
- * (a forget record; "S:db" for a whole database) or "R:coll" (a request
- * naming coll), comma-separated into out. */
-static void record_order(char *out, size_t cap)
+/* The capture file's bytes (its first 64 KiB) into buf. */
+static size_t capture_bytes(uint8_t *buf, size_t cap)
 {
 	char path[600];
 	the_file(path, sizeof path);
 	FILE *f = fopen(path, "rb");
 	assert_non_null(f);
-	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf, f), off = 0;
+	size_t n = fread(buf, 1, cap, f);
 	fclose(f);
+	return n;
+}
+
+/* The records of the one capture file in dir, in order, as "S:db.coll"
+ * (a forget record; "S:db" for a whole database) or "R:coll" (a request
+ * naming coll), comma-separated into out. */
+static void record_order(char *out, size_t cap)
+{
+	static uint8_t buf[1 << 16];
+	size_t n = capture_bytes(buf, sizeof buf), off = 0;
 	bson_t rec;
 	out[0] = '\0';
 	while (capture_next(buf, n, &off, &rec) == CAPTURE_NEXT_OK) {
@@ -286,6 +293,22 @@ static void send_find(capture_sink *c, const char *coll, int32_t rid, uint64_t j
 	free(m);
 }
 
+/* A writer into a fresh dir, with its own index cache (*ic), whose held
+ * events only a request or the stop lets out. */
+static capture_sink *held_sink(index_cache **ic)
+{
+	make_dir();
+	capture_settings s;
+	capture_settings_defaults(&s);
+	snprintf(s.dir, sizeof s.dir, "%s", dir);
+	char err[512];
+	s.event_hold_us = 600000000; /* only a request, or the stop, lets an event out */
+	*ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
+	capture_sink *c = capture_sink_new(&s, "test", NULL, *ic, err, sizeof err);
+	assert_true(c && capture_sink_start(c, err, sizeof err));
+	return c;
+}
+
 /* The index cache's schema changes are written where the proxy's verdicts
  * met them, not where their items fell in the queue: a request judged
  * before a change (its judged_at below the change's stamp) but queued
@@ -298,15 +321,8 @@ static void send_find(capture_sink *c, const char *coll, int32_t rid, uint64_t j
  * queued before the cache forgot. */
 static void test_schema_changes_in_judgement_order(void **st)
 {
-	make_dir();
-	capture_settings s;
-	capture_settings_defaults(&s);
-	snprintf(s.dir, sizeof s.dir, "%s", dir);
-	char err[512];
-	s.event_hold_us = 600000000; /* only a request, or the stop, lets an event out */
-	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
-	capture_sink *c = capture_sink_new(&s, "test", NULL, ic, err, sizeof err);
-	assert_true(c && capture_sink_start(c, err, sizeof err));
+	index_cache *ic;
+	capture_sink *c = held_sink(&ic);
 	index_cache_invalidate(ic, "shop", "other"); /* stamp 1 */
 	uint64_t before = index_cache_changes(ic);
 	index_cache_invalidate(ic, "shop", "orders"); /* another worker's, stamp 2 */
@@ -332,15 +348,9 @@ static void test_schema_changes_in_judgement_order(void **st)
  * it, and the report counted them twice). */
 static void test_counts_with_requests(void **st)
 {
-	make_dir();
-	capture_settings s;
-	capture_settings_defaults(&s);
-	snprintf(s.dir, sizeof s.dir, "%s", dir);
-	char err[512];
-	s.event_hold_us = 600000000; /* only a request, or the stop, lets an event out */
-	index_cache *ic = index_cache_new(NULL, 60, NULL, NULL, NULL, 0);
-	capture_sink *c = capture_sink_new(&s, "test", NULL, ic, err, sizeof err);
-	assert_true(c && capture_sink_start(c, err, sizeof err));
+	index_cache *ic;
+	capture_sink *c = held_sink(&ic);
+	char err[128];
 	index_set *set =
 	    index_set_from_json("[{\"key\":{\"_id\":1},\"name\":\"_id_\"}]", err, sizeof err);
 	assert_non_null(set);
@@ -364,13 +374,8 @@ static void test_counts_with_requests(void **st)
 	capture_sink_free(c, NULL);
 	index_cache_free(ic);
 
-	char path[600];
-	the_file(path, sizeof path);
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
 	static uint8_t buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf, f), off = 0;
-	fclose(f);
+	size_t n = capture_bytes(buf, sizeof buf), off = 0;
 	bson_t rec;
 	char seen[256] = "";
 	while (capture_next(buf, n, &off, &rec) == CAPTURE_NEXT_OK) {
