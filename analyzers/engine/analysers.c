@@ -337,7 +337,7 @@ verdict analyze_query(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	if (!coll)
 		return collection_by_uuid(ax, v);
 	if (!target_init(ax, &t, ax->db, coll)) {
@@ -586,7 +586,7 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
-	const char *coll = body_coll_of(&v->body); /* NULL for {aggregate: 1} */
+	const char *coll = cmdview_coll(v); /* NULL for {aggregate: 1} */
 	body_init(&b, ax->db, coll);
 	if (!body_walk(&b, &v->body, ax->cmd->keys))
 		return VERDICT_FORWARD;
@@ -661,7 +661,7 @@ verdict analyze_view(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	cmd_body b;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	bson_iter_t it;
 	if (!coll || !bson_iter_init_find(&it, &v->body, "pipeline"))
 		return VERDICT_FORWARD;
@@ -765,7 +765,7 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 {
 	target t;
 	const command_def *c = ax->cmd;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	if (!coll || !target_init(ax, &t, ax->db, coll))
 		return VERDICT_FORWARD;
 	if (!(t.parts & c->parts))
@@ -819,7 +819,7 @@ verdict analyze_insert(rule_ctx *ax, const cmdview *v)
 	target t;
 	cmdview_docs d;
 	bson_t doc;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	if (coll && ax->e->learn_arrays) {
 		cmdview_docs_init(&d, v, command_stmts(ax->cmd));
 		while (cmdview_docs_next(&d, &doc))

@@ -135,6 +135,24 @@ static inline const char *body_coll_of(const bson_t *doc)
 	return NULL;
 }
 
+/* body_coll_of(&v->body), from the view's first key when it has one (the
+ * decoder's pass found it: its type byte before it, its value after it):
+ * the string checked as libbson's step checks it, without the step. */
+static inline const char *cmdview_coll(const cmdview *v)
+{
+	if (v->ntop == 0)
+		return body_coll_of(&v->body);
+	const uint8_t *base = bson_get_data(&v->body), *k = (const uint8_t *)v->top_keys[0];
+	uint32_t len = v->body.len, o = (uint32_t)(k - base) + v->top_lens[0] + 1, l;
+	if (k[-1] != BSON_TYPE_UTF8 || o + 4 >= len)
+		return NULL;
+	memcpy(&l, base + o, sizeof l);
+	l = BSON_UINT32_FROM_LE(l);
+	if (l == 0 || l > len - (o + 4) || o + 4 + l >= len || base[o + 4 + l - 1] != 0)
+		return NULL;
+	return (const char *)base + o + 4;
+}
+
 /* The sort rule's question. The filter's view is made only here: only
  * the sort rule reads it as a document, and only when there is a sort. */
 static inline const sort_query *body_sort_query(cmd_body *b)

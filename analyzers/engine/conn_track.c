@@ -317,7 +317,7 @@ __attribute__((noinline)) void conn_track_report(rule_ctx *ax, engine_conn_track
                                                  const cmdview *v, uint32_t rules)
 {
 	engine *e = ax->e;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	const command_def *c = commands_find(v->name);
 	cmd_body b;
 	if (!coll || !c || !v->db)

@@ -169,7 +169,7 @@ bool engine_shape_values(const cmdview *v, char *ns, size_t nscap, char *command
 	/* A row no rule reads, or explain inside explain: as an unknown one. */
 	if (c && (!c->analyze || c->shape == CMD_SHAPE_INNER))
 		c = NULL;
-	const char *coll = body_coll_of(&v->body);
+	const char *coll = cmdview_coll(v);
 	cmd_body b;
 	body_init(&b, v->db, coll);
 	const char *name = c ? command_name(c) : v->name ? v->name : "";
