@@ -80,23 +80,10 @@ bool cmdview_docs_next(cmdview_docs *d, bson_t *doc);
  * library calls a statement. */
 bool cmdview_docs_next_iter_any(cmdview_docs *d, bson_iter_t *it);
 
-/* A kind-1 sequence's next document (opmsg_parse framed each already; the
+/* The same document as a cursor before its first element
+ * (protocol/wire_iter.h), where the statement walks of the engine start: a
+ * kind-1 sequence's next document (opmsg_parse framed each already; the
  * checks stay, for a view made otherwise) inline, the rest out of line. */
-static inline bool cmdview_docs_next_iter(cmdview_docs *d, bson_iter_t *it)
-{
-	size_t len;
-	if (d->in_seq && !d->corrupt && wire_doc_fits(d->p, (size_t)(d->end - d->p), &len)) {
-		wire_iter_init_framed(it, d->p, (uint32_t)len);
-		d->p += len;
-		return true;
-	}
-	return cmdview_docs_next_iter_any(d, it);
-}
-
-/* The same, as a cursor before the document's first element
- * (protocol/wire_iter.h): the statement walks of the engine start from
- * one, and the iterator's nine fields were written only to be read back
- * into its four. */
 static inline bool cmdview_docs_next_cur(cmdview_docs *d, wire_cur *c)
 {
 	size_t len;
