@@ -53,7 +53,7 @@ static void member(filter_facts *f, fact_member *m, const wire_cur *c, facts_spa
 {
 	wire_cur first;
 	const char *k = wire_cur_key(c);
-	wire_cur_iter(c, &m->it);
+	m->at = *c;
 	m->ops = 0;
 	m->dbref = false;
 	if (k[0] == '$') {
@@ -140,8 +140,12 @@ static uint32_t positional(const char *p, uint32_t len)
 	return 0;
 }
 
-/* The writes (update_facts.writes) of one operator, c on it. */
-static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op)
+/* The writes (update_facts.writes) of one operator, c on it. spans: a
+ * $set's members that are no write (a scalar at a plain path) give their
+ * values' bytes, as a filter's values do; a write's bytes, and a $push's
+ * or an $addToSet's, are read (the multikey learning, the push rule's
+ * bound) and give none. */
+static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op, facts_spans *sp)
 {
 	wire_cur m;
 	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(c, &m))
@@ -149,11 +153,18 @@ static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op)
 	while (wire_cur_walk(&m)) {
 		uint32_t len = wire_cur_key_len(&m), pos = positional(wire_cur_key(&m), len);
 		bson_type_t t = wire_cur_type(&m);
-		if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !pos)
+		if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !pos) {
+			value_span(sp, &m, t);
 			continue;
+		}
 		if (u->nwrites == FACTS_WRITES) {
 			u->writes_complete = false;
 			return;
+		}
+		if (op == FW_PUSH) {
+			bool each, slice;
+			if (!facts_push_bounded(&m, &each, &slice))
+				u->ops |= UOP_PUSH_OPEN;
 		}
 		fact_write *w = &u->writes[u->nwrites++];
 		w->at = m;
@@ -191,12 +202,17 @@ void facts_update(update_facts *u, const wire_cur *update, facts_spans *sp)
 	}
 	u->form = FU_OPERATORS;
 	unsigned ops = 0;
+	u->ops = 0; /* writes_of may add UOP_PUSH_OPEN */
 	do {
-		/* the operand's inside, between its length and its last byte */
-		bson_type_t t = wire_cur_type(&c);
-		if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) && c.next - c.val > 5)
-			byte_spans_add(sp, c.raw + c.val + 4, c.next - c.val - 5);
 		int op = write_op(&c);
+		if (op < 0) {
+			/* an operator that writes no array: nothing reads its
+			 * operand's inside, between its length and its last byte */
+			bson_type_t t = wire_cur_type(&c);
+			if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) &&
+			    c.next - c.val > 5)
+				byte_spans_add(sp, c.raw + c.val + 4, c.next - c.val - 5);
+		}
 		if (op == FW_PUSH)
 			ops |= UOP_PUSH;
 		else if (CUR_KEY_IS(&c, "$inc"))
@@ -204,9 +220,9 @@ void facts_update(update_facts *u, const wire_cur *update, facts_spans *sp)
 		else
 			ops |= UOP_OTHER;
 		if (op >= 0 && u->writes_complete)
-			writes_of(u, &c, (fact_write_op)op);
+			writes_of(u, &c, (fact_write_op)op, sp);
 	} while (wire_cur_walk(&c));
-	u->ops = (uint8_t)ops;
+	u->ops |= (uint8_t)ops;
 }
 
 static bool is(const char *a, const char *b)

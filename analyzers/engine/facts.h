@@ -25,10 +25,10 @@
  *
  * Nothing is copied or allocated: the members' iterators and the writes'
  * cursors point into the request, which outlives the checks. The facts
- * are read with cursors (wire_iter.h); a filter member keeps the iterator
- * a walk of the filter would have had (wire_cur_iter), since several
- * rules read members as iterators; a write keeps its cursor, which its
- * two readers read as one. Engine-internal and read by the rule
+ * are read with cursors (wire_iter.h), and kept as cursors: the three
+ * rules that read a member as an iterator make it (wire_cur_iter) when
+ * they read it; a write keeps its cursor, which its two readers read as
+ * one. Engine-internal and read by the rule
  * files through rule_site.facts. */
 #ifndef MG_ANALYZERS_ENGINE_FACTS_H
 #define MG_ANALYZERS_ENGINE_FACTS_H
@@ -37,6 +37,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "analyzers/engine/keys.h"
 #include "protocol/byte_template.h"
 #include "protocol/wire_iter.h"
 
@@ -68,10 +69,11 @@ enum {
 #define FOP_PATTERN (FOP_REGEX | FOP_LIST | FOP_NOT | FOP_ELEM_MATCH)
 
 typedef struct fact_member {
-	bson_iter_t it; /* on the member: its key, type and value */
-	uint8_t kind;   /* fact_kind */
-	uint8_t ops;    /* FM_OPS: FOP_* of its keys */
-	bool dbref;     /* FM_OPS whose first key is $ref, $id or $db: a value */
+	wire_cur at;  /* on the member: its key, type and value (wire_cur_iter
+	               * makes the iterator a walk of the filter would have had) */
+	uint8_t kind; /* fact_kind */
+	uint8_t ops;  /* FM_OPS: FOP_* of its keys */
+	bool dbref;   /* FM_OPS whose first key is $ref, $id or $db: a value */
 } fact_member;
 
 typedef struct filter_facts {
@@ -109,7 +111,31 @@ enum {
 	UOP_PUSH = 1u << 0, /* $push */
 	UOP_INC = 1u << 1,  /* $inc */
 	UOP_OTHER = 1u << 2,
+	/* a member of some $push may grow its array without a bound of its
+	 * own: its value is not a document naming both $each and $slice
+	 * (facts_push_bounded) */
+	UOP_PUSH_OPEN = 1u << 3,
 };
+
+/* Whether the value v of a $push member bounds the array it grows: a
+ * document naming both $each and $slice. Otherwise *each and *slice say
+ * which of the two it names (neither for a value that is not a document).
+ * The facts and the unbounded-push rule's words read it alike. */
+static inline __attribute__((always_inline)) bool facts_push_bounded(const wire_cur *v, bool *each,
+                                                                     bool *slice)
+{
+	wire_cur c;
+	*each = *slice = false;
+	if (wire_cur_type(v) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(v, &c))
+		return false;
+	while (wire_cur_walk(&c)) {
+		if (CUR_KEY_IS(&c, "$each"))
+			*each = true;
+		else if (CUR_KEY_IS(&c, "$slice"))
+			*slice = true;
+	}
+	return *each && *slice;
+}
 
 /* The paths of an FU_OPERATORS update that can put an array somewhere:
  * each member of a $push or $addToSet (it grows the array at its path),
@@ -162,7 +188,8 @@ enum {
 	STMT_PLAN = 1u << 1,
 	/* The query has a collation. */
 	STMT_COLLATED = 1u << 2,
-	/* The update may append to an array: a $push, or a pipeline. */
+	/* The update may append to an array: a $push whose members do not
+	 * all bound their arrays, or a pipeline. */
 	STMT_PUSH = 1u << 3,
 };
 
@@ -177,10 +204,13 @@ typedef struct stmt_facts {
  * for the statements after it: protocol/byte_template.h). Only value
  * bytes no step checks and no rule decision of the read depends on are
  * recorded: the value of a number, date, ObjectId or timestamp compared
- * for equality in the filter, the inside of such a string (not its length
- * or its NUL), and the inside of an update operator's document or array
- * (not its length, not its last byte). Offsets are from base, the
- * statement's first byte. */
+ * for equality in the filter or set by a $set or $setOnInsert at a plain
+ * path, the inside of such a string (not its length or its NUL), and the
+ * inside of the document or array of an update operator that writes no
+ * array (not $push, $addToSet, $set or $setOnInsert; not its length, not
+ * its last byte). A $push's members are read for their bounds and every
+ * write for the arrays it makes (the multikey learning): none of their
+ * bytes is a span. Offsets are from base, the statement's first byte. */
 typedef byte_spans facts_spans;
 
 /* Reads filter (a cursor on a document) into f; spans (may be NULL)
@@ -219,7 +249,8 @@ static inline unsigned facts_have(const stmt_facts *f, bool hinted, bool collate
 		have |= STMT_COLLATED;
 	const update_facts *u = &f->update;
 	if (!f->has_update || u->form == FU_PIPELINE ||
-	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH)))
+	    (u->form == FU_OPERATORS && (u->ops & UOP_PUSH) &&
+	     ((u->ops & UOP_PUSH_OPEN) || !u->writes_complete)))
 		have |= STMT_PUSH;
 	return have;
 }

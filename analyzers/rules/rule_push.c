@@ -230,8 +230,11 @@ static void filter_guards(push_guards *g, const bson_iter_t *filter, int depth)
  * without stepping the filter again. */
 static void facts_guards(push_guards *g, const filter_facts *f)
 {
-	for (unsigned i = 0; i < f->n; i++)
-		member_guards(g, &f->m[i].it, 0);
+	bson_iter_t it;
+	for (unsigned i = 0; i < f->n; i++) {
+		wire_cur_iter(&f->m[i].at, &it);
+		member_guards(g, &it, 0);
+	}
 }
 
 static bool guard_on(const guard_path *list, size_t n, const char *key)
@@ -296,17 +299,8 @@ static void add_field(push_hit *hit, const char *field)
  * check_member. */
 static inline __attribute__((always_inline)) const char *push_value_form(const wire_cur *v)
 {
-	wire_cur c;
-	bool each = false, slice = false;
-	if (wire_cur_type(v) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(v, &c))
-		return "has no $each + $slice";
-	while (wire_cur_walk(&c)) {
-		if (CUR_KEY_IS(&c, "$each"))
-			each = true;
-		else if (CUR_KEY_IS(&c, "$slice"))
-			slice = true;
-	}
-	if (each && slice)
+	bool each, slice;
+	if (facts_push_bounded(v, &each, &slice))
 		return NULL;
 	if (each)
 		return "has $each but no $slice";

@@ -354,7 +354,9 @@ static bool regex_in_facts(const filter_facts *f, regex_hit *hit)
 		const fact_member *m = &f->m[i];
 		if ((m->kind == FM_OPS && (m->ops & FOP_PATTERN)) || m->kind == FM_REGEX ||
 		    m->kind == FM_TOP) {
-			if (walk_member(&m->it, NULL, hit, 0))
+			bson_iter_t it;
+			wire_cur_iter(&m->at, &it);
+			if (walk_member(&it, NULL, hit, 0))
 				return true;
 		}
 	}

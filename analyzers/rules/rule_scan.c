@@ -245,8 +245,11 @@ static void collect(scan_preds *p, const bson_t *filter, int depth)
 /* The same, from the members the engine read (facts.h). */
 static void collect_facts(scan_preds *p, const filter_facts *f)
 {
-	for (unsigned i = 0; i < f->n; i++)
-		collect_member(p, &f->m[i].it, 0);
+	bson_iter_t it;
+	for (unsigned i = 0; i < f->n; i++) {
+		wire_cur_iter(&f->m[i].at, &it);
+		collect_member(p, &it, 0);
+	}
 }
 
 /* ---- asking the indexes ---- */

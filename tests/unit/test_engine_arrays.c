@@ -175,6 +175,39 @@ static void test_update_paths(void **state)
 	}
 }
 
+/* A batch's statement matched by the template of the one before it is
+ * not read: only value bytes no read looks at may differ. The operand of
+ * a $set is read for the arrays it writes, so a $set of an array of the
+ * same length as the scalar $set before it must still be learned. */
+static void test_template_hides_no_write(void **state)
+{
+	static const char *const batches[] = {
+	    /* {other: 5} and {tags: []}: the same 11 bytes inside the $set */
+	    "{'update':'orders','updates':[{'q':{'_id':1},'u':{'$set':{'other':5}}},"
+	    "{'q':{'_id':2},'u':{'$set':{'tags':[]}}}]}",
+	    /* a bounded $push, of the same length as an unbounded one after it */
+	    "{'update':'orders','updates':[{'q':{'_id':1},'u':{'$push':{'tagz':{'$each':[1],"
+	    "'$slice':-8}}}},{'q':{'_id':2},'u':{'$push':{'tags':{'$eaxh':[1],'$slice':-8}}}}]}",
+	};
+	for (size_t i = 0; i < sizeof(batches) / sizeof(batches[0]); i++) {
+		index_cache *ic = cache();
+		fx_sink sink;
+		fx_sink_init(&sink);
+		engine_config cfg;
+		engine *e = engine_at(ic, &sink, &cfg);
+		fx_analyze(e, "shop", batches[i], NULL, 0, NULL, NULL);
+		if (multikey(ic, "tags_1") != 1)
+			fail_msg("batch %zu: tags_1 multikey bits %u, expected 1", i,
+			         multikey(ic, "tags_1"));
+		if (i == 1 && fx_sink_count(&sink, RULE_UNBOUNDED_PUSH) != 1)
+			fail_msg("batch %zu: %zu unbounded-push findings, expected 1", i,
+			         fx_sink_count(&sink, RULE_UNBOUNDED_PUSH));
+		engine_free(e);
+		index_cache_free(ic);
+		fx_sink_free(&sink);
+	}
+}
+
 /* What is not written marks nothing: a blocked insert, an explain, and a
  * configuration whose index-reading rules are all off. */
 static void test_only_what_is_written(void **state)
@@ -225,6 +258,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_insert_makes_the_sort_in_memory),
 	    cmocka_unit_test(test_update_paths),
+	    cmocka_unit_test(test_template_hides_no_write),
 	    cmocka_unit_test(test_only_what_is_written),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,7 +112,17 @@ static void test_update_forms(void **state)
 		unsigned form, ops;
 	} rows[] = {
 	    {"{'u': {'$set': {'a': 1}}}", FU_OPERATORS, UOP_OTHER},
-	    {"{'u': {'$set': {'a': 1}, '$push': {'b': 1}}}", FU_OPERATORS, UOP_OTHER | UOP_PUSH},
+	    {"{'u': {'$set': {'a': 1}, '$push': {'b': 1}}}", FU_OPERATORS,
+	     UOP_OTHER | UOP_PUSH | UOP_PUSH_OPEN},
+	    /* a $push whose every member bounds its array is not open */
+	    {"{'u': {'$push': {'b': {'$each': [1], '$slice': -5}}}}", FU_OPERATORS, UOP_PUSH},
+	    {"{'u': {'$push': {'b': {'$slice': -5, 'x': 1, '$each': []}}}}", FU_OPERATORS,
+	     UOP_PUSH},
+	    {"{'u': {'$push': {'b': {'$each': [1], '$slice': -5}, 'c': {'$each': [1]}}}}",
+	     FU_OPERATORS, UOP_PUSH | UOP_PUSH_OPEN},
+	    {"{'u': {'$push': {'b': {'$each': [1], '$slice': -5}}, '$push': {'c': 1}}}",
+	     FU_OPERATORS, UOP_PUSH | UOP_PUSH_OPEN}, /* a repeated operator */
+	    {"{'u': {'$push': {'b': {'$slice': -5}}}}", FU_OPERATORS, UOP_PUSH | UOP_PUSH_OPEN},
 	    {"{'u': {'$inc': {'n': 1}}}", FU_OPERATORS, UOP_INC},
 	    {"{'u': {'a': 1, '$push': {'b': 1}}}", FU_REPLACEMENT, 0},
 	    {"{'u': {}}", FU_EMPTY, 0},
@@ -507,7 +517,7 @@ static bool batch_verdict(bool no_templates, const uint8_t *const *docs, const u
  * index cache; each byte's batch through fresh engines. */
 static void test_templates_same_as_reading(void **state)
 {
-	bson_t *stmts[6];
+	bson_t *stmts[8];
 	char long_v[521]; /* statements past 512 bytes are matched by memcmp, not by words */
 	memset(long_v, 'x', sizeof long_v - 1);
 	long_v[sizeof long_v - 1] = 0;
@@ -523,7 +533,14 @@ static void test_templates_same_as_reading(void **state)
 	                    BCON_UTF8(long_v), "}", "}");
 	stmts[5] = BCON_NEW("q", "{", "_id", BCON_INT32(3), "}", "u", "{", "$set", "{", "v",
 	                    BCON_UTF8(long_v), "}", "}");
-	for (int which = 0; which < 6; which += 2) {
+	/* a bounded $push: no check is called for it, and it is a template */
+	stmts[6] =
+	    BCON_NEW("q", "{", "_id", BCON_INT32(1), "}", "u", "{", "$push", "{", "a", "{", "$each",
+	             "[", BCON_INT32(1), "]", "$slice", BCON_INT32(-8), "}", "}", "}");
+	stmts[7] =
+	    BCON_NEW("q", "{", "_id", BCON_INT32(2), "}", "u", "{", "$push", "{", "a", "{", "$each",
+	             "[", BCON_INT32(1), "]", "$slice", BCON_INT32(-8), "}", "}", "}");
+	for (int which = 0; which < 8; which += 2) {
 		const bson_t *base = stmts[which + 1];
 		for (uint32_t at = 4; at + 1 < base->len; at++)
 			for (int flip = 0; flip < 3; flip++) {
@@ -552,7 +569,7 @@ static void test_templates_same_as_reading(void **state)
 				bson_free(mut);
 			}
 	}
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		bson_destroy(stmts[i]);
 }
 
