@@ -170,12 +170,9 @@ static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op, fact
 			u->writes_complete = false;
 			return;
 		}
-		if (op == FW_PUSH) {
-			bool each, slice;
-			if (!facts_push_bounded(&m, &each, &slice))
-				u->ops |= UOP_PUSH_OPEN;
-		}
 		fact_write *w = &u->writes[u->nwrites++];
+		if (op == FW_PUSH && !facts_push_bounded(&m, &w->each, &w->slice))
+			u->ops |= UOP_PUSH_OPEN;
 		w->at = m;
 		w->len = len;
 		w->position = pos;

@@ -160,6 +160,8 @@ typedef struct fact_write {
 	uint32_t position; /* the length of the path before its first positional
 	                      component, 0 when it has none */
 	uint8_t op;        /* fact_write_op */
+	/* FW_PUSH: what facts_push_bounded found in its value */
+	bool each, slice;
 } fact_write;
 
 typedef struct update_facts {

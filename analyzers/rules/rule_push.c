@@ -295,12 +295,11 @@ static void add_field(push_hit *hit, const char *field)
 	text_cat(hit->fields, cap, "\"");
 }
 
-/* One member of $push: {field: value}. NULL when bounded. Inline, as
- * check_member. */
-static inline __attribute__((always_inline)) const char *push_value_form(const wire_cur *v)
+/* The words for a $push member's value that names $each and $slice as
+ * given (facts_push_bounded): NULL when it bounds its array. */
+static const char *push_form(bool each, bool slice)
 {
-	bool each, slice;
-	if (facts_push_bounded(v, &each, &slice))
+	if (each && slice)
 		return NULL;
 	if (each)
 		return "has $each but no $slice";
@@ -339,13 +338,12 @@ static const push_guards *guards_read(lazy_guards *lg)
 	return &lg->g;
 }
 
-/* One member of a $push, c on it: whether it grows an array without a
- * bound, added to hit when it does. Inline: on every $push member of
- * every update statement, which is mostly a walk of two keys. */
-static inline __attribute__((always_inline)) bool check_member(const wire_cur *c, lazy_guards *lg,
-                                                               push_hit *hit)
+/* One member of a $push, c on it, whose value names $each and $slice as
+ * given: whether it grows an array without a bound, added to hit when it
+ * does. */
+static bool check_member(const wire_cur *c, bool each, bool slice, lazy_guards *lg, push_hit *hit)
 {
-	const char *form = push_value_form(c);
+	const char *form = push_form(each, slice);
 	if (!form || guarded(guards_read(lg), wire_cur_key(c)))
 		return false;
 	if (!hit->form)
@@ -361,8 +359,11 @@ static bool check_push(const bson_iter_t *push, lazy_guards *g, push_hit *hit)
 	if (!WIRE_ITER_HOLDS_DOCUMENT(push) || !wire_cur_recurse_iter(push, &c))
 		return false;
 	bool found = false;
-	while (wire_cur_walk(&c))
-		found |= check_member(&c, g, hit);
+	while (wire_cur_walk(&c)) {
+		bool each, slice;
+		(void)facts_push_bounded(&c, &each, &slice);
+		found |= check_member(&c, each, slice, g, hit);
+	}
 	return found;
 }
 
@@ -770,7 +771,8 @@ static inline __attribute__((always_inline)) bool push_update(const bson_iter_t 
 		bool found = false;
 		for (unsigned i = 0; i < uf->nwrites; i++)
 			if (uf->writes[i].op == FW_PUSH)
-				found |= check_member(&uf->writes[i].at, &lg, hit);
+				found |= check_member(&uf->writes[i].at, uf->writes[i].each,
+				                      uf->writes[i].slice, &lg, hit);
 		return found;
 	}
 	return push_update_walk(u, &lg, hit);
