@@ -505,6 +505,7 @@ static void sub_query(const sub_walk *w, const rule_site *site, const target *t,
 		                 .counts = l.counts,
 		                 .reads_all = l.reads_all,
 		                 .stops_unknown = l.stops_unknown,
+		                 .group = l.group,
 		                 .via = a->stage};
 		rq.q.filter = l.filter;
 		run_checks(ax, site, CHECK_QUERY, &rq);
@@ -641,7 +642,8 @@ verdict analyze_aggregate(rule_ctx *ax, const cmdview *v)
 			                 .limit = l.count_limit,
 			                 .counts = l.counts,
 			                 .reads_all = l.reads_all,
-			                 .stops_unknown = l.stops_unknown};
+			                 .stops_unknown = l.stops_unknown,
+			                 .group = l.group};
 			rq.q.filter = l.filter;
 			rq.q.sort = l.has_sort && !l.behind ? &l.sort : NULL;
 			run_checks(ax, &site, CHECK_QUERY, &rq);

@@ -28,6 +28,11 @@ typedef struct leading {
 	 * $sort, $count, $out, ...), or every document reaches the cursor,
 	 * before any $limit (leading.c, reads_everything). */
 	bool reads_all;
+	/* ... unless an index leads with this field: the stage that takes
+	 * them all is a $group by it that may be a DISTINCT_SCAN, right after
+	 * the query (leading.c, reads_everything); points into the pipeline.
+	 * NULL: none. */
+	const char *group;
 	/* ... at most this many ($skip + $limit), 0: all. With a leading
 	 * $sort: what the stages after it read in its order when an index
 	 * provides it, unless stops_unknown: a stage after it may stop the

@@ -92,6 +92,8 @@ typedef struct rule_query {
 	                             leading $match selects (leading.h) */
 	bool stops_unknown;       /* ... with a leading $sort: a stage after it may stop a read
 	                             in the sort's order: no verdict where an index provides it */
+	const char *group;        /* ... unless an index leads with this field (leading.h): a
+	                             $group by it that may be a DISTINCT_SCAN reads that index */
 	const char *via; /* a sub-pipeline's: the stage it is in ("$lookup", "$unionWith") */
 } rule_query;
 

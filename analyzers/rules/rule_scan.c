@@ -471,19 +471,35 @@ static bool sort_served(const index_set *set, const rule_query *rq)
  * a plan the index alone answers). The index (getDistinctNodeIndex): not
  * partial, its leading key a number (not hashed; no geo or text key after
  * it either), its collation the query's. */
-static bool distinct_served(const index_set *set, const char *key, const bson_t *filter,
-                            const bson_t *collation)
+static bool distinct_index(const index_set *set, const char *key, const bson_t *filter,
+                           const bson_t *collation, bool group)
 {
 	for (size_t i = 0; key && i < index_set_count(set); i++) {
 		const index_def *d = index_set_get(set, i);
+		bool known;
 		if (!d->hidden && !d->plugin && !d->wildcard && !d->partial && d->nkeys > 0 &&
 		    d->keys[0].type == INDEX_KEY_BTREE && strcmp(d->keys[0].field, key) == 0 &&
 		    ((!d->collation && !collation) ||
 		     index_collation_same(d->collation, collation)) &&
-		    index_def_keys_cover(d, filter))
+		    index_def_keys_cover(d, filter) &&
+		    !(group && (index_def_multikey(d, &known) & 1)))
 			return true;
 	}
 	return false;
+}
+
+static bool distinct_served(const index_set *set, const char *key, const bson_t *filter,
+                            const bson_t *collation)
+{
+	return distinct_index(set, key, filter, collation, false);
+}
+
+/* The same for an aggregate's $group by key that may be a DISTINCT_SCAN
+ * (rule_query.group): and not on a key known to hold arrays, which mongod
+ * groups whole, where its index keys hold each element. */
+static bool group_served(const index_set *set, const char *key, const bson_t *collation)
+{
+	return distinct_index(set, key, NULL, collation, true);
 }
 
 static bool has_id_bound(const scan_preds *p)
@@ -510,7 +526,9 @@ static bool read_cause(const index_set *set, const rule_query *rq, scan_preds *p
 		f->in_order = sort_served(set, rq);
 		if (((limited || !hinted || rq->stops_unknown) && f->in_order) ||
 		    (rq->kind == RULE_QUERY_DISTINCT &&
-		     distinct_served(set, rq->distinct_key, NULL, p->collation)))
+		     distinct_served(set, rq->distinct_key, NULL, p->collation)) ||
+		    (rq->kind == RULE_QUERY_AGGREGATE && rq->reads_all && rq->group &&
+		     group_served(set, rq->group, p->collation)))
 			return false;
 		f->cause = counted ? CAUSE_COUNTED : CAUSE_EMPTY;
 		f->hinted = hinted ? hinted->name : NULL;

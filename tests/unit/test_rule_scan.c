@@ -655,8 +655,38 @@ static const scase cases[] = {
      * group; a $limit or $skip before any stage that takes everything
      * stops the read; a source stage reads no collection scan */
     MISS("aggregate without a leading $match, a $group that may be a DISTINCT_SCAN",
-         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a','f':{'$first':'$b'}}}],"
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$name','f':{'$first':'$b'}}}],"
          "'cursor':{}}"),
+    MISS("a $group of a document of field paths, the first an index leads with",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':{'n':'$name','a':'$a'}}}],"
+         "'cursor':{}}"),
+    MISS("a $group behind an inclusion $project",
+         "{'aggregate':'big','pipeline':[{'$project':{'name':1,'a':true}},{'$group':{'_id':"
+         "'$name'}}],'cursor':{}}"),
+    /* ... but only where an index can give it (until stop 44 any $group of
+     * field paths was taken for one: django-mongodb-backend's distinct()
+     * and union() read every document unreported) */
+    HIT("a $group by a field no index leads with",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':'$a','f':{'$first':'$b'}}}],"
+        "'cursor':{}}",
+        "aggregate", "no leading $match that filters reads every document", NULL),
+    {"a $group by a field whose index is multikey: mongod groups an array whole",
+     "{'aggregate':'mk','pipeline':[{'$group':{'_id':'$tags'}}],'cursor':{}}", NOSEQ, true,
+     "test.mk", "aggregate", "no leading $match that filters reads every document", NULL},
+    HIT("a $group by a field only a hashed index holds",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':'$h'}}],'cursor':{}}", "aggregate",
+        "no leading $match that filters reads every document", NULL),
+    HIT("a $group by a field only a partial index holds",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':'$p'}}],'cursor':{}}", "aggregate",
+        "no leading $match that filters reads every document", NULL),
+    HIT("a $group behind a $unionWith: nothing is pushed past it",
+        "{'aggregate':'big','pipeline':[{'$unionWith':{'coll':'big','pipeline':[{'$match':{'_"
+        "id':1}}]}},{'$group':{'_id':'$name'}}],'cursor':{}}",
+        "aggregate", "no leading $match that filters reads every document", NULL),
+    HIT("a $group behind a $project that computes",
+        "{'aggregate':'big','pipeline':[{'$project':{'k':{'$literal':1},'name':1}},{'$group':{"
+        "'_id':{'k':'$k','name':'$name'}}}],'cursor':{}}",
+        "aggregate", "no leading $match that filters reads every document", NULL),
     MISS("aggregate without a leading $match, a $limit first",
          "{'aggregate':'big','pipeline':[{'$project':{'a':1}},{'$limit':5},{'$group':{'_id':"
          "null,'t':{'$sum':'$a'}}}],'cursor':{}}"),
