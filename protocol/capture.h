@@ -24,7 +24,9 @@
  *            and arrays {path: longest length seen}. Reply documents
  *            themselves are never stored.
  *   indexes  the index list of ns as mongoguard learned it: t, ns, and
- *            indexes (listIndexes-style specs) or opaque (why none); from
+ *            indexes (each listIndexes document as the server gave it,
+ *            with mgMultikeyKeys: explain's multikey keys; a redacted
+ *            capture's partial filters redacted) or opaque (why none); from
  *            version 2, count (the estimated document count the index
  *            cache had with it) when known: up to version 3 the estimate
  *            when the record was written, a new record written when it
@@ -139,6 +141,10 @@ void capture_redact_command(const bson_t *body, bson_t *out);
 /* The same for one document of an updates / deletes / ops sequence (or of
  * nsInfo, which names namespaces and is kept whole). */
 void capture_redact_statement(const bson_t *doc, bool ns_info, bson_t *out);
+/* An index's listIndexes document appended to out (initialised): every
+ * field as it is, but the values of its partialFilterExpression, replaced
+ * as a filter's are. */
+void capture_redact_index_spec(const bson_t *spec, bson_t *out);
 
 /* ---- inserted documents (capture_docs.c) ----
  *

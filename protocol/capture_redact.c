@@ -425,3 +425,20 @@ void capture_redact_statement(const bson_t *doc, bool ns_info, bson_t *out)
 		             ns_info ? RM_VERBATIM : command_child(NULL, k, RM_COMMAND), 2);
 	}
 }
+
+/* An index's listIndexes document: the schema's, kept, but for the values
+ * of a partialFilterExpression, application data as a filter's are. */
+void capture_redact_index_spec(const bson_t *spec, bson_t *out)
+{
+	bson_iter_t it;
+	if (!bson_iter_init(&it, spec))
+		return;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+		size_t kl = bson_iter_key_len(&it);
+		if (streq(k, "partialFilterExpression"))
+			redact_value(out, k, kl, &it, RM_FILTER, 1);
+		else
+			bson_append_iter(out, k, (int)kl, &it);
+	}
+}

@@ -143,6 +143,8 @@ static bool build_def(index_def *d, const bson_t *spec)
 	bool odd = false;
 
 	memset(d, 0, sizeof *d);
+	if (!(d->spec = bson_copy(spec)))
+		return false;
 	if (!bson_iter_init(&it, spec)) {
 		d->odd = true;
 		return true;
@@ -169,6 +171,10 @@ static bool build_def(index_def *d, const bson_t *spec)
 			d->sphere_v1 = bson_iter_as_int64(&it) == 1;
 		} else if (strcmp(k, "collation") == 0) {
 			d->collation = copy_collation(&it);
+		} else if (strcmp(k, INDEX_SPEC_MULTIKEY) == 0 && WIRE_ITER_HOLDS_NUMBER(&it)) {
+			/* a capture's snapshot: what explain said live */
+			d->multikey_known = true;
+			d->multikey_keys = (uint32_t)bson_iter_as_int64(&it);
 		} else if (strcmp(k, "key") == 0 && WIRE_ITER_HOLDS_DOCUMENT(&it) &&
 		           wire_iter_recurse(&it, &kit)) {
 			size_t cap = 8;
@@ -221,6 +227,8 @@ static void free_defs(index_def *defs, size_t n)
 			bson_destroy(defs[i].partial_filter);
 		if (defs[i].wildcard_projection != NULL)
 			bson_destroy(defs[i].wildcard_projection);
+		if (defs[i].spec != NULL)
+			bson_destroy(defs[i].spec);
 	}
 	free(defs);
 }

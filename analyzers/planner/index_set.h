@@ -76,7 +76,18 @@ typedef struct index_def {
 	 * as the proxy learns it: not _id (never an array), not a wildcard
 	 * key (whose paths are many). Set when the spec is read. */
 	uint32_t learnable_keys;
+	/* The listIndexes document it was read from, as the server gave it:
+	 * what a capture's snapshot writes, so that the report reads the list
+	 * the live path read (every option: unique, the partial filter, a 2d
+	 * or 2dsphere key, the wildcard projection, expireAfterSeconds). */
+	bson_t *spec;
 } index_def;
+
+/* The key a capture's snapshot gives an index's multikey facts from explain
+ * (multikey_keys, when multikey_known) under, beside the listIndexes
+ * fields: no server's listIndexes has it, and index_set_from_specs reads it
+ * back. */
+#define INDEX_SPEC_MULTIKEY "mgMultikeyKeys"
 
 /* Which keys of d hold arrays in some document, from either source:
  * explain (multikey_keys when multikey_known) or the writes the proxy saw.

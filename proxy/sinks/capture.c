@@ -278,38 +278,26 @@ static void write_doc(capture_sink *c, const bson_t *b)
 	c->st.records++;
 }
 
-/* listIndexes-style specs from what the index set kept of them: enough for
- * index_set_from_specs to rebuild the same definitions in the report. */
-static size_t specs_of(const index_set *s, bson_t **out)
+/* The listIndexes documents the index set was read from, as the server
+ * gave them (index_def.spec), so that index_set_from_specs rebuilds in the
+ * report the very definitions the live path judged with: until stop 44
+ * they were rebuilt from the definitions and lost `unique`, the partial
+ * filter, a 2dsphere key's kind, the wildcard projection, the TTL. A
+ * redacted capture gets the partial filter's values replaced, as a
+ * request's (capture_redact_index_spec). Each index's multikey facts from
+ * explain follow (INDEX_SPEC_MULTIKEY), which listIndexes does not give. */
+static size_t specs_of(const index_set *s, bool redact, bson_t **out)
 {
 	size_t n = index_set_count(s);
 	for (size_t i = 0; i < n; i++) {
 		const index_def *d = index_set_get(s, i);
-		bson_t *b = bson_new(), key;
-		BSON_APPEND_INT32(b, "v", 2);
-		bson_append_document_begin(b, "key", -1, &key);
-		for (size_t k = 0; k < d->nkeys; k++) {
-			const index_key *ik = &d->keys[k];
-			if (d->odd)
-				bson_append_null(&key, ik->field, -1); /* read back as odd */
-			else if (ik->direction)
-				bson_append_int32(&key, ik->field, -1, ik->direction);
-			else
-				bson_append_utf8(&key, ik->field, -1, d->plugin ? "text" : "hashed",
-				                 -1);
-		}
-		bson_append_document_end(b, &key);
-		BSON_APPEND_UTF8(b, "name", d->name);
-		if (d->collation)
-			BSON_APPEND_DOCUMENT(b, "collation", d->collation);
-		if (d->hidden)
-			BSON_APPEND_BOOL(b, "hidden", true);
-		if (d->sparse)
-			BSON_APPEND_BOOL(b, "sparse", true);
-		if (d->partial) {
-			bson_t pf = BSON_INITIALIZER;
-			BSON_APPEND_DOCUMENT(b, "partialFilterExpression", &pf);
-		}
+		bson_t *b = bson_new();
+		if (d->spec && redact)
+			capture_redact_index_spec(d->spec, b);
+		else if (d->spec)
+			bson_concat(b, d->spec);
+		if (d->multikey_known)
+			BSON_APPEND_INT64(b, INDEX_SPEC_MULTIKEY, d->multikey_keys);
 		out[i] = b;
 	}
 	return n;
@@ -327,7 +315,7 @@ static void write_snapshot(capture_sink *c, const char *ns, const index_set *s)
 		bson_t **specs = calloc(n ? n : 1, sizeof *specs);
 		if (!specs)
 			return;
-		specs_of(s, specs);
+		specs_of(s, c->s.redact_literals, specs);
 		/* the count it landed with, as a late call reads it; a request
 		 * judged on time has the count it read in its own record */
 		capture_build_indexes(&rec, capture_now_us(), ns, (const bson_t *const *)specs, n,

@@ -674,3 +674,74 @@ def test_counts_crossing_min_documents_offline_as_live(tmp_path, upstream, start
     run_report(mongoguard_bin, captures(cdir), "--json", out)
     got = {(f["rule"], f["shapeHash"]): f["count"] for f in json.loads(out.read_text())["findings"]}
     assert got == live, (got, live)
+
+
+def test_index_options_offline_as_live(tmp_path, start_proxy, mongoguard_bin):
+    """The capture's index snapshots hold each listIndexes document as the server gave it,
+    and explain's multikey facts: until stop 44 they were rebuilt from what the analyzers
+    kept and lost `unique` (django-mongodb-backend's traffic, held out: the report then
+    reported sorts the live proxy knew were over one document, and missed `$ne` scans of
+    unique keys), the partial filter (written empty, so implied by every query), a
+    2dsphere key's kind (written as text), the wildcard projection, the TTL, and whether
+    explain called a key multikey. A scripted upstream lists them, as mongod would."""
+    from fakeserver import FakeServer
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.emp", count=50000, multikey=["tags"], indexes=[
+        {"key": {"code": 1}, "name": "code_1", "unique": True},
+        {"key": {"p": 1}, "name": "p_1", "partialFilterExpression": {"p": {"$gt": 5}}},
+        {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere", "2dsphereIndexVersion": 3},
+        {"key": {"$**": 1}, "name": "w", "wildcardProjection": {"attrs": 1}},
+        {"key": {"at": 1}, "name": "at_1", "expireAfterSeconds": 3600},
+        {"key": {"s": 1, "tags": 1}, "name": "s_tags"},
+    ])
+    cdir = tmp_path / "cap"
+    cfg = {"analysis": {"redactLiterals": False, "summaryIntervalSecs": 1},
+           "rules": {"index-mismatched-sort": "log",
+                     "collection-scan": {"action": "log", "minDocuments": 50}},
+           "capture": {"dir": str(cdir), "replySampleRate": 1, "redactLiterals": False}}
+    p = start_proxy(srv.uri, json.dumps(cfg, indent=1) + "\n")
+    from pymongo import MongoClient
+    client = MongoClient(p.uri, appname="index-options", serverSelectionTimeoutMS=10000)
+    try:
+        c = client["shop"]["emp"]
+        deadline = time.monotonic() + 10
+        while not p.log.findings("collection-scan") and time.monotonic() < deadline:
+            list(c.find({"qty": 1}))  # until the side connection knows the list
+            time.sleep(0.05)
+        mark = p.log.mark()
+        for _ in range(2):
+            list(c.find({"code": {"$in": [1, 2]}}).sort("last", 1))   # unique: a few docs
+            list(c.find({"code": 7}).sort("last", 1))
+            list(c.find({"code": {"$ne": 3}}))                        # unique: every key but one
+            list(c.find({"p": {"$lt": 3}}))                           # the partial filter
+            list(c.find({"p": {"$gt": 7}}))
+            list(c.find({"loc": {"$geoWithin": {"$centerSphere": [[0, 0], 0.1]}}}))
+            list(c.find({"attrs.x": 1}))                              # the wildcard's
+            list(c.find({"other": 1}))                                # not in its projection
+            list(c.find({"s": 5, "tags": {"$gte": "m"}}).sort("tags", 1))  # multikey (explain)
+        assert p.log.findings("collection-scan", mark), "the workload reports scans"
+        time.sleep(1.5)
+    finally:
+        client.close()
+    assert p.stop() == 0
+    srv.stop()
+    live = live_findings(p)
+    files = captures(cdir)
+    snaps = [d for f in files for d in bson.decode_file_iter(open(f, "rb"))
+             if d["k"] == "indexes" and d["ns"] == "shop.emp"]
+    assert snaps, "a snapshot of shop.emp"
+    by_name = {ix["name"]: ix for ix in snaps[0]["indexes"]}
+    assert by_name["code_1"].get("unique") is True, by_name["code_1"]
+    assert by_name["p_1"]["partialFilterExpression"] == {"p": {"$gt": 5}}, by_name["p_1"]
+    assert by_name["loc_2dsphere"]["key"] == {"loc": "2dsphere"}, by_name["loc_2dsphere"]
+    assert by_name["w"]["wildcardProjection"] == {"attrs": 1}, by_name["w"]
+    assert by_name["at_1"]["expireAfterSeconds"] == 3600, by_name["at_1"]
+    assert by_name["s_tags"].get("mgMultikeyKeys") == 2, by_name["s_tags"]
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, files, "--json", out)
+    rep = json.loads(out.read_text())
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in rep["findings"]}
+    assert got == live, (got, live)
+    rules_seen = {r for r, _ in live}
+    assert rules_seen == {"collection-scan", "index-mismatched-sort"}, live
