@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "analyzers/engine/body.h"
+#include "analyzers/engine/bulk_nsinfo.h"
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
 #include "analyzers/engine/leading.h"
@@ -864,57 +865,6 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 	shape_spec spec = {command_name(ax->cmd), t->ns, ax->explain, &part, 1};
 	rule_site site = site_of(t, &spec);
 	run_checks(ax, &site, CHECK_DOCUMENT, &doc);
-}
-/* bulkWrite (admin): ops name their namespace by index into nsInfo.
- * nsInfo is read once per request into a table of its "ns" strings
- * (pointers into the message; NULL for an entry without one): scanning
- * nsInfo again for every op would be quadratic in a message a client
- * controls (many ops naming the last of many entries compress to almost
- * nothing). The table lives on the stack for the namespaces a real
- * bulkWrite names; only a larger nsInfo allocates. */
-#define BULK_NS_INLINE 64
-
-typedef struct bulk_nsinfo {
-	const char *inline_ns[BULK_NS_INLINE];
-	const char **ns; /* inline_ns, or malloc'd when nsInfo is larger */
-	size_t n;
-} bulk_nsinfo;
-
-/* False only when memory runs out; the ops then go unanalyzed. */
-static bool bulk_nsinfo_init(bulk_nsinfo *b, const cmdview *v)
-{
-	cmdview_docs d;
-	bson_t doc;
-	size_t count = 0;
-	cmdview_docs_init(&d, v, "nsInfo");
-	while (cmdview_docs_next(&d, &doc))
-		count++;
-	b->n = 0;
-	b->ns = count <= BULK_NS_INLINE ? b->inline_ns : malloc(count * sizeof(*b->ns));
-	if (!b->ns)
-		return false;
-	cmdview_docs_init(&d, v, "nsInfo");
-	while (b->n < count && cmdview_docs_next(&d, &doc)) {
-		bson_iter_t it;
-		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && WIRE_ITER_HOLDS_UTF8(&it)
-		                    ? bson_iter_utf8(&it, NULL)
-		                    : NULL;
-	}
-	return true;
-}
-
-static void bulk_nsinfo_free(bulk_nsinfo *b)
-{
-	if (b->ns != b->inline_ns)
-		free(b->ns);
-}
-
-static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
-{
-	if (idx < 0 || (uint64_t)idx >= b->n || !b->ns[idx])
-		return false;
-	snprintf(ns, cap, "%s", b->ns[idx]);
-	return true;
 }
 
 /* Each op at its own namespace (bulkWrite spans several), so scopes and
