@@ -705,7 +705,8 @@ static const stmt_scan_in *scan_in(stmt_scan_in *in, const target *t, unsigned k
 	                     t->parts & PART_UPDATE,
 	                     t->gate_always,
 	                     t->gate_when,
-	                     t->gate_floor};
+	                     t->gate_floor,
+	                     learn};
 	return in;
 }
 
@@ -714,20 +715,17 @@ static const stmt_scan_in *scan_in(stmt_scan_in *in, const target *t, unsigned k
  * then judged (its upsert noted, the template made of it when sp). */
 static inline __attribute__((always_inline)) bool stmt_scanned(rule_ctx *ax, const stmt_scan_in *in,
                                                                const wire_cur *doc,
-                                                               byte_template *tp, byte_spans *sp,
-                                                               const arrays_target *learn)
+                                                               byte_template *tp, byte_spans *sp)
 {
-	stmt_scan s;
-	if (!stmt_scan_run(&s, in, doc, sp) ||
-	    (learn && s.has_update && s.may_learn &&
-	     !engine_arrays_passed_over_firsts(learn, s.form, s.firsts))) {
+	bool upsert;
+	if (!stmt_scan_run(in, doc, sp, &upsert)) {
 		if (sp) { /* for the full read, as if never scanned */
 			sp->n = 0;
 			sp->full = false;
 		}
 		return false;
 	}
-	if (s.upsert && ax->block)
+	if (upsert && ax->block)
 		ax->block->upsert = true;
 	if (sp)
 		(void)byte_template_set(tp, doc->raw, doc->len, sp);
@@ -758,7 +756,7 @@ analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
 		spans.full = false;
 		sp = &spans;
 	}
-	if (in && t->gated && !t->gate_always && stmt_scanned(ax, in, doc, tp, sp, learn))
+	if (in && t->gated && !t->gate_always && stmt_scanned(ax, in, doc, tp, sp))
 		return true;
 	cmd_body b; /* read in full, from the start, as if never scanned */
 	body_init(&b, NULL, NULL);

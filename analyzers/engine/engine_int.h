@@ -236,23 +236,6 @@ static inline bool engine_arrays_passed_over(const arrays_target *at, const upda
 	return true;
 }
 
-/* engine_arrays_passed_over, for a statement its scan read
- * (stmt_scan.h): the update's form and the first bytes of its writes'
- * paths (bit c of firsts: some write's path starts with byte c), which
- * meet at's exactly when some write starts with a byte of at's. */
-static inline bool engine_arrays_passed_over_firsts(const arrays_target *at, uint8_t form,
-                                                    const uint64_t firsts[4])
-{
-	if (!at->looked)
-		return false;
-	if (!at->set)
-		return true;
-	if (form != FU_OPERATORS)
-		return false;
-	return !((at->firsts[0] & firsts[0]) | (at->firsts[1] & firsts[1]) |
-	         (at->firsts[2] & firsts[2]) | (at->firsts[3] & firsts[3]));
-}
-
 /* An update statement's writes, as its facts read them (facts.h:
  * update_facts.writes; update a cursor on the update's value, for a
  * replacement document); only one engine_arrays_may_learn passes. */

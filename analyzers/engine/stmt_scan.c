@@ -63,12 +63,20 @@ static inline __attribute__((always_inline)) unsigned scan_filter(const wire_cur
 	return (pattern ? STMT_PATTERN : 0) | (id_eq ? 0 : STMT_PLAN);
 }
 
-/* writes_of (facts.c) for the gate and the learning: how many writes, the
- * first bytes of their paths, and whether a $push member is unbounded.
- * False when the writes overflow FACTS_WRITES (writes_complete false). */
-static inline __attribute__((always_inline)) bool scan_writes(stmt_scan *s, unsigned *nwrites,
-                                                              bool *open, const wire_cur *c,
-                                                              fact_write_op op, facts_spans *sp)
+/* What the scan of an update found, for the learning's test. */
+typedef struct scan_update_out {
+	uint8_t form;   /* fact_update_form */
+	bool may_learn; /* engine_arrays_may_learn of its facts */
+	bool hit;       /* some write's path starts with a byte of firsts */
+} scan_update_out;
+
+/* writes_of (facts.c) for the gate and the learning: how many writes,
+ * whether one starts with a byte of firsts (NULL: not asked), and whether
+ * a $push member is unbounded. False when the writes overflow
+ * FACTS_WRITES (writes_complete false). */
+static inline __attribute__((always_inline)) bool
+scan_writes(scan_update_out *o, unsigned *nwrites, bool *open, const wire_cur *c, fact_write_op op,
+            const uint64_t *firsts, facts_spans *sp)
 {
 	wire_cur m;
 	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(c, &m))
@@ -87,39 +95,41 @@ static inline __attribute__((always_inline)) bool scan_writes(stmt_scan *s, unsi
 			if (!facts_push_bounded(&m, &each, &slice))
 				*open = true;
 		}
-		uint8_t b = (uint8_t)wire_cur_key(&m)[0];
-		s->firsts[b >> 6] |= (uint64_t)1 << (b & 63);
+		if (firsts) { /* engine_arrays_passed_over's test of this write */
+			uint8_t b = (uint8_t)wire_cur_key(&m)[0];
+			o->hit |= firsts[b >> 6] >> (b & 63) & 1;
+		}
 		++*nwrites;
 	}
 	return true;
 }
 
-/* The STMT_PUSH bit of the update (a cursor on its value) and, in s, what
+/* The STMT_PUSH bit of the update (a cursor on its value) and, in o, what
  * the learning's test reads: facts_update, then facts_have's part. */
 static inline __attribute__((always_inline)) unsigned
-scan_update(stmt_scan *s, const wire_cur *update, facts_spans *sp)
+scan_update(scan_update_out *o, const wire_cur *update, const uint64_t *firsts, facts_spans *sp)
 {
 	wire_cur c;
 	bson_type_t type = wire_cur_type(update);
-	s->may_learn = false;
+	o->may_learn = o->hit = false;
 	if (type == BSON_TYPE_ARRAY) {
-		s->form = FU_PIPELINE;
+		o->form = FU_PIPELINE;
 		return STMT_PUSH;
 	}
 	if (type != BSON_TYPE_DOCUMENT || !wire_cur_recurse(update, &c)) {
-		s->form = FU_OTHER;
+		o->form = FU_OTHER;
 		return 0;
 	}
 	if (!wire_cur_walk(&c)) {
-		s->form = FU_EMPTY;
+		o->form = FU_EMPTY;
 		return 0;
 	}
 	if (wire_cur_key(&c)[0] != '$') {
-		s->form = FU_REPLACEMENT;
-		s->may_learn = true;
+		o->form = FU_REPLACEMENT;
+		o->may_learn = true;
 		return 0;
 	}
-	s->form = FU_OPERATORS;
+	o->form = FU_OPERATORS;
 	unsigned nwrites = 0;
 	bool push = false, open = false, complete = true;
 	do {
@@ -133,26 +143,44 @@ scan_update(stmt_scan *s, const wire_cur *update, facts_spans *sp)
 		}
 		push |= op == FW_PUSH;
 		if (op >= 0 && complete)
-			complete = scan_writes(s, &nwrites, &open, &c, (fact_write_op)op, sp);
+			complete =
+			    scan_writes(o, &nwrites, &open, &c, (fact_write_op)op, firsts, sp);
 	} while (wire_cur_walk(&c));
-	s->may_learn = nwrites > 0 && complete;
+	o->may_learn = nwrites > 0 && complete;
 	return push && (open || !complete) ? STMT_PUSH : 0;
 }
 
-bool stmt_scan_run(stmt_scan *s, const stmt_scan_in *in, const wire_cur *doc, facts_spans *sp)
+/* Whether the learning reads a statement whose update the scan found o
+ * (read_facts' test: engine_arrays_may_learn, engine_arrays_passed_over). */
+static inline bool learning_reads(const arrays_target *at, const scan_update_out *o)
+{
+	if (!o->may_learn || !at)
+		return false;
+	if (!at->looked)
+		return true;
+	return at->set && (o->form != FU_OPERATORS || o->hit);
+}
+
+bool stmt_scan_run(const stmt_scan_in *in, const wire_cur *doc, facts_spans *sp, bool *upsert)
 {
 	wire_cur c = *doc;
-	bool seen_filter = false, seen_update = false;
+	bool seen_filter = false, seen_update = false, has_update = false;
 	unsigned have = 0;
 	uint32_t update_len = 0;
-	s->upsert = false;
-	s->has_update = false;
-	s->may_learn = false;
-	s->firsts[0] = s->firsts[1] = s->firsts[2] = s->firsts[3] = 0;
+	scan_update_out u = {FU_OTHER, false, false}; /* read only once an update is */
+	/* the learnable keys' first bytes, when a write's decides the test */
+	const arrays_target *at = in->learn;
+	const uint64_t *firsts = at && at->looked && at->set ? at->firsts : NULL;
+	*upsert = false;
 	if (!c.raw)
 		return false; /* an ended iterator's: the full read says what */
 	while (wire_cur_walk(&c)) {
-		body_key key = body_key_at(wire_cur_key(&c));
+		/* q and u, the keys of nearly every statement, without the switch */
+		const char *k = wire_cur_key(&c);
+		body_key key = wire_cur_key_len(&c) != 1 ? body_key_at(k)
+		               : k[0] == 'q'             ? BK_Q
+		               : k[0] == 'u'             ? BK_U
+		                                         : BK_NONE;
 		if (!(in->wanted & (1u << key)))
 			continue;
 		switch (key) {
@@ -174,15 +202,15 @@ bool stmt_scan_run(stmt_scan *s, const stmt_scan_in *in, const wire_cur *doc, fa
 				return false;
 			seen_update = true;
 			if (in->update) {
-				s->has_update = true;
+				has_update = true;
 				if (wire_cur_type(&c) == BSON_TYPE_DOCUMENT ||
 				    wire_cur_type(&c) == BSON_TYPE_ARRAY)
 					update_len = c.next - c.val;
-				have |= scan_update(s, &c, in->update_spans ? sp : NULL);
+				have |= scan_update(&u, &c, firsts, in->update_spans ? sp : NULL);
 			}
 			break;
 		case BK_UPSERT:
-			s->upsert = as_bool(&c);
+			*upsert = as_bool(&c);
 			break;
 		case BK_MULTI: /* read only by the query checks, which a */
 		case BK_LIMIT: /* statement the scan passes has none of */
@@ -194,9 +222,9 @@ bool stmt_scan_run(stmt_scan *s, const stmt_scan_in *in, const wire_cur *doc, fa
 	}
 	if (!(seen_filter && in->filter))
 		have |= STMT_PATTERN | STMT_PLAN;
-	if (!s->has_update)
+	if (!has_update)
 		have |= STMT_PUSH;
-	/* stmt_unchecked */
+	/* stmt_unchecked, then the learning's test */
 	return !in->gate_always && !(have & in->gate_when) &&
-	       (!s->has_update || update_len < in->gate_floor);
+	       (!has_update || (update_len < in->gate_floor && !learning_reads(at, &u)));
 }

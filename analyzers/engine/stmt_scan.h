@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/facts.h"
 #include "protocol/wire_iter.h"
 
@@ -43,24 +44,20 @@ typedef struct stmt_scan_in {
 	bool gate_always;   /* stmt_gate's: some check is always called */
 	unsigned gate_when; /* STMT_ bits some check is called for */
 	uint32_t gate_floor;
+	/* the multikey learning's target (NULL: none), as the statement finds
+	 * it: the learning reads the statement unless it passes it over
+	 * (engine_arrays_passed_over) */
+	const arrays_target *learn;
 } stmt_scan_in;
-
-/* What the scan found, for the multikey learning's test (its update's
- * form and the first bytes of its writes' paths) and for the block. */
-typedef struct stmt_scan {
-	bool upsert;        /* the statement's upsert, as body_walk_cur reads it */
-	bool has_update;    /* an update was read (read_facts' f->has_update) */
-	bool may_learn;     /* engine_arrays_may_learn of its facts */
-	uint8_t form;       /* fact_update_form */
-	uint64_t firsts[4]; /* bit c: some write's path starts with byte c */
-} stmt_scan;
 
 /* Scans the statement doc (a cursor before its first element), spans
  * (NULL: no template is being made) getting the bytes the full read would
- * give it. True when no check would be called on it (stmt_unchecked);
- * false when it must be read in full (some check is called, or the scan
- * does not take its form): spans then hold nothing the caller may use. */
-bool stmt_scan_run(stmt_scan *s, const stmt_scan_in *in, const wire_cur *doc, facts_spans *spans)
+ * give it, *upsert its upsert. True when no check would be called on it
+ * (stmt_unchecked) and the learning would pass it over; false when it
+ * must be read in full (some check is called, the learning reads it, or
+ * the scan does not take its form): spans and *upsert then hold nothing
+ * the caller may use. */
+bool stmt_scan_run(const stmt_scan_in *in, const wire_cur *doc, facts_spans *spans, bool *upsert)
     __attribute__((warn_unused_result));
 
 #endif
