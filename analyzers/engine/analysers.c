@@ -850,7 +850,8 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 			                                           : TEMPLATE_BACKOFF_MAX;
 			skip = backoff;
 		}
-		bool make = skip == 0;
+		/* none of a sequence's last statement: nothing follows to match it */
+		bool make = skip == 0 && !(d.in_seq && d.p >= d.end);
 		if (skip)
 			skip--;
 		if (scan && !in_made) { /* made only for a batch that scans */
