@@ -27,6 +27,7 @@
 #include "analyzers/engine/stmt_scan.h"
 #include "fixtures/analyzer_fixture.h"
 #include "protocol/frame.h"
+#include "protocol/request.h"
 
 /* bulkWrite's op keys (analysers.c) */
 #define BULK_UPDATE                                                                                \
@@ -391,6 +392,92 @@ static void test_scan_same_as_full_read_corpus(void **state)
 	assert_true(compared - before > 1000);
 }
 
+/* One update command of the statements docs[0..n) on shop.orders, through
+ * a fresh engine with every rule at `action`, templates on, the orders
+ * index cache (multikey learning on): whether it is blocked, how many
+ * findings the sink got, and whether the block says upsert. */
+static bool batch(rule_action action, const bson_t *const *docs, size_t n, size_t *findings,
+                  bool *upsert)
+{
+	fx_sink sink;
+	fx_sink_init(&sink);
+	index_cache *ic = fx_orders_cache();
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	for (int r = 0; r < RULE_COUNT; r++)
+		cfg.rules[r].action = action;
+	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
+	assert_non_null(e);
+	size_t len = 0, cap = 0;
+	uint8_t *buf = NULL, kind = 1;
+	bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
+	fx_msg_head(&buf, &len, &cap, body);
+	fx_append(&buf, &len, &cap, &kind, 1);
+	size_t seq = len;
+	fx_append_i32(&buf, &len, &cap, 0);
+	fx_append(&buf, &len, &cap, "updates", 8);
+	for (size_t j = 0; j < n; j++)
+		fx_append(&buf, &len, &cap, bson_get_data(docs[j]), docs[j]->len);
+	wire_write_i32(buf + seq, (int32_t)(len - seq));
+	wire_write_i32(buf, (int32_t)len);
+	opmsg m;
+	cmdview v;
+	wire_error err = {0};
+	assert_true(opmsg_parse(buf, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err));
+	block_info block = {0};
+	request_ctx rc = {.app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
+	bool blocked = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
+	*findings = sink.n;
+	*upsert = block.upsert;
+	engine_free(e);
+	index_cache_free(ic);
+	fx_sink_free(&sink);
+	bson_destroy(body);
+	free(buf);
+	return blocked;
+}
+
+/* Through the engine: a statement after one no check is called on is
+ * scanned (analysers.c), the first of a batch is read in full at once. So
+ * each statement of the tables, put after such a one and before it,
+ * gives the same verdict, findings and upsert both ways, at log and at
+ * block, the multikey learning on. */
+static void test_engine_scanned_same_as_read(void **state)
+{
+	(void)state;
+	bson_t *plain = fx_json("{'q': {'_id': 1}, 'u': {'$set': {'v': 1}}}");
+	size_t nf = sizeof(filters) / sizeof(filters[0]), nu = sizeof(updates) / sizeof(updates[0]);
+	for (size_t i = 0; i < nf; i++)
+		for (size_t j = 0; j < nu; j++)
+			for (int form = 0; form < 7; form++) {
+				bson_t *f = fx_json(filters[i]);
+				bool arr = updates[j][0] == '[';
+				bson_t *u = arr ? fx_json("{'0': {'$set': {'items': 1}}}")
+				                : fx_json(updates[j]);
+				bson_t *st = statement(form, f, u, arr);
+				const bson_t *after[] = {plain, st}, *first[] = {st, plain};
+				for (int a = 0; a < 2; a++) {
+					rule_action act = a ? RULE_BLOCK : RULE_LOG;
+					size_t n[2];
+					bool up[2], blocked[2];
+					blocked[0] = batch(act, after, 2, &n[0], &up[0]);
+					blocked[1] = batch(act, first, 2, &n[1], &up[1]);
+					if (blocked[0] != blocked[1] || n[0] != n[1] ||
+					    up[0] != up[1])
+						fail_msg(
+						    "filter %zu, update %zu, form %d, action %d: "
+						    "blocked %d/%d, findings %zu/%zu, upsert %d/%d "
+						    "(scanned/read)",
+						    i, j, form, act, blocked[0], blocked[1], n[0],
+						    n[1], up[0], up[1]);
+				}
+				bson_destroy(st);
+				bson_destroy(u);
+				bson_destroy(f);
+			}
+	bson_destroy(plain);
+}
+
 int main(void)
 {
 	targets_init();
@@ -398,6 +485,7 @@ int main(void)
 	    cmocka_unit_test(test_scan_same_as_full_read),
 	    cmocka_unit_test(test_scan_same_as_full_read_mutated),
 	    cmocka_unit_test(test_scan_same_as_full_read_corpus),
+	    cmocka_unit_test(test_engine_scanned_same_as_read),
 	};
 	int r = cmocka_run_group_tests(tests, NULL, NULL);
 	printf("# statements scanned %zu, passed %zu, compared %zu\n", scanned, passed, compared);
