@@ -21,23 +21,35 @@ static bool spans_sort(byte_spans *sp)
 	return true;
 }
 
-/* The words and masks, for a statement short enough. */
+/* The words and masks, for a statement short enough. The byte mask is
+ * built in tp->mask itself (its words are those bytes, little-endian or
+ * not: each is loaded back as the word it is), the tail's word taken from
+ * it before it is overwritten: no buffer of its own, and no second pass
+ * over the masks. Spans are short (a number, a string's inside): a loop
+ * for them, not a call. */
 static void template_words(byte_template *tp)
 {
-	uint8_t m[8 * BYTE_TEMPLATE_WORDS];
+	uint8_t *m = (uint8_t *)tp->mask;
+	uint32_t len = tp->len;
 	tp->words = 0;
-	if (tp->len < 8 || tp->len > sizeof m)
+	if (len < 8 || len > 8 * BYTE_TEMPLATE_WORDS)
 		return;
-	memset(m, 0xff, tp->len);
-	for (uint32_t i = 0; i < tp->spans.n; i++)
-		memset(m + tp->spans.s[i].at, 0, tp->spans.s[i].len);
-	uint32_t w = tp->len / 8;
-	for (uint32_t i = 0; i < w; i++) {
-		tp->mask[i] = byte_template_load64(m + 8 * i);
-		tp->bytes[i] = byte_template_load64(tp->raw + 8 * i) & tp->mask[i];
+	memset(m, 0xff, len);
+	for (uint32_t i = 0; i < tp->spans.n; i++) {
+		uint8_t *z = m + tp->spans.s[i].at;
+		uint32_t n = tp->spans.s[i].len;
+		if (n > 16)
+			memset(z, 0, n);
+		else
+			for (uint32_t k = 0; k < n; k++)
+				z[k] = 0;
 	}
-	tp->mask[w] = byte_template_load64(m + tp->len - 8);
-	tp->bytes[w] = byte_template_load64(tp->raw + tp->len - 8) & tp->mask[w];
+	uint32_t w = len / 8;
+	uint64_t tail = byte_template_load64(m + len - 8);
+	for (uint32_t i = 0; i < w; i++)
+		tp->bytes[i] = byte_template_load64(tp->raw + 8 * i) & tp->mask[i];
+	tp->mask[w] = tail;
+	tp->bytes[w] = byte_template_load64(tp->raw + len - 8) & tail;
 	tp->words = w;
 }
 
@@ -45,7 +57,11 @@ bool byte_template_set(byte_template *tp, const uint8_t *raw, uint32_t len, cons
 {
 	tp->raw = raw;
 	tp->len = len;
-	tp->spans = *spans;
+	/* the spans given, not the whole array: only the first n are read */
+	tp->spans.base = spans->base;
+	tp->spans.n = spans->n;
+	tp->spans.full = spans->full;
+	memcpy(tp->spans.s, spans->s, spans->n * sizeof(spans->s[0]));
 	tp->valid = !spans->full && spans_sort(&tp->spans);
 	for (uint32_t i = 0; tp->valid && i < tp->spans.n; i++)
 		tp->valid = tp->spans.s[i].at + tp->spans.s[i].len <= len;

@@ -18,9 +18,11 @@
 #include <string.h>
 
 #include "analyzers/engine/body.h"
+#include "analyzers/engine/bulk_nsinfo.h"
 #include "analyzers/engine/engine_int.h"
 #include "analyzers/engine/keys.h"
 #include "analyzers/engine/leading.h"
+#include "analyzers/engine/stmt_scan.h"
 #include "analyzers/planner/stages.h"
 #include "analyzers/planner/sort_bounds.h"
 #include "protocol/byte_template.h"
@@ -694,20 +696,71 @@ static inline __attribute__((always_inline)) void stmt_site(rule_site *site, sha
 	site->parsed_update = b->has_update ? &b->update : NULL;
 }
 
+/* What the scan of a statement at t needs (stmt_scan.h): the statement's
+ * keys, and what read_facts and stmt_gate would read and ask there. */
+static const stmt_scan_in *scan_in(stmt_scan_in *in, const target *t, unsigned keys,
+                                   const arrays_target *learn)
+{
+	*in = (stmt_scan_in){keys,
+	                     t->parts & (PART_FILTER | PART_QUERY | PART_UPDATE),
+	                     (t->parts & PART_UPDATE) || learn,
+	                     t->parts & PART_UPDATE,
+	                     t->gate_always,
+	                     t->gate_when,
+	                     t->gate_floor,
+	                     learn};
+	return in;
+}
+
+/* The scan of a statement (stmt_scan.h): true when it shows that no check
+ * would be called on the statement and nothing learnt from it, which is
+ * then judged (its upsert noted, the template made of it when sp). */
+static inline __attribute__((always_inline)) bool stmt_scanned(rule_ctx *ax, const stmt_scan_in *in,
+                                                               const wire_cur *doc,
+                                                               byte_template *tp, byte_spans *sp)
+{
+	bool upsert;
+	if (!stmt_scan_run(in, doc, sp, &upsert)) {
+		if (sp) { /* for the full read, as if never scanned */
+			sp->n = 0;
+			sp->full = false;
+		}
+		return false;
+	}
+	if (upsert && ax->block)
+		ax->block->upsert = true;
+	if (sp)
+		(void)byte_template_set(tp, doc->raw, doc->len, sp);
+	return true;
+}
+
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
  * Every statement of every command is walked and checked here, once.
  * tp (NULL: none): the batch's template, matched first, dropped when a
  * check is called for this statement, and made of it (when make) when
- * none is. The site, the shape and the rules' iterators are made only
- * for a statement some check is called on: most statements of a batch
- * show nothing any check is called for (stmt_gate). */
-static inline __attribute__((always_inline)) void
+ * none is. in (NULL: read it in full): the statement is scanned first,
+ * and read in full only when a check is called on it: most statements
+ * of a batch show nothing any check is called for (stmt_gate), and the
+ * site, the shape, the rules' iterators and the facts' members are made
+ * only for the others. True when no check was called on it. */
+static inline __attribute__((always_inline)) bool
 analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
-             rule_query_kind kind, const char *command, const char *shape_target, const char *op,
-             byte_template *tp, bool make, arrays_target *learn)
+             const stmt_scan_in *in, rule_query_kind kind, const char *command,
+             const char *shape_target, const char *op, byte_template *tp, bool make,
+             arrays_target *learn)
 {
-	cmd_body b;
+	byte_spans spans; /* its 16 spans are written as they are added: not zeroed */
+	byte_spans *sp = NULL;
+	if (tp && make) {
+		spans.base = doc->raw;
+		spans.n = 0;
+		spans.full = false;
+		sp = &spans;
+	}
+	if (in && t->gated && !t->gate_always && stmt_scanned(ax, in, doc, tp, sp))
+		return true;
+	cmd_body b; /* read in full, from the start, as if never scanned */
 	body_init(&b, NULL, NULL);
 	if (op) {
 		b.parts[0].key = "op";
@@ -716,7 +769,7 @@ analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
 		b.n = 1;
 	}
 	if (!body_walk_cur(&b, doc, keys))
-		return;
+		return true;
 	if (b.upsert && ax->block)
 		ax->block->upsert = true;
 	if (kind == RULE_QUERY_DELETE && op) /* a bulkWrite delete: multi, not limit */
@@ -731,21 +784,12 @@ analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
 		 * a statement the template cannot stand for. */
 		stmt_site(&site, &spec, t, &b, command, shape_target, ax->explain);
 		if (!run_sort(ax, &site, body_sort_query(&b)))
-			return;
+			return false;
 		if (tp)
 			tp->valid = false;
-		(void)check_filter_update(ax, &site, &b, t, kind, NULL, learn);
-		return;
+		return check_filter_update(ax, &site, &b, t, kind, NULL, learn);
 	}
 	stmt_facts f;
-	byte_spans spans; /* its 16 spans are written as they are added: not zeroed */
-	byte_spans *sp = NULL;
-	if (tp && make) {
-		spans.base = doc->raw;
-		spans.n = 0;
-		spans.full = false;
-		sp = &spans;
-	}
 	read_facts(ax, &f, &b, t, sp, learn);
 	bool unchecked = t->gated && stmt_unchecked(t, &f);
 	if (!unchecked) {
@@ -753,11 +797,12 @@ analyze_stmt(rule_ctx *ax, const target *t, const wire_cur *doc, unsigned keys,
 		run_facts_checks(ax, &site, &b, t, kind, &f);
 	}
 	if (!tp)
-		return;
+		return unchecked;
 	if (!unchecked)
 		tp->valid = false;
 	else if (make)
 		(void)byte_template_set(tp, doc->raw, doc->len, &spans);
+	return unchecked;
 }
 
 #define TEMPLATE_BACKOFF_MAX 64
@@ -789,6 +834,11 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	 * shape still matches from its second statement. */
 	unsigned skip = 0, backoff = 0;
 	bool fresh = false; /* tp was made of the statement read last */
+	/* A statement is scanned first when the one read before had no check
+	 * called on it: the first, or one after a checked one, is read in
+	 * full at once, and costs what it did, not a scan more. */
+	bool scan = false, in_made = false;
+	stmt_scan_in in;
 	cmdview_docs_init(&d, v, command_stmts(c));
 	while (cmdview_docs_next_cur(&d, &doc)) {
 		if (tpp && byte_template_matches(tpp, doc.raw, doc.len)) {
@@ -802,11 +852,16 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 			                                           : TEMPLATE_BACKOFF_MAX;
 			skip = backoff;
 		}
-		bool make = skip == 0;
+		/* none of a sequence's last statement: nothing follows to match it */
+		bool make = skip == 0 && !(d.in_seq && d.p >= d.end);
 		if (skip)
 			skip--;
-		analyze_stmt(ax, &t, &doc, c->stmt_keys, c->query, command_name(c), coll, NULL, tpp,
-		             make, lp);
+		if (scan && !in_made) { /* made only for a batch that scans */
+			(void)scan_in(&in, &t, c->stmt_keys, lp);
+			in_made = true;
+		}
+		scan = analyze_stmt(ax, &t, &doc, c->stmt_keys, scan ? &in : NULL, c->query,
+		                    command_name(c), coll, NULL, tpp, make, lp);
 		fresh = make && tpp && tp.valid;
 	}
 	engine_arrays_target_done(&learn);
@@ -867,57 +922,6 @@ static void analyze_insert_op(rule_ctx *ax, const target *t, const bson_t *op)
 	rule_site site = site_of(t, &spec);
 	run_checks(ax, &site, CHECK_DOCUMENT, &doc);
 }
-/* bulkWrite (admin): ops name their namespace by index into nsInfo.
- * nsInfo is read once per request into a table of its "ns" strings
- * (pointers into the message; NULL for an entry without one): scanning
- * nsInfo again for every op would be quadratic in a message a client
- * controls (many ops naming the last of many entries compress to almost
- * nothing). The table lives on the stack for the namespaces a real
- * bulkWrite names; only a larger nsInfo allocates. */
-#define BULK_NS_INLINE 64
-
-typedef struct bulk_nsinfo {
-	const char *inline_ns[BULK_NS_INLINE];
-	const char **ns; /* inline_ns, or malloc'd when nsInfo is larger */
-	size_t n;
-} bulk_nsinfo;
-
-/* False only when memory runs out; the ops then go unanalyzed. */
-static bool bulk_nsinfo_init(bulk_nsinfo *b, const cmdview *v)
-{
-	cmdview_docs d;
-	bson_t doc;
-	size_t count = 0;
-	cmdview_docs_init(&d, v, "nsInfo");
-	while (cmdview_docs_next(&d, &doc))
-		count++;
-	b->n = 0;
-	b->ns = count <= BULK_NS_INLINE ? b->inline_ns : malloc(count * sizeof(*b->ns));
-	if (!b->ns)
-		return false;
-	cmdview_docs_init(&d, v, "nsInfo");
-	while (b->n < count && cmdview_docs_next(&d, &doc)) {
-		bson_iter_t it;
-		b->ns[b->n++] = bson_iter_init_find(&it, &doc, "ns") && WIRE_ITER_HOLDS_UTF8(&it)
-		                    ? bson_iter_utf8(&it, NULL)
-		                    : NULL;
-	}
-	return true;
-}
-
-static void bulk_nsinfo_free(bulk_nsinfo *b)
-{
-	if (b->ns != b->inline_ns)
-		free(b->ns);
-}
-
-static bool bulk_ns(const bulk_nsinfo *b, int64_t idx, char *ns, size_t cap)
-{
-	if (idx < 0 || (uint64_t)idx >= b->n || !b->ns[idx])
-		return false;
-	snprintf(ns, cap, "%s", b->ns[idx]);
-	return true;
-}
 
 /* Each op at its own namespace (bulkWrite spans several), so scopes and
  * index lists apply per op; a namespace whose index list must be waited
@@ -927,6 +931,7 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 	cmdview_docs d;
 	bson_t op;
 	bulk_nsinfo nsinfo;
+	bool scan = false; /* as analyze_statements' */
 	if (!bulk_nsinfo_init(&nsinfo, v))
 		return ax->verdict;
 	cmdview_docs_init(&d, v, "ops");
@@ -961,11 +966,14 @@ verdict analyze_bulk_write(rule_ctx *ax, const cmdview *v)
 		if (is_insert)
 			analyze_insert_op(ax, &t, &op);
 		else if (bson_iter_init(&stmt, &op)) {
+			unsigned keys = is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS;
+			arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
+			stmt_scan_in in;
 			wire_cur_of_iter(&sc, &stmt);
-			analyze_stmt(ax, &t, &sc, is_update ? BULK_UPDATE_KEYS : BULK_DELETE_KEYS,
-			             is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
-			             command_name(ax->cmd), t.ns, kind, NULL, false,
-			             ax->e->learn_arrays ? &learn : NULL);
+			scan = analyze_stmt(ax, &t, &sc, keys,
+			                    scan ? scan_in(&in, &t, keys, lp) : NULL,
+			                    is_update ? RULE_QUERY_UPDATE : RULE_QUERY_DELETE,
+			                    command_name(ax->cmd), t.ns, kind, NULL, false, lp);
 		}
 		engine_arrays_target_done(&learn);
 	}

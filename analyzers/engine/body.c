@@ -58,51 +58,9 @@ static void add_part(shape_part *parts, size_t *n, const char *key, shape_mode m
 	(*n)++;
 }
 
-/* always_inline: in body_walk_cur, where it runs for every key of a body
- * (body_key_of, for the tests, would otherwise keep it a call). */
-static inline __attribute__((always_inline)) body_key key_of(const char *k)
-{
-	switch (k[0]) {
-	case 'a':
-		return key_eq(k, "arrayFilters") ? BK_ARRAY_FILTERS : BK_NONE;
-	case 'c':
-		return key_eq(k, "collation") ? BK_COLLATION : BK_NONE;
-	case 'e':
-		return key_eq(k, "explain") ? BK_EXPLAIN : BK_NONE;
-	case 'f':
-		return key_eq(k, "filter") ? BK_FILTER : BK_NONE;
-	case 'h':
-		return key_eq(k, "hint") ? BK_HINT : BK_NONE;
-	case 'k':
-		return key_eq(k, "key") ? BK_KEY : BK_NONE;
-	case 'l':
-		return key_eq(k, "limit") ? BK_LIMIT : BK_NONE;
-	case 'm':
-		if (key_eq(k, "multi"))
-			return BK_MULTI;
-		return key_eq(k, "min") || key_eq(k, "max") ? BK_MIN_MAX : BK_NONE;
-	case 'p':
-		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
-	case 'q':
-		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
-	case 's':
-		return key_eq(k, "sort") ? BK_SORT : key_eq(k, "skip") ? BK_SKIP : BK_NONE;
-	case 'u':
-		if (key_eq(k, "u"))
-			return BK_U;
-		if (key_eq(k, "update"))
-			return BK_UPDATE;
-		if (key_eq(k, "updateMods"))
-			return BK_UPDATE_MODS;
-		return key_eq(k, "upsert") ? BK_UPSERT : BK_NONE;
-	default:
-		return BK_NONE;
-	}
-}
-
 body_key body_key_of(const char *k)
 {
-	return key_of(k);
+	return body_key_at(k);
 }
 
 /* One switch case per key, hence its length. */
@@ -161,7 +119,7 @@ bool body_walk_cur(cmd_body *b, const wire_cur *doc, unsigned wanted)
 		return true; /* an ended iterator's: nothing to walk */
 	while (wire_cur_walk(&c)) {
 		const char *k = wire_cur_key(&c); /* shown as is; lives as the body */
-		body_key key = key_of(k);
+		body_key key = body_key_at(k);
 		if (!(wanted & (1u << key)))
 			continue; /* BK_NONE is never wanted */
 		bool taken = true;

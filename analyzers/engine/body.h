@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "analyzers/engine/keys.h"
 #include "analyzers/engine/shape.h"
 #include "analyzers/planner/sort_query.h"
 #include "protocol/cmdview.h"
@@ -77,7 +78,49 @@ typedef struct cmd_body {
 	size_t n;
 } cmd_body;
 
-/* The key's BK_ value (BK_NONE for a key no rule reads). Exposed for tests. */
+/* The key's BK_ value (BK_NONE for a key no rule reads). Inline: in the
+ * walks of a body and of a statement (stmt_scan.c), for every key. */
+static inline __attribute__((always_inline)) body_key body_key_at(const char *k)
+{
+	switch (k[0]) {
+	case 'a':
+		return key_eq(k, "arrayFilters") ? BK_ARRAY_FILTERS : BK_NONE;
+	case 'c':
+		return key_eq(k, "collation") ? BK_COLLATION : BK_NONE;
+	case 'e':
+		return key_eq(k, "explain") ? BK_EXPLAIN : BK_NONE;
+	case 'f':
+		return key_eq(k, "filter") ? BK_FILTER : BK_NONE;
+	case 'h':
+		return key_eq(k, "hint") ? BK_HINT : BK_NONE;
+	case 'k':
+		return key_eq(k, "key") ? BK_KEY : BK_NONE;
+	case 'l':
+		return key_eq(k, "limit") ? BK_LIMIT : BK_NONE;
+	case 'm':
+		if (key_eq(k, "multi"))
+			return BK_MULTI;
+		return key_eq(k, "min") || key_eq(k, "max") ? BK_MIN_MAX : BK_NONE;
+	case 'p':
+		return key_eq(k, "pipeline") ? BK_PIPELINE : BK_NONE;
+	case 'q':
+		return key_eq(k, "q") ? BK_Q : key_eq(k, "query") ? BK_QUERY : BK_NONE;
+	case 's':
+		return key_eq(k, "sort") ? BK_SORT : key_eq(k, "skip") ? BK_SKIP : BK_NONE;
+	case 'u':
+		if (key_eq(k, "u"))
+			return BK_U;
+		if (key_eq(k, "update"))
+			return BK_UPDATE;
+		if (key_eq(k, "updateMods"))
+			return BK_UPDATE_MODS;
+		return key_eq(k, "upsert") ? BK_UPSERT : BK_NONE;
+	default:
+		return BK_NONE;
+	}
+}
+
+/* The same, out of line, for the tests. */
 body_key body_key_of(const char *k);
 
 /* Leaves the bson_t slots alone: on the request path, and only written

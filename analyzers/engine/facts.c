@@ -2,60 +2,9 @@
  * and of its update. */
 #include "analyzers/engine/facts.h"
 
+#include "analyzers/engine/facts_steps.h"
 #include "analyzers/engine/keys.h"
 #include "protocol/wire_iter.h"
-
-/* The key of an operator document's member c is on, as the rules tell
- * them apart. */
-static unsigned op_bit(const wire_cur *c)
-{
-	switch (wire_cur_key(c)[1]) {
-	case 'r':
-		return CUR_KEY_IS(c, "$regex") ? FOP_REGEX : FOP_OTHER;
-	case 'i':
-		return CUR_KEY_IS(c, "$in") ? FOP_LIST : FOP_OTHER;
-	case 'n':
-		if (CUR_KEY_IS(c, "$nin"))
-			return FOP_LIST;
-		return CUR_KEY_IS(c, "$not") ? FOP_NOT : FOP_OTHER;
-	case 'a':
-		return CUR_KEY_IS(c, "$all") ? FOP_LIST : FOP_OTHER;
-	case 'e':
-		return CUR_KEY_IS(c, "$elemMatch") ? FOP_ELEM_MATCH : FOP_OTHER;
-	case 'o':
-		return CUR_KEY_IS(c, "$options") ? FOP_OPTIONS : FOP_OTHER;
-	default:
-		return FOP_OTHER;
-	}
-}
-
-/* A member's value bytes that neither the step over it nor anything the
- * facts decide reads: a fixed-size value but a boolean (whose byte the
- * step checks), the inside of a string. */
-static void value_span_of(facts_spans *sp, const wire_cur *c, bson_type_t t)
-{
-	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
-	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
-	    t == BSON_TYPE_DECIMAL128)
-		byte_spans_add(sp, c->raw + c->val, c->next - c->val);
-	else if (t == BSON_TYPE_UTF8 && c->next - (c->val + 4) > 1) /* the string's bytes */
-		byte_spans_add(sp, c->raw + c->val + 4,
-		               c->next - (c->val + 4) - 1); /* not the NUL */
-}
-
-/* The same, a call only while a template is being made (most statements
- * of a mixed batch make none). */
-static inline __attribute__((always_inline)) void value_span(facts_spans *sp, const wire_cur *c,
-                                                             bson_type_t t)
-{
-	if (sp)
-		value_span_of(sp, c, t);
-}
-
-static bool is_dbref_key(const wire_cur *c)
-{
-	return CUR_KEY_IS(c, "$ref") || CUR_KEY_IS(c, "$id") || CUR_KEY_IS(c, "$db");
-}
 
 /* One member, c on it. */
 static void member(filter_facts *f, fact_member *m, const wire_cur *c, facts_spans *sp)
@@ -116,37 +65,6 @@ void facts_filter(filter_facts *f, const wire_cur *filter, facts_spans *sp)
 		member(f, &f->m[f->n], &c, sp);
 		f->n++;
 	}
-}
-
-/* The fact_write_op of the update operator c is on, or -1 for one that
- * never makes an array. */
-static int write_op(const wire_cur *c)
-{
-	const char *k = wire_cur_key(c);
-	if (k[0] != '$')
-		return -1;
-	switch (k[1]) {
-	case 'p':
-		return CUR_KEY_IS(c, "$push") ? FW_PUSH : -1;
-	case 'a':
-		return CUR_KEY_IS(c, "$addToSet") ? FW_ADD_TO_SET : -1;
-	case 's':
-		return CUR_KEY_IS(c, "$set") || CUR_KEY_IS(c, "$setOnInsert") ? FW_SET : -1;
-	default:
-		return -1;
-	}
-}
-
-/* The length of a path before its first positional component ("$",
- * "$[]", "$[name]"), which only an array can take; 0 when it has none. A
- * byte loop: paths are short, and most hold no '$'. */
-static uint32_t positional(const char *p, uint32_t len)
-{
-	for (uint32_t i = 1; i < len; i++)
-		if (p[i] == '$' && p[i - 1] == '.' &&
-		    (p[i + 1] == '\0' || p[i + 1] == '.' || p[i + 1] == '['))
-			return i - 1;
-	return 0;
 }
 
 /* The writes (update_facts.writes) of one operator, c on it. spans: a
