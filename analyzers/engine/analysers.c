@@ -10,9 +10,8 @@
  * An analyser reads only the view and the engine, so a later call on a
  * saved copy of the request gives the same parts.
  *
- * A statement (update's, delete's, a bulkWrite op's) goes through
- * analyze_stmt alone: the one place every statement's filter and update
- * are walked and checked. */
+ * A statement (update's, delete's, a bulkWrite op's) is read and checked
+ * in analyze_stmt alone, unless stmt_scan.h passes it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,8 +216,8 @@ static void run_body_query(rule_ctx *ax, const rule_site *s, cmd_body *b, rule_q
 		rq.q.filter = &b->filter_doc;
 	rq.distinct_key = b->key;
 	rq.min_max = b->min_max;
-	rq.stops_unknown = false; /* read for every kind (rule_scan.c); counts, reads_all
-	                             and via only for an aggregate */
+	rq.stops_unknown = false; /* read for every kind (rule_scan.c); counts, reads_all,
+	                             group and via only for an aggregate */
 	rq.skip = 0;
 	switch (kind) {
 	case RULE_QUERY_UPDATE:
