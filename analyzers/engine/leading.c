@@ -232,7 +232,9 @@ static bool sort_passes(const bson_iter_t *c, const stage_paths *ch, const char 
  * too), and so it becomes the leading run's sort. It moves none before a
  * $project, $addFields, $set or $unset (a single-document transformation
  * swaps with a $skip only): past one of those the sort is in memory
- * whatever the indexes, and l->behind names it. A sort on a field those
+ * whatever the indexes, and l->behind names it, after such a join too
+ * (django-mongodb-backend's select_related() and order_by()). A sort on a
+ * field those
  * stages compute, or after any other stage ($group, $limit, $skip, a
  * $match between, ...), is not judged: it sorts what that stage made. */
 static void sort_after_run(const bson_iter_t *s, leading *l)
@@ -241,6 +243,7 @@ static void sort_after_run(const bson_iter_t *s, leading *l)
 	const char *as[8], *last_as = NULL, *behind = NULL;
 	size_t nas = 0;
 	bool unwinds_drop = false; /* an $unwind that drops empty arrays */
+	bool absorbed = false;     /* an $unwind of a $lookup's as: the join stays first */
 	stage_paths ch;
 	stage_paths_init(&ch);
 	do {
@@ -249,7 +252,8 @@ static void sort_after_run(const bson_iter_t *s, leading *l)
 			return;
 		const char *k = wire_iter_key(&c);
 		if (key_eq(k, "$sort")) {
-			if ((behind && l->has_sort) || !sort_passes(&c, &ch, as, nas))
+			if ((behind && l->has_sort) || (absorbed && !behind) ||
+			    !sort_passes(&c, &ch, as, nas))
 				return;
 			bson_iter_t next = it, n1;
 			if (!behind && unwinds_drop && wire_iter_next(&next) &&
@@ -272,9 +276,13 @@ static void sort_after_run(const bson_iter_t *s, leading *l)
 		} else if (key_eq(k, "$unwind")) {
 			bool preserves;
 			const char *path = unwind_read(&c, &preserves);
-			if (!path || (last_as && strcmp(path, last_as) == 0) ||
-			    !stage_paths_add(&ch, k, &c))
-				return; /* absorbed by the $lookup before it: the sort stays */
+			if (!path || !stage_paths_add(&ch, k, &c))
+				return;
+			/* absorbed by the $lookup before it: the join moves no
+			 * sort before it, and one right after it sorts the join's
+			 * output (not judged); a projection after them keeps it
+			 * in memory whatever the indexes, as after the join alone */
+			absorbed |= last_as && strcmp(path, last_as) == 0;
 			unwinds_drop |= !preserves;
 		} else if (key_eq(k, "$project") || key_eq(k, "$addFields") || key_eq(k, "$set") ||
 		           key_eq(k, "$unset")) {

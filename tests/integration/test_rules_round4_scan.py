@@ -278,6 +278,17 @@ def test_sort_after_unwind_and_projections(start_proxy):
         [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
         assert "sort {\"z\": 1} on shop.orders: no index provides it" in f["attr"]["detail"]
         assert "createIndex({\"a\": 1, \"z\": 1})" in f["attr"]["suggestion"]
+        # Behind a projection after a $lookup that absorbed an $unwind of its as
+        # (django-mongodb-backend's select_related() and order_by(), held out, stop 44):
+        # the join stays first and the projection keeps the sort after it, in memory.
+        mark = p.log.mark()
+        list(c.aggregate([{"$lookup": {"from": "other", "localField": "bid",
+                                       "foreignField": "_id", "as": "bb"}},
+                          {"$unwind": "$bb"}, {"$addFields": {"bid": "$bid"}},
+                          {"$sort": {"bid": 1}}]))
+        [f] = wait_findings(p, rule="index-mismatched-sort", since=mark)
+        assert "after $addFields, which mongod moves no $sort ahead of" in \
+            f["attr"]["detail"], f["attr"]
         # An $expr whose fields no stage before it changes moves into the leading $match:
         # in a $lookup pipeline, a scan of `from` per outer document (held-out set 5).
         mark = p.log.mark()
@@ -298,6 +309,9 @@ def test_sort_after_unwind_and_projections(start_proxy):
                           {"$sort": {"b": 1}}]))
         list(c.aggregate([{"$match": {"a": 1}}, {"$group": {"_id": "$b", "n": {"$sum": 1}}},
                           {"$sort": {"n": -1}}]))
+        list(c.aggregate([{"$lookup": {"from": "other", "localField": "bid",  # the join's
+                                       "foreignField": "_id", "as": "bb"}},   # output sorted
+                          {"$unwind": "$bb"}, {"$sort": {"bid": 1}}]))
         time.sleep(0.3)
         assert not p.log.findings("index-mismatched-sort", mark), \
             p.log.findings("index-mismatched-sort", mark)

@@ -135,6 +135,18 @@ static void test_sort_past_unwind_and_projections(void **state)
 	expect("[{'$lookup':{'from':'i','localField':'_id','foreignField':'o','as':'it'}},"
 	       "{'$unwind':'$t'},{'$sort':{'z':1}}]",
 	       "- | { 'z' : 1 }");
+	/* a $lookup that absorbed an $unwind, then a projection: the sort behind it, in memory
+	 * whatever the indexes (until stop 44 not judged, though the same without the $unwind was)
+	 */
+	expect_behind("[{'$lookup':{'from':'i','localField':'b','foreignField':'_id','as':'bb'}},"
+	              "{'$unwind':'$bb'},{'$addFields':{'b':'$b'}},{'$sort':{'b':1}}]",
+	              "{ 'b' : 1 }", "$addFields");
+	expect_behind("[{'$lookup':{'from':'i','localField':'b','foreignField':'_id','as':'bb'}},"
+	              "{'$unwind':'$bb'},{'$project':{'b':1,'bb':1}},{'$sort':{'b':1}}]",
+	              "{ 'b' : 1 }", "$project");
+	expect_behind("[{'$lookup':{'from':'i','localField':'b','foreignField':'_id','as':'bb'}},"
+	              "{'$unwind':'$bb'},{'$addFields':{'b':'$b'}},{'$sort':{'bb.n':1}}]",
+	              NULL, NULL);
 	/* a $match between, a $group, a $limit: not judged */
 	expect("[{'$unwind':'$t'},{'$match':{'t':1}},{'$sort':{'z':1}}]", "- | -");
 	expect("[{'$group':{'_id':'$a'}},{'$sort':{'_id':1}}]", "- | -");
