@@ -78,12 +78,9 @@ static void writes_of(update_facts *u, const wire_cur *c, fact_write_op op, fact
 	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(c, &m))
 		return;
 	while (wire_cur_walk(&m)) {
-		uint32_t len = wire_cur_key_len(&m), pos = positional(wire_cur_key(&m), len);
-		bson_type_t t = wire_cur_type(&m);
-		if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !pos) {
-			value_span(sp, &m, t);
+		uint32_t len, pos;
+		if (!write_member(&m, op, sp, &len, &pos))
 			continue;
-		}
 		if (u->nwrites == FACTS_WRITES) {
 			u->writes_complete = false;
 			return;
@@ -129,14 +126,8 @@ void facts_update(update_facts *u, const wire_cur *update, facts_spans *sp)
 	u->ops = 0; /* writes_of may add UOP_PUSH_OPEN */
 	do {
 		int op = write_op(&c);
-		if (op < 0) {
-			/* an operator that writes no array: nothing reads its
-			 * operand's inside, between its length and its last byte */
-			bson_type_t t = wire_cur_type(&c);
-			if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) &&
-			    c.next - c.val > 5)
-				byte_spans_add(sp, c.raw + c.val + 4, c.next - c.val - 5);
-		}
+		if (op < 0)
+			operand_span(sp, &c);
 		if (op == FW_PUSH)
 			ops |= UOP_PUSH;
 		else if (CUR_KEY_IS(&c, "$inc"))

@@ -50,6 +50,16 @@ static __attribute__((noinline, unused)) void value_span_of(facts_spans *sp, con
 		               c->next - (c->val + 4) - 1); /* not the NUL */
 }
 
+/* The span of the operand of an update operator c is on that writes no
+ * array (write_op < 0): nothing reads its inside, between its length and
+ * its last byte. */
+static inline __attribute__((always_inline)) void operand_span(facts_spans *sp, const wire_cur *c)
+{
+	bson_type_t t = wire_cur_type(c);
+	if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) && c->next - c->val > 5)
+		byte_spans_add(sp, c->raw + c->val + 4, c->next - c->val - 5);
+}
+
 /* The same, a call only while a template is being made (most statements
  * of a mixed batch make none). */
 static inline __attribute__((always_inline)) void value_span(facts_spans *sp, const wire_cur *c,
@@ -93,6 +103,23 @@ static inline uint32_t positional(const char *p, uint32_t len)
 		    (p[i + 1] == '\0' || p[i + 1] == '.' || p[i + 1] == '['))
 			return i - 1;
 	return 0;
+}
+
+/* A member m of the operand of a write operator op (facts.h's writes): its
+ * path's length and positional prefix (*len, *pos), and whether it is a
+ * write; one that is not (a scalar $set at a plain path) gives its value's
+ * span. */
+static inline __attribute__((always_inline)) bool
+write_member(const wire_cur *m, fact_write_op op, facts_spans *sp, uint32_t *len, uint32_t *pos)
+{
+	*len = wire_cur_key_len(m);
+	*pos = positional(wire_cur_key(m), *len);
+	bson_type_t t = wire_cur_type(m);
+	if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !*pos) {
+		value_span(sp, m, t);
+		return false;
+	}
+	return true;
 }
 
 #endif

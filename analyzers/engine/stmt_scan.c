@@ -82,12 +82,9 @@ scan_writes(scan_update_out *o, unsigned *nwrites, bool *open, const wire_cur *c
 	if (wire_cur_type(c) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(c, &m))
 		return true;
 	while (wire_cur_walk(&m)) {
-		uint32_t len = wire_cur_key_len(&m), pos = positional(wire_cur_key(&m), len);
-		bson_type_t t = wire_cur_type(&m);
-		if (op == FW_SET && t != BSON_TYPE_ARRAY && t != BSON_TYPE_DOCUMENT && !pos) {
-			value_span(sp, &m, t);
+		uint32_t len, pos;
+		if (!write_member(&m, op, sp, &len, &pos))
 			continue;
-		}
 		if (*nwrites == FACTS_WRITES)
 			return false;
 		if (op == FW_PUSH) {
@@ -134,13 +131,8 @@ scan_update(scan_update_out *o, const wire_cur *update, const uint64_t *firsts, 
 	bool push = false, open = false, complete = true;
 	do {
 		int op = write_op(&c);
-		if (op < 0) {
-			/* as facts_update: the inside of an operand no write reads */
-			bson_type_t t = wire_cur_type(&c);
-			if (sp && (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) &&
-			    c.next - c.val > 5)
-				byte_spans_add(sp, c.raw + c.val + 4, c.next - c.val - 5);
-		}
+		if (op < 0)
+			operand_span(sp, &c);
 		push |= op == FW_PUSH;
 		if (op >= 0 && complete)
 			complete =

@@ -480,31 +480,12 @@ static bool batch_verdict(bool no_templates, const uint8_t *const *docs, const u
 	fx_sink_init(&sink);
 	index_cache *ic = fx_orders_cache();
 	engine *e = engine_all(RULE_BLOCK, no_templates, ic, &sink);
-	size_t len = 0, cap = 0;
-	uint8_t *buf = NULL, kind = 1;
-	bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
-	fx_msg_head(&buf, &len, &cap, body);
-	fx_append(&buf, &len, &cap, &kind, 1);
-	size_t seq = len;
-	fx_append_i32(&buf, &len, &cap, 0);
-	fx_append(&buf, &len, &cap, "updates", 8);
-	for (size_t j = 0; j < n; j++)
-		fx_append(&buf, &len, &cap, docs[j], lens[j]);
-	wire_write_i32(buf + seq, (int32_t)(len - seq));
-	wire_write_i32(buf, (int32_t)len);
-	opmsg m;
-	cmdview v;
-	wire_error err = {0};
-	assert_true(opmsg_parse(buf, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err));
 	block_info block = {0};
-	request_ctx rc = {.app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
-	bool blocked = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
+	bool blocked = fx_update_batch(e, docs, lens, n, &block) == VERDICT_BLOCK;
 	*findings = sink.n;
 	engine_free(e);
 	index_cache_free(ic);
 	fx_sink_free(&sink);
-	bson_destroy(body);
-	free(buf);
 	return blocked;
 }
 

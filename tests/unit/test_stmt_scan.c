@@ -408,32 +408,20 @@ static bool batch(rule_action action, const bson_t *const *docs, size_t n, size_
 		cfg.rules[r].action = action;
 	engine *e = engine_new(&cfg, ic, fx_sink_fn, &sink);
 	assert_non_null(e);
-	size_t len = 0, cap = 0;
-	uint8_t *buf = NULL, kind = 1;
-	bson_t *body = BCON_NEW("update", "orders", "$db", "shop");
-	fx_msg_head(&buf, &len, &cap, body);
-	fx_append(&buf, &len, &cap, &kind, 1);
-	size_t seq = len;
-	fx_append_i32(&buf, &len, &cap, 0);
-	fx_append(&buf, &len, &cap, "updates", 8);
-	for (size_t j = 0; j < n; j++)
-		fx_append(&buf, &len, &cap, bson_get_data(docs[j]), docs[j]->len);
-	wire_write_i32(buf + seq, (int32_t)(len - seq));
-	wire_write_i32(buf, (int32_t)len);
-	opmsg m;
-	cmdview v;
-	wire_error err = {0};
-	assert_true(opmsg_parse(buf, len, &m, &err) && cmdview_from_opmsg(&m, &v, &err));
+	const uint8_t *raw[64];
+	uint32_t lens[64];
+	assert_true(n <= 64);
+	for (size_t j = 0; j < n; j++) {
+		raw[j] = bson_get_data(docs[j]);
+		lens[j] = docs[j]->len;
+	}
 	block_info block = {0};
-	request_ctx rc = {.app_name = "", .client = "c", .now_ms = 1000000, .no_wait = true};
-	bool blocked = engine_analyze(e, &v, &rc, &block) == VERDICT_BLOCK;
+	bool blocked = fx_update_batch(e, raw, lens, n, &block) == VERDICT_BLOCK;
 	*findings = sink.n;
 	*upsert = block.upsert;
 	engine_free(e);
 	index_cache_free(ic);
 	fx_sink_free(&sink);
-	bson_destroy(body);
-	free(buf);
 	return blocked;
 }
 
