@@ -357,8 +357,10 @@ static bool maybe_distinct_scan(const bson_iter_t *g)
 	return true;
 }
 
-/* The field a $group (g: on its value) groups by first: its _id "$f", or
- * the first member of a document _id; NULL for anything else. */
+/* The field a $group (g: on its value) groups by, when it groups by one:
+ * its _id "$f", or a document _id of that one member; NULL for anything
+ * else (mongod's DISTINCT_SCAN rewrite takes a single _id expression:
+ * getRewriteGroupRequirements). */
 static const char *group_field(const bson_iter_t *g)
 {
 	bson_iter_t c, a;
@@ -367,44 +369,33 @@ static const char *group_field(const bson_iter_t *g)
 	while (wire_iter_next(&c)) {
 		if (!key_eq(wire_iter_key(&c), "_id"))
 			continue;
-		if (WIRE_ITER_HOLDS_DOCUMENT(&c) && wire_iter_recurse(&c, &a) && wire_iter_next(&a))
+		if (WIRE_ITER_HOLDS_DOCUMENT(&c)) {
+			if (!wire_iter_recurse(&c, &a) || !wire_iter_next(&a))
+				return NULL;
 			c = a;
+			if (wire_iter_next(&a))
+				return NULL; /* two fields or more */
+		}
 		const char *f = WIRE_ITER_HOLDS_UTF8(&c) ? bson_iter_utf8(&c, NULL) : NULL;
 		return f && f[0] == '$' && f[1] != '$' && f[1] ? f + 1 : NULL;
 	}
 	return NULL;
 }
 
-/* A stage that only keeps or drops fields ({$project: {a: 1, b: 0}}, with
- * numbers and booleans only, and $unset): mongod folds it into the query's
- * projection, and a $group after it still follows the query. c: on the
- * stage's key. */
-static bool drops_fields(const bson_iter_t *c)
-{
-	bson_iter_t f;
-	if (key_eq(wire_iter_key(c), "$unset"))
-		return true;
-	if (!key_eq(wire_iter_key(c), "$project") || !wire_iter_recurse(c, &f))
-		return false;
-	while (wire_iter_next(&f))
-		if (!WIRE_ITER_HOLDS_NUMBER(&f) && !WIRE_ITER_HOLDS_BOOL(&f))
-			return false;
-	return true;
-}
-
 /* s on the first stage after the leading run (leading.h's reads_all):
  * streaming stages pass every document on; the first stage that takes
  * its whole input, or the cursor at the end, reads them all; a $limit
- * before them stops the read. A $group that may be a DISTINCT_SCAN and
- * follows the query (the leading run, and stages that only drop fields)
- * reads less where an index leads with the field it groups by: *group
- * names that field (the rule asks the indexes); NULL when there is none
- * to ask. A $group after any other stage is no DISTINCT_SCAN: mongod
- * pushes nothing past it into the query. */
+ * before them stops the read. A $group that may be a DISTINCT_SCAN, first
+ * after the leading run (mongod rewrites one that begins the pipeline or
+ * follows only $match and $sort), reads less where an index leads with
+ * the one field it groups by: *group names that field (the rule asks the
+ * indexes). A $group after any other stage, or whose _id is no single
+ * field path (two fields, $$ROOT, {}), is no DISTINCT_SCAN: it reads
+ * everything. */
 static bool reads_everything(const bson_iter_t *s, const char **group)
 {
 	bson_iter_t it = *s, c;
-	bool follows_query = true;
+	bool first = true;
 	*group = NULL;
 	do {
 		if (!WIRE_ITER_HOLDS_DOCUMENT(&it) || !wire_iter_recurse(&it, &c) ||
@@ -413,13 +404,11 @@ static bool reads_everything(const bson_iter_t *s, const char **group)
 		const char *k = wire_iter_key(&c);
 		switch (flow_of(k)) {
 		case FLOW_STREAMS:
-			follows_query = follows_query && drops_fields(&c);
+			first = false;
 			continue;
 		case FLOW_TAKES_ALL:
-			if (follows_query && key_eq(k, "$group") && maybe_distinct_scan(&c)) {
+			if (first && key_eq(k, "$group") && maybe_distinct_scan(&c))
 				*group = group_field(&c);
-				return *group != NULL; /* no field: not judged, as before */
-			}
 			return true;
 		case FLOW_OTHER:
 			return false;

@@ -409,8 +409,8 @@ def test_a_group_is_a_distinct_scan_only_where_an_index_gives_one(start_proxy):
     $group of field paths with no accumulator, behind a $project that computes or a
     $unionWith: mongod reads every document of both collections. The rule took any such
     $group for a DISTINCT_SCAN, whatever came before it and whatever the indexes; mongod
-    uses one only right after the query, by a field an index (not multikey there) leads
-    with."""
+    uses one only for a $group that begins the pipeline or follows only $match and $sort,
+    by one field an index (not multikey there) leads with."""
     srv, p, client = scripted(start_proxy, "round4-group")
     try:
         c = client["shop"]["orders"]
@@ -422,18 +422,19 @@ def test_a_group_is_a_distinct_scan_only_where_an_index_gives_one(start_proxy):
             [{"$project": {"k": {"$literal": 1}, "status": 1}},
              {"$group": {"_id": {"k": "$k", "status": "$status"}}}],     # a computed key
             [{"$group": {"_id": "$tags", "f": {"$first": "$qty"}}}],     # tags_1 is multikey
+            [{"$group": {"_id": {"s": "$status", "a": "$a"}}}],          # two fields
+            [{"$project": {"status": 1}}, {"$group": {"_id": "$status"}}],  # not first
         ):
             mark = p.log.mark()
             list(c.aggregate(pipeline))
             [f] = wait_findings(p, rule="collection-scan", ns="shop.orders", since=mark)
             assert "no leading $match that filters reads every document" in \
                 f["attr"]["detail"], (pipeline, f["attr"])
-        # Near misses: the index leads with the grouped field, right after the query or
-        # behind a projection that only keeps fields.
+        # Near misses: an index leads with the one grouped field, and the $group begins
+        # the pipeline or follows only $match and $sort.
         mark = p.log.mark()
         list(c.aggregate([{"$group": {"_id": "$status"}}]))
-        list(c.aggregate([{"$project": {"status": 1, "a": 1}},
-                          {"$group": {"_id": {"s": "$status", "a": "$a"}}}]))
+        list(c.aggregate([{"$match": {}}, {"$group": {"_id": {"s": "$status"}}}]))
         list(c.aggregate([{"$group": {"_id": "$a", "b": {"$last": "$b"}}}]))
         time.sleep(0.3)
         assert not p.log.findings("collection-scan", mark), p.log.findings("collection-scan", mark)

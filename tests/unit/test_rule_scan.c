@@ -657,12 +657,33 @@ static const scase cases[] = {
     MISS("aggregate without a leading $match, a $group that may be a DISTINCT_SCAN",
          "{'aggregate':'big','pipeline':[{'$group':{'_id':'$name','f':{'$first':'$b'}}}],"
          "'cursor':{}}"),
-    MISS("a $group of a document of field paths, the first an index leads with",
-         "{'aggregate':'big','pipeline':[{'$group':{'_id':{'n':'$name','a':'$a'}}}],"
+    MISS("a $group by an indexed field after an empty leading $match",
+         "{'aggregate':'big','pipeline':[{'$match':{}},{'$group':{'_id':'$name'}}],'cursor':{}}"),
+    MISS("a $group by the leading key of a compound index, $last",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$status','l':{'$last':'$x'}}}],"
          "'cursor':{}}"),
-    MISS("a $group behind an inclusion $project",
-         "{'aggregate':'big','pipeline':[{'$project':{'name':1,'a':true}},{'$group':{'_id':"
-         "'$name'}}],'cursor':{}}"),
+    MISS("a $group by a dotted field an index leads with",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$items.sku'}}],'cursor':{}}"),
+    MISS("a $group by an indexed field, $top",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':'$name','t':{'$top':{'output':'$x',"
+         "'sortBy':{'name':1}}}}}],'cursor':{}}"),
+    MISS("a $group of a document of one field path an index leads with",
+         "{'aggregate':'big','pipeline':[{'$group':{'_id':{'n':'$name'}}}],'cursor':{}}"),
+    /* mongod rewrites a $group into a DISTINCT_SCAN only when it begins the
+     * pipeline or follows only $match and $sort, and groups by one
+     * expression (getRewriteGroupRequirements; jstests distinct_scan and
+     * group_conversion_to_distinct_scan) */
+    HIT("a $group of a document of two field paths",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':{'n':'$name','a':'$a'}}}],"
+        "'cursor':{}}",
+        "aggregate", "no leading $match that filters reads every document", NULL),
+    HIT("a $group behind an inclusion $project",
+        "{'aggregate':'big','pipeline':[{'$project':{'name':1,'a':true}},{'$group':{'_id':"
+        "'$name'}}],'cursor':{}}",
+        "aggregate", "no leading $match that filters reads every document", NULL),
+    HIT("a $group by $$ROOT",
+        "{'aggregate':'big','pipeline':[{'$group':{'_id':'$$ROOT'}}],'cursor':{}}", "aggregate",
+        "no leading $match that filters reads every document", NULL),
     /* ... but only where an index can give it (until stop 44 any $group of
      * field paths was taken for one: django-mongodb-backend's distinct()
      * and union() read every document unreported) */
