@@ -4,9 +4,8 @@
  * a word at a time under a mask, long ones by memcmp between the spans. */
 #include "protocol/byte_template.h"
 
-/* The spans in the order of their bytes (a statement may hold u before q),
- * and none overlapping. */
-static bool spans_sort(byte_spans *sp)
+/* byte_template.h */
+bool byte_spans_sort(byte_spans *sp)
 {
 	for (uint32_t i = 1; i < sp->n; i++)
 		for (uint32_t j = i; j > 0 && sp->s[j].at < sp->s[j - 1].at; j--) {
@@ -62,7 +61,7 @@ bool byte_template_set(byte_template *tp, const uint8_t *raw, uint32_t len, cons
 	tp->spans.n = spans->n;
 	tp->spans.full = spans->full;
 	memcpy(tp->spans.s, spans->s, spans->n * sizeof(spans->s[0]));
-	tp->valid = !spans->full && spans_sort(&tp->spans);
+	tp->valid = !spans->full && byte_spans_sort(&tp->spans);
 	for (uint32_t i = 0; tp->valid && i < tp->spans.n; i++)
 		tp->valid = tp->spans.s[i].at + tp->spans.s[i].len <= len;
 	if (tp->valid)

@@ -49,6 +49,10 @@ static inline void byte_spans_add(byte_spans *sp, const uint8_t *from, uint32_t 
 	sp->n++;
 }
 
+/* Puts sp's spans in the order of their bytes (a statement may hold u
+ * before q): false when two of them overlap. */
+bool byte_spans_sort(byte_spans *sp);
+
 enum { BYTE_TEMPLATE_WORDS = 64 }; /* runs up to 512 bytes are matched by words */
 
 typedef struct byte_template {

@@ -735,7 +735,7 @@ static inline __attribute__((always_inline)) bool stmt_scanned(rule_ctx *ax, con
 
 /* One statement, in the shape of `command` on `shape_target`. op:
  * bulkWrite's "update" / "delete", shown first in the shape, or NULL.
- * Every statement of every command is walked and checked here, once.
+ * Every statement is read in full here, once, unless its scan passes it.
  * tp (NULL: none): the batch's template, matched first, dropped when a
  * check is called for this statement, and made of it (when make) when
  * none is. in (NULL: read it in full): the statement is scanned first,
