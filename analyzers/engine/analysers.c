@@ -827,21 +827,21 @@ verdict analyze_statements(rule_ctx *ax, const cmdview *v)
 	arrays_target learn = {.looked = false, .set = NULL};
 	arrays_target *lp = ax->e->learn_arrays ? &learn : NULL;
 	/* A template made of a statement and missed by the next one (a batch
-	 * of mixed shapes, each read) makes the next few statements make
-	 * none: skip of them, doubling to TEMPLATE_BACKOFF_MAX while the
-	 * misses go on, and back to none at the first match. A batch of one
-	 * shape still matches from its second statement. */
+	 * of mixed shapes, each read) makes the next few make none: skip of
+	 * them, doubling to TEMPLATE_BACKOFF_MAX while the misses go on. It is
+	 * kept meanwhile, and may match a later statement of its shape; only
+	 * a match of the one just made (two alike in a row) ends the backoff,
+	 * so a batch of one shape still matches from its second statement. */
 	unsigned skip = 0, backoff = 0;
 	bool fresh = false; /* tp was made of the statement read last */
-	/* A statement is scanned first when the one read before had no check
-	 * called on it: the first, or one after a checked one, is read in
-	 * full at once, and costs what it did, not a scan more. */
+	/* Scanned first when the statement read before had no check called on
+	 * it; the first, or one after a checked one, is read in full at once. */
 	bool scan = false, in_made = false;
 	stmt_scan_in in;
 	cmdview_docs_init(&d, v, command_stmts(c));
 	while (cmdview_docs_next_cur(&d, &doc)) {
 		if (tpp && byte_template_matches(tpp, doc.raw, doc.len)) {
-			backoff = 0;
+			backoff = fresh ? 0 : backoff;
 			fresh = false;
 			continue;
 		}

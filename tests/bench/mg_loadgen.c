@@ -358,7 +358,8 @@ static lg_tmpls templates(void)
 		 * K: an even shape sets field "v<shape>", an odd one appends to
 		 * array "a<shape>" with $each and $slice (bounded: the push rule's
 		 * check is called and finds nothing), so no statement is of the
-		 * shape of the one before it and each is read. */
+		 * shape of the one before it: each is read, but for those a
+		 * template kept through the engine's backoff matches. */
 		for (int i = 0; i < opt.statements; i++) {
 			bson_t *u;
 			if (opt.shapes == 0 || i == 0) {
