@@ -122,7 +122,7 @@ typedef enum {
 
 typedef struct rule_read {
 	rule_read_kind kind; /* NONE, QUERY or MORE */
-	bool find;           /* QUERY: a find (rule_read_filter reads its filter) */
+	bool find;           /* QUERY: a find, else an aggregate (rule_read_filter) */
 	bool changes;        /* NONE: a write or a schema change (insert, drop, ...) */
 	bool values_known;   /* false: its literals are placeholders (request_ctx) */
 	const char *db;      /* NONE: NULL */
@@ -131,7 +131,9 @@ typedef struct rule_read {
 	const void *view; /* the engine's */
 } rule_read;
 
-/* A find's filter, read when a rule asks (valid during conn_read). */
+/* A find's filter, or the leading $match of an aggregate whose later
+ * stages only shape what it read ($project, $addFields, $set, $unset,
+ * $sort, $skip, $limit), read when a rule asks (valid during conn_read). */
 typedef struct rule_read_filter_facts {
 	rule_read_kind kind; /* QUERY, KEYED or KEYED_IN */
 	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */

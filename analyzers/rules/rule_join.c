@@ -27,7 +27,7 @@ typedef struct join_child {
 	uint64_t ns_hash, key;
 	key_set keys;           /* the values read (rule_read_filter_facts) */
 	uint32_t parent_seq;    /* 0: an empty slot */
-	uint32_t reads, values; /* finds, and the values they read */
+	uint32_t reads, values; /* keyed reads, and the values they read */
 	uint32_t fanout;        /* how many of those are distinct */
 	bool placeholders;      /* some values read were placeholders: each counts */
 	int64_t last_ms;
@@ -42,6 +42,7 @@ typedef struct join_facts {
 	int64_t n;
 	uint32_t reads, values, fanout, window_ms;
 	bool in;
+	bool find; /* the child reads are finds, else aggregates */
 } join_facts;
 
 /* The connection's state (rule_checks.conn_size bytes, zeroed). */
@@ -208,8 +209,8 @@ static join_child *child_of(join_conn *j, const join_parent *p, uint64_t ns, uin
 	return old;
 }
 
-/* A find of the connection (pend_ns) by one field's value or values (f)
- * while a parent may be active. */
+/* A find or aggregate of the connection (pend_ns) by one field's value or
+ * values (f) while a parent may be active. */
 static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
                        const rule_read_filter_facts *f, int64_t now)
 {
@@ -248,11 +249,13 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	j->f.fanout = c->fanout;
 	j->f.window_ms = (uint32_t)window;
 	j->f.in = f->kind == RULE_READ_KEYED_IN;
+	j->f.find = j->pend_find;
 	return true;
 }
 
 /* Every request: the read is remembered for its reply, and a find's filter
- * is read only within the window after an active parent. */
+ * (an aggregate's leading $match) is read only within the window after an
+ * active parent. */
 static bool conn_read(void *conn, const rule_config *rc, void *state, const rule_read *r,
                       int64_t now_ms)
 {
@@ -279,7 +282,7 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 	j->pend_ns[a + 1 + b] = '\0';
 	j->pend_len = (uint32_t)(a + 1 + b);
 	j->pend_find = r->find;
-	if (!r->find || !j->active ||
+	if (r->kind != RULE_READ_QUERY || !j->active ||
 	    now_ms - j->active_ms > (int64_t)rc->params[JOIN_PARAM_WINDOW_MS])
 		return false;
 	rule_read_filter_facts f;
@@ -402,7 +405,8 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 		text_printf(&t, " in %u $in batch%s holding %u keys", f->reads,
 		            f->reads == 1 ? "" : "es", f->values);
 	else
-		text_printf(&t, " %u times, one find per document (N+1)", f->reads);
+		text_printf(&t, " %u times, one %s per document (N+1)", f->reads,
+		            f->find ? "find" : "aggregate");
 	text_printf(&t, ", each within %u ms of the last (fan-out %u of %lld)", f->window_ms,
 	            f->fanout, (long long)f->n);
 	w->detail = rule_words_piece(&t, start);

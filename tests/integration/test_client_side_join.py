@@ -104,3 +104,42 @@ def test_n_plus_one_is_reported_while_capturing(clients, upstream, start_proxy, 
     f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
     assert f"{dbname}.orders" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
     assert "12" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+
+
+def test_aggregate_children_are_reported(clients, upstream, start_proxy, dbname):
+    """ODMs that read with `aggregate`: Beanie's `fetch_link` sends one
+    `[{$match: {_id: X}}, {$limit: 1}, {$project}]` per parent document, and Django's ORM
+    (django-mongodb-backend) one `[{$match: {fk: v}}, {$limit: 21}]`, or, for
+    `prefetch_related`, one `$in` with `$addFields` and `$sort`. Each is the N+1 (or the
+    batch) a find would be. A pipeline that does more than shape what its `$match` read (a
+    `$group` here) is another read, and stays silent."""
+    seed_shop(clients, dbname)
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
+    db = clients.via(p, appname="odm")[dbname]
+    orders = list(db.orders.aggregate([{"$match": {"open": True}}]))
+    assert len(orders) == 12
+    for o in orders:  # Beanie's fetch_link
+        got = list(db.customers.aggregate([{"$match": {"_id": o["cust"]}}, {"$limit": 1},
+                                           {"$project": {"name": 1}}]))
+        assert got == [{"_id": o["cust"], "name": f"c{o['cust']}"}]
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    a = f[0]["attr"]
+    assert a["command"] == "aggregate", a
+    assert "one aggregate per document (N+1)" in a["detail"], a["detail"]
+    assert f"{dbname}.orders" in a["detail"] and "12" in a["detail"], a["detail"]
+
+    # prefetch_related: one $in batch of the page's keys, shaped and ordered
+    orders = list(db.orders.aggregate([{"$match": {"open": True}}, {"$limit": 21}]))
+    got = list(db.products.aggregate([{"$match": {"_id": {"$in": [o["cust"] for o in orders]}}},
+                                      {"$addFields": {"sku": "$sku"}}, {"$sort": {"sku": 1}}]))
+    assert len(got) == 12
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.products")
+    assert "in 1 $in batch holding 12 keys" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+
+    # a grouping per document is not a keyed read of the documents
+    orders = list(db.orders.find({"open": True}))
+    for o in orders:
+        list(db.products.aggregate([{"$match": {"sku": f"s{o['cust']}"}},
+                                    {"$group": {"_id": "$sku", "n": {"$sum": 1}}}]))
+    time.sleep(0.5)
+    assert len(p.log.findings("client-side-join")) == 2

@@ -133,6 +133,15 @@ static const fx_finding *expect_one(world *w, const char *ns, const char *detail
 	return f;
 }
 
+static const fx_finding *last_join(fx_sink *s)
+{
+	for (size_t i = s->n; i > 0; i--)
+		if (s->f[i - 1].rule == J)
+			return &s->f[i - 1];
+	fail_msg("no finding");
+	return NULL;
+}
+
 /* ---- positives ---- */
 
 static void test_defaults(void **state)
@@ -683,7 +692,8 @@ static void test_unkeyed_reads(void **state)
 	    "{'find':'customers','filter':{'_id':{'$in':[1,2,3,4,5,6]},'deleted':false}}",
 	    "{'find':'customers','filter':{'name':{'$regularExpression':{'pattern':'^a','options':"
 	    "''}}}}",
-	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':1}}],'cursor':{}}",
+	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$a'}}],"
+	    "'cursor':{}}",
 	    "{'explain':{'find':'customers','filter':{'_id':1}}}",
 	    "{'distinct':'customers','key':'a','query':{'_id':1}}",
 	};
@@ -696,6 +706,90 @@ static void test_unkeyed_reads(void **state)
 	expect_silent(&w);
 	conn_close(&c);
 	world_close(&w);
+}
+
+/* Django's ORM (django-mongodb-backend) reads every model with an
+ * aggregate: a parent page, then one {$match: {fk: v}}, {$limit: 21} per
+ * document (an N+1 without select_related), or one $in of them with a
+ * projection and an order (prefetch_related). Each is a child read. */
+static void test_aggregate_children(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	send(&w, &c, "{'aggregate':'books','pipeline':[{'$match':{'shelf':'A'}}],'cursor':{}}", 6);
+	for (int i = 0; i < 3; i++) {
+		char json[256];
+		w.t += 2;
+		snprintf(json, sizeof(json),
+		         "{'aggregate':'authors','pipeline':[{'$match':{'_id':{'$oid':'%024x'}}},"
+		         "{'$limit':21}],'cursor':{}}",
+		         w.oid++);
+		send(&w, &c, json, 1);
+	}
+	assert_int_equal(fx_sink_count(&w.sink, J), 1);
+	const fx_finding *f = fx_sink_first(&w.sink, J);
+	assert_string_equal(f->ns, "shop.authors");
+	assert_string_equal(f->command, "aggregate");
+	assert_non_null(strstr(f->detail, "after a read of \"shop.books\" returned 6 documents, "
+	                                  "this connection read \"shop.authors\" by \"_id\" 3 "
+	                                  "times, one aggregate per document (N+1)"));
+	/* prefetch_related: one $in of the page's keys, shaped and ordered */
+	w.t += 500;
+	send(&w, &c, "{'aggregate':'books','pipeline':[{'$match':{'shelf':'B'}}],'cursor':{}}", 4);
+	w.t += 2;
+	send(&w, &c,
+	     "{'aggregate':'tags','pipeline':[{'$match':{'book_id':{'$in':[1,2,3,4]}}},"
+	     "{'$addFields':{'name':'$name'}},{'$sort':{'name':1}},{'$project':{'name':1}},"
+	     "{'$skip':0},{'$set':{'x':1}},{'$unset':'x'}],'cursor':{}}",
+	     4);
+	assert_int_equal(fx_sink_count(&w.sink, J), 2);
+	assert_non_null(strstr(last_join(&w.sink)->detail,
+	                       "read \"shop.tags\" by \"book_id\" in 1 $in batch holding 4 keys"));
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Aggregates that read otherwise than by the key, each with values that
+ * would make a fan-out: a join, a grouping, another collection's union, a
+ * facet, a $match of two fields or behind another stage, an explain. */
+static void test_aggregate_look_alikes(void **state)
+{
+	static const char *const forms[] = {
+	    "[{'$match':{'k':%d}},{'$lookup':{'from':'x','localField':'a','foreignField':'b',"
+	    "'as':'j'}}]",
+	    "[{'$match':{'k':%d}},{'$group':{'_id':'$a'}}]",
+	    "[{'$match':{'k':%d}},{'$unionWith':'x'}]",
+	    "[{'$match':{'k':%d}},{'$facet':{'a':[{'$limit':1}]}}]",
+	    "[{'$match':{'k':%d,'deleted':false}}]",
+	    "[{'$project':{'k':1}},{'$match':{'k':%d}}]",
+	    "[{'$match':{'k':{'$gt':%d}}}]",
+	    "[{'$match':{'k':%d},'$limit':1}]",
+	    "[{'$match':{'k':%d}},{'$out':'x'}]",
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		world w;
+		conn c = {0};
+		world_open(&w, RULE_LOG);
+		find_orders(&w, &c, 6);
+		for (int v = 0; v < 6; v++) {
+			char pipe[256], json[512];
+			w.t += 1;
+			snprintf(pipe, sizeof(pipe), forms[i], v);
+			snprintf(json, sizeof(json),
+			         "{'aggregate':'customers','pipeline':%s,'cursor':{}}", pipe);
+			send(&w, &c, json, 1);
+		}
+		w.t += 1;
+		send(&w, &c,
+		     "{'aggregate':'customers','pipeline':[{'$match':{'k':1}}],'cursor':{},"
+		     "'explain':true}",
+		     1);
+		if (fx_sink_count(&w.sink, J) != 0)
+			fail_msg("form %zu: %s", i, fx_sink_first(&w.sink, J)->detail);
+		conn_close(&c);
+		world_close(&w);
+	}
 }
 
 /* Too few keyed reads for the parent's documents: a few lookups that
@@ -781,6 +875,8 @@ int main(void)
 	    cmocka_unit_test(test_write_or_ddl_ends_the_parent),
 	    cmocka_unit_test(test_same_collection),
 	    cmocka_unit_test(test_unkeyed_reads),
+	    cmocka_unit_test(test_aggregate_children),
+	    cmocka_unit_test(test_aggregate_look_alikes),
 	    cmocka_unit_test(test_fanout_short_of_parent),
 	    cmocka_unit_test(test_other_connection),
 	    cmocka_unit_test(test_new_engine_resets),
