@@ -18,6 +18,23 @@ const uint8_t wire_iter_fixed_plus_one[256] = {
     [BSON_TYPE_MINKEY] = 1,    [BSON_TYPE_MAXKEY] = 1,
 };
 
+const uint8_t wire_cur_class[256] = {
+    [BSON_TYPE_DOUBLE] = 9,
+    [BSON_TYPE_DATE_TIME] = 9,
+    [BSON_TYPE_INT64] = 9,
+    [BSON_TYPE_TIMESTAMP] = 9,
+    [BSON_TYPE_INT32] = 5,
+    [BSON_TYPE_DECIMAL128] = 17,
+    [BSON_TYPE_OID] = 13,
+    [BSON_TYPE_NULL] = 1,
+    [BSON_TYPE_UNDEFINED] = 1,
+    [BSON_TYPE_MINKEY] = 1,
+    [BSON_TYPE_MAXKEY] = 1,
+    [BSON_TYPE_DOCUMENT] = WIRE_CUR_DOC,
+    [BSON_TYPE_ARRAY] = WIRE_CUR_DOC,
+    [BSON_TYPE_UTF8] = WIRE_CUR_STR,
+};
+
 /* The iterator's state after a failed step, as libbson leaves it. */
 static bool ended(bson_iter_t *it)
 {
