@@ -37,17 +37,18 @@ static inline unsigned op_bit(const wire_cur *c)
 
 /* A member's value bytes that neither the step over it nor anything the
  * facts decide reads: a fixed-size value but a boolean (whose byte the
- * step checks), the inside of a string. */
-static __attribute__((noinline, unused)) void value_span_of(facts_spans *sp, const wire_cur *c,
-                                                            bson_type_t t)
+ * step checks), the inside of a string. The member's value is raw[val,
+ * next): given by value, so that the caller's cursor need not be in
+ * memory for the call. */
+static __attribute__((noinline, unused)) void
+value_span_of(facts_spans *sp, const uint8_t *raw, uint32_t val, uint32_t next, bson_type_t t)
 {
 	if (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
 	    t == BSON_TYPE_DATE_TIME || t == BSON_TYPE_OID || t == BSON_TYPE_TIMESTAMP ||
 	    t == BSON_TYPE_DECIMAL128)
-		byte_spans_add(sp, c->raw + c->val, c->next - c->val);
-	else if (t == BSON_TYPE_UTF8 && c->next - (c->val + 4) > 1) /* the string's bytes */
-		byte_spans_add(sp, c->raw + c->val + 4,
-		               c->next - (c->val + 4) - 1); /* not the NUL */
+		byte_spans_add(sp, raw + val, next - val);
+	else if (t == BSON_TYPE_UTF8 && next - (val + 4) > 1)            /* the string's bytes */
+		byte_spans_add(sp, raw + val + 4, next - (val + 4) - 1); /* not the NUL */
 }
 
 /* The span of the operand of an update operator c is on that writes no
@@ -66,7 +67,7 @@ static inline __attribute__((always_inline)) void value_span(facts_spans *sp, co
                                                              bson_type_t t)
 {
 	if (sp)
-		value_span_of(sp, c, t);
+		value_span_of(sp, c->raw, c->val, c->next, t);
 }
 
 static inline bool is_dbref_key(const wire_cur *c)

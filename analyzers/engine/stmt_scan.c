@@ -8,11 +8,12 @@
 #include "analyzers/engine/keys.h"
 
 /* bson_iter_as_bool of the element c is on, as take_read (body.c) reads
- * an upsert. Out of line: a bson_iter_t is 128-byte aligned, and rare. */
-static __attribute__((noinline)) bool as_bool(const wire_cur *c)
+ * an upsert. Out of line: a bson_iter_t is 128-byte aligned, and rare.
+ * The cursor by value, so that the caller's need not be in memory. */
+static __attribute__((noinline)) bool as_bool(wire_cur c)
 {
 	bson_iter_t it;
-	wire_cur_iter(c, &it);
+	wire_cur_iter(&c, &it);
 	return bson_iter_as_bool(&it);
 }
 
@@ -202,7 +203,7 @@ bool stmt_scan_run(const stmt_scan_in *in, const wire_cur *doc, facts_spans *sp,
 			}
 			break;
 		case BK_UPSERT:
-			*upsert = as_bool(&c);
+			*upsert = as_bool(c);
 			break;
 		case BK_MULTI: /* read only by the query checks, which a */
 		case BK_LIMIT: /* statement the scan passes has none of */
