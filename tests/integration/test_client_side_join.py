@@ -143,3 +143,32 @@ def test_aggregate_children_are_reported(clients, upstream, start_proxy, dbname)
                                     {"$group": {"_id": "$sku", "n": {"$sum": 1}}}]))
     time.sleep(0.5)
     assert len(p.log.findings("client-side-join")) == 2
+
+
+def test_aggregate_children_offline_as_live(clients, upstream, start_proxy, dbname, tmp_path,
+                                            mongoguard_bin):
+    """The same aggregate N+1, captured (literals redacted, the default): `mongoguard report`
+    gives the client-side-join finding the live proxy logged, with its count."""
+    from test_capture_report import captures, live_findings, run_report
+
+    seed_shop(clients, dbname)
+    cdir = tmp_path / "cap"
+    cfg = {"rules": rules(client_side_join=JOIN),
+           "capture": {"dir": str(cdir), "replySampleRate": 1}}
+    p = start_proxy(upstream.uri, json.dumps(cfg) + "\n")
+    db = clients.via(p, appname="odm")[dbname]
+    for _ in range(2):  # the second loop: the same pair, counted once more
+        orders = list(db.orders.aggregate([{"$match": {"open": True}}, {"$sort": {"_id": 1}}]))
+        for o in orders:
+            list(db.customers.aggregate([{"$match": {"_id": o["cust"]}}, {"$limit": 1}]))
+    wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    time.sleep(1.5)  # a summary interval
+    assert p.stop() == 0
+    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
+    assert len(live) == 1, live
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    rep = json.loads(out.read_text())
+    got = {(f["rule"], f["shapeHash"]): f["count"] for f in rep["findings"]
+           if f["rule"] == "client-side-join"}
+    assert got == live
