@@ -241,7 +241,10 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	const char *field = wire_iter_key(&it);
 	uint32_t values = 1;
 	f->key = mix_str(0, field);
-	rule_read_kind k = value_kind(&it, &values, &f->key, &f->keys);
+	/* a top-level operator ($and, $or, $nor, $expr, $comment, $where,
+	 * $jsonSchema, ...) reads by no one field's value */
+	rule_read_kind k =
+	    field[0] == '$' ? RULE_READ_QUERY : value_kind(&it, &values, &f->key, &f->keys);
 	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
 		f->key = mix_str(f->key, wire_iter_key(&it));
 		k = RULE_READ_QUERY;

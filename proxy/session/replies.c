@@ -68,9 +68,15 @@ static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, reply_at
 	if (!e)
 		return;
 	reply_scan sc;
-	const uint8_t *whole;
+	const uint8_t *whole = NULL;
 	if (ndocs < 0 && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc) && sc.ok)
 		ndocs = sc.n;
+	if (ndocs < 0 && !whole && s->cap_reply && s->cap_buf) {
+		/* streamed, and copied whole for the capture: counted from the
+		 * copy at its end (capture_reply_end), as the report counts it */
+		s->cap_track = true;
+		return;
+	}
 	engine_note_reply(e, s->track, ndocs, now_ns / 1000000);
 }
 
@@ -169,6 +175,14 @@ static void capture_reply_end(session *s)
 		free(s->cap_buf);
 		s->cap_buf = NULL;
 	}
+	engine *e = session_snap(s)->engine;
+	if (s->cap_track && e) {
+		reply_scan sc;
+		int64_t n =
+		    s->cap_buf && reply_scan_read(s->cap_buf, s->cap_len, &sc) && sc.ok ? sc.n : -1;
+		engine_note_reply(e, s->track, n, mg_now_ns() / 1000000);
+	}
+	s->cap_track = false;
 	capture_sink_reply(s->env.capture, &o, s->cap_rt, s->cap_len, s->cap_buf);
 	s->cap_buf = NULL;
 	s->cap_reply = false;
@@ -288,8 +302,10 @@ static void relay_whole(session *s, inflight *f, struct evbuffer *in, struct evb
 	if (f && inflight_is_write(f->kind)) {
 		note_write_reply(s, f, p, st->n);
 		evbuffer_remove_buffer(in, out, st->n);
-	} else {
+	} else if (s->env.hello && f && inflight_is_hello(f->kind)) {
 		relay_hello(s, in, out, p, st->n);
+	} else { /* a DDL command's, or one gathered for its count */
+		evbuffer_remove_buffer(in, out, st->n);
 	}
 }
 
@@ -301,6 +317,25 @@ static bool wanted_whole(const session *s, const inflight *f)
 	return f && !f->answer &&
 	       ((s->env.hello && inflight_is_hello(f->kind)) ||
 	        (f->kept && (inflight_is_write(f->kind) || f->kind == INFLIGHT_DDL)));
+}
+
+/* The largest reply gathered whole for its document count alone. */
+#define COUNTED_WHOLE_MAX (256 * 1024)
+
+/* A reply whose documents the connection's track counts (client-side-join:
+ * a read that may be a parent, or its getMore) is gathered whole when it
+ * is no larger than COUNTED_WHOLE_MAX and did not arrive whole: its count
+ * was otherwise unknown whenever the kernel handed it over in pieces, and
+ * a parent was lost at random. p/have: the front of the input, at a
+ * reply's start. A larger reply streams, its count unknown. */
+static bool counted_whole(const session *s, const inflight *f, const uint8_t *p, size_t have,
+                          size_t avail)
+{
+	if (!f || f->answer || have < 4 || reply_framer_mid_reply(&s->framer) ||
+	    !engine_track_wants_count(s->track))
+		return false;
+	uint32_t len = (uint32_t)wire_read_i32(p);
+	return len > avail && len <= COUNTED_WHOLE_MAX;
 }
 
 /* A run of whole replies at the front of the upstream's input (its first
@@ -389,13 +424,13 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 static void relay_forward(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail,
                           const framer_step *st)
 {
+	if (s->env.capture) /* first: its copy may count the reply (note_track_reply) */
+		capture_reply_step(s, in, st);
 	if (st->starts) {
 		size_t len = (size_t)st->peek.h.length;
 		reply_at r = {NULL, avail >= len ? in : NULL, len};
 		note_reply_start(s, &r);
 	}
-	if (s->env.capture)
-		capture_reply_step(s, in, st);
 	transport_stage_or_relay(in, st->n, st->n == avail, out, &s->cl, true, NULL);
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], st->n);
 	s->nbytes[MX_DIR_REPLY] += st->n;
@@ -448,12 +483,13 @@ static void process_upstream_replies(session *s)
 		wire_error err;
 		session_no_error(&err);
 		inflight *head = inflight_head(&s->inflight);
-		reply_framer_set_whole(&s->framer, wanted_whole(s, head));
 		if (!p) {
 			session_finish(s, LOG_ERROR, "out of memory reading a %zu-byte reply",
 			               have);
 			return;
 		}
+		reply_framer_set_whole(&s->framer, wanted_whole(s, head) ||
+		                                       counted_whole(s, head, p, have, avail));
 		switch (reply_framer_next(&s->framer, p, have, avail, inflight_expect(&s->inflight),
 		                          &st, &err)) {
 		case FRAMER_GATHER:

@@ -163,6 +163,9 @@ struct session {
 	/* The reply being captured (env.capture set): its bytes, copied as
 	 * they are forwarded, when it is small enough to be read. */
 	bool cap_reply;
+	/* the track's count of the reply being captured is told at its end,
+	 * from the capture's copy: it streamed, too large to gather */
+	bool cap_track;
 	uint8_t *cap_buf;
 	size_t cap_len, cap_off;
 	int32_t cap_rt;

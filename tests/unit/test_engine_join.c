@@ -792,6 +792,46 @@ static void test_aggregate_look_alikes(void **state)
 	}
 }
 
+/* A filter whose only top-level key is an operator reads by no one
+ * field's value, whatever the values inside it: {$and: [{_id: v}, ...]}
+ * (ODMantic's every query of two conditions), {$nor: [{x: v}]} (every
+ * document but one), $comment, $expr, $where, $jsonSchema. Each read with
+ * a value of its own, so that taking the operator for the field would
+ * make a fan-out; as finds and as aggregates' $match. */
+static void test_top_level_operators(void **state)
+{
+	static const char *const filters[] = {
+	    "{'$and':[{'_id':%d},{'x':1}]}", "{'$and':[{'_id':%d}]}",
+	    "{'$or':[{'_id':%d},{'x':1}]}",  "{'$nor':[{'x':%d}]}",
+	    "{'$comment':'req-%d'}",         "{'$expr':{'$eq':['$x',%d]}}",
+	    "{'$where':'this.x == %d'}",     "{'$jsonSchema':{'required':['x%d']}}",
+	};
+	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+		for (int agg = 0; agg < 2; agg++) {
+			world w;
+			conn c = {0};
+			world_open(&w, RULE_LOG);
+			find_orders(&w, &c, 6);
+			for (int v = 0; v < 6; v++) {
+				char filter[128], json[256];
+				w.t += 1;
+				snprintf(filter, sizeof(filter), filters[i], v);
+				snprintf(
+				    json, sizeof(json),
+				    agg ? "{'aggregate':'customers','pipeline':[{'$match':%s}],"
+				          "'cursor':{}}"
+				        : "{'find':'customers','filter':%s}",
+				    filter);
+				send(&w, &c, json, 1);
+			}
+			if (fx_sink_count(&w.sink, J) != 0)
+				fail_msg("filter %zu (%s): %s", i, agg ? "aggregate" : "find",
+				         fx_sink_first(&w.sink, J)->detail);
+			conn_close(&c);
+			world_close(&w);
+		}
+}
+
 /* Too few keyed reads for the parent's documents: a few lookups that
  * happen to follow a large read, or an $in far smaller than the page. */
 static void test_fanout_short_of_parent(void **state)
@@ -877,6 +917,7 @@ int main(void)
 	    cmocka_unit_test(test_unkeyed_reads),
 	    cmocka_unit_test(test_aggregate_children),
 	    cmocka_unit_test(test_aggregate_look_alikes),
+	    cmocka_unit_test(test_top_level_operators),
 	    cmocka_unit_test(test_fanout_short_of_parent),
 	    cmocka_unit_test(test_other_connection),
 	    cmocka_unit_test(test_new_engine_resets),
