@@ -208,6 +208,20 @@ def pieces_server(first: int, more: int, note: int = 200) -> FakeServer:
     return srv
 
 
+def twelve_orders_joined(p, batch: int, note: int) -> None:
+    """Through p: the 12 orders (every byte as sent), one customer read per order, and the
+    finding that names the parent's 12 documents."""
+    c = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
+    orders = list(c.shop.orders.find({"open": True}, batch_size=batch))
+    assert [o["_id"] for o in orders] == list(range(12))
+    assert all(o["note"] == "x" * note for o in orders)
+    for o in orders:
+        c.shop.customers.find_one({"_id": o["cust"]})
+    f = wait_findings(p, rule="client-side-join", ns="shop.customers")
+    assert "returned 12 documents" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+    c.close()
+
+
 def test_a_parent_reply_in_pieces_is_counted(start_proxy):
     """A parent's reply that reaches the proxy in pieces: its documents were counted only when
     the whole reply was in the proxy's buffer as it began, so an N+1 after a reply the kernel
@@ -218,15 +232,7 @@ def test_a_parent_reply_in_pieces_is_counted(start_proxy):
         srv = pieces_server(first, more)
         try:
             p = start_proxy(srv.uri, config(rules(client_side_join=JOIN)))
-            c = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
-            orders = list(c.shop.orders.find({"open": True}, batch_size=first))
-            assert [o["_id"] for o in orders] == list(range(12))
-            assert all(o["note"] == "x" * 200 for o in orders)
-            for o in orders:
-                c.shop.customers.find_one({"_id": o["cust"]})
-            f = wait_findings(p, rule="client-side-join", ns="shop.customers")
-            assert "returned 12 documents" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
-            c.close()
+            twelve_orders_joined(p, first, 200)
             assert p.stop() == 0
         finally:
             srv.stop()
@@ -246,14 +252,7 @@ def test_a_large_parent_in_pieces_is_counted_from_the_capture(start_proxy, tmp_p
         cfg = {"rules": rules(client_side_join=JOIN),
                "capture": {"dir": str(cdir), "replySampleRate": 1}}
         p = start_proxy(srv.uri, json.dumps(cfg) + "\n")
-        c = MongoClient(p.uri, serverSelectionTimeoutMS=10000)
-        orders = list(c.shop.orders.find({"open": True}))
-        assert len(orders) == 12 and all(len(o["note"]) == 30000 for o in orders)
-        for o in orders:
-            c.shop.customers.find_one({"_id": o["cust"]})
-        f = wait_findings(p, rule="client-side-join", ns="shop.customers")
-        assert "returned 12 documents" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
-        c.close()
+        twelve_orders_joined(p, 0, 30000)
         assert p.stop() == 0
         live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
         out = tmp_path / "r.json"
