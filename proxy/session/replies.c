@@ -493,6 +493,8 @@ static void process_upstream_replies(session *s)
 		switch (reply_framer_next(&s->framer, p, have, avail, inflight_expect(&s->inflight),
 		                          &st, &err)) {
 		case FRAMER_GATHER:
+			if (st.begun) /* a reply gathered whole has begun: as one streaming */
+				s->reply_due = 0;
 			if (st.n > avail) {
 				transport_set_read_need(&s->up, st.n);
 				return;

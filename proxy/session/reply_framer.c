@@ -56,6 +56,7 @@ framer_verb reply_framer_next(reply_framer *f, const uint8_t *p, size_t have, si
 		f->want = length;
 		st->verb = FRAMER_GATHER;
 		st->n = length;
+		st->begun = true;
 		return st->verb;
 	}
 	f->left = length;

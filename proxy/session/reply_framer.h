@@ -51,12 +51,15 @@ typedef struct reply_framer {
 
 /* One decision. starts: these are the first bytes of a reply (peek is then
  * filled). completes: after these bytes a relayed reply without moreToCome
- * has ended, so the request at the head of the queue is answered. */
+ * has ended, so the request at the head of the queue is answered. begun:
+ * a FRAMER_GATHER of a reply wanted whole whose header is here (peek
+ * filled): the upstream has begun to answer. */
 typedef struct framer_step {
 	framer_verb verb;
 	size_t n;
 	bool starts;
 	bool completes;
+	bool begun;
 	reply_peek peek;
 } framer_step;
 

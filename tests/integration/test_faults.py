@@ -163,6 +163,38 @@ def test_reply_deadline_follows_the_head_request(start_proxy, fake):
                    5, what="the timeout's reason")
 
 
+def test_a_reply_gathered_whole_has_begun(start_proxy, fake):
+    """A read's reply that arrives in pieces is gathered whole for client-side-join's count
+    (proxy/session/replies.c, counted_whole). Its first piece starts the reply as a streamed
+    reply's does: upstream.replyTimeoutMS no longer runs while the rest trickles in, so a
+    reply that begins within the deadline and ends after it reaches the client whole."""
+    import asyncio
+
+    import mgwire as w
+
+    srv = fake()
+
+    async def find(conn, msg):
+        data = w.op_msg({"cursor": {"id": 0, "ns": "t.c",
+                                    "firstBatch": [{"_id": i} for i in range(50)]}, "ok": 1},
+                        request_id=w.next_request_id(), response_to=msg.request_id)
+        await conn.send_raw(data[:100])
+        await asyncio.sleep(1.5)  # past the deadline, the reply well begun
+        await conn.send_raw(data[100:])
+
+    srv.handlers["find"] = find
+    p = start_proxy(srv.uri, config="upstream: {replyTimeoutMS: 800}\n")
+    s = w.connect(p.port)
+    try:
+        s.sendall(w.op_msg({"find": "c", "$db": "t"}))
+        reply = w.recv_message(s, 10)
+        assert reply.body["ok"] == 1 and len(reply.body["cursor"]["firstBatch"]) == 50
+    finally:
+        s.close()
+    assert not [ln for ln in p.log.lines()
+                if "upstream.replyTimeoutMS" in ln.get("attr", {}).get("reason", "")]
+
+
 def test_upstream_that_never_answers(start_proxy, fake):
     """upstream.replyTimeoutMS: a server that accepts and then says nothing
     costs the client a prompt network error, never a hang; other requests

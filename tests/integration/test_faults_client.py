@@ -63,22 +63,25 @@ def test_disconnect_mid_message(upstream, start_proxy):
 
 def test_disconnect_with_request_in_flight(upstream, start_proxy, dbname):
     """The client leaves while the server is still answering: mongoguard
-    ends the upstream connection too (the relay sees it go)."""
+    ends the upstream connection too (the relay sees it go). The reply is
+    over 256 KiB, so it streams through as it comes (a smaller one to a read
+    is gathered whole for client-side-join's count), and its header tells
+    the client that it has begun."""
     host, port = upstream.uri.split("//")[1].rstrip("/").split(":")
     relay = FaultRelay((host, int(port)))
     try:
         p = start_proxy(relay.uri)
         with upstream.client() as c:
-            c[dbname].c.insert_many([{"_id": i, "pad": "z" * 1000} for i in range(200)])
+            c[dbname].c.insert_many([{"_id": i, "pad": "z" * 1000} for i in range(400)])
         # the first find also opens the index cache's side connection
         with MongoClient(p.uri, serverSelectionTimeoutMS=5000) as c:
-            assert len(list(c[dbname].c.find())) == 200
+            assert len(list(c[dbname].c.find())) == 400
         base = settle_fds(p.proc.pid)
         # follow this request's own upstream connection: the driver's monitors
         # and the index cache's side connection come and go on their own time
         marker = f"inflight-{uuid.uuid4().hex}".encode()
         relay.watch(marker)
-        relay.slow(0.5, chunk=1024)  # ~100 s for the whole reply
+        relay.slow(0.5, chunk=1024)  # ~200 s for the whole reply
         s = w.connect(p.port)
         s.sendall(w.op_msg({"find": "c", "batchSize": 1000, "comment": marker.decode(),
                             "$db": dbname}))

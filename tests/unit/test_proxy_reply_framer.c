@@ -320,6 +320,31 @@ static void test_hello_replies_whole(void **state)
 	assert_int_equal(t.forwarded, len - n[3]);
 }
 
+/* A reply wanted whole says when it has begun: a gather with its header
+ * here (the upstream answers, so its reply deadline ends, as a streamed
+ * reply's does at its first bytes), and not while the header itself is
+ * still arriving. */
+static void test_whole_gather_says_it_began(void **state)
+{
+	static uint8_t msg[3000];
+	size_t len = reply(msg, 500, 9, 0, 2000);
+	int32_t id = 9;
+	reply_framer f;
+	reply_framer_init(&f);
+	reply_framer_set_whole(&f, true);
+	framer_step st;
+	wire_error err = {0};
+	assert_int_equal(reply_framer_next(&f, msg, 10, 10, &id, &st, &err), FRAMER_GATHER);
+	assert_false(st.begun);
+	assert_int_equal(reply_framer_next(&f, msg, REPLY_PEEK_LEN, 100, &id, &st, &err),
+	                 FRAMER_GATHER);
+	assert_true(st.begun);
+	assert_int_equal(st.n, len);
+	assert_int_equal(reply_framer_next(&f, msg, len, len, &id, &st, &err), FRAMER_WHOLE);
+	assert_false(st.begun);
+	assert_true(st.starts && st.completes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +357,7 @@ int main(void)
 	    cmocka_unit_test(test_invalid_stream),
 	    cmocka_unit_test(test_compressed_reply_gathered),
 	    cmocka_unit_test(test_hello_replies_whole),
+	    cmocka_unit_test(test_whole_gather_says_it_began),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
