@@ -11,25 +11,17 @@ static uint32_t le32(const uint8_t *p)
 }
 
 /* wire_iter.h */
-const uint8_t wire_iter_fixed_plus_one[256] = {
-    [BSON_TYPE_DOUBLE] = 9,    [BSON_TYPE_DATE_TIME] = 9, [BSON_TYPE_INT64] = 9,
-    [BSON_TYPE_TIMESTAMP] = 9, [BSON_TYPE_INT32] = 5,     [BSON_TYPE_DECIMAL128] = 17,
-    [BSON_TYPE_OID] = 13,      [BSON_TYPE_NULL] = 1,      [BSON_TYPE_UNDEFINED] = 1,
-    [BSON_TYPE_MINKEY] = 1,    [BSON_TYPE_MAXKEY] = 1,
-};
+/* Each fixed-size type's value bytes plus one, for both tables below. */
+#define FIXED_PLUS_ONE                                                                             \
+	[BSON_TYPE_DOUBLE] = 9, [BSON_TYPE_DATE_TIME] = 9, [BSON_TYPE_INT64] = 9,                  \
+	[BSON_TYPE_TIMESTAMP] = 9, [BSON_TYPE_INT32] = 5, [BSON_TYPE_DECIMAL128] = 17,             \
+	[BSON_TYPE_OID] = 13, [BSON_TYPE_NULL] = 1, [BSON_TYPE_UNDEFINED] = 1,                     \
+	[BSON_TYPE_MINKEY] = 1, [BSON_TYPE_MAXKEY] = 1
+
+const uint8_t wire_iter_fixed_plus_one[256] = {FIXED_PLUS_ONE};
 
 const uint8_t wire_cur_class[256] = {
-    [BSON_TYPE_DOUBLE] = 9,
-    [BSON_TYPE_DATE_TIME] = 9,
-    [BSON_TYPE_INT64] = 9,
-    [BSON_TYPE_TIMESTAMP] = 9,
-    [BSON_TYPE_INT32] = 5,
-    [BSON_TYPE_DECIMAL128] = 17,
-    [BSON_TYPE_OID] = 13,
-    [BSON_TYPE_NULL] = 1,
-    [BSON_TYPE_UNDEFINED] = 1,
-    [BSON_TYPE_MINKEY] = 1,
-    [BSON_TYPE_MAXKEY] = 1,
+    FIXED_PLUS_ONE,
     [BSON_TYPE_DOCUMENT] = WIRE_CUR_DOC,
     [BSON_TYPE_ARRAY] = WIRE_CUR_DOC,
     [BSON_TYPE_UTF8] = WIRE_CUR_STR,
