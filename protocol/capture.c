@@ -285,6 +285,82 @@ void capture_reply_facts_free(capture_reply_facts *f)
 	bson_destroy(&f->arrays);
 }
 
+void capture_append_values(bson_t *out, const value_filter *vf)
+{
+	uint8_t bits[VALUE_FILTER_BYTES];
+	for (int i = 0; i < VALUE_FILTER_WORDS; i++)
+		for (int b = 0; b < 8; b++)
+			bits[8 * i + b] = (uint8_t)(vf->w[i] >> (8 * b));
+	bson_t d;
+	bson_append_document_begin(out, "vals", -1, &d);
+	BSON_APPEND_INT32(&d, "n", (int32_t)vf->n);
+	BSON_APPEND_BOOL(&d, "all", vf->all);
+	bson_append_binary(&d, "bits", -1, BSON_SUBTYPE_BINARY, bits, sizeof(bits));
+	bson_append_document_end(out, &d);
+}
+
+void capture_append_hashes(bson_t *out, const uint64_t *h, uint32_t n)
+{
+	uint8_t b[8 * CAPTURE_VALUE_HASHES_MAX];
+	if (n > CAPTURE_VALUE_HASHES_MAX)
+		n = CAPTURE_VALUE_HASHES_MAX;
+	for (uint32_t i = 0; i < n; i++)
+		for (int k = 0; k < 8; k++)
+			b[8 * i + k] = (uint8_t)(h[i] >> (8 * k));
+	bson_append_binary(out, "vh", -1, BSON_SUBTYPE_BINARY, b, 8 * n);
+}
+
+uint32_t capture_read_hashes(const bson_t *rec, uint64_t *h, uint32_t max)
+{
+	bson_iter_t it;
+	const uint8_t *b;
+	uint32_t len;
+	bson_subtype_t sub;
+	if (!bson_iter_init_find(&it, rec, "vh") || !BSON_ITER_HOLDS_BINARY(&it))
+		return 0;
+	bson_iter_binary(&it, &sub, &len, &b);
+	if (!b || len % 8)
+		return 0;
+	uint32_t n = len / 8 < max ? len / 8 : max;
+	for (uint32_t i = 0; i < n; i++) {
+		h[i] = 0;
+		for (int k = 0; k < 8; k++)
+			h[i] |= (uint64_t)b[8 * i + k] << (8 * k);
+	}
+	return n;
+}
+
+bool capture_read_values(const bson_t *rec, value_filter *vf)
+{
+	bson_iter_t it, d;
+	const uint8_t *bits;
+	uint32_t len;
+	bson_subtype_t sub;
+	value_filter_clear(vf);
+	if (!bson_iter_init_find(&it, rec, "vals") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
+	    !bson_iter_recurse(&it, &d))
+		return false;
+	int64_t n = -1;
+	bits = NULL;
+	while (bson_iter_next(&d)) {
+		if (!strcmp(bson_iter_key(&d), "n") && BSON_ITER_HOLDS_INT32(&d))
+			n = bson_iter_int32(&d);
+		else if (!strcmp(bson_iter_key(&d), "all") && BSON_ITER_HOLDS_BOOL(&d))
+			vf->all = bson_iter_bool(&d);
+		else if (!strcmp(bson_iter_key(&d), "bits") && BSON_ITER_HOLDS_BINARY(&d))
+			bson_iter_binary(&d, &sub, &len, &bits);
+	}
+	if (n < 0 || n > VALUE_FILTER_MAX || !bits || len != VALUE_FILTER_BYTES) {
+		vf->all = false;
+		return false;
+	}
+	for (int i = 0; i < VALUE_FILTER_WORDS; i++)
+		for (int b = 0; b < 8; b++)
+			vf->w[i] |= (uint64_t)bits[8 * i + b] << (8 * b);
+	vf->n = (uint32_t)n;
+	return true;
+}
+
 void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_to, size_t len,
                          const capture_reply_facts *f)
 {
@@ -303,6 +379,8 @@ void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_
 		BSON_APPEND_INT64(out, "we", f->write_errors);
 	BSON_APPEND_INT64(out, "n", f->n);
 	BSON_APPEND_INT64(out, "cid", f->cid);
+	if (f->has_vals)
+		capture_append_values(out, &f->vals);
 	if (!f->sampled)
 		return;
 	bson_t d;

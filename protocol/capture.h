@@ -66,9 +66,10 @@
 #include <stdint.h>
 
 #include "protocol/request.h"
+#include "protocol/value_filter.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 4
+#define CAPTURE_FORMAT_VERSION 5
 #define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {
@@ -112,6 +113,11 @@ typedef struct capture_reply_facts {
 	bool sampled;         /* docs and arrays are filled */
 	int64_t docs_n, docs_max, docs_total;
 	bson_t arrays; /* {path: max length}, sampled only; owned */
+	/* The values a first batch of two or more documents held, as the
+	 * live proxy told client-side-join (value_filter.h: the bits of
+	 * salted hashes, never the values), set by the capture's writer. */
+	bool has_vals;
+	value_filter vals;
 } capture_reply_facts;
 
 /* Reads a whole reply (OP_MSG or OP_REPLY). sample: also measure the
@@ -121,6 +127,20 @@ void capture_reply_facts_free(capture_reply_facts *f);
 
 void capture_build_reply(bson_t *out, const capture_origin *o, int32_t response_to, size_t len,
                          const capture_reply_facts *f);
+
+/* A reply record's values (capture_reply_facts.vals): "vals": {n, all,
+ * bits}, the filter's bits as little-endian words. False when the record
+ * has none, or they are not a filter's (vf cleared). */
+void capture_append_values(bson_t *out, const value_filter *vf);
+bool capture_read_values(const bson_t *rec, value_filter *vf);
+
+/* A request record's keyed values (analyzers/engine/engine.h,
+ * engine_value_hashes): "vh", their salted hashes as n little-endian
+ * 64-bit words, at most CAPTURE_VALUE_HASHES_MAX. Read: how many (0 when
+ * the record has none, or they are not such words). */
+enum { CAPTURE_VALUE_HASHES_MAX = 256 };
+void capture_append_hashes(bson_t *out, const uint64_t *h, uint32_t n);
+uint32_t capture_read_hashes(const bson_t *rec, uint64_t *h, uint32_t max);
 
 /* specs: listIndexes documents (or NULL with opaque set). doc_count: the
  * estimated document count, -1 when unknown (not written). */

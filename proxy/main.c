@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/value_filter.h"
 #include "proxy/admin/top.h"
 #include "proxy/sinks/logview.h"
 #include "report/report.h"
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
 	}
 	log_set_format(cfg.log_fmt);
 	log_startup(&cfg, o.config_path);
+	value_hash_salt_init(); /* the secret of every value hash (value_filter.h) */
 	bool ok = server_run(&plan, err, sizeof(err));
 	if (!ok) {
 		log_reason(LOG_ERROR, "CONTROL", LOGID_FATAL, NULL, "Cannot start: %s", err);

@@ -409,13 +409,19 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
                   size_t ns, int64_t conn)
 {
 	engine_counts counts;
+	uint64_t vh[CAPTURE_VALUE_HASHES_MAX];
+	uint32_t nvh = capture_read_hashes(rec, vh, CAPTURE_VALUE_HASHES_MAX);
 	request_ctx rc = {.app_name = app,
 	                  .client = rec_str(rec, "client"),
 	                  .conn = (uint64_t)conn,
 	                  .now_ms = t / 1000,
 	                  .track = track_slot(a, conn),
 	                  .placeholders = a->placeholders,
-	                  .counts = rec_counts(a, rec, &counts)};
+	                  .counts = rec_counts(a, rec, &counts),
+	                  /* a keyed read's values, as the live proxy hashed them */
+	                  .value_hashes = nvh ? vh : NULL,
+	                  .nvalue_hashes = nvh,
+	                  .hashes_only = true};
 	block_info b;
 	const cmdview *v = &r->view;
 	if (!a->e)
@@ -593,8 +599,12 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	workload_span(m, a->instance, t);
 	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
 	engine_conn_track **tr = a->e ? track_slot(a, ids.conn) : NULL;
-	if (tr && *tr)
-		engine_note_reply(a->e, *tr, ids.failed ? -1 : ids.n, t / 1000);
+	if (tr && *tr) {
+		value_filter vals;
+		bool known = !ids.failed && capture_read_values(rec, &vals);
+		engine_note_reply(a->e, *tr, ids.failed ? -1 : ids.n, known ? &vals : NULL,
+		                  t / 1000);
+	}
 	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)

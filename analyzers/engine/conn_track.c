@@ -84,14 +84,15 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc)
 	return t;
 }
 
-void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms)
+void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, const value_filter *vals,
+                       int64_t now_ms)
 {
 	if (!e || !t || t->gen != e->gen || t->idle)
 		return;
 	for (unsigned i = 0; i < e->nconn; i++) {
 		rule_id r = e->conn_list[i];
 		rule_table[r]->checks->conn_reply(t->area + e->conn_off[r], &e->cfg.rules[r], ndocs,
-		                                  now_ms);
+		                                  vals, now_ms);
 	}
 }
 
@@ -115,11 +116,49 @@ static uint64_t mix_str(uint64_t h, const char *s)
 	return h ^ (h >> 29);
 }
 
+/* How a filter's values are read (rule_read_filter): each one counted and
+ * kept in keys, or, with within, only those a parent's first documents
+ * may have held; each one's hash (value_filter.h) taken from given (a
+ * capture's, in the filter's order) or made here, and written to out when
+ * asked (engine_value_hashes). A hash of 0: a value no filter holds
+ * (value_checkable), taken as maybe anyone's. */
+typedef struct value_reader {
+	key_set *keys;
+	const value_filter *within;
+	const uint64_t *given; /* NULL: hashed here */
+	uint32_t ngiven;
+	uint64_t *out;
+	uint32_t max; /* out's room */
+	uint32_t at;  /* values read */
+} value_reader;
+
+/* A value read: into keys and counted (1), unless within says it cannot
+ * be one of its values (0). */
+static uint32_t read_value(const bson_iter_t *it, value_reader *vr)
+{
+	uint32_t i = vr->at++;
+	uint64_t h = 0;
+	if (vr->given) {
+		h = i < vr->ngiven ? vr->given[i] : 0;
+	} else if (vr->within || vr->out) {
+		uint8_t t = it->raw[it->type];
+		size_t n = it->next_off - it->d1;
+		h = value_checkable(t, n) ? value_hash(t, it->raw + it->d1, n) : 0;
+	}
+	if (vr->out && i < vr->max)
+		vr->out[i] = h;
+	if (vr->within && h && !value_filter_has(vr->within, h))
+		return 0;
+	key_set_add(vr->keys, it);
+	return 1;
+}
+
 /* A value an equality reads: anything but a document of operators or a
  * regex. An operator document {$eq: v} is one too; {$in: [...]} is
- * KEYED_IN; any other operator is a query. keys: the values read. */
+ * KEYED_IN; any other operator is a query. values: the values read
+ * (value_reader). */
 static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64_t *key,
-                                 key_set *keys)
+                                 value_reader *vr)
 {
 	bson_iter_t op;
 	if (WIRE_ITER_HOLDS_REGEX(it))
@@ -127,21 +166,21 @@ static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64
 	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &op) || !wire_iter_next(&op) ||
 	    wire_iter_key(&op)[0] != '$') {
 		/* a value, {k: {}} (an empty document), or an embedded document */
-		key_set_add(keys, it);
+		*values = read_value(it, vr);
 		return RULE_READ_KEYED;
 	}
 	const char *name = wire_iter_key(&op);
 	*key = mix_str(*key, name);
 	rule_read_kind k = RULE_READ_QUERY;
 	if (strcmp(name, "$eq") == 0) {
-		key_set_add(keys, &op);
+		*values = read_value(&op, vr);
 		k = RULE_READ_KEYED;
 	} else if (strcmp(name, "$in") == 0 && WIRE_ITER_HOLDS_ARRAY(&op)) {
 		bson_iter_t a;
 		uint32_t n = 0;
 		if (wire_iter_recurse(&op, &a))
-			for (; wire_iter_next(&a); n++)
-				key_set_add(keys, &a);
+			while (wire_iter_next(&a))
+				n += read_value(&a, vr);
 		*values = n;
 		k = RULE_READ_KEYED_IN;
 	}
@@ -219,16 +258,17 @@ static const uint8_t *aggregate_match(const cmdview *v)
 	return match;
 }
 
-/* rule_api.h: a find's filter (or the $match of an aggregate that reads
- * as one), one field read by its value or values, or another query; key
- * gets its field names and operators. */
-void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
+/* A find's filter (or the $match of an aggregate that reads as one), one
+ * field read by its value or values, or another query; key gets its field
+ * names and operators, vr its values. */
+static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_facts *f)
 {
 	f->kind = RULE_READ_QUERY;
 	f->values = 0;
 	f->key = 0;
 	f->field = NULL;
 	f->values_known = r->values_known;
+	f->checkable = r->hashes || (r->values_known && !r->hashes_only);
 	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT)
 	                             : aggregate_match(r->view);
@@ -244,7 +284,7 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 	/* a top-level operator ($and, $or, $nor, $expr, $comment, $where,
 	 * $jsonSchema, ...) reads by no one field's value */
 	rule_read_kind k =
-	    field[0] == '$' ? RULE_READ_QUERY : value_kind(&it, &values, &f->key, &f->keys);
+	    field[0] == '$' ? RULE_READ_QUERY : value_kind(&it, &values, &f->key, vr);
 	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
 		f->key = mix_str(f->key, wire_iter_key(&it));
 		k = RULE_READ_QUERY;
@@ -254,6 +294,15 @@ void rule_read_filter(const rule_read *r, rule_read_filter_facts *f)
 		f->values = values;
 		f->field = field;
 	}
+}
+
+/* rule_api.h */
+void rule_read_filter(const rule_read *r, const value_filter *within, rule_read_filter_facts *f)
+{
+	value_reader vr = {.keys = &f->keys, .given = r->hashes, .ngiven = r->nhashes};
+	if (r->hashes || (r->values_known && !r->hashes_only))
+		vr.within = within;
+	read_filter(r, &vr, f);
 }
 
 /* What v (command id) is as a read: its collection from the view's first
@@ -334,6 +383,23 @@ bool engine_track_wants_count(const engine_conn_track *t)
 	return t && !t->idle && !t->point;
 }
 
+uint32_t engine_value_hashes(const cmdview *v, uint64_t *out, uint32_t max)
+{
+	rule_read r;
+	rule_read_filter_facts f;
+	describe(v, cmd_find(v->name), &r);
+	if (r.kind != RULE_READ_QUERY)
+		return 0;
+	r.values_known = true;
+	r.hashes_only = false;
+	r.hashes = NULL;
+	value_reader vr = {.keys = &f.keys, .out = out, .max = max};
+	read_filter(&r, &vr, &f);
+	if (f.kind != RULE_READ_KEYED && f.kind != RULE_READ_KEYED_IN)
+		return 0;
+	return vr.at < max ? vr.at : max;
+}
+
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
                          const request_ctx *rc)
 {
@@ -341,6 +407,9 @@ uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_
 	int64_t now_ms = rc->now_ms;
 	describe(v, id, &r);
 	r.values_known = !rc->placeholders;
+	r.hashes = rc->value_hashes;
+	r.nhashes = rc->nvalue_hashes;
+	r.hashes_only = rc->hashes_only;
 	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
 	if (r.kind == RULE_READ_NONE && t->idle && (!r.changes || t->changed))
 		return 0;

@@ -20,6 +20,7 @@
 #include "analyzers/engine/rule_config.h"
 #include "protocol/cmdview.h"
 #include "protocol/commands.h"
+#include "protocol/value_filter.h"
 
 typedef struct index_cache index_cache;
 typedef struct engine engine;
@@ -110,7 +111,10 @@ uint64_t engine_repeat_sets(const engine_repeat *r);
  * describes every request to it, one a repeat template judges included.
  * When a reply to a request comes back, the connection tells the engine
  * how many documents it held (a find's or aggregate's first batch, a
- * getMore's next batch; -1 when not known or not a cursor):
+ * getMore's next batch; -1 when not known or not a cursor), and, for a
+ * first batch of two or more, the values its first documents held
+ * (protocol/value_filter.h; NULL when not known: a reply that streamed
+ * uncaptured, a getMore's, one of a capture older than version 5):
  * engine_note_reply, with the engine that analysed the request (a track
  * made by an earlier engine is ignored until the next request resets it).
  * The report's replay does the same from a capture's records. Not
@@ -118,7 +122,8 @@ uint64_t engine_repeat_sets(const engine_repeat *r);
 typedef struct engine_conn_track engine_conn_track;
 
 void engine_conn_track_free(engine_conn_track *t);
-void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, int64_t now_ms);
+void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, const value_filter *vals,
+                       int64_t now_ms);
 /* Whether the last request's reply count is worth telling: it was a read,
  * and not one of at most one document (a find with limit 1 or by an _id
  * value, which can start no join). False for NULL. The caller skips reading
@@ -163,7 +168,22 @@ typedef struct request_ctx {
 	/* The counts the live verdict read (a capture's replay), or NULL: a
 	 * collection's count is read from its index list (engine_counts). */
 	const engine_counts *counts;
+	/* The hashes of the values a keyed read looks up, as the capture kept
+	 * them (engine_value_hashes, its record's `vh`), or NULL; hashes_only
+	 * (a replay): values are never hashed here, the live process's salt
+	 * being its secret (value_filter.h). */
+	const uint64_t *value_hashes;
+	uint32_t nvalue_hashes;
+	bool hashes_only;
 } request_ctx;
+
+/* The hashes (value_filter.h, value_hash; 0 for a value no filter holds)
+ * of the values v looks up, in its filter's order, when it is a find or
+ * aggregate by one field's value or values, as client-side-join reads it
+ * (rule_api.h, rule_read_filter); at most max kept: how many. What a
+ * capture keeps of a request so that the report asks a parent's values
+ * what the live proxy asked, without the values. */
+uint32_t engine_value_hashes(const cmdview *v, uint64_t *out, uint32_t max);
 
 /* What comes with a verdict: for VERDICT_BLOCK, what the client is told;
  * with any verdict, the rules owed late and those given no verdict for

@@ -27,6 +27,7 @@
 #include "analyzers/planner/sort_query.h"
 #include "protocol/commands.h"
 #include "protocol/key_set.h"
+#include "protocol/value_filter.h"
 #include "protocol/text.h"
 
 /* The engine's per-request state; checks reach it through the functions
@@ -125,25 +126,37 @@ typedef struct rule_read {
 	bool find;           /* QUERY: a find, else an aggregate (rule_read_filter) */
 	bool changes;        /* NONE: a write or a schema change (insert, drop, ...) */
 	bool values_known;   /* false: its literals are placeholders (request_ctx) */
-	const char *db;      /* NONE: NULL */
-	const char *coll;    /* coll_len bytes, not NUL-terminated */
+	/* Its keyed values' hashes as a capture kept them (request_ctx), or
+	 * NULL; hashes_only: no value is hashed here (a replay's salt is not
+	 * the live process's), so without them none can be looked up. */
+	const uint64_t *hashes;
+	uint32_t nhashes;
+	bool hashes_only;
+	const char *db;   /* NONE: NULL */
+	const char *coll; /* coll_len bytes, not NUL-terminated */
 	uint32_t coll_len;
 	const void *view; /* the engine's */
 } rule_read;
 
 /* A find's filter, or the leading $match of an aggregate whose later
  * stages only shape what it read ($project, $addFields, $set, $unset,
- * $sort, $skip, $limit), read when a rule asks (valid during conn_read). */
+ * $sort, $skip, $limit), read when a rule asks (valid during conn_read):
+ * with within, the values a parent read's documents held, of the values
+ * read only those it may hold count and are kept (a value that cannot be
+ * looked up counts always: a placeholder whose hash the capture did not
+ * keep, a value no filter holds); NULL: every one. */
 typedef struct rule_read_filter_facts {
 	rule_read_kind kind; /* QUERY, KEYED or KEYED_IN */
-	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length */
+	uint32_t values;     /* KEYED: 1; KEYED_IN: the $in array's length (of
+	                      * them, those `within` may hold; 0: none) */
 	uint64_t key;        /* the filter's field names and operators, never its values */
 	const char *field;   /* KEYED, KEYED_IN: the field's name */
 	key_set keys;        /* KEYED, KEYED_IN: the values read ... */
 	bool values_known;   /* ... when they are not placeholders (rule_read) */
+	bool checkable;      /* whether `within` could be asked of its values */
 } rule_read_filter_facts;
 
-void rule_read_filter(const rule_read *r, rule_read_filter_facts *f);
+void rule_read_filter(const rule_read *r, const value_filter *within, rule_read_filter_facts *f);
 
 /* Whether a check may have to wait for the index cache. */
 typedef enum {
@@ -188,7 +201,8 @@ struct rule_checks {
 	 * (of a run of requests that are not reads, the first: conn_read
 	 * must do the same for each), and to conn_reply for every reply the
 	 * proxy (or the report's replay) tells the engine of after a read:
-	 * the documents it held (-1: not known). When
+	 * the documents it held (-1: not known) and the values they held (NULL:
+	 * not known; engine.h, engine_note_reply). When
 	 * conn_read answers true the engine reports a finding of the rule at
 	 * the request's own site, with the connection's state as the facts
 	 * words() renders (never a block: a block is taken as dry-run). rc is
@@ -196,7 +210,8 @@ struct rule_checks {
 	size_t conn_size;
 	bool (*conn_read)(void *conn, const rule_config *rc, void *state, const rule_read *r,
 	                  int64_t now_ms);
-	void (*conn_reply)(void *conn, const rule_config *rc, int64_t ndocs, int64_t now_ms);
+	void (*conn_reply)(void *conn, const rule_config *rc, int64_t ndocs,
+	                   const value_filter *vals, int64_t now_ms);
 	/* Whether a read of at most one document (a find with limit 1, or by
 	 * an _id value) matters now: false lets the engine skip conn_read for
 	 * it (such a read starts nothing; it can only continue what is under

@@ -21,6 +21,11 @@ typedef struct join_parent {
 	int64_t n;       /* documents its replies held */
 	int64_t last_ms; /* its last reply, or the last read that joined it */
 	char ns[JOIN_NS_LEN];
+	/* the values its first documents held (value_filter.h): a chain of
+	 * keyed reads is its join once one of them reads one (when they are
+	 * known), and a read by a value it cannot hold (vals.all) is none */
+	bool vals_known;
+	value_filter vals;
 } join_parent;
 
 typedef struct join_child {
@@ -30,6 +35,7 @@ typedef struct join_child {
 	uint32_t reads, values; /* keyed reads, and the values they read */
 	uint32_t fanout;        /* how many of those are distinct */
 	bool placeholders;      /* some values read were placeholders: each counts */
+	bool sure;              /* a read by a value of the parent (or none could tell) */
 	int64_t last_ms;
 	bool done; /* reported, or found already reported */
 } join_child;
@@ -155,14 +161,19 @@ static uint32_t fanout_needed(int64_t n, uint32_t min_fanout)
 	return half > (int64_t)min_fanout ? (uint32_t)half : min_fanout;
 }
 
-/* The most recent parent a keyed read of r's collection joins: another
- * collection's, of at least min documents, active within the window. */
-static join_parent *parent_of(join_conn *j, uint64_t ns, int64_t now, int64_t window, uint32_t min)
+/* The most recent parent not yet tried that a keyed read of r's
+ * collection may join: another collection's, of at least min documents,
+ * active within the window. */
+static join_parent *parent_of(join_conn *j, uint64_t ns, int64_t now, int64_t window, uint32_t min,
+                              const join_parent *const *tried, int ntried)
 {
 	join_parent *best = NULL;
 	for (int i = 0; i < JOIN_PARENTS; i++) {
 		join_parent *p = &j->parents[i];
-		if (!p->seq || p->ns_hash == ns || p->n < (int64_t)min ||
+		bool was = false;
+		for (int k = 0; k < ntried; k++)
+			was |= tried[k] == p;
+		if (was || !p->seq || p->ns_hash == ns || p->n < (int64_t)min ||
 		    now - p->last_ms > window || now < p->last_ms)
 			continue;
 		if (!best || p->last_ms > best->last_ms)
@@ -171,12 +182,12 @@ static join_parent *parent_of(join_conn *j, uint64_t ns, int64_t now, int64_t wi
 	return best;
 }
 
-/* The parent of a chain of these reads still going on (its last read
- * within the window), if its parent is still held: a loop that reads
+/* A chain of these reads still going on (its last read within the
+ * window) whose parent is still held, and that parent: a loop that reads
  * other documents too (each order's items, themselves a parent of their
  * own) goes on joining the parent it started with. */
 static join_parent *chain_parent(join_conn *j, uint64_t ns, uint64_t key, int64_t now,
-                                 int64_t window)
+                                 int64_t window, const join_child **chain)
 {
 	for (int i = 0; i < JOIN_CHILDREN; i++) {
 		const join_child *c = &j->children[i];
@@ -184,8 +195,10 @@ static join_parent *chain_parent(join_conn *j, uint64_t ns, uint64_t key, int64_
 		    now - c->last_ms > window || now < c->last_ms)
 			continue;
 		for (int k = 0; k < JOIN_PARENTS; k++)
-			if (j->parents[k].seq == c->parent_seq)
+			if (j->parents[k].seq == c->parent_seq) {
+				*chain = c;
 				return &j->parents[k];
+			}
 	}
 	return NULL;
 }
@@ -209,24 +222,69 @@ static join_child *child_of(join_conn *j, const join_parent *p, uint64_t ns, uin
 	return old;
 }
 
+/* The parent a keyed read r (f: its facts) joins. A chain sure to be its
+ * parent's goes on joining it (unless every value of that parent is
+ * known, and this read's is none of them); else the chain's parent, then the others
+ * from the most recent, are asked whether their first documents held one
+ * of its values: the first that did is joined, and *sure set (so too for
+ * a parent whose values are not known, or a read whose values are
+ * placeholders: nothing to tell, as before values were read). Failing
+ * that, the first parent that may hold them among documents it did not
+ * read (not vals.all) is joined, not sure. NULL: a read by no value of any
+ * parent (close in time to one by chance: django's migrations, then
+ * usernames). */
+static join_parent *joined_parent(join_conn *j, const rule_config *rc, const rule_read *r,
+                                  const rule_read_filter_facts *f, uint64_t ns, uint64_t key,
+                                  int64_t now, bool *sure)
+{
+	int64_t window = rc->params[JOIN_PARAM_WINDOW_MS];
+	uint32_t min = rc->params[JOIN_PARAM_MIN_FANOUT];
+	const join_parent *tried[JOIN_PARENTS + 1];
+	const join_child *chain = NULL;
+	join_parent *maybe = NULL;
+	int ntried = 0;
+	join_parent *p = chain_parent(j, ns, key, now, window, &chain);
+	*sure = chain && chain->sure;
+	if (*sure && !(p->vals_known && p->vals.all && f->checkable))
+		return p; /* its other reads may be by values its documents not read held */
+	for (; p || (p = parent_of(j, ns, now, window, min, tried, ntried)); p = NULL) {
+		rule_read_filter_facts in;
+		*sure = !p->vals_known || !f->checkable;
+		if (!*sure) {
+			rule_read_filter(r, &p->vals, &in);
+			*sure = in.values > 0;
+		}
+		if (*sure)
+			return p;
+		if (!maybe && !p->vals.all)
+			maybe = p;
+		tried[ntried++] = p;
+		if (ntried > JOIN_PARENTS)
+			break;
+	}
+	return maybe;
+}
+
 /* A find or aggregate of the connection (pend_ns) by one field's value or
  * values (f) while a parent may be active. */
-static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
+static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen, const rule_read *r,
                        const rule_read_filter_facts *f, int64_t now)
 {
 	int64_t window = rc->params[JOIN_PARAM_WINDOW_MS];
 	uint32_t min = rc->params[JOIN_PARAM_MIN_FANOUT];
 	uint64_t ns = ns_hash(j->pend_ns, j->pend_len);
 	uint64_t key = ns ^ (f->key * 0x9e3779b97f4a7c15ull) ^ (uint64_t)f->kind;
-	join_parent *p = chain_parent(j, ns, key, now, window);
-	if (!p && !(p = parent_of(j, ns, now, window, min)))
+	bool sure;
+	join_parent *p = joined_parent(j, rc, r, f, ns, key, now, &sure);
+	if (!p)
 		return false;
 	join_child *c = child_of(j, p, ns, key);
 	if (c->reads && now - c->last_ms > window) { /* that chain was over: this one starts */
 		c->reads = c->values = 0;
-		c->placeholders = false;
+		c->placeholders = c->sure = false;
 		key_set_clear(&c->keys);
 	}
+	c->sure |= sure;
 	c->reads++;
 	c->values += f->values;
 	key_set_union(&c->keys, &f->keys);
@@ -235,7 +293,7 @@ static bool keyed_read(join_conn *j, const rule_config *rc, join_seen *seen,
 	c->fanout = distinct < c->values && !c->placeholders ? distinct : c->values;
 	c->last_ms = now;
 	p->last_ms = j->active_ms = now;
-	if (c->done || c->fanout < fanout_needed(p->n, min))
+	if (c->done || !c->sure || c->fanout < fanout_needed(p->n, min))
 		return false;
 	c->done = true;
 	if (!seen || !seen_first(seen, pair_hash(p->key, key)))
@@ -286,10 +344,10 @@ static bool conn_read(void *conn, const rule_config *rc, void *state, const rule
 	    now_ms - j->active_ms > (int64_t)rc->params[JOIN_PARAM_WINDOW_MS])
 		return false;
 	rule_read_filter_facts f;
-	rule_read_filter(r, &f);
+	rule_read_filter(r, NULL, &f);
 	if (f.kind != RULE_READ_KEYED && f.kind != RULE_READ_KEYED_IN)
 		return false;
-	return keyed_read(j, rc, state, &f, now_ms);
+	return keyed_read(j, rc, state, r, &f, now_ms);
 }
 
 /* A read of at most one document only continues a chain: wanted while a
@@ -319,7 +377,8 @@ static join_parent *parent_slot(join_conn *j, bool pending, int64_t min)
 	return old;
 }
 
-static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t now_ms)
+static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, const value_filter *vals,
+                       int64_t now_ms)
 {
 	join_conn *j = conn;
 	rule_read_kind k = j->pending;
@@ -339,6 +398,8 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 		if (best && now_ms - best->last_ms <= (int64_t)rc->params[JOIN_PARAM_WINDOW_MS]) {
 			best->n += ndocs;
 			best->last_ms = now_ms;
+			if (ndocs > 0) /* documents whose values were not read */
+				best->vals.all = false;
 			if (best->n >= min) {
 				j->active = true;
 				j->active_ms = now_ms;
@@ -365,6 +426,9 @@ static void conn_reply(void *conn, const rule_config *rc, int64_t ndocs, int64_t
 	p->n = ndocs;
 	p->last_ms = now_ms;
 	memcpy(p->ns, j->pend_ns, sizeof(p->ns));
+	p->vals_known = vals != NULL;
+	if (vals)
+		p->vals = *vals;
 	if (!pending) {
 		j->active = true;
 		j->active_ms = now_ms;

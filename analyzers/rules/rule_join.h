@@ -16,12 +16,17 @@
  * keyed read of another collection within windowMS of the parent's reply,
  * or of the last read of the chain, joins the most recent such parent; a
  * chain whose next read comes later than windowMS after the last is over.
- * The keys it looked up (1 a keyed read, the array's length an `$in`) add
- * up to the fan-out; the finding is reported at the read whose fan-out
+ * A chain is the parent's once one of its reads is by a value the
+ * parent's first documents held (value_filter.h; a parent whose values
+ * are not known: at once); a read by a value a parent of a few documents,
+ * all read, did not hold is none of its, and one by the values of an
+ * older parent joins that one. The keys it looked up (1 a keyed read, the
+ * array's length an `$in`) add up to the fan-out; the finding is reported at the read whose fan-out
  * reaches max(minFanout, min(ceil(N/2), JOIN_FANOUT_CAP)): about N keyed
  * reads (half of them, for the ids an application caches or dedupes).
  *
- * Silent on: a single lookup by _id; keyed reads with no parent read
+ * Silent on: reads by values none of the parent's first documents held
+ * (two unrelated reads close in time); a single lookup by _id; keyed reads with no parent read
  * before them (a batch job); a parent that returned fewer than minFanout
  * documents (0 or 1: a plain reference lookup); reads of the parent's own
  * collection; keyed reads spaced more than windowMS apart; writes; reads

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "protocol/opmsg.h"
+#include "protocol/value_filter.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/session_int.h"
 #include "proxy/sinks/capture.h"
@@ -57,33 +58,50 @@ static const uint8_t *reply_whole(reply_at *r)
 	return r->p;
 }
 
+/* The values sc's first batch's first documents held, into vf: vf, or
+ * NULL when they are not known, it is a getMore's, or it held fewer than
+ * two documents (no parent of a join). */
+static const value_filter *batch_values(const reply_scan *sc, value_filter *vf)
+{
+	return sc->n >= 2 && reply_scan_values(sc, vf) ? vf : NULL;
+}
+
 /* A reply, to the rules that follow the connection's reads (the engine's
  * track, made only when such a rule is on, and asking only after a read
- * that may return more than one document): how many documents it held.
- * ndocs: what the workload read of it (-1: not read); otherwise read here
- * when it is whole (reply_scan, some 130 instructions), else unknown. */
-static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, reply_at *r)
+ * that may return more than one document): how many documents it held,
+ * and for two or more the values they held. ndocs: what the workload read
+ * of it (read: its scan; -1: not read); otherwise read here when it is
+ * whole (reply_scan, some 130 instructions), else unknown. */
+static void note_track_reply(session *s, int64_t now_ns, int64_t ndocs, const reply_scan *read,
+                             reply_at *r)
 {
 	engine *e = session_snap(s)->engine;
 	if (!e)
 		return;
 	reply_scan sc;
+	value_filter vf;
+	const value_filter *vals = NULL;
 	const uint8_t *whole = NULL;
-	if (ndocs < 0 && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc) && sc.ok)
+	if (ndocs >= 0)
+		vals = batch_values(read, &vf);
+	else if ((whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc) && sc.ok) {
 		ndocs = sc.n;
+		vals = batch_values(&sc, &vf);
+	}
 	if (ndocs < 0 && !whole && s->cap_reply && s->cap_buf) {
 		/* streamed, and copied whole for the capture: counted from the
 		 * copy at its end (capture_reply_end), as the report counts it */
 		s->cap_track = true;
 		return;
 	}
-	engine_note_reply(e, s->track, ndocs, now_ns / 1000000);
+	engine_note_reply(e, s->track, ndocs, vals, now_ns / 1000000);
 }
 
 /* The head request's first reply, to its workload entry and to
  * reply_observed. Its body is read when all of it is here (documents,
- * error code); else its length alone is known. */
-static int64_t note_reply_facts(session *s, inflight *f, int64_t now, reply_at *r)
+ * error code: into sc); else its length alone is known. A read's
+ * documents, when they were read (sc then holds its scan), else -1. */
+static int64_t note_reply_facts(session *s, inflight *f, int64_t now, reply_at *r, reply_scan *sc)
 {
 	wl_shape *e = workload_at(s->env.workload, f->wl);
 	f->wl.gen = 0;
@@ -96,18 +114,18 @@ static int64_t note_reply_facts(session *s, inflight *f, int64_t now, reply_at *
 	 * request's instructions on its own (tests/bench/README.md). */
 	bool sample = e->kind == WL_KIND_WRITE || e->unread == 0;
 	e->unread = sample ? s->env.workload->sample - 1 : e->unread - 1;
-	reply_scan sc;
 	const uint8_t *whole;
-	if (sample && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, &sc)) {
+	if (sample && (whole = reply_whole(r)) && reply_scan_read(whole, r->len, sc)) {
 		wr.read = true;
 		/* a batch's documents, a write's n; a count's n is its answer,
 		 * which comes in one document */
-		wr.ndocs = e->answer_is_n ? 1 : sc.n;
-		wr.code = sc.ok && !sc.write_errors ? 0 : sc.code ? sc.code : -1;
+		wr.ndocs = e->answer_is_n ? 1 : sc->n;
+		wr.code = sc->ok && !sc->write_errors ? 0 : sc->code ? sc->code : -1;
 	}
 	workload_reply(e, &wr);
-	/* a read's documents, for the track (a count's n is no batch) */
-	return wr.read && e->kind == WL_KIND_READ && !e->answer_is_n ? wr.ndocs : -1;
+	/* a read's documents, for the track (a count's n is no batch; an
+	 * error's, none) */
+	return wr.read && sc->ok && e->kind == WL_KIND_READ && !e->answer_is_n ? wr.ndocs : -1;
 }
 
 /* A relayed reply begins: count it, and time its request's first one.
@@ -133,10 +151,11 @@ static void note_reply_start(session *s, reply_at *r)
 		mx_observe(&s->env.mx->latency, (uint64_t)(now - f->sent_ns));
 		f->sent_ns = 0;
 	}
+	reply_scan sc;
 	if (f->wl.gen)
-		ndocs = note_reply_facts(s, f, now, r);
+		ndocs = note_reply_facts(s, f, now, r, &sc);
 	if (track)
-		note_track_reply(s, now, ndocs, r);
+		note_track_reply(s, now, ndocs, &sc, r);
 }
 
 /* The first bytes of the upstream's buffer that the framer wants to see,
@@ -178,9 +197,10 @@ static void capture_reply_end(session *s)
 	engine *e = session_snap(s)->engine;
 	if (s->cap_track && e) {
 		reply_scan sc;
-		int64_t n =
-		    s->cap_buf && reply_scan_read(s->cap_buf, s->cap_len, &sc) && sc.ok ? sc.n : -1;
-		engine_note_reply(e, s->track, n, mg_now_ns() / 1000000);
+		value_filter vf;
+		bool ok = s->cap_buf && reply_scan_read(s->cap_buf, s->cap_len, &sc) && sc.ok;
+		engine_note_reply(e, s->track, ok ? sc.n : -1, ok ? batch_values(&sc, &vf) : NULL,
+		                  mg_now_ns() / 1000000);
 	}
 	s->cap_track = false;
 	capture_sink_reply(s->env.capture, &o, s->cap_rt, s->cap_len, s->cap_buf);

@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include "analyzers/catalog/index_cache.h"
+#include "analyzers/engine/engine.h"
 #include "analyzers/planner/index_set.h"
 #include "proxy/sinks/log.h"
+#include "proxy/stats/reply_scan.h"
 
 #define LOGID_CAPTURE    5000
 #define MAX_QUEUED_ITEMS 65536
@@ -593,6 +595,12 @@ static void write_request(capture_sink *c, const item *it)
 		capture_build_request(&rec, &o, &r, c->s.redact_literals, it->verdict);
 		if (it->counts)
 			BSON_APPEND_DOCUMENT(&rec, "counts", it->counts);
+		/* a keyed read's values, as client-side-join looks them up in
+		 * a parent's (salted hashes: never the values) */
+		uint64_t vh[CAPTURE_VALUE_HASHES_MAX];
+		uint32_t nvh = engine_value_hashes(&r.view, vh, CAPTURE_VALUE_HASHES_MAX);
+		if (nvh)
+			capture_append_hashes(&rec, vh, nvh);
 		write_doc(c, &rec);
 		bson_destroy(&rec);
 	}
@@ -609,6 +617,11 @@ static void write_reply(capture_sink *c, const item *it)
 		uint64_t nth = atomic_fetch_add(&c->replies_seen, 1);
 		sample = c->s.reply_sample <= 1 || nth % c->s.reply_sample == 0;
 		capture_reply_inspect(it->bytes, it->nbytes, sample, &f);
+		/* the values client-side-join was told, as the live proxy read
+		 * them (replies.c, batch_values): salted hashes' bits */
+		reply_scan sc;
+		if (reply_scan_read(it->bytes, it->nbytes, &sc) && sc.ok && sc.n >= 2)
+			f.has_vals = reply_scan_values(&sc, &f.vals);
 	}
 	capture_build_reply(&rec, &o, it->id, it->len, it->bytes ? &f : NULL);
 	write_doc(c, &rec);

@@ -4,6 +4,8 @@
 #include <endian.h>
 #include <string.h>
 
+#include "protocol/value_filter.h"
+
 enum {
 	HEADER_LEN = 16,
 	OP_REPLY_CODE = 1,
@@ -221,8 +223,12 @@ static void scan_cursor(const elem *cur, reply_scan *out)
 	elem e;
 	walk_init(&w, cur->val, cur->vlen);
 	while (walk_next(&w, &e))
-		if (e.type == 0x04 && (KEY_IS(&e, "firstBatch") || KEY_IS(&e, "nextBatch")))
+		if (e.type == 0x04 && (KEY_IS(&e, "firstBatch") || KEY_IS(&e, "nextBatch"))) {
 			out->n = count_elems(&e);
+			out->batch = e.val;
+			out->batch_len = e.vlen;
+			out->first = e.key[0] == 'f';
+		}
 }
 
 /* The top level of a reply's body: the first of each key counts, as a
@@ -362,6 +368,9 @@ static bool scan_usual(const uint8_t *b, size_t bl, reply_scan *out)
 			return false;
 		out->ok = true;
 		out->n = n;
+		out->batch = a;
+		out->batch_len = al;
+		out->first = kl == 11;
 		return true;
 	}
 	if (end - p >= 1 + 2 + 4 && ld(p, 3) == K_N) {
@@ -384,6 +393,9 @@ bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out)
 	out->code = 0;
 	out->write_errors = 0;
 	out->n = 0;
+	out->batch = NULL;
+	out->batch_len = 0;
+	out->first = false;
 	if (len < HEADER_LEN + 5 || (size_t)rd32(msg) != len)
 		return false;
 	int32_t op = rd32(msg + 12);
@@ -410,4 +422,65 @@ bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out)
 		return true;
 	}
 	return false;
+}
+
+/* ---- the values a batch holds ---- */
+
+/* A document's or array's values into vf, and below them depth levels
+ * more. VALUE_WALK_FULL when every value is in; VALUE_WALK_CUT when
+ * VALUE_FILTER_MAX values were reached first; VALUE_WALK_BAD on
+ * malformed bytes. */
+enum { VALUE_WALK_FULL, VALUE_WALK_CUT, VALUE_WALK_BAD };
+
+static int add_values(value_filter *vf, const uint8_t *doc, size_t len, int depth)
+{
+	const uint8_t *p = doc + 4, *end = doc + len - 1;
+	while (p < end) {
+		/* walk_next's steps, its key found inline: most keys are short,
+		 * shorter than a call to memchr */
+		uint8_t t = *p++;
+		const uint8_t *v = p;
+		while (v < end && *v)
+			v++;
+		if (v++ >= end)
+			return VALUE_WALK_BAD;
+		int64_t l = value_len(t, v, (size_t)(end - v));
+		if (l < 0)
+			return VALUE_WALK_BAD;
+		p = v + l;
+		if (value_checkable(t, (size_t)l)) {
+			if (vf->n >= VALUE_FILTER_MAX)
+				return VALUE_WALK_CUT;
+			value_filter_add(vf, value_hash(t, v, (size_t)l));
+		}
+		if ((t == 0x03 || t == 0x04) && depth > 0) {
+			int r = add_values(vf, v, (size_t)l, depth - 1);
+			if (r != VALUE_WALK_FULL)
+				return r;
+		}
+	}
+	return p == end ? VALUE_WALK_FULL : VALUE_WALK_BAD;
+}
+
+bool reply_scan_values(const reply_scan *sc, value_filter *vf)
+{
+	walk w;
+	elem e;
+	value_filter_clear(vf);
+	if (!sc->batch || !sc->first)
+		return false;
+	walk_init(&w, sc->batch, sc->batch_len);
+	for (int docs = 0; walk_next(&w, &e); docs++) {
+		if (e.type != 0x03)
+			return false;
+		if (docs == VALUE_FILTER_DOCS)
+			return true; /* the first ones: not all */
+		int r = add_values(vf, e.val, e.vlen, 2);
+		if (r == VALUE_WALK_BAD)
+			return false;
+		if (r == VALUE_WALK_CUT)
+			return true;
+	}
+	vf->all = w.p == w.end;
+	return vf->all;
 }

@@ -20,10 +20,26 @@ typedef struct reply_scan {
 	int64_t write_errors; /* entries of writeErrors */
 	int64_t
 	    n; /* documents: a cursor's batch, an OP_REPLY's numberReturned, a write's n, else 1 */
+	/* An OP_MSG cursor's batch (the array's bytes, within msg), or NULL;
+	 * whether it is a firstBatch (a find's or aggregate's) */
+	const uint8_t *batch;
+	size_t batch_len;
+	bool first;
 } reply_scan;
 
 /* msg/len: one whole reply (OP_MSG or OP_REPLY). False when it is neither,
  * or its body cannot be read (out left zeroed then). */
 bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out);
+
+/* The values a first batch's first documents hold (protocol/value_filter.h:
+ * up to VALUE_FILTER_DOCS documents, VALUE_FILTER_MAX values): each one's
+ * fields, its arrays' elements and its sub-documents' fields, two levels
+ * down (a DBRef's $id, an array of {author: id}), into vf (cleared first);
+ * vf->all when that is every value of the batch. False when they are not
+ * known: no first batch, or malformed bytes. A bounded walk (some 100
+ * instructions a value), worth it only for a batch of two documents or
+ * more. */
+typedef struct value_filter value_filter;
+bool reply_scan_values(const reply_scan *sc, value_filter *vf);
 
 #endif

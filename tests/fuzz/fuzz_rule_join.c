@@ -30,7 +30,7 @@ static void one_request(engine *e, engine_conn_track **track, engine_repeat **re
 		abort(); /* it never blocks, and no_wait never waits */
 	bson_iter_t it;
 	if (bson_iter_init_find(&it, &v.body, "fuzzDocs") && BSON_ITER_HOLDS_INT32(&it))
-		engine_note_reply(e, *track, bson_iter_int32(&it), fz_clock + 1);
+		engine_note_reply(e, *track, bson_iter_int32(&it), NULL, fz_clock + 1);
 	fz_run(&e, 1, &v);
 	free(msg);
 }

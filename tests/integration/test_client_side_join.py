@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 
+import pytest
 from bson.int64 import Int64
 from pymongo import MongoClient
 
@@ -262,3 +263,49 @@ def test_a_large_parent_in_pieces_is_counted_from_the_capture(start_proxy, tmp_p
         assert got == live and len(live) == 1, (got, live)
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("redact", [True, False], ids=["redacted", "literals"])
+def test_reads_by_other_values_are_no_join(clients, upstream, start_proxy, dbname, tmp_path,
+                                           mongoguard_bin, redact):
+    """A read close in time to a parent, by none of the values the parent's documents held, is
+    no join: django's test run read its 5 migrations, then looked up 3 usernames in 5 reads,
+    and was reported (stop 45, a Known limit then). The proxy now keeps the values of each
+    parent's first documents (a Bloom filter of salted hashes) and takes a chain for a join
+    once it reads one of them; a read by the parent's values still joins it when another
+    parent came in between. The capture keeps the filters and each keyed read's value hashes,
+    never the values, so the report agrees with the live log, redacted or not."""
+    from test_capture_report import captures, live_findings, run_report
+
+    seed_shop(clients, dbname)
+    direct = clients.direct()[dbname]
+    direct.django_migrations.insert_many(
+        [{"_id": 900 + i, "app": a, "name": "0001_initial"}  # no customer's _id among them
+         for i, a in enumerate(["contenttypes", "auth", "admin", "sessions", "sites"])])
+    direct.auth_user.insert_many([{"_id": i, "username": u} for i, u in
+                                  enumerate(["ada", "bob", "cy"])])
+    cdir = tmp_path / "cap"
+    cfg = {"rules": rules(client_side_join=JOIN),
+           "capture": {"dir": str(cdir), "replySampleRate": 1, "redactLiterals": redact}}
+    p = start_proxy(upstream.uri, json.dumps(cfg) + "\n")
+    db = clients.via(p, appname="site")[dbname]
+    assert len(list(db.django_migrations.find({}))) == 5
+    for u in ["ada", "bob", "cy", "ada", "bob"]:
+        assert db.auth_user.find_one({"username": u})["username"] == u
+    # the orders, then the migrations, then the orders' customers: the orders are joined
+    orders = list(db.orders.find({"open": True}))
+    assert len(list(db.django_migrations.find({}))) == 5
+    for o in orders:
+        db.customers.find_one({"_id": o["cust"]})
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    assert f"read of \"{dbname}.orders\" returned 12" in f[0]["attr"]["detail"], f[0]["attr"]
+    time.sleep(1.5)  # a summary interval
+    assert p.stop() == 0
+    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
+    assert [f["attr"]["ns"] for f in p.log.findings("client-side-join")] == \
+        [f"{dbname}.customers"]
+    out = tmp_path / "r.json"
+    run_report(mongoguard_bin, captures(cdir), "--json", out)
+    got = {(f["rule"], f["shapeHash"]): f["count"]
+           for f in json.loads(out.read_text())["findings"] if f["rule"] == "client-side-join"}
+    assert got == live and len(live) == 1, (got, live)

@@ -26,6 +26,9 @@ typedef struct world {
 	int64_t t; /* ms */
 	unsigned oid;
 	bool placeholders; /* requests as a redacted capture's replay gives them */
+	bool replay;       /* values never hashed here: only the next request's vh */
+	const uint64_t *vh;
+	uint32_t nvh;
 } world;
 
 static void world_open(world *w, rule_action action)
@@ -38,7 +41,9 @@ static void world_open(world *w, rule_action action)
 	assert_non_null(w->e);
 	w->t = 1000000;
 	w->oid = 1;
-	w->placeholders = false;
+	w->placeholders = w->replay = false;
+	w->vh = NULL;
+	w->nvh = 0;
 }
 
 static void conn_close(conn *c)
@@ -54,8 +59,10 @@ static void world_close(world *w)
 	fx_sink_free(&w->sink);
 }
 
-/* One request on c at the world's time, then (ndocs >= -1) its reply. */
-static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
+/* One request on c at the world's time, then (ndocs >= -1) its reply,
+ * whose documents held vals (NULL: not known). */
+static verdict send_vals(world *w, conn *c, const char *json, int64_t ndocs,
+                         const value_filter *vals)
 {
 	request_ctx rc = {.app_name = "shop-api",
 	                  .client = "127.0.0.1:5000",
@@ -63,12 +70,57 @@ static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
 	                  .now_ms = w->t,
 	                  .repeat = &c->repeat,
 	                  .track = &c->track,
-	                  .placeholders = w->placeholders};
+	                  .placeholders = w->placeholders,
+	                  .value_hashes = w->vh,
+	                  .nvalue_hashes = w->nvh,
+	                  .hashes_only = w->replay};
 	block_info block;
 	verdict v = fx_analyze(w->e, "shop", json, NULL, 0, &rc, &block);
 	if (ndocs >= -1) /* the reply, a round trip later */
-		engine_note_reply(w->e, c->track, ndocs, ++w->t);
+		engine_note_reply(w->e, c->track, ndocs, vals, ++w->t);
 	return v;
+}
+
+static verdict send(world *w, conn *c, const char *json, int64_t ndocs)
+{
+	return send_vals(w, c, json, ndocs, NULL);
+}
+
+static void add_value(value_filter *vf, const bson_iter_t *it)
+{
+	uint8_t t = it->raw[it->type];
+	size_t n = it->next_off - it->d1;
+	if (value_checkable(t, n))
+		value_filter_add(vf, value_hash(t, it->raw + it->d1, n));
+}
+
+/* The values of docs (a JSON array of documents) as the proxy reads a
+ * reply's first batch: each document's fields and its arrays' elements
+ * (the proxy reads two levels down, and only the first few documents:
+ * test_proxy_workload.c). all: docs are the whole batch. */
+static const value_filter *values_in(value_filter *vf, const char *docs, bool all)
+{
+	char json[4096];
+	snprintf(json, sizeof json, "{'d':%s}", docs);
+	bson_t *b = fx_doc(json);
+	bson_iter_t it, d, f, a;
+	value_filter_clear(vf);
+	assert_true(bson_iter_init_find(&it, b, "d") && bson_iter_recurse(&it, &d));
+	while (bson_iter_next(&d) && bson_iter_recurse(&d, &f))
+		while (bson_iter_next(&f)) {
+			add_value(vf, &f);
+			if (BSON_ITER_HOLDS_ARRAY(&f) && bson_iter_recurse(&f, &a))
+				while (bson_iter_next(&a))
+					add_value(vf, &a);
+		}
+	bson_destroy(b);
+	vf->all = all;
+	return vf;
+}
+
+static const value_filter *values_of(value_filter *vf, const char *docs)
+{
+	return values_in(vf, docs, true);
 }
 
 #define NO_REPLY (-2)
@@ -866,10 +918,261 @@ static void test_new_engine_resets(void **state)
 	engine_config cfg;
 	rule_config_defaults(&cfg);
 	w.e = engine_new(&cfg, NULL, fx_sink_fn, &w.sink);
-	engine_note_reply(old, c.track, 10, w.t); /* old engine, new track: ignored later */
+	engine_note_reply(old, c.track, 10, NULL, w.t); /* old engine, new track: ignored later */
 	n_plus_one(&w, &c, "customers", "_id", 10, 1);
 	expect_silent(&w);
 	engine_free(old);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* ---- the values a parent's documents held ---- */
+
+/* django's test run: 5 migrations read, then 3 usernames looked up 5
+ * times within the window. None of the usernames was a value of the
+ * migrations: no join. Told no values, the same reads are one (as before
+ * the values were read). */
+static const char MIGRATIONS[] =
+    "[{'_id':1,'app':'contenttypes','name':'0001_initial'},"
+    "{'_id':2,'app':'auth','name':'0001_initial'},"
+    "{'_id':3,'app':'auth','name':'0002_alter_permission_name_max_length'},"
+    "{'_id':4,'app':'admin','name':'0001_initial'},"
+    "{'_id':5,'app':'sessions','name':'0001_initial'}]";
+
+static void usernames(world *w, conn *c)
+{
+	const char *names[] = {"ada", "bob", "cy", "ada", "bob"};
+	for (int i = 0; i < 5; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'auth_user','filter':{'username':'%s'}}",
+		         names[i]);
+		w->t += 3;
+		send(w, c, json, 1);
+	}
+}
+
+static void test_values_coincidence(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter vf;
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'django_migrations','filter':{}}", 5,
+	          values_of(&vf, MIGRATIONS));
+	usernames(&w, &c);
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+
+	world_open(&w, RULE_LOG);
+	send(&w, &c, "{'find':'django_migrations','filter':{}}", 5);
+	usernames(&w, &c);
+	expect_one(&w, "shop.auth_user", "by \"username\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* Reads by the parent's values are joins, whatever the number's type the
+ * driver sends (an int32 5, an int64 5 and a double 5.0 are one value to
+ * mongod), and a value from an array of the parent's documents counts. */
+static void test_values_members(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter vf;
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 4,
+	          values_of(&vf,
+	                    "[{'_id':1,'customer':101},{'_id':2,'customer':102},"
+	                    "{'_id':3,'customer':103,'tags':[7,8]},{'_id':4,'customer':104}]"));
+	const char *reads[] = {"{'$numberLong':'101'}", "999", "102.0", "8"};
+	for (int i = 0; i < 4; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%s}}", reads[i]);
+		w.t += 2;
+		send(&w, &c, json, 1);
+		if (i == 2)
+			expect_silent(&w); /* 999 was no value of the orders */
+	}
+	expect_one(&w, "shop.customers", "by \"_id\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A read by values of an older parent joins that one, not the most recent
+ * parent, which held none of them (a pooled connection's other work). */
+static void test_values_pick_the_parent(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter vo, vm;
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 4,
+	          values_of(&vo, "[{'_id':1,'customer':'c1'},{'_id':2,'customer':'c2'},"
+	                         "{'_id':3,'customer':'c3'},{'_id':4,'customer':'c4'}]"));
+	w.t += 2;
+	send_vals(&w, &c, "{'find':'django_migrations','filter':{}}", 5,
+	          values_of(&vm, MIGRATIONS));
+	const char *ids[] = {"c1", "c2", "x", "c3"};
+	for (int i = 0; i < 4; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':'%s'}}", ids[i]);
+		w.t += 2;
+		send(&w, &c, json, 1);
+	}
+	expect_one(&w, "shop.customers",
+	           "after a read of \"shop.orders\" returned 4 documents, this connection read "
+	           "\"shop.customers\" by \"_id\" 3 times");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* An $in batch: one that holds none of the parent's values joins nothing;
+ * one that holds some is the parent's, every key of it counted. */
+static void test_values_in_batches(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter vf;
+	const char *posts = "[{'_id':1,'author':11},{'_id':2,'author':12},{'_id':3,'author':13},"
+	                    "{'_id':4,'author':14},{'_id':5,'author':15},{'_id':6,'author':16}]";
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'posts','filter':{}}", 6, values_of(&vf, posts));
+	w.t += 2;
+	send(&w, &c, "{'find':'authors','filter':{'_id':{'$in':[90,91,92,93,94,95]}}}", 6);
+	expect_silent(&w);
+	w.t += 2;
+	send(&w, &c, "{'find':'authors','filter':{'_id':{'$in':[11,12,13,100,101,102]}}}", 3);
+	expect_one(&w, "shop.authors", "in 1 $in batch holding 6 keys");
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A parent of more documents than were read (a first batch's first ones,
+ * or a find and its getMores): a chain by values none of them held is
+ * counted but not reported, since they may be the others'; once a read
+ * by one of theirs shows whose it is, it is reported (a loop that read the
+ * others first: here from the last document back). */
+static void test_values_of_a_larger_parent(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter v1;
+	const char *more = "{'getMore':{'$numberLong':'123456'},'collection':'orders'}";
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'},'batchSize':2}", 2,
+	          values_of(&v1, "[{'_id':1,'c':'a'},{'_id':2,'c':'b'}]"));
+	w.t += 2;
+	send(&w, &c, more, 2); /* {c: 'd'}, {c: 'e'} */
+	const char *ids[] = {"e", "d", "zz", "b", "a"};
+	for (int i = 0; i < 5; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':'%s'}}", ids[i]);
+		w.t += 2;
+		send(&w, &c, json, 1);
+		if (i == 2)
+			expect_silent(&w); /* 3 of 4, whose no one knows yet */
+	}
+	expect_one(&w, "shop.customers", "by \"_id\" 4 times");
+	conn_close(&c);
+	world_close(&w);
+
+	/* a first batch of 20, its first few read: an N+1 from the first */
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 20,
+	          values_in(&v1,
+	                    "[{'c':1},{'c':2},{'c':3},{'c':4},{'c':5},{'c':6},{'c':7},{'c':8}]",
+	                    false));
+	for (int i = 1; i <= 20; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%d}}", i);
+		w.t += 2;
+		send(&w, &c, json, 1);
+	}
+	expect_one(&w, "shop.customers", "by \"_id\" 10 times");
+	conn_close(&c);
+	world_close(&w);
+
+	/* ... and reads by none of their values, or the migrations' usernames */
+	world_open(&w, RULE_LOG);
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 20,
+	          values_in(&v1, "[{'c':1},{'c':2},{'c':3},{'c':4}]", false));
+	for (int i = 101; i <= 120; i++) {
+		char json[128];
+		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%d}}", i);
+		w.t += 2;
+		send(&w, &c, json, 1);
+	}
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+}
+
+/* A redacted capture's replay: its placeholders are looked up by the
+ * hashes the capture kept of the values (engine_value_hashes, as the
+ * writer calls it on the request it redacts), never hashed here. Without
+ * them (a capture older than version 5) none can be looked up, and each
+ * read counts, as before the values were read. */
+static void usernames_replayed(world *w, conn *c, bool with_hashes)
+{
+	const char *names[] = {"ada", "bob", "cy", "ada", "bob"};
+	for (int i = 0; i < 5; i++) {
+		char clear[128];
+		uint64_t h[4];
+		snprintf(clear, sizeof clear, "{'find':'auth_user','filter':{'username':'%s'}}",
+		         names[i]);
+		fx_req q;
+		assert_true(fx_req_build(&q, "shop", clear, NULL, 0));
+		assert_int_equal(engine_value_hashes(&q.v, h, 4), 1);
+		fx_req_free(&q);
+		w->vh = with_hashes ? h : NULL;
+		w->nvh = with_hashes ? 1 : 0;
+		w->t += 3;
+		send(w, c, "{'find':'auth_user','filter':{'username':'?'}}", 1);
+	}
+	w->vh = NULL;
+	w->nvh = 0;
+}
+
+static void test_values_in_a_replay(void **state)
+{
+	world w;
+	conn c = {0};
+	value_filter vf;
+	for (int with_hashes = 0; with_hashes < 2; with_hashes++) {
+		world_open(&w, RULE_LOG);
+		w.placeholders = w.replay = true;
+		send_vals(&w, &c, "{'find':'django_migrations','filter':{}}", 5,
+		          values_of(&vf, MIGRATIONS));
+		usernames_replayed(&w, &c, with_hashes);
+		if (with_hashes)
+			expect_silent(&w);
+		else
+			expect_one(&w, "shop.auth_user", "by \"username\" 3 times");
+		conn_close(&c);
+		world_close(&w);
+	}
+	/* a replay's join: the customers' hashes are the orders' values */
+	world_open(&w, RULE_LOG);
+	w.placeholders = w.replay = true;
+	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 3,
+	          values_of(&vf, "[{'_id':1,'c':'a'},{'_id':2,'c':'b'},{'_id':3,'c':'d'}]"));
+	const char *ids[] = {"a", "b", "d"};
+	for (int i = 0; i < 3; i++) {
+		char clear[128];
+		uint64_t h[4];
+		snprintf(clear, sizeof clear,
+		         "{'find':'customers','filter':{'_id':{'$in':['%s']}}}", ids[i]);
+		fx_req q;
+		assert_true(fx_req_build(&q, "shop", clear, NULL, 0));
+		assert_int_equal(engine_value_hashes(&q.v, h, 4), 1);
+		fx_req_free(&q);
+		w.vh = h;
+		w.nvh = 1;
+		w.t += 3;
+		send(&w, &c, "{'find':'customers','filter':{'_id':{'$in':['?']}}}", 1);
+	}
+	expect_one(&w, "shop.customers", "in 3 $in batches holding 3 keys");
 	conn_close(&c);
 	world_close(&w);
 }
@@ -909,6 +1212,12 @@ int main(void)
 	    cmocka_unit_test(test_fanout_short_of_parent),
 	    cmocka_unit_test(test_other_connection),
 	    cmocka_unit_test(test_new_engine_resets),
+	    cmocka_unit_test(test_values_coincidence),
+	    cmocka_unit_test(test_values_members),
+	    cmocka_unit_test(test_values_pick_the_parent),
+	    cmocka_unit_test(test_values_in_batches),
+	    cmocka_unit_test(test_values_of_a_larger_parent),
+	    cmocka_unit_test(test_values_in_a_replay),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

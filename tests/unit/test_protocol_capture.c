@@ -279,6 +279,66 @@ static void test_reply_inspection(void **st)
 	bson_destroy(body);
 }
 
+/* A reply record's values: written only when the writer set them, read
+ * back bit for bit; a record whose values are not a filter's gives none. */
+static void test_reply_values_round_trip(void **st)
+{
+	(void)st;
+	capture_origin o = {1, 2, "h:1", ""};
+	capture_reply_facts f;
+	memset(&f, 0, sizeof f);
+	f.read = f.ok = true;
+	f.n = 3;
+	bson_t rec;
+	value_filter vf, back;
+	capture_build_reply(&rec, &o, 5, 100, &f);
+	assert_false(capture_read_values(&rec, &back));
+	bson_destroy(&rec);
+	value_filter_clear(&f.vals);
+	for (uint64_t i = 1; i <= 40; i++)
+		value_filter_add(&f.vals, i * 0x9e3779b97f4a7c15ull);
+	f.has_vals = true;
+	f.vals.all = true;
+	vf = f.vals;
+	capture_build_reply(&rec, &o, 5, 100, &f);
+	assert_true(capture_read_values(&rec, &back));
+	assert_memory_equal(back.w, vf.w, sizeof vf.w);
+	assert_int_equal(back.n, 40);
+	assert_true(back.all);
+	bson_destroy(&rec);
+
+	uint8_t bits[VALUE_FILTER_BYTES] = {0};
+	const char *bad[] = {"short", "n", "type"};
+	for (size_t i = 0; i < 3; i++) {
+		bson_t d;
+		bson_init(&rec);
+		bson_append_document_begin(&rec, "vals", -1, &d);
+		if (i == 2)
+			BSON_APPEND_UTF8(&d, "n", "3");
+		else
+			BSON_APPEND_INT32(&d, "n", i == 1 ? VALUE_FILTER_MAX + 1 : 3);
+		bson_append_binary(&d, "bits", -1, BSON_SUBTYPE_BINARY, bits,
+		                   i == 0 ? VALUE_FILTER_BYTES - 8 : VALUE_FILTER_BYTES);
+		bson_append_document_end(&rec, &d);
+		if (capture_read_values(&rec, &back))
+			fail_msg("read values from a record with a bad %s", bad[i]);
+		bson_destroy(&rec);
+	}
+
+	/* a request's value hashes: in order, at most the room given */
+	uint64_t h[3] = {1, 0x0123456789abcdefull, UINT64_MAX}, got[3] = {0};
+	bson_init(&rec);
+	capture_append_hashes(&rec, h, 3);
+	assert_int_equal(capture_read_hashes(&rec, got, 3), 3);
+	assert_memory_equal(got, h, sizeof h);
+	assert_int_equal(capture_read_hashes(&rec, got, 2), 2);
+	bson_destroy(&rec);
+	bson_init(&rec);
+	bson_append_binary(&rec, "vh", -1, BSON_SUBTYPE_BINARY, bits, 12); /* no whole word */
+	assert_int_equal(capture_read_hashes(&rec, got, 3), 0);
+	bson_destroy(&rec);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +348,7 @@ int main(void)
 	    cmocka_unit_test(test_header_versions),
 	    cmocka_unit_test(test_truncated_stream),
 	    cmocka_unit_test(test_reply_inspection),
+	    cmocka_unit_test(test_reply_values_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

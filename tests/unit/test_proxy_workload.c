@@ -388,6 +388,128 @@ static void test_prometheus_label_escapes(void **state)
 	workload_free(w);
 }
 
+/* ---- the values a batch holds (client-side-join's parents) ---- */
+
+/* Whether vf may hold the value of json ({"v": <json>}), as a request's
+ * filter gives it (analyzers/engine/conn_track.c, read_value). */
+static bool holds(const value_filter *vf, const char *json)
+{
+	char doc[512];
+	bson_error_t err;
+	bson_iter_t it;
+	snprintf(doc, sizeof doc, "{\"v\": %s}", json);
+	bson_t *b = bson_new_from_json((const uint8_t *)doc, -1, &err);
+	assert_non_null(b);
+	assert_true(bson_iter_init_find(&it, b, "v"));
+	uint8_t t = it.raw[it.type];
+	size_t n = it.next_off - it.d1;
+	assert_true(value_checkable(t, n));
+	bool has = value_filter_has(vf, value_hash(t, it.raw + it.d1, n));
+	bson_destroy(b);
+	return has;
+}
+
+/* The values of a reply whose body is json: false when not known. */
+static bool values_of_reply(const char *json, uint32_t flags, value_filter *vf)
+{
+	bson_error_t err;
+	bson_t *b = bson_new_from_json((const uint8_t *)json, -1, &err);
+	assert_non_null(b);
+	size_t len;
+	uint8_t *m = opmsg_of(b, flags, &len);
+	reply_scan sc;
+	bool ok = reply_scan_read(m, len, &sc) && reply_scan_values(&sc, vf);
+	free(m);
+	bson_destroy(b);
+	return ok;
+}
+
+static const char BATCH[] =
+    "[{\"_id\": {\"$oid\": \"65a000000000000000000001\"},"
+    "  \"author\": {\"$ref\": \"users\", \"$id\": {\"$oid\": \"65a0000000000000000000b1\"}},"
+    "  \"tags\": [1, \"x\"], \"comments\": [{\"by\": \"u9\", \"text\": \"%s\"}],"
+    "  \"deep\": {\"a\": {\"b\": {\"c\": \"too deep\", \"d\": \"and this one too\"}}},"
+    "  \"done\": true},"
+    " {\"_id\": 2, \"price\": 5.0, \"big\": {\"$numberLong\": \"9007199254740993\"}}]";
+
+static void test_reply_scan_values(void **state)
+{
+	char longtext[200], batch[1024], json[1400];
+	memset(longtext, 'z', sizeof longtext - 1);
+	longtext[sizeof longtext - 1] = '\0';
+	snprintf(batch, sizeof batch, BATCH, longtext);
+	value_filter usual, other;
+	/* the layout servers write (cursor first, ok after) and another */
+	snprintf(json, sizeof json,
+	         "{\"cursor\": {\"firstBatch\": %s, \"id\": 0, \"ns\": \"db.c\"}, \"ok\": 1.0}",
+	         batch);
+	assert_true(values_of_reply(json, 0, &usual));
+	assert_true(usual.all);
+	snprintf(json, sizeof json,
+	         "{\"ok\": 1, \"cursor\": {\"id\": 0, \"firstBatch\": %s}, \"$clusterTime\": {}}",
+	         batch);
+	assert_true(values_of_reply(json, 1, &other));
+	assert_memory_equal(usual.w, other.w, sizeof usual.w);
+	assert_int_equal(usual.n, other.n);
+	assert_true(other.all);
+	/* a getMore's batch: not read (a parent's first documents only) */
+	snprintf(json, sizeof json, "{\"cursor\": {\"nextBatch\": %s, \"id\": 0}, \"ok\": 1.0}",
+	         batch);
+	assert_false(values_of_reply(json, 0, &other));
+	/* top-level values, a DBRef's $id, an array's elements, a field of an
+	 * array's documents; numbers by value */
+	assert_true(holds(&usual, "{\"$oid\": \"65a000000000000000000001\"}"));
+	assert_true(holds(&usual, "{\"$oid\": \"65a0000000000000000000b1\"}"));
+	assert_true(holds(&usual, "1"));
+	assert_true(holds(&usual, "{\"$numberLong\": \"1\"}"));
+	assert_true(holds(&usual, "\"x\""));
+	assert_true(holds(&usual, "\"u9\""));
+	assert_true(holds(&usual, "{\"$numberInt\": \"2\"}"));
+	assert_true(holds(&usual, "5"));
+	assert_true(holds(&usual, "{\"$numberLong\": \"9007199254740993\"}"));
+	/* not there: another value; three levels down; a string over 128
+	 * bytes is neither kept nor asked about (value_checkable) */
+	assert_false(holds(&usual, "\"u8\""));
+	assert_false(holds(&usual, "5.5"));
+	assert_false(holds(&usual, "\"too deep\""));
+	assert_false(holds(&usual, "{\"$oid\": \"65a000000000000000000002\"}"));
+	/* an int64 past 2^53 by its exact value */
+	assert_false(holds(&usual, "{\"$numberLong\": \"9007199254740992\"}"));
+
+	/* the first VALUE_FILTER_DOCS documents; at most VALUE_FILTER_MAX
+	 * values, the first document's first ones */
+	char many[4096];
+	size_t at = 0;
+	at += (size_t)snprintf(many + at, sizeof many - at, "{\"cursor\": {\"firstBatch\": [");
+	for (int i = 0; i <= VALUE_FILTER_DOCS; i++)
+		at += (size_t)snprintf(many + at, sizeof many - at, "%s{\"_id\": %d}", i ? "," : "",
+		                       100 + i);
+	snprintf(many + at, sizeof many - at, "], \"id\": 0}, \"ok\": 1}");
+	assert_true(values_of_reply(many, 0, &other));
+	assert_false(other.all);
+	assert_int_equal(other.n, VALUE_FILTER_DOCS);
+	char last[16], past[16]; /* the last document read, and the first not read */
+	snprintf(last, sizeof last, "%d", 100 + VALUE_FILTER_DOCS - 1);
+	snprintf(past, sizeof past, "%d", 100 + VALUE_FILTER_DOCS);
+	assert_true(holds(&other, last));
+	assert_false(holds(&other, past));
+	at = (size_t)snprintf(many, sizeof many, "{\"cursor\": {\"firstBatch\": [{\"a\": [");
+	for (int i = 0; i <= VALUE_FILTER_MAX; i++)
+		at += (size_t)snprintf(many + at, sizeof many - at, "%s%d", i ? "," : "", i);
+	snprintf(many + at, sizeof many - at, "]}, {}], \"id\": 0}, \"ok\": 1}");
+	assert_true(values_of_reply(many, 0, &other));
+	assert_false(other.all);
+	assert_int_equal(other.n, VALUE_FILTER_MAX);
+	/* not known: an element that is no document, no cursor */
+	assert_false(values_of_reply(
+	    "{\"cursor\": {\"firstBatch\": [{}, 3], \"id\": 0}, \"ok\": 1}", 0, &other));
+	assert_false(values_of_reply("{\"n\": 2, \"ok\": 1}", 0, &other));
+	assert_true(values_of_reply(
+	    "{\"cursor\": {\"firstBatch\": [{}, {}], \"id\": 0}, \"ok\": 1}", 0, &other));
+	assert_int_equal(other.n, 0);
+	assert_true(other.all);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +522,7 @@ int main(void)
 	    cmocka_unit_test(test_json_merges_workers),
 	    cmocka_unit_test(test_query_parse),
 	    cmocka_unit_test(test_reply_scan_matches_capture),
+	    cmocka_unit_test(test_reply_scan_values),
 	    cmocka_unit_test(test_prometheus_label_escapes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
