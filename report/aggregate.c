@@ -404,13 +404,12 @@ static const engine_counts *rec_counts(const aggregator *a, const bson_t *rec, e
  * verdicts owed wait in a->late for the next list the capture holds, as
  * live; a request the live path held for it was written after its wait,
  * behind the list if it came (proxy/sinks/capture.c), so without one here
- * it gets no verdict, as live. */
+ * it gets no verdict, as live. vh: the keyed values' hashes the record
+ * kept (nvh; capture_read_hashes), as the live proxy made them. */
 static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t, const char *app,
-                  size_t ns, int64_t conn)
+                  size_t ns, int64_t conn, const uint64_t *vh, uint32_t nvh)
 {
 	engine_counts counts;
-	uint64_t vh[CAPTURE_VALUE_HASHES_MAX];
-	uint32_t nvh = capture_read_hashes(rec, vh, CAPTURE_VALUE_HASHES_MAX);
 	request_ctx rc = {.app_name = app,
 	                  .client = rec_str(rec, "client"),
 	                  .conn = (uint64_t)conn,
@@ -418,7 +417,6 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 	                  .track = track_slot(a, conn),
 	                  .placeholders = a->placeholders,
 	                  .counts = rec_counts(a, rec, &counts),
-	                  /* a keyed read's values, as the live proxy hashed them */
 	                  .value_hashes = nvh ? vh : NULL,
 	                  .nvalue_hashes = nvh,
 	                  .hashes_only = true};
@@ -515,12 +513,14 @@ static void on_request(aggregator *a, const bson_t *rec)
 		m->blocked++;
 	char ns[MODEL_NS_LEN], cmd[64], text[SHAPE_BUF_LEN];
 	uint64_t h = shape_of(&r.view, ns, sizeof ns, cmd, sizeof cmd, text);
+	uint64_t vh[CAPTURE_VALUE_HASHES_MAX];
+	uint32_t nvh = capture_read_hashes(rec, vh, CAPTURE_VALUE_HASHES_MAX);
 	const char *hk = report_housekeeping(r.view.name, ns);
 	if (hk) {
 		/* judged still, so the report's findings stay the live log's */
 		report_housekeeping_note(m, hk);
 		workload_note(m, a->instance, t, &r.view, cmd, 0, 0);
-		judge(a, rec, &r, t, app, 0, ids.conn);
+		judge(a, rec, &r, t, app, 0, ids.conn, vh, nvh);
 		expect_reply(a, &ids, &r, 0, 0, t);
 		request_release(&r);
 		free(msg);
@@ -541,8 +541,9 @@ static void on_request(aggregator *a, const bson_t *rec)
 	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
-	                       m->shapes[si - 1].proj_fields, a->placeholders});
-	judge(a, rec, &r, t, app, ni, ids.conn);
+	                       m->shapes[si - 1].proj_fields, a->placeholders, nvh ? vh : NULL,
+	                       nvh});
+	judge(a, rec, &r, t, app, ni, ids.conn, vh, nvh);
 	expect_reply(a, &ids, &r, si, ni, t);
 	request_release(&r);
 	free(msg);
@@ -597,14 +598,14 @@ static void on_reply(aggregator *a, const bson_t *rec)
 	rec_ids ids;
 	rec_ids_of(rec, "rt", &ids);
 	workload_span(m, a->instance, t);
-	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n);
+	value_filter vals;
+	bool known = !ids.failed && capture_read_values(rec, &vals);
+	rel_reply(a->rel, m, a->instance, ids.conn, ids.id, t, ids.failed ? -1 : ids.n,
+	          known ? &vals : NULL);
 	engine_conn_track **tr = a->e ? track_slot(a, ids.conn) : NULL;
-	if (tr && *tr) {
-		value_filter vals;
-		bool known = !ids.failed && capture_read_values(rec, &vals);
+	if (tr && *tr)
 		engine_note_reply(a->e, *tr, ids.failed ? -1 : ids.n, known ? &vals : NULL,
 		                  t / 1000);
-	}
 	uint64_t k = pend_key(a, ids.conn, ids.id);
 	pending **pp = &a->pend[k % PENDING_BUCKETS], *p;
 	while ((p = *pp) && p->key != k)

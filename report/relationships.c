@@ -28,6 +28,7 @@ typedef struct rel_child {
 	uint64_t singles, batches, elems;
 	key_set values;    /* the values read: the fan-out counts distinct ones ... */
 	bool placeholders; /* ... unless some were placeholders (rel_req) */
+	bool sure;         /* a read by a value of the parent's (or none could tell) */
 	int proj;          /* widest projection; -1 whole documents */
 } rel_child;
 
@@ -44,6 +45,8 @@ typedef struct rel_conn {
 	size_t parent; /* row + 1 */
 	uint64_t parent_shape;
 	int64_t n, last_t;
+	bool vals_known; /* the values its first documents held */
+	value_filter vals;
 	bool more; /* a getMore of the parent's cursor waits for its reply */
 	int64_t more_rid;
 	rel_child kids[REL_MAX_CHILDREN];
@@ -209,6 +212,8 @@ static void close_chain(model *m, rel_conn *c)
 		const char *parent = m->nss[c->parent - 1].ns, *child = m->nss[k->ns - 1].ns;
 		if (!k->placeholders && key_set_count(&k->values) < REL_MIN_FANOUT)
 			continue; /* one value read again and again: no fan-out */
+		if (!k->sure)
+			continue; /* no read by a value of the parent: close in time by chance */
 		if (!k->batches && k->singles >= REL_MIN_FANOUT &&
 		    (double)k->singles >= REL_EACH_LOW * n &&
 		    (double)k->singles <= REL_EACH_HIGH * n)
@@ -230,6 +235,11 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 	if (!c->armed || q->t - c->last_t > REL_WINDOW_US || q->ns == c->parent ||
 	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, &k))
 		return false;
+	bool sure = !c->vals_known || !q->vh; /* nothing to tell */
+	for (uint32_t v = 0; !sure && v < q->nvh; v++)
+		sure = !q->vh[v] || value_filter_has(&c->vals, q->vh[v]);
+	if (!sure && c->vals.all)
+		return false; /* by no value of the parent, all of whose are known */
 	size_t i = 0;
 	while (i < c->nkids && (c->kids[i].ns != q->ns || strcmp(c->kids[i].key, k.key)))
 		i++;
@@ -243,6 +253,7 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 		c->nkids++;
 	}
 	rel_child *ch = &c->kids[i];
+	ch->sure |= sure;
 	key_set_union(&ch->values, &k.values);
 	ch->placeholders |= q->placeholders;
 	if (k.in < 0) {
@@ -367,7 +378,7 @@ void rel_request(rel_tracker *r, model *m, const rel_req *q)
 }
 
 void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_t rt, int64_t t,
-               int64_t n)
+               int64_t n, const value_filter *vals)
 {
 	rel_conn *c = conn_get(r, instance, conn, false);
 	(void)m;
@@ -378,6 +389,8 @@ void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_
 	if (c->armed && c->more && c->more_rid == rt) {
 		c->more = false;
 		c->n += n > 0 ? n : 0;
+		if (n > 0) /* documents whose values were not read */
+			c->vals.all = false;
 	}
 	if (!c->pending || c->pend_rid != rt)
 		return;
@@ -391,6 +404,9 @@ void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_
 	c->last_t = t;
 	c->more = false;
 	c->nkids = 0;
+	c->vals_known = vals != NULL;
+	if (vals)
+		c->vals = *vals;
 }
 
 /* ---- the advice ---- */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "protocol/cmdview.h"
+#include "protocol/value_filter.h"
 #include "report/model.h"
 
 /* ---- a client-side join ----
@@ -19,7 +20,11 @@
  * per parent document (N+1: at least REL_MIN_FANOUT of them, between
  * REL_EACH_LOW and REL_EACH_HIGH times N), or at most REL_MAX_IN_BATCHES
  * $in batches and no single reads (an ODM's populate), of at least
- * REL_MIN_FANOUT distinct values (protocol/key_set.h). A getMore of the
+ * REL_MIN_FANOUT distinct values (protocol/key_set.h), one of whose reads
+ * is by a value the parent's first documents held, as the rule requires
+ * (its reply's `vals`, the read's `vh`: protocol/value_filter.h; when
+ * those are not known, any); a read by a value a parent all of whose
+ * values are known did not hold is no child of it. A getMore of the
  * parent's collection adds its documents to N; a write or a schema change
  * on the connection ends the chain, as the live rule's. Up to
  * REL_MAX_CHILDREN child collections per parent read (populate of
@@ -64,6 +69,10 @@ typedef struct rel_req {
 	uint64_t shape;    /* its shape hash */
 	int proj;          /* its projection's fields (model_shape.proj_fields) */
 	bool placeholders; /* its literals are placeholders: each value counts */
+	/* its keyed values' hashes as the capture kept them (its `vh`), or
+	 * NULL: none can be looked up in a parent's values */
+	const uint64_t *vh;
+	uint32_t nvh;
 } rel_req;
 
 typedef struct rel_tracker rel_tracker;
@@ -71,9 +80,10 @@ typedef struct rel_tracker rel_tracker;
 rel_tracker *rel_tracker_new(void);
 void rel_tracker_free(rel_tracker *r);
 void rel_request(rel_tracker *r, model *m, const rel_req *q);
-/* A reply: rt its responseTo, n the documents it returned (-1: not read). */
+/* A reply: rt its responseTo, n the documents it returned (-1: not read),
+ * vals the values its first documents held (NULL: not known). */
 void rel_reply(rel_tracker *r, model *m, uint64_t instance, int64_t conn, int64_t rt, int64_t t,
-               int64_t n);
+               int64_t n, const value_filter *vals);
 /* After the last record (and after workload_finish: the rates need the
  * covered time): open chains closed, rates, shares, advice, ranking. */
 void rel_finish(rel_tracker *r, model *m);
