@@ -102,6 +102,23 @@ static inline bool value_checkable(uint8_t t, size_t len)
 	}
 }
 
+/* n bytes at p mixed into h, a word at a time: the hash of a namespace,
+ * a filter's field names (client-side-join) and a value's bytes. */
+static inline uint64_t hash_words(uint64_t h, const void *bytes, size_t n)
+{
+	const uint8_t *p = bytes;
+	uint64_t w;
+	for (; n >= 8; p += 8, n -= 8) {
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, p, n);
+	h = (h ^ w ^ ((uint64_t)n << 56)) * 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
 /* The process's salt (value_filter.c): 0 until value_hash_salt_init. */
 extern uint64_t value_hash_salt;
 
@@ -120,17 +137,9 @@ static inline uint64_t value_hash(uint8_t t, const uint8_t *p, size_t len)
 		p = (const uint8_t *)&i;
 		len = 8;
 	}
-	uint64_t w, h = (0x6a09e667f3bcc909ull ^ value_hash_salt) * 0x9e3779b97f4a7c15ull ^ t;
-	for (; len >= 8; p += 8, len -= 8) {
-		memcpy(&w, p, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	w = 0;
-	memcpy(&w, p, len);
-	h = (h ^ w ^ ((uint64_t)len << 56)) * 0x9e3779b97f4a7c15ull;
+	uint64_t h = (0x6a09e667f3bcc909ull ^ value_hash_salt) * 0x9e3779b97f4a7c15ull ^ t;
+	h = hash_words(h, p, len) * 0xbf58476d1ce4e5b9ull;
 	h ^= h >> 31;
-	h *= 0xbf58476d1ce4e5b9ull;
 	return h ? h : 1;
 }
 

@@ -99,21 +99,9 @@ void engine_note_reply(engine *e, engine_conn_track *t, int64_t ndocs, const val
 /* ---- describing a request ---- */
 
 /* The filter's structure, words at a time (as verdict.c's shape-hash key). */
-#define MIX_MUL 0x9e3779b97f4a7c15ull
-
 static uint64_t mix_str(uint64_t h, const char *s)
 {
-	size_t n = strlen(s);
-	uint64_t w;
-	for (; n >= 8; s += 8, n -= 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * MIX_MUL;
-		h ^= h >> 29;
-	}
-	w = 0;
-	memcpy(&w, s, n);
-	h = (h ^ w ^ ((uint64_t)n << 56)) * MIX_MUL;
-	return h ^ (h >> 29);
+	return hash_words(h, s, strlen(s));
 }
 
 /* How a filter's values are read (rule_read_filter): each one counted and

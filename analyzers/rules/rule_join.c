@@ -131,16 +131,7 @@ static void state_free(void *state)
 /* "db.coll" of a connection's reads, words at a time. */
 static uint64_t ns_hash(const char *s, size_t n)
 {
-	uint64_t h = 0x243f6a8885a308d3ull, w;
-	for (; n >= 8; s += 8, n -= 8) {
-		memcpy(&w, s, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	w = 0;
-	memcpy(&w, s, n);
-	h = (h ^ w ^ ((uint64_t)n << 56)) * 0x9e3779b97f4a7c15ull;
-	return h ^ (h >> 29);
+	return hash_words(0x243f6a8885a308d3ull, s, n);
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)

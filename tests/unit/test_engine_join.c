@@ -939,16 +939,34 @@ static const char MIGRATIONS[] =
     "{'_id':4,'app':'admin','name':'0001_initial'},"
     "{'_id':5,'app':'sessions','name':'0001_initial'}]";
 
-static void usernames(world *w, conn *c)
+/* n finds of coll by field = each of vals (JSON values), 3 ms apart. */
+static void reads_by(world *w, conn *c, const char *coll, const char *field,
+                     const char *const *vals, int n)
 {
-	const char *names[] = {"ada", "bob", "cy", "ada", "bob"};
-	for (int i = 0; i < 5; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'auth_user','filter':{'username':'%s'}}",
-		         names[i]);
+	for (int i = 0; i < n; i++) {
+		char json[160];
+		snprintf(json, sizeof json, "{'find':'%s','filter':{'%s':%s}}", coll, field,
+		         vals[i]);
 		w->t += 3;
 		send(w, c, json, 1);
 	}
+}
+
+/* The finds of customers by _id from .. to, 3 ms apart. */
+static void customers_from(world *w, conn *c, int from, int to)
+{
+	for (int i = from; i <= to; i++) {
+		char v[16];
+		const char *vals[] = {v};
+		snprintf(v, sizeof v, "%d", i);
+		reads_by(w, c, "customers", "_id", vals, 1);
+	}
+}
+
+static void usernames(world *w, conn *c)
+{
+	const char *names[] = {"'ada'", "'bob'", "'cy'", "'ada'", "'bob'"};
+	reads_by(w, c, "auth_user", "username", names, 5);
 }
 
 static void test_values_coincidence(void **state)
@@ -986,14 +1004,9 @@ static void test_values_members(void **state)
 	                    "[{'_id':1,'customer':101},{'_id':2,'customer':102},"
 	                    "{'_id':3,'customer':103,'tags':[7,8]},{'_id':4,'customer':104}]"));
 	const char *reads[] = {"{'$numberLong':'101'}", "999", "102.0", "8"};
-	for (int i = 0; i < 4; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%s}}", reads[i]);
-		w.t += 2;
-		send(&w, &c, json, 1);
-		if (i == 2)
-			expect_silent(&w); /* 999 was no value of the orders */
-	}
+	reads_by(&w, &c, "customers", "_id", reads, 3);
+	expect_silent(&w); /* 999 was no value of the orders */
+	reads_by(&w, &c, "customers", "_id", reads + 3, 1);
 	expect_one(&w, "shop.customers", "by \"_id\" 3 times");
 	conn_close(&c);
 	world_close(&w);
@@ -1013,13 +1026,8 @@ static void test_values_pick_the_parent(void **state)
 	w.t += 2;
 	send_vals(&w, &c, "{'find':'django_migrations','filter':{}}", 5,
 	          values_of(&vm, MIGRATIONS));
-	const char *ids[] = {"c1", "c2", "x", "c3"};
-	for (int i = 0; i < 4; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':'%s'}}", ids[i]);
-		w.t += 2;
-		send(&w, &c, json, 1);
-	}
+	const char *ids[] = {"'c1'", "'c2'", "'x'", "'c3'"};
+	reads_by(&w, &c, "customers", "_id", ids, 4);
 	expect_one(&w, "shop.customers",
 	           "after a read of \"shop.orders\" returned 4 documents, this connection read "
 	           "\"shop.customers\" by \"_id\" 3 times");
@@ -1064,15 +1072,10 @@ static void test_values_of_a_larger_parent(void **state)
 	          values_of(&v1, "[{'_id':1,'c':'a'},{'_id':2,'c':'b'}]"));
 	w.t += 2;
 	send(&w, &c, more, 2); /* {c: 'd'}, {c: 'e'} */
-	const char *ids[] = {"e", "d", "zz", "b", "a"};
-	for (int i = 0; i < 5; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':'%s'}}", ids[i]);
-		w.t += 2;
-		send(&w, &c, json, 1);
-		if (i == 2)
-			expect_silent(&w); /* 3 of 4, whose no one knows yet */
-	}
+	const char *ids[] = {"'e'", "'d'", "'zz'", "'b'", "'a'"};
+	reads_by(&w, &c, "customers", "_id", ids, 3);
+	expect_silent(&w); /* 3 of 4, whose no one knows yet */
+	reads_by(&w, &c, "customers", "_id", ids + 3, 2);
 	expect_one(&w, "shop.customers", "by \"_id\" 4 times");
 	conn_close(&c);
 	world_close(&w);
@@ -1083,12 +1086,7 @@ static void test_values_of_a_larger_parent(void **state)
 	          values_in(&v1,
 	                    "[{'c':1},{'c':2},{'c':3},{'c':4},{'c':5},{'c':6},{'c':7},{'c':8}]",
 	                    false));
-	for (int i = 1; i <= 20; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%d}}", i);
-		w.t += 2;
-		send(&w, &c, json, 1);
-	}
+	customers_from(&w, &c, 1, 20);
 	expect_one(&w, "shop.customers", "by \"_id\" 10 times");
 	conn_close(&c);
 	world_close(&w);
@@ -1097,12 +1095,7 @@ static void test_values_of_a_larger_parent(void **state)
 	world_open(&w, RULE_LOG);
 	send_vals(&w, &c, "{'find':'orders','filter':{'status':'A'}}", 20,
 	          values_in(&v1, "[{'c':1},{'c':2},{'c':3},{'c':4}]", false));
-	for (int i = 101; i <= 120; i++) {
-		char json[128];
-		snprintf(json, sizeof json, "{'find':'customers','filter':{'_id':%d}}", i);
-		w.t += 2;
-		send(&w, &c, json, 1);
-	}
+	customers_from(&w, &c, 101, 120);
 	expect_silent(&w);
 	conn_close(&c);
 	world_close(&w);
