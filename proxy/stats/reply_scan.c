@@ -478,8 +478,8 @@ bool reply_scan_values(const reply_scan *sc, value_filter *vf)
 		int r = add_values(vf, e.val, e.vlen, 2);
 		if (r == VALUE_WALK_BAD)
 			return false;
-		if (r == VALUE_WALK_CUT)
-			return true;
+		if (r == VALUE_WALK_CUT) /* not known when the first is cut short */
+			return docs > 0;
 	}
 	vf->all = w.p == w.end;
 	return vf->all;

@@ -36,7 +36,8 @@ bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out);
  * fields, its arrays' elements and its sub-documents' fields, two levels
  * down (a DBRef's $id, an array of {author: id}), into vf (cleared first);
  * vf->all when that is every value of the batch. False when they are not
- * known: no first batch, or malformed bytes. A bounded walk (some 100
+ * known: no first batch, malformed bytes, or a first document of more
+ * values than that (its reference may be past them). A bounded walk (some 100
  * instructions a value), worth it only for a batch of two documents or
  * more. */
 typedef struct value_filter value_filter;

@@ -493,13 +493,21 @@ static void test_reply_scan_values(void **state)
 	snprintf(past, sizeof past, "%d", 100 + VALUE_FILTER_DOCS);
 	assert_true(holds(&other, last));
 	assert_false(holds(&other, past));
-	at = (size_t)snprintf(many, sizeof many, "{\"cursor\": {\"firstBatch\": [{\"a\": [");
-	for (int i = 0; i <= VALUE_FILTER_MAX; i++)
-		at += (size_t)snprintf(many + at, sizeof many - at, "%s%d", i ? "," : "", i);
-	snprintf(many + at, sizeof many - at, "]}, {}], \"id\": 0}, \"ok\": 1}");
-	assert_true(values_of_reply(many, 0, &other));
-	assert_false(other.all);
-	assert_int_equal(other.n, VALUE_FILTER_MAX);
+	for (int first = 0; first < 2; first++) {
+		/* a document of more values than a filter holds: second, its
+		 * first ones kept; first, not known (its reference may be past
+		 * them) */
+		at = (size_t)snprintf(many, sizeof many,
+		                      "{\"cursor\": {\"firstBatch\": [%s{\"a\": [",
+		                      first ? "" : "{\"_id\": 1}, ");
+		for (int i = 0; i <= VALUE_FILTER_MAX; i++)
+			at +=
+			    (size_t)snprintf(many + at, sizeof many - at, "%s%d", i ? "," : "", i);
+		snprintf(many + at, sizeof many - at, "]}, {}], \"id\": 0}, \"ok\": 1}");
+		assert_int_equal(values_of_reply(many, 0, &other), !first);
+		assert_false(other.all);
+		assert_int_equal(other.n, VALUE_FILTER_MAX);
+	}
 	/* not known: an element that is no document, no cursor */
 	assert_false(values_of_reply(
 	    "{\"cursor\": {\"firstBatch\": [{}, 3], \"id\": 0}, \"ok\": 1}", 0, &other));
