@@ -22,6 +22,7 @@ typedef enum {
 	RM_EXPR,     /* an aggregation expression */
 	RM_PIPELINE, /* an array of stages */
 	RM_UPDATE,   /* update operators, a replacement, or a pipeline */
+	RM_PROJECT,  /* a $project stage: inclusion flags kept, expressions as such */
 	RM_DATA,     /* literals: keys kept, values replaced */
 	RM_VERBATIM, /* not application data */
 } rmode;
@@ -215,6 +216,16 @@ static rmode data_child(const char *parent, const char *k, rmode mode)
 	return mode;
 }
 
+/* A $project's members: {f: 1}, {f: false}, {"a.b": 0}, {a: {b: 1}} are
+ * inclusion flags (structure: a number is one, never a value to set,
+ * which takes $literal); {f: {$op: ...}} and {f: "$path"} are
+ * expressions. Until stop 46 the flags became placeholders (0), so the
+ * report read an inclusion as an exclusion. */
+static rmode project_child(const char *parent, const char *k, rmode mode)
+{
+	return k && k[0] == '$' ? RM_EXPR : RM_PROJECT;
+}
+
 /* The arguments of one stage: structural names kept, filters and
  * expressions in their modes. */
 static rmode stage_child(const char *stage, const char *k, rmode mode)
@@ -274,8 +285,11 @@ static void redact_stage(bson_t *out, const char *key, size_t klen, const bson_i
 				redact_value(&sub, s, sl, &c, RM_FILTER, depth + 1);
 			else if (streq(s, "$sort") || streq(s, "$limit") || streq(s, "$skip") ||
 			         streq(s, "$count") || streq(s, "$out") || streq(s, "$sample") ||
-			         streq(s, "$indexStats") || streq(s, "$collStats"))
+			         streq(s, "$indexStats") || streq(s, "$collStats") ||
+			         streq(s, "$unset")) /* $unset: field names */
 				redact_value(&sub, s, sl, &c, RM_VERBATIM, depth + 1);
+			else if (streq(s, "$project"))
+				redact_value(&sub, s, sl, &c, RM_PROJECT, depth + 1);
 			else if (streq(s, "$unwind") || streq(s, "$unionWith")) {
 				if (BSON_ITER_HOLDS_UTF8(&c))
 					bson_append_iter(&sub, s, (int)sl, &c);
@@ -343,9 +357,11 @@ static void redact_value(bson_t *out, const char *key, size_t klen, const bson_i
 	}
 	if (!container) {
 		if (BSON_ITER_HOLDS_UTF8(it))
-			redact_string(out, key, klen, it, mode);
+			redact_string(out, key, klen, it, mode == RM_PROJECT ? RM_EXPR : mode);
 		else if ((mode == RM_COMMAND && !BSON_ITER_HOLDS_BINARY(it)) ||
-		         (mode == RM_UPDATE && BSON_ITER_HOLDS_NUMBER(it)))
+		         (mode == RM_UPDATE && BSON_ITER_HOLDS_NUMBER(it)) ||
+		         (mode == RM_PROJECT &&
+		          (BSON_ITER_HOLDS_NUMBER(it) || BSON_ITER_HOLDS_BOOL(it))))
 			/* limit, multi, ordered, ...; bulkWrite's {update: i} */
 			bson_append_iter(out, key, (int)klen, it);
 		else
@@ -380,6 +396,11 @@ static void redact_value(bson_t *out, const char *key, size_t klen, const bson_i
 	case RM_UPDATE:
 		redact_update(out, key, klen, it, depth);
 		break;
+	case RM_PROJECT:
+		redact_container(out, key, klen, it, BSON_ITER_HOLDS_ARRAY(it) ? RM_EXPR : mode,
+		                 key, BSON_ITER_HOLDS_ARRAY(it) ? expr_child : project_child,
+		                 depth);
+		break;
 	default:
 		redact_container(out, key, klen, it, RM_DATA, key, data_child, depth);
 		break;
@@ -388,7 +409,11 @@ static void redact_value(bson_t *out, const char *key, size_t klen, const bson_i
 
 /* The body's first member is the command and its target (a collection
  * name, or 1): kept. Strings among the other top-level members are kept
- * only where they are names ($db, distinct's key, the hint). */
+ * only where they are names ($db, distinct's key, a getMore's
+ * collection). An explained command is redacted as a command of its own
+ * (its collection kept). Until stop 46 a getMore's collection and an
+ * explained command's became "?", and the report lost which cursor a
+ * getMore continued and which collection an explain read. */
 void capture_redact_command(const bson_t *body, bson_t *out)
 {
 	bson_iter_t it;
@@ -399,11 +424,20 @@ void capture_redact_command(const bson_t *body, bson_t *out)
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
 		size_t kl = bson_iter_key_len(&it);
+		const uint8_t *d;
+		uint32_t dl;
+		bson_t inner, kept;
 		if (first && !BSON_ITER_HOLDS_DOCUMENT(&it))
 			bson_append_iter(out, k, (int)kl, &it);
-		else if (BSON_ITER_HOLDS_UTF8(&it) && (streq(k, "$db") || streq(k, "key")))
+		else if (BSON_ITER_HOLDS_UTF8(&it) &&
+		         (streq(k, "$db") || streq(k, "key") || streq(k, "collection")))
 			bson_append_iter(out, k, (int)kl, &it);
-		else if (first) /* {explain: {...}} */
+		else if (first &&
+		         (bson_iter_document(&it, &dl, &d), bson_init_static(&inner, d, dl))) {
+			capture_redact_command(&inner, &kept); /* {explain: {find: ...}} */
+			bson_append_document(out, k, (int)kl, &kept);
+			bson_destroy(&kept);
+		} else if (first)
 			redact_value(out, k, kl, &it, RM_COMMAND, 1);
 		else
 			redact_value(out, k, kl, &it, command_child(NULL, k, RM_COMMAND), 1);
