@@ -33,6 +33,15 @@ static inline void key_set_add(key_set *s, const bson_iter_t *it)
 	s->w[bit / 64] |= 1ull << (bit % 64);
 }
 
+/* A value by its hash (value_filter.h, value_hash): how client-side-join
+ * keys the values it can hash, so that a capture's replay, which has the
+ * hashes and not the values, counts the same distinct values. */
+static inline void key_set_add_hash(key_set *s, uint64_t h)
+{
+	unsigned bit = (unsigned)(h >> 40) % KEY_SET_BITS;
+	s->w[bit / 64] |= 1ull << (bit % 64);
+}
+
 static inline void key_set_union(key_set *s, const key_set *o)
 {
 	for (int i = 0; i < KEY_SET_WORDS; i++)

@@ -254,8 +254,18 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 	}
 	rel_child *ch = &c->kids[i];
 	ch->sure |= sure;
+	bool opaque = q->placeholders;
+	if (q->vh) { /* the values by their hashes, as the live rule keys them */
+		key_set_clear(&k.values);
+		opaque = false;
+		for (uint32_t v = 0; v < q->nvh; v++) {
+			if (q->vh[v])
+				key_set_add_hash(&k.values, q->vh[v]);
+			opaque |= !q->vh[v];
+		}
+	}
 	key_set_union(&ch->values, &k.values);
-	ch->placeholders |= q->placeholders;
+	ch->placeholders |= opaque;
 	if (k.in < 0) {
 		ch->singles++;
 	} else {

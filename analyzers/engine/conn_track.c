@@ -118,17 +118,20 @@ typedef struct value_reader {
 	uint64_t *out;
 	uint32_t max; /* out's room */
 	uint32_t at;  /* values read */
+	bool opaque;  /* a given hash was 0 or missing: that value is not known */
 } value_reader;
 
-/* A value read: into keys and counted (1), unless within says it cannot
- * be one of its values (0). */
+/* A value read: into keys (by its hash where it has one, so that a
+ * replay given the hashes counts the same distinct values) and counted
+ * (1), unless within says it cannot be one of its values (0). */
 static uint32_t read_value(const bson_iter_t *it, value_reader *vr)
 {
 	uint32_t i = vr->at++;
-	uint64_t h = 0;
+	uint64_t h;
 	if (vr->given) {
 		h = i < vr->ngiven ? vr->given[i] : 0;
-	} else if (vr->within || vr->out) {
+		vr->opaque |= !h;
+	} else {
 		uint8_t t = it->raw[it->type];
 		size_t n = it->next_off - it->d1;
 		h = value_checkable(t, n) ? value_hash(t, it->raw + it->d1, n) : 0;
@@ -137,7 +140,10 @@ static uint32_t read_value(const bson_iter_t *it, value_reader *vr)
 		vr->out[i] = h;
 	if (vr->within && h && !value_filter_has(vr->within, h))
 		return 0;
-	key_set_add(vr->keys, it);
+	if (h)
+		key_set_add_hash(vr->keys, h);
+	else
+		key_set_add(vr->keys, it);
 	return 1;
 }
 
@@ -282,6 +288,8 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 		f->values = values;
 		f->field = field;
 	}
+	/* a replay's placeholders are known by the hashes the capture kept */
+	f->values_known = r->values_known || (vr->given && !vr->opaque);
 }
 
 /* rule_api.h */
