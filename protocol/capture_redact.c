@@ -160,8 +160,9 @@ static void redact_container(bson_t *out, const char *key, size_t klen, const bs
 static rmode command_child(const char *parent, const char *k, rmode mode)
 {
 	static const char *const verbatim[] = {
-	    "sort",         "hint",        "collation", "projection",      "fields", "cursor",
-	    "writeConcern", "readConcern", "nsInfo",    "$readPreference", NULL};
+	    "sort",        "hint",   "collation",       "cursor",
+	    "readConcern", "nsInfo", "$readPreference", "writeConcern",
+	    NULL};
 	if (!k)
 		return RM_COMMAND; /* an element of updates / deletes / ops */
 	switch (cmd_key_role_of(k)) {
@@ -180,6 +181,8 @@ static rmode command_child(const char *parent, const char *k, rmode mode)
 			return RM_VERBATIM;
 	if (streq(k, "pipeline"))
 		return RM_PIPELINE;
+	if (streq(k, "projection") || streq(k, "fields"))
+		return RM_PROJECT; /* until stop 46 kept whole, an $elemMatch's values too */
 	if (streq(k, cmd_rows[CMD_EXPLAIN].name))
 		return RM_COMMAND; /* {explain: {find: ...}} (a bool stays a bool) */
 	if (streq(k, "arrayFilters"))
@@ -216,14 +219,22 @@ static rmode data_child(const char *parent, const char *k, rmode mode)
 	return mode;
 }
 
-/* A $project's members: {f: 1}, {f: false}, {"a.b": 0}, {a: {b: 1}} are
- * inclusion flags (structure: a number is one, never a value to set,
- * which takes $literal); {f: {$op: ...}} and {f: "$path"} are
- * expressions. Until stop 46 the flags became placeholders (0), so the
- * report read an inclusion as an exclusion. */
+/* A $project's or a find's projection's members: {f: 1}, {f: false},
+ * {"a.b": 0}, {a: {b: 1}} are inclusion flags (structure: a number is
+ * one, never a value to set, which takes $literal); {f: {$op: ...}} and
+ * {f: "$path"} are expressions, {f: {$elemMatch: ...}} a filter. Until
+ * stop 46 a $project's flags became placeholders (0), so the report read
+ * an inclusion as an exclusion, and a find's projection was kept whole,
+ * an $elemMatch's values with it. */
 static rmode project_child(const char *parent, const char *k, rmode mode)
 {
-	return k && k[0] == '$' ? RM_EXPR : RM_PROJECT;
+	if (!k || k[0] != '$')
+		return RM_PROJECT;
+	if (streq(k, "$elemMatch")) /* a find's projection: a filter */
+		return RM_FILTER;
+	if (streq(k, "$slice") || streq(k, "$meta")) /* counts, a meta name: not data */
+		return RM_VERBATIM;
+	return RM_EXPR;
 }
 
 /* The arguments of one stage: structural names kept, filters and

@@ -112,6 +112,12 @@ static void test_redaction_keeps_names_and_flags(void **st)
 	    {"{\"getMore\": {\"$numberLong\": \"5\"}, \"collection\": \"orders\", "
 	     "\"comment\": \"" MARKER "\"}",
 	     "collection", "orders"},
+	    /* a find's projection: flags and counts kept, an $elemMatch's values not */
+	    {"{\"find\": \"o\", \"projection\": {\"a\": 1, \"s\": {\"$slice\": 5}, "
+	     "\"arr\": {\"$elemMatch\": {\"owner\": \"" MARKER "\"}}}}",
+	     "projection.a", "1"},
+	    {NULL, "projection.s.$slice", "5"},
+	    {NULL, "projection.arr.$elemMatch.owner", "?"},
 	};
 	bson_t *body = NULL;
 	bson_t red;
