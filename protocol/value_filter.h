@@ -143,6 +143,44 @@ static inline uint64_t value_hash(uint8_t t, const uint8_t *p, size_t len)
 	return h ? h : 1;
 }
 
+/* An ObjectId's other form, its 24 hex digits as a string, and the other
+ * way round (either case): an application that keeps a reference as a
+ * string and reads by ObjectId (Beanie's links in a repro of stop 45), or
+ * the reverse, looks up a value its parent held. Its type, bytes (in buf,
+ * 29 bytes) and length, or false when the value has no other form. */
+static inline bool value_twin(uint8_t t, const uint8_t *p, size_t len, uint8_t *buf, uint8_t *t2,
+                              size_t *len2)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (t == 0x07 && len == 12) {
+		buf[0] = 25;
+		buf[1] = buf[2] = buf[3] = 0;
+		for (int i = 0; i < 12; i++) {
+			buf[4 + 2 * i] = (uint8_t)hex[p[i] >> 4];
+			buf[5 + 2 * i] = (uint8_t)hex[p[i] & 15];
+		}
+		buf[28] = 0;
+		*t2 = 0x02;
+		*len2 = 29;
+		return true;
+	}
+	if (t != 0x02 || len != 29 || p[0] != 25 || p[1] || p[2] || p[3] || p[28])
+		return false;
+	for (int i = 0; i < 24; i++) {
+		uint8_t c = p[4 + i], d;
+		if (c >= '0' && c <= '9')
+			d = (uint8_t)(c - '0');
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			d = (uint8_t)((c | 0x20) - 'a' + 10);
+		else
+			return false;
+		buf[i / 2] = i % 2 ? (uint8_t)(buf[i / 2] | d) : (uint8_t)(d << 4);
+	}
+	*t2 = 0x07;
+	*len2 = 12;
+	return true;
+}
+
 /* The three bits of a hash, from three of its 11-bit slices (its high
  * bits: the multiply leaves the best mixed there). */
 #define VALUE_FILTER_BIT(h, k) ((unsigned)((h) >> (64 - 11 * ((k) + 1))) % VALUE_FILTER_BITS)

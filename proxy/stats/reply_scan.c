@@ -449,9 +449,16 @@ static int add_values(value_filter *vf, const uint8_t *doc, size_t len, int dept
 			return VALUE_WALK_BAD;
 		p = v + l;
 		if (value_checkable(t, (size_t)l)) {
+			uint8_t twin[29], t2;
+			size_t l2;
 			if (vf->n >= VALUE_FILTER_MAX)
 				return VALUE_WALK_CUT;
 			value_filter_add(vf, value_hash(t, v, (size_t)l));
+			if (value_twin(t, v, (size_t)l, twin, &t2, &l2)) {
+				if (vf->n >= VALUE_FILTER_MAX)
+					return VALUE_WALK_CUT;
+				value_filter_add(vf, value_hash(t2, twin, l2));
+			}
 		}
 		if ((t == 0x03 || t == 0x04) && depth > 0) {
 			int r = add_values(vf, v, (size_t)l, depth - 1);

@@ -34,7 +34,8 @@ bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out);
 /* The values a first batch's first documents hold (protocol/value_filter.h:
  * up to VALUE_FILTER_DOCS documents, VALUE_FILTER_MAX values): each one's
  * fields, its arrays' elements and its sub-documents' fields, two levels
- * down (a DBRef's $id, an array of {author: id}), into vf (cleared first);
+ * down (a DBRef's $id, an array of {author: id}), an ObjectId's hex string
+ * and a hex string's ObjectId too (value_twin), into vf (cleared first);
  * vf->all when that is every value of the batch. False when they are not
  * known: no first batch, malformed bytes, or a first document of more
  * values than that (its reference may be past them). A bounded walk (some 100

@@ -309,3 +309,28 @@ def test_reads_by_other_values_are_no_join(clients, upstream, start_proxy, dbnam
     got = {(f["rule"], f["shapeHash"]): f["count"]
            for f in json.loads(out.read_text())["findings"] if f["rule"] == "client-side-join"}
     assert got == live and len(live) == 1, (got, live)
+
+
+def test_a_reference_kept_as_a_string_joins(clients, upstream, start_proxy, dbname):
+    """An application that keeps a reference as an ObjectId's hex string and reads by the
+    ObjectId (a Beanie repro of stop 45 did): the parent's values hold the string, the child
+    reads the ObjectId. The proxy takes the two forms for one value, either way round."""
+    from bson import ObjectId
+
+    direct = clients.direct()[dbname]
+    doors = [ObjectId() for _ in range(8)]
+    direct.doors.insert_many([{"_id": d, "w": 1} for d in doors])
+    direct.rooms.insert_many([{"_id": i, "door": str(d).upper() if i % 2 else str(d)}
+                              for i, d in enumerate(doors)])
+    direct.locks.insert_many([{"_id": str(d), "room": i} for i, d in enumerate(doors)])
+    direct.halls.insert_many([{"_id": i, "door": d} for i, d in enumerate(doors)])
+    p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
+    db = MongoClient(p.uri, maxPoolSize=1, serverSelectionTimeoutMS=10000)[dbname]
+    for r in list(db.rooms.find({})):  # stored as a string, read as an ObjectId
+        assert db.doors.find_one({"_id": ObjectId(r["door"])})["w"] == 1
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.doors")
+    assert f"read of \"{dbname}.rooms\" returned 8" in f[0]["attr"]["detail"], f[0]["attr"]
+    for h in list(db.halls.find({})):  # stored as an ObjectId, read as its string
+        assert db.locks.find_one({"_id": str(h["door"])})["room"] == h["_id"]
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.locks")
+    assert f"read of \"{dbname}.halls\" returned 8" in f[0]["attr"]["detail"], f[0]["attr"]

@@ -430,7 +430,8 @@ static const char BATCH[] =
     "  \"tags\": [1, \"x\"], \"comments\": [{\"by\": \"u9\", \"text\": \"%s\"}],"
     "  \"deep\": {\"a\": {\"b\": {\"c\": \"too deep\", \"d\": \"and this one too\"}}},"
     "  \"done\": true},"
-    " {\"_id\": 2, \"price\": 5.0, \"big\": {\"$numberLong\": \"9007199254740993\"}}]";
+    " {\"_id\": 2, \"price\": 5.0, \"big\": {\"$numberLong\": \"9007199254740993\"},"
+    "  \"sref\": \"65A0000000000000000000C2\"}]";
 
 static void test_reply_scan_values(void **state)
 {
@@ -467,12 +468,16 @@ static void test_reply_scan_values(void **state)
 	assert_true(holds(&usual, "{\"$numberInt\": \"2\"}"));
 	assert_true(holds(&usual, "5"));
 	assert_true(holds(&usual, "{\"$numberLong\": \"9007199254740993\"}"));
+	/* an ObjectId's hex string, and a hex string's ObjectId (either case) */
+	assert_true(holds(&usual, "\"65a000000000000000000001\""));
+	assert_true(holds(&usual, "{\"$oid\": \"65a0000000000000000000c2\"}"));
 	/* not there: another value; three levels down; a string over 128
 	 * bytes is neither kept nor asked about (value_checkable) */
 	assert_false(holds(&usual, "\"u8\""));
 	assert_false(holds(&usual, "5.5"));
 	assert_false(holds(&usual, "\"too deep\""));
 	assert_false(holds(&usual, "{\"$oid\": \"65a000000000000000000002\"}"));
+	assert_false(holds(&usual, "\"65a000000000000000000002\""));
 	/* an int64 past 2^53 by its exact value */
 	assert_false(holds(&usual, "{\"$numberLong\": \"9007199254740992\"}"));
 
