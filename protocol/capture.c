@@ -285,12 +285,28 @@ void capture_reply_facts_free(capture_reply_facts *f)
 	bson_destroy(&f->arrays);
 }
 
+/* n 64-bit words as little-endian bytes (8 n), and back: how a capture
+ * writes a filter's bits and a request's value hashes. */
+static void words_out(const uint64_t *w, size_t n, uint8_t *b)
+{
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 8; k++)
+			b[8 * i + k] = (uint8_t)(w[i] >> (8 * k));
+}
+
+static void words_in(const uint8_t *b, size_t n, uint64_t *w)
+{
+	for (size_t i = 0; i < n; i++) {
+		w[i] = 0;
+		for (int k = 0; k < 8; k++)
+			w[i] |= (uint64_t)b[8 * i + k] << (8 * k);
+	}
+}
+
 void capture_append_values(bson_t *out, const value_filter *vf)
 {
 	uint8_t bits[VALUE_FILTER_BYTES];
-	for (int i = 0; i < VALUE_FILTER_WORDS; i++)
-		for (int b = 0; b < 8; b++)
-			bits[8 * i + b] = (uint8_t)(vf->w[i] >> (8 * b));
+	words_out(vf->w, VALUE_FILTER_WORDS, bits);
 	bson_t d;
 	bson_append_document_begin(out, "vals", -1, &d);
 	BSON_APPEND_INT32(&d, "n", (int32_t)vf->n);
@@ -304,9 +320,7 @@ void capture_append_hashes(bson_t *out, const uint64_t *h, uint32_t n)
 	uint8_t b[8 * CAPTURE_VALUE_HASHES_MAX];
 	if (n > CAPTURE_VALUE_HASHES_MAX)
 		n = CAPTURE_VALUE_HASHES_MAX;
-	for (uint32_t i = 0; i < n; i++)
-		for (int k = 0; k < 8; k++)
-			b[8 * i + k] = (uint8_t)(h[i] >> (8 * k));
+	words_out(h, n, b);
 	bson_append_binary(out, "vh", -1, BSON_SUBTYPE_BINARY, b, 8 * n);
 }
 
@@ -322,11 +336,7 @@ uint32_t capture_read_hashes(const bson_t *rec, uint64_t *h, uint32_t max)
 	if (!b || len % 8)
 		return 0;
 	uint32_t n = len / 8 < max ? len / 8 : max;
-	for (uint32_t i = 0; i < n; i++) {
-		h[i] = 0;
-		for (int k = 0; k < 8; k++)
-			h[i] |= (uint64_t)b[8 * i + k] << (8 * k);
-	}
+	words_in(b, n, h);
 	return n;
 }
 
@@ -354,9 +364,7 @@ bool capture_read_values(const bson_t *rec, value_filter *vf)
 		vf->all = false;
 		return false;
 	}
-	for (int i = 0; i < VALUE_FILTER_WORDS; i++)
-		for (int b = 0; b < 8; b++)
-			vf->w[i] |= (uint64_t)bits[8 * i + b] << (8 * b);
+	words_in(bits, VALUE_FILTER_WORDS, vf->w);
 	vf->n = (uint32_t)n;
 	return true;
 }

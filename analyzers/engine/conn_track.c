@@ -252,6 +252,14 @@ static const uint8_t *aggregate_match(const cmdview *v)
 	return match;
 }
 
+/* Whether r's values can be looked up in a parent's: by the hashes a
+ * capture kept, or hashed here from values that are not placeholders
+ * (never in a replay, whose salt is not the live process's). */
+static bool values_checkable(const rule_read *r)
+{
+	return r->hashes || (r->values_known && !r->hashes_only);
+}
+
 /* A find's filter (or the $match of an aggregate that reads as one), one
  * field read by its value or values, or another query; key gets its field
  * names and operators, vr its values. */
@@ -262,7 +270,7 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 	f->key = 0;
 	f->field = NULL;
 	f->values_known = r->values_known;
-	f->checkable = r->hashes || (r->values_known && !r->hashes_only);
+	f->checkable = values_checkable(r);
 	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT)
 	                             : aggregate_match(r->view);
@@ -296,7 +304,7 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 void rule_read_filter(const rule_read *r, const value_filter *within, rule_read_filter_facts *f)
 {
 	value_reader vr = {.keys = &f->keys, .given = r->hashes, .ngiven = r->nhashes};
-	if (r->hashes || (r->values_known && !r->hashes_only))
+	if (values_checkable(r))
 		vr.within = within;
 	read_filter(r, &vr, f);
 }

@@ -119,8 +119,12 @@ static bool walk_next(walk *w, elem *e)
 	if (w->p >= w->end)
 		return false;
 	e->type = *w->p++;
-	const uint8_t *z = memchr(w->p, 0, (size_t)(w->end - w->p));
-	if (!z)
+	/* the key's NUL found inline: keys are short, shorter than a call
+	 * to memchr (a batch's "0", "1", ...; a document's field names) */
+	const uint8_t *z = w->p;
+	while (z < w->end && *z)
+		z++;
+	if (z >= w->end)
 		return false;
 	e->key = (const char *)w->p;
 	e->keylen = (size_t)(z - w->p);
@@ -434,39 +438,29 @@ enum { VALUE_WALK_FULL, VALUE_WALK_CUT, VALUE_WALK_BAD };
 
 static int add_values(value_filter *vf, const uint8_t *doc, size_t len, int depth)
 {
-	const uint8_t *p = doc + 4, *end = doc + len - 1;
-	while (p < end) {
-		/* walk_next's steps, its key found inline: most keys are short,
-		 * shorter than a call to memchr */
-		uint8_t t = *p++;
-		const uint8_t *v = p;
-		while (v < end && *v)
-			v++;
-		if (v++ >= end)
-			return VALUE_WALK_BAD;
-		int64_t l = value_len(t, v, (size_t)(end - v));
-		if (l < 0)
-			return VALUE_WALK_BAD;
-		p = v + l;
-		if (value_checkable(t, (size_t)l)) {
+	walk w;
+	elem e;
+	walk_init(&w, doc, len);
+	while (walk_next(&w, &e)) {
+		if (value_checkable(e.type, e.vlen)) {
 			uint8_t twin[29], t2;
 			size_t l2;
 			if (vf->n >= VALUE_FILTER_MAX)
 				return VALUE_WALK_CUT;
-			value_filter_add(vf, value_hash(t, v, (size_t)l));
-			if (value_twin(t, v, (size_t)l, twin, &t2, &l2)) {
+			value_filter_add(vf, value_hash(e.type, e.val, e.vlen));
+			if (value_twin(e.type, e.val, e.vlen, twin, &t2, &l2)) {
 				if (vf->n >= VALUE_FILTER_MAX)
 					return VALUE_WALK_CUT;
 				value_filter_add(vf, value_hash(t2, twin, l2));
 			}
 		}
-		if ((t == 0x03 || t == 0x04) && depth > 0) {
-			int r = add_values(vf, v, (size_t)l, depth - 1);
+		if ((e.type == 0x03 || e.type == 0x04) && depth > 0) {
+			int r = add_values(vf, e.val, e.vlen, depth - 1);
 			if (r != VALUE_WALK_FULL)
 				return r;
 		}
 	}
-	return p == end ? VALUE_WALK_FULL : VALUE_WALK_BAD;
+	return w.p == w.end ? VALUE_WALK_FULL : VALUE_WALK_BAD;
 }
 
 bool reply_scan_values(const reply_scan *sc, value_filter *vf)
