@@ -110,7 +110,7 @@ static void note_ddl_done(session *s, const inflight *f)
 	request_release(&r);
 }
 
-void answers_complete_head(session *s)
+void answers_complete_head(session *s, int64_t *now)
 {
 	inflight *f = inflight_head(&s->inflight);
 	if (!f)
@@ -121,7 +121,7 @@ void answers_complete_head(session *s)
 		note_upsert_done(s, f);
 	inflight_pop(&s->inflight);
 	answers_flush(s);
-	answers_arm_deadline(s, true, 0);
+	answers_arm_deadline(s, true, now);
 }
 
 /* The reply timer fires at reply_due, or earlier: it is added only when
@@ -144,7 +144,7 @@ static void wake_reply_timer(session *s, int64_t now)
  * it would wake too late, and looks at the deadline when it fires: a timer
  * added and deleted per request would cost both under the event base's
  * lock. */
-void answers_arm_deadline(session *s, bool restart, int64_t now)
+void answers_arm_deadline(session *s, bool restart, int64_t *now)
 {
 	uint32_t ms = session_snap(s)->cfg.reply_timeout_ms;
 	const inflight *f = inflight_head(&s->inflight);
@@ -155,10 +155,11 @@ void answers_arm_deadline(session *s, bool restart, int64_t now)
 	}
 	if (!restart && s->reply_due)
 		return;
-	if (!now) /* 0: the caller has not read the clock */
-		now = mg_now_ns();
-	s->reply_due = now + (int64_t)ms * 1000000;
-	wake_reply_timer(s, now);
+	int64_t t = now && *now ? *now : mg_now_ns();
+	if (now)
+		*now = t;
+	s->reply_due = t + (int64_t)ms * 1000000;
+	wake_reply_timer(s, t);
 }
 
 /* The upstream took longer than upstream.replyTimeoutMS to begin a reply:

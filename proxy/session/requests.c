@@ -327,7 +327,7 @@ static void track_reply(session *s, const request *r, const req_class *c, wl_ref
 			s->gate = 0;
 			f->no_reply_mark = s->no_reply_sent;
 		}
-		answers_arm_deadline(s, false, now);
+		answers_arm_deadline(s, false, &now);
 		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
 			memcpy(f->kept, r->plain, r->plain_len);
 			f->kept_len = r->plain_len;

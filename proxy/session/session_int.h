@@ -272,10 +272,13 @@ void answers_error(session *s, reply_form form, int32_t request_id, int code, co
 int32_t answers_next_request_id(session *s);
 /* The upstream could not be reached at all: every request waiting gets an error. */
 void answers_fail_all(session *s, const char *why);
-/* A reply without moreToCome was relayed: its request is complete. */
-void answers_complete_head(session *s);
-/* upstream.replyTimeoutMS for the oldest request (restart: it changed). */
-void answers_arm_deadline(session *s, bool restart, int64_t now);
+/* A reply without moreToCome was relayed: its request is complete. now:
+ * the clock when the reply came (0: not read yet, then set), or NULL to
+ * read it here if the next request's deadline needs it. */
+void answers_complete_head(session *s, int64_t *now);
+/* upstream.replyTimeoutMS for the oldest request (restart: it changed).
+ * now: the clock, if not 0, else read here and set; NULL: read here. */
+void answers_arm_deadline(session *s, bool restart, int64_t *now);
 void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
 #endif

@@ -95,6 +95,21 @@ static void test_histogram_buckets_at_every_bound(void **state)
 					         want);
 		}
 	}
+	/* each bit length's least and greatest value (mx_observe starts from
+	 * a bucket per length) */
+	for (int len = 1; len <= 64; len++) {
+		uint64_t least = UINT64_C(1) << (len - 1);
+		uint64_t values[] = {least, least | (least - 1)};
+		for (int v = 0; v < 2; v++) {
+			mx_hist h = {0};
+			mx_observe(&h, values[v]);
+			int want = 0;
+			while (want < MX_HIST_BUCKETS && values[v] > mx_hist_bounds_ns[want])
+				want++;
+			if (atomic_load(&h.bucket[want]) != 1)
+				fail_msg("%" PRIu64 " ns: not in bucket %d", values[v], want);
+		}
+	}
 	mx_hist h = {0};
 	mx_observe(&h, 0);
 	assert_int_equal(atomic_load(&h.bucket[0]), 1);
