@@ -33,6 +33,9 @@
 #include <time.h>
 
 #include "analyzers/catalog/lru_map.h"
+#include "analyzers/catalog/schema_ring.h"
+
+_Static_assert(SCHEMA_RING_SLOTS == INDEX_CACHE_SCHEMA_RING, "the schema ring's size");
 
 #define IC_NS_MAX            512  /* "db.coll"; the server allows 255 */
 #define IC_SCAN_MS           1000 /* how often due refreshes are looked for */
@@ -94,14 +97,9 @@ struct index_cache {
 		uint32_t n;
 	} gates[INDEX_CACHE_GATES];
 	int ngated; /* slots with n > 0 */
-	/* The last INDEX_CACHE_SCHEMA_RING schema changes (index_cache_invalidate),
-	 * change n in slot n % INDEX_CACHE_SCHEMA_RING: fnv1a of "db.coll", or
-	 * of "db" for a whole database. */
-	_Atomic uint64_t schema_seq; /* changes so far; under mu */
-	struct {
-		uint32_t hash;
-		bool whole_db;
-	} schema[INDEX_CACHE_SCHEMA_RING];
+	/* The last INDEX_CACHE_SCHEMA_RING schema changes, keyed by fnv1a of
+	 * "db.coll", or of "db" for a whole database. */
+	schema_ring schema;
 	index_landings landings; /* the lists that landed last, for late verdicts */
 };
 
@@ -400,7 +398,7 @@ static void at_locked(index_cache *ic, index_cache_at *at)
 {
 	if (at != NULL) {
 		at->changes = atomic_load_explicit(&ic->changes, memory_order_relaxed);
-		at->schema_seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
+		at->schema_seq = schema_ring_seq(&ic->schema);
 	}
 }
 
@@ -580,10 +578,7 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 			n = next;
 		}
 	}
-	uint64_t seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed) + 1;
-	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].hash = fnv1a(one ? ns : db);
-	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].whole_db = !one;
-	atomic_store_explicit(&ic->schema_seq, seq, memory_order_release);
+	(void)schema_ring_add(&ic->schema, fnv1a(one ? ns : db), !one, SCHEMA_CHANGED);
 	uint64_t stamp = change_locked(ic); /* a request after this one may wait for a list */
 	if (ic->on_forget)                  /* under the lock: in order with the landings */
 		ic->on_forget(ic->hooks_arg, one ? ns : db, !one, stamp, INDEX_FORGET_SCHEMA);
@@ -592,7 +587,7 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 
 uint64_t index_cache_schema_seq(index_cache *ic)
 {
-	return ic ? atomic_load_explicit(&ic->schema_seq, memory_order_acquire) : 0;
+	return ic ? schema_ring_seq(&ic->schema) : 0;
 }
 
 bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since,
@@ -604,15 +599,8 @@ bool index_cache_schema_changed(index_cache *ic, const char *db, const char *col
 	if (!make_ns(ns, db, coll))
 		return true;
 	uint32_t in_coll = fnv1a(ns), in_db = fnv1a(db);
-	bool changed = false;
 	pthread_mutex_lock(&ic->mu);
-	uint64_t now = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
-	now = until < now ? until : now;
-	if (now - since > INDEX_CACHE_SCHEMA_RING)
-		changed = true; /* too many since to tell */
-	for (uint64_t n = since + 1; !changed && n <= now; n++)
-		changed = ic->schema[n % INDEX_CACHE_SCHEMA_RING].hash ==
-		          (ic->schema[n % INDEX_CACHE_SCHEMA_RING].whole_db ? in_db : in_coll);
+	bool changed = schema_ring_named(&ic->schema, in_coll, in_db, since, until);
 	pthread_mutex_unlock(&ic->mu);
 	return changed;
 }
@@ -627,9 +615,7 @@ static void landed_locked(index_cache *ic, const char *ns, index_set *set, index
 {
 	uint64_t stamp = change_locked(ic);
 	index_set_set_stamp(set, stamp);
-	*gone =
-	    index_landings_add(&ic->landings, ns, stamp,
-	                       atomic_load_explicit(&ic->schema_seq, memory_order_relaxed), set);
+	*gone = index_landings_add(&ic->landings, ns, stamp, schema_ring_seq(&ic->schema), set);
 }
 
 bool index_cache_landed_after(index_cache *ic, const char *db, const char *coll, uint64_t after,
