@@ -37,7 +37,11 @@
  *   forget   from version 3: the index cache forgot what it knew of db.coll
  *            (coll absent: of every collection of db): t, db, coll, why
  *            ("schema": a schema change passed; "written": documents were
- *            written into a collection it listed missing). Written in the
+ *            written into a collection it listed missing; "made": a
+ *            collection dropped exists again, a write made it or a list
+ *            showed it, which is a schema change of its own: a reader
+ *            that knows no "made" forgets as at "schema", which gives
+ *            the late verdicts the same answer). Written in the
  *            order the cache saw it among the lists that landed (indexes
  *            records), and each request after every list and forgetting
  *            it was judged after and before every later one, so a reader
@@ -149,7 +153,7 @@ void capture_build_indexes(bson_t *out, int64_t t_us, const char *ns, const bson
 
 void capture_build_gap(bson_t *out, int64_t t_us, uint64_t dropped, int64_t from_us, int64_t to_us);
 
-/* coll NULL: the whole of db. why: "schema" or "written". */
+/* coll NULL: the whole of db. why: "schema", "written" or "made". */
 void capture_build_forget(bson_t *out, int64_t t_us, const char *db, const char *coll,
                           const char *why);
 

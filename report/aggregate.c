@@ -573,20 +573,26 @@ static void ddl_replied(aggregator *a, pending *p, bool failed)
 	free(p->ddl);
 }
 
-/* The proxy's index cache forgot db.coll (or all of db) here, in its
- * order among the lists that landed and the requests judged: the replay
- * forgets there too, and a late verdict owed across a schema change is
- * lost, as it was live (engine.h, engine_late). */
-static void on_forget(aggregator *a, const bson_t *rec)
+/* The proxy's index cache forgot db.coll (or all of db) here, among the
+ * lists that landed and the requests judged: pass 2 forgets there too, a
+ * late verdict owed across a schema change lost as it was live (engine.h,
+ * engine_late); pass 1 takes a "made" one as a schema change met first. */
+static void on_forget(aggregator *a, int pass, const bson_t *rec)
 {
 	bson_iter_t it;
 	const char *coll = bson_iter_init_find(&it, rec, "coll") && BSON_ITER_HOLDS_UTF8(&it)
 	                       ? bson_iter_utf8(&it, NULL)
-	                       : NULL;
-	bool schema = strcmp(rec_str(rec, "why"), "written") != 0;
-	if (a->forget_records && rec_str(rec, "db")[0])
-		index_cache_forget(a->ic, rec_str(rec, "db"), coll,
-		                   schema ? INDEX_FORGET_SCHEMA : INDEX_FORGET_WRITTEN);
+	                       : NULL,
+	           *why = rec_str(rec, "why");
+	index_forget f = !strcmp(why, "written") ? INDEX_FORGET_WRITTEN
+	                 : !strcmp(why, "made")  ? INDEX_FORGET_MADE
+	                                         : INDEX_FORGET_SCHEMA;
+	char ns[MODEL_NS_LEN];
+	snprintf(ns, sizeof ns, "%s.%s", rec_str(rec, "db"), coll ? coll : "*");
+	if (pass == 1 && f == INDEX_FORGET_MADE) /* a schema change, as a drop's request */
+		hash_map_put(&a->listed, hash_map_str_key(ns), 1);
+	else if (pass == 2 && a->forget_records && rec_str(rec, "db")[0])
+		index_cache_forget(a->ic, rec_str(rec, "db"), coll, f);
 }
 
 static void on_reply(aggregator *a, const bson_t *rec)
@@ -877,8 +883,7 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 			on_reply(a, rec);
 		break;
 	case CAPTURE_REC_FORGET:
-		if (pass == 2)
-			on_forget(a, rec);
+		on_forget(a, pass, rec);
 		break;
 	case CAPTURE_REC_GAP:
 		if (pass == 2) {

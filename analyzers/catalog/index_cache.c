@@ -33,12 +33,14 @@
 #include <time.h>
 
 #include "analyzers/catalog/lru_map.h"
+#include "analyzers/catalog/schema_ring.h"
+#include "analyzers/catalog/side_gates.h"
 
-#define IC_NS_MAX            512  /* "db.coll"; the server allows 255 */
-#define IC_SCAN_MS           1000 /* how often due refreshes are looked for */
-#define IC_TIMEOUT_MS        3000 /* server selection and connect, side channel */
-#define IC_SOCKET_TIMEOUT_MS 10000
-#define IC_DB_MAX            128 /* the server allows 64 */
+_Static_assert(SCHEMA_RING_SLOTS == INDEX_CACHE_SCHEMA_RING, "the schema ring's size");
+_Static_assert(SIDE_GATES == INDEX_CACHE_GATES, "the side connection's gates");
+
+#define IC_NS_MAX  512  /* "db.coll"; the server allows 255 */
+#define IC_SCAN_MS 1000 /* how often due refreshes are looked for */
 
 typedef enum { ENTRY_PENDING, ENTRY_KNOWN, ENTRY_FAILED } entry_state;
 
@@ -88,20 +90,10 @@ struct index_cache {
 	/* The database the thread is fetching from ("" when idle), and the
 	 * databases with a client's schema change in flight (n > 0; a slot
 	 * with n 0 is free): see index_cache.h. */
-	char side_db[IC_DB_MAX];
-	struct {
-		char db[IC_DB_MAX];
-		uint32_t n;
-	} gates[INDEX_CACHE_GATES];
-	int ngated; /* slots with n > 0 */
-	/* The last INDEX_CACHE_SCHEMA_RING schema changes (index_cache_invalidate),
-	 * change n in slot n % INDEX_CACHE_SCHEMA_RING: fnv1a of "db.coll", or
-	 * of "db" for a whole database. */
-	_Atomic uint64_t schema_seq; /* changes so far; under mu */
-	struct {
-		uint32_t hash;
-		bool whole_db;
-	} schema[INDEX_CACHE_SCHEMA_RING];
+	side_gates gates;
+	/* The last INDEX_CACHE_SCHEMA_RING schema changes, keyed by fnv1a of
+	 * "db.coll", or of "db" for a whole database. */
+	schema_ring schema;
 	index_landings landings; /* the lists that landed last, for late verdicts */
 };
 
@@ -132,6 +124,17 @@ static uint32_t fnv1a(const char *s)
 	uint32_t h = 2166136261u;
 	for (; *s != '\0'; s++) {
 		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* fnv1a of ns's database, as a change to a whole database is keyed. */
+static uint32_t db_hash(const char *ns)
+{
+	uint32_t h = 2166136261u;
+	for (; *ns != '\0' && *ns != '.'; ns++) {
+		h ^= (unsigned char)*ns;
 		h *= 16777619u;
 	}
 	return h;
@@ -344,26 +347,13 @@ index_cache *index_cache_new(const char *uri, uint32_t refresh_secs, index_cache
 	}
 	if (uri != NULL) {
 		pthread_once(&mongoc_once, init_mongoc);
-		ic->uri = mongoc_uri_new_with_error(uri, &error);
+		ic->uri = index_fetch_uri(uri, &error);
 		if (ic->uri == NULL) {
 			set_err(err, errlen, "invalid upstream URI", error.message);
 			lru_map_destroy(&ic->map, NULL);
 			free(ic);
 			return NULL;
 		}
-		/* The side channel names itself in the server's logs and gives up
-		 * quickly: a slow answer is no better than none, since lookups
-		 * never wait for it. The user's own settings win when present. */
-		mongoc_uri_set_appname(ic->uri, "mongoguard-metadata");
-		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-			                               IC_TIMEOUT_MS);
-		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_CONNECTTIMEOUTMS))
-			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-			                               IC_TIMEOUT_MS);
-		if (!mongoc_uri_has_option(ic->uri, MONGOC_URI_SOCKETTIMEOUTMS))
-			mongoc_uri_set_option_as_int32(ic->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-			                               IC_SOCKET_TIMEOUT_MS);
 	}
 	pthread_mutex_init(&ic->mu, NULL);
 	pthread_condattr_init(&attr);
@@ -400,7 +390,7 @@ static void at_locked(index_cache *ic, index_cache_at *at)
 {
 	if (at != NULL) {
 		at->changes = atomic_load_explicit(&ic->changes, memory_order_relaxed);
-		at->schema_seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
+		at->schema_seq = schema_ring_seq(&ic->schema);
 	}
 }
 
@@ -476,26 +466,51 @@ index_lookup index_cache_get_ns(index_cache *ic, const char *ns, size_t len, ind
 	return r;
 }
 
-/* Documents were written into a collection listed missing, or whose first
- * list is still to come: a list that says "does not exist" is forgotten,
- * the list fetched anew, and a lookup meanwhile waits for it (PENDING)
- * rather than judging with it; an answer out now that says so is dropped
- * when it lands (made_in_fetch), one that lists the collection is kept. Not
- * every answer out is dropped: under a stream of upserts, each reply would
- * drop the next fetch's, and the list would never land. */
-static void made_locked(index_cache *ic, ic_entry *e)
+/* The collection ns ("db.coll") exists: a write made it, or a list shows
+ * it. When the newest schema change naming it (or its database) was a
+ * drop, it came into existence: a schema change of its own (SCHEMA_MADE),
+ * so a late verdict owed for a request sent before gives none, whichever
+ * of this and the first list after the drop the cache heard first. Not in
+ * the report's replay: its records say where. */
+static bool remade_locked(index_cache *ic, const char *ns)
 {
-	if (e->fetching)
+	if (ic->replay || !schema_ring_dropped(&ic->schema, fnv1a(ns), db_hash(ns)))
+		return false;
+	(void)schema_ring_add(&ic->schema, fnv1a(ns), false, SCHEMA_MADE);
+	return true;
+}
+
+static void tell_forget_locked(index_cache *ic, const char *ns, bool whole_db, index_forget why)
+{
+	uint64_t stamp = change_locked(ic); /* a request after this one may wait for a list */
+	if (ic->on_forget)                  /* under the lock: in order with the landings */
+		ic->on_forget(ic->hooks_arg, ns, whole_db, stamp, why);
+}
+
+/* Documents were written into ns, listed missing, or whose first list is
+ * still to come (e; NULL: not known): a list that says "does not exist" is
+ * forgotten, the list fetched anew, and a lookup meanwhile waits for it
+ * (PENDING) rather than judging with it; an answer out now that says so is
+ * dropped when it lands (made_in_fetch), one that lists the collection is
+ * kept. Not every answer out is dropped: under a stream of upserts, each
+ * reply would drop the next fetch's, and the list would never land.
+ * remade: remade_locked said the write made a dropped collection. */
+static void made_locked(index_cache *ic, const char *ns, ic_entry *e, bool remade)
+{
+	bool forgot = false;
+	if (e != NULL && e->fetching)
 		e->made_in_fetch = true;
-	if (e->state == ENTRY_PENDING)
-		return; /* a fetch queued starts after the write: it sees the collection */
-	index_set *old = e->set;
-	entry_move_locked(e, ENTRY_PENDING, NULL);
-	index_set_release(old);
-	uint64_t stamp = change_locked(ic);
-	enqueue_locked(ic, e);
-	if (ic->on_forget)
-		ic->on_forget(ic->hooks_arg, e->ns, false, stamp, INDEX_FORGET_WRITTEN);
+	/* a PENDING one stays: a fetch queued starts after the write and sees it */
+	if (e != NULL && e->state != ENTRY_PENDING) {
+		index_set *old = e->set;
+		entry_move_locked(e, ENTRY_PENDING, NULL);
+		index_set_release(old);
+		enqueue_locked(ic, e);
+		forgot = true;
+	}
+	if (forgot || remade)
+		tell_forget_locked(ic, ns, false,
+		                   remade ? INDEX_FORGET_MADE : INDEX_FORGET_WRITTEN);
 }
 
 void index_cache_note_made(index_cache *ic, const char *db, const char *coll)
@@ -505,8 +520,8 @@ void index_cache_note_made(index_cache *ic, const char *db, const char *coll)
 		return;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	if (e != NULL && !ic->replay && unsettled(e->state, e->set))
-		made_locked(ic, e);
+	if (!ic->replay && (e == NULL || unsettled(e->state, e->set)))
+		made_locked(ic, ns, e, remade_locked(ic, ns));
 	pthread_mutex_unlock(&ic->mu);
 }
 
@@ -528,8 +543,10 @@ void index_cache_forget(index_cache *ic, const char *db, const char *coll, index
 		return;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	if (e != NULL)
-		made_locked(ic, e);
+	if (why == INDEX_FORGET_MADE)
+		(void)schema_ring_add(&ic->schema, fnv1a(ns), false, SCHEMA_MADE);
+	if (e != NULL || why == INDEX_FORGET_MADE)
+		made_locked(ic, ns, e, why == INDEX_FORGET_MADE);
 	pthread_mutex_unlock(&ic->mu);
 }
 
@@ -540,9 +557,9 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 		return;
 	pthread_mutex_lock(&ic->mu);
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
-	if (e != NULL && delta > 0 && unsettled(e->state, e->set)) {
+	if (delta > 0 && (e == NULL || unsettled(e->state, e->set))) {
 		if (!ic->replay)
-			made_locked(ic, e);
+			made_locked(ic, ns, e, remade_locked(ic, ns));
 	} else if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
 		int64_t moved = index_set_note_docs(e->set, delta);
 		if (e->fetching)
@@ -557,7 +574,7 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 	pthread_mutex_unlock(&ic->mu);
 }
 
-void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
+static void invalidate_as(index_cache *ic, const char *db, const char *coll, schema_kind kind)
 {
 	char ns[IC_NS_MAX];
 
@@ -580,19 +597,24 @@ void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
 			n = next;
 		}
 	}
-	uint64_t seq = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed) + 1;
-	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].hash = fnv1a(one ? ns : db);
-	ic->schema[seq % INDEX_CACHE_SCHEMA_RING].whole_db = !one;
-	atomic_store_explicit(&ic->schema_seq, seq, memory_order_release);
-	uint64_t stamp = change_locked(ic); /* a request after this one may wait for a list */
-	if (ic->on_forget)                  /* under the lock: in order with the landings */
-		ic->on_forget(ic->hooks_arg, one ? ns : db, !one, stamp, INDEX_FORGET_SCHEMA);
+	(void)schema_ring_add(&ic->schema, fnv1a(one ? ns : db), !one, kind);
+	tell_forget_locked(ic, one ? ns : db, !one, INDEX_FORGET_SCHEMA);
 	pthread_mutex_unlock(&ic->mu);
+}
+
+void index_cache_invalidate(index_cache *ic, const char *db, const char *coll)
+{
+	invalidate_as(ic, db, coll, SCHEMA_CHANGED);
+}
+
+void index_cache_drop(index_cache *ic, const char *db, const char *coll)
+{
+	invalidate_as(ic, db, coll, SCHEMA_DROPPED);
 }
 
 uint64_t index_cache_schema_seq(index_cache *ic)
 {
-	return ic ? atomic_load_explicit(&ic->schema_seq, memory_order_acquire) : 0;
+	return ic ? schema_ring_seq(&ic->schema) : 0;
 }
 
 bool index_cache_schema_changed(index_cache *ic, const char *db, const char *coll, uint64_t since,
@@ -604,15 +626,8 @@ bool index_cache_schema_changed(index_cache *ic, const char *db, const char *col
 	if (!make_ns(ns, db, coll))
 		return true;
 	uint32_t in_coll = fnv1a(ns), in_db = fnv1a(db);
-	bool changed = false;
 	pthread_mutex_lock(&ic->mu);
-	uint64_t now = atomic_load_explicit(&ic->schema_seq, memory_order_relaxed);
-	now = until < now ? until : now;
-	if (now - since > INDEX_CACHE_SCHEMA_RING)
-		changed = true; /* too many since to tell */
-	for (uint64_t n = since + 1; !changed && n <= now; n++)
-		changed = ic->schema[n % INDEX_CACHE_SCHEMA_RING].hash ==
-		          (ic->schema[n % INDEX_CACHE_SCHEMA_RING].whole_db ? in_db : in_coll);
+	bool changed = schema_ring_named(&ic->schema, in_coll, in_db, since, until);
 	pthread_mutex_unlock(&ic->mu);
 	return changed;
 }
@@ -622,14 +637,15 @@ uint64_t index_cache_changes(index_cache *ic)
 	return ic ? atomic_load_explicit(&ic->changes, memory_order_acquire) : 0;
 }
 
-/* A list lands for ns: stamped, and kept for the late verdicts. */
+/* A list lands for ns: stamped, and kept for the late verdicts. One that
+ * shows a dropped collection says it was made again (remade_locked). */
 static void landed_locked(index_cache *ic, const char *ns, index_set *set, index_set **gone)
 {
+	if (!opaque_set(set) && remade_locked(ic, ns))
+		tell_forget_locked(ic, ns, false, INDEX_FORGET_MADE);
 	uint64_t stamp = change_locked(ic);
 	index_set_set_stamp(set, stamp);
-	*gone =
-	    index_landings_add(&ic->landings, ns, stamp,
-	                       atomic_load_explicit(&ic->schema_seq, memory_order_relaxed), set);
+	*gone = index_landings_add(&ic->landings, ns, stamp, schema_ring_seq(&ic->schema), set);
 }
 
 bool index_cache_landed_after(index_cache *ic, const char *db, const char *coll, uint64_t after,
@@ -683,36 +699,16 @@ void index_cache_put(index_cache *ic, const char *db, const char *coll, index_se
 
 /* ---- the metadata thread's two halves ---- */
 
-/* Does ns ("db.coll") lie in a database with a client's schema change in
- * flight? */
-static bool gated_locked(const index_cache *ic, const char *ns)
-{
-	const char *dot = strchr(ns, '.');
-	size_t len = dot ? (size_t)(dot - ns) : strlen(ns);
-	if (ic->ngated == 0)
-		return false;
-	for (int i = 0; i < INDEX_CACHE_GATES; i++)
-		if (ic->gates[i].n > 0 && strncmp(ic->gates[i].db, ns, len) == 0 &&
-		    ic->gates[i].db[len] == '\0')
-			return true;
-	return false;
-}
-
 /* The first queued entry whose database has no client schema change in
  * flight; the others keep their place. */
 static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
 {
 	ic_entry *e = ic->q_head;
-	while (e != NULL && gated_locked(ic, e->ns))
+	while (e != NULL && side_gates_held(&ic->gates, e->ns))
 		e = e->q_next;
 	if (e == NULL || strlen(e->ns) >= nslen)
 		return false;
-	const char *dot = strchr(e->ns, '.');
-	size_t dblen = dot ? (size_t)(dot - e->ns) : 0;
-	if (dblen >= sizeof(ic->side_db))
-		dblen = 0; /* make_ns never lets one so long in */
-	memcpy(ic->side_db, e->ns, dblen);
-	ic->side_db[dblen] = '\0';
+	side_gates_fetching(&ic->gates, e->ns);
 	dequeue_locked(ic, e);
 	e->fetching = true;
 	e->fetch_gen = e->generation;
@@ -737,7 +733,7 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 	bool landed = false;
 
 	pthread_mutex_lock(&ic->mu);
-	ic->side_db[0] = '\0'; /* the side connection is idle again */
+	side_gates_fetching(&ic->gates, NULL); /* the side connection is idle again */
 	ic_entry *e = find_locked(ic, ns, fnv1a(ns));
 	if (e != NULL && e->fetching && e->fetch_gen == gen)
 		e->fetching = false;
@@ -950,50 +946,29 @@ bool index_cache_side_busy(index_cache *ic, const char *db)
 	if (ic == NULL || db == NULL)
 		return false;
 	pthread_mutex_lock(&ic->mu);
-	bool busy = ic->side_db[0] != '\0' && strcmp(ic->side_db, db) == 0;
+	bool busy = side_gates_busy(&ic->gates, db);
 	pthread_mutex_unlock(&ic->mu);
 	return busy;
 }
 
 int index_cache_client_begin(index_cache *ic, const char *db, bool *side_busy)
 {
-	int slot = -1;
 	*side_busy = false;
-	if (ic == NULL || db == NULL || db[0] == '\0' || strlen(db) >= IC_DB_MAX)
+	if (ic == NULL || db == NULL)
 		return -1;
 	pthread_mutex_lock(&ic->mu);
-	/* db's own slot when it has one, else the first free one */
-	for (int i = 0, seen = 0; i < INDEX_CACHE_GATES && (seen < ic->ngated || slot < 0); i++) {
-		if (ic->gates[i].n == 0) {
-			if (slot < 0)
-				slot = i;
-			continue;
-		}
-		seen++;
-		if (strcmp(ic->gates[i].db, db) == 0) {
-			slot = i;
-			break;
-		}
-	}
-	if (slot >= 0) {
-		if (ic->gates[slot].n++ == 0) {
-			memcpy(ic->gates[slot].db, db, strlen(db) + 1);
-			ic->ngated++;
-		}
-	}
-	*side_busy = ic->side_db[0] != '\0' && strcmp(ic->side_db, db) == 0;
+	int slot = side_gates_begin(&ic->gates, db);
+	*side_busy = side_gates_busy(&ic->gates, db);
 	pthread_mutex_unlock(&ic->mu);
 	return slot;
 }
 
 void index_cache_client_end(index_cache *ic, int slot)
 {
-	if (ic == NULL || slot < 0 || slot >= INDEX_CACHE_GATES)
+	if (ic == NULL)
 		return;
 	pthread_mutex_lock(&ic->mu);
-	if (ic->gates[slot].n > 0 && --ic->gates[slot].n == 0) {
-		ic->ngated--;
+	if (side_gates_end(&ic->gates, slot))
 		pthread_cond_signal(&ic->cv); /* a fetch it kept back may go */
-	}
 	pthread_mutex_unlock(&ic->mu);
 }

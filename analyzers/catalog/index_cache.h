@@ -94,17 +94,20 @@ void index_cache_thread_end(void);
  * cache forget before anyone looked again.
  *
  * forget: from any thread, each time the cache forgets a list: why
- * INDEX_FORGET_SCHEMA at index_cache_invalidate (ns "db.coll", or "db"
- * with whole_db), INDEX_FORGET_WRITTEN when documents were written into a
- * collection it listed missing (index_cache_note_made, _note_docs); stamp
- * is the change count it made (index_cache_changes). The report forgets
- * there, as the proxy did, whatever the position of the reply that made
- * the proxy forget among the landings.
+ * INDEX_FORGET_SCHEMA at index_cache_invalidate and index_cache_drop (ns
+ * "db.coll", or "db" with whole_db), INDEX_FORGET_WRITTEN when documents
+ * were written into a collection it listed missing (index_cache_note_made,
+ * _note_docs), INDEX_FORGET_MADE when a dropped collection exists again (a
+ * write made it, or a list shows it: a schema change of the namespace,
+ * index_cache_drop; what it listed missing is forgotten too); stamp is the
+ * change count it made (index_cache_changes). The report forgets there,
+ * as the proxy did, whatever the position of the reply that made the
+ * proxy forget among the landings.
  *
  * fn NULL unsets one; once this returns, no call of the old ones is
  * running. */
 typedef void (*index_cache_landed_fn)(void *arg, const char *ns, index_set *set);
-typedef enum { INDEX_FORGET_SCHEMA, INDEX_FORGET_WRITTEN } index_forget;
+typedef enum { INDEX_FORGET_SCHEMA, INDEX_FORGET_WRITTEN, INDEX_FORGET_MADE } index_forget;
 typedef void (*index_cache_forget_fn)(void *arg, const char *ns, bool whole_db, uint64_t stamp,
                                       index_forget why);
 void index_cache_set_hooks(index_cache *ic, index_cache_landed_fn landed,
@@ -112,8 +115,8 @@ void index_cache_set_hooks(index_cache *ic, index_cache_landed_fn landed,
 
 /* The report's replay of a capture that recorded what the proxy's cache
  * forgot (the forget hook's records): writes move the counts as they did
- * live, but forget nothing themselves (replay true); index_cache_forget
- * does, where each record stands. */
+ * live, but forget nothing and make no collection themselves (replay
+ * true); index_cache_forget does, where each record stands. */
 void index_cache_set_replay(index_cache *ic, bool replay);
 void index_cache_forget(index_cache *ic, const char *db, const char *coll, index_forget why);
 
@@ -139,7 +142,7 @@ uint64_t index_cache_changes(index_cache *ic);
 /* db.coll exists now (an upsert into it was answered): a list that says
  * it does not, or one being fetched (whose answer may predate the upsert),
  * is forgotten as by a write (index_cache_note_docs); a list of it known
- * to exist is kept. */
+ * to exist is kept. Either, after a drop, makes it again (index_cache_drop). */
 void index_cache_note_made(index_cache *ic, const char *db, const char *coll);
 
 #define INDEX_CACHE_RECOUNT     0.5
@@ -149,6 +152,18 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 /* Forgets what is known about db.coll (coll NULL: every collection of db)
  * and refetches on next use: a schema change passed. Safe from any thread. */
 void index_cache_invalidate(index_cache *ic, const char *db, const char *coll);
+/* The same for a drop (drop, dropDatabase, a rename's source): the
+ * collection is gone, and stays dropped until the cache hears that it
+ * exists again: an insert or an upsert into it answered
+ * (index_cache_note_docs, _note_made), or a list of it landing that shows
+ * it. That is a schema change of db.coll too (INDEX_FORGET_MADE): a
+ * request sent after the drop and before it ran on no collection, and the
+ * late verdict it owes gives none (index_cache_schema_changed), whether
+ * the first list after the drop landed before the write ("does not
+ * exist") or after it (listing what the write made). A schema change
+ * other than a drop naming it since (a createIndexes makes a collection
+ * too) ends it as well. */
+void index_cache_drop(index_cache *ic, const char *db, const char *coll);
 
 /* How many schema changes (index_cache_invalidate) have passed since the
  * cache was made. Any thread, without the lock. A late verdict keeps the

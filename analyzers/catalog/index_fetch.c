@@ -7,6 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define IC_TIMEOUT_MS        3000 /* server selection and connect, side channel */
+#define IC_SOCKET_TIMEOUT_MS 10000
+
+/* The side channel names itself in the server's logs and gives up
+ * quickly: a slow answer is no better than none, since lookups never
+ * wait for it. The user's own settings win when present. */
+mongoc_uri_t *index_fetch_uri(const char *uri, bson_error_t *err)
+{
+	mongoc_uri_t *u = mongoc_uri_new_with_error(uri, err);
+	if (u == NULL)
+		return NULL;
+	mongoc_uri_set_appname(u, "mongoguard-metadata");
+	if (!mongoc_uri_has_option(u, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(u, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+		                               IC_TIMEOUT_MS);
+	if (!mongoc_uri_has_option(u, MONGOC_URI_CONNECTTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(u, MONGOC_URI_CONNECTTIMEOUTMS, IC_TIMEOUT_MS);
+	if (!mongoc_uri_has_option(u, MONGOC_URI_SOCKETTIMEOUTMS))
+		mongoc_uri_set_option_as_int32(u, MONGOC_URI_SOCKETTIMEOUTMS, IC_SOCKET_TIMEOUT_MS);
+	return u;
+}
+
 #define CODE_NAMESPACE_NOT_FOUND 26
 #define CODE_NOT_ON_VIEW         166
 

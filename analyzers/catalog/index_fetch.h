@@ -9,6 +9,10 @@
 
 #include "analyzers/planner/index_set.h"
 
+/* The side connection's URI from the upstream's (uri); NULL with err set
+ * when libmongoc refuses it. */
+mongoc_uri_t *index_fetch_uri(const char *uri, bson_error_t *err);
+
 #define INDEX_FETCH_NS_MAX 512 /* "db.coll"; the server allows 255 */
 
 /* The list of ns ("db.coll"), its count and multikey paths learnt. A

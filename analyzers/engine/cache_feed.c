@@ -9,12 +9,12 @@
 #include "analyzers/engine/keys.h"
 #include "protocol/wire_iter.h"
 
-static void invalidate_dotted(index_cache *ic, const char *dotted)
+static void invalidate_dotted(index_cache *ic, const char *dotted, bool dropped)
 {
 	char db[128];
 	const char *coll;
 	if (split_ns(dotted, db, sizeof(db), &coll))
-		index_cache_invalidate(ic, db, coll);
+		(dropped ? index_cache_drop : index_cache_invalidate)(ic, db, coll);
 }
 
 /* Spellings compared without case: invalidating too often costs a
@@ -45,7 +45,10 @@ int engine_ddl_scope(const char *name)
 
 /* Forgets too much rather than too little: every name the command's row
  * says it touches is invalidated, since a list fetched again costs one
- * listIndexes and a stale one gives wrong verdicts. */
+ * listIndexes and a stale one gives wrong verdicts. A collection the
+ * command removes (drop, dropDatabase, a rename's source) is told as
+ * dropped: a write that makes it again is a schema change of its own
+ * (index_cache_drop). */
 void engine_note_ddl(engine *e, const cmdview *v)
 {
 	ddl_kind kind = ddl_of(v);
@@ -57,17 +60,19 @@ void engine_note_ddl(engine *e, const cmdview *v)
 	const char *arg = WIRE_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : NULL;
 	switch (kind) {
 	case DDL_COLL:
-		if (arg)
+		if (arg && command_id(commands_find_ddl(v->name)) == CMD_DROP)
+			index_cache_drop(e->ic, v->db, arg);
+		else if (arg)
 			index_cache_invalidate(e->ic, v->db, arg);
 		break;
 	case DDL_DATABASE:
-		index_cache_invalidate(e->ic, v->db, NULL);
+		index_cache_drop(e->ic, v->db, NULL);
 		break;
 	case DDL_RENAME: /* on admin: "db.coll" to "db.coll" */
 		if (arg)
-			invalidate_dotted(e->ic, arg);
+			invalidate_dotted(e->ic, arg, true);
 		if (bson_iter_init_find(&it, &v->body, "to") && WIRE_ITER_HOLDS_UTF8(&it))
-			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL));
+			invalidate_dotted(e->ic, bson_iter_utf8(&it, NULL), false);
 		break;
 	case DDL_CLONE:
 		if (bson_iter_init_find(&it, &v->body, "toCollection") && WIRE_ITER_HOLDS_UTF8(&it))

@@ -32,7 +32,7 @@
 /* ITEM_LIST: an index list that landed in the cache (bytes: its "db.coll",
  * set: a reference to it), written where it landed among the requests.
  * ITEM_FORGET: the cache forgot a list (bytes: "db.coll", or "db" when id
- * is 1: all of it; verdict: why, "schema" or "written"), in its order
+ * is 1: all of it; verdict: why, "schema", "written" or "made"), in its order
  * among those. */
 typedef enum { ITEM_REQUEST, ITEM_REPLY, ITEM_LIST, ITEM_FORGET } item_kind;
 
@@ -792,7 +792,9 @@ static void on_forget(void *arg, const char *ns, bool whole_db, uint64_t stamp, 
 	}
 	it->id = whole_db;
 	snprintf(it->verdict, sizeof it->verdict, "%s",
-	         why == INDEX_FORGET_SCHEMA ? "schema" : "written");
+	         why == INDEX_FORGET_SCHEMA ? "schema"
+	         : why == INDEX_FORGET_MADE ? "made"
+	                                    : "written");
 	enqueue(arg, it);
 }
 

@@ -491,3 +491,74 @@ def test_skipped_verdicts_are_counted(start_proxy, upstream, clients, dbname):
     m = samples(text)
     key = 'mongoguard_verdicts_skipped_total{rule="collection-scan",reason="wait_expired"}'
     assert m[key] == 1
+
+
+@pytest.mark.parametrize("list_first", [True, False], ids=["list-first", "write-first"])
+def test_request_between_a_drop_and_the_write_that_makes_it_again(start_proxy, tmp_path,
+                                                                  mongoguard_bin, list_first):
+    """A collection is dropped, a delete on it goes on while its list is not
+    known (a late verdict is owed), then an insert makes the collection again.
+    The delete ran on no collection: it gets no verdict, whether the side
+    connection's first list lands before the insert ("does not exist") or
+    after it (listing what the insert made). It got a late collection-scan
+    finding in the second order (MongoEngine's suite: `drop user`, `delete
+    user {}`, insert; found or not with a few ms of upstream latency). The
+    insert is a schema change of the collection (it came into existence):
+    counted as reason schema_changed when the list came after it. A query
+    after the insert is judged with the list fetched after it. Scripted: the
+    side connection is held on another database's list, so the delete's
+    fetch waits its turn until released, before the insert or after it. The
+    report of the capture says the same."""
+    srv, asked, release = held_side_connection()
+    srv.add_collection("shop.gone", indexes=[], count=500)
+    held_list = srv.handlers["listIndexes"]
+
+    async def on_list(conn, msg):
+        if msg.body.get("listIndexes") == "gone" and "shop.gone" not in srv.catalog:
+            await conn.reply(msg, {"ok": 0.0, "errmsg": "ns does not exist", "code": 26,
+                                   "codeName": "NamespaceNotFound"})
+            return None
+        return await held_list(conn, msg)
+
+    def on_drop(conn, msg):
+        srv.catalog.pop("shop.gone", None)
+        return False  # acknowledged
+
+    def on_insert(conn, msg):
+        srv.add_collection("shop.gone", indexes=[], count=500)
+        return False  # n: 1
+
+    srv.handlers.update(listIndexes=on_list, drop=on_drop, insert=on_insert)
+    try:
+        port, p, client = proxy_with_the_side_held(start_proxy, srv, asked, tmp_path)
+        gone = client.shop.gone
+        gone.drop()
+        gone.delete_many({"qty": 1})  # owed: its fetch is queued behind other.slow
+        if list_first:
+            srv.run(fire(release))
+            srv.wait_for(lambda: [m for m in srv.messages("listIndexes")
+                                  if m.body.get("listIndexes") == "gone"],
+                         what="the first list after the drop")
+            time.sleep(0.3)  # landed: "does not exist"
+            gone.insert_one({"qty": 1})
+        else:
+            gone.insert_one({"qty": 1})
+            time.sleep(0.3)  # its reply relayed
+            srv.run(fire(release))
+        wait_one(p, SCAN, "slow")
+        gone.find_one({"other": 1})  # after the insert: judged with the list after it
+        wait_one(p, SCAN, "gone")
+        time.sleep(0.3)
+        got = findings(p, SCAN, "gone")
+        assert [f["attr"]["command"] for f in got] == ["find"], got
+        assert "other" in got[0]["attr"]["suggestion"], got
+        status, _, text = get(port, "/metrics")
+        key = ('mongoguard_verdicts_skipped_total{rule="collection-scan",'
+               'reason="schema_changed"}')
+        assert samples(text)[key] == (0 if list_first else 1)
+        assert_report_is_live(p, tmp_path, mongoguard_bin)
+        report = json.loads((tmp_path / "r.json").read_text())["findings"]
+        assert sorted((f["rule"], f["count"]) for f in report
+                      if f["rule"] == SCAN) == [(SCAN, 1), (SCAN, 1)]  # slow's and the find's
+    finally:
+        srv.stop()

@@ -767,8 +767,11 @@ static char heard[512];
 static void hear_forget(void *arg, const char *ns, bool whole_db, uint64_t stamp, index_forget why)
 {
 	snprintf(heard + strlen(heard), sizeof heard - strlen(heard), "%s%s:%s%s@%llu",
-	         heard[0] ? "," : "", why == INDEX_FORGET_SCHEMA ? "schema" : "written", ns,
-	         whole_db ? "(db)" : "", (unsigned long long)stamp);
+	         heard[0] ? "," : "",
+	         why == INDEX_FORGET_SCHEMA ? "schema"
+	         : why == INDEX_FORGET_MADE ? "made"
+	                                    : "written",
+	         ns, whole_db ? "(db)" : "", (unsigned long long)stamp);
 }
 
 /* Every list the cache forgets is told to the forget hook with the change
@@ -829,6 +832,91 @@ static void test_forgetting_is_told_and_replayed(void **state)
 	index_cache_free(ic);
 }
 
+/* Lands the fetch queued for ns with set (NULL: "does not exist"). */
+static void land_fetch(index_cache *ic, const char *want, index_set *set)
+{
+	char ns[512];
+	uint64_t gen;
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, want);
+	assert_true(index_cache_fetch_end(
+	    ic, ns, gen, set ? set : index_set_new_opaque("the collection does not exist")));
+}
+
+/* A dropped collection that exists again is a schema change of it,
+ * whichever the cache hears first: the write that made it, or a list
+ * that shows it (a write whose reply is still on its way). Either way
+ * the first list after a request sent between the drop and the write
+ * landed after a schema change naming it. A list that says "does not
+ * exist" is no such change; neither is a second write, a write after a
+ * createIndexes (which makes the collection itself), nor one into a
+ * collection never dropped. Told as "made", and replayed from that record
+ * alone (the report's cache hears no drop: its record says "schema"). */
+static void test_made_after_a_drop(void **state)
+{
+	index_cache *ic = new_cache();
+	index_set *got = NULL;
+	uint64_t seq = 0;
+	heard[0] = '\0';
+	index_cache_set_hooks(ic, NULL, hear_forget, NULL);
+	/* the write first */
+	index_cache_drop(ic, "shop", "a");
+	index_cache_at at;
+	assert_int_equal(index_cache_get_at(ic, "shop", "a", &got, &at), INDEXES_PENDING);
+	index_cache_note_docs(ic, "shop", "a", 1);
+	index_cache_note_docs(ic, "shop", "a", 1); /* made already */
+	land_fetch(ic, "shop.a", set_of(ID_ONLY));
+	assert_true(index_cache_landed_after(ic, "shop", "a", at.changes, &got, &seq));
+	index_set_release(got);
+	assert_true(index_cache_schema_changed(ic, "shop", "a", at.schema_seq, seq));
+	/* the list first: "does not exist", then the write */
+	index_cache_drop(ic, "shop", "b");
+	assert_int_equal(index_cache_get_at(ic, "shop", "b", &got, &at), INDEXES_PENDING);
+	land_fetch(ic, "shop.b", NULL);
+	assert_true(index_cache_landed_after(ic, "shop", "b", at.changes, &got, &seq));
+	assert_true(index_set_is_opaque(got, NULL));
+	index_set_release(got);
+	assert_false(index_cache_schema_changed(ic, "shop", "b", at.schema_seq, seq));
+	index_cache_note_made(ic, "shop", "b"); /* an upsert */
+	assert_true(index_cache_schema_changed(ic, "shop", "b", at.schema_seq, UINT64_MAX));
+	/* a list showing it before any write's reply; then the write's reply */
+	index_cache_invalidate(ic, "shop", "b");
+	index_cache_drop(ic, "shop", NULL);
+	assert_int_equal(index_cache_get_at(ic, "shop", "c", &got, &at), INDEXES_PENDING);
+	land_fetch(ic, "shop.c", set_of(ID_ONLY));
+	assert_true(index_cache_landed_after(ic, "shop", "c", at.changes, &got, &seq));
+	index_set_release(got);
+	assert_true(index_cache_schema_changed(ic, "shop", "c", at.schema_seq, seq));
+	index_cache_note_docs(ic, "shop", "c", 1);
+	/* no entry (nobody looked): the write still makes it, once */
+	index_cache_note_docs(ic, "shop", "d", 1);
+	assert_int_equal(index_cache_get_at(ic, "shop", "d", &got, &at), INDEXES_PENDING);
+	index_cache_note_docs(ic, "shop", "d", 1);
+	assert_false(index_cache_schema_changed(ic, "shop", "d", at.schema_seq, UINT64_MAX));
+	/* made by a createIndexes, or never dropped: no change */
+	index_cache_invalidate(ic, "shop", "e");
+	assert_int_equal(index_cache_get_at(ic, "shop", "e", &got, &at), INDEXES_PENDING);
+	index_cache_note_docs(ic, "shop", "e", 1);
+	assert_int_equal(index_cache_get_at(ic, "other", "f", &got, &at), INDEXES_PENDING);
+	index_cache_note_docs(ic, "other", "f", 1);
+	assert_int_equal(index_cache_schema_seq(ic), at.schema_seq);
+	assert_string_equal(heard, "schema:shop.a@1,made:shop.a@2,schema:shop.b@4,made:shop.b@6,"
+	                           "schema:shop.b@7,schema:shop(db)@8,made:shop.c@9,made:shop.d@11,"
+	                           "schema:shop.e@12");
+	index_cache_set_hooks(ic, NULL, NULL, NULL);
+	/* replay: only the records make it */
+	index_cache *rp = new_cache();
+	index_cache_set_replay(rp, true);
+	index_cache_forget(rp, "shop", "a", INDEX_FORGET_SCHEMA);
+	assert_int_equal(index_cache_get_at(rp, "shop", "a", &got, &at), INDEXES_PENDING);
+	index_cache_note_docs(rp, "shop", "a", 1);
+	assert_int_equal(index_cache_schema_seq(rp), at.schema_seq);
+	index_cache_forget(rp, "shop", "a", INDEX_FORGET_MADE);
+	assert_true(index_cache_schema_changed(rp, "shop", "a", at.schema_seq, UINT64_MAX));
+	index_cache_free(rp);
+	index_cache_free(ic);
+}
+
 static void test_landed_after(void **state)
 {
 	index_cache *ic = new_cache();
@@ -870,6 +958,7 @@ int main(void)
 	    cmocka_unit_test(test_schema_changes_since),
 	    cmocka_unit_test(test_landed_after),
 	    cmocka_unit_test(test_forgetting_is_told_and_replayed),
+	    cmocka_unit_test(test_made_after_a_drop),
 	    cmocka_unit_test(test_namespaces_are_bounded),
 	    cmocka_unit_test(test_thread_memo),
 	    cmocka_unit_test(test_missing_collection_gives_no_verdict),

@@ -1058,6 +1058,85 @@ static void test_late_verdict_across_a_schema_change(void **state)
 	index_cache_free(ic);
 }
 
+/* Lands the fetch the cache has queued for test.coll: set (the cache's
+ * reference), an opaque "does not exist" when NULL. */
+static void land(index_cache *ic, const char *coll, index_set *set)
+{
+	char ns[512], want[512];
+	uint64_t gen;
+	snprintf(want, sizeof want, "test.%s", coll);
+	assert_true(index_cache_fetch_begin(ic, ns, sizeof ns, &gen));
+	assert_string_equal(ns, want);
+	if (!set)
+		set = index_set_new_opaque("the collection does not exist");
+	assert_true(index_cache_fetch_end(ic, ns, gen, set));
+}
+
+static index_set *big_set(int64_t docs)
+{
+	char err[128];
+	char *json = fx_dequote(BIG_INDEXES);
+	index_set *s = index_set_from_json(json, err, sizeof err);
+	free(json);
+	assert_non_null(s);
+	index_set_set_doc_count(s, docs);
+	return s;
+}
+
+/* A request sent after a drop of its collection, before any list of it
+ * landed, ran on no collection, unless a write made it again first: its
+ * late verdict is none, whichever came first of the first list after the
+ * drop ("does not exist") and the write that made the collection again
+ * (then the list shows what the write made). The write is a schema change
+ * of the collection (it came into existence). MongoEngine's suite: `drop
+ * user`, `delete user {}`, then an insert; the late finding came or not
+ * with a few milliseconds of upstream latency. A request after the write
+ * is judged with the list fetched after it. (The count is large so that a
+ * verdict given with that list would be a finding.) */
+static void test_late_verdict_across_a_drop_and_the_write_that_makes_it(void **state)
+{
+	for (int write_first = 0; write_first < 2; write_first++) {
+		index_cache *ic;
+		engine_config cfg;
+		fx_sink sink;
+		engine *e = fresh_engine(&ic, &cfg, &sink);
+		fx_req drop;
+		put(ic, "gone", BIG_INDEXES, 50000);
+		assert_true(fx_req_build(&drop, "test", "{'drop':'gone'}", NULL, 0));
+		engine_note_ddl(e, &drop.v);
+		fx_req_free(&drop);
+		const char *q = "{'delete':'gone','deletes':[{'q':{'qty':1},'limit':0}]}";
+		block_info b = {0};
+		assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &b), VERDICT_FORWARD);
+		assert_int_equal(b.late.n, 1);
+		engine_late owed = b.late;
+		if (write_first) {
+			engine_note_docs(e, "test.gone", 1);
+			land(ic, "gone", big_set(50000));
+		} else {
+			land(ic, "gone", NULL);
+			engine_note_docs(e, "test.gone", 1);
+			land(ic, "gone", big_set(50000));
+		}
+		request_ctx late = {.app_name = "", .client = "c", .now_ms = 1, .late = &owed};
+		block_info lb = {0};
+		assert_int_equal(fx_analyze(e, "test", q, NULL, 0, &late, &lb), VERDICT_FORWARD);
+		assert_int_equal(lb.late.n, 0);
+		assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 0);
+		/* the verdict is none; a list that showed the collection made again
+		 * is counted as the schema change it is */
+		assert_int_equal(lb.late.changed, write_first ? 1u << RULE_COLLECTION_SCAN : 0);
+		/* after the write: the list fetched after it, on time */
+		block_info after = {0};
+		assert_int_equal(fx_analyze(e, "test", q, NULL, 0, NULL, &after), VERDICT_FORWARD);
+		assert_int_equal(after.late.n, 0);
+		assert_int_equal(fx_sink_count(&sink, RULE_COLLECTION_SCAN), 1);
+		engine_free(e);
+		fx_sink_free(&sink);
+		index_cache_free(ic);
+	}
+}
+
 static void count_tally(void *arg, rule_id rule, rule_action action)
 {
 	((unsigned *)arg)[rule]++;
@@ -1221,6 +1300,7 @@ int main(void)
 	    cmocka_unit_test(test_filter_alone),
 	    cmocka_unit_test(test_first_request_gets_a_verdict),
 	    cmocka_unit_test(test_late_verdict_across_a_schema_change),
+	    cmocka_unit_test(test_late_verdict_across_a_drop_and_the_write_that_makes_it),
 	    cmocka_unit_test(test_late_call_gives_nothing_twice),
 	    cmocka_unit_test(test_counts_read_are_kept),
 	};
