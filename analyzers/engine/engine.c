@@ -267,6 +267,7 @@ static void block_start(block_info *block, const request_ctx *rc)
 	block->upsert = false;
 	block->judged_at = 0;
 	block->counts.n = 0;
+	block->by_template = false;
 }
 
 /* Where the cache stood at the request's lookups, for the capture (the
@@ -294,8 +295,11 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 		id = cmd_find(v->name);
 		joined = conn_track_read(e, tr, v, id, rc);
 	}
-	if (rep && !joined)
+	if (rep && !joined) {
+		if (block)
+			block->by_template = true;
 		return VERDICT_FORWARD; /* judged as its template was */
+	}
 	const command_def *c = commands_of(id != CMD_NONE ? id : cmd_find(v->name));
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */

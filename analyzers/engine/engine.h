@@ -204,6 +204,9 @@ typedef struct block_info {
 	/* the document counts the verdict read (not a late call's), for the
 	 * capture (engine_counts) */
 	engine_counts counts;
+	/* judged as the connection's template was, unread (engine_repeat):
+	 * mongoguard_analysis_repeats_total, and not timed */
+	bool by_template;
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */

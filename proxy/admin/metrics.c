@@ -206,7 +206,8 @@ void metrics_render(const metrics *m, text_buf *out)
 	render_hist(out, m, offsetof(metrics_shard, latency), "request_latency_seconds",
 	            "Time from forwarding a request to the first byte of its reply.");
 	render_hist(out, m, offsetof(metrics_shard, analysis), "analysis_seconds",
-	            "Time spent analysing a request.");
+	            "Time spent analysing a request (those judged by their connection's "
+	            "template are counted in analysis_repeats_total instead).");
 	family(out, "index_lists_learned_total", "counter",
 	       "Times the index cache learned or refreshed a collection's index list.");
 	sample(out, "index_lists_learned_total", "", LOAD(m->index_lists_learned));
