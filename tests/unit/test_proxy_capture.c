@@ -481,6 +481,29 @@ static void test_value_hashes_left_out(void **st)
 		assert_int_equal(headers, 1);
 		assert_int_equal(requests, 1);
 		assert_int_equal(replies, 1);
+
+		/* the report reads it, and names the limit when they were left out */
+		char path[600], json[600], md[600];
+		the_file(path, sizeof path);
+		snprintf(json, sizeof json, "%s/r.json", dir);
+		snprintf(md, sizeof md, "%s/r.md", dir);
+		const char *inputs[] = {path};
+		report_options ro = {
+		    .inputs = inputs, .ninputs = 1, .json = json, .md = md, .quiet = true};
+		unsigned long long records = 0;
+		assert_true(report_run(&ro, &records, err, sizeof err));
+		FILE *f = fopen(json, "rb");
+		static char text[1 << 16];
+		size_t tn = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		text[tn] = '\0';
+		assert_non_null(strstr(text, kept ? "\"redacted\":true,\"valueHashes\":true"
+		                                  : "\"redacted\":true,\"valueHashes\":false"));
+		f = fopen(md, "rb");
+		tn = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		text[tn] = '\0';
+		assert_int_equal(strstr(text, "judged without the values") != NULL, !kept);
 		cleanup();
 	}
 }
