@@ -33,6 +33,18 @@ void capture_build_header(bson_t *out, const char *mongoguard_version, const cha
 		BSON_APPEND_DOCUMENT(out, "rules", rules);
 }
 
+void capture_header_value_hashes(bson_t *header, bool kept)
+{
+	BSON_APPEND_BOOL(header, "valueHashes", kept);
+}
+
+bool capture_header_hashes_left_out(const bson_t *rec)
+{
+	bson_iter_t it;
+	return bson_iter_init_find(&it, rec, "valueHashes") && BSON_ITER_HOLDS_BOOL(&it) &&
+	       !bson_iter_bool(&it);
+}
+
 static void append_origin(bson_t *out, const char *kind, const capture_origin *o)
 {
 	BSON_APPEND_UTF8(out, "k", kind);

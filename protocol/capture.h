@@ -5,7 +5,8 @@
  *   header   first in every file: format "mongoguard-capture", v (format
  *            version), mongoguard (its version), instance (one per
  *            process), redaction ("shapes" or "none"), start (date),
- *            startUs, rules (actions and params).
+ *            startUs, rules (actions and params); in version 5,
+ *            valueHashes (capture_header_value_hashes; absent: true).
  *   req      one request: t (µs since the epoch), conn, client, app, rid
  *            (requestID), op (command name), db, ns, len (bytes on the
  *            wire), mtc (moreToCome), verdict; and either body + seqs
@@ -54,7 +55,9 @@
  * requests' counts, and a reader of one judges each request with the
  * counts it keeps, moving no count at an insert's or a delete's reply (the
  * estimate moved live at moments no record's place can stand for: another
- * worker's request could read it between a reply's move and its record).
+ * worker's request could read it between a reply's move and its record);
+ * 5 adds a keyed read's value hashes (vh) and a parent reply's values
+ * (vals), unless its header says valueHashes: false.
  * A reader reads every version from CAPTURE_FORMAT_OLDEST up; an older
  * capture simply lacks those facts, so the collection-scan and
  * large-document rules stay silent over a version 1 one.
@@ -100,6 +103,18 @@ typedef struct capture_origin {
  * a request with its reply across a rotation, never across processes). */
 void capture_build_header(bson_t *out, const char *mongoguard_version, const char *instance,
                           bool redact, int64_t start_us, const bson_t *rules);
+
+/* Whether the file's records keep value hashes (a request's "vh", a
+ * reply's "vals"), appended to a header as "valueHashes". false
+ * (capture.valueHashes: false): none are written, so that a redacted
+ * capture shared outside does not tell which reads and replies share a
+ * value; a reader then judges client-side-join chains by their counts
+ * alone, as over a version 4 capture, which can differ from the live log
+ * (the live proxy judged with the values). */
+void capture_header_value_hashes(bson_t *header, bool kept);
+/* True when a header says its records hold no value hashes
+ * (valueHashes: false); a header without the field says nothing. */
+bool capture_header_hashes_left_out(const bson_t *rec);
 
 /* A request record from a decoded command (r->view valid). redact: body and
  * kind-1 sequences with literals replaced; else the whole message. */

@@ -168,6 +168,10 @@ static void overview_notes(out_t *o, const model *m)
 	text_str(&o->t, ". <span class=\"muted\">The handshake, authentication, server facts and "
 	                "sessions that drivers and shells send on their own: counted here, not "
 	                "as query shapes.</span></p>");
+	if (m->no_value_hashes)
+		text_str(&o->t,
+		         "<p id=\"value-hashes\" class=\"bad\">Limit: " REPORT_NO_VALUE_HASHES
+		         ".</p>");
 	size_t mark = text_mark(&o->t);
 	text_str(&o->t, "<p id=\"judged-with\" class=\"bad\">Judged with other rule settings "
 	                "than the capture's (--rule): ");

@@ -22,6 +22,7 @@ static void inputs(out_t *o, const model *m)
 		out_json_str(&o->t, in->mongoguard);
 		text_str(&o->t, ",\"redaction\":");
 		out_json_str(&o->t, in->redaction);
+		text_printf(&o->t, ",\"valueHashes\":%s", in->no_value_hashes ? "false" : "true");
 		text_printf(&o->t, ",\"records\":%" PRIu64 ",\"refused\":%s,\"truncated\":%s",
 		            in->records, in->refused ? "true" : "false",
 		            in->truncated ? "true" : "false");
@@ -41,9 +42,10 @@ static void overview(out_t *o, const model *m)
 	            "\"overview\":{\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"requests\":%" PRIu64
 	            ",\"replies\":%" PRIu64 ",\"paired\":%" PRIu64 ",\"blocked\":%" PRIu64
 	            ",\"gaps\":%" PRIu64 ",\"dropped\":%" PRIu64
-	            ",\"redacted\":%s,\"indexesFrom\":",
+	            ",\"redacted\":%s,\"valueHashes\":%s,\"indexesFrom\":",
 	            m->t_min, m->t_max, m->requests, m->replies, m->paired, m->blocked, m->gaps,
-	            m->dropped, m->redacted ? "true" : "false");
+	            m->dropped, m->redacted ? "true" : "false",
+	            m->no_value_hashes ? "false" : "true");
 	if (m->indexes_live)
 		out_json_str(&o->t, m->indexes_from);
 	else

@@ -122,6 +122,8 @@ static void overview_md(out_t *o, const model *m)
 	            "\n- Redaction: %s\n",
 	            m->paired, m->replies, m->dropped,
 	            m->redacted ? "shapes only" : "some inputs hold whole requests");
+	if (m->no_value_hashes)
+		text_str(&o->t, "- Limit: " REPORT_NO_VALUE_HASHES "\n");
 	size_t mark = text_mark(&o->t);
 	text_str(&o->t, "- Judged with (--rule): ");
 	if (!report_overrides_words(&o->t, m))

@@ -21,6 +21,7 @@ typedef struct model_input {
 	char path[1024];
 	char mongoguard[32];
 	char redaction[16];
+	bool no_value_hashes; /* its header says valueHashes: false (capture.h) */
 	int64_t start_us;
 	uint64_t records;
 	bool refused; /* unreadable, or a version this reader does not know */
@@ -329,6 +330,7 @@ typedef struct model {
 	model_rec *recs; /* ranked (recommend.c) */
 	size_t nrecs;
 	bool redacted;          /* every input was redacted */
+	bool no_value_hashes;   /* some input kept no value hashes (report.h) */
 	const model_diff *diff; /* NULL without --baseline */
 	model_housekeeping housekeeping[MODEL_HOUSEKEEPING_KINDS];
 	size_t nhousekeeping;

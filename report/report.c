@@ -128,6 +128,7 @@ static void read_file(aggregator *a, model_input *in, int pass, progress *pg, ui
 				    BSON_ITER_HOLDS_UTF8(&it))
 					snprintf(in->redaction, sizeof in->redaction, "%s",
 					         bson_iter_utf8(&it, NULL));
+				in->no_value_hashes = capture_header_hashes_left_out(&rec);
 				if (bson_iter_init_find(&it, &rec, "startUs"))
 					in->start_us = bson_iter_as_int64(&it);
 			}
@@ -220,6 +221,7 @@ static bool build_model(const report_options *o, const char *const *inputs, size
 			base += (uint64_t)sb.st_size;
 		if (!m->inputs[i].refused && strcmp(m->inputs[i].redaction, "shapes") != 0)
 			m->redacted = false;
+		m->no_value_hashes |= !m->inputs[i].refused && m->inputs[i].no_value_hashes;
 		*records += m->inputs[i].records;
 	}
 	progress_show(&pg, pg.total);
@@ -315,6 +317,8 @@ bool report_run_gated(const report_options *o, unsigned long long *records, size
 		snprintf(err, errlen, "%zu of %zu inputs refused", bad, m.ninputs + before.ninputs);
 	if (!o->quiet)
 		summary_line(&m, *records, o->nbaseline > 0);
+	if (!o->quiet && m.no_value_hashes)
+		fprintf(stderr, "mongoguard report: " REPORT_NO_VALUE_HASHES "\n");
 	model_diff_free(&d);
 	model_free(&before);
 	model_free(&m);

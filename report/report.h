@@ -63,6 +63,17 @@ bool report_run(const report_options *o, unsigned long long *records, char *err,
 bool report_run_gated(const report_options *o, unsigned long long *records, size_t *matched,
                       char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/* What the report says (HTML and Markdown overview, stderr) when an input
+ * was captured with capture.valueHashes: false: its records hold no vh or
+ * vals, so the replay judged client-side-join chains by their counts
+ * alone, as over a version 4 capture, while the live proxy judged them
+ * with the values. Plain text: no HTML or Markdown markup; no rule id
+ * (scripts/check_rule_ids.py). */
+#define REPORT_NO_VALUE_HASHES                                                                     \
+	"client-side joins were judged without the values (the capture was taken with "            \
+	"capture.valueHashes: false, so each chain by its count alone): their findings "           \
+	"may differ from the live log"
+
 /* --rule RULE.PARAMETER=VALUE or RULE=off|log (rule_arg.c): false with
  * err naming what is allowed (the rules, the rule's parameters, the
  * parameter's bounds). */

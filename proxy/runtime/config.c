@@ -362,6 +362,8 @@ static bool capture_key(cfg_ctx *x, const char *key, yaml_node_t *v, void *arg)
 		return get_string(x, v, "capture.dir", c->dir, sizeof(c->dir));
 	if (!strcmp(key, "redactLiterals"))
 		return get_bool(x, v, "capture.redactLiterals", &c->redact_literals);
+	if (!strcmp(key, "valueHashes"))
+		return get_bool(x, v, "capture.valueHashes", &c->value_hashes);
 	if (!strcmp(key, "maxFileSizeMB"))
 		return get_u32(x, v, "capture.maxFileSizeMB", 1, 65536, &c->max_file_mb);
 	if (!strcmp(key, "rotateSecs"))

@@ -122,6 +122,7 @@ void capture_settings_defaults(capture_settings *s)
 {
 	memset(s, 0, sizeof *s);
 	s->redact_literals = true;
+	s->value_hashes = true;
 	s->max_file_mb = 256;
 	s->rotate_secs = 3600;
 	s->max_total_mb = 4096;
@@ -424,6 +425,7 @@ static void open_file(capture_sink *c)
 	c->st.files++;
 	bson_t h;
 	capture_build_header(&h, c->version, c->instance, c->s.redact_literals, now, &c->rules);
+	capture_header_value_hashes(&h, c->s.value_hashes);
 	write_doc(c, &h);
 	bson_destroy(&h);
 	for (size_t i = 0; c->slots && i < INDEX_SLOTS; i++)
@@ -596,9 +598,12 @@ static void write_request(capture_sink *c, const item *it)
 		if (it->counts)
 			BSON_APPEND_DOCUMENT(&rec, "counts", it->counts);
 		/* a keyed read's values, as client-side-join looks them up in
-		 * a parent's (salted hashes: never the values) */
+		 * a parent's (salted hashes: never the values), unless the
+		 * operator left them out (capture.valueHashes: false) */
 		uint64_t vh[CAPTURE_VALUE_HASHES_MAX];
-		uint32_t nvh = engine_value_hashes(&r.view, vh, CAPTURE_VALUE_HASHES_MAX);
+		uint32_t nvh = c->s.value_hashes
+		                   ? engine_value_hashes(&r.view, vh, CAPTURE_VALUE_HASHES_MAX)
+		                   : 0;
 		if (nvh)
 			capture_append_hashes(&rec, vh, nvh);
 		write_doc(c, &rec);
@@ -618,9 +623,11 @@ static void write_reply(capture_sink *c, const item *it)
 		sample = c->s.reply_sample <= 1 || nth % c->s.reply_sample == 0;
 		capture_reply_inspect(it->bytes, it->nbytes, sample, &f);
 		/* the values client-side-join was told, as the live proxy read
-		 * them (replies.c, batch_values): salted hashes' bits */
+		 * them (replies.c, batch_values): salted hashes' bits; none with
+		 * capture.valueHashes: false */
 		reply_scan sc;
-		if (reply_scan_read(it->bytes, it->nbytes, &sc) && sc.ok && sc.n >= 2)
+		if (c->s.value_hashes && reply_scan_read(it->bytes, it->nbytes, &sc) && sc.ok &&
+		    sc.n >= 2)
 			f.has_vals = reply_scan_values(&sc, &f.vals);
 	}
 	capture_build_reply(&rec, &o, it->id, it->len, it->bytes ? &f : NULL);
@@ -849,9 +856,12 @@ bool capture_sink_start(capture_sink *c, char *err, size_t errlen)
 		return false;
 	}
 	c->started = true;
-	log_capture(LOG_INFO, "Capturing traffic", c->path,
-	            c->s.redact_literals ? "redacted shapes (capture.redactLiterals: true)"
-	                                 : "whole requests (capture.redactLiterals: false)");
+	char what[160];
+	snprintf(what, sizeof what, "%s%s",
+	         c->s.redact_literals ? "redacted shapes (capture.redactLiterals: true)"
+	                              : "whole requests (capture.redactLiterals: false)",
+	         c->s.value_hashes ? "" : "; no value hashes (capture.valueHashes: false)");
+	log_capture(LOG_INFO, "Capturing traffic", c->path, what);
 	return true;
 }
 

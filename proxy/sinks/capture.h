@@ -26,6 +26,7 @@ typedef struct index_cache index_cache;
 typedef struct capture_settings {
 	char dir[1024];           /* "" = capture off */
 	bool redact_literals;     /* true: shapes only; false: whole requests */
+	bool value_hashes;        /* false: no request's vh, no reply's vals (capture.h) */
 	uint32_t max_file_mb;     /* rotate when a file reaches this */
 	uint32_t rotate_secs;     /* ... or is this old */
 	uint32_t max_total_mb;    /* oldest files deleted beyond this */

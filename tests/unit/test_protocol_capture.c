@@ -270,7 +270,20 @@ static void test_header_versions(void **st)
 	char err[256];
 	capture_build_header(&h, "0.1.0", "i1", true, 1, NULL);
 	assert_true(capture_check_header(&h, err, sizeof err));
+	assert_false(capture_header_hashes_left_out(&h)); /* no field: kept, as in version 5 */
 	bson_destroy(&h);
+	/* capture.valueHashes: the header says whether vh and vals were kept */
+	for (int kept = 0; kept < 2; kept++) {
+		bson_iter_t vi;
+		capture_build_header(&h, "0.1.0", "i1", true, 1, NULL);
+		capture_header_value_hashes(&h, kept);
+		assert_true(capture_check_header(&h, err, sizeof err));
+		assert_true(bson_iter_init_find(&vi, &h, "valueHashes") &&
+		            BSON_ITER_HOLDS_BOOL(&vi));
+		assert_int_equal(bson_iter_bool(&vi), kept);
+		assert_int_equal(capture_header_hashes_left_out(&h), !kept);
+		bson_destroy(&h);
+	}
 	bson_t *old = BCON_NEW("k", "header", "format", CAPTURE_FORMAT_NAME, "v", BCON_INT32(0));
 	assert_false(capture_check_header(old, err, sizeof err));
 	assert_non_null(strstr(err, "capture format version 0 is not one this mongoguard reads"));

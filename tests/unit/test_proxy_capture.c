@@ -399,6 +399,115 @@ static void test_counts_with_requests(void **st)
 	cleanup();
 }
 
+/* An OP_MSG of body, requestID (or responseTo) id. */
+static uint8_t *opmsg_of(bson_t *body, int32_t id, bool reply, size_t *len)
+{
+	size_t n = 21 + body->len;
+	uint8_t *m = calloc(1, n);
+	wire_write_i32(m, (int32_t)n);
+	wire_write_i32(m + (reply ? 8 : 4), id);
+	wire_write_i32(m + 12, OP_MSG);
+	memcpy(m + 21, bson_get_data(body), body->len);
+	bson_destroy(body);
+	*len = n;
+	return m;
+}
+
+/* capture.valueHashes: by default a keyed read's record keeps its values'
+ * salted hashes (vh) and a parent reply's its first values' (vals); with
+ * false neither is written, the header says valueHashes: false, and the
+ * rest of both records is as before. */
+static void test_value_hashes_left_out(void **st)
+{
+	for (int kept = 1; kept >= 0; kept--) {
+		make_dir();
+		capture_settings s;
+		capture_settings_defaults(&s);
+		assert_true(s.value_hashes);
+		snprintf(s.dir, sizeof s.dir, "%s", dir);
+		s.value_hashes = kept;
+		char err[512];
+		capture_sink *c = capture_sink_new(&s, "test", NULL, NULL, err, sizeof err);
+		assert_true(c && capture_sink_start(c, err, sizeof err));
+		capture_origin o = {capture_now_us(), 3, "127.0.0.1:2", "web"};
+		size_t len;
+		uint8_t *m = opmsg_of(BCON_NEW("find", "customers", "filter", "{", "_id",
+		                               BCON_INT32(7), "}", "$db", "shop"),
+		                      1, false, &len);
+		capture_sink_request(c, &o, m, len, "forward", 0, NULL);
+		free(m);
+		bson_t *rb =
+		    BCON_NEW("cursor", "{", "firstBatch", "[", "{", "_id", BCON_INT32(1), "cust",
+		             BCON_INT32(7), "}", "{", "_id", BCON_INT32(2), "cust", BCON_INT32(8),
+		             "}", "{", "_id", BCON_INT32(3), "cust", BCON_INT32(9), "}", "]", "id",
+		             BCON_INT64(0), "ns", "shop.orders", "}", "ok", BCON_DOUBLE(1));
+		uint8_t *tmp = opmsg_of(rb, 2, true, &len);
+		uint8_t *r = capture_sink_reply_buffer(c, len);
+		assert_non_null(r);
+		memcpy(r, tmp, len);
+		free(tmp);
+		capture_sink_reply(c, &o, 2, len, r);
+		capture_sink_free(c, NULL);
+
+		static uint8_t buf[1 << 16];
+		size_t n = capture_bytes(buf, sizeof buf), off = 0;
+		bson_t rec;
+		int headers = 0, requests = 0, replies = 0;
+		while (capture_next(buf, n, &off, &rec) == CAPTURE_NEXT_OK) {
+			bson_iter_t it;
+			switch (capture_kind(&rec)) {
+			case CAPTURE_REC_HEADER:
+				headers++;
+				assert_true(bson_iter_init_find(&it, &rec, "valueHashes") &&
+				            BSON_ITER_HOLDS_BOOL(&it));
+				assert_int_equal(bson_iter_bool(&it), kept);
+				assert_int_equal(capture_header_hashes_left_out(&rec), !kept);
+				break;
+			case CAPTURE_REC_REQUEST:
+				requests++;
+				assert_int_equal(bson_iter_init_find(&it, &rec, "vh"), kept);
+				assert_true(bson_iter_init_find(&it, &rec, "body"));
+				break;
+			case CAPTURE_REC_REPLY:
+				replies++;
+				assert_int_equal(bson_iter_init_find(&it, &rec, "vals"), kept);
+				assert_true(bson_iter_init_find(&it, &rec, "n") &&
+				            bson_iter_as_int64(&it) == 3);
+				break;
+			default:
+				break;
+			}
+		}
+		assert_int_equal(headers, 1);
+		assert_int_equal(requests, 1);
+		assert_int_equal(replies, 1);
+
+		/* the report reads it, and names the limit when they were left out */
+		char path[600], json[600], md[600];
+		the_file(path, sizeof path);
+		snprintf(json, sizeof json, "%s/r.json", dir);
+		snprintf(md, sizeof md, "%s/r.md", dir);
+		const char *inputs[] = {path};
+		report_options ro = {
+		    .inputs = inputs, .ninputs = 1, .json = json, .md = md, .quiet = true};
+		unsigned long long records = 0;
+		assert_true(report_run(&ro, &records, err, sizeof err));
+		FILE *f = fopen(json, "rb");
+		static char text[1 << 16];
+		size_t tn = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		text[tn] = '\0';
+		assert_non_null(strstr(text, kept ? "\"redacted\":true,\"valueHashes\":true"
+		                                  : "\"redacted\":true,\"valueHashes\":false"));
+		f = fopen(md, "rb");
+		tn = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		text[tn] = '\0';
+		assert_int_equal(strstr(text, "judged without the values") != NULL, !kept);
+		cleanup();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -407,6 +516,7 @@ int main(void)
 	    cmocka_unit_test(test_report_aggregation),
 	    cmocka_unit_test(test_schema_changes_in_judgement_order),
 	    cmocka_unit_test(test_counts_with_requests),
+	    cmocka_unit_test(test_value_hashes_left_out),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -242,10 +242,36 @@ static void test_dns_keys(void **state)
 	assert_non_null(strstr(err, "upstream.dnsRefreshSecs"));
 }
 
+/* capture.valueHashes: true unless set (salted value hashes kept, as
+ * since format version 5); true or false; anything else refused by name. */
+static void test_capture_value_hashes(void **state)
+{
+	static mg_config c;
+	char err[1024];
+	assert_true(load("capture:\n  dir: /tmp/cap\n", &c, err, sizeof(err)));
+	assert_true(c.capture.value_hashes);
+	assert_true(load("capture:\n  dir: /tmp/cap\n  redactLiterals: false\n"
+	                 "  valueHashes: false\n",
+	                 &c, err, sizeof(err)));
+	assert_string_equal(c.capture.dir, "/tmp/cap");
+	assert_false(c.capture.redact_literals);
+	assert_false(c.capture.value_hashes);
+	assert_true(c.engine.redact_literals); /* the log's redaction is another key */
+	assert_true(load("capture: {valueHashes: true}\n", &c, err, sizeof(err)));
+	assert_true(c.capture.value_hashes);
+	assert_false(load("capture:\n  valueHashes: sometimes\n", &c, err, sizeof(err)));
+	assert_non_null(strstr(err, "line 2: capture.valueHashes must be true or false"));
+	assert_false(load("capture:\n  valueHashes: [false]\n", &c, err, sizeof(err)));
+	assert_non_null(strstr(err, "capture.valueHashes must be true or false"));
+	assert_false(load("capture:\n  valueHash: false\n", &c, err, sizeof(err)));
+	assert_non_null(strstr(err, "unknown key 'valueHash' in capture"));
+}
+
 static void test_shipped_configs_load(void **state)
 {
-	static const char *files[] = {"configs/staging.yaml", "configs/production.yaml"};
-	for (size_t i = 0; i < 2; i++) {
+	static const char *files[] = {"configs/staging.yaml", "configs/production.yaml",
+	                              "configs/capture.yaml"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		static mg_config c;
 		char path[1024], err[1024];
 		snprintf(path, sizeof(path), "%s/%s", MG_SOURCE_DIR, files[i]);
@@ -263,6 +289,7 @@ int main(void)
 	    cmocka_unit_test(test_empty_file_is_valid),
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_errors_name_the_line),
+	    cmocka_unit_test(test_capture_value_hashes),
 	    cmocka_unit_test(test_shipped_configs_load),
 	    cmocka_unit_test(test_topology_tls_keys),
 	    cmocka_unit_test(test_dns_keys),
