@@ -73,42 +73,36 @@ static void test_histogram_is_cumulative(void **state)
 	metrics_free(m);
 }
 
+/* One value observed alone lands in the bucket a scan of the bounds one by
+ * one would put it in, and in no other. */
+static void observe_where_the_bounds_say(uint64_t value)
+{
+	mx_hist h = {0};
+	mx_observe(&h, value);
+	int want = 0;
+	while (want < MX_HIST_BUCKETS && value > mx_hist_bounds_ns[want])
+		want++;
+	for (int i = 0; i <= MX_HIST_BUCKETS; i++)
+		if (atomic_load(&h.bucket[i]) != (i == want))
+			fail_msg("%" PRIu64 " ns: bucket %d holds %" PRIu64 ", bucket %d wanted",
+			         value, i, (uint64_t)atomic_load(&h.bucket[i]), want);
+}
+
 /* Every bound and its neighbours land where a bucket's `le` says: a value
  * equal to a bound in that bucket, one past it in the next (the last
- * past 10 s in +Inf), as a scan of the bounds one by one would put it. */
+ * past 10 s in +Inf); and so does each bit length's least and greatest
+ * value (mx_observe starts from a bucket per length). */
 static void test_histogram_buckets_at_every_bound(void **state)
 {
 	for (int b = 0; b < MX_HIST_BUCKETS; b++) {
-		uint64_t bound = mx_hist_bounds_ns[b];
-		uint64_t values[] = {bound - 1, bound, bound + 1};
-		for (int v = 0; v < 3; v++) {
-			mx_hist h = {0};
-			mx_observe(&h, values[v]);
-			int want = 0;
-			while (want < MX_HIST_BUCKETS && values[v] > mx_hist_bounds_ns[want])
-				want++;
-			for (int i = 0; i <= MX_HIST_BUCKETS; i++)
-				if (atomic_load(&h.bucket[i]) != (i == want))
-					fail_msg("%" PRIu64 " ns: bucket %d holds %" PRIu64
-					         ", bucket %d wanted",
-					         values[v], i, (uint64_t)atomic_load(&h.bucket[i]),
-					         want);
-		}
+		observe_where_the_bounds_say(mx_hist_bounds_ns[b] - 1);
+		observe_where_the_bounds_say(mx_hist_bounds_ns[b]);
+		observe_where_the_bounds_say(mx_hist_bounds_ns[b] + 1);
 	}
-	/* each bit length's least and greatest value (mx_observe starts from
-	 * a bucket per length) */
 	for (int len = 1; len <= 64; len++) {
 		uint64_t least = UINT64_C(1) << (len - 1);
-		uint64_t values[] = {least, least | (least - 1)};
-		for (int v = 0; v < 2; v++) {
-			mx_hist h = {0};
-			mx_observe(&h, values[v]);
-			int want = 0;
-			while (want < MX_HIST_BUCKETS && values[v] > mx_hist_bounds_ns[want])
-				want++;
-			if (atomic_load(&h.bucket[want]) != 1)
-				fail_msg("%" PRIu64 " ns: not in bucket %d", values[v], want);
-		}
+		observe_where_the_bounds_say(least);
+		observe_where_the_bounds_say(least | (least - 1));
 	}
 	mx_hist h = {0};
 	mx_observe(&h, 0);
