@@ -570,6 +570,9 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 			far = INDEX_CACHE_RECOUNT_MIN;
 		if (moved > far || moved < -far)
 			enqueue_locked(ic, e); /* a refresh: the old set serves meanwhile */
+	} else if (e != NULL && delta < 0 && e->state == ENTRY_PENDING && e->fetching &&
+	           !ic->replay) {
+		e->written_in_fetch = true; /* its first list's count may predate them */
 	}
 	pthread_mutex_unlock(&ic->mu);
 }
@@ -755,12 +758,16 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			landed = false;
 			e->made_in_fetch = false;
 			enqueue_locked(ic, e);
-		} else if (set != NULL && e->state == ENTRY_KNOWN && e->written_in_fetch &&
-		           !e->recount_again) {
+		} else if (set != NULL && e->written_in_fetch && !e->recount_again &&
+		           (e->state == ENTRY_KNOWN ||
+		            (e->state == ENTRY_PENDING && !opaque_set(set)))) {
 			/* Writes were relayed while this refresh was on the wire:
 			 * its count may predate them, and landing it would forget
 			 * them (the old set's estimate has them). The old set serves
-			 * on and the refresh runs once more; that one lands. */
+			 * on and the refresh runs once more; that one lands. So for
+			 * a first list and the deletes relayed while it was out
+			 * (the inserts forget it: made_locked), the requests
+			 * waiting for it wait for the second. */
 			drop = set;
 			landed = false;
 			e->recount_again = true;

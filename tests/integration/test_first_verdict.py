@@ -562,3 +562,66 @@ def test_request_between_a_drop_and_the_write_that_makes_it_again(start_proxy, t
                       if f["rule"] == SCAN) == [(SCAN, 1), (SCAN, 1)]  # slow's and the find's
     finally:
         srv.stop()
+
+
+def test_delete_while_the_first_list_is_out(start_proxy, tmp_path, mongoguard_bin):
+    """A delete's reply passes while a collection's first list is out, its
+    count read before the delete: that list is not the collection a query
+    after the delete ran on. It is fetched once more, and the query's late
+    verdict is judged with the second (4 documents, under minDocuments 5:
+    no finding); it was judged with the first (5: a collection-scan
+    finding on a collection of 4). MongoEngine's suite showed a count of 2
+    where the collection held 1. Scripted: the side connection's count of
+    shop.users is held until released, answering what it read when asked.
+    The report of the capture says the same."""
+    srv = FakeServer()
+    srv.start()
+    srv.add_collection("shop.users", indexes=[], count=5)
+    asked, release = srv.run(make_event()), srv.run(make_event())
+    held = []
+
+    async def on_count(conn, msg):
+        if msg.body.get("count") != "users" or held:
+            return False  # the catalogue answers
+        held.append(srv.catalog["shop.users"]["count"])  # read now, answered later
+        asked.set()
+        await asyncio.wait_for(release.wait(), 10)
+        await conn.reply(msg, {"n": held[0], "ok": 1.0})
+        return None
+
+    def on_delete(conn, msg):
+        srv.catalog["shop.users"]["count"] -= 1
+        return False  # n: 1
+
+    srv.handlers.update(count=on_count, delete=on_delete)
+    try:
+        port = free_port()
+        cfg = {"admin": {"listen": f"127.0.0.1:{port}"}, "rules": scan_rules(min_docs=5),
+               "capture": {"dir": str(tmp_path / "cap")}}
+        p = start_proxy(srv.uri, config=json.dumps(cfg) + "\n")
+        users = MongoClient(p.uri, serverSelectionTimeoutMS=10000).shop.users
+        users.find_one({"_id": 1})  # bounded; its list and count are fetched
+        srv.wait_for(asked.is_set, what="the side connection's count held")
+        assert users.delete_one({"_id": 7}).deleted_count == 1
+        time.sleep(0.3)  # its reply relayed while the count is out
+        users.find_one({"name": "ada"})  # a late verdict owed: the list is not known
+        srv.run(fire(release))
+
+        def counts() -> int:
+            return len([m for m in srv.messages("count") if m.body.get("count") == "users"])
+
+        srv.wait_for(lambda: findings(p, SCAN, "users") or counts() == 2,
+                     what="a verdict or the count fetched once more")
+        time.sleep(0.5)  # landed; the late verdict given
+        assert findings(p, SCAN, "users") == []
+        assert counts() == 2
+        users.find_one({"name": "bob"})  # judged with the second list at once: 4 < 5
+        time.sleep(0.3)
+        assert findings(p, SCAN, "users") == []
+        assert p.stop() == 0
+        out = tmp_path / "r.json"
+        run_report(mongoguard_bin, captures(tmp_path / "cap"), "--json", out)
+        assert {(f["rule"], f["shapeHash"]): f["count"]
+                for f in json.loads(out.read_text())["findings"]} == live_findings(p)
+    finally:
+        srv.stop()
