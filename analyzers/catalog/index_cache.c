@@ -119,25 +119,26 @@ static int64_t now_ms(const index_cache *ic)
 	return ic->clock(ic->clock_arg);
 }
 
-static uint32_t fnv1a(const char *s)
+/* fnv1a of s up to its NUL or the first stop byte (0: none). */
+static uint32_t fnv1a_to(const char *s, char stop)
 {
 	uint32_t h = 2166136261u;
-	for (; *s != '\0'; s++) {
+	for (; *s != '\0' && *s != stop; s++) {
 		h ^= (unsigned char)*s;
 		h *= 16777619u;
 	}
 	return h;
 }
 
+static uint32_t fnv1a(const char *s)
+{
+	return fnv1a_to(s, '\0');
+}
+
 /* fnv1a of ns's database, as a change to a whole database is keyed. */
 static uint32_t db_hash(const char *ns)
 {
-	uint32_t h = 2166136261u;
-	for (; *ns != '\0' && *ns != '.'; ns++) {
-		h ^= (unsigned char)*ns;
-		h *= 16777619u;
-	}
-	return h;
+	return fnv1a_to(ns, '.');
 }
 
 static void set_err(char *err, size_t errlen, const char *msg, const char *detail)
