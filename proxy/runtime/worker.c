@@ -12,6 +12,7 @@
 #include "analyzers/catalog/index_cache.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/session/late.h"
+#include "proxy/session/transport.h"
 #include "proxy/stats/workload.h"
 #include "proxy/sinks/log.h"
 
@@ -234,6 +235,7 @@ static void *worker_main(void *arg)
 	worker *w = arg;
 	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
 	index_cache_thread_end(); /* the reference its last lookup kept */
+	transport_pool_end();     /* its read buffers, as their last readers let go */
 	return NULL;
 }
 

@@ -216,8 +216,66 @@ static ssize_t read_after(struct evbuffer *in, int fd, const uint8_t *first, siz
 	return r;
 }
 
-/* Up to `room` bytes into the input: one recv into the stack, copied; when
- * that comes back full, the rest of up to a read chunk in the same chain
+/* ---- the thread's read buffers ----
+ * A small read into an empty input went into the stack and was copied to
+ * the input by evbuffer_add, in a chain malloc'd for it (2 KiB and up,
+ * past glibc's per-thread cache) and freed when the session drained it:
+ * a sixteenth of a pipelined find's instructions. Now it is read into one
+ * of the thread's READ_POOL buffers, which the input refers to
+ * (evbuffer_add_reference): the chain is a small header and nothing is
+ * copied. The buffer is counted like a large request's (transport_buf):
+ * the pool holds one reference, the chain another until libevent lets go
+ * of it, wherever the bytes went meanwhile (drained, moved to an output
+ * that queued them, or freed with their session, on any later turn). One
+ * still referred to (a partial message waiting for its rest, a reply
+ * queued behind a slow client) is not read into again; with none free a
+ * read goes through the stack as before, so a thread keeps at most
+ * READ_POOL x SMALL_READ bytes this way. Only this thread's sessions use
+ * its pool, so the counts need no atomics. */
+enum { READ_POOL = 4 };
+static _Thread_local transport_buf *read_pool[READ_POOL];
+
+/* A buffer of the pool nothing refers to (made the first time), or NULL. */
+static transport_buf *pool_take(void)
+{
+	for (int i = 0; i < READ_POOL; i++) {
+		if (!read_pool[i])
+			return read_pool[i] = transport_buf_new(SMALL_READ);
+		if (read_pool[i]->refs == 1)
+			return read_pool[i];
+	}
+	return NULL;
+}
+
+unsigned transport_pool_lent(void)
+{
+	unsigned n = 0;
+	for (int i = 0; i < READ_POOL; i++)
+		n += read_pool[i] && read_pool[i]->refs > 1;
+	return n;
+}
+
+void transport_pool_end(void)
+{
+	for (int i = 0; i < READ_POOL; i++) {
+		transport_buf_release(read_pool[i]);
+		read_pool[i] = NULL;
+	}
+}
+
+/* got bytes read into b->data, at the end of in, referred to where they
+ * lie; 0, or -1 without memory for the chain's header. */
+static int lend(struct evbuffer *in, transport_buf *b, size_t got)
+{
+	if (evbuffer_add_reference(in, b->data, got, buf_written, b) != 0)
+		return -1;
+	b->refs++;
+	return 0;
+}
+
+/* Up to `room` bytes into the input: one recv into a free buffer of the
+ * pool when the input is empty (referred to), else into the stack
+ * (copied); when that comes back full, the rest of up to a read chunk in the same chain
  * (read_after); when SMALL_READ bytes of a large message already wait, one
  * readv of up to a read chunk straight into the input. The bytes got, or 0
  * with *n the failed call's result. */
@@ -228,16 +286,18 @@ static size_t read_input(struct bufferevent *bev, int fd, size_t have, size_t ro
 	/* A bufferevent keeps its input's end frozen except while it reads. */
 	evbuffer_unfreeze(in, 0);
 	if (have < SMALL_READ || room < SMALL_READ) {
-		uint8_t buf[SMALL_READ];
-		*n = recv(fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+		uint8_t stack[SMALL_READ];
+		transport_buf *b = have == 0 ? pool_take() : NULL;
+		uint8_t *buf = b ? b->data : stack;
+		*n = recv(fd, buf, room < SMALL_READ ? room : SMALL_READ, 0);
 		if (*n > 0) {
 			got = (size_t)*n;
 			room -= got;
-			if (got == sizeof(buf) && room > 0) {
+			if (got == SMALL_READ && room > 0) {
 				size_t want = room < READ_CHUNK ? room : READ_CHUNK;
 				if (read_after(in, fd, buf, got, want, &got) == -2)
 					*n = -2;
-			} else if (evbuffer_add(in, buf, got) != 0) {
+			} else if (b ? lend(in, b, got) != 0 : evbuffer_add(in, buf, got) != 0) {
 				got = 0;
 				*n = -2;
 			}

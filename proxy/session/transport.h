@@ -129,6 +129,15 @@ typedef struct transport_buf {
 	uint8_t data[];
 } transport_buf;
 
+/* Buffers of the calling thread's read pool that an input or output
+ * still refers to (tests, and a reader of this file, see it work). */
+unsigned transport_pool_lent(void);
+
+/* The calling thread is done with sessions: its read buffers (see
+ * read_input in transport.c) are let go, each freed once no input or
+ * output still refers to it. */
+void transport_pool_end(void);
+
 /* A buffer of cap bytes, held once by the caller; NULL without memory. */
 transport_buf *transport_buf_new(size_t cap);
 

@@ -3,7 +3,9 @@
  * what the socket does not take is queued as a reference to the buffer,
  * never a copy, reaches the peer byte for byte and in order, and the
  * buffer is held exactly as long as an output refers to it, whoever lets
- * go first (the session, or libevent writing or freeing the output). */
+ * go first (the session, or libevent writing or freeing the output).
+ * And its reads into the thread's pool of buffers: a buffer an input or
+ * output still refers to is never read into again. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -185,6 +187,137 @@ static void test_queued_when_it_cannot_go_at_once(void **state)
 	pair_close(&p);
 }
 
+/* ---- reads into the thread's pool ---- */
+
+enum { READERS = 6 }; /* more than the pool holds */
+
+typedef struct reader {
+	struct event_base *base;
+	transport_side t; /* the reading side, sv[0] */
+	int peer;         /* sv[1], written by the test */
+} reader;
+
+static void keep_bytes(struct bufferevent *bev, void *arg)
+{
+	(void)bev; /* the bytes stay in the input, as a partial message does */
+	(void)arg;
+}
+
+static void no_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)arg;
+	fail_msg("unexpected event %d", what);
+}
+
+static void reader_open(reader *r, struct event_base *base)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	r->base = base;
+	r->t = (transport_side){0};
+	r->t.bev = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+	assert_non_null(r->t.bev);
+	bufferevent_setcb(r->t.bev, keep_bytes, NULL, no_event, &r->t);
+	transport_init_reads(&r->t);
+	bufferevent_enable(r->t.bev, EV_READ);
+	r->peer = sv[1];
+}
+
+/* The peer sends len bytes of pattern `seed`, and the loop reads them. */
+static void send_and_read(reader *r, uint8_t seed, size_t len)
+{
+	uint8_t buf[1000];
+	assert_true(len <= sizeof(buf));
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(seed * 31 + i);
+	assert_int_equal(send(r->peer, buf, len, 0), (ssize_t)len);
+	size_t before = evbuffer_get_length(bufferevent_get_input(r->t.bev));
+	for (int spins = 0; spins < 1000; spins++) {
+		event_base_loop(r->base, EVLOOP_NONBLOCK);
+		if (evbuffer_get_length(bufferevent_get_input(r->t.bev)) == before + len)
+			return;
+	}
+	fail_msg("the read did not arrive");
+}
+
+/* evb holds, from its front, len bytes of each of the n patterns. */
+static void assert_holds(struct evbuffer *evb, const uint8_t *seeds, size_t n, size_t len)
+{
+	assert_int_equal(evbuffer_get_length(evb), n * len);
+	const uint8_t *p = evbuffer_pullup(evb, -1);
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; i < len; i++)
+			assert_int_equal(p[k * len + i], (uint8_t)(seeds[k] * 31 + i));
+}
+
+/* Six inputs each keep a read (as a partial message waits for its rest):
+ * the first four are the pool's four buffers, referred to, and are never
+ * read into again, so the other two reads and a second read on the first
+ * input leave every input's bytes as they came. */
+static void test_referred_buffers_are_not_read_into(void **state)
+{
+	struct event_base *base = event_base_new();
+	assert_non_null(base);
+	reader r[READERS];
+	for (int i = 0; i < READERS; i++) {
+		reader_open(&r[i], base);
+		send_and_read(&r[i], (uint8_t)(i + 1), 300);
+	}
+	assert_int_equal(transport_pool_lent(), 4);
+	send_and_read(&r[0], 9, 300); /* behind its first: not lent, copied */
+	const uint8_t first[] = {1, 9};
+	assert_holds(bufferevent_get_input(r[0].t.bev), first, 2, 300);
+	for (int i = 1; i < READERS; i++) {
+		const uint8_t seed = (uint8_t)(i + 1);
+		assert_holds(bufferevent_get_input(r[i].t.bev), &seed, 1, 300);
+	}
+	for (int i = 0; i < READERS; i++) {
+		bufferevent_free(r[i].t.bev);
+		close(r[i].peer);
+	}
+	event_base_loop(base, EVLOOP_NONBLOCK); /* finalizers */
+	assert_int_equal(transport_pool_lent(), 0);
+	event_base_free(base);
+}
+
+/* A buffer comes back when its bytes are drained, and bytes moved on to
+ * another buffer (an output that queued them) keep it until they go:
+ * reads meanwhile go elsewhere, and the moved bytes stay as they came. */
+static void test_buffer_back_when_its_bytes_go(void **state)
+{
+	struct event_base *base = event_base_new();
+	assert_non_null(base);
+	reader a, b;
+	reader_open(&a, base);
+	reader_open(&b, base);
+	send_and_read(&a, 1, 500);
+	assert_int_equal(transport_pool_lent(), 1);
+	evbuffer_drain(bufferevent_get_input(a.t.bev), 500);
+	assert_int_equal(transport_pool_lent(), 0);
+	send_and_read(&a, 2, 500);
+	struct evbuffer *queued = evbuffer_new();
+	evbuffer_remove_buffer(bufferevent_get_input(a.t.bev), queued, 500);
+	assert_int_equal(transport_pool_lent(), 1); /* the queued bytes hold it */
+	for (uint8_t k = 3; k < 12; k++) {
+		send_and_read(&b, k, 700);
+		evbuffer_drain(bufferevent_get_input(b.t.bev), 700);
+		send_and_read(&a, k, 200);
+		evbuffer_drain(bufferevent_get_input(a.t.bev), 200);
+	}
+	const uint8_t two = 2;
+	assert_holds(queued, &two, 1, 500);
+	evbuffer_free(queued);
+	assert_int_equal(transport_pool_lent(), 0);
+	bufferevent_free(a.t.bev);
+	bufferevent_free(b.t.bev);
+	close(a.peer);
+	close(b.peer);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	event_base_free(base);
+	transport_pool_end(); /* as a worker thread does: the sanitizer sees no leak */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +326,8 @@ int main(void)
 	    cmocka_unit_test(test_session_lets_go_first),
 	    cmocka_unit_test(test_output_freed_first),
 	    cmocka_unit_test(test_queued_when_it_cannot_go_at_once),
+	    cmocka_unit_test(test_referred_buffers_are_not_read_into),
+	    cmocka_unit_test(test_buffer_back_when_its_bytes_go),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
