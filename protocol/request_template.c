@@ -22,6 +22,7 @@ struct request_template {
 	uint64_t hits;
 	uint64_t sets;    /* request_template_sets */
 	byte_template bt; /* of the message after its header */
+	byte_spans body;  /* bt's spans, as offsets into the body */
 };
 
 bool request_decode_repeat(request *r, const uint8_t *msg, size_t len, request_template *t)
@@ -98,6 +99,10 @@ void request_template_keep(request_template **slot, const request *r)
 	    !byte_template_set_words(&t->bt, r->msg + WIRE_HEADER_LEN,
 	                             (uint32_t)(r->len - WIRE_HEADER_LEN), &sp))
 		return;
+	t->body = t->bt.spans;
+	t->body.base = NULL; /* offsets into any body that matched */
+	for (uint32_t i = 0; i < t->body.n; i++)
+		t->body.s[i].at -= BODY_AT - WIRE_HEADER_LEN; /* values: all in the body */
 	t->len = (uint32_t)r->len;
 	t->flags = r->m.flags;
 	t->more_to_come = r->more_to_come;
@@ -126,4 +131,9 @@ uint64_t request_template_hits(const request_template *t)
 uint64_t request_template_sets(const request_template *t)
 {
 	return t ? t->sets : 0;
+}
+
+const byte_spans *request_template_body_spans(const request_template *t)
+{
+	return t && t->valid ? &t->body : NULL;
 }

@@ -50,4 +50,9 @@ uint64_t request_template_hits(const request_template *t);
  * matched the one made of the message decoded when this last moved. */
 uint64_t request_template_sets(const request_template *t);
 
+/* Where the bytes of two messages that matched t's template may differ:
+ * its spans, as offsets into the body (the kind-0 section's document; a
+ * span's bytes all lie in it). NULL when t has none. */
+const byte_spans *request_template_body_spans(const request_template *t);
+
 #endif

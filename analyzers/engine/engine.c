@@ -190,12 +190,25 @@ bool engine_shape_values(const cmdview *v, char *ns, size_t nscap, char *command
 
 /* ---- the connection's repeat (engine.h) ---- */
 
+/* The words of tp a request that matched the decoder's template
+ * decoded_gen must still be compared in: those holding a byte of its spans
+ * that tp does not let differ (request_ctx.decoded_gen). A byte of a body
+ * may lie in two words (the tail overlaps the last), and is compared in
+ * whichever the template compares it in. */
+enum { REPEAT_NARROW = 6 };
+
 struct engine_repeat {
 	uint64_t gen; /* of the engine that made it: unique in the process */
 	const char *app;
 	uint64_t hits;
-	uint64_t sets;    /* templates made in it (engine_repeat_sets) */
-	byte_template tp; /* byte_template_set_words: its bytes are not kept */
+	uint64_t sets;        /* templates made in it (engine_repeat_sets) */
+	byte_template tp;     /* byte_template_set_words: its bytes are not kept */
+	uint64_t decoded_gen; /* 0: a request is compared whole */
+	uint32_t nnarrow;
+	struct {
+		uint32_t at;
+		uint64_t mask, want;
+	} narrow[REPEAT_NARROW];
 };
 
 void engine_repeat_free(engine_repeat *r)
@@ -222,12 +235,60 @@ static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const requ
 	return rc->repeat;
 }
 
+/* After a request that matched both r's template and the decoder's
+ * template rc names: the words of r's template holding a byte of that
+ * template's spans, so that the next request that matches it is compared
+ * there only (its other bytes are this request's, and so r's template's).
+ * None kept (every request compared whole) when there are too many. */
+static void repeat_narrow(engine_repeat *r, const request_ctx *rc)
+{
+	const byte_template *tp = &r->tp;
+	const byte_spans *sp = rc->decoded_spans;
+	r->decoded_gen = 0;
+	r->nnarrow = 0;
+	if (!tp->valid || !tp->words || !sp)
+		return;
+	for (uint32_t w = 0; w <= tp->words; w++) {
+		uint32_t at = w < tp->words ? 8 * w : tp->len - 8;
+		uint64_t in_spans = 0;
+		for (uint32_t i = 0; i < sp->n; i++)
+			for (uint32_t b = 0; b < 8; b++)
+				if (at + b >= sp->s[i].at && at + b < sp->s[i].at + sp->s[i].len)
+					in_spans |= (uint64_t)0xff << (8 * b);
+		uint64_t mask = in_spans & tp->mask[w];
+		if (!mask)
+			continue;
+		if (r->nnarrow == REPEAT_NARROW) {
+			r->nnarrow = 0;
+			return;
+		}
+		r->narrow[r->nnarrow].at = at;
+		r->narrow[r->nnarrow].mask = mask;
+		r->narrow[r->nnarrow].want = tp->bytes[w] & mask;
+		r->nnarrow++;
+	}
+	r->decoded_gen = rc->decoded_gen;
+}
+
 static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
                            const request_ctx *rc)
 {
-	if (r->gen != e->gen || r->app != rc->app_name ||
-	    !byte_template_matches(&r->tp, bson_get_data(&v->body), v->body.len))
+	if (r->gen != e->gen || r->app != rc->app_name)
 		return false;
+	const uint8_t *body = bson_get_data(&v->body);
+	if (rc->decoded_gen && rc->decoded_gen == r->decoded_gen) {
+		uint64_t diff = 0;
+		for (uint32_t i = 0; i < r->nnarrow; i++)
+			diff |= (byte_template_load64(body + r->narrow[i].at) & r->narrow[i].mask) ^
+			        r->narrow[i].want;
+		if (diff)
+			return false;
+	} else {
+		if (!byte_template_matches(&r->tp, body, v->body.len))
+			return false;
+		if (rc->decoded_gen)
+			repeat_narrow(r, rc);
+	}
 	r->hits++;
 	return true;
 }
@@ -244,6 +305,8 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 	r->app = rc->app_name;
 	r->sets++;
 	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
+	r->decoded_gen = 0; /* until a request matches it and a decoder's template */
+	r->nnarrow = 0;
 }
 
 /* A late call's record starts from the request's: when it went on. */

@@ -18,6 +18,7 @@
 
 #include "analyzers/engine/finding.h"
 #include "analyzers/engine/rule_config.h"
+#include "protocol/byte_template.h"
 #include "protocol/cmdview.h"
 #include "protocol/commands.h"
 #include "protocol/value_filter.h"
@@ -175,6 +176,14 @@ typedef struct request_ctx {
 	const uint64_t *value_hashes;
 	uint32_t nvalue_hashes;
 	bool hashes_only;
+	/* The decoder's template the request matched (request_template.h), or
+	 * 0: decoded_gen names it (unique on the connection, never 0), and
+	 * decoded_spans (offsets into the body) are where two requests that
+	 * matched it may differ. Every other byte of their bodies is the
+	 * same, so the repeat template, once a request that matched both
+	 * showed it, compares only those spans' bytes. */
+	uint64_t decoded_gen;
+	const byte_spans *decoded_spans;
 } request_ctx;
 
 /* The hashes (value_filter.h, value_hash; 0 for a value no filter holds)

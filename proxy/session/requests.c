@@ -370,6 +370,10 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		    .repeat = &s->repeat,
 		    .track = &s->track,
 		};
+		if (out->by_template) {
+			rc.decoded_gen = request_template_sets(s->req_template);
+			rc.decoded_spans = request_template_body_spans(s->req_template);
+		}
 		int64_t t0 = now;
 		uint64_t repeats = engine_repeat_hits(s->repeat);
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);

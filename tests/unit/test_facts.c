@@ -21,6 +21,7 @@
 #include "fixtures/analyzer_fixture.h"
 #include "protocol/frame.h"
 #include "protocol/request.h"
+#include "protocol/request_template.h"
 
 /* The facts of the value an iterator is on, as the engine reads them
  * (from a cursor on it). */
@@ -812,6 +813,116 @@ static void test_repeat_same_as_reading(void **state)
 	}
 }
 
+/* The repeat compared only where the decoder's template lets two requests
+ * differ (request_ctx.decoded_gen): after the query, and the query again
+ * through the decoder's template (which leaves the repeat comparing only
+ * that template's spans), each one-byte change of it that still matches
+ * the decoder's template (a change inside one of its fixed-size values) is
+ * a repeat exactly when the whole comparison says so, and gets the same
+ * verdict and findings as a fresh engine reading it. */
+static verdict narrow_judge(engine *e, request *r, engine_repeat **slot, const request_template *rt,
+                            bool by_template)
+{
+	block_info block = {0};
+	request_ctx rc = {.app_name = "app",
+	                  .client = "c",
+	                  .now_ms = 1000000,
+	                  .no_wait = true,
+	                  .repeat = slot,
+	                  .decoded_gen = by_template ? request_template_sets(rt) : 0,
+	                  .decoded_spans = by_template ? request_template_body_spans(rt) : NULL};
+	return engine_analyze(e, &r->view, &rc, &block);
+}
+
+/* t, then t again through the decoder's template, then mut (which matches
+ * that template) with the repeat narrowed or (whole) not: whether mut was a
+ * repeat; its verdict and the findings so far in *vd, *findings. */
+static bool narrow_run(const uint8_t *t, const uint8_t *mut, size_t len, bool whole, verdict *vd,
+                       size_t *findings)
+{
+	repeat_rig g;
+	rig_up(&g);
+	engine_repeat *slot = NULL;
+	request_template *rt = NULL;
+	request r;
+	wire_error err = {0};
+	assert_int_equal(request_decode(&r, t, len, &err), REQUEST_COMMAND);
+	request_template_keep(&rt, &r);
+	assert_int_equal(narrow_judge(g.e, &r, &slot, rt, false), VERDICT_FORWARD);
+	request_release(&r);
+	assert_true(request_decode_repeat(&r, t, len, rt));
+	assert_int_equal(narrow_judge(g.e, &r, &slot, rt, true), VERDICT_FORWARD);
+	if (engine_repeat_hits(slot) != 1 || g.sink.n != 0)
+		fail_msg("the query again was not a clean repeat");
+	assert_true(request_decode_repeat(&r, mut, len, rt));
+	*vd = narrow_judge(g.e, &r, &slot, rt, !whole);
+	*findings = g.sink.n;
+	bool hit = engine_repeat_hits(slot) == 2;
+	request_template_free(rt);
+	engine_repeat_free(slot);
+	rig_down(&g);
+	return hit;
+}
+
+static void test_repeat_narrowed_same_as_reading(void **state)
+{
+	static const char *const bodies[] = {
+	    "{'find': 'orders', 'filter': {'_id': 7}, 'limit': 1, 'singleBatch': true}",
+	    "{'find': 'orders', 'filter': {'_id': {'$oid': '65a1b2c3d4e5f60718293a4b'}}, "
+	    "'lsid': {'id': {'$binary': {'base64': 'AAECAwQFBgcICQoLDA0ODw==', 'subType': '04'}}}}",
+	    "{'findAndModify': 'orders', 'query': {'_id': 3}, 'update': {'$set': {'v': 1}}}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t len, at0;
+		uint8_t *t = repeat_msg(bodies[i], &len, &at0);
+		uint8_t *mut = malloc(len);
+		size_t narrowed = 0, compared = 0;
+		request_template *rt = NULL;
+		request r;
+		wire_error err = {0};
+		assert_int_equal(request_decode(&r, t, len, &err), REQUEST_COMMAND);
+		request_template_keep(&rt, &r);
+		request_release(&r);
+		for (size_t at = at0 + 4; at + 1 < len; at++)
+			for (int flip = 0; flip < 3; flip++) {
+				static const uint8_t to[] = {0x00, 0x02, 0x80};
+				memcpy(mut, t, len);
+				mut[at] = mut[at] == to[flip] ? 0x01 : to[flip];
+				request m;
+				if (!request_decode_repeat(&m, mut, len, rt))
+					continue; /* outside the decoder's spans: compared whole */
+				verdict vd, whole_vd;
+				size_t n, whole_n;
+				bool hit = narrow_run(t, mut, len, false, &vd, &n);
+				bool whole_hit = narrow_run(t, mut, len, true, &whole_vd, &whole_n);
+				repeat_rig fresh;
+				rig_up(&fresh);
+				bool no;
+				verdict want = repeat_judge(fresh.e, mut, len, "app", NULL, &no);
+				if (no || hit != whole_hit || vd != want || n != fresh.sink.n)
+					fail_msg(
+					    "body %zu, byte %zu set to %#x: repeat %d/%d (narrowed/"
+					    "whole), verdict %d/%d, %zu/%zu findings "
+					    "(narrowed/read)",
+					    i, at - at0, mut[at], hit, whole_hit, vd, want, n,
+					    fresh.sink.n);
+				rig_down(&fresh);
+				narrowed += hit;
+				compared += !hit;
+			}
+		if (getenv("FX_VERBOSE"))
+			printf(
+			    "body %zu: %zu changes in the decoder's spans judged by the narrowed "
+			    "repeat, %zu read\n",
+			    i, narrowed, compared);
+		if (narrowed == 0)
+			fail_msg("body %zu: no change judged by the narrowed repeat", i);
+		request_template_free(rt);
+		free(mut);
+		free(t);
+	}
+}
+
 /* A query a check is called for (a regex filter, a collection scan) makes
  * no template: each of its repeats is read and reported. */
 static void test_repeat_not_of_checked_queries(void **state)
@@ -851,6 +962,7 @@ int main(void)
 	    cmocka_unit_test(test_templates_same_as_reading),
 	    cmocka_unit_test(test_template_backoff_same_as_reading),
 	    cmocka_unit_test(test_repeat_same_as_reading),
+	    cmocka_unit_test(test_repeat_narrowed_same_as_reading),
 	    cmocka_unit_test(test_repeat_not_of_checked_queries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
