@@ -59,7 +59,7 @@ static void usage(FILE *out)
 	      "  -L, --log PATH         log file, '-' for stdout (default -)\n"
 	      "      --log-format F     json (JSON lines, the default) or text (for people;\n"
 	      "                         coloured on a terminal) (log.format)\n"
-	      "  -w, --workers N        worker threads, 0 = one per core (default 0)\n"
+	      "  -w, --workers N        worker threads, 0 = one per CPU it may use (default 0)\n"
 	      "      --capture DIR      record traffic into capture files in DIR (capture.dir)\n"
 	      "  -v, --verbose          debug logging (log.verbosity: 1)\n"
 	      "      --check-config     validate the configuration, try binding each listen\n"

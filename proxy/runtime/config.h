@@ -51,7 +51,7 @@ typedef struct mg_config {
 	uint32_t
 	    dns_refresh_secs; /* re-resolve host names (and SRV) this often; 0 = on failure only */
 	/* process */
-	uint32_t workers; /* 0: one per core */
+	uint32_t workers; /* 0: one per CPU it may use (cpus.h) */
 	uint32_t shutdown_grace_ms;
 	/* log */
 	char log_path[1024]; /* "-" = stdout */

@@ -25,6 +25,7 @@
 #include "proxy/sinks/finding_log.h"
 #include "proxy/sinks/log.h"
 #include "proxy/stats/workload_json.h"
+#include "proxy/runtime/cpus.h"
 #include "proxy/runtime/clock.h"
 #include "proxy/runtime/restart_only.h"
 #include "proxy/runtime/sd_notify.h"
@@ -56,6 +57,7 @@ typedef struct server {
 	worker_shared shared;
 	worker *workers;
 	size_t nworkers, nstarted, next_worker;
+	cpus_usable cpus; /* what `workers: 0` starts (cpus.h) */
 	metrics *metrics;
 	mongo_sink *fleet;  /* sinks.mongodb, or NULL */
 	routes_slot routes; /* each listener's upstream server, as DNS last said */
@@ -742,8 +744,8 @@ static void instance_name(const server *srv, char *out, size_t size)
 /* The counters, and the findings sinks that feed some of them. */
 static bool start_metrics(server *srv, char *err, size_t errlen)
 {
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	srv->nworkers = srv->cfg->workers ? srv->cfg->workers : (cores > 0 ? (size_t)cores : 1);
+	srv->cpus = cpus_usable_now();
+	srv->nworkers = srv->cfg->workers ? srv->cfg->workers : srv->cpus.n;
 	srv->metrics = metrics_new(srv->nworkers, &srv->nconns, srv->plan->version);
 	if (srv->metrics && srv->cfg->sink_mongodb.uri[0]) {
 		char instance[300];
@@ -971,6 +973,9 @@ bool server_run(const server_plan *p, char *err, size_t errlen)
 		log_attr_str(l, "listen", p->listeners[0].listen.name);
 		log_attr_str(l, "upstream", p->listeners[0].up.name);
 		log_attr_int(l, "workers", (int64_t)srv->nworkers);
+		log_attr_int(l, "cpusUsable", (int64_t)srv->cpus.n); /* what workers: 0 starts */
+		log_attr_int(l, "cpuAffinity", (int64_t)srv->cpus.affinity);
+		log_attr_int(l, "cpuQuota", (int64_t)srv->cpus.quota);
 		log_attr_bool(l, "analysis", srv->ic != NULL);
 		log_attr_str(l, "tlsMode", tls_mode_name(p->tls.mode));
 		log_attr_bool(l, "upstreamTLS", p->tls.upstream != NULL);

@@ -570,7 +570,7 @@ def main() -> int:
     ap.add_argument("--idle-conns", type=int,
                     help="idle connections for the memory measurement, 0 to skip [9000]")
     ap.add_argument("--mg-workers", type=int, default=0,
-                    help="mongoguard --workers (0 = one per core) [0]")
+                    help="mongoguard --workers (0 = one per CPU it may use) [0]")
     ap.add_argument("--backend-threads", type=int, default=1,
                     help="mg_fastbackend threads [1]")
     ap.add_argument("--build", default=str(ROOT / "build"),
@@ -736,7 +736,7 @@ def main() -> int:
                 "haproxy_bufsize": a.haproxy_bufsize,
                 "mongoguard_version": mg_version, "backend": backend_desc, "rounds": rounds,
                 "duration": duration, "warmup": warmup,
-                "mg_workers": a.mg_workers or os.cpu_count(),
+                "mg_workers": a.mg_workers or len(os.sched_getaffinity(0)),
                 "command": " ".join(["tests/bench/run_bench.py"] + sys.argv[1:])}
         text = render(summary, idle, info, mg_cols, hap_names, findings, peaks)
         md, js = out_dir / f"results-{stamp}.md", out_dir / f"results-{stamp}.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -72,6 +73,39 @@ def test_config_file_supplies_everything(mongoguard_bin, upstream):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     assert log.exists() and log.read_text().strip()
+
+
+def _startup_line(mongoguard_bin, upstream, cpus=None):
+    """The "Waiting for connections" line of a mongoguard started with no
+    --workers, on the CPUs given (None: this process's)."""
+    port = free_port()
+    log = LOG_DIR / f"cpus_{port}.log"
+    def pin():
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+    proc = subprocess.Popen([mongoguard_bin, "--listen", f"127.0.0.1:{port}", "--upstream",
+                             upstream.uri, "--log", str(log)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=pin)
+    try:
+        wait_port(port, 10, proc, "mongoguard")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    lines = [json.loads(ln) for ln in log.read_text().splitlines() if ln.startswith("{")]
+    return next(ln["attr"] for ln in lines if ln["msg"] == "Waiting for connections")
+
+
+def test_default_workers_follow_the_cpus_it_may_use(mongoguard_bin, upstream):
+    """workers: 0 starts one worker per CPU of the process's affinity mask
+    (taskset, a cpuset), capped by a cgroup's CPU quota, not one per core
+    of the machine (proxy/runtime/cpus.h)."""
+    mine = os.sched_getaffinity(0)
+    a = _startup_line(mongoguard_bin, upstream)
+    assert a["cpuAffinity"] == len(mine)
+    assert a["workers"] == a["cpusUsable"]
+    assert a["cpusUsable"] == (min(len(mine), a["cpuQuota"]) if a["cpuQuota"] else len(mine))
+    one = _startup_line(mongoguard_bin, upstream, {min(mine)})
+    assert (one["cpuAffinity"], one["cpusUsable"], one["workers"]) == (1, 1, 1)
 
 
 def test_sigterm_lets_in_flight_request_finish(start_proxy):
