@@ -220,7 +220,7 @@ static ssize_t read_after(struct evbuffer *in, int fd, const uint8_t *first, siz
  * A small read into an empty input went into the stack and was copied to
  * the input by evbuffer_add, in a chain malloc'd for it (2 KiB and up,
  * past glibc's per-thread cache) and freed when the session drained it:
- * a sixteenth of a pipelined find's instructions. Now it is read into one
+ * 6.6 % of a pipelined find's instructions. Now it is read into one
  * of the thread's READ_POOL buffers, which the input refers to
  * (evbuffer_add_reference): the chain is a small header and nothing is
  * copied. The buffer is counted like a large request's (transport_buf):
@@ -275,10 +275,10 @@ static int lend(struct evbuffer *in, transport_buf *b, size_t got)
 
 /* Up to `room` bytes into the input: one recv into a free buffer of the
  * pool when the input is empty (referred to), else into the stack
- * (copied); when that comes back full, the rest of up to a read chunk in the same chain
- * (read_after); when SMALL_READ bytes of a large message already wait, one
- * readv of up to a read chunk straight into the input. The bytes got, or 0
- * with *n the failed call's result. */
+ * (copied); when that comes back full, the rest of up to a read chunk in
+ * the same chain (read_after); when SMALL_READ bytes of a large message
+ * already wait, one readv of up to a read chunk straight into the input.
+ * The bytes got, or 0 with *n the failed call's result. */
 static size_t read_input(struct bufferevent *bev, int fd, size_t have, size_t room, ssize_t *n)
 {
 	struct evbuffer *in = bufferevent_get_input(bev);
