@@ -331,6 +331,7 @@ static void block_start(block_info *block, const request_ctx *rc)
 	block->judged_at = 0;
 	block->counts.n = 0;
 	block->by_template = false;
+	block->started_ns = 0;
 }
 
 /* Where the cache stood at the request's lookups, for the capture (the
@@ -363,6 +364,8 @@ verdict engine_analyze(engine *e, const cmdview *v, const request_ctx *rc, block
 			block->by_template = true;
 		return VERDICT_FORWARD; /* judged as its template was */
 	}
+	if (block && rc && rc->clock_ns)
+		block->started_ns = rc->clock_ns(); /* read, and timed from here */
 	const command_def *c = commands_of(id != CMD_NONE ? id : cmd_find(v->name));
 	if (!c || !c->analyze || !v->db)
 		return VERDICT_FORWARD; /* hello, getMore, ...: nothing to check */

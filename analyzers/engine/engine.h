@@ -184,6 +184,10 @@ typedef struct request_ctx {
 	 * showed it, compares only those spans' bytes. */
 	uint64_t decoded_gen;
 	const byte_spans *decoded_spans;
+	/* The caller's clock (monotonic ns), or NULL: read once the request
+	 * is known not to be judged as its template was (block_info.started_ns),
+	 * for a caller whose last reading is shared with requests before. */
+	int64_t (*clock_ns)(void);
 } request_ctx;
 
 /* The hashes (value_filter.h, value_hash; 0 for a value no filter holds)
@@ -216,6 +220,9 @@ typedef struct block_info {
 	/* judged as the connection's template was, unread (engine_repeat):
 	 * mongoguard_analysis_repeats_total, and not timed */
 	bool by_template;
+	/* request_ctx.clock_ns's reading where the analysis began (not
+	 * by_template), or 0: none was asked for */
+	int64_t started_ns;
 } block_info;
 
 /* cfg is copied. ic may be NULL (index-aware rules then give no verdict). */

@@ -75,6 +75,9 @@ typedef struct handled {
 	uint8_t *replacement; /* REQ_REPLACE: owned */
 	size_t replacement_len;
 	bool by_template; /* decoded by the connection's request template */
+	/* The clock's last reading in this run of requests (judge_run: they
+	 * came in one read, so they share it), or 0: none yet. */
+	int64_t now;
 } handled;
 
 static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
@@ -341,6 +344,26 @@ static void track_reply(session *s, const request *r, const req_class *c, wl_ref
 	}
 }
 
+static int64_t clock_now(void)
+{
+	return mg_now_ns();
+}
+
+/* Counts a request judged as its template was, or times one that was read,
+ * from where the engine began reading it (block_info.started_ns) or from
+ * now: the clock's last reading after it. */
+static int64_t time_analysis(session *s, const block_info *block, int64_t now)
+{
+	if (block->by_template) {
+		mx_add(&s->env.mx->repeats, 1);
+		return now;
+	}
+	int64_t t0 = block->started_ns ? block->started_ns : now;
+	now = mg_now_ns();
+	mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
+	return now;
+}
+
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
@@ -352,10 +375,12 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	if (r->hello)
 		note_hello(s, r, out);
 	/* Two clock reads around the analysis, the second the request's send
-	 * time; one for a request judged as its connection's template was,
+	 * time; none for a request judged as its connection's template was,
 	 * which takes less time than a reading of the clock (some 25 ns on a
-	 * virtual machine) and is counted, not timed */
-	int64_t now = mg_now_ns(), read_ns = now;
+	 * virtual machine) and is counted, not timed, after another of its
+	 * run (they came in one read and go in one send): it shares the run's
+	 * last reading. */
+	int64_t now = out->now ? out->now : mg_now_ns(), read_ns = now;
 	bool hit = false;
 	uint64_t judged_at = 0; /* block_info.judged_at, for the capture */
 	block_info block;
@@ -374,17 +399,13 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 			rc.decoded_gen = request_template_sets(s->req_template);
 			rc.decoded_spans = request_template_body_spans(s->req_template);
 		}
-		int64_t t0 = now;
+		if (out->now)
+			rc.clock_ns = clock_now; /* the analysis's start, if it is read */
 		uint64_t repeats = engine_repeat_hits(s->repeat);
 		verdict vd = engine_analyze(e, &r->view, &rc, &block);
 		judged_at = block.judged_at;
 		hit = engine_repeat_hits(s->repeat) != repeats;
-		if (block.by_template) {
-			mx_add(&s->env.mx->repeats, 1);
-		} else {
-			now = mg_now_ns();
-			mx_observe(&s->env.mx->analysis, (uint64_t)(now - t0));
-		}
+		now = time_analysis(s, &block, now);
 		if (vd != VERDICT_FORWARD) {
 			free(out->replacement);
 			out->replacement = NULL;
@@ -412,6 +433,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	} else {
 		mx_add(&s->env.mx->commands[mx_command_by_id(r->cmd)], 1);
 	}
+	out->now = now;
 	if (s->env.capture)
 		capture_request(s, r, "forward", judged_at, &block.counts);
 	wl_ref wl = {0, 0};
@@ -705,7 +727,7 @@ static bool act_on_outcome(session *s, struct evbuffer *in, const uint8_t *msg, 
 static bool judge_whole_request(session *s, struct evbuffer *in, const uint8_t *msg, size_t len,
                                 bool all, const reqf_step *st)
 {
-	handled h;
+	handled h = {.now = 0};
 	handle_request(s, msg, len, &h);
 	if (s->state == SESSION_UNREACHABLE &&
 	    (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {

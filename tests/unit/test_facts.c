@@ -923,6 +923,55 @@ static void test_repeat_narrowed_same_as_reading(void **state)
 	}
 }
 
+/* The caller's clock (request_ctx.clock_ns) is read once a request is
+ * known to be read, where its analysis begins, and never for one judged as
+ * its template was: a run of pipelined requests shares one reading, and a
+ * request of it that is read is timed from its own start. */
+static int64_t fake_ns;
+static unsigned fake_reads;
+
+static int64_t fake_clock(void)
+{
+	fake_reads++;
+	return fake_ns += 1000;
+}
+
+static void test_clock_read_where_the_analysis_begins(void **state)
+{
+	size_t len, at0;
+	uint8_t *t = repeat_msg("{'find': 'orders', 'filter': {'_id': 7}}", &len, &at0);
+	repeat_rig g;
+	rig_up(&g);
+	engine_repeat *slot = NULL;
+	int64_t started[2];
+	bool by_template[2];
+	fake_reads = 0;
+	for (int k = 0; k < 2; k++) {
+		request r;
+		wire_error err = {0};
+		assert_int_equal(request_decode(&r, t, len, &err), REQUEST_COMMAND);
+		block_info block = {0};
+		request_ctx rc = {.app_name = "app",
+		                  .client = "c",
+		                  .now_ms = 1000000,
+		                  .no_wait = true,
+		                  .repeat = &slot,
+		                  .clock_ns = fake_clock};
+		assert_int_equal(engine_analyze(g.e, &r.view, &rc, &block), VERDICT_FORWARD);
+		started[k] = block.started_ns;
+		by_template[k] = block.by_template;
+		request_release(&r);
+	}
+	assert_false(by_template[0]); /* read: timed from the clock's reading */
+	assert_true(started[0] == fake_ns);
+	assert_true(by_template[1]); /* its template: no reading at all */
+	assert_true(started[1] == 0);
+	assert_int_equal(fake_reads, 1);
+	engine_repeat_free(slot);
+	rig_down(&g);
+	free(t);
+}
+
 /* A query a check is called for (a regex filter, a collection scan) makes
  * no template: each of its repeats is read and reported. */
 static void test_repeat_not_of_checked_queries(void **state)
@@ -963,6 +1012,7 @@ int main(void)
 	    cmocka_unit_test(test_template_backoff_same_as_reading),
 	    cmocka_unit_test(test_repeat_same_as_reading),
 	    cmocka_unit_test(test_repeat_narrowed_same_as_reading),
+	    cmocka_unit_test(test_clock_read_where_the_analysis_begins),
 	    cmocka_unit_test(test_repeat_not_of_checked_queries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
