@@ -201,9 +201,12 @@ struct engine_repeat {
 	uint64_t gen; /* of the engine that made it: unique in the process */
 	const char *app;
 	uint64_t hits;
-	uint64_t sets;        /* templates made in it (engine_repeat_sets) */
-	byte_template tp;     /* byte_template_set_words: its bytes are not kept */
-	uint64_t decoded_gen; /* 0: a request is compared whole */
+	uint64_t sets;    /* templates made in it (engine_repeat_sets) */
+	byte_template tp; /* byte_template_set_words: its bytes are not kept */
+	/* the decoder's template the words below were worked out for (0:
+	 * none yet); whole: too many of them, requests are compared whole */
+	uint64_t decoded_gen;
+	bool whole;
 	uint32_t nnarrow;
 	struct {
 		uint32_t at;
@@ -239,12 +242,14 @@ static engine_repeat **repeat_slot(const engine *e, const cmdview *v, const requ
  * template rc names: the words of r's template holding a byte of that
  * template's spans, so that the next request that matches it is compared
  * there only (its other bytes are this request's, and so r's template's).
- * None kept (every request compared whole) when there are too many. */
+ * Worked out once a pair of templates: with too many (whole), requests
+ * are compared whole until either template changes. */
 static void repeat_narrow(engine_repeat *r, const request_ctx *rc)
 {
 	const byte_template *tp = &r->tp;
 	const byte_spans *sp = rc->decoded_spans;
-	r->decoded_gen = 0;
+	r->decoded_gen = rc->decoded_gen;
+	r->whole = true;
 	r->nnarrow = 0;
 	if (!tp->valid || !tp->words || !sp)
 		return;
@@ -258,16 +263,14 @@ static void repeat_narrow(engine_repeat *r, const request_ctx *rc)
 		uint64_t mask = in_spans & tp->mask[w];
 		if (!mask)
 			continue;
-		if (r->nnarrow == REPEAT_NARROW) {
-			r->nnarrow = 0;
-			return;
-		}
+		if (r->nnarrow == REPEAT_NARROW)
+			return; /* whole */
 		r->narrow[r->nnarrow].at = at;
 		r->narrow[r->nnarrow].mask = mask;
 		r->narrow[r->nnarrow].want = tp->bytes[w] & mask;
 		r->nnarrow++;
 	}
-	r->decoded_gen = rc->decoded_gen;
+	r->whole = false;
 }
 
 static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
@@ -276,7 +279,8 @@ static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
 	if (r->gen != e->gen || r->app != rc->app_name)
 		return false;
 	const uint8_t *body = bson_get_data(&v->body);
-	if (rc->decoded_gen && rc->decoded_gen == r->decoded_gen) {
+	bool known = rc->decoded_gen && rc->decoded_gen == r->decoded_gen;
+	if (known && !r->whole) {
 		uint64_t diff = 0;
 		for (uint32_t i = 0; i < r->nnarrow; i++)
 			diff |= (byte_template_load64(body + r->narrow[i].at) & r->narrow[i].mask) ^
@@ -286,7 +290,7 @@ static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
 	} else {
 		if (!byte_template_matches(&r->tp, body, v->body.len))
 			return false;
-		if (rc->decoded_gen)
+		if (rc->decoded_gen && !known)
 			repeat_narrow(r, rc);
 	}
 	r->hits++;
@@ -306,6 +310,7 @@ static void repeat_set(engine_repeat **slot, const engine *e, const cmdview *v,
 	r->sets++;
 	(void)byte_template_set_words(&r->tp, bson_get_data(&v->body), v->body.len, spans);
 	r->decoded_gen = 0; /* until a request matches it and a decoder's template */
+	r->whole = true;
 	r->nnarrow = 0;
 }
 

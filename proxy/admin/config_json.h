@@ -8,8 +8,8 @@
 #include "proxy/runtime/config.h"
 
 /* workers_running: the worker threads in force, shown as `workers` (the
- * file's 0 means one per CPU it may use, proxy/runtime/cpus.h; the endpoint says how many that
- * made). */
+ * file's 0 means one per CPU it may use, proxy/runtime/cpus.h; the
+ * endpoint says how many that made). */
 void config_json(const mg_config *c, unsigned workers_running, text_buf *out);
 
 /* uri with the password of its user info (if any) replaced by "****". */

@@ -22,13 +22,19 @@ static bool has_word(const char *list, const char *word)
 	}
 }
 
-/* The first line of root + path, without its newline; false when absent. */
-static bool read_line(const char *root, const char *path, char *out, size_t size)
+/* root + path, opened for reading; NULL when absent. */
+static FILE *open_under(const char *root, const char *path)
 {
 	char full[PATH_LEN];
 	if ((size_t)snprintf(full, sizeof(full), "%s%s", root, path) >= sizeof(full))
-		return false;
-	FILE *f = fopen(full, "r");
+		return NULL;
+	return fopen(full, "r");
+}
+
+/* The first line of root + path, without its newline; false when absent. */
+static bool read_line(const char *root, const char *path, char *out, size_t size)
+{
+	FILE *f = open_under(root, path);
 	if (!f)
 		return false;
 	bool ok = fgets(out, (int)size, f) != NULL;
@@ -81,9 +87,7 @@ static double walk_up(const char *root, char *dir, const char *mount, bool v2)
  * holds the cpu controller (v1), from /proc/self/cgroup; false if none. */
 static bool own_path(const char *root, bool v2, char *out, size_t size)
 {
-	char full[PATH_LEN];
-	snprintf(full, sizeof(full), "%s/proc/self/cgroup", root);
-	FILE *f = fopen(full, "r");
+	FILE *f = open_under(root, "/proc/self/cgroup");
 	if (!f)
 		return false;
 	char line[LINE_LEN];
@@ -109,9 +113,7 @@ static double hierarchy_quota(const char *root, bool v2)
 	char own[PATH_LEN];
 	if (!own_path(root, v2, own, sizeof(own)))
 		return 0;
-	char full[PATH_LEN];
-	snprintf(full, sizeof(full), "%s/proc/self/mountinfo", root);
-	FILE *f = fopen(full, "r");
+	FILE *f = open_under(root, "/proc/self/mountinfo");
 	if (!f)
 		return 0;
 	char line[LINE_LEN];

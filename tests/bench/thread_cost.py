@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,7 +38,7 @@ def measure(loadgen: Path, port: int, pid: int, args: list[str], seconds: float)
     from 1 s in. Figures per request."""
     load = subprocess.Popen([str(loadgen), "--port", str(port), "--duration", str(seconds + 2),
                              "--quiet"] + args, stdout=subprocess.PIPE, text=True)
-    subprocess.run(["sleep", "1"])
+    time.sleep(1)
     perf = subprocess.run(["perf", "stat", "-x", ",", "-e", ",".join(EVENTS), "-p", str(pid),
                            "--", "sleep", str(seconds)], capture_output=True, text=True)
     out = load.communicate()[0]

@@ -819,7 +819,9 @@ static void test_repeat_same_as_reading(void **state)
  * that template's spans), each one-byte change of it that still matches
  * the decoder's template (a change inside one of its fixed-size values) is
  * a repeat exactly when the whole comparison says so, and gets the same
- * verdict and findings as a fresh engine reading it. */
+ * verdict and findings as a fresh engine reading it. The last body's
+ * values lie in more words than the repeat keeps (REPEAT_NARROW): its
+ * requests are compared whole. */
 static verdict narrow_judge(engine *e, request *r, engine_repeat **slot, const request_template *rt,
                             bool by_template)
 {
@@ -871,6 +873,9 @@ static void test_repeat_narrowed_same_as_reading(void **state)
 	    "{'find': 'orders', 'filter': {'_id': {'$oid': '65a1b2c3d4e5f60718293a4b'}}, "
 	    "'lsid': {'id': {'$binary': {'base64': 'AAECAwQFBgcICQoLDA0ODw==', 'subType': '04'}}}}",
 	    "{'findAndModify': 'orders', 'query': {'_id': 3}, 'update': {'$set': {'v': 1}}}",
+	    "{'find': 'orders', 'filter': {'_id': 7}, 'limit': 1, 'xa': 1.5, 'skip': 2, 'xb': 2.5, "
+	    "'batchSize': 3, 'xc': 3.5, 'maxTimeMS': 4, 'xd': 4.5, 'ntoreturn': 5, 'xe': 5.5, "
+	    "'xf': 6.5, 'xg': 7.5, 'xh': 8.5}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		size_t len, at0;
