@@ -110,7 +110,7 @@ static void note_ddl_done(session *s, const inflight *f)
 	request_release(&r);
 }
 
-void answers_complete_head(session *s, int64_t *now)
+void answers_retire_head(session *s)
 {
 	inflight *f = inflight_head(&s->inflight);
 	if (!f)
@@ -120,6 +120,13 @@ void answers_complete_head(session *s, int64_t *now)
 	else if (f->kind == INFLIGHT_UPSERT)
 		note_upsert_done(s, f);
 	inflight_pop(&s->inflight);
+}
+
+void answers_complete_head(session *s, int64_t *now)
+{
+	if (!inflight_head(&s->inflight))
+		return;
+	answers_retire_head(s);
 	answers_flush(s);
 	answers_arm_deadline(s, true, now);
 }
@@ -147,6 +154,11 @@ static void wake_reply_timer(session *s, int64_t now)
 void answers_arm_deadline(session *s, bool restart, int64_t *now)
 {
 	uint32_t ms = session_snap(s)->cfg.reply_timeout_ms;
+	/* A deadline runs, so the head was wanted when it was set, and only a
+	 * reply or a restart changes the head that was: a request queued
+	 * behind it leaves it as it is. */
+	if (!restart && ms && s->reply_due)
+		return;
 	const inflight *f = inflight_head(&s->inflight);
 	bool wanted = ms && f && !f->answer && f->kind != INFLIGHT_AWAIT && session_relaying(s);
 	if (!wanted) {

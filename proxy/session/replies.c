@@ -381,6 +381,34 @@ static bool counted_whole(const session *s, const inflight *f, const uint8_t *p,
  * OUT_HIGH, and the loop has nothing left to look at. */
 typedef enum { RELAY_NONE, RELAY_MORE, RELAY_EMPTIED } relay_result;
 
+/* One reply of a run, all here (len bytes at p, have from p in the chain),
+ * through the framer: the common case decided inline (reply_framer_plain:
+ * to the head request, no moreToCome), anything else by
+ * reply_framer_next. */
+static framer_verb run_step(session *s, const uint8_t *p, size_t have, size_t len, framer_step *st)
+{
+	const int32_t *expect = inflight_expect(&s->inflight);
+	reply_framer_set_whole(&s->framer, false);
+	if (reply_framer_plain(&s->framer, p, len, expect)) {
+		st->verb = FRAMER_FORWARD;
+		st->n = len;
+		st->starts = st->completes = true;
+		return st->verb;
+	}
+	wire_error err;
+	session_no_error(&err);
+	return reply_framer_next(&s->framer, p, have, len, expect, st, &err);
+}
+
+/* The run's replies completed requests: the next one's deadline, moved
+ * once (they share one clock reading, so each move would have set the
+ * same), unless a reply began after the last completion. */
+static void run_deadline(session *s, bool rearm, int64_t *now)
+{
+	if (rearm)
+		answers_arm_deadline(s, true, now);
+}
+
 static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *out, size_t avail,
                               size_t queued)
 {
@@ -390,7 +418,7 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 		return RELAY_NONE;
 	const uint8_t *p = v.iov_base;
 	size_t have = v.iov_len, off = 0, nrun = 0, bytes = 0;
-	bool more = true;
+	bool more = true, rearm = false;
 	int64_t now = 0; /* the run's replies came in one read */
 	while (more && have - off >= REPLY_PEEK_LEN) {
 		const inflight *head = inflight_head(&s->inflight);
@@ -399,11 +427,7 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 		    len > have - off || queued + off + len >= OUT_HIGH)
 			break;
 		framer_step st;
-		wire_error err;
-		session_no_error(&err);
-		reply_framer_set_whole(&s->framer, false);
-		framer_verb verb = reply_framer_next(&s->framer, p + off, have - off, len,
-		                                     inflight_expect(&s->inflight), &st, &err);
+		framer_verb verb = run_step(s, p + off, have - off, len, &st);
 		if (verb == FRAMER_DROP) {
 			/* counted gone by the framer: the run's bytes go first */
 			note_dropped_reply(s, &st.peek.h);
@@ -412,6 +436,7 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 			evbuffer_drain(in, st.n);
 			mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);
 			s->nbytes[MX_DIR_REPLY] += bytes;
+			run_deadline(s, rearm, &now);
 			return RELAY_MORE;
 		}
 		if (verb != FRAMER_FORWARD)
@@ -419,6 +444,7 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 		if (st.starts) { /* all of it is here: len <= have - off */
 			reply_at r = {p + off, NULL, len};
 			note_reply_start(s, &r, &now);
+			rearm = false;
 		}
 		off += st.n;
 		bytes += st.n;
@@ -427,16 +453,20 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 			const inflight *next =
 			    inflight_count(&s->inflight) > 1 ? inflight_at(&s->inflight, 1) : NULL;
 			more = !(next && next->answer);
-			if (!more) { /* answers_complete_head writes it */
+			if (!more) { /* answers_flush writes it */
 				transport_stage_or_relay(in, off, off == avail, out, &s->cl, true,
 				                         p);
 				off = 0;
 			}
-			answers_complete_head(s, &now);
+			answers_retire_head(s);
+			if (!more)
+				answers_flush(s);
+			rearm = true;
 		}
 	}
 	if (off > 0)
 		transport_stage_or_relay(in, off, off == avail, out, &s->cl, true, p);
+	run_deadline(s, rearm, &now);
 	if (nrun == 0)
 		return RELAY_NONE;
 	mx_add(&s->env.mx->bytes[MX_DIR_REPLY], bytes);

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/opmsg.h"
 #include "protocol/reply_peek.h"
 #include "protocol/wire_error.h"
 
@@ -86,6 +87,25 @@ static inline bool reply_framer_mid_reply(const reply_framer *f)
 static inline void reply_framer_set_whole(reply_framer *f, bool on)
 {
 	f->whole = on;
+}
+
+/* The common case decided without reply_framer_next: at a boundary, not
+ * gathering whole, the len bytes at p all here and one OP_MSG reply without
+ * moreToCome answering *expect. True: it is forwarded whole and completes
+ * the head request, and the framer is left exactly as reply_framer_next
+ * would leave it. False: nothing changed; ask reply_framer_next. */
+static inline bool reply_framer_plain(reply_framer *f, const uint8_t *p, size_t len,
+                                      const int32_t *expect)
+{
+	if (f->left || f->whole || !expect || len < REPLY_PEEK_LEN || len > WIRE_MAX_MESSAGE_LEN ||
+	    wire_read_i32(p) != (int32_t)len || wire_read_i32(p + 8) != *expect ||
+	    wire_read_i32(p + 12) != OP_MSG ||
+	    (wire_read_u32(p + WIRE_HEADER_LEN) & OPMSG_MORE_TO_COME))
+		return false;
+	f->drop = f->more = f->streaming = false;
+	f->stream_from = wire_read_i32(p + 4);
+	f->want = REPLY_PEEK_LEN;
+	return true;
 }
 
 /* p/have: the first bytes buffered, contiguous (at least

@@ -276,6 +276,11 @@ void answers_fail_all(session *s, const char *why);
  * the clock when the reply came (0: not read yet, then set), or NULL to
  * read it here if the next request's deadline needs it. */
 void answers_complete_head(session *s, int64_t *now);
+/* Its first part alone: what the reply tells the index cache, and the
+ * entry goes. A run of replies (replies.c, relay_run) does the rest once:
+ * our answers that follow wait for the replies before them, and the
+ * deadline moves once for replies that share one clock reading. */
+void answers_retire_head(session *s);
 /* upstream.replyTimeoutMS for the oldest request (restart: it changed).
  * now: the clock, if not 0, else read here and set; NULL: read here. */
 void answers_arm_deadline(session *s, bool restart, int64_t *now);

@@ -345,6 +345,77 @@ static void test_whole_gather_says_it_began(void **state)
 	assert_true(st.starts && st.completes);
 }
 
+static void assert_same_framer(const reply_framer *a, const reply_framer *b)
+{
+	assert_int_equal(a->left, b->left);
+	assert_int_equal(a->drop, b->drop);
+	assert_int_equal(a->more, b->more);
+	assert_int_equal(a->streaming, b->streaming);
+	assert_int_equal(a->stream_from, b->stream_from);
+	assert_int_equal(a->want, b->want);
+	assert_int_equal(a->whole, b->whole);
+}
+
+/* reply_framer_plain, the run's inline decision, against the framer
+ * itself: every reply it takes, reply_framer_next forwards whole and
+ * completes, leaving the same state; every one it leaves, it leaves
+ * untouched. Over flag bits, opcodes, answers to others, a stream going
+ * on, and framers mid-reply or gathering whole. */
+static void test_plain_is_what_next_says(void **state)
+{
+	static uint8_t msg[600];
+	const uint32_t flags[] = {0, OPMSG_MORE_TO_COME, OPMSG_CHECKSUM_PRESENT, 1u << 16};
+	const int32_t opcodes[] = {OP_MSG, OP_REPLY, OP_COMPRESSED, 2012 + 100};
+	const int32_t answers[] = {7, 8, 50};
+	size_t taken = 0, left = 0;
+	for (size_t fl = 0; fl < 4; fl++)
+		for (size_t op = 0; op < 4; op++)
+			for (size_t an = 0; an < 3; an++)
+				for (int pre = 0; pre < 5; pre++) {
+					size_t len = reply(msg, 60, answers[an], flags[fl], 300);
+					wire_write_i32(msg + 12, opcodes[op]);
+					int32_t expect = 7;
+					reply_framer f, g, was;
+					reply_framer_init(&f);
+					if (pre == 1) { /* a stream from request 50 goes on */
+						f.streaming = true;
+						f.stream_from = 50;
+					}
+					if (pre == 2)
+						f.left = 10; /* mid-reply */
+					if (pre == 3)
+						reply_framer_set_whole(&f, true);
+					g = was = f;
+					const int32_t *ex = pre == 4 ? NULL : &expect;
+					if (!reply_framer_plain(&f, msg, len, ex)) {
+						assert_same_framer(&f, &was);
+						left++;
+						continue;
+					}
+					framer_step st;
+					wire_error err = {0};
+					assert_int_equal(
+					    reply_framer_next(&g, msg, len, len, ex, &st, &err),
+					    FRAMER_FORWARD);
+					assert_int_equal(st.n, len);
+					assert_true(st.starts && st.completes);
+					assert_same_framer(&f, &g);
+					taken++;
+				}
+	/* OP_MSG to request 7 with no moreToCome, from a boundary: flags 0,
+	 * checksum, bit 16; fresh or after a stream */
+	assert_int_equal(taken, 3 * 2);
+	assert_int_equal(left, 4 * 4 * 3 * 5 - taken);
+	/* a length the header does not say, or one too short for flag bits */
+	size_t len = reply(msg, 60, 7, 0, 10);
+	int32_t expect = 7;
+	reply_framer f;
+	reply_framer_init(&f);
+	assert_false(reply_framer_plain(&f, msg, len - 1, &expect));
+	wire_write_i32(msg, 19);
+	assert_false(reply_framer_plain(&f, msg, 19, &expect));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +429,7 @@ int main(void)
 	    cmocka_unit_test(test_compressed_reply_gathered),
 	    cmocka_unit_test(test_hello_replies_whole),
 	    cmocka_unit_test(test_whole_gather_says_it_began),
+	    cmocka_unit_test(test_plain_is_what_next_says),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
