@@ -195,3 +195,81 @@ void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	               "connection closed",
 	               s->env.up->name, session_snap(s)->cfg.reply_timeout_ms);
 }
+
+/* ---- requests answered here: malformed, refused, blocked ---- */
+
+static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
+                            const char *action)
+{
+	mx_add(&s->env.mx->bad_requests, 1);
+	log_line *l =
+	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
+	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
+	log_attr_int(l, "requestID", h->request_id);
+	log_attr_int(l, "code", err->code);
+	log_attr_str(l, "reason", err->msg);
+	log_attr_str(l, "action", action);
+	log_end(l);
+}
+
+/* A request we do not forward: answer it with the error when a reply is
+ * allowed, else close the connection (true). */
+bool answers_reject(session *s, const request *r, const wire_error *err)
+{
+	if (r->legacy_opcode)
+		log_reason(LOG_WARNING, "NETWORK", LOGID_LEGACY_OPCODE, s->ctx,
+		           "Legacy %s refused with an error reply", frame_opcode_name(r->h.opcode));
+	if (r->more_to_come) {
+		log_bad_request(s, &r->h, err, "connection closed (no reply allowed)");
+		session_finish(s, LOG_WARNING, "malformed request with moreToCome: %s", err->msg);
+		return true;
+	}
+	log_bad_request(s, &r->h, err, "error reply");
+	answers_error(s, r->form, r->h.request_id, err->code,
+	              err->code_name ? err->code_name : "ProtocolError", err->msg);
+	return false;
+}
+
+void answers_block(session *s, const request *r, const block_info *block)
+{
+	s->nblocked++;
+	if ((unsigned)block->rule < RULE_COUNT)
+		mx_add(&s->env.mx->blocked[block->rule], 1);
+	if (r->more_to_come)
+		return; /* nothing may answer it: dropped, and the finding says so */
+	size_t len = 0;
+	bson_t extra = BSON_INITIALIZER;
+	BSON_APPEND_UTF8(&extra, "mongoguardRule", rule_name(block->rule));
+	uint8_t *msg = reply_error(r->form, answers_next_request_id(s), r->h.request_id,
+	                           CODE_BLOCKED, "OperationFailed", block->errmsg, &extra, &len);
+	bson_destroy(&extra);
+	answers_queue(s, r->h.request_id, r->form, msg, len);
+}
+
+/* The stream cannot be resynchronised after a bad length: answer if the
+ * opcode says how, then close. */
+void answers_refuse_frame(session *s, const frame_header *h, const wire_error *err)
+{
+	log_bad_request(s, h, err, "error reply and close");
+	if ((h->opcode == OP_MSG || h->opcode == OP_QUERY) && inflight_count(&s->inflight) == 0 &&
+	    !reply_framer_mid_reply(&s->framer)) {
+		size_t len = 0;
+		uint8_t *msg = answers_make_error(
+		    s, h->opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY, h->request_id,
+		    err->code, err->code_name, err->msg, &len);
+		answers_flush_replies(s);
+		if (msg)
+			evbuffer_add(session_client_out(s), msg, len);
+		free(msg);
+	}
+	const char *saw = frame_foreign_protocol(h);
+	if (saw)
+		session_finish(s, LOG_WARNING, "not a MongoDB message: the client sent %s%s (%s)",
+		               saw,
+		               !strcmp(saw, "a TLS handshake") ? ", and this listener takes plain "
+		                                                 "connections (net.tls.mode)"
+		                                               : "",
+		               err->msg);
+	else
+		session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
+}

@@ -80,38 +80,6 @@ typedef struct handled {
 	int64_t now;
 } handled;
 
-static void log_bad_request(session *s, const frame_header *h, const wire_error *err,
-                            const char *action)
-{
-	mx_add(&s->env.mx->bad_requests, 1);
-	log_line *l =
-	    log_begin(LOG_WARNING, "NETWORK", LOGID_BAD_REQUEST, s->ctx, "Malformed request");
-	log_attr_str(l, "opcode", frame_opcode_name(h->opcode));
-	log_attr_int(l, "requestID", h->request_id);
-	log_attr_int(l, "code", err->code);
-	log_attr_str(l, "reason", err->msg);
-	log_attr_str(l, "action", action);
-	log_end(l);
-}
-
-/* A request we do not forward: answer it with the error when a reply is
- * allowed, else close the connection. */
-static req_outcome reject(session *s, const request *r, const wire_error *err)
-{
-	if (r->legacy_opcode)
-		log_reason(LOG_WARNING, "NETWORK", LOGID_LEGACY_OPCODE, s->ctx,
-		           "Legacy %s refused with an error reply", frame_opcode_name(r->h.opcode));
-	if (r->more_to_come) {
-		log_bad_request(s, &r->h, err, "connection closed (no reply allowed)");
-		session_finish(s, LOG_WARNING, "malformed request with moreToCome: %s", err->msg);
-		return REQ_CLOSE;
-	}
-	log_bad_request(s, &r->h, err, "error reply");
-	answers_error(s, r->form, r->h.request_id, err->code,
-	              err->code_name ? err->code_name : "ProtocolError", err->msg);
-	return REQ_DROP;
-}
-
 /* The handshake: remember the client's app name, and strip compression so
  * every later message stays readable. */
 static void note_hello(session *s, const request *r, handled *out)
@@ -130,22 +98,6 @@ static void note_hello(session *s, const request *r, handled *out)
 	if (out->replacement)
 		log_reason(LOG_DEBUG, "NETWORK", LOGID_COMPRESSION_STRIPPED, s->ctx,
 		           "Removed compression from the handshake so requests stay readable");
-}
-
-static void answer_block(session *s, const request *r, const block_info *block)
-{
-	s->nblocked++;
-	if ((unsigned)block->rule < RULE_COUNT)
-		mx_add(&s->env.mx->blocked[block->rule], 1);
-	if (r->more_to_come)
-		return; /* nothing may answer it: dropped, and the finding says so */
-	size_t len = 0;
-	bson_t extra = BSON_INITIALIZER;
-	BSON_APPEND_UTF8(&extra, "mongoguardRule", rule_name(block->rule));
-	uint8_t *msg = reply_error(r->form, answers_next_request_id(s), r->h.request_id,
-	                           CODE_BLOCKED, "OperationFailed", block->errmsg, &extra, &len);
-	bson_destroy(&extra);
-	answers_queue(s, r->h.request_id, r->form, msg, len);
 }
 
 /* Capture: the request goes to the writer's queue as it arrived. */
@@ -426,7 +378,7 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		if (vd == VERDICT_BLOCK) {
 			if (s->env.capture)
 				capture_request(s, r, "block", judged_at, &block.counts);
-			answer_block(s, r, &block);
+			answers_block(s, r, &block);
 			requests_gate_end(s);
 			return REQ_DROP;
 		}
@@ -459,7 +411,7 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 		out->outcome = handle_command(s, &r, out);
 		break;
 	case REQUEST_REJECT:
-		out->outcome = reject(s, &r, &err);
+		out->outcome = answers_reject(s, &r, &err) ? REQ_CLOSE : REQ_DROP;
 		break;
 	case REQUEST_CLOSE:
 		mx_add(&s->env.mx->bad_requests, 1);
@@ -468,34 +420,6 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 		break;
 	}
 	request_release(&r);
-}
-
-/* The stream cannot be resynchronised after a bad length: answer if the
- * opcode says how, then close. */
-static void refuse_frame(session *s, const frame_header *h, const wire_error *err)
-{
-	log_bad_request(s, h, err, "error reply and close");
-	if ((h->opcode == OP_MSG || h->opcode == OP_QUERY) && inflight_count(&s->inflight) == 0 &&
-	    !reply_framer_mid_reply(&s->framer)) {
-		size_t len = 0;
-		uint8_t *msg = answers_make_error(
-		    s, h->opcode == OP_MSG ? REPLY_FORM_OPMSG : REPLY_FORM_OPREPLY, h->request_id,
-		    err->code, err->code_name, err->msg, &len);
-		answers_flush_replies(s);
-		if (msg)
-			evbuffer_add(session_client_out(s), msg, len);
-		free(msg);
-	}
-	const char *saw = frame_foreign_protocol(h);
-	if (saw)
-		session_finish(s, LOG_WARNING, "not a MongoDB message: the client sent %s%s (%s)",
-		               saw,
-		               !strcmp(saw, "a TLS handshake") ? ", and this listener takes plain "
-		                                                 "connections (net.tls.mode)"
-		                                               : "",
-		               err->msg);
-	else
-		session_finish(s, LOG_WARNING, "bad message length from client: %s", err->msg);
 }
 
 /* The requests staged by this turn go upstream, in one write when nothing
@@ -832,7 +756,7 @@ static bool carry_out_verb(session *s, struct evbuffer *in, size_t avail, const 
 			transport_set_read_need(&s->cl, st->n);
 		return false;
 	case REQF_REFUSE:
-		return false; /* refuse_frame ran in requests_process */
+		return false; /* answers_refuse_frame ran in next_verb */
 	case REQF_LARGE:
 		arm_frame_timer(s);
 		if (large_begin(s, in, avail, st))
@@ -915,7 +839,7 @@ static bool next_verb(session *s, struct evbuffer *in, size_t avail)
 		return false;
 	}
 	if (st.verb == REQF_REFUSE) {
-		refuse_frame(s, &st.head, &err);
+		answers_refuse_frame(s, &st.head, &err);
 		return false;
 	}
 	return carry_out_verb(s, in, avail, &st);

@@ -285,5 +285,14 @@ void answers_retire_head(session *s);
  * now: the clock, if not 0, else read here and set; NULL: read here. */
 void answers_arm_deadline(session *s, bool restart, int64_t *now);
 void answers_reply_timeout_cb(evutil_socket_t fd, short what, void *arg);
+/* A request that is not forwarded: answered with the error when a reply
+ * is allowed, else the connection closes (true). Logged either way. */
+bool answers_reject(session *s, const request *r, const wire_error *err);
+/* A request a rule blocks: counted, and answered with the rule's error
+ * (a moreToCome one is dropped: nothing may answer it). */
+void answers_block(session *s, const request *r, const block_info *block);
+/* A frame whose length cannot be trusted: answered if its opcode says how
+ * and nothing is in flight, then the connection ends, saying why. */
+void answers_refuse_frame(session *s, const frame_header *h, const wire_error *err);
 
 #endif
