@@ -7,7 +7,7 @@
 #include "protocol/frame.h"
 #include "protocol/wire_doc.h"
 
-#define BODY_AT (WIRE_HEADER_LEN + 4 + 1)
+#define BODY_AT REQUEST_TEMPLATE_BODY_AT
 
 struct request_template {
 	bool valid;
@@ -25,19 +25,35 @@ struct request_template {
 	byte_spans body;  /* bt's spans, as offsets into the body */
 };
 
+/* For request_template_matches and request_decode_repeat, inlined in each. */
+static inline bool matches(const request_template *t, const uint8_t *msg, size_t len)
+{
+	return t && t->valid && len == t->len && wire_read_i32(msg + 12) == OP_MSG &&
+	       byte_template_matches(&t->bt, msg + WIRE_HEADER_LEN,
+	                             (uint32_t)(len - WIRE_HEADER_LEN));
+}
+
+bool request_template_matches(const request_template *t, const uint8_t *msg, size_t len)
+{
+	return matches(t, msg, len);
+}
+
+void request_template_hit(request_template *t)
+{
+	t->misses = 0;
+	t->hits++;
+}
+
 bool request_decode_repeat(request *r, const uint8_t *msg, size_t len, request_template *t)
 {
 	if (!t || !t->valid)
 		return false;
-	if (len != t->len || wire_read_i32(msg + 12) != OP_MSG ||
-	    !byte_template_matches(&t->bt, msg + WIRE_HEADER_LEN,
-	                           (uint32_t)(len - WIRE_HEADER_LEN))) {
+	if (!matches(t, msg, len)) {
 		if (t->misses < UINT8_MAX)
 			t->misses++;
 		return false;
 	}
-	t->misses = 0;
-	t->hits++;
+	request_template_hit(t);
 	memset(r, 0, offsetof(request, view));
 	r->h.length = (int32_t)len;
 	r->h.request_id = wire_read_i32(msg + 4);

@@ -31,10 +31,21 @@
 
 typedef struct request_template request_template;
 
+/* Where the body (the kind-0 section's document) of a message that matched
+ * a template starts: after the header, the flag bits and the kind byte. */
+#define REQUEST_TEMPLATE_BODY_AT (WIRE_HEADER_LEN + 4 + 1)
+
 /* Fills r as request_decode(r, msg, len, ...) would, and true, when
  * msg/len matches t (NULL: no template); else false, r untouched. Counts a
  * miss in t. */
 bool request_decode_repeat(request *r, const uint8_t *msg, size_t len, request_template *t);
+
+/* The two halves of request_decode_repeat() for a caller that needs no
+ * request filled (a pipelined run's next request that its templates judge
+ * whole, requests.c): does msg/len match t (changing nothing), and t
+ * counting a message it decoded. */
+bool request_template_matches(const request_template *t, const uint8_t *msg, size_t len);
+void request_template_hit(request_template *t);
 
 /* After request_decode() gave REQUEST_COMMAND for r: makes r the
  * connection's template in *slot (allocating it the first time) when

@@ -361,7 +361,9 @@ static bool point_read(const cmdview *v)
 	return false;
 }
 
-bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms)
+/* conn_track_repeat_point's body, for its two callers: each is called
+ * from one place, and LTO inlines each whole there. */
+static inline bool repeat_point(engine *e, engine_conn_track *t, int64_t now_ms)
 {
 	if (!t->template_point)
 		return false;
@@ -375,6 +377,20 @@ bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms)
 	t->point = true;
 	t->idle = false;
 	return true;
+}
+
+bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms)
+{
+	return repeat_point(e, t, now_ms);
+}
+
+bool conn_track_point_again(engine *e, const request_ctx *rc)
+{
+	if (!e->conn_rules || !rc->track || rc->late)
+		return true; /* conn_track_of: no track */
+	engine_conn_track *t = *rc->track;
+	/* one of another generation conn_track_of would start anew */
+	return t && t->gen == e->gen && repeat_point(e, t, rc->now_ms);
 }
 
 void conn_track_template_set(engine_conn_track *t)

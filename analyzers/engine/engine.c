@@ -273,26 +273,44 @@ static void repeat_narrow(engine_repeat *r, const request_ctx *rc)
 	r->whole = false;
 }
 
+/* Does body (len bytes) match r's template? Compared in the narrowed
+ * words when the request matched the decoder's template r was narrowed
+ * for (known), else whole. Changes nothing. */
+static inline __attribute__((always_inline)) bool
+repeat_same(const engine_repeat *r, const uint8_t *body, uint32_t len, bool known)
+{
+	if (!known || r->whole)
+		return byte_template_matches(&r->tp, body, len);
+	uint64_t diff = 0;
+	for (uint32_t i = 0; i < r->nnarrow; i++)
+		diff |= (byte_template_load64(body + r->narrow[i].at) & r->narrow[i].mask) ^
+		        r->narrow[i].want;
+	return diff == 0;
+}
+
 static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
                            const request_ctx *rc)
 {
 	if (r->gen != e->gen || r->app != rc->app_name)
 		return false;
-	const uint8_t *body = bson_get_data(&v->body);
 	bool known = rc->decoded_gen && rc->decoded_gen == r->decoded_gen;
-	if (known && !r->whole) {
-		uint64_t diff = 0;
-		for (uint32_t i = 0; i < r->nnarrow; i++)
-			diff |= (byte_template_load64(body + r->narrow[i].at) & r->narrow[i].mask) ^
-			        r->narrow[i].want;
-		if (diff)
-			return false;
-	} else {
-		if (!byte_template_matches(&r->tp, body, v->body.len))
-			return false;
-		if (rc->decoded_gen && !known)
-			repeat_narrow(r, rc);
-	}
+	if (!repeat_same(r, bson_get_data(&v->body), v->body.len, known))
+		return false;
+	if (rc->decoded_gen && !known)
+		repeat_narrow(r, rc);
+	r->hits++;
+	return true;
+}
+
+bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len)
+{
+	engine_repeat *r = rc->repeat ? *rc->repeat : NULL;
+	if (!r || rc->late || e->cfg.no_templates || !byte_template_by_words(len) ||
+	    r->gen != e->gen || r->app != rc->app_name || !rc->decoded_gen ||
+	    rc->decoded_gen != r->decoded_gen || !repeat_same(r, body, len, true))
+		return false;
+	if (!conn_track_point_again(e, rc))
+		return false;
 	r->hits++;
 	return true;
 }

@@ -190,6 +190,15 @@ typedef struct request_ctx {
 	int64_t (*clock_ns)(void);
 } request_ctx;
 
+/* The next request of a pipelined run, whose body (its kind-0 section's
+ * document, len bytes) matched the decoder's template rc->decoded_gen
+ * names, as the request before it did: true when engine_analyze would
+ * judge it as its template was (block_info.by_template) without reading
+ * it, and counted as engine_analyze counts that (the repeat's hit, the
+ * track's point); false, with nothing changed, when that cannot be told
+ * from its narrowed words alone: engine_analyze judges it then. */
+bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len);
+
 /* The hashes (value_filter.h, value_hash; 0 for a value no filter holds)
  * of the values v looks up, in its filter's order, when it is a find or
  * aggregate by one field's value or values, as client-side-join reads it

@@ -398,6 +398,11 @@ engine_conn_track *conn_track_of(engine *e, const request_ctx *rc);
  * conn_track_read. conn_track_template_set: the request just read made
  * the template. */
 bool conn_track_repeat_point(engine *e, engine_conn_track *t, int64_t now_ms);
+/* For engine_repeat_again: true when engine_analyze, for a request its
+ * repeat template matched, would read nothing into the connection's track:
+ * there is none, or conn_track_repeat_point (then noted). False, with the
+ * track unchanged: engine_analyze must see the request. */
+bool conn_track_point_again(engine *e, const request_ctx *rc);
 void conn_track_template_set(engine_conn_track *t);
 uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_id id,
                          const request_ctx *rc);

@@ -78,6 +78,14 @@ typedef struct handled {
 	/* The clock's last reading in this run of requests (judge_run: they
 	 * came in one read, so they share it), or 0: none yet. */
 	int64_t now;
+	/* The request just handled was judged by both templates and went as
+	 * a plain read: what judging the next one the same way needs
+	 * (judge_again). Kept across a run only. */
+	bool again;
+	bool more; /* set by the caller: another request of the run follows */
+	mx_command label;
+	wl_ref wl;
+	request_ctx rc;
 } handled;
 
 /* The handshake: remember the client's app name, and strip compression so
@@ -260,29 +268,42 @@ void requests_gate_end(session *s)
 /* A forwarded request's entry in the in-flight queue, with what its reply
  * tells the index cache, and its claim on its database (side_gate); a
  * moreToCome one gets no entry: the upstream owes it no reply. */
+static inflight *push_entry(session *s, int32_t request_id, inflight_kind kind, reply_form form,
+                            wl_ref wl, int64_t read_ns, int64_t now)
+{
+	inflight *f = inflight_push(&s->inflight, request_id, kind, form);
+	if (f) {
+		f->sent_ns = now;
+		f->wl = wl;
+		f->read_ns = read_ns;
+		f->gate_ic = s->gate_ic; /* the claim lasts until its reply */
+		f->gate = s->gate;
+		s->gate = 0;
+		f->no_reply_mark = s->no_reply_sent;
+	}
+	answers_arm_deadline(s, false, &now);
+	return f;
+}
+
+static inflight_kind entry_kind(const request *r, const req_class *c)
+{
+	int write = c->write;
+	return c->ddl                         ? INFLIGHT_DDL
+	       : write == ENGINE_WRITE_INSERT ? INFLIGHT_INSERT
+	       : write == ENGINE_WRITE_DELETE ? INFLIGHT_DELETE
+	       : write == ENGINE_WRITE_UPSERT ? INFLIGHT_UPSERT
+	       : r->awaitable_hello           ? INFLIGHT_AWAIT
+	       : r->hello                     ? INFLIGHT_HELLO
+	                                      : INFLIGHT_PLAIN;
+}
+
 static void track_reply(session *s, const request *r, const req_class *c, wl_ref wl,
                         int64_t read_ns, int64_t now)
 {
 	if (!r->more_to_come) {
 		int write = c->write;
-		inflight_kind kind = c->ddl                         ? INFLIGHT_DDL
-		                     : write == ENGINE_WRITE_INSERT ? INFLIGHT_INSERT
-		                     : write == ENGINE_WRITE_DELETE ? INFLIGHT_DELETE
-		                     : write == ENGINE_WRITE_UPSERT ? INFLIGHT_UPSERT
-		                     : r->awaitable_hello           ? INFLIGHT_AWAIT
-		                     : r->hello                     ? INFLIGHT_HELLO
-		                                                    : INFLIGHT_PLAIN;
-		inflight *f = inflight_push(&s->inflight, r->h.request_id, kind, r->form);
-		if (f) {
-			f->sent_ns = now;
-			f->wl = wl;
-			f->read_ns = read_ns;
-			f->gate_ic = s->gate_ic; /* the claim lasts until its reply */
-			f->gate = s->gate;
-			s->gate = 0;
-			f->no_reply_mark = s->no_reply_sent;
-		}
-		answers_arm_deadline(s, false, &now);
+		inflight_kind kind = entry_kind(r, c);
+		inflight *f = push_entry(s, r->h.request_id, kind, r->form, wl, read_ns, now);
 		if (f && kind == INFLIGHT_DDL && (f->kept = malloc(r->plain_len))) {
 			memcpy(f->kept, r->plain, r->plain_len);
 			f->kept_len = r->plain_len;
@@ -316,6 +337,29 @@ static int64_t time_analysis(session *s, const block_info *block, int64_t now)
 	return now;
 }
 
+/* Who sent the request, for the engine: in out, kept there for the next
+ * request of the run (judge_again). */
+static request_ctx *context(session *s, handled *out, int64_t now)
+{
+	request_ctx *rc = &out->rc;
+	*rc = (request_ctx){
+	    .app_name = s->app,
+	    .client = s->peer,
+	    .conn = s->id,
+	    .now_ms = now / 1000000,
+	    .no_wait = s->hold == HOLD_EXPIRED,
+	    .repeat = &s->repeat,
+	    .track = &s->track,
+	};
+	if (out->by_template) {
+		rc->decoded_gen = request_template_sets(s->req_template);
+		rc->decoded_spans = request_template_body_spans(s->req_template);
+	}
+	if (out->now)
+		rc->clock_ns = clock_now; /* the analysis's start, if it is read */
+	return rc;
+}
+
 /* A decoded command: analyse it, then queue it for its reply. */
 static req_outcome handle_command(session *s, const request *r, handled *out)
 {
@@ -338,23 +382,9 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 	block_info block;
 	block.counts.n = 0; /* with no engine, no count was read */
 	if (e) {
-		request_ctx rc = {
-		    .app_name = s->app,
-		    .client = s->peer,
-		    .conn = s->id,
-		    .now_ms = now / 1000000,
-		    .no_wait = s->hold == HOLD_EXPIRED,
-		    .repeat = &s->repeat,
-		    .track = &s->track,
-		};
-		if (out->by_template) {
-			rc.decoded_gen = request_template_sets(s->req_template);
-			rc.decoded_spans = request_template_body_spans(s->req_template);
-		}
-		if (out->now)
-			rc.clock_ns = clock_now; /* the analysis's start, if it is read */
+		request_ctx *rc = context(s, out, now);
 		uint64_t repeats = engine_repeat_hits(s->repeat);
-		verdict vd = engine_analyze(e, &r->view, &rc, &block);
+		verdict vd = engine_analyze(e, &r->view, rc, &block);
 		judged_at = block.judged_at;
 		hit = engine_repeat_hits(s->repeat) != repeats;
 		now = time_analysis(s, &block, now);
@@ -393,7 +423,50 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		wl = workload_request(s, r, e != NULL, hit, out->by_template, now);
 	track_reply(s, r, &c, wl, read_ns, now);
 	requests_gate_end(s); /* moved to the entry, unless it could not be */
+	/* judged by both templates, and gone as a plain read: the next
+	 * request may be judged the same way without being decoded */
+	if (out->more) {
+		out->again = e && out->by_template && block.by_template && !out->replacement &&
+		             !r->more_to_come && entry_kind(r, &c) == INFLIGHT_PLAIN &&
+		             cmd_rows[r->cmd].kind == CMD_KIND_READ && !s->env.capture &&
+		             (!s->env.workload || wl.gen);
+		out->label = mx_command_by_id(r->cmd);
+		out->wl = wl;
+	}
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
+}
+
+/* The next request of a run after one judged by both templates that went
+ * as a plain read (handled.again). When it matches the decoder's template
+ * and, in the words that may differ, the engine's (engine_repeat_again),
+ * handle_command would judge it as that one, count the same and queue the
+ * same entry: done so here, with no request decoded, no context made and
+ * nothing read of it; true. False, with nothing changed: handle_request
+ * judges it. */
+static bool judge_again(session *s, const uint8_t *msg, size_t len, handled *h)
+{
+	enum { BODY_AT = REQUEST_TEMPLATE_BODY_AT };
+	engine *e = session_snap(s)->engine;
+	workload *w = s->env.workload;
+	wl_shape *we = NULL;
+	if (!e || s->env.capture || !request_template_matches(s->req_template, msg, len) ||
+	    (w &&
+	     !(s->wl_memo.key && !s->wl_memo.plain && (we = workload_at(w, s->wl_memo.ref)))) ||
+	    !engine_repeat_again(e, &h->rc, msg + BODY_AT, (uint32_t)(len - BODY_AT)))
+		return false;
+	request_template_hit(s->req_template);
+	mx_add(&s->env.mx->repeats, 1); /* time_analysis */
+	mx_add(&s->env.mx->commands[h->label], 1);
+	h->wl = (wl_ref){0, 0};
+	if (we) { /* workload_memo's hit */
+		workload_count(w, we);
+		h->wl = s->wl_memo.ref;
+	}
+	push_entry(s, wire_read_i32(msg + 4), INFLIGHT_PLAIN, REPLY_FORM_OPMSG, h->wl, h->now,
+	           h->now);
+	requests_gate_end(s);
+	h->outcome = REQ_FORWARD;
+	return true;
 }
 
 static void handle_request(session *s, const uint8_t *msg, size_t len, handled *out)
@@ -402,6 +475,7 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 	wire_error err;
 	session_no_error(&err);
 	out->replacement = NULL;
+	out->again = false;
 	request_status st = REQUEST_COMMAND;
 	out->by_template = request_decode_repeat(&r, msg, len, s->req_template);
 	if (!out->by_template && (st = request_decode(&r, msg, len, &err)) == REQUEST_COMMAND)
@@ -651,7 +725,9 @@ static bool act_on_outcome(session *s, struct evbuffer *in, const uint8_t *msg, 
 static bool judge_whole_request(session *s, struct evbuffer *in, const uint8_t *msg, size_t len,
                                 bool all, const reqf_step *st)
 {
-	handled h = {.now = 0};
+	handled h; /* field by field: its request_ctx is written before it is read */
+	h.now = 0;
+	h.more = false;
 	handle_request(s, msg, len, &h);
 	if (s->state == SESSION_UNREACHABLE &&
 	    (h.outcome == REQ_FORWARD || h.outcome == REQ_REPLACE)) {
@@ -689,10 +765,15 @@ static bool judge_whole_request(session *s, struct evbuffer *in, const uint8_t *
 static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t count, size_t avail)
 {
 	size_t off = 0, fwd = 0, len = 0;
-	handled h = {.outcome = REQ_FORWARD};
+	handled h; /* as judge_whole_request's */
+	h.outcome = REQ_FORWARD;
+	h.now = 0;
+	h.again = false;
 	while (fwd < count) {
 		len = (size_t)wire_read_i32(p + off); /* the framer checked it */
-		handle_request(s, p + off, len, &h);
+		h.more = fwd + 1 < count;
+		if (!(h.again && judge_again(s, p + off, len, &h)))
+			handle_request(s, p + off, len, &h);
 		if (h.outcome != REQ_FORWARD)
 			break;
 		off += len;

@@ -144,6 +144,64 @@ def test_repeated_queries_are_judged_by_their_template(admin_proxy, clients, dbn
         s.close()
 
 
+def test_pipelined_repeats_count_as_sent_one_by_one(admin_proxy, clients, dbname):
+    """A client's read of pipelined finds that repeat its connection's
+    templates: after the first of the run, each is judged as the one before
+    it without being decoded (proxy/session/requests.c, judge_again). The
+    same finds, with a blocked query in the middle, sent one at a time on one
+    connection and in one write on another, must get the same answers and
+    move every counter they touch by the same amount."""
+    p = admin_proxy
+    clients.via(p)[dbname].items.insert_many([{"_id": i, "v": i * 10} for i in range(25)])
+
+    def find(i: int) -> bytes:
+        return w.op_msg({"find": "items", "filter": {"_id": i}, "limit": 1,
+                         "singleBatch": True, "$db": dbname})
+
+    regex = w.op_msg({"find": "items", "filter": {"name": {"$regex": SECRET, "$options": "i"}},
+                      "$db": dbname})
+    msgs = [find(i) for i in range(12)] + [regex] + [find(i) for i in range(12, 24)]
+    keys = ["mongoguard_analysis_repeats_total", "mongoguard_analysis_seconds_count",
+            'mongoguard_commands_total{command="find"}',
+            'mongoguard_blocked_total{rule="case-insensitive-regex"}',
+            'mongoguard_messages_total{direction="request"}',
+            'mongoguard_messages_total{direction="reply"}',
+            "mongoguard_request_latency_seconds_count"]
+
+    def counters() -> list[float]:
+        m = samples(get(p.admin_port, "/metrics", TOKEN)[2])
+        return [m[k] for k in keys]
+
+    def send(pipelined: bool) -> tuple[list, list[float]]:
+        s = w.connect(p.port)
+        try:
+            assert w.command(s, {"hello": 1}).body["ok"] == 1
+            before = counters()
+            got = []
+            if pipelined:
+                s.sendall(b"".join(msgs))
+                got = [w.recv_message(s) for _ in msgs]
+            else:
+                for m in msgs:
+                    s.sendall(m)
+                    got.append(w.recv_message(s))
+            assert [g.response_to for g in got] == [w.parse_message(m).request_id
+                                                   for m in msgs]
+            answers = [(g.body["ok"], g.body.get("mongoguardRule"),
+                        g.body.get("cursor", {}).get("firstBatch")) for g in got]
+            return answers, [a - b for a, b in zip(counters(), before)]
+        finally:
+            s.close()
+
+    one_by_one, moved = send(pipelined=False)
+    assert one_by_one[0] == (1, None, [{"_id": 0, "v": 0}])
+    assert one_by_one[12] == (0, "case-insensitive-regex", None)
+    assert one_by_one[24] == (1, None, [{"_id": 23, "v": 230}])
+    # the first find and the blocked query are read; every other find repeats
+    assert moved[:4] == [23, 2, 25, 1], dict(zip(keys, moved))
+    assert send(pipelined=True) == (one_by_one, moved)
+
+
 def test_a_request_held_for_the_index_list_counts_once(start_proxy, upstream, clients,
                                                         dbname):
     """A find whose sort needs the index list is held until the list comes,

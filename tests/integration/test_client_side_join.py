@@ -79,6 +79,40 @@ def test_n_plus_one_and_populate_are_reported(clients, upstream, start_proxy, db
     assert len(p.log.findings("client-side-join")) == 2
 
 
+
+def test_pipelined_children_are_each_read(clients, upstream, start_proxy, dbname):
+    """An N+1 whose children the client writes in one go after the parent's
+    reply, on a connection whose finds by _id the engine already judges by
+    its template (every rule at its default): the children repeat the
+    connection's templates, but while the parent is being joined the rule
+    wants each child read (conn_track_repeat_point), so none is judged as
+    the one before it unread (requests.c, judge_again): the join is reported
+    as it is for children sent one at a time."""
+    seed_shop(clients, dbname)
+    p = start_proxy(upstream.uri, config({"client-side-join": JOIN}))
+    s = w.connect(p.port)
+
+    def by_id(i: int) -> dict:
+        return {"find": "customers", "filter": {"_id": i}, "limit": 1, "singleBatch": True,
+                "$db": dbname}
+
+    try:
+        assert w.command(s, {"hello": 1}).body["ok"] == 1
+        for i in range(4):  # the template the children will repeat
+            assert w.command(s, by_id(i)).body["cursor"]["firstBatch"][0]["_id"] == i
+        parent = w.command(s, {"find": "orders", "filter": {"open": True}}, db=dbname).body
+        orders = parent["cursor"]["firstBatch"]
+        assert len(orders) == 12
+        s.sendall(b"".join(w.op_msg(by_id(o["cust"])) for o in orders))
+        for o in orders:
+            assert w.recv_message(s).body["cursor"]["firstBatch"][0]["name"] == f"c{o['cust']}"
+    finally:
+        s.close()
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    assert f"{dbname}.orders" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+    assert "fan-out 6 of 12" in f[0]["attr"]["detail"], f[0]["attr"]["detail"]
+
+
 def test_look_alikes_are_silent(clients, upstream, start_proxy, dbname):
     seed_shop(clients, dbname)
     p = start_proxy(upstream.uri, config(rules(client_side_join=JOIN)))
