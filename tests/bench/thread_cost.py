@@ -12,6 +12,11 @@ divided by the requests completed in that window's load. Needs perf with
 the syscalls tracepoints (root, or perf_event_paranoid -1).
 
   build/venv/bin/python tests/bench/thread_cost.py [--rounds 3] [--mongoguard BIN]
+      [--baseline OLDBIN]
+
+With --baseline, another mongoguard binary (an earlier commit's) runs at 1
+and 2 workers in the same rounds, as "mongoguard-base": a change's effect on
+CPU per request, measured beside the noise of the same minutes.
 """
 from __future__ import annotations
 
@@ -65,6 +70,7 @@ def main() -> int:
     ap.add_argument("--load", default="find-id c16 d16", help="a run_bench load name")
     ap.add_argument("--build", default=str(rb.ROOT / "build"))
     ap.add_argument("--mongoguard", help="the binary [build/mongoguard]")
+    ap.add_argument("--baseline", help="an earlier mongoguard binary, run beside it")
     a = ap.parse_args()
     if not shutil.which("perf") or not shutil.which("haproxy"):
         raise SystemExit("thread_cost: needs perf (linux-perf) and haproxy")
@@ -73,6 +79,10 @@ def main() -> int:
     mg_bin = a.mongoguard or str(build / "mongoguard")
     args = rb.LOADS[a.load]
     cells = [("mongoguard", 1), ("HAProxy", 1), ("mongoguard", 2), ("HAProxy", 2)]
+    bins = {"mongoguard": mg_bin}
+    if a.baseline:
+        bins["mongoguard-base"] = a.baseline
+        cells += [("mongoguard-base", 1), ("mongoguard-base", 2)]
     got: dict = {c: [] for c in cells}
     with tempfile.TemporaryDirectory(prefix="mg-threads-") as t:
         tmp = Path(t)
@@ -80,8 +90,9 @@ def main() -> int:
         try:
             for _ in range(a.rounds):
                 for proxy, n in cells:
-                    target = (rb.start_mongoguard(mg_bin, "log", f"mongodb://127.0.0.1:{bport}/",
-                                                  n, tmp) if proxy == "mongoguard"
+                    target = (rb.start_mongoguard(bins[proxy], "log",
+                                                  f"mongodb://127.0.0.1:{bport}/", n, tmp)
+                              if proxy in bins
                               else rb.start_haproxy(n, "127.0.0.1", bport, 1000, tmp))
                     try:
                         got[(proxy, n)].append(measure(loadgen, target.port, target.proc.pid,
