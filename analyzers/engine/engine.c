@@ -302,14 +302,15 @@ static bool repeat_matches(engine_repeat *r, const engine *e, const cmdview *v,
 	return true;
 }
 
-bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len)
+bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len,
+                         bool noted)
 {
 	engine_repeat *r = rc->repeat ? *rc->repeat : NULL;
 	if (!r || rc->late || e->cfg.no_templates || !byte_template_by_words(len) ||
 	    r->gen != e->gen || r->app != rc->app_name || !rc->decoded_gen ||
 	    rc->decoded_gen != r->decoded_gen || !repeat_same(r, body, len, true))
 		return false;
-	if (!conn_track_point_again(e, rc))
+	if (!noted && !conn_track_point_again(e, rc))
 		return false;
 	r->hits++;
 	return true;

@@ -196,8 +196,12 @@ typedef struct request_ctx {
  * judge it as its template was (block_info.by_template) without reading
  * it, and counted as engine_analyze counts that (the repeat's hit, the
  * track's point); false, with nothing changed, when that cannot be told
- * from its narrowed words alone: engine_analyze judges it then. */
-bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len);
+ * from its narrowed words alone: engine_analyze judges it then. noted:
+ * the request before it, in the same read and with the same rc, was judged
+ * so here: the track's point it noted stands, since nothing has read the
+ * track since, and is not asked again. */
+bool engine_repeat_again(engine *e, const request_ctx *rc, const uint8_t *body, uint32_t len,
+                         bool noted);
 
 /* The hashes (value_filter.h, value_hash; 0 for a value no filter holds)
  * of the values v looks up, in its filter's order, when it is a find or

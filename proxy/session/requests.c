@@ -82,7 +82,8 @@ typedef struct handled {
 	 * a plain read: what judging the next one the same way needs
 	 * (judge_again). Kept across a run only. */
 	bool again;
-	bool more; /* set by the caller: another request of the run follows */
+	bool noted; /* the last was judged by judge_again (engine_repeat_again) */
+	bool more;  /* set by the caller: another request of the run follows */
 	mx_command label;
 	wl_ref wl;
 	request_ctx rc;
@@ -268,8 +269,10 @@ void requests_gate_end(session *s)
 /* A forwarded request's entry in the in-flight queue, with what its reply
  * tells the index cache, and its claim on its database (side_gate); a
  * moreToCome one gets no entry: the upstream owes it no reply. */
-static inflight *push_entry(session *s, int32_t request_id, inflight_kind kind, reply_form form,
-                            wl_ref wl, int64_t read_ns, int64_t now)
+static inline __attribute__((always_inline)) inflight *push_entry(session *s, int32_t request_id,
+                                                                  inflight_kind kind,
+                                                                  reply_form form, wl_ref wl,
+                                                                  int64_t read_ns, int64_t now)
 {
 	inflight *f = inflight_push(&s->inflight, request_id, kind, form);
 	if (f) {
@@ -281,7 +284,8 @@ static inflight *push_entry(session *s, int32_t request_id, inflight_kind kind, 
 		s->gate = 0;
 		f->no_reply_mark = s->no_reply_sent;
 	}
-	answers_arm_deadline(s, false, &now);
+	if (!s->reply_due || !session_snap(s)->cfg.reply_timeout_ms)
+		answers_arm_deadline(s, false, &now); /* else it returns at once */
 	return f;
 }
 
@@ -452,8 +456,9 @@ static bool judge_again(session *s, const uint8_t *msg, size_t len, handled *h)
 	if (!e || s->env.capture || !request_template_matches(s->req_template, msg, len) ||
 	    (w &&
 	     !(s->wl_memo.key && !s->wl_memo.plain && (we = workload_at(w, s->wl_memo.ref)))) ||
-	    !engine_repeat_again(e, &h->rc, msg + BODY_AT, (uint32_t)(len - BODY_AT)))
+	    !engine_repeat_again(e, &h->rc, msg + BODY_AT, (uint32_t)(len - BODY_AT), h->noted))
 		return false;
+	h->noted = true;
 	request_template_hit(s->req_template);
 	mx_add(&s->env.mx->repeats, 1); /* time_analysis */
 	mx_add(&s->env.mx->commands[h->label], 1);
@@ -464,7 +469,8 @@ static bool judge_again(session *s, const uint8_t *msg, size_t len, handled *h)
 	}
 	push_entry(s, wire_read_i32(msg + 4), INFLIGHT_PLAIN, REPLY_FORM_OPMSG, h->wl, h->now,
 	           h->now);
-	requests_gate_end(s);
+	if (s->gate)
+		requests_gate_end(s);
 	h->outcome = REQ_FORWARD;
 	return true;
 }
@@ -475,7 +481,7 @@ static void handle_request(session *s, const uint8_t *msg, size_t len, handled *
 	wire_error err;
 	session_no_error(&err);
 	out->replacement = NULL;
-	out->again = false;
+	out->again = out->noted = false;
 	request_status st = REQUEST_COMMAND;
 	out->by_template = request_decode_repeat(&r, msg, len, s->req_template);
 	if (!out->by_template && (st = request_decode(&r, msg, len, &err)) == REQUEST_COMMAND)
@@ -768,7 +774,7 @@ static bool judge_run(session *s, struct evbuffer *in, const uint8_t *p, size_t 
 	handled h; /* as judge_whole_request's */
 	h.outcome = REQ_FORWARD;
 	h.now = 0;
-	h.again = false;
+	h.again = h.noted = false;
 	while (fwd < count) {
 		len = (size_t)wire_read_i32(p + off); /* the framer checked it */
 		h.more = fwd + 1 < count;
