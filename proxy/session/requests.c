@@ -284,8 +284,10 @@ static inline __attribute__((always_inline)) inflight *push_entry(session *s, in
 		s->gate = 0;
 		f->no_reply_mark = s->no_reply_sent;
 	}
-	if (!s->reply_due || !session_snap(s)->cfg.reply_timeout_ms)
-		answers_arm_deadline(s, false, &now); /* else it returns at once */
+	/* A deadline running under a limit stands, and with no limit (0, the
+	 * default) none runs: answers_arm_deadline would change nothing. */
+	if (!s->reply_due != !session_snap(s)->cfg.reply_timeout_ms)
+		answers_arm_deadline(s, false, &now);
 	return f;
 }
 
