@@ -448,7 +448,9 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
  * handle_command would judge it as that one, count the same and queue the
  * same entry: done so here, with no request decoded, no context made and
  * nothing read of it; true. False, with nothing changed: handle_request
- * judges it. */
+ * judges it. Whatever handle_command comes to read or count for such a
+ * request must be read or counted here too (test_admin.py compares the
+ * counters of the same requests sent both ways). */
 static bool judge_again(session *s, const uint8_t *msg, size_t len, handled *h)
 {
 	enum { BODY_AT = REQUEST_TEMPLATE_BODY_AT };
