@@ -85,7 +85,6 @@ typedef struct handled {
 	bool noted; /* the last was judged by judge_again (engine_repeat_again) */
 	bool more;  /* set by the caller: another request of the run follows */
 	mx_command label;
-	wl_ref wl;
 	request_ctx rc;
 } handled;
 
@@ -266,9 +265,9 @@ void requests_gate_end(session *s)
 	s->gate = 0;
 }
 
-/* A forwarded request's entry in the in-flight queue, with what its reply
- * tells the index cache, and its claim on its database (side_gate); a
- * moreToCome one gets no entry: the upstream owes it no reply. */
+/* An entry in the in-flight queue, with the request's send and read times,
+ * its workload entry and its claim on its database; and the reply
+ * deadline, if one is to start. NULL when the queue is full. */
 static inline __attribute__((always_inline)) inflight *push_entry(session *s, int32_t request_id,
                                                                   inflight_kind kind,
                                                                   reply_form form, wl_ref wl,
@@ -303,6 +302,9 @@ static inflight_kind entry_kind(const request *r, const req_class *c)
 	                                      : INFLIGHT_PLAIN;
 }
 
+/* A forwarded request's entry in the in-flight queue, with what its reply
+ * tells the index cache, and its claim on its database (side_gate); a
+ * moreToCome one gets no entry: the upstream owes it no reply. */
 static void track_reply(session *s, const request *r, const req_class *c, wl_ref wl,
                         int64_t read_ns, int64_t now)
 {
@@ -437,7 +439,6 @@ static req_outcome handle_command(session *s, const request *r, handled *out)
 		             cmd_rows[r->cmd].kind == CMD_KIND_READ && !s->env.capture &&
 		             (!s->env.workload || wl.gen);
 		out->label = mx_command_by_id(r->cmd);
-		out->wl = wl;
 	}
 	return out->replacement ? REQ_REPLACE : REQ_FORWARD;
 }
@@ -466,13 +467,12 @@ static bool judge_again(session *s, const uint8_t *msg, size_t len, handled *h)
 	request_template_hit(s->req_template);
 	mx_add(&s->env.mx->repeats, 1); /* time_analysis */
 	mx_add(&s->env.mx->commands[h->label], 1);
-	h->wl = (wl_ref){0, 0};
+	wl_ref wl = {0, 0};
 	if (we) { /* workload_memo's hit */
 		workload_count(w, we);
-		h->wl = s->wl_memo.ref;
+		wl = s->wl_memo.ref;
 	}
-	push_entry(s, wire_read_i32(msg + 4), INFLIGHT_PLAIN, REPLY_FORM_OPMSG, h->wl, h->now,
-	           h->now);
+	push_entry(s, wire_read_i32(msg + 4), INFLIGHT_PLAIN, REPLY_FORM_OPMSG, wl, h->now, h->now);
 	if (s->gate)
 		requests_gate_end(s);
 	h->outcome = REQ_FORWARD;
