@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyzers/engine/engine.h"
+#include "proxy/admin/metrics.h"
 #include "proxy/runtime/snapshot.h"
 #include "proxy/sinks/log.h"
 
@@ -175,6 +177,7 @@ void hx_world_free(hx_world *w)
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);
+	engine_free(w->snap.engine);
 	log_close();
 	free(w);
 	virt_on = false;
@@ -190,6 +193,17 @@ void hx_world_refuse(hx_world *w)
 struct mg_config *hx_config(hx_world *w)
 {
 	return &w->snap.cfg;
+}
+
+void hx_world_engine(hx_world *w, engine *e)
+{
+	engine_free(w->snap.engine);
+	w->snap.engine = e;
+}
+
+const metrics_shard *hx_metrics(const hx_world *w)
+{
+	return &w->mx;
 }
 
 /* ---- a conn ---- */
@@ -216,6 +230,7 @@ hx_conn *hx_conn_start(hx_world *w)
 		abort();
 	c->w = w;
 	c->ufd = -1;
+	c->up_hash = 0xcbf29ce484222325ull; /* FNV-1a's offset basis */
 	c->out = xmalloc(HX_BUF);
 	c->got = xmalloc(HX_BUF);
 	c->up_in = xmalloc(HX_BUF);
@@ -390,6 +405,10 @@ static bool serve_upstream(hx_conn *c)
 		if (n <= 0)
 			break;
 		acted = true;
+		for (ssize_t i = 0; i < n; i++)
+			c->up_hash =
+			    (c->up_hash ^ c->up_in[c->up_len + (size_t)i]) * 0x100000001b3ull;
+		c->up_seen += (uint64_t)n;
 		c->up_len += (size_t)n;
 	}
 	size_t off = 0;

@@ -67,6 +67,9 @@ typedef struct hx_conn {
 	uint8_t *up_in;
 	size_t up_len;
 	uint64_t requests_seen, replies_sent;
+	/* Every byte the upstream read, in order: how many and their FNV-1a
+	 * hash (however the reads cut them). */
+	uint64_t up_seen, up_hash;
 	/* Counted from the conn's start. */
 	uint64_t cb0, ep0, turns;
 } hx_conn;
@@ -80,6 +83,10 @@ void hx_world_free(hx_world *w);
 void hx_world_refuse(hx_world *w);
 /* The configuration in force for sessions started after a change. */
 struct mg_config *hx_config(hx_world *w);
+/* Analysis on: sessions judge requests with e (the world frees it). */
+void hx_world_engine(hx_world *w, struct engine *e);
+/* The counters the world's sessions add to (a worker's shard). */
+const struct metrics_shard *hx_metrics(const hx_world *w);
 
 /* A session accepted on a new socketpair, run until quiet. */
 hx_conn *hx_conn_start(hx_world *w);

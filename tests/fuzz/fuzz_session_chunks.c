@@ -1,0 +1,243 @@
+/* libFuzzer target: how a client's requests are cut into reads changes
+ * nothing a session does. The same requests go through two sessions on the
+ * deterministic harness (tests/unit/session_harness.h), each with an engine
+ * of its own that judges them (an index cache that knows test.c's and
+ * test.d's indexes, every rule at log, case-insensitive-regex at block):
+ *
+ *   A  one request at a time, each answered before the next is written
+ *      (a closed-loop client);
+ *   B  all of them queued, then written in the chunks the input says, the
+ *      loop run after some chunks and not others (a pipelining client, and
+ *      the kernel cutting its stream anywhere).
+ *
+ * Checked: the upstream read the same bytes (count and hash), the client
+ * got the same bytes, the worker's counters (messages, bytes, commands,
+ * blocks, repeats, analyses timed, reply latencies observed) are equal,
+ * and the engines reported the same findings in the same order. What B
+ * takes through the shortcuts of a pipelined read (a run judged as the
+ * request before it, requests.c's judge_again; replies framed inline) must
+ * therefore count and answer as A's one-by-one path does.
+ *
+ * The input:
+ *   requests, two bytes each (kind, value) until a 0xff kind byte or
+ *   MAX_REQS: kind % 10 picks one of the shapes in build(); the value goes
+ *   into it (an _id, a name), so runs of one shape differ in a value;
+ *   then B's chunks, a byte each: (b & 0x7f) * 3 + 1 bytes written, the
+ *   loop run after it when b & 0x80. What the chunks leave is written at
+ *   the end, and the loop run. */
+#include <bson/bson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzers/catalog/index_cache.h"
+#include "analyzers/engine/engine.h"
+#include "analyzers/planner/index_set.h"
+#include "protocol/frame.h"
+#include "proxy/admin/metrics.h"
+#include "tests/unit/session_harness.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+enum { MAX_REQS = 48, MSG_MAX = 512 };
+
+typedef struct msg {
+	uint8_t b[MSG_MAX];
+	size_t len;
+} msg;
+
+typedef struct outcome {
+	uint64_t up_seen, up_hash, findings, finding_hash;
+	uint8_t *got;
+	size_t got_len;
+	metrics_shard mx;
+	bool closed;
+} outcome;
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* One OP_MSG of kind k with value v, request id id. */
+static void build(msg *m, uint8_t k, uint8_t v, int32_t id)
+{
+	bson_t d = BSON_INITIALIZER, f, s;
+	char name[8];
+	snprintf(name, sizeof name, "n%u", v % 8);
+	uint32_t flags = 0;
+	switch (k % 10) {
+	case 0: /* find by _id: the shape a pipelining app repeats */
+	case 1:
+		BSON_APPEND_UTF8(&d, "find", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		BSON_APPEND_INT32(&f, "_id", v);
+		bson_append_document_end(&d, &f);
+		break;
+	case 2: /* the same on the other collection */
+		BSON_APPEND_UTF8(&d, "find", "d");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		BSON_APPEND_INT32(&f, "_id", v);
+		bson_append_document_end(&d, &f);
+		break;
+	case 3: /* an unindexed field: collection-scan */
+		BSON_APPEND_UTF8(&d, "find", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		BSON_APPEND_UTF8(&f, "other", name);
+		bson_append_document_end(&d, &f);
+		break;
+	case 4: /* case-insensitive regex: blocked */
+		BSON_APPEND_UTF8(&d, "find", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		BSON_APPEND_REGEX(&f, "name", name, "i");
+		bson_append_document_end(&d, &f);
+		break;
+	case 5: /* a sort an index gives, then one none does */
+	case 6:
+		BSON_APPEND_UTF8(&d, "find", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		BSON_APPEND_INT32(&f, "a", v);
+		bson_append_document_end(&d, &f);
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "sort", &s);
+		BSON_APPEND_INT32(&s, k % 10 == 5 ? "b" : "zz", -1);
+		bson_append_document_end(&d, &s);
+		break;
+	case 7: /* an insert nobody waits for (moreToCome) */
+		flags = 2;
+		/* fall through */
+	case 8: /* ... and one that is answered */
+		BSON_APPEND_UTF8(&d, "insert", "c");
+		BSON_APPEND_ARRAY_BEGIN(&d, "documents", &f);
+		BSON_APPEND_DOCUMENT_BEGIN(&f, "0", &s);
+		BSON_APPEND_INT32(&s, "_id", 1000 + v);
+		bson_append_document_end(&f, &s);
+		bson_append_array_end(&d, &f);
+		break;
+	default: /* not a read */
+		BSON_APPEND_INT32(&d, "ping", 1);
+		break;
+	}
+	BSON_APPEND_UTF8(&d, "$db", "test");
+	m->len = 21 + d.len;
+	put32(m->b, (uint32_t)m->len);
+	put32(m->b + 4, (uint32_t)id);
+	put32(m->b + 8, 0);
+	put32(m->b + 12, OP_MSG);
+	put32(m->b + 16, flags);
+	m->b[20] = 0;
+	memcpy(m->b + 21, bson_get_data(&d), d.len);
+	bson_destroy(&d);
+}
+
+static void on_finding(void *arg, const finding *f)
+{
+	outcome *o = arg;
+	o->findings++;
+	const char *parts[] = {f->ns, f->command, f->shape};
+	o->finding_hash = (o->finding_hash ^ (uint64_t)f->rule) * 0x100000001b3ull;
+	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+		for (const char *c = parts[i]; *c; c++)
+			o->finding_hash = (o->finding_hash ^ (uint8_t)*c) * 0x100000001b3ull;
+}
+
+static void put_indexes(index_cache *ic, const char *coll)
+{
+	char err[256];
+	index_set *s = index_set_from_json("[{\"v\": 2, \"key\": {\"_id\": 1}, \"name\": \"_id_\"},"
+	                                   " {\"v\": 2, \"key\": {\"a\": 1, \"b\": -1}, \"name\": "
+	                                   "\"a_1_b_-1\"}]",
+	                                   err, sizeof err);
+	if (!s)
+		abort();
+	index_set_set_doc_count(s, 50000); /* over minDocuments: collection-scan judges */
+	index_cache_put(ic, "test", coll, s);
+	index_set_release(s);
+}
+
+static void die(const char *why, size_t nreqs)
+{
+	fprintf(stderr, "fuzz_session_chunks: %s (%zu requests)\n", why, nreqs);
+	abort();
+}
+
+/* The requests through a fresh world; chunks NULL: one at a time (A). */
+static void play(const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunks, outcome *o)
+{
+	memset(o, 0, sizeof *o);
+	o->finding_hash = 0xcbf29ce484222325ull;
+	hx_world *w = hx_world_new(false, NULL);
+	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
+	put_indexes(ic, "c");
+	put_indexes(ic, "d");
+	engine_config cfg;
+	rule_config_defaults(&cfg);
+	for (int i = 0; i < RULE_COUNT; i++)
+		cfg.rules[i].action = RULE_LOG;
+	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
+	hx_world_engine(w, engine_new(&cfg, ic, on_finding, o));
+	hx_conn *c = hx_conn_start(w);
+	if (!chunks) {
+		for (size_t i = 0; i < n; i++) {
+			hx_queue_raw(c, reqs[i].b, reqs[i].len);
+			if (!hx_flush(c))
+				die("A: the loop never got quiet", n);
+		}
+	} else {
+		for (size_t i = 0; i < n; i++)
+			hx_queue_raw(c, reqs[i].b, reqs[i].len);
+		for (size_t i = 0; i < nchunks && c->out_len; i++) {
+			hx_deliver(c, (size_t)(chunks[i] & 0x7f) * 3 + 1);
+			if ((chunks[i] & 0x80) && !hx_run(c))
+				die("B: the loop never got quiet", n);
+		}
+		if (!hx_flush(c))
+			die("B: the loop never got quiet", n);
+	}
+	o->up_seen = c->up_seen;
+	o->up_hash = c->up_hash;
+	o->got = malloc(c->got_len + 1);
+	if (!o->got)
+		abort();
+	memcpy(o->got, c->got, c->got_len);
+	o->got_len = c->got_len;
+	o->closed = c->closed;
+	hx_conn_free(c);
+	o->mx = *hx_metrics(w);
+	hx_world_free(w); /* frees the engine */
+	index_cache_free(ic);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static msg reqs[MAX_REQS];
+	size_t n = 0, at = 0;
+	while (n < MAX_REQS && at + 1 < size && data[at] != 0xff) {
+		build(&reqs[n], data[at], data[at + 1], (int32_t)n + 1);
+		n++;
+		at += 2;
+	}
+	if (at < size && data[at] == 0xff)
+		at++;
+	if (n == 0)
+		return 0;
+	outcome a, b;
+	play(reqs, n, NULL, 0, &a);
+	play(reqs, n, data + at, size - at, &b);
+	if (a.closed || b.closed)
+		die("a session closed on well-formed requests", n);
+	if (a.up_seen != b.up_seen || a.up_hash != b.up_hash)
+		die("the upstream read other bytes", n);
+	if (a.got_len != b.got_len || memcmp(a.got, b.got, a.got_len) != 0)
+		die("the client got other bytes", n);
+	if (a.findings != b.findings || a.finding_hash != b.finding_hash)
+		die("the engines reported other findings", n);
+	if (memcmp(&a.mx, &b.mx, sizeof a.mx) != 0)
+		die("the counters differ", n);
+	free(a.got);
+	free(b.got);
+	return 0;
+}
