@@ -13,7 +13,8 @@
  * Checked: the upstream read the same bytes (count and hash), the client
  * got the same bytes, the worker's counters (messages, bytes, commands,
  * blocks, repeats, analyses timed, reply latencies observed) are equal,
- * and the engines reported the same findings in the same order. What B
+ * the workload tables (on, as a worker keeps them) counted the same, and
+ * the engines reported the same findings in the same order. What B
  * takes through the shortcuts of a pipelined read (a run judged as the
  * request before it, requests.c's judge_again; replies framed inline) must
  * therefore count and answer as A's one-by-one path does.
@@ -36,6 +37,7 @@
 #include "analyzers/planner/index_set.h"
 #include "protocol/frame.h"
 #include "proxy/admin/metrics.h"
+#include "proxy/stats/workload.h"
 #include "tests/unit/session_harness.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,6 +54,9 @@ typedef struct outcome {
 	uint8_t *got;
 	size_t got_len;
 	metrics_shard mx;
+	/* the workload table's entries, in slot order: what each counted */
+	unsigned nshapes;
+	uint64_t wl_hash;
 	bool closed;
 } outcome;
 
@@ -133,15 +138,23 @@ static void build(msg *m, uint8_t k, uint8_t v, int32_t id)
 	bson_destroy(&d);
 }
 
+/* FNV-1a, continued from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+	return h;
+}
+
 static void on_finding(void *arg, const finding *f)
 {
 	outcome *o = arg;
 	o->findings++;
 	const char *parts[] = {f->ns, f->command, f->shape};
-	o->finding_hash = (o->finding_hash ^ (uint64_t)f->rule) * 0x100000001b3ull;
+	uint64_t rule = (uint64_t)f->rule;
+	o->finding_hash = fnv(o->finding_hash, &rule, sizeof rule);
 	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-		for (const char *c = parts[i]; *c; c++)
-			o->finding_hash = (o->finding_hash ^ (uint8_t)*c) * 0x100000001b3ull;
+		o->finding_hash = fnv(o->finding_hash, parts[i], strlen(parts[i]) + 1);
 }
 
 static void put_indexes(index_cache *ic, const char *coll)
@@ -156,6 +169,22 @@ static void put_indexes(index_cache *ic, const char *coll)
 	index_set_set_doc_count(s, 50000); /* over minDocuments: collection-scan judges */
 	index_cache_put(ic, "test", coll, s);
 	index_set_release(s);
+}
+
+/* What the workload table counted: every used entry's key and figures
+ * (the clock stands still, so its latencies are equal too). */
+static void note_workload(const workload *wl, outcome *o)
+{
+	o->nshapes = wl->n;
+	o->wl_hash = 0xcbf29ce484222325ull;
+	for (unsigned i = 0; i < wl->cap; i++) {
+		const wl_shape *e = &wl->shapes[i];
+		if (!e->key)
+			continue;
+		uint64_t f[] = {e->key,  e->count, e->total_ns, e->read_replies,
+		                e->docs, e->bytes, e->errors};
+		o->wl_hash = fnv(fnv(o->wl_hash, f, sizeof f), e->hist, sizeof e->hist);
+	}
 }
 
 static void die(const char *why, size_t nreqs)
@@ -179,6 +208,7 @@ static void play(const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunk
 		cfg.rules[i].action = RULE_LOG;
 	cfg.rules[RULE_CASE_INSENSITIVE_REGEX].action = RULE_BLOCK;
 	hx_world_engine(w, engine_new(&cfg, ic, on_finding, o));
+	hx_world_workload(w, workload_new(WL_DEFAULT_SHAPES, WL_DEFAULT_COLLS, 0));
 	hx_conn *c = hx_conn_start(w);
 	if (!chunks) {
 		for (size_t i = 0; i < n; i++) {
@@ -207,6 +237,7 @@ static void play(const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunk
 	o->closed = c->closed;
 	hx_conn_free(c);
 	o->mx = *hx_metrics(w);
+	note_workload(hx_workload(w), o);
 	hx_world_free(w); /* frees the engine */
 	index_cache_free(ic);
 }
@@ -237,6 +268,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("the engines reported other findings", n);
 	if (memcmp(&a.mx, &b.mx, sizeof a.mx) != 0)
 		die("the counters differ", n);
+	if (a.nshapes != b.nshapes || a.wl_hash != b.wl_hash)
+		die("the workload tables differ", n);
 	free(a.got);
 	free(b.got);
 	return 0;

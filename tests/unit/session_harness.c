@@ -26,6 +26,7 @@
 #include "analyzers/engine/engine.h"
 #include "proxy/admin/metrics.h"
 #include "proxy/runtime/snapshot.h"
+#include "proxy/stats/workload.h"
 #include "proxy/sinks/log.h"
 
 /* OP_MSG, OP_QUERY and OP_REPLY come with the session's headers (protocol/). */
@@ -85,6 +86,7 @@ struct hx_world {
 	atomic_bool draining;
 	atomic_uint nconns;
 	metrics_shard mx;
+	workload *wl;
 	struct evbuffer *stage, *stage_replies;
 	SSL_CTX *server, *client;
 	char log_path[256];
@@ -178,6 +180,7 @@ void hx_world_free(hx_world *w)
 	evbuffer_free(w->stage_replies);
 	event_base_free(w->base);
 	engine_free(w->snap.engine);
+	workload_free(w->wl);
 	log_close();
 	free(w);
 	virt_on = false;
@@ -204,6 +207,17 @@ void hx_world_engine(hx_world *w, engine *e)
 const metrics_shard *hx_metrics(const hx_world *w)
 {
 	return &w->mx;
+}
+
+void hx_world_workload(hx_world *w, workload *wl)
+{
+	workload_free(w->wl);
+	w->wl = wl;
+}
+
+const workload *hx_workload(const hx_world *w)
+{
+	return w->wl;
 }
 
 /* ---- a conn ---- */
@@ -250,6 +264,7 @@ hx_conn *hx_conn_start(hx_world *w)
 	    .draining = &w->draining,
 	    .nconns = &w->nconns,
 	    .mx = &w->mx,
+	    .workload = w->wl,
 	    .stage = w->stage,
 	    .stage_replies = w->stage_replies,
 	    .on_closed = on_closed,

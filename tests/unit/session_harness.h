@@ -87,6 +87,10 @@ struct mg_config *hx_config(hx_world *w);
 void hx_world_engine(hx_world *w, struct engine *e);
 /* The counters the world's sessions add to (a worker's shard). */
 const struct metrics_shard *hx_metrics(const hx_world *w);
+/* Workload statistics on, as a worker keeps them, for sessions started
+ * after (the world frees wl); and the table they write. */
+void hx_world_workload(hx_world *w, struct workload *wl);
+const struct workload *hx_workload(const hx_world *w);
 
 /* A session accepted on a new socketpair, run until quiet. */
 hx_conn *hx_conn_start(hx_world *w);
