@@ -466,16 +466,23 @@ def render(summary: dict, idle: list[dict], info: dict, mg_cols: list[str], hap_
             lines.append(f"| {load} | " + " | ".join(cells) + " |")
     if "mg-log" in mg_cols and "mg-log-1w" in mg_cols:
         w = info.get("mg_workers")
+        hw = f"haproxy-{w}t"
+        both = all(hw in row and "haproxy-1t" in row for row in summary.values()) and w != 1
         lines += ["", f"## Workers: mg-log ({w} workers) / mg-log-1w (1 worker)", "",
                   "Throughput with every rule at log, the same binary and load. More"
                   " workers can only add where a worker thread is what limits; where the"
                   " load generator and the backend share the machine's cores, the cores"
-                  " limit, and the ratio is noise around 1.", "",
-                  "| load | mg-log | mg-log-1w | ratio |", "|---|---|---|---|"]
+                  " limit, and the ratio is noise around 1."
+                  + (f" The last column is HAProxy's own: nbthread {w} / nbthread 1, the"
+                     " same threads' cost to a proxy that decodes nothing." if both else ""),
+                  "", "| load | mg-log | mg-log-1w | ratio |" + (" HAProxy |" if both else ""),
+                  "|---|---|---|---|" + ("---|" if both else "")]
         for load, row in summary.items():
-            lines.append(f"| {load} | {fmt_ops(row['mg-log']['ops_per_s'])} | "
-                         f"{fmt_ops(row['mg-log-1w']['ops_per_s'])} | "
-                         f"{ratio(row['mg-log']['ops_per_s'], row['mg-log-1w']['ops_per_s'])} |")
+            cells = [fmt_ops(row['mg-log']['ops_per_s']), fmt_ops(row['mg-log-1w']['ops_per_s']),
+                     ratio(row['mg-log']['ops_per_s'], row['mg-log-1w']['ops_per_s'])]
+            if both:
+                cells.append(ratio(row[hw]['ops_per_s'], row['haproxy-1t']['ops_per_s']))
+            lines.append(f"| {load} | " + " | ".join(cells) + " |")
     lines += like_for_like(summary, info, mg_cols, hap_names)
     lines += ["", "## Latency (µs, p50 / p99; medians over rounds)", "",
               "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
