@@ -21,7 +21,7 @@
  *
  * The input:
  *   requests, two bytes each (kind, value) until a 0xff kind byte or
- *   MAX_REQS: kind % 10 picks one of the shapes in build(); the value goes
+ *   MAX_REQS: kind % 14 picks one of the shapes in build(); the value goes
  *   into it (an _id, a name), so runs of one shape differ in a value;
  *   then B's chunks, a byte each: (b & 0x7f) * 3 + 1 bytes written, the
  *   loop run after it when b & 0x80. What the chunks leave is written at
@@ -68,14 +68,31 @@ static void put32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)(v >> 24);
 }
 
-/* One OP_MSG of kind k with value v, request id id. */
+/* An OP_QUERY of d on admin.$cmd, request id id. */
+static void build_query(msg *m, const bson_t *d, int32_t id)
+{
+	static const char ns[] = "admin.$cmd";
+	m->len = 16 + 4 + sizeof ns + 8 + d->len;
+	put32(m->b, (uint32_t)m->len);
+	put32(m->b + 4, (uint32_t)id);
+	put32(m->b + 8, 0);
+	put32(m->b + 12, OP_QUERY);
+	put32(m->b + 16, 0);
+	memcpy(m->b + 20, ns, sizeof ns);
+	put32(m->b + 20 + sizeof ns, 0);           /* numberToSkip */
+	put32(m->b + 24 + sizeof ns, 0xffffffffu); /* numberToReturn: -1 */
+	memcpy(m->b + 28 + sizeof ns, bson_get_data(d), d->len);
+}
+
+/* One request of kind k with value v, request id id: an OP_MSG, or for
+ * the last kind an OP_QUERY. */
 static void build(msg *m, uint8_t k, uint8_t v, int32_t id)
 {
-	bson_t d = BSON_INITIALIZER, f, s;
+	bson_t d = BSON_INITIALIZER, f, s, st;
 	char name[8];
 	snprintf(name, sizeof name, "n%u", v % 8);
 	uint32_t flags = 0;
-	switch (k % 10) {
+	switch (k % 14) {
 	case 0: /* find by _id: the shape a pipelining app repeats */
 	case 1:
 		BSON_APPEND_UTF8(&d, "find", "c");
@@ -122,9 +139,41 @@ static void build(msg *m, uint8_t k, uint8_t v, int32_t id)
 		bson_append_document_end(&f, &s);
 		bson_append_array_end(&d, &f);
 		break;
-	default: /* not a read */
+	case 9: /* not a read */
 		BSON_APPEND_INT32(&d, "ping", 1);
 		break;
+	case 10: /* a pipeline: its $match and $sort */
+		BSON_APPEND_UTF8(&d, "aggregate", "c");
+		BSON_APPEND_ARRAY_BEGIN(&d, "pipeline", &f);
+		BSON_APPEND_DOCUMENT_BEGIN(&f, "0", &s);
+		BSON_APPEND_DOCUMENT_BEGIN(&s, "$match", &st);
+		BSON_APPEND_INT32(&st, "a", v);
+		bson_append_document_end(&s, &st);
+		bson_append_document_end(&f, &s);
+		BSON_APPEND_DOCUMENT_BEGIN(&f, "1", &s);
+		BSON_APPEND_DOCUMENT_BEGIN(&s, "$sort", &st);
+		BSON_APPEND_INT32(&st, "b", 1);
+		bson_append_document_end(&s, &st);
+		bson_append_document_end(&f, &s);
+		bson_append_array_end(&d, &f);
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "cursor", &f);
+		bson_append_document_end(&d, &f);
+		break;
+	case 11: /* the next batch of a cursor */
+		BSON_APPEND_INT64(&d, "getMore", 1 + v);
+		BSON_APPEND_UTF8(&d, "collection", "c");
+		break;
+	case 12: /* a count over an unindexed field */
+		BSON_APPEND_UTF8(&d, "count", "c");
+		BSON_APPEND_DOCUMENT_BEGIN(&d, "query", &f);
+		BSON_APPEND_UTF8(&f, "other", name);
+		bson_append_document_end(&d, &f);
+		break;
+	default: /* the legacy handshake, OP_QUERY on admin.$cmd */
+		BSON_APPEND_INT32(&d, "isMaster", 1);
+		build_query(m, &d, id);
+		bson_destroy(&d);
+		return;
 	}
 	BSON_APPEND_UTF8(&d, "$db", "test");
 	m->len = 21 + d.len;
