@@ -68,6 +68,13 @@ static void put32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)(v >> 24);
 }
 
+/* {find: coll, filter: ...}, the filter f left open for the caller */
+static void begin_find(bson_t *d, const char *coll, bson_t *f)
+{
+	BSON_APPEND_UTF8(d, "find", coll);
+	BSON_APPEND_DOCUMENT_BEGIN(d, "filter", f);
+}
+
 /* An OP_QUERY of d on admin.$cmd, request id id. */
 static void build_query(msg *m, const bson_t *d, int32_t id)
 {
@@ -95,37 +102,32 @@ static void build(msg *m, uint8_t k, uint8_t v, int32_t id)
 	switch (k % 14) {
 	case 0: /* find by _id: the shape a pipelining app repeats */
 	case 1:
-		BSON_APPEND_UTF8(&d, "find", "c");
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		begin_find(&d, "c", &f);
 		BSON_APPEND_INT32(&f, "_id", v);
 		bson_append_document_end(&d, &f);
 		break;
 	case 2: /* the same on the other collection */
-		BSON_APPEND_UTF8(&d, "find", "d");
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		begin_find(&d, "d", &f);
 		BSON_APPEND_INT32(&f, "_id", v);
 		bson_append_document_end(&d, &f);
 		break;
 	case 3: /* an unindexed field: collection-scan */
-		BSON_APPEND_UTF8(&d, "find", "c");
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		begin_find(&d, "c", &f);
 		BSON_APPEND_UTF8(&f, "other", name);
 		bson_append_document_end(&d, &f);
 		break;
 	case 4: /* case-insensitive regex: blocked */
-		BSON_APPEND_UTF8(&d, "find", "c");
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		begin_find(&d, "c", &f);
 		BSON_APPEND_REGEX(&f, "name", name, "i");
 		bson_append_document_end(&d, &f);
 		break;
 	case 5: /* a sort an index gives, then one none does */
 	case 6:
-		BSON_APPEND_UTF8(&d, "find", "c");
-		BSON_APPEND_DOCUMENT_BEGIN(&d, "filter", &f);
+		begin_find(&d, "c", &f);
 		BSON_APPEND_INT32(&f, "a", v);
 		bson_append_document_end(&d, &f);
 		BSON_APPEND_DOCUMENT_BEGIN(&d, "sort", &s);
-		BSON_APPEND_INT32(&s, k % 10 == 5 ? "b" : "zz", -1);
+		BSON_APPEND_INT32(&s, k % 14 == 5 ? "b" : "zz", -1);
 		bson_append_document_end(&d, &s);
 		break;
 	case 7: /* an insert nobody waits for (moreToCome) */
