@@ -20,6 +20,8 @@
  * therefore count and answer as A's one-by-one path does.
  *
  * The input:
+ *   0xfe first: both clients speak TLS (the listener takes it, allowTLS),
+ *   and B's chunks cut the ciphertext;
  *   requests, two bytes each (kind, value) until a 0xff kind byte or
  *   MAX_REQS: kind % 14 picks one of the shapes in build(); the value goes
  *   into it (an _id, a name), so runs of one shape differ in a value;
@@ -244,12 +246,23 @@ static void die(const char *why, size_t nreqs)
 	abort();
 }
 
+/* The request's bytes to the client's queue: as they are, or through its
+ * TLS (one record each). */
+static void queue(hx_conn *c, bool tls, const msg *m)
+{
+	if (tls)
+		hx_queue_app(c, m->b, m->len);
+	else
+		hx_queue_raw(c, m->b, m->len);
+}
+
 /* The requests through a fresh world; chunks NULL: one at a time (A). */
-static void play(const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunks, outcome *o)
+static void play(bool tls, const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunks,
+                 outcome *o)
 {
 	memset(o, 0, sizeof *o);
 	o->finding_hash = 0xcbf29ce484222325ull;
-	hx_world *w = hx_world_new(false, NULL);
+	hx_world *w = hx_world_new(tls, NULL);
 	index_cache *ic = index_cache_new(NULL, 0, NULL, NULL, NULL, 0);
 	put_indexes(ic, "c");
 	put_indexes(ic, "d");
@@ -261,15 +274,17 @@ static void play(const msg *reqs, size_t n, const uint8_t *chunks, size_t nchunk
 	hx_world_engine(w, engine_new(&cfg, ic, on_finding, o));
 	hx_world_workload(w, workload_new(WL_DEFAULT_SHAPES, WL_DEFAULT_COLLS, 0));
 	hx_conn *c = hx_conn_start(w);
+	if (tls && !hx_tls_handshake(c))
+		die("the TLS handshake did not finish", n);
 	if (!chunks) {
 		for (size_t i = 0; i < n; i++) {
-			hx_queue_raw(c, reqs[i].b, reqs[i].len);
+			queue(c, tls, &reqs[i]);
 			if (!hx_flush(c))
 				die("A: the loop never got quiet", n);
 		}
 	} else {
 		for (size_t i = 0; i < n; i++)
-			hx_queue_raw(c, reqs[i].b, reqs[i].len);
+			queue(c, tls, &reqs[i]);
 		for (size_t i = 0; i < nchunks && c->out_len; i++) {
 			hx_deliver(c, (size_t)(chunks[i] & 0x7f) * 3 + 1);
 			if ((chunks[i] & 0x80) && !hx_run(c))
@@ -297,6 +312,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static msg reqs[MAX_REQS];
 	size_t n = 0, at = 0;
+	bool tls = size > 0 && data[0] == 0xfe;
+	if (tls)
+		at++;
 	while (n < MAX_REQS && at + 1 < size && data[at] != 0xff) {
 		build(&reqs[n], data[at], data[at + 1], (int32_t)n + 1);
 		n++;
@@ -307,8 +325,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (n == 0)
 		return 0;
 	outcome a, b;
-	play(reqs, n, NULL, 0, &a);
-	play(reqs, n, data + at, size - at, &b);
+	play(tls, reqs, n, NULL, 0, &a);
+	play(tls, reqs, n, data + at, size - at, &b);
 	if (a.closed || b.closed)
 		die("a session closed on well-formed requests", n);
 	if (a.up_seen != b.up_seen || a.up_hash != b.up_hash)
