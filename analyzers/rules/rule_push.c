@@ -30,6 +30,17 @@ typedef struct guard_path {
 	size_t len;
 } guard_path;
 
+/* A set guard: a path the filter holds away from given values, {f: {$ne:
+ * v}} or {f: {$nin: [...]}}. A $push of those values to f (or of
+ * documents whose key k holds them, with the guard on "f.k") then adds
+ * each at most once: the array is a set, bounded by its domain, as one
+ * that $addToSet grows. vals: the $ne or $nin element. */
+typedef struct set_guard {
+	guard_path path;
+	wire_cur vals;
+	bool list; /* $nin: vals is an array of values; $ne: vals is the value */
+} set_guard;
+
 typedef struct push_guards {
 	guard_path counters[GUARDS_MAX]; /* fields held below a bound: $lt, $lte, $not {$gte} */
 	size_t ncounters;
@@ -37,6 +48,8 @@ typedef struct push_guards {
 	size_t nfloors;
 	guard_path arrays[GUARDS_MAX]; /* arrays held below a length: "a.N" $exists false, $size */
 	size_t narrays;
+	set_guard sets[GUARDS_MAX];
+	size_t nsets;
 	/* some counter is also incremented by the update, or some floor
 	 * decremented */
 	bool counted;
@@ -87,8 +100,20 @@ static bool only_bound(const bson_iter_t *v, bool lower)
 	return !wire_iter_next(&c);
 }
 
-/* The operators on one field: an upper or a lower bound on a counter, or
- * an element-existence guard when the field is "<array>.<N>". */
+static void add_set_guard(push_guards *g, const char *key, const bson_iter_t *op, bool list)
+{
+	if (g->nsets < GUARDS_MAX) {
+		set_guard *sg = &g->sets[g->nsets++];
+		sg->path.p = key;
+		sg->path.len = strlen(key);
+		wire_cur_of_iter(&sg->vals, op);
+		sg->list = list;
+	}
+}
+
+/* The operators on one field: an upper or a lower bound on a counter, an
+ * element-existence guard when the field is "<array>.<N>", or values it
+ * is held away from ($ne, $nin: a set guard). */
 static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 {
 	bson_iter_t c;
@@ -97,7 +122,11 @@ static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 	bool counter = false, floor = false, absent = false;
 	while (wire_iter_next(&c)) {
 		const char *op = wire_iter_key(&c);
-		if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
+		if (key_eq(op, "$ne"))
+			add_set_guard(g, key, &c, false);
+		else if (key_eq(op, "$nin") && WIRE_ITER_HOLDS_ARRAY(&c))
+			add_set_guard(g, key, &c, true);
+		else if ((key_eq(op, "$lt") || key_eq(op, "$lte")) && is_number(&c))
 			counter = true;
 		else if ((key_eq(op, "$gt") || key_eq(op, "$gte")) && is_number(&c))
 			floor = true;
@@ -283,6 +312,95 @@ static bool guarded(const push_guards *g, const char *field)
 	return false;
 }
 
+/* The same value, as mongod's equality takes it where the bytes say so:
+ * the same type and the same value bytes. (Equal numbers of other types,
+ * or strings a collation equates, are not matched: the push stays
+ * reported, never hidden.) */
+static bool same_value(const wire_cur *a, const wire_cur *b)
+{
+	uint32_t n = a->next - a->val;
+	return wire_cur_type(a) == wire_cur_type(b) && n == b->next - b->val &&
+	       memcmp(a->raw + a->val, b->raw + b->val, n) == 0;
+}
+
+/* Whether the set guard holds its path away from the value x. A null or
+ * undefined x is not matched (a missing field equals null, so {f: {$ne:
+ * null}} refuses documents without f rather than keeping f a set), nor a
+ * regular expression (in $nin it matches strings by pattern). */
+static bool holds_away(const set_guard *sg, const wire_cur *x)
+{
+	bson_type_t t = wire_cur_type(x);
+	if (t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED || t == BSON_TYPE_REGEX)
+		return false;
+	if (!sg->list)
+		return same_value(&sg->vals, x);
+	wire_cur e;
+	if (!wire_cur_recurse(&sg->vals, &e))
+		return false;
+	while (wire_cur_walk(&e))
+		if (same_value(&e, x))
+			return true;
+	return false;
+}
+
+/* The member k of the document x, as a cursor: false when x is not a
+ * document or has no k. */
+static bool member_of(const wire_cur *x, const char *k, size_t klen, wire_cur *out)
+{
+	if (wire_cur_type(x) != BSON_TYPE_DOCUMENT || !wire_cur_recurse(x, out))
+		return false;
+	while (wire_cur_walk(out))
+		if (wire_cur_key_len(out) == klen && memcmp(wire_cur_key(out), k, klen) == 0)
+			return true;
+	return false;
+}
+
+/* Whether a set guard keeps x out of the array at field: one on field
+ * holding it away from x, or one on "field.k" holding it away from x's k. */
+static bool value_kept_out(const push_guards *g, const char *field, const wire_cur *x)
+{
+	size_t flen = strlen(field);
+	for (size_t i = 0; i < g->nsets; i++) {
+		const set_guard *sg = &g->sets[i];
+		const char *p = sg->path.p;
+		if (path_is(&sg->path, field)) {
+			if (holds_away(sg, x))
+				return true;
+			continue;
+		}
+		/* "field.k", k one key (no dot): the pushed document's k */
+		wire_cur m;
+		if (sg->path.len > flen + 1 && strncmp(p, field, flen) == 0 && p[flen] == '.' &&
+		    !memchr(p + flen + 1, '.', sg->path.len - flen - 1) &&
+		    member_of(x, p + flen + 1, sg->path.len - flen - 1, &m) && holds_away(sg, &m))
+			return true;
+	}
+	return false;
+}
+
+/* Whether every value a $push member (c on it) appends is kept out of its
+ * array by a set guard, so the push grows a set: the member's value, or
+ * with each the elements of its $each (at least one). */
+static bool set_guarded(const push_guards *g, const wire_cur *c, bool each)
+{
+	if (g->nsets == 0)
+		return false;
+	const char *field = wire_cur_key(c);
+	if (!each)
+		return value_kept_out(g, field, c);
+	wire_cur m, x;
+	if (!member_of(c, "$each", 5, &m) || wire_cur_type(&m) != BSON_TYPE_ARRAY ||
+	    !wire_cur_recurse(&m, &x))
+		return false;
+	unsigned n = 0;
+	while (wire_cur_walk(&x)) {
+		if (!value_kept_out(g, field, &x))
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
 /* Appends the field, quoted, to the hit's list, cut to fit as snprintf
  * cut it. */
 static void add_field(push_hit *hit, const char *field)
@@ -326,7 +444,7 @@ static void update_guards(push_guards *g, const bson_iter_t *u, const bson_iter_
 static __attribute__((noinline)) void guards_fill(lazy_guards *lg)
 {
 	lg->read = true;
-	lg->g.ncounters = lg->g.nfloors = lg->g.narrays = 0;
+	lg->g.ncounters = lg->g.nfloors = lg->g.narrays = lg->g.nsets = 0;
 	lg->g.counted = false;
 	update_guards(&lg->g, lg->u, lg->filter, lg->ff);
 }
@@ -344,7 +462,10 @@ static const push_guards *guards_read(lazy_guards *lg)
 static bool check_member(const wire_cur *c, bool each, bool slice, lazy_guards *lg, push_hit *hit)
 {
 	const char *form = push_form(each, slice);
-	if (!form || guarded(guards_read(lg), wire_cur_key(c)))
+	if (!form)
+		return false;
+	const push_guards *g = guards_read(lg);
+	if (guarded(g, wire_cur_key(c)) || set_guarded(g, c, each))
 		return false;
 	if (!hit->form)
 		hit->form = form;
@@ -735,7 +856,7 @@ static __attribute__((noinline)) bool push_update_pipeline(const bson_iter_t *u,
                                                            const filter_facts *ff, push_hit *hit)
 {
 	push_guards g;
-	g.ncounters = g.nfloors = g.narrays = 0;
+	g.ncounters = g.nfloors = g.narrays = g.nsets = 0;
 	g.counted = false;
 	guards_of(&g, filter, ff);
 	return check_pipeline(u, &g, hit);

@@ -121,8 +121,29 @@ def test_push_round4_bounded_pass(clients, upstream, start_proxy, dbname):
 
     # $addToSet is silent: a set is bounded by its domain.
     c.update_one({"_id": 1}, {"$addToSet": {"tags": SECRET}})
+
+    # So is a $push that a set guard keeps to values not there yet ($ne of the value, $nin
+    # of every value, or of the pushed documents' key, as mongoose-unique-array sends):
+    # each runs, and a second time matches nothing.
+    sets = [
+        ({"_id": 1, "tags": {"$ne": "s1"}}, {"$push": {"tags": "s1"}}),
+        ({"_id": 1, "tags": {"$nin": ["s2", "s3"]}},
+         {"$push": {"tags": {"$each": ["s2", "s3"]}}, "$inc": {"k": 1}}),
+        ({"_id": 1, "attendees.name": {"$nin": ["ann"]}},
+         {"$push": {"attendees": {"$each": [{"name": "ann", "seat": 3}]}}}),
+    ]
+    for q, u in sets:
+        assert [c.update_one(q, u).matched_count for _ in range(2)] == [1, 0]
+    got = clients.direct()[dbname]["events"].find_one({"_id": 1})
+    assert [t for t in got["tags"] if t in ("s1", "s2", "s3")] == ["s1", "s2", "s3"]
+    assert got["attendees"][-1] == {"name": "ann", "seat": 3}
     time.sleep(0.3)
     assert not p.log.findings("unbounded-push"), p.log.findings("unbounded-push")
+
+    # A guard that keeps out another value than the one pushed bounds nothing.
+    with pytest.raises(OperationFailure) as ei:
+        c.update_one({"_id": 1, "tags": {"$nin": ["s1"]}}, {"$push": {"tags": "s9"}})
+    assert_blocked(ei.value, "unbounded-push")
 
 
 # --- case-insensitive-regex: caseLevel compares case ------------------------------------

@@ -259,6 +259,37 @@ static const pcase cases[] = {
         "{'update':'events','updates':[{'q':{'seatsLeft':{'$gt':'a'}},'u':{'$push':{"
         "'attendees':1},'$inc':{'seatsLeft':-1}}}]}",
         "test.events", "update", "\"attendees\""),
+    /* a set guard bounds only a push of the very values it keeps out */
+    HIT("set guard on another value than the one pushed",
+        "{'update':'t','updates':[{'q':{'_id':1,'arr':{'$ne':'a'}},'u':{'$push':{'arr':'b'}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard covering one of the two values pushed",
+        "{'update':'t','updates':[{'q':{'arr':{'$nin':['a']}},'u':{'$push':{'arr':{'$each':['a',"
+        "'b']}}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard on another array",
+        "{'update':'t','updates':[{'q':{'other':{'$nin':['a']}},'u':{'$push':{'arr':'a'}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard inside $or",
+        "{'update':'t','updates':[{'q':{'$or':[{'arr':{'$ne':'a'}},{'x':1}]},'u':{'$push':{'arr':"
+        "'a'}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard of null (a missing field equals null)",
+        "{'update':'t','updates':[{'q':{'arr':{'$ne':null}},'u':{'$push':{'arr':null}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard of a number of another type",
+        "{'update':'t','updates':[{'q':{'arr':{'$ne':1}},'u':{'$push':{'arr':1.0}}}]}", "test.t",
+        "update", "\"arr\""),
+    HIT("set guard on a pushed document's key, another key pushed",
+        "{'update':'t','updates':[{'q':{'d.name':{'$nin':['x']}},'u':{'$push':{'d':{'$each':[{"
+        "'id':'x'}]}}}}]}",
+        "test.t", "update", "\"d\""),
+    HIT("set guard on a nested key of the pushed document",
+        "{'update':'t','updates':[{'q':{'d.a.b':{'$ne':1}},'u':{'$push':{'d':{'a':{'b':1}}}}}]}",
+        "test.t", "update", "\"d\""),
+    HIT("set guard, empty $each",
+        "{'update':'t','updates':[{'q':{'arr':{'$nin':[]}},'u':{'$push':{'arr':{'$each':[]}}}}]}",
+        "test.t", "update", "\"arr\""),
     HIT("explain of update (logged)",
         "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
         "'verbosity':'queryPlanner'}",
@@ -415,6 +446,21 @@ static const pcase cases[] = {
     MISS("subset pattern",
          "{'update':'movies','updates':[{'q':{'_id':1},'u':{'$push':{'reviews':{'$each':[{'r':"
          "'SECRET'}],'$sort':{'t':-1},'$slice':10}}}}]}"),
+    MISS("set guard: $ne of the value pushed",
+         "{'update':'t','updates':[{'q':{'_id':1,'tags':{'$ne':'SECRET'}},'u':{'$push':{'tags':"
+         "'SECRET'}}}]}"),
+    MISS("set guard: $nin of every value pushed (mongoose-unique-array)",
+         "{'update':'t','updates':[{'q':{'_id':1,'arr':{'$nin':['a','b']}},'u':{'$push':{'arr':{"
+         "'$each':['b','a']}},'$inc':{'__v':1}}}]}"),
+    MISS("set guard on the pushed documents' key",
+         "{'update':'t','updates':[{'q':{'_id':1,'docArr.name':{'$nin':['x','y']}},'u':{'$push':{"
+         "'docArr':{'$each':[{'name':'x','n':1},{'n':2,'name':'y'}]}}}}]}"),
+    MISS("set guards in $and, one per value",
+         "{'update':'t','updates':[{'q':{'$and':[{'arr':{'$ne':'a'}},{'arr':{'$ne':'b'}}]},'u':{"
+         "'$push':{'arr':{'$each':['a','b'],'$position':0}}}}]}"),
+    MISS("set guard, findAndModify",
+         "{'findAndModify':'t','query':{'_id':1,'arr':{'$ne':'a'}},'update':{'$push':{'arr':'a'}}"
+         "}"),
     MISS("update command name case", "{'Update':'posts','updates':[{'q':{},'u':{'$push':{'a':1"
                                      "}}}]}"),
 };
