@@ -277,11 +277,14 @@ static scan_verdict conj_verdict(const index_set *set, const index_def *hinted, 
 		const index_def *d = hinted ? hinted : index_set_get(set, i);
 		if (d->hidden)
 			continue;
-		/* A partial index serves only a filter that implies its own;
-		 * mongod refuses a hint to one that it does not. */
+		/* A partial index serves only a filter that implies its own.
+		 * A hint to one that it does not is honoured: the planner strips
+		 * the predicates' assignments to it and scans it whole, every
+		 * key (and returns only the documents it holds: SERVER-26413,
+		 * open; jstests/core/query/partial_filter_expression hints so). */
 		bool usable = !d->partial || partial_usable(d, p);
 		if (hinted && !usable)
-			return SCAN_UNKNOWN;
+			return SCAN_UNBOUNDED;
 		if (!usable)
 			continue;
 		bool same = (!d->collation && !p->collation) ||

@@ -172,7 +172,8 @@ def test_review_forms(start_proxy):
     a regex's bounds are raw strings, so an index with the simple collation bounds an anchored
     one whatever the query's collation and an index with another collation never does
     (regex_collations.js); a partial {$exists: true} index serves $ne: null, $type and regexes,
-    a partial {$type} one the same $type (expression_algo.cpp); negations below a value
+    a partial {$type} one the same $type (expression_algo.cpp), and a hint to one the filter
+    does not imply reads it whole (SERVER-26413); negations below a value
     $elemMatch bound a multikey index (NegationBelowElemMatchValue); a $natural sort without a
     hint is a collection scan (query_planner.cpp)."""
     srv = FakeServer()
@@ -200,7 +201,12 @@ def test_review_forms(start_proxy):
         # spell $type, so it is tested here
         hit(p, lambda: list(c.find({"status": {"$type": "array"}})), "status: $type")
         hit(p, lambda: list(c.find({"status": {"$type": ["string", 4]}})), "status: $type")
+        # a hint to a partial index the filter does not imply is honoured: read whole, only
+        # its documents returned (SERVER-26413); until stop 50 taken as refused, and silent
+        hit(p, lambda: list(c.find({"pe": 5, "x": 1}).hint("pt_1")),
+            "the hinted index pt_1 gets no bounds")
         misses(p, [
+            lambda: list(c.find({"pt": {"$type": "string"}}).hint("pt_1")),
             lambda: list(c.find({"email": Regex("^abc")}).collation(ci)),
             lambda: list(c.find({"email": {"$regex": "^abc"}}).collation(ci)),
             lambda: list(c.find({"email": {"$type": "string"}}).collation(ci)),
