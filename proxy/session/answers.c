@@ -97,13 +97,16 @@ static void note_upsert_done(session *s, const inflight *f)
  * One that failed (ok: 0: a create of a collection that exists, a drop
  * of one that does not) changed nothing, and is no schema change: it
  * would drop the late verdicts owed there, at a moment the report's
- * replay cannot see (it does the same, report/aggregate.c). */
+ * replay cannot see (it does the same, report/aggregate.c). Nor is a
+ * createIndexes of indexes that all exist (numIndexesBefore ==
+ * numIndexesAfter), which an ODM sends at every start: it would make the
+ * cache fetch the list again and drop the verdicts owed meanwhile. */
 static void note_ddl_done(session *s, const inflight *f)
 {
 	engine *e = session_snap(s)->engine;
 	request r;
 	wire_error err = {0};
-	if (!e || !f->kept || f->ddl_failed)
+	if (!e || !f->kept || f->ddl_noop)
 		return;
 	if (request_decode(&r, f->kept, f->kept_len, &err) == REQUEST_COMMAND)
 		engine_note_ddl(e, &r.view);

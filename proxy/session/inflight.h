@@ -51,9 +51,10 @@ typedef struct inflight {
 	 * INFLIGHT_INSERT / _DELETE / _UPSERT: "db.coll", NUL-terminated) */
 	uint8_t *kept;
 	size_t kept_len;
-	/* INFLIGHT_DDL: its reply said ok: 0, so it changed nothing and the
-	 * index cache is not told (read when the reply is whole) */
-	bool ddl_failed;
+	/* INFLIGHT_DDL: its reply said it changed nothing (ok: 0, or a
+	 * createIndexes whose indexes all existed), and the index cache is
+	 * not told (read when the reply is whole) */
+	bool ddl_noop;
 	int64_t sent_ns; /* when forwarded (monotonic); 0 once its first reply began */
 	/* The workload entry it counts in (gen 0: none) and when it was read
 	 * (monotonic); wl.gen is cleared once its first reply is counted. */

@@ -324,7 +324,8 @@ static void relay_whole(session *s, inflight *f, struct evbuffer *in, struct evb
 	s->nbytes[MX_DIR_REPLY] += st->n;
 	reply_scan sc;
 	if (f && f->kind == INFLIGHT_DDL) /* the capture's reader says the same */
-		f->ddl_failed = reply_scan_read(p, st->n, &sc) && !sc.ok;
+		f->ddl_noop = (reply_scan_read(p, st->n, &sc) && !sc.ok) ||
+		              reply_scan_indexes_unchanged(p, st->n);
 	if (f && inflight_is_write(f->kind)) {
 		note_write_reply(s, f, p, st->n);
 		evbuffer_remove_buffer(in, out, st->n);

@@ -391,6 +391,31 @@ static bool scan_usual(const uint8_t *b, size_t bl, reply_scan *out)
 	return false;
 }
 
+/* The body of a whole reply: an OP_MSG's kind-0 section (first, as
+ * servers send it), or an OP_REPLY's first document. Returns its opcode,
+ * 0 when msg/len is neither or its body is not a document. */
+static int32_t reply_body(const uint8_t *msg, size_t len, const uint8_t **doc, size_t *dl)
+{
+	if (len < HEADER_LEN + 5 || (size_t)rd32(msg) != len)
+		return 0;
+	int32_t op = rd32(msg + 12);
+	if (op == OP_MSG_CODE) {
+		uint32_t flags = (uint32_t)rd32(msg + HEADER_LEN);
+		size_t end = len - ((flags & CHECKSUM_PRESENT) ? 4 : 0);
+		const size_t at = HEADER_LEN + 4;
+		if (end <= at + 1 || msg[at] != 0)
+			return 0;
+		*doc = msg + at + 1;
+		*dl = doc_at(*doc, end - at - 1);
+	} else if (op == OP_REPLY_CODE && len >= HEADER_LEN + 20 + 5) {
+		*doc = msg + HEADER_LEN + 20;
+		*dl = doc_at(*doc, len - HEADER_LEN - 20);
+	} else {
+		return 0;
+	}
+	return *dl ? op : 0;
+}
+
 bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out)
 {
 	out->ok = false;
@@ -400,32 +425,45 @@ bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out)
 	out->batch = NULL;
 	out->batch_len = 0;
 	out->first = false;
-	if (len < HEADER_LEN + 5 || (size_t)rd32(msg) != len)
-		return false;
-	int32_t op = rd32(msg + 12);
+	const uint8_t *doc;
+	size_t dl;
+	int32_t op = reply_body(msg, len, &doc, &dl);
 	if (op == OP_MSG_CODE) {
-		uint32_t flags = (uint32_t)rd32(msg + HEADER_LEN);
-		size_t end = len - ((flags & CHECKSUM_PRESENT) ? 4 : 0);
-		const size_t at = HEADER_LEN + 4;
-		if (end <= at + 1 || msg[at] != 0)
-			return false; /* a body section first, as servers send */
-		size_t dl = doc_at(msg + at + 1, end - at - 1);
-		if (!dl)
-			return false;
-		if (!scan_usual(msg + at + 1, dl, out))
-			scan_body(msg + at + 1, dl, out);
+		if (!scan_usual(doc, dl, out))
+			scan_body(doc, dl, out);
 		return true;
 	}
-	if (op == OP_REPLY_CODE && len >= HEADER_LEN + 20 + 5) {
-		const uint8_t *p = msg + HEADER_LEN;
-		size_t dl = doc_at(p + 20, len - HEADER_LEN - 20);
-		if (!dl)
-			return false;
-		scan_body(p + 20, dl, out);
-		out->n = rd32(p + 12);
+	if (op == OP_REPLY_CODE) {
+		scan_body(doc, dl, out);
+		out->n = rd32(msg + HEADER_LEN + 12);
 		return true;
 	}
 	return false;
+}
+
+bool reply_scan_indexes_unchanged(const uint8_t *msg, size_t len)
+{
+	const uint8_t *doc;
+	size_t dl;
+	if (!reply_body(msg, len, &doc, &dl))
+		return false;
+	walk w;
+	elem e;
+	bool seen_before = false, seen_after = false, before_n = false, after_n = false;
+	int64_t before = 0, after = 0;
+	walk_init(&w, doc, dl);
+	while (walk_next(&w, &e)) {
+		if (!seen_before && KEY_IS(&e, "numIndexesBefore")) {
+			seen_before = true;
+			if ((before_n = is_number(e.type)))
+				before = as_int64(&e);
+		} else if (!seen_after && KEY_IS(&e, "numIndexesAfter")) {
+			seen_after = true;
+			if ((after_n = is_number(e.type)))
+				after = as_int64(&e);
+		}
+	}
+	return before_n && after_n && before == after;
 }
 
 /* ---- the values a batch holds ---- */

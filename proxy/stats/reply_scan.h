@@ -31,6 +31,12 @@ typedef struct reply_scan {
  * or its body cannot be read (out left zeroed then). */
 bool reply_scan_read(const uint8_t *msg, size_t len, reply_scan *out);
 
+/* Whether msg/len, a whole reply to createIndexes, says that it made no
+ * index: numIndexesBefore and numIndexesAfter at its top level, numbers,
+ * equal (every index asked for existed; "all indexes already exist"). A
+ * reply without them (mongos' per-shard "raw") is not taken as unchanged. */
+bool reply_scan_indexes_unchanged(const uint8_t *msg, size_t len);
+
 /* The values a first batch's first documents hold (protocol/value_filter.h:
  * up to VALUE_FILTER_DOCS documents, VALUE_FILTER_MAX values): each one's
  * fields, its arrays' elements and its sub-documents' fields, two levels

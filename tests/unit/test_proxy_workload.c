@@ -285,6 +285,56 @@ static void cursor_reply(bson_t *b, const char *batch, int ndocs, bool tail)
 		BSON_APPEND_INT64(b, "operationTime", 5);
 }
 
+/* A createIndexes reply: the two counts (a negative one left out), the
+ * note, ok. */
+static bool unchanged_of(int before, int after, bool as_double, bool checksum)
+{
+	bson_t b = BSON_INITIALIZER;
+	if (before >= 0 && as_double)
+		BSON_APPEND_DOUBLE(&b, "numIndexesBefore", before);
+	else if (before >= 0)
+		BSON_APPEND_INT32(&b, "numIndexesBefore", before);
+	if (after >= 0)
+		BSON_APPEND_INT64(&b, "numIndexesAfter", after);
+	if (before == after)
+		BSON_APPEND_UTF8(&b, "note", "all indexes already exist");
+	BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+	size_t len;
+	uint8_t *m = opmsg_of(&b, checksum ? 1 : 0, &len);
+	bool got = reply_scan_indexes_unchanged(m, len);
+	/* cut short, it is no reply */
+	assert_false(reply_scan_indexes_unchanged(m, len - 1));
+	free(m);
+	bson_destroy(&b);
+	return got;
+}
+
+/* A createIndexes whose indexes all existed changed nothing; any other
+ * reply is not taken as unchanged. */
+static void test_reply_scan_indexes_unchanged(void **state)
+{
+	assert_true(unchanged_of(2, 2, false, false));
+	assert_true(unchanged_of(3, 3, true, true)); /* a double, a checksum */
+	assert_false(unchanged_of(1, 2, false, false));
+	assert_false(unchanged_of(0, 2, false, false)); /* the collection made too */
+	assert_false(unchanged_of(-1, 2, false, false));
+	assert_false(unchanged_of(2, -1, false, false));
+	/* mongos: the counts under raw, per shard */
+	bson_t b = BSON_INITIALIZER, raw, sh;
+	BSON_APPEND_DOCUMENT_BEGIN(&b, "raw", &raw);
+	BSON_APPEND_DOCUMENT_BEGIN(&raw, "shard0/h:1", &sh);
+	BSON_APPEND_INT32(&sh, "numIndexesBefore", 2);
+	BSON_APPEND_INT32(&sh, "numIndexesAfter", 2);
+	bson_append_document_end(&raw, &sh);
+	bson_append_document_end(&b, &raw);
+	BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+	size_t len;
+	uint8_t *m = opmsg_of(&b, 0, &len);
+	assert_false(reply_scan_indexes_unchanged(m, len));
+	free(m);
+	bson_destroy(&b);
+}
+
 static void test_reply_scan_matches_capture(void **state)
 {
 	bson_t b;
@@ -535,6 +585,7 @@ int main(void)
 	    cmocka_unit_test(test_json_merges_workers),
 	    cmocka_unit_test(test_query_parse),
 	    cmocka_unit_test(test_reply_scan_matches_capture),
+	    cmocka_unit_test(test_reply_scan_indexes_unchanged),
 	    cmocka_unit_test(test_reply_scan_values),
 	    cmocka_unit_test(test_prometheus_label_escapes),
 	};
