@@ -2,6 +2,7 @@
 #include "proxy/stats/reply_scan.h"
 
 #include <endian.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "protocol/value_filter.h"
@@ -149,13 +150,24 @@ static bool is_number(uint8_t t)
 	return t == 0x01 || t == 0x10 || t == 0x12;
 }
 
+/* A double as an int64: NaN or out of range gives INT64_MIN, which is
+ * what x86's conversion gives for libbson's cast (the capture's reader),
+ * without C's undefined conversion (an upstream's n: 1e228, found by
+ * fuzz_reply_scan under UBSan). */
+static int64_t dbl_to_i64(double d)
+{
+	if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+		return INT64_MIN;
+	return (int64_t)d;
+}
+
 /* As libbson's bson_iter_as_int64 / _as_double on the numeric and boolean
  * types; 0 for the rest. */
 static int64_t as_int64(const elem *e)
 {
 	switch (e->type) {
 	case 0x01:
-		return (int64_t)rddbl(e->val);
+		return dbl_to_i64(rddbl(e->val));
 	case 0x10:
 		return rd32(e->val);
 	case 0x12:
