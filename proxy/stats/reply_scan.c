@@ -66,7 +66,10 @@ static int64_t value_len(uint8_t t, const uint8_t *p, size_t avail)
 	case 0x02: /* string */
 	case 0x0D: /* code */
 	case 0x0E: /* symbol */
-		if (avail < 5 || (l = rd32(p)) < 1 || (size_t)l > avail - 4)
+		/* its last byte a NUL, as libbson's iterator (the capture's
+		 * reader) and mongod require: past one that is not, neither
+		 * reads on */
+		if (avail < 5 || (l = rd32(p)) < 1 || (size_t)l > avail - 4 || p[4 + l - 1] != 0)
 			return NO_VALUE;
 		return 4 + (int64_t)l;
 	case 0x03: /* document */
