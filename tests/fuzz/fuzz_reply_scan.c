@@ -9,12 +9,12 @@
  * size).
  *
  * Checked: each reader touches only the message's bytes (an exact-size
- * heap copy, under ASan); and where the body is valid BSON and the
- * capture's writer reads the reply (capture_reply_inspect, libbson after
- * the decoder's structural check),
- * the walker reads it too, with the same ok, code, writeErrors count and n, as
- * test_proxy_workload's test_reply_scan_matches_capture asserts by hand
- * (so the live workload table and the report count alike). */
+ * heap copy, under ASan and UBSan); and where the body is valid BSON and
+ * the capture's writer reads the reply (capture_reply_inspect: libbson,
+ * after the decoder's structural check), the walker reads it too, with
+ * the same ok, code, writeErrors count and n, as test_proxy_workload's
+ * test_reply_scan_matches_capture asserts by hand: the live workload
+ * table and the report count alike. */
 #include <bson/bson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,15 +83,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)reply_scan_values(&sc, &vf);
 	}
 	(void)reply_scan_indexes_unchanged(m, len);
-	/* The capture's reader checks a checksum and reads no reply whose sum
-	 * is wrong (as the input's zeros are): compared without one. It parses
-	 * the message as the decoder does (opmsg_parse's structural check,
-	 * stricter than libbson's: an array's keys, say) and reads nothing it
-	 * refuses, where the walker reads leniently; where it reads, both
-	 * must say the same. */
+	/* Compared only where both readers can read: the capture's reader
+	 * checks a checksum and reads no reply whose sum is wrong (as the
+	 * input's zeros are); libbson stops at a bad byte the walker steps
+	 * over (a boolean of 0xfb), so the body must be valid BSON; and the
+	 * capture's reader parses the message as the decoder does
+	 * (opmsg_parse's structural check, stricter than libbson's: an
+	 * array's keys, say), reading nothing it refuses. */
 	bool summed = !(data[0] & 1) && (data[0] & 2);
-	bson_t b; /* and where the body is BSON: libbson stops at a bad byte,
-	           * (a boolean of 0xfb) that the walker steps over */
+	bson_t b;
 	if (body && !summed && bson_init_static(&b, body, blen) &&
 	    bson_validate(&b, BSON_VALIDATE_NONE, NULL)) {
 		capture_reply_facts cf;
