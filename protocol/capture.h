@@ -57,7 +57,10 @@
  * estimate moved live at moments no record's place can stand for: another
  * worker's request could read it between a reply's move and its record);
  * 5 adds a keyed read's value hashes (vh) and a parent reply's values
- * (vals), unless its header says valueHashes: false.
+ * (vals), unless its header says valueHashes: false; 6 takes a keyed
+ * read's key beside other conditions ({_id: {$in: [...]}, deleted: false},
+ * protocol/keyed_filter.h) and keeps its vh, where 5 and older read only a
+ * key alone, as the proxy that wrote them did.
  * A reader reads every version from CAPTURE_FORMAT_OLDEST up; an older
  * capture simply lacks those facts, so the collection-scan and
  * large-document rules stay silent over a version 1 one.
@@ -76,7 +79,7 @@
 #include "protocol/value_filter.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 5
+#define CAPTURE_FORMAT_VERSION 6
 #define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {

@@ -74,14 +74,13 @@ struct aggregator {
 	/* its requests' literals are placeholders (redaction "shapes", the
 	 * default): equal ones are not one value read twice */
 	bool placeholders;
-	/* its forget records say where the proxy forgot index lists (format
-	 * version 3): a DDL's or a write's reply no longer does */
-	bool forget_records;
-	/* its requests keep the document counts their verdicts read (format
-	 * version 4): the replay judges with those, and an insert's or a
-	 * delete's reply no longer moves a count (its snapshots hold the
-	 * counts their lists landed with, as a late verdict read them) */
-	bool counts_kept;
+	/* What its format version (capture.h) says: its forget records say
+	 * where the proxy forgot index lists (3: a DDL's or a write's reply no
+	 * longer does); its requests keep the document counts their verdicts
+	 * read (4: the replay judges with those, and no insert's or delete's
+	 * reply moves a count); its keyed reads' keys were read alone, one
+	 * beside other conditions none (5 and older, as the proxy read them). */
+	bool forget_records, counts_kept, key_alone;
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
@@ -419,7 +418,8 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 	                  .counts = rec_counts(a, rec, &counts),
 	                  .value_hashes = nvh ? vh : NULL,
 	                  .nvalue_hashes = nvh,
-	                  .hashes_only = true};
+	                  .hashes_only = true,
+	                  .key_alone = a->key_alone};
 	block_info b;
 	const cmdview *v = &r->view;
 	if (!a->e)
@@ -541,8 +541,8 @@ static void on_request(aggregator *a, const bson_t *rec)
 	workload_note(m, a->instance, t, &r.view, cmd, si, ni);
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
-	                       m->shapes[si - 1].proj_fields, a->placeholders, nvh ? vh : NULL,
-	                       nvh});
+	                       m->shapes[si - 1].proj_fields, a->placeholders, nvh ? vh : NULL, nvh,
+	                       a->key_alone});
 	judge(a, rec, &r, t, app, ni, ids.conn, vh, nvh);
 	expect_reply(a, &ids, &r, si, ni, t);
 	request_release(&r);
@@ -846,6 +846,7 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
 		a->forget_records = capture_header_version(rec) >= 3;
 		a->counts_kept = capture_header_version(rec) >= 4;
+		a->key_alone = capture_header_version(rec) < 6;
 		index_cache_set_replay(a->ic, a->forget_records);
 		if (!a->rules_set) {
 			agg_rules_from_header(a->m, rec, &a->cfg, &a->quiet_cfg, &a->quiet_max);

@@ -17,6 +17,7 @@
 
 #include "protocol/commands.h"
 #include "protocol/key_set.h"
+#include "protocol/keyed_filter.h"
 #include "report/grow.h"
 #include "report/html_table.h"
 #include "report/relationships.h"
@@ -141,14 +142,27 @@ typedef struct keyed {
 } keyed;
 
 /* Whether a find reads by one field: {f: value}, {f: {$eq: v}} or
- * {f: {$in: [...]}}, where f is _id or the first key of one of the
- * collection's indexes (the capture's snapshot). */
-static bool read_by_key(const model_ns *n, const cmdview *v, keyed *k)
+ * {f: {$in: [...]}}, alone or with conditions beside it (unless
+ * key_alone; protocol/keyed_filter.h), where f is _id or the first key of
+ * one of the collection's indexes (the capture's snapshot). */
+static bool read_by_key(const model_ns *n, const cmdview *v, bool key_alone, keyed *k)
 {
 	bson_iter_t it, f, op;
 	if (!bson_iter_init_find(&it, &v->body, "filter") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
 	    !bson_iter_recurse(&it, &f) || !bson_iter_next(&f))
 		return false;
+	bson_iter_t more = f;
+	if (bson_iter_next(&more)) { /* several fields: the key among them, if one */
+		uint32_t len;
+		const uint8_t *doc;
+		bool in;
+		bson_iter_document(&it, &len, &doc);
+		int at = key_alone ? -1 : keyed_filter_pick(doc, len, &in);
+		if (at < 0)
+			return false;
+		while (at-- > 0)
+			bson_iter_next(&f);
+	}
 	const char *key = bson_iter_key(&f);
 	k->in = -1;
 	key_set_clear(&k->values);
@@ -176,8 +190,6 @@ static bool read_by_key(const model_ns *n, const cmdview *v, keyed *k)
 	} else {
 		key_set_add(&k->values, &f);
 	}
-	if (bson_iter_next(&f))
-		return false; /* a second field: not one key */
 	bool indexed = !strcmp(key, "_id");
 	for (size_t i = 0; !indexed && i < n->nindexes; i++)
 		indexed = !strcmp(n->indexes[i].first, key);
@@ -233,7 +245,7 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 {
 	keyed k;
 	if (!c->armed || q->t - c->last_t > REL_WINDOW_US || q->ns == c->parent ||
-	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, &k))
+	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, q->key_alone, &k))
 		return false;
 	bool sure = !c->vals_known || !q->vh; /* nothing to tell */
 	for (uint32_t v = 0; !sure && v < q->nvh; v++)

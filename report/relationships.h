@@ -73,6 +73,7 @@ typedef struct rel_req {
 	 * NULL: none can be looked up in a parent's values */
 	const uint64_t *vh;
 	uint32_t nvh;
+	bool key_alone; /* a key beside other conditions is none (capture format 5 and older) */
 } rel_req;
 
 typedef struct rel_tracker rel_tracker;

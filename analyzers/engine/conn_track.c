@@ -16,6 +16,7 @@
 
 #include "analyzers/engine/body.h"
 #include "analyzers/engine/engine_int.h"
+#include "protocol/keyed_filter.h"
 #include "protocol/wire_iter.h"
 
 struct engine_conn_track {
@@ -185,6 +186,17 @@ static rule_read_kind value_kind(const bson_iter_t *it, uint32_t *values, uint64
 	return k;
 }
 
+/* A condition beside the key (or of a filter with none): its operators
+ * into key, never its values. */
+static void beside_key(const bson_iter_t *it, uint64_t *key)
+{
+	bson_iter_t op;
+	if (!WIRE_ITER_HOLDS_DOCUMENT(it) || !wire_iter_recurse(it, &op))
+		return;
+	while (wire_iter_next(&op) && wire_iter_key(&op)[0] == '$')
+		*key = mix_str(*key, wire_iter_key(&op));
+}
+
 /* The value of the body's top-level key `name` of type `type` (the view's
  * keys, cmdview.h: no walk), or NULL. */
 static const uint8_t *top_value(const cmdview *v, const char *name, uint32_t n, bson_type_t type)
@@ -280,17 +292,27 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 	wire_iter_init_framed(&it, doc, le32(doc)); /* validated with the body */
 	if (!wire_iter_next(&it))
 		return; /* {}: every document */
-	const char *field = wire_iter_key(&it);
+	bson_iter_t more = it;
+	int at = 0; /* the key's field: the only one, or one of several */
+	bool in;
+	if (wire_iter_next(&more))
+		at = r->key_alone ? -1 : keyed_filter_pick(doc, le32(doc), &in);
+	const char *field = NULL;
 	uint32_t values = 1;
-	f->key = mix_str(0, field);
-	/* a top-level operator ($and, $or, $nor, $expr, $comment, $where,
-	 * $jsonSchema, ...) reads by no one field's value */
-	rule_read_kind k =
-	    field[0] == '$' ? RULE_READ_QUERY : value_kind(&it, &values, &f->key, vr);
-	while (wire_iter_next(&it)) { /* more fields: a query, its structure kept */
-		f->key = mix_str(f->key, wire_iter_key(&it));
-		k = RULE_READ_QUERY;
-	}
+	rule_read_kind k = RULE_READ_QUERY;
+	int i = 0;
+	do {
+		const char *name = wire_iter_key(&it);
+		f->key = mix_str(f->key, name);
+		/* a top-level operator ($and, $or, $nor, $expr, $comment, $where,
+		 * $jsonSchema, ...) reads by no one field's value */
+		if (i++ != at || name[0] == '$') {
+			beside_key(&it, &f->key);
+			continue;
+		}
+		field = name;
+		k = value_kind(&it, &values, &f->key, vr);
+	} while (wire_iter_next(&it));
 	f->kind = k;
 	if (k == RULE_READ_KEYED || k == RULE_READ_KEYED_IN) {
 		f->values = values;
@@ -412,6 +434,7 @@ uint32_t engine_value_hashes(const cmdview *v, uint64_t *out, uint32_t max)
 		return 0;
 	r.values_known = true;
 	r.hashes_only = false;
+	r.key_alone = false;
 	r.hashes = NULL;
 	value_reader vr = {.keys = &f.keys, .out = out, .max = max};
 	read_filter(&r, &vr, &f);
@@ -430,6 +453,7 @@ uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_
 	r.hashes = rc->value_hashes;
 	r.nhashes = rc->nvalue_hashes;
 	r.hashes_only = rc->hashes_only;
+	r.key_alone = rc->key_alone;
 	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
 	if (r.kind == RULE_READ_NONE && t->idle && (!r.changes || t->changed))
 		return 0;

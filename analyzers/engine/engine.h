@@ -176,6 +176,9 @@ typedef struct request_ctx {
 	const uint64_t *value_hashes;
 	uint32_t nvalue_hashes;
 	bool hashes_only;
+	/* A keyed read's field has nothing beside it (a replay of a capture
+	 * of format version 5 or older, read so live; rule_api.h). */
+	bool key_alone;
 	/* The decoder's template the request matched (request_template.h), or
 	 * 0: decoded_gen names it (unique on the connection, never 0), and
 	 * decoded_spans (offsets into the body) are where two requests that

@@ -116,8 +116,9 @@ typedef struct rule_words {
 typedef enum {
 	RULE_READ_NONE,     /* not a read that returns documents (a write, hello, count, ...) */
 	RULE_READ_QUERY,    /* a find or an aggregate; as a filter: any other than below */
-	RULE_READ_KEYED,    /* a filter by one field's value: {k: v}, {k: {$eq: v}} */
-	RULE_READ_KEYED_IN, /* a filter by one field's values: {k: {$in: [...]}} */
+	RULE_READ_KEYED,    /* a filter by one field's value: {k: v}, {k: {$eq: v}} (and
+	                     * conditions beside it: protocol/keyed_filter.h) */
+	RULE_READ_KEYED_IN, /* a filter by one field's values: {k: {$in: [...]}} (likewise) */
 	RULE_READ_MORE,     /* a getMore: more of a cursor on db.coll */
 } rule_read_kind;
 
@@ -132,6 +133,10 @@ typedef struct rule_read {
 	const uint64_t *hashes;
 	uint32_t nhashes;
 	bool hashes_only;
+	/* A keyed read's field has nothing beside it ({k: v}, not {k: v,
+	 * deleted: false}): how a capture of format version 5 or older was
+	 * read live, so its replay reads it so. */
+	bool key_alone;
 	const char *db;   /* NONE: NULL */
 	const char *coll; /* coll_len bytes, not NUL-terminated */
 	uint32_t coll_len;

@@ -448,3 +448,73 @@ def test_capture_value_hashes_option(clients, upstream, start_proxy, dbname, tmp
     assert all(got.get(k) == n for k, n in live.items()), (got, live)
     assert sorted(f["ns"] for f in rep["findings"] if f["rule"] == "client-side-join") == \
         [f"{dbname}.auth_user", f"{dbname}.customers"]
+
+
+@pytest.mark.parametrize("redact", [True, False], ids=["redacted", "literals"])
+def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp_path,
+                                     mongoguard_bin, redact):
+    """A key with conditions beside it is still a keyed read: a soft-delete plugin's populate
+    (mongoose-delete sends `{_id: {$in: [ids]}, deleted: {$ne: false}}`), an N+1 with a flag
+    beside the `_id` (`{_id: v, deletedAt: null}`). Before, "nothing beside" hid every
+    populate of a soft-deleting model (a helper's held-out run of mongoose-delete, stop 55).
+    Reads by other values with a condition beside them stay no join (the values are the
+    key's alone), the report over the capture agrees with the live log, and a capture of
+    format 5, whose proxy read a key alone, is replayed so: without these two findings."""
+    import bson
+    from test_capture_report import captures, live_findings, run_report
+
+    seed_shop(clients, dbname)
+    direct = clients.direct()[dbname]
+    direct.django_migrations.insert_many(
+        [{"_id": 900 + i, "app": a} for i, a in enumerate(["auth", "admin", "sessions"])])
+    direct.auth_user.insert_many([{"_id": i, "username": u, "active": True}
+                                  for i, u in enumerate(["ada", "bob", "cy"])])
+    cdir = tmp_path / "cap"
+    cfg = {"rules": rules(client_side_join=JOIN),
+           "capture": {"dir": str(cdir), "replySampleRate": 1, "redactLiterals": redact}}
+    p = start_proxy(upstream.uri, json.dumps(cfg) + "\n")
+    db = MongoClient(p.uri, maxPoolSize=1, serverSelectionTimeoutMS=10000)[dbname]
+    # by other values first, a condition beside each: no join
+    assert len(list(db.django_migrations.find({}))) == 3
+    for u in ["ada", "bob", "cy", "ada"]:
+        assert db.auth_user.find_one({"username": u, "active": True})["username"] == u
+    orders = list(db.orders.find({"open": True}))
+    assert len(orders) == 12
+    got = list(db.customers.find({"_id": {"$in": [o["cust"] for o in orders]},
+                                  "deleted": {"$ne": True}}))
+    assert len(got) == 12
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    assert "by \"_id\" in 1 $in batch holding 12 keys" in f[0]["attr"]["detail"], f[0]["attr"]
+    orders = list(db.orders.find({"open": True}))
+    for o in orders:
+        assert db.products.find_one({"_id": o["cust"], "deletedAt": None})["sku"]
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.products")
+    assert "by \"_id\" " in f[0]["attr"]["detail"], f[0]["attr"]
+    time.sleep(1.5)  # a summary interval
+    assert p.stop() == 0
+    assert sorted(f["attr"]["ns"] for f in p.log.findings("client-side-join")) == \
+        [f"{dbname}.customers", f"{dbname}.products"]
+    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
+    files = captures(cdir)
+    run_report(mongoguard_bin, files, "--json", tmp_path / "r.json")
+    rep = json.loads((tmp_path / "r.json").read_text())
+    got = {(f["rule"], f["shapeHash"]): f["count"]
+           for f in rep["findings"] if f["rule"] == "client-side-join"}
+    assert got == live and len(live) == 2, (got, live)
+    pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
+    assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
+            (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
+
+    old = []  # the same capture as a version 5 proxy wrote it
+    for i, path in enumerate(files):
+        with open(path, "rb") as fh:
+            recs = list(bson.decode_file_iter(fh))
+        assert recs[0]["k"] == "header" and recs[0]["v"] == 6
+        recs[0]["v"] = 5
+        o = tmp_path / f"capture-old-{i}.bson"
+        o.write_bytes(b"".join(bson.encode(r) for r in recs))
+        old.append(o)
+    run_report(mongoguard_bin, old, "--json", tmp_path / "r5.json")
+    rep5 = json.loads((tmp_path / "r5.json").read_text())
+    assert [f for f in rep5["findings"] if f["rule"] == "client-side-join"] == []
+    assert rep5["relationships"]["pairs"] == [], rep5["relationships"]["pairs"]

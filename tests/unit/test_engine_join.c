@@ -291,6 +291,109 @@ static void test_populate_one_in_batch(void **state)
 	world_close(&w);
 }
 
+/* A key with conditions beside it (protocol/keyed_filter.h): a
+ * soft-delete plugin's populate (mongoose-delete: {_id: {$in: [ids]},
+ * deleted: {$ne: false}}), populate's `match` option, a flag beside a
+ * key's equality, the key after the condition: each a keyed read, joined
+ * as the key alone is. Before, "an $in next to another condition" hid
+ * every populate of a soft-deleting model. */
+static void test_key_beside_conditions(void **state)
+{
+	static const char *const forms[] = {
+	    "{'find':'customers','filter':{'_id':{'$in':[%s]},'deleted':{'$ne':false}}}",
+	    "{'find':'customers','filter':{'deleted':{'$ne':true},'_id':{'$in':[%s]}}}",
+	    "{'find':'customers','filter':{'_id':{'$in':[%s]},'status':'published'}}",
+	    "{'find':'customers','filter':{'_id':{'$in':[%s]},'deletedAt':null,'n':{'$gt':0}}}",
+	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':{'$in':[%s]},'deleted':false}}],"
+	    "'cursor':{}}",
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		world w;
+		conn c = {0};
+		char ids[2048], json[4096];
+		int at = 0;
+		world_open(&w, RULE_LOG);
+		find_orders(&w, &c, 8);
+		for (int k = 0; k < 8; k++)
+			at += snprintf(ids + at, sizeof ids - at, "%s{'$oid':'%024x'}",
+			               k ? "," : "", w.oid++);
+		snprintf(json, sizeof json, forms[i], ids);
+		w.t += 4;
+		send(&w, &c, json, 8);
+		const fx_finding *f = last_join(&w.sink);
+		assert_int_equal(fx_sink_count(&w.sink, J), 1);
+		if (!strstr(f->detail, "by \"_id\" in 1 $in batch holding 8 keys"))
+			fail_msg("%s: %s", forms[i], f->detail);
+		conn_close(&c);
+		world_close(&w);
+	}
+	/* N+1 by _id with a flag beside it, then a populate whose key is the
+	 * only equality that is not a flag */
+	static const char *const each[] = {
+	    "{'find':'customers','filter':{'_id':{'$oid':'%024x'},'deleted':false}}",
+	    "{'find':'customers','filter':{'isDeleted':{'$ne':true},'_id':{'$eq':{'$oid':'%024x'}}}"
+	    "}",
+	};
+	for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++) {
+		world w;
+		conn c = {0};
+		world_open(&w, RULE_LOG);
+		find_orders(&w, &c, 6);
+		for (int k = 0; k < 3; k++) {
+			char json[256];
+			snprintf(json, sizeof json, each[i], w.oid++);
+			w.t += 2;
+			send(&w, &c, json, 1);
+		}
+		const fx_finding *f = expect_one(&w, "shop.customers", "by \"_id\" 3 times");
+		(void)f;
+		conn_close(&c);
+		world_close(&w);
+	}
+}
+
+/* A capture of format version 5 or older was read live by a key alone:
+ * its replay (key_alone) reads so, and stays silent where that proxy did;
+ * the hashes a capture keeps are the key's values alone, in its order,
+ * equal to those of the key without its conditions. */
+static void test_key_alone_in_old_captures(void **state)
+{
+	world w;
+	conn c = {0};
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 6);
+	for (int k = 0; k < 6; k++) {
+		char json[256];
+		snprintf(json, sizeof json,
+		         "{'find':'customers','filter':{'_id':%d,'deleted':false}}", k);
+		w.t += 2;
+		request_ctx rc = {.conn = 7,
+		                  .now_ms = w.t,
+		                  .repeat = &c.repeat,
+		                  .track = &c.track,
+		                  .key_alone = true};
+		block_info block;
+		fx_analyze(w.e, "shop", json, NULL, 0, &rc, &block);
+		engine_note_reply(w.e, c.track, 1, NULL, ++w.t);
+	}
+	expect_silent(&w);
+	conn_close(&c);
+	world_close(&w);
+
+	uint64_t a[4], b[4];
+	fx_req q;
+	assert_true(fx_req_build(
+	    &q, "shop", "{'find':'c','filter':{'deleted':false,'_id':{'$in':['x','y']},'n':3}}",
+	    NULL, 0));
+	assert_int_equal(engine_value_hashes(&q.v, a, 4), 2);
+	fx_req_free(&q);
+	assert_true(
+	    fx_req_build(&q, "shop", "{'find':'c','filter':{'_id':{'$in':['x','y']}}}", NULL, 0));
+	assert_int_equal(engine_value_hashes(&q.v, b, 4), 2);
+	fx_req_free(&q);
+	assert_memory_equal(a, b, sizeof(uint64_t) * 2);
+}
+
 static void test_few_in_batches(void **state)
 {
 	world w;
@@ -741,7 +844,7 @@ static void test_unkeyed_reads(void **state)
 	    "{'find':'customers','filter':{'age':{'$gt':30}}}",
 	    "{'find':'customers','filter':{}}",
 	    "{'find':'customers'}",
-	    "{'find':'customers','filter':{'_id':{'$in':[1,2,3,4,5,6]},'deleted':false}}",
+	    "{'find':'customers','filter':{'_id':{'$in':[1,2,3,4,5,6]},'v':{'$in':[1,2]}}}",
 	    "{'find':'customers','filter':{'name':{'$regularExpression':{'pattern':'^a','options':"
 	    "''}}}}",
 	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':1}},{'$group':{'_id':'$a'}}],"
@@ -840,7 +943,7 @@ static void test_aggregate_look_alikes(void **state)
 	    "[{'$match':{'k':%d}},{'$group':{'_id':'$a'}}]",
 	    "[{'$match':{'k':%d}},{'$unionWith':'x'}]",
 	    "[{'$match':{'k':%d}},{'$facet':{'a':[{'$limit':1}]}}]",
-	    "[{'$match':{'k':%d,'deleted':false}}]",
+	    "[{'$match':{'k':%d,'tenant':'t1'}}]",
 	    "[{'$project':{'k':1}},{'$match':{'k':%d}}]",
 	    "[{'$match':{'k':{'$gt':%d}}}]",
 	    "[{'$match':{'k':%d},'$limit':1}]",
@@ -869,6 +972,24 @@ static void test_top_level_operators(void **state)
 	for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
 		silent_after_parent(FIND_OF, filters[i], filters[i]);
 		silent_after_parent(MATCH_OF, filters[i], filters[i]);
+	}
+}
+
+/* Filters of several fields with no one key: two $in, two equalities to
+ * values that may be references ({tenant, customerId}), a top-level
+ * operator beside a key, an $in beside a second operator of its own. */
+static void test_no_one_key_beside(void **state)
+{
+	static const char *const forms[] = {
+	    "{'_id':{'$in':[%d]},'tag':{'$in':['a','b']}}",
+	    "{'tenant':'t1','customerId':%d}",
+	    "{'_id':%d,'$comment':'by id'}",
+	    "{'_id':{'$in':[%d],'$ne':0},'deleted':false}",
+	    "{'_id':%d,'name':{'$eq':'x'}}",
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		silent_after_parent(FIND_OF, forms[i], forms[i]);
+		silent_after_parent(MATCH_OF, forms[i], forms[i]);
 	}
 }
 
@@ -1203,6 +1324,9 @@ int main(void)
 	    cmocka_unit_test(test_n_plus_one_by_single_key),
 	    cmocka_unit_test(test_eq_operator),
 	    cmocka_unit_test(test_populate_one_in_batch),
+	    cmocka_unit_test(test_key_beside_conditions),
+	    cmocka_unit_test(test_no_one_key_beside),
+	    cmocka_unit_test(test_key_alone_in_old_captures),
 	    cmocka_unit_test(test_few_in_batches),
 	    cmocka_unit_test(test_pagination),
 	    cmocka_unit_test(test_pagination_from_a_small_first_batch),

@@ -1,0 +1,59 @@
+/* keyed_filter.h */
+#include <string.h>
+
+#include "protocol/keyed_filter.h"
+#include "protocol/wire_iter.h"
+
+typedef enum {
+	KF_BESIDE, /* a condition beside the key */
+	KF_EQ,     /* an equality to a value that may be a reference */
+	KF_IN,     /* {$in: [...]} alone */
+} kf_kind;
+
+/* A value every document of a kind holds alike: a flag, not a reference. */
+static bool flag_value(bson_type_t t)
+{
+	return t == BSON_TYPE_BOOL || t == BSON_TYPE_NULL || t == BSON_TYPE_UNDEFINED ||
+	       t == BSON_TYPE_MINKEY || t == BSON_TYPE_MAXKEY;
+}
+
+static kf_kind field_kind(const bson_iter_t *it)
+{
+	bson_iter_t op;
+	bson_type_t t = wire_iter_type(it);
+	if (t == BSON_TYPE_REGEX || flag_value(t))
+		return KF_BESIDE;
+	if (t != BSON_TYPE_DOCUMENT || !wire_iter_recurse(it, &op) || !wire_iter_next(&op) ||
+	    wire_iter_key(&op)[0] != '$')
+		return KF_EQ; /* a value, an empty document or an embedded one */
+	const char *name = wire_iter_key(&op);
+	kf_kind k = KF_BESIDE;
+	if (strcmp(name, "$in") == 0 && WIRE_ITER_HOLDS_ARRAY(&op))
+		k = KF_IN;
+	else if (strcmp(name, "$eq") == 0 && !flag_value(wire_iter_type(&op)))
+		k = KF_EQ;
+	return wire_iter_next(&op) ? KF_BESIDE : k; /* {$in: [...], $ne: x}: a query */
+}
+
+int keyed_filter_pick(const uint8_t *doc, uint32_t len, bool *in)
+{
+	bson_iter_t it;
+	int i = 0, eq = -1, neq = 0, at_in = -1, nin = 0;
+	wire_iter_init_framed(&it, doc, len);
+	for (; wire_iter_next(&it); i++) {
+		if (wire_iter_key(&it)[0] == '$')
+			return -1; /* $and, $or, $expr, $comment, ...: no one field's reads */
+		kf_kind k = field_kind(&it);
+		if (k == KF_IN) {
+			at_in = i;
+			nin++;
+		} else if (k == KF_EQ) {
+			eq = i;
+			neq++;
+		}
+	}
+	*in = nin == 1;
+	if (nin == 1)
+		return at_in;
+	return nin == 0 && neq == 1 ? eq : -1;
+}
