@@ -976,6 +976,6 @@ void requests_hold(session *s, session_hold to)
 	} else if (to == HOLD_NONE) {
 		session_clear_timer(s);
 		if (!s->cl.paused)
-			bufferevent_enable(s->cl.bev, EV_READ);
+			transport_enable_reads(&s->cl);
 	}
 }

@@ -102,7 +102,7 @@ static void resume_client(session *s)
 		return;
 	s->cl.paused = false;
 	if (s->hold == HOLD_NONE)
-		bufferevent_enable(s->cl.bev, EV_READ);
+		transport_enable_reads(&s->cl);
 	requests_process(s); /* a request whose wait ran out goes on */
 }
 
@@ -345,6 +345,7 @@ static bool tls_failure(session *s, struct bufferevent *bev, bool upstream)
 static void client_handshake_done(session *s)
 {
 	log_reason(LOG_DEBUG, "NETWORK", LOGID_TLS, s->ctx, "TLS with client established");
+	transport_tls_open(&s->cl);
 	if ((s->state == SESSION_CONNECTING || s->state == SESSION_ACTIVE) &&
 	    s->hold == HOLD_NONE && !requests_in_large(s) &&
 	    evbuffer_get_length(bufferevent_get_input(s->cl.bev)) == 0)

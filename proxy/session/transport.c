@@ -369,6 +369,109 @@ static void own_reads(transport_side *t)
 	event_assign(rd, bufferevent_get_base(bev), fd, evs, plain_read_cb, bev);
 }
 
+/* ---- a TLS side's reads ----
+ * libevent's OpenSSL bufferevent reads one record per wake-up: its loop
+ * (consider_reading) goes on only while SSL_pending says the record it is
+ * in holds more, and OpenSSL, without read_ahead, reads from the socket no
+ * further than that record's end. A driver writes each message as a
+ * record of its own, so sixteen pipelined requests were sixteen wake-ups,
+ * sixteen passes of the request loop (none judged as a run) and sixteen
+ * writes upstream. tls_read_cb runs libevent's read again while it gets
+ * more, with the read callback off, then hands the session everything at
+ * once.
+ *
+ * Stopping anywhere is safe: each of libevent's reads ends at a record's
+ * end (nothing decrypted is left in OpenSSL) or at a socket that had no
+ * more (a record begun is finished when epoll reports the rest), so what
+ * is not read yet is in the socket, which the level-triggered event
+ * reports again. That is why read_ahead stays off: it would leave whole
+ * records in OpenSSL's buffer, which epoll never reports. The cost is one
+ * read that finds the socket empty per wake-up.
+ *
+ * An end or error (close_notify, the peer's close, a bad record) met
+ * after the first record would reach the session before the requests in
+ * front of it, which it would then drop: it is held (tls_hold) and
+ * delivered after them, unless the session stopped reading meanwhile;
+ * then it waits for transport_enable_reads. libevent met it with its
+ * reads stopped, and OpenSSL keeps its state, so nothing more is read. */
+
+static void tls_hold(struct bufferevent *bev, short what, void *arg)
+{
+	transport_side *t = arg;
+	t->held |= what;
+}
+
+/* Delivers the held event when the session still reads; true when it
+ * did (the session may have ended: nothing of it may be touched). */
+static bool tls_deliver_held(struct bufferevent *bev, transport_side *t)
+{
+	if (!t->held || !(bufferevent_get_enabled(bev) & EV_READ))
+		return false;
+	short what = t->held;
+	t->held = 0;
+	bufferevent_trigger_event(bev, what, 0);
+	return true;
+}
+
+static void tls_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct bufferevent *bev = arg;
+	transport_side *t = bev->cbarg;
+	session_ncallbacks++;
+	if (t->held) { /* met by an earlier read; reading has resumed */
+		tls_deliver_held(bev, t);
+		return;
+	}
+	if (what & EV_TIMEOUT) { /* none are set; libevent's own handling */
+		t->lib_read(fd, what, arg);
+		return;
+	}
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t start = evbuffer_get_length(in), have = start, was;
+	bufferevent_data_cb readcb = bev->readcb;
+	bufferevent_event_cb eventcb = bev->errorcb;
+	bev->readcb = NULL; /* libevent skips a NULL callback */
+	bev->errorcb = tls_hold;
+	do {
+		was = have;
+		t->lib_read(fd, what, arg);
+		have = evbuffer_get_length(in);
+	} while (have > was && !t->held && have - start < READ_CHUNK);
+	bev->readcb = readcb;
+	bev->errorcb = eventcb;
+	/* through libevent, which re-checks its read mark after the callback */
+	if (have > start)
+		bufferevent_trigger(bev, EV_READ, 0);
+	tls_deliver_held(bev, t);
+}
+
+void transport_tls_open(transport_side *t)
+{
+	struct bufferevent *bev = t->bev;
+	struct event *rd = &bev->ev_read;
+	evutil_socket_t fd = event_get_fd(rd);
+	short evs = EV_READ | EV_PERSIST | EV_FINALIZE;
+	if (!t->tls || t->lib_read || fd < 0 || event_get_base(rd) != bufferevent_get_base(bev) ||
+	    event_get_events(rd) != evs || event_get_callback_arg(rd) != bev)
+		return;
+	/* libevent has just assigned it (set_open_callbacks) and added it
+	 * when reading is enabled; the argument stays the bufferevent, which
+	 * libevent finalizes the event with */
+	bool pending = event_pending(rd, EV_READ, NULL);
+	t->lib_read = event_get_callback(rd);
+	event_del(rd);
+	event_assign(rd, bufferevent_get_base(bev), fd, evs, tls_read_cb, bev);
+	if (pending)
+		event_add(rd, NULL);
+}
+
+void transport_enable_reads(transport_side *t)
+{
+	bufferevent_enable(t->bev, EV_READ);
+	if (t->held)
+		event_active(&t->bev->ev_read, EV_READ, 1);
+}
+
 void transport_init_reads(transport_side *t)
 {
 	own_reads(t);

@@ -15,7 +15,11 @@
  * reads go straight there instead, up to DIRECT_READ at a time, and the
  * bytes are claimed with transport_claim. A TLS side reads through
  * OpenSSL and libevent (its direct buffer is never used: what it reads
- * lands in its input buffer, from which the session takes it).
+ * lands in its input buffer, from which the session takes it). libevent
+ * reads one TLS record per wake-up, and a driver writes each message as a
+ * record of its own; once the handshake is done (transport_tls_open) a
+ * wake-up runs libevent's read again while it gets more, and the session
+ * is handed all of it at once (see tls_read_cb in transport.c).
  *
  * The read high-watermark: reading a side stops while its input holds
  * this much (a message gathered whole raises it to that message's length).
@@ -60,6 +64,10 @@ typedef struct transport_side {
 	uint8_t *direct;    /* where reads go while the input is empty, or NULL */
 	size_t direct_room; /* bytes the direct buffer still takes */
 	size_t direct_got;  /* bytes read into it since the last claim */
+	/* TLS, after the handshake: libevent's own read callback, which
+	 * tls_read_cb runs (NULL: libevent's reads as they are). */
+	void (*lib_read)(int fd, short what, void *arg);
+	short held; /* an end or error met after bytes not yet handed on */
 } transport_side;
 
 /* Makes the side's reads ours where they can be (a plain socket whose read
@@ -67,6 +75,17 @@ typedef struct transport_side {
  * bufferevent_socket_new, or bufferevent_socket_connect for the upstream,
  * which assigns it again) and sets the first read mark. */
 void transport_init_reads(transport_side *t);
+
+/* The side's TLS handshake finished: each read wake-up gathers every
+ * record the socket holds, up to a read chunk, before the session sees
+ * them. Left as libevent made it if its read event does not look as
+ * expected (another libevent). */
+void transport_tls_open(transport_side *t);
+
+/* Reading resumes after the session stopped it (backpressure, a held
+ * request): bufferevent_enable, and an end or error the last read met and
+ * held for the bytes before it is delivered on the next loop turn. */
+void transport_enable_reads(transport_side *t);
 
 /* Callbacks this thread has run for its sessions: every socket or timer
  * callback of a session counts one (session_callbacks_run). One increment
