@@ -597,6 +597,15 @@ bool hx_tls_handshake(hx_conn *c)
 	return false;
 }
 
+void hx_tls_close_notify(hx_conn *c)
+{
+	if (!c->ssl || !c->tls_done)
+		return;
+	ERR_clear_error();
+	SSL_shutdown(c->ssl);
+	drain_wbio(c);
+}
+
 void hx_client_shutdown(hx_conn *c)
 {
 	if (c->cfd >= 0)

@@ -118,6 +118,8 @@ size_t hx_deliver(hx_conn *c, size_t n);
 bool hx_flush(hx_conn *c);
 /* The TLS handshake driven to the end: true when both ends finished. */
 bool hx_tls_handshake(hx_conn *c);
+/* The TLS client's close_notify, queued after what it wrote. */
+void hx_tls_close_notify(hx_conn *c);
 void hx_client_shutdown(hx_conn *c); /* SHUT_WR: the client says it is done */
 void hx_client_close(hx_conn *c);
 /* The upstream closes its connection, and any the session makes later. */

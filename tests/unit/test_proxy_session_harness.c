@@ -25,6 +25,11 @@ enum {
 	BOUND_EPOLL = 64,
 	STEP_MS = 1000,
 	IDLE_CALLBACKS = 1, /* an hour with nothing in flight */
+	/* Sixteen requests in sixteen TLS records, written at once: a read, an
+	 * upstream reply or two, the client's writes. A record per wake-up
+	 * was 16 reads and more. */
+	PIPELINED_CALLBACKS = 8,
+	PAUSING_REQUESTS = 70, /* past INFLIGHT_MAX (64) */
 };
 
 typedef struct fixture {
@@ -350,6 +355,70 @@ static void test_tls_client_closes_mid_handshake(void **state)
 	finish(f);
 }
 
+/* n pings, requestIDs first.., each written as a TLS record of its own
+ * (as drivers write messages), all queued. */
+static void queue_pings(hx_conn *c, int32_t first, int n)
+{
+	uint8_t ping[64];
+	for (int i = 0; i < n; i++)
+		hx_queue_app(c, ping, hx_ping(ping, first + i));
+}
+
+/* Sixteen pipelined requests, sixteen records in one write: one wake-up
+ * reads them all (libevent alone reads a record per wake-up), and they
+ * go upstream together. */
+static void test_tls_pipelined_records_read_together(void **state)
+{
+	fixture *f = start(true);
+	assert_true(hx_tls_handshake(f->c));
+	uint64_t before = hx_callbacks(f->c);
+	queue_pings(f->c, 100, 16);
+	assert_true(hx_flush(f->c));
+	assert_int_equal(f->c->requests_seen, 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(hx_replies_to(f->c, 100 + i), 1);
+	print_message("    16 pipelined requests: %llu session callbacks\n",
+	              (unsigned long long)(hx_callbacks(f->c) - before));
+	assert_in_range(hx_callbacks(f->c) - before, 1, PIPELINED_CALLBACKS);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* Requests, then close_notify and the socket's end, all in one write:
+ * every request goes upstream before the session ends (the end is met
+ * by the same wake-up that read them, and held until they are handed on). */
+static void test_tls_requests_then_close_notify(void **state)
+{
+	fixture *f = start(true);
+	assert_true(hx_tls_handshake(f->c));
+	queue_pings(f->c, 200, 16);
+	hx_tls_close_notify(f->c);
+	hx_deliver(f->c, f->c->out_len);
+	hx_client_shutdown(f->c);
+	assert_true(hx_run(f->c));
+	assert_int_equal(f->c->requests_seen, 16);
+	assert_ended(f, "client closed the connection");
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* More requests than the in-flight queue takes, then close_notify: the
+ * session stops reading at the queue's limit with the end already met;
+ * it is delivered only after the replies made room and the rest went. */
+static void test_tls_close_notify_while_paused(void **state)
+{
+	fixture *f = start(true);
+	assert_true(hx_tls_handshake(f->c));
+	queue_pings(f->c, 300, PAUSING_REQUESTS);
+	hx_tls_close_notify(f->c);
+	hx_deliver(f->c, f->c->out_len);
+	hx_client_shutdown(f->c);
+	assert_true(hx_run(f->c));
+	assert_int_equal(f->c->requests_seen, PAUSING_REQUESTS);
+	assert_ended(f, "client closed the connection");
+	finish(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +437,9 @@ int main(void)
 	    cmocka_unit_test(test_tls_partial_request_then_silence),
 	    cmocka_unit_test(test_tls_round_trip_then_idle),
 	    cmocka_unit_test(test_tls_client_closes_mid_handshake),
+	    cmocka_unit_test(test_tls_pipelined_records_read_together),
+	    cmocka_unit_test(test_tls_requests_then_close_notify),
+	    cmocka_unit_test(test_tls_close_notify_while_paused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
