@@ -286,11 +286,30 @@ static void relay_hello(session *s, struct evbuffer *in, struct evbuffer *out, c
 		warn_load_balanced(s);
 }
 
-/* A write's reply, whole: the documents it says it inserted or deleted
- * move the index cache's count of that collection. An insert that inserted
- * nothing (a write error, ok: 0) may still have made its collection, as
- * the server creates it before the documents go in: a list that says it
- * does not exist is forgotten (engine_note_made). */
+/* The documents an upsert's reply says it inserted: an update's
+ * `upserted` (one entry per statement that inserted), a findAndModify's
+ * `lastErrorObject.upserted` (one). */
+static int64_t upserted(const bson_t *body)
+{
+	bson_iter_t it, in;
+	int64_t n = 0;
+	if (bson_iter_init_find(&it, body, "upserted") && BSON_ITER_HOLDS_ARRAY(&it) &&
+	    bson_iter_recurse(&it, &in))
+		while (bson_iter_next(&in))
+			n++;
+	else if (bson_iter_init_find(&it, body, "lastErrorObject") &&
+	         BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &in) &&
+	         bson_iter_find(&in, "upserted"))
+		n = 1;
+	return n;
+}
+
+/* A write's reply, whole: the documents it says it inserted (an upsert's:
+ * upserted) or deleted move the index cache's count of that collection.
+ * An insert that inserted nothing (a write error, ok: 0) may still have
+ * made its collection, as the server creates it before the documents go
+ * in: a list that says it does not exist is forgotten (engine_note_made;
+ * an upsert's completion does so whatever its reply, answers.c). */
 static void note_write_reply(session *s, const inflight *f, const uint8_t *p, size_t n)
 {
 	engine *e = session_snap(s)->engine;
@@ -301,7 +320,9 @@ static void note_write_reply(session *s, const inflight *f, const uint8_t *p, si
 	if (!e || !opmsg_parse(p, n, &m, &err) || !bson_init_static(&body, m.body, m.body_len))
 		return;
 	int64_t docs = 0;
-	if (bson_iter_init_find(&it, &body, "n") && BSON_ITER_HOLDS_NUMBER(&it))
+	if (f->kind == INFLIGHT_UPSERT)
+		docs = upserted(&body);
+	else if (bson_iter_init_find(&it, &body, "n") && BSON_ITER_HOLDS_NUMBER(&it))
 		docs = bson_iter_as_int64(&it);
 	if (docs > 0)
 		engine_note_docs(e, (const char *)f->kept,
@@ -326,7 +347,7 @@ static void relay_whole(session *s, inflight *f, struct evbuffer *in, struct evb
 	if (f && f->kind == INFLIGHT_DDL) /* the capture's reader says the same */
 		f->ddl_noop = (reply_scan_read(p, st->n, &sc) && !sc.ok) ||
 		              reply_scan_indexes_unchanged(p, st->n);
-	if (f && inflight_is_write(f->kind)) {
+	if (f && (inflight_is_write(f->kind) || f->kind == INFLIGHT_UPSERT)) {
 		note_write_reply(s, f, p, st->n);
 		evbuffer_remove_buffer(in, out, st->n);
 	} else if (s->env.hello && f && inflight_is_hello(f->kind)) {
@@ -348,6 +369,18 @@ static bool wanted_whole(const session *s, const inflight *f)
 
 /* The largest reply gathered whole for its document count alone. */
 #define COUNTED_WHOLE_MAX (256 * 1024)
+
+/* An upsert's reply is gathered whole, to count what it inserted, when it
+ * is no larger than COUNTED_WHOLE_MAX: a findAndModify's holds the
+ * document it returns, up to 16 MB, and a larger one streams, its upsert
+ * not counted (as none was before). p/have: the front of the input, at a
+ * reply's start. */
+static bool upsert_whole(const session *s, const inflight *f, const uint8_t *p, size_t have)
+{
+	return f && !f->answer && f->kept && f->kind == INFLIGHT_UPSERT && have >= 4 &&
+	       !reply_framer_mid_reply(&s->framer) &&
+	       (uint32_t)wire_read_i32(p) <= COUNTED_WHOLE_MAX;
+}
 
 /* A reply whose documents the connection's track counts (client-side-join:
  * a read that may be a parent, or its getMore) is gathered whole when it
@@ -424,7 +457,8 @@ static relay_result relay_run(session *s, struct evbuffer *in, struct evbuffer *
 	while (more && have - off >= REPLY_PEEK_LEN) {
 		const inflight *head = inflight_head(&s->inflight);
 		size_t len = (size_t)(uint32_t)wire_read_i32(p + off);
-		if (!head || head->answer || wanted_whole(s, head) || len < REPLY_PEEK_LEN ||
+		if (!head || head->answer || wanted_whole(s, head) ||
+		    upsert_whole(s, head, p + off, have - off) || len < REPLY_PEEK_LEN ||
 		    len > have - off || queued + off + len >= OUT_HIGH)
 			break;
 		framer_step st;
@@ -548,7 +582,8 @@ static void process_upstream_replies(session *s)
 			return;
 		}
 		reply_framer_set_whole(&s->framer, wanted_whole(s, head) ||
-		                                       counted_whole(s, head, p, have, avail));
+		                                       counted_whole(s, head, p, have, avail) ||
+		                                       upsert_whole(s, head, p, have));
 		switch (reply_framer_next(&s->framer, p, have, avail, inflight_expect(&s->inflight),
 		                          &st, &err)) {
 		case FRAMER_GATHER:

@@ -131,6 +131,43 @@ def test_collection_filled_then_queried_at_once(start_proxy, upstream, clients, 
 
 
 @pytest.mark.parametrize("how", ["update", "findAndModify"])
+def test_collection_filled_by_upserts_then_queried_at_once(start_proxy, upstream, clients,
+                                                           dbname, how):
+    """The count follows upserts as it follows inserts: an update's reply lists what it
+    upserted (`upserted`, an entry a statement), a findAndModify's says so in its
+    `lastErrorObject`. Before, only inserts and deletes moved it, and a collection filled by
+    upserts (counters, caches, an ODM's findOneAndUpdate with upsert) stayed as small as its
+    list said until the next refresh: a held-out run of mongoose-slug-updater (stop 51) had a
+    collection of 15 upserted documents recorded at 0, and any real `minDocuments` hid its
+    scans. An upsert that matched a document inserts none and moves nothing."""
+    from pymongo import UpdateOne
+
+    p = start_proxy(upstream.uri, config=config(scan_rules(min_docs=100)))
+    coll = clients.via(p)[dbname].counters
+    coll.insert_one({"_id": 0, "qty": 0})
+    assert coll.find_one({"qty": 0})  # the index list and count (1) are learned here
+    time.sleep(0.5)
+    assert findings(p, SCAN, "counters") == []  # 1 document: small
+    for _ in range(3):  # upserts that match: no document inserted
+        coll.update_one({"_id": 0}, {"$inc": {"n": 1}}, upsert=True)
+        coll.find_one_and_update({"_id": 0}, {"$inc": {"n": 1}}, upsert=True)
+    mark = p.log.mark()
+    list(coll.find({"c": {"$exists": False}}))
+    time.sleep(1.0)
+    assert findings(p, SCAN, "counters", since=mark) == []  # still 1
+    if how == "update":
+        r = coll.bulk_write([UpdateOne({"_id": i}, {"$set": {"qty": i}}, upsert=True)
+                             for i in range(1, 151)])
+        assert r.upserted_count == 150
+    else:
+        for i in range(1, 151):
+            coll.find_one_and_update({"_id": i}, {"$set": {"qty": i}}, upsert=True)
+    assert len(list(coll.find({"qty": {"$lt": 200}}))) == 151  # once
+    got = wait_one(p, SCAN, "counters")
+    assert len(got) == 1 and "151" in got[0]["attr"]["detail"], got[0]["attr"]["detail"]
+
+
+@pytest.mark.parametrize("how", ["update", "findAndModify"])
 def test_collection_made_by_an_upsert_is_listed_again_at_once(start_proxy, upstream, clients,
                                                                dbname, how):
     """A collection listed missing, then made by an upsert (an update's or a
