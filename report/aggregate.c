@@ -165,6 +165,13 @@ static void on_finding(void *arg, const finding *f)
 		hash_map_put(&a->findings, k, m->nfindings);
 		note_new_finding(a, mf);
 	}
+	if (f->request_hash && f->request_hash != f->shape_hash) {
+		/* a pair's finding (client-side-join): the request it came at
+		 * shows the rule, as the live /workload does */
+		size_t s = hash_map_get(&a->shapes, f->request_hash);
+		if (s)
+			m->shapes[s - 1].rules |= 1u << f->rule;
+	}
 	uint64_t n = f->repeats ? f->repeats : 1;
 	mf->count += n;
 	m->rule_totals[f->rule] += n;
@@ -964,37 +971,4 @@ void aggregator_free(aggregator *a)
 	hash_map_free(&a->listed);
 	ns_table_free(&a->nss);
 	free(a);
-}
-
-void model_free(model *m)
-{
-	for (size_t i = 0; i < m->nshapes; i++) {
-		free(m->shapes[i].lat_us);
-		free(m->shapes[i].lat_t);
-	}
-	free(m->tl_ev);
-	for (size_t i = 0; i < m->nnss; i++) {
-		free(m->nss[i].push);
-		free(m->nss[i].add_to_set);
-		for (size_t k = 0; k < m->nss[i].narrays; k++) {
-			free(m->nss[i].arrays[k].sample_t);
-			free(m->nss[i].arrays[k].sample_len);
-		}
-		free(m->nss[i].arrays);
-		free(m->nss[i].used);
-		free(m->nss[i].indexes);
-	}
-	for (size_t i = 0; i < m->nrecs; i++)
-		free(m->recs[i].shapes);
-	free(m->recs);
-	free(m->spans);
-	free(m->rels);
-	free(m->shapes);
-	free(m->findings);
-	free(m->nss);
-	free(m->apps);
-	free(m->dbs);
-	free(m->inputs);
-	free(m->per_sec);
-	memset(m, 0, sizeof *m);
 }

@@ -23,6 +23,4 @@ void aggregator_finish(aggregator *a);
 void aggregator_put_indexes(aggregator *a, const char *ns, const bson_t *const *specs, size_t n);
 void aggregator_free(aggregator *a);
 
-void model_free(model *m);
-
 #endif

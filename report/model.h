@@ -395,4 +395,8 @@ bool report_write_sarif(const model *m, FILE *f) __attribute__((warn_unused_resu
 bool report_write_junit(const model *m, const report_gate *g, FILE *f)
     __attribute__((warn_unused_result));
 
+/* Frees what the aggregator and the report's passes allocated in m
+ * (model.c), and zeroes it. */
+void model_free(model *m);
+
 #endif

@@ -501,6 +501,11 @@ def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp
     got = {(f["rule"], f["shapeHash"]): f["count"]
            for f in rep["findings"] if f["rule"] == "client-side-join"}
     assert got == live and len(live) == 2, (got, live)
+    # the child reads' shapes show the rule, as the live /workload does (a pair's finding
+    # is keyed by the pair; until stop 51 the report's shapes table showed rules: [])
+    for coll in ("customers", "products"):
+        rows = [s for s in rep["shapes"] if s["ns"] == f"{dbname}.{coll}"]
+        assert rows and all("client-side-join" in s["rules"] for s in rows), rows
     pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
     assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
             (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
