@@ -35,7 +35,7 @@ static kf_kind field_kind(const bson_iter_t *it)
 	return wire_iter_next(&op) ? KF_BESIDE : k; /* {$in: [...], $ne: x}: a query */
 }
 
-int keyed_filter_pick(const uint8_t *doc, uint32_t len, bool *in)
+int keyed_filter_pick(const uint8_t *doc, uint32_t len)
 {
 	bson_iter_t it;
 	int i = 0, eq = -1, neq = 0, at_in = -1, nin = 0;
@@ -52,7 +52,6 @@ int keyed_filter_pick(const uint8_t *doc, uint32_t len, bool *in)
 			neq++;
 		}
 	}
-	*in = nin == 1;
 	if (nin == 1)
 		return at_in;
 	return nin == 0 && neq == 1 ? eq : -1;

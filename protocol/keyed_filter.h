@@ -16,13 +16,12 @@
 #ifndef MG_PROTOCOL_KEYED_FILTER_H
 #define MG_PROTOCOL_KEYED_FILTER_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 /* doc: a filter document, validated (len its bytes). The key's position
- * among its top-level fields (0 the first), *in set when it is an $in;
- * -1: no one key. A filter of one field is left to the caller (-1 for it
- * too unless that field is a key by the rule above). */
-int keyed_filter_pick(const uint8_t *doc, uint32_t len, bool *in);
+ * among its top-level fields (0 the first); -1: no one key. A filter of
+ * one field is left to the caller (-1 for it too unless that field is a
+ * key by the rule above). */
+int keyed_filter_pick(const uint8_t *doc, uint32_t len);
 
 #endif

@@ -155,9 +155,8 @@ static bool read_by_key(const model_ns *n, const cmdview *v, bool key_alone, key
 	if (bson_iter_next(&more)) { /* several fields: the key among them, if one */
 		uint32_t len;
 		const uint8_t *doc;
-		bool in;
 		bson_iter_document(&it, &len, &doc);
-		int at = key_alone ? -1 : keyed_filter_pick(doc, len, &in);
+		int at = key_alone ? -1 : keyed_filter_pick(doc, len);
 		if (at < 0)
 			return false;
 		while (at-- > 0)

@@ -294,9 +294,8 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 		return; /* {}: every document */
 	bson_iter_t more = it;
 	int at = 0; /* the key's field: the only one, or one of several */
-	bool in;
 	if (wire_iter_next(&more))
-		at = r->key_alone ? -1 : keyed_filter_pick(doc, le32(doc), &in);
+		at = r->key_alone ? -1 : keyed_filter_pick(doc, le32(doc));
 	const char *field = NULL;
 	uint32_t values = 1;
 	rule_read_kind k = RULE_READ_QUERY;
