@@ -374,10 +374,12 @@ static bool wanted_whole(const session *s, const inflight *f)
  * is no larger than COUNTED_WHOLE_MAX: a findAndModify's holds the
  * document it returns, up to 16 MB, and a larger one streams, its upsert
  * not counted (as none was before). p/have: the front of the input, at a
- * reply's start. */
-static bool upsert_whole(const session *s, const inflight *f, const uint8_t *p, size_t have)
+ * reply's start. Inline: asked of every reply, and a call cost 8
+ * instructions a request of pipelined finds. */
+static inline __attribute__((always_inline)) bool upsert_whole(const session *s, const inflight *f,
+                                                               const uint8_t *p, size_t have)
 {
-	return f && !f->answer && f->kept && f->kind == INFLIGHT_UPSERT && have >= 4 &&
+	return f && f->kind == INFLIGHT_UPSERT && !f->answer && f->kept && have >= 4 &&
 	       !reply_framer_mid_reply(&s->framer) &&
 	       (uint32_t)wire_read_i32(p) <= COUNTED_WHOLE_MAX;
 }
