@@ -255,6 +255,19 @@ static const scase cases[] = {
     HIT("a text index serves only $text", FIND("{'t':'SECRET'}"), "find", "t" NOT_INDEXED, NULL),
     HIT("ESR with the sort", "{'find':'big','filter':{'qty':5,'w':{'$gt':1}},'sort':{'z':-1}}",
         "find", EVERY_DOC, ESR("\"qty\": 1, \"z\": -1, \"w\": 1")),
+    /* a limit and no sort: the scan stops at the limit's matches (the
+     * words said "reads every document", the bound, for an updateOne) */
+    HIT("updateOne by an unindexed field",
+        "{'update':'big','updates':[{'q':{'qty':5},'u':{'$set':{'a':1}}}]}", "update",
+        "so mongod reads documents until 1 matches (every one, about 50000, when fewer do; "
+        "indexes: ",
+        NULL),
+    HIT("a find with a limit and no sort", "{'find':'big','filter':{'qty':5},'limit':10}", "find",
+        "so mongod reads documents until 10 match (every one, about 50000, when fewer", NULL),
+    MISS("updateOne by an indexed field",
+         "{'update':'big','updates':[{'q':{'name':'x'},'u':{'$set':{'a':1}}}]}"),
+    MISS("a find with a limit on an indexed field",
+         "{'find':'big','filter':{'name':'x'},'limit':10}"),
     HIT("empty filter", FIND("{}"), "find", EMPTY_FILTER, "add a filter"),
     HIT("no filter at all", "{'find':'big'}", "find", EMPTY_FILTER, "add a filter"),
     /* a skip's documents are read and dropped (cursor.skip(): the server
