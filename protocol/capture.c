@@ -9,6 +9,7 @@
 #include "protocol/commands.h"
 #include "protocol/frame.h"
 #include "protocol/opmsg.h"
+#include "protocol/wire_doc.h"
 
 static bool streq(const char *a, const char *b)
 {
@@ -279,7 +280,11 @@ void capture_reply_inspect(const uint8_t *msg, size_t len, bool sample, capture_
 		int32_t nret = wire_read_i32(p + 12);
 		const uint8_t *doc = p + 20;
 		uint32_t dl = (uint32_t)wire_read_i32(doc);
+		/* The decoder's structural check, as opmsg_parse's for an
+		 * OP_MSG: libbson's iterator reads some malformed documents
+		 * the proxy's own walker steps over, and the two must agree. */
 		if (dl < 5 || dl > len - (WIRE_HEADER_LEN + 20) ||
+		    !wire_doc_validate(doc, dl, &err, "OP_REPLY document") ||
 		    !bson_init_static(&body, doc, dl))
 			return;
 		inspect_body(&body, sample, f, &st);

@@ -88,8 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * input's zeros are); libbson stops at a bad byte the walker steps
 	 * over (a boolean of 0xfb), so the body must be valid BSON; and the
 	 * capture's reader parses the message as the decoder does
-	 * (opmsg_parse's structural check, stricter than libbson's: an
-	 * array's keys, say), reading nothing it refuses. */
+	 * (wire_doc_validate, the structural check opmsg_parse makes of an
+	 * OP_MSG's body and the reader makes of an OP_REPLY's document;
+	 * stricter than libbson's: an array's keys, say), reading nothing
+	 * it refuses. */
 	bool summed = !(data[0] & 1) && (data[0] & 2);
 	bson_t b;
 	if (body && !summed && bson_init_static(&b, body, blen) &&

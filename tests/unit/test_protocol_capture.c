@@ -356,6 +356,58 @@ static void test_reply_inspection(void **st)
 	bson_destroy(body);
 }
 
+/* An OP_REPLY's document is read only when it passes the decoder's
+ * structural check, as an OP_MSG's body is: libbson's validator accepts
+ * this one (an array whose element's key runs past its own NUL into the
+ * next element), reads a writeError in it, and the request path's walker,
+ * which stops at the bad element, reads none (fuzz_reply_scan's
+ * crash-op-reply-array-key). A well-formed reply is still read. */
+static uint8_t *make_opreply(const uint8_t *doc, size_t dl, size_t *len)
+{
+	*len = WIRE_HEADER_LEN + 20 + dl;
+	uint8_t *m = calloc(1, *len);
+	wire_write_i32(m, (int32_t)*len);
+	wire_write_i32(m + 12, OP_REPLY);
+	wire_write_i32(m + WIRE_HEADER_LEN + 16, 1); /* numberReturned */
+	memcpy(m + WIRE_HEADER_LEN + 20, doc, dl);
+	return m;
+}
+
+static void test_malformed_op_reply_not_read(void **st)
+{
+	(void)st;
+	static const uint8_t bad[] = {
+	    'W',  0,    0,    0,    0x10, 'n',  0,    0,    0,    0,    0,    0x04, 'w',
+	    'r',  'i',  't',  'e',  'E',  'r',  'r',  'o',  'r',  's',  0,    0x32, 0,
+	    0,    0,    0x03, '0',  0x11, 'n',  'u',  'm',  'I',  'n',  'd',  'n',  'd',
+	    'e',  'x',  0,    0,    0,    0,    0,    0x10, 'c',  'o',  'd',  'e',  0,
+	    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0,    0x10, 'c',
+	    'o',  'd',  'e',  0,    0xff, 0xff, 0xff, 0x3f, 0};
+	assert_int_equal(sizeof bad, 0x57);
+	bson_t b;
+	assert_true(bson_init_static(&b, bad, sizeof bad));
+	assert_true(bson_validate(&b, BSON_VALIDATE_NONE, NULL)); /* libbson takes it */
+	size_t len;
+	uint8_t *msg = make_opreply(bad, sizeof bad, &len);
+	capture_reply_facts f;
+	capture_reply_inspect(msg, len, false, &f);
+	assert_false(f.read);
+	capture_reply_facts_free(&f);
+	free(msg);
+
+	bson_t *good = BCON_NEW("n", BCON_INT32(0), "writeErrors", "[", "{", "index", BCON_INT32(0),
+	                        "code", BCON_INT32(11000), "}", "]", "ok", BCON_DOUBLE(1));
+	msg = make_opreply(bson_get_data(good), good->len, &len);
+	capture_reply_inspect(msg, len, false, &f);
+	assert_true(f.read && f.ok);
+	assert_int_equal(f.write_errors, 1);
+	assert_int_equal(f.code, 11000);
+	capture_reply_facts_free(&f);
+	free(msg);
+	bson_destroy(good);
+}
+
 /* A reply record's values: written only when the writer set them, read
  * back bit for bit; a record whose values are not a filter's gives none. */
 static void test_reply_values_round_trip(void **st)
@@ -426,6 +478,7 @@ int main(void)
 	    cmocka_unit_test(test_header_versions),
 	    cmocka_unit_test(test_truncated_stream),
 	    cmocka_unit_test(test_reply_inspection),
+	    cmocka_unit_test(test_malformed_op_reply_not_read),
 	    cmocka_unit_test(test_reply_values_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
