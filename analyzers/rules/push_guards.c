@@ -61,15 +61,33 @@ static void add_set_guard(push_guards *g, const char *key, const bson_iter_t *op
 	}
 }
 
+/* {$not: {$in: [...]}} or {$not: {$eq: v}}, v on the $not: mongod reads
+ * them as $nin and $ne (a missing field matches both), so they are set
+ * guards too; inner is set on the $in or $eq, list says which. A $not of
+ * more than one operator negates their conjunction: it holds the field
+ * away from no one value, and is no guard. */
+static bool negated_set(const bson_iter_t *v, bson_iter_t *inner, bool *list)
+{
+	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, inner) || !wire_iter_next(inner))
+		return false;
+	const char *op = wire_iter_key(inner);
+	*list = key_eq(op, "$in");
+	if (!(*list && WIRE_ITER_HOLDS_ARRAY(inner)) && !key_eq(op, "$eq"))
+		return false;
+	bson_iter_t more = *inner;
+	return !wire_iter_next(&more);
+}
+
 /* The operators on one field: an upper or a lower bound on a counter, an
  * element-existence guard when the field is "<array>.<N>", or values it
- * is held away from ($ne, $nin: a set guard). */
+ * is held away from ($ne, $nin, and $not of $eq or $in: a set guard). */
 static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 {
 	bson_iter_t c;
 	if (!WIRE_ITER_HOLDS_DOCUMENT(v) || !wire_iter_recurse(v, &c))
 		return;
-	bool counter = false, floor = false, absent = false;
+	bool counter = false, floor = false, absent = false, list;
+	bson_iter_t inner;
 	while (wire_iter_next(&c)) {
 		const char *op = wire_iter_key(&c);
 		if (key_eq(op, "$ne"))
@@ -80,6 +98,8 @@ static void field_guards(push_guards *g, const char *key, const bson_iter_t *v)
 			counter = true;
 		else if ((key_eq(op, "$gt") || key_eq(op, "$gte")) && push_is_number(&c))
 			floor = true;
+		else if (key_eq(op, "$not") && negated_set(&c, &inner, &list))
+			add_set_guard(g, key, &inner, list);
 		else if (key_eq(op, "$not") && only_bound(&c, true))
 			counter = true;
 		else if (key_eq(op, "$not") && only_bound(&c, false))

@@ -33,7 +33,8 @@ typedef struct guard_path {
 } guard_path;
 
 /* A set guard: a path the filter holds away from given values, {f: {$ne:
- * v}} or {f: {$nin: [...]}}. A $push of those values to f (or of
+ * v}} or {f: {$nin: [...]}} (or their $not forms, {$not: {$eq: v}} and
+ * {$not: {$in: [...]}}). A $push of those values to f (or of
  * documents whose key k holds them, with the guard on "f.k") then adds
  * each at most once: the array is a set, bounded by its domain, as one
  * that $addToSet grows. vals: the $ne or $nin element. */

@@ -290,6 +290,13 @@ static const pcase cases[] = {
     HIT("set guard, empty $each",
         "{'update':'t','updates':[{'q':{'arr':{'$nin':[]}},'u':{'$push':{'arr':{'$each':[]}}}}]}",
         "test.t", "update", "\"arr\""),
+    HIT("set guard: $not of $in and another operator (no one value held away)",
+        "{'update':'t','updates':[{'q':{'arr':{'$not':{'$in':['a'],'$size':3}}},'u':{'$push':{"
+        "'arr':'a'}}}]}",
+        "test.t", "update", "\"arr\""),
+    HIT("set guard: $not of $in of another value",
+        "{'update':'t','updates':[{'q':{'arr':{'$not':{'$in':['b']}}},'u':{'$push':{'arr':'a'}}}]}",
+        "test.t", "update", "\"arr\""),
     HIT("explain of update (logged)",
         "{'explain':{'update':'posts','updates':[{'q':{},'u':{'$push':{'a':1}}}]},"
         "'verbosity':'queryPlanner'}",
@@ -458,6 +465,12 @@ static const pcase cases[] = {
     MISS("set guards in $and, one per value",
          "{'update':'t','updates':[{'q':{'$and':[{'arr':{'$ne':'a'}},{'arr':{'$ne':'b'}}]},'u':{"
          "'$push':{'arr':{'$each':['a','b'],'$position':0}}}}]}"),
+    MISS("set guard: $not of $in, every value pushed",
+         "{'update':'t','updates':[{'q':{'_id':1,'arr':{'$not':{'$in':['a','b']}}},'u':{'$push':{"
+         "'arr':{'$each':['a','b']}}}}]}"),
+    MISS("set guard: $not of $eq of the value pushed",
+         "{'update':'t','updates':[{'q':{'_id':1,'tags':{'$not':{'$eq':'SECRET'}}},'u':{'$push':{"
+         "'tags':'SECRET'}}}]}"),
     MISS("set guard, findAndModify",
          "{'findAndModify':'t','query':{'_id':1,'arr':{'$ne':'a'}},'update':{'$push':{'arr':'a'}}"
          "}"),
