@@ -60,7 +60,9 @@
  * (vals), unless its header says valueHashes: false; 6 takes a keyed
  * read's key beside other conditions ({_id: {$in: [...]}, deleted: false},
  * protocol/keyed_filter.h) and keeps its vh, where 5 and older read only a
- * key alone, as the proxy that wrote them did.
+ * key alone, as the proxy that wrote them did; 7 takes it among the
+ * fields of a top-level $and too ({$and: [{customer: v}, {deleted:
+ * false}]}), where 6 took that $and for an operator and no key.
  * A reader reads every version from CAPTURE_FORMAT_OLDEST up; an older
  * capture simply lacks those facts, so the collection-scan and
  * large-document rules stay silent over a version 1 one.
@@ -79,7 +81,7 @@
 #include "protocol/value_filter.h"
 
 #define CAPTURE_FORMAT_NAME    "mongoguard-capture"
-#define CAPTURE_FORMAT_VERSION 6
+#define CAPTURE_FORMAT_VERSION 7
 #define CAPTURE_FORMAT_OLDEST  1 /* the oldest version this reader reads */
 
 typedef enum {

@@ -35,15 +35,73 @@ static kf_kind field_kind(const bson_iter_t *it)
 	return wire_iter_next(&op) ? KF_BESIDE : k; /* {$in: [...], $ne: x}: a query */
 }
 
-int keyed_filter_pick(const uint8_t *doc, uint32_t len)
+/* {$and: [documents]}, it on the $and: walked as fields of the filter. */
+static bool and_of_documents(const bson_iter_t *it)
 {
-	bson_iter_t it;
+	bson_iter_t a;
+	const char *k = wire_iter_key(it);
+	if (k[0] != '$' || strcmp(k, "$and") != 0 || !WIRE_ITER_HOLDS_ARRAY(it) ||
+	    !wire_iter_recurse(it, &a))
+		return false;
+	bool any = false;
+	while (wire_iter_next(&a)) {
+		if (!WIRE_ITER_HOLDS_DOCUMENT(&a))
+			return false;
+		any = true;
+	}
+	return any;
+}
+
+/* keyed_filter.h */
+void keyed_walk_init(keyed_walk *w, const uint8_t *doc, uint32_t len, keyed_mode mode)
+{
+	wire_iter_init_framed(&w->top, doc, len);
+	w->flat = mode == KEYED_FLAT;
+	w->in_and = w->elem_open = false;
+}
+
+/* keyed_filter.h */
+bool keyed_walk_next(keyed_walk *w, const bson_iter_t **at)
+{
+	for (;;) {
+		if (w->in_and) {
+			if (w->elem_open && wire_iter_next(&w->elem)) {
+				*at = &w->elem;
+				return true;
+			}
+			w->elem_open =
+			    wire_iter_next(&w->and_arr) && wire_iter_recurse(&w->and_arr, &w->elem);
+			if (w->elem_open)
+				continue;
+			w->in_and = false;
+		}
+		if (!wire_iter_next(&w->top))
+			return false;
+		if (w->flat && and_of_documents(&w->top) &&
+		    wire_iter_recurse(&w->top, &w->and_arr)) {
+			w->in_and = true;
+			w->elem_open = false;
+			continue;
+		}
+		*at = &w->top;
+		return true;
+	}
+}
+
+/* keyed_filter.h */
+int keyed_filter_pick(const uint8_t *doc, uint32_t len, keyed_mode mode)
+{
+	keyed_walk w;
+	const bson_iter_t *it;
 	int i = 0, eq = -1, neq = 0, at_in = -1, nin = 0;
-	wire_iter_init_framed(&it, doc, len);
-	for (; wire_iter_next(&it); i++) {
-		if (wire_iter_key(&it)[0] == '$')
-			return -1; /* $and, $or, $expr, $comment, ...: no one field's reads */
-		kf_kind k = field_kind(&it);
+	bool op = false;
+	keyed_walk_init(&w, doc, len, mode);
+	for (; keyed_walk_next(&w, &it); i++) {
+		if (wire_iter_key(it)[0] == '$') {
+			op = true; /* $or, $expr, $comment, ...: no one field's reads */
+			continue;
+		}
+		kf_kind k = field_kind(it);
 		if (k == KF_IN) {
 			at_in = i;
 			nin++;
@@ -52,6 +110,10 @@ int keyed_filter_pick(const uint8_t *doc, uint32_t len)
 			neq++;
 		}
 	}
+	if (i == 1)
+		return 0;
+	if (op || mode == KEYED_ALONE)
+		return -1;
 	if (nin == 1)
 		return at_in;
 	return nin == 0 && neq == 1 ? eq : -1;

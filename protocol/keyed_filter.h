@@ -6,22 +6,51 @@
  * false}}), and populate's `match` option another ({_id: {$in: [ids]},
  * status: "published"}): still one read per page of a parent's values.
  *
- * The key is the filter's one $in, or, with no $in, its one equality to a
- * value another document could hold as a reference: not a boolean, null,
- * undefined, minKey or maxKey (a flag's value, read the same for every
- * document), not a regex (a query). The other fields are conditions
- * beside it, whatever they are. A filter with two $in, or no $in and two
- * such equalities ({tenant: t, customerId: v}), or a top-level operator
- * ($and, $or, $expr, ...) has no one key. */
+ * A filter's fields are its top-level ones and, in KEYED_FLAT, those of
+ * the documents of a top-level $and, in order, as mongod reads them (one
+ * conjunction): ODMantic sends every query of two conditions as {$and:
+ * [{customer: {$eq: v}}, {deleted: {$eq: false}}]}. A $and inside one of
+ * those documents, or one holding anything but documents, is a field of
+ * its own (an operator).
+ *
+ * The key is the fields' one $in, or, with no $in, their one equality to
+ * a value another document could hold as a reference: not a boolean,
+ * null, undefined, minKey or maxKey (a flag's value, read the same for
+ * every document), not a regex (a query). The other fields are conditions
+ * beside it, whatever they are. Fields with two $in, or no $in and two
+ * such equalities ({tenant: t, customerId: v}), or an operator ($or,
+ * $expr, $comment, a $and not walked, ...) have no one key. One field is
+ * the key whatever it is (its caller reads it as a value or a query). */
 #ifndef MG_PROTOCOL_KEYED_FILTER_H
 #define MG_PROTOCOL_KEYED_FILTER_H
 
+#include <bson/bson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
-/* doc: a filter document, validated (len its bytes). The key's position
- * among its top-level fields (0 the first); -1: no one key. A filter of
- * one field is left to the caller (-1 for it too unless that field is a
- * key by the rule above). */
-int keyed_filter_pick(const uint8_t *doc, uint32_t len);
+/* How a keyed read's key is taken, by the capture format that recorded
+ * it (protocol/capture.h): the live proxy's way is 0. */
+typedef enum {
+	KEYED_FLAT,  /* among the fields, a top-level $and's included (format 7) */
+	KEYED_TOP,   /* among the top-level fields only (format 6) */
+	KEYED_ALONE, /* only a filter of one field (format 5 and older) */
+} keyed_mode;
+
+/* The walk of a filter's fields. */
+typedef struct keyed_walk {
+	bson_iter_t top, and_arr, elem;
+	bool flat, in_and, elem_open;
+} keyed_walk;
+
+/* doc: a filter document, validated (len its bytes). */
+void keyed_walk_init(keyed_walk *w, const uint8_t *doc, uint32_t len, keyed_mode mode);
+
+/* The next field, *at on it; false after the last. */
+bool keyed_walk_next(keyed_walk *w, const bson_iter_t **at);
+
+/* doc: as keyed_walk_init. The key's position among the fields (0 the
+ * first); -1: no one key (also for no field, and always in KEYED_ALONE
+ * with more than one). */
+int keyed_filter_pick(const uint8_t *doc, uint32_t len, keyed_mode mode);
 
 #endif

@@ -80,7 +80,8 @@ struct aggregator {
 	 * read (4: the replay judges with those, and no insert's or delete's
 	 * reply moves a count); its keyed reads' keys were read alone, one
 	 * beside other conditions none (5 and older, as the proxy read them). */
-	bool forget_records, counts_kept, key_alone;
+	bool forget_records, counts_kept;
+	keyed_mode key_mode;
 	bool rules_set;
 	engine_config cfg;
 	rel_tracker *rel; /* client-side joins (relationships.c) */
@@ -426,7 +427,7 @@ static void judge(aggregator *a, const bson_t *rec, const request *r, int64_t t,
 	                  .value_hashes = nvh ? vh : NULL,
 	                  .nvalue_hashes = nvh,
 	                  .hashes_only = true,
-	                  .key_alone = a->key_alone};
+	                  .key_mode = a->key_mode};
 	block_info b;
 	const cmdview *v = &r->view;
 	if (!a->e)
@@ -549,7 +550,7 @@ static void on_request(aggregator *a, const bson_t *rec)
 	rel_request(a->rel, m,
 	            &(rel_req){a->instance, ids.conn, ids.id, t, &r.view, cmd, ni, h,
 	                       m->shapes[si - 1].proj_fields, a->placeholders, nvh ? vh : NULL, nvh,
-	                       a->key_alone});
+	                       a->key_mode});
 	judge(a, rec, &r, t, app, ni, ids.conn, vh, nvh);
 	expect_reply(a, &ids, &r, si, ni, t);
 	request_release(&r);
@@ -853,7 +854,9 @@ void aggregator_record(aggregator *a, int pass, const bson_t *rec)
 		a->placeholders = strcmp(rec_str(rec, "redaction"), "none") != 0;
 		a->forget_records = capture_header_version(rec) >= 3;
 		a->counts_kept = capture_header_version(rec) >= 4;
-		a->key_alone = capture_header_version(rec) < 6;
+		a->key_mode = capture_header_version(rec) < 6   ? KEYED_ALONE
+		              : capture_header_version(rec) < 7 ? KEYED_TOP
+		                                                : KEYED_FLAT;
 		index_cache_set_replay(a->ic, a->forget_records);
 		if (!a->rules_set) {
 			agg_rules_from_header(a->m, rec, &a->cfg, &a->quiet_cfg, &a->quiet_max);

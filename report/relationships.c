@@ -142,26 +142,27 @@ typedef struct keyed {
 } keyed;
 
 /* Whether a find reads by one field: {f: value}, {f: {$eq: v}} or
- * {f: {$in: [...]}}, alone or with conditions beside it (unless
- * key_alone; protocol/keyed_filter.h), where f is _id or the first key of
- * one of the collection's indexes (the capture's snapshot). */
-static bool read_by_key(const model_ns *n, const cmdview *v, bool key_alone, keyed *k)
+ * {f: {$in: [...]}}, alone or with conditions beside it (as mode says;
+ * protocol/keyed_filter.h), where f is _id or the first key of one of the
+ * collection's indexes (the capture's snapshot). */
+static bool read_by_key(const model_ns *n, const cmdview *v, keyed_mode mode, keyed *k)
 {
 	bson_iter_t it, f, op;
-	if (!bson_iter_init_find(&it, &v->body, "filter") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-	    !bson_iter_recurse(&it, &f) || !bson_iter_next(&f))
+	uint32_t len;
+	const uint8_t *doc;
+	if (!bson_iter_init_find(&it, &v->body, "filter") || !BSON_ITER_HOLDS_DOCUMENT(&it))
 		return false;
-	bson_iter_t more = f;
-	if (bson_iter_next(&more)) { /* several fields: the key among them, if one */
-		uint32_t len;
-		const uint8_t *doc;
-		bson_iter_document(&it, &len, &doc);
-		int at = key_alone ? -1 : keyed_filter_pick(doc, len);
-		if (at < 0)
+	bson_iter_document(&it, &len, &doc);
+	int at = keyed_filter_pick(doc, len, mode);
+	if (at < 0)
+		return false;
+	keyed_walk w;
+	const bson_iter_t *at_it = NULL;
+	keyed_walk_init(&w, doc, len, mode);
+	for (int i = 0; i <= at; i++)
+		if (!keyed_walk_next(&w, &at_it))
 			return false;
-		while (at-- > 0)
-			bson_iter_next(&f);
-	}
+	f = *at_it;
 	const char *key = bson_iter_key(&f);
 	k->in = -1;
 	key_set_clear(&k->values);
@@ -244,7 +245,7 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 {
 	keyed k;
 	if (!c->armed || q->t - c->last_t > REL_WINDOW_US || q->ns == c->parent ||
-	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, q->key_alone, &k))
+	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, q->key_mode, &k))
 		return false;
 	bool sure = !c->vals_known || !q->vh; /* nothing to tell */
 	for (uint32_t v = 0; !sure && v < q->nvh; v++)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "protocol/cmdview.h"
+#include "protocol/keyed_filter.h"
 #include "protocol/value_filter.h"
 #include "report/model.h"
 
@@ -73,7 +74,7 @@ typedef struct rel_req {
 	 * NULL: none can be looked up in a parent's values */
 	const uint64_t *vh;
 	uint32_t nvh;
-	bool key_alone; /* a key beside other conditions is none (capture format 5 and older) */
+	keyed_mode key_mode; /* how the capture's proxy took a key (protocol/keyed_filter.h) */
 } rel_req;
 
 typedef struct rel_tracker rel_tracker;

@@ -286,32 +286,34 @@ static void read_filter(const rule_read *r, value_reader *vr, rule_read_filter_f
 	key_set_clear(&f->keys);
 	const uint8_t *doc = r->find ? top_value(r->view, "filter", 6, BSON_TYPE_DOCUMENT)
 	                             : aggregate_match(r->view);
-	bson_iter_t it;
 	if (!doc)
 		return; /* no filter (every document), or another pipeline */
-	wire_iter_init_framed(&it, doc, le32(doc)); /* validated with the body */
-	if (!wire_iter_next(&it))
+	keyed_walk w;
+	const bson_iter_t *it;
+	keyed_walk_init(&w, doc, le32(doc), r->key_mode); /* validated with the body */
+	if (!keyed_walk_next(&w, &it))
 		return; /* {}: every document */
-	bson_iter_t more = it;
-	int at = 0; /* the key's field: the only one, or one of several */
-	if (wire_iter_next(&more))
-		at = r->key_alone ? -1 : keyed_filter_pick(doc, le32(doc));
+	/* the key's field: the only one, or one of several (a $and's too) */
+	bson_iter_t more = w.top;
+	int at = 0;
+	if (w.in_and || wire_iter_next(&more))
+		at = keyed_filter_pick(doc, le32(doc), r->key_mode);
 	const char *field = NULL;
 	uint32_t values = 1;
 	rule_read_kind k = RULE_READ_QUERY;
 	int i = 0;
 	do {
-		const char *name = wire_iter_key(&it);
+		const char *name = wire_iter_key(it);
 		f->key = mix_str(f->key, name);
-		/* a top-level operator ($and, $or, $nor, $expr, $comment, $where,
-		 * $jsonSchema, ...) reads by no one field's value */
+		/* an operator ($or, $nor, $expr, $comment, $where, $jsonSchema,
+		 * a $and not walked, ...) reads by no one field's value */
 		if (i++ != at || name[0] == '$') {
-			beside_key(&it, &f->key);
+			beside_key(it, &f->key);
 			continue;
 		}
 		field = name;
-		k = value_kind(&it, &values, &f->key, vr);
-	} while (wire_iter_next(&it));
+		k = value_kind(it, &values, &f->key, vr);
+	} while (keyed_walk_next(&w, &it));
 	f->kind = k;
 	if (k == RULE_READ_KEYED || k == RULE_READ_KEYED_IN) {
 		f->values = values;
@@ -433,7 +435,7 @@ uint32_t engine_value_hashes(const cmdview *v, uint64_t *out, uint32_t max)
 		return 0;
 	r.values_known = true;
 	r.hashes_only = false;
-	r.key_alone = false;
+	r.key_mode = KEYED_FLAT;
 	r.hashes = NULL;
 	value_reader vr = {.keys = &f.keys, .out = out, .max = max};
 	read_filter(&r, &vr, &f);
@@ -452,7 +454,7 @@ uint32_t conn_track_read(engine *e, engine_conn_track *t, const cmdview *v, cmd_
 	r.hashes = rc->value_hashes;
 	r.nhashes = rc->nvalue_hashes;
 	r.hashes_only = rc->hashes_only;
-	r.key_alone = rc->key_alone;
+	r.key_mode = rc->key_mode;
 	t->point = r.kind == RULE_READ_QUERY && r.find && point_read(v);
 	if (r.kind == RULE_READ_NONE && t->idle && (!r.changes || t->changed))
 		return 0;

@@ -21,6 +21,7 @@
 #include "protocol/byte_template.h"
 #include "protocol/cmdview.h"
 #include "protocol/commands.h"
+#include "protocol/keyed_filter.h"
 #include "protocol/value_filter.h"
 
 typedef struct index_cache index_cache;
@@ -176,9 +177,10 @@ typedef struct request_ctx {
 	const uint64_t *value_hashes;
 	uint32_t nvalue_hashes;
 	bool hashes_only;
-	/* A keyed read's field has nothing beside it (a replay of a capture
-	 * of format version 5 or older, read so live; rule_api.h). */
-	bool key_alone;
+	/* How a keyed read's key is taken: as live (0), or as the proxy that
+	 * wrote a replayed capture took it (its format version;
+	 * protocol/keyed_filter.h, rule_api.h). */
+	keyed_mode key_mode;
 	/* The decoder's template the request matched (request_template.h), or
 	 * 0: decoded_gen names it (unique on the connection, never 0), and
 	 * decoded_spans (offsets into the body) are where two requests that

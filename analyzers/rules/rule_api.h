@@ -27,6 +27,7 @@
 #include "analyzers/planner/sort_query.h"
 #include "protocol/commands.h"
 #include "protocol/key_set.h"
+#include "protocol/keyed_filter.h"
 #include "protocol/value_filter.h"
 #include "protocol/text.h"
 
@@ -133,10 +134,12 @@ typedef struct rule_read {
 	const uint64_t *hashes;
 	uint32_t nhashes;
 	bool hashes_only;
-	/* A keyed read's field has nothing beside it ({k: v}, not {k: v,
-	 * deleted: false}): how a capture of format version 5 or older was
-	 * read live, so its replay reads it so. */
-	bool key_alone;
+	/* How the key is taken among the filter's fields
+	 * (protocol/keyed_filter.h): KEYED_FLAT live; a replay reads a
+	 * capture as the proxy that wrote it did (KEYED_TOP for format 6:
+	 * a top-level $and is no field's; KEYED_ALONE for 5 and older: {k:
+	 * v}, not {k: v, deleted: false}). */
+	keyed_mode key_mode;
 	const char *db;   /* NONE: NULL */
 	const char *coll; /* coll_len bytes, not NUL-terminated */
 	uint32_t coll_len;

@@ -109,7 +109,7 @@ def test_capture_is_bson_with_header_and_redacted(captured):
     for f in files:
         docs = list(bson.decode_file_iter(open(f, "rb")))
         assert docs[0]["k"] == "header" and docs[0]["format"] == "mongoguard-capture"
-        assert docs[0]["v"] == 6 and docs[0]["redaction"] == "shapes"
+        assert docs[0]["v"] == 7 and docs[0]["redaction"] == "shapes"
         assert "mongoguard" in docs[0] and "start" in docs[0]
         for d in docs:
             kinds[d["k"]] = kinds.get(d["k"], 0) + 1

@@ -514,7 +514,7 @@ def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp
     for i, path in enumerate(files):
         with open(path, "rb") as fh:
             recs = list(bson.decode_file_iter(fh))
-        assert recs[0]["k"] == "header" and recs[0]["v"] == 6
+        assert recs[0]["k"] == "header" and recs[0]["v"] == 7
         recs[0]["v"] = 5
         o = tmp_path / f"capture-old-{i}.bson"
         o.write_bytes(b"".join(bson.encode(r) for r in recs))
@@ -523,3 +523,60 @@ def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp
     rep5 = json.loads((tmp_path / "r5.json").read_text())
     assert [f for f in rep5["findings"] if f["rule"] == "client-side-join"] == []
     assert rep5["relationships"]["pairs"] == [], rep5["relationships"]["pairs"]
+
+
+def test_and_fields_join(clients, upstream, start_proxy, dbname, tmp_path, mongoguard_bin):
+    """A top-level `$and`'s documents are the filter's fields: ODMantic sends every query of
+    two conditions as `{$and: [{f: {$eq: v}}, {g: {$eq: w}}]}`, so a soft-deleting model's
+    N+1 and its `$in` populate came as `$and`s that client-side-join took for an operator
+    and no key (stop 51's lead). Both are found live, the report over the capture agrees,
+    and the same capture relabelled as format 6, whose proxy read the `$and` so, is
+    replayed without them."""
+    import bson
+    from test_capture_report import captures, live_findings, run_report
+
+    seed_shop(clients, dbname)
+    cdir = tmp_path / "cap"
+    cfg = {"rules": rules(client_side_join=JOIN),
+           "capture": {"dir": str(cdir), "replySampleRate": 1}}
+    p = start_proxy(upstream.uri, json.dumps(cfg) + "\n")
+    db = MongoClient(p.uri, maxPoolSize=1, serverSelectionTimeoutMS=10000)[dbname]
+    orders = list(db.orders.find({"open": True}))
+    assert len(orders) == 12
+    got = list(db.customers.find({"$and": [
+        {"_id": {"$in": [o["cust"] for o in orders]}}, {"deleted": {"$ne": True}}]}))
+    assert len(got) == 12
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.customers")
+    assert "by \"_id\" in 1 $in batch holding 12 keys" in f[0]["attr"]["detail"], f[0]["attr"]
+    orders = list(db.orders.find({"open": True}))
+    for o in orders:
+        assert db.products.find_one(
+            {"$and": [{"_id": {"$eq": o["cust"]}}, {"deletedAt": {"$eq": None}}]})["sku"]
+    f = wait_findings(p, rule="client-side-join", ns=f"{dbname}.products")
+    assert "by \"_id\" " in f[0]["attr"]["detail"], f[0]["attr"]
+    time.sleep(1.5)  # a summary interval
+    assert p.stop() == 0
+    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
+    files = captures(cdir)
+    run_report(mongoguard_bin, files, "--json", tmp_path / "r.json")
+    rep = json.loads((tmp_path / "r.json").read_text())
+    got = {(f["rule"], f["shapeHash"]): f["count"]
+           for f in rep["findings"] if f["rule"] == "client-side-join"}
+    assert got == live and len(live) == 2, (got, live)
+    pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
+    assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
+            (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
+
+    old = []  # the same capture as a version 6 proxy wrote it
+    for i, path in enumerate(files):
+        with open(path, "rb") as fh:
+            recs = list(bson.decode_file_iter(fh))
+        assert recs[0]["k"] == "header" and recs[0]["v"] == 7
+        recs[0]["v"] = 6
+        o = tmp_path / f"capture-old-{i}.bson"
+        o.write_bytes(b"".join(bson.encode(r) for r in recs))
+        old.append(o)
+    run_report(mongoguard_bin, old, "--json", tmp_path / "r6.json")
+    rep6 = json.loads((tmp_path / "r6.json").read_text())
+    assert [f for f in rep6["findings"] if f["rule"] == "client-side-join"] == []
+    assert rep6["relationships"]["pairs"] == [], rep6["relationships"]["pairs"]

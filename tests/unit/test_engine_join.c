@@ -352,8 +352,90 @@ static void test_key_beside_conditions(void **state)
 	}
 }
 
+/* A top-level $and's documents are the filter's fields, as mongod reads
+ * them: ODMantic sends every query of two conditions so ({$and: [{f: {$eq:
+ * v}}, {g: {$eq: w}}]}). An N+1 by _id with a flag beside it, a populate's
+ * $in with a condition, and a $and of one document are keyed reads; the
+ * hashes a capture keeps are the key's values, equal to those of the key
+ * alone. A capture of format 6 took the $and for an operator: its replay
+ * (KEYED_TOP) stays silent where that proxy did. */
+static void test_and_fields_are_the_filters(void **state)
+{
+	static const char *const each[] = {
+	    "{'find':'customers','filter':{'$and':[{'_id':{'$eq':{'$oid':'%024x'}}},{'deleted':{"
+	    "'$eq':false}}]}}",
+	    "{'find':'customers','filter':{'$and':[{'_id':{'$oid':'%024x'}}]}}",
+	    "{'aggregate':'customers','pipeline':[{'$match':{'$and':[{'deleted':false},{'_id':{"
+	    "'$oid':'%024x'}}]}}],'cursor':{}}",
+	};
+	for (int mode = KEYED_FLAT; mode <= KEYED_TOP; mode++)
+		for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++) {
+			world w;
+			conn c = {0};
+			world_open(&w, RULE_LOG);
+			find_orders(&w, &c, 6);
+			for (int k = 0; k < 3; k++) {
+				char json[256];
+				snprintf(json, sizeof json, each[i], w.oid++);
+				w.t += 2;
+				request_ctx rc = {.conn = 7,
+				                  .now_ms = w.t,
+				                  .repeat = &c.repeat,
+				                  .track = &c.track,
+				                  .key_mode = (keyed_mode)mode};
+				block_info block;
+				fx_analyze(w.e, "shop", json, NULL, 0, &rc, &block);
+				engine_note_reply(w.e, c.track, 1, NULL, ++w.t);
+			}
+			if (mode != KEYED_FLAT) {
+				expect_silent(&w);
+			} else {
+				assert_int_equal(fx_sink_count(&w.sink, J), 1);
+				if (!strstr(last_join(&w.sink)->detail, "by \"_id\" 3 times"))
+					fail_msg("%s: %s", each[i], last_join(&w.sink)->detail);
+			}
+			conn_close(&c);
+			world_close(&w);
+		}
+
+	world w;
+	conn c = {0};
+	char ids[2048], json[4096];
+	int at = 0;
+	world_open(&w, RULE_LOG);
+	find_orders(&w, &c, 8);
+	for (int k = 0; k < 8; k++)
+		at += snprintf(ids + at, sizeof ids - at, "%s{'$oid':'%024x'}", k ? "," : "",
+		               w.oid++);
+	snprintf(
+	    json, sizeof json,
+	    "{'find':'customers','filter':{'$and':[{'status':'published'},{'_id':{'$in':[%s]}}]}}",
+	    ids);
+	w.t += 4;
+	send(&w, &c, json, 8);
+	assert_int_equal(fx_sink_count(&w.sink, J), 1);
+	assert_non_null(
+	    strstr(last_join(&w.sink)->detail, "by \"_id\" in 1 $in batch holding 8 keys"));
+	conn_close(&c);
+	world_close(&w);
+
+	uint64_t a[4], b[4];
+	fx_req q;
+	assert_true(fx_req_build(
+	    &q, "shop",
+	    "{'find':'c','filter':{'$and':[{'deleted':false},{'_id':{'$in':['x','y']}}]}}", NULL,
+	    0));
+	assert_int_equal(engine_value_hashes(&q.v, a, 4), 2);
+	fx_req_free(&q);
+	assert_true(
+	    fx_req_build(&q, "shop", "{'find':'c','filter':{'_id':{'$in':['x','y']}}}", NULL, 0));
+	assert_int_equal(engine_value_hashes(&q.v, b, 4), 2);
+	fx_req_free(&q);
+	assert_memory_equal(a, b, sizeof(uint64_t) * 2);
+}
+
 /* A capture of format version 5 or older was read live by a key alone:
- * its replay (key_alone) reads so, and stays silent where that proxy did;
+ * its replay (KEYED_ALONE) reads so, and stays silent where that proxy did;
  * the hashes a capture keeps are the key's values alone, in its order,
  * equal to those of the key without its conditions. */
 static void test_key_alone_in_old_captures(void **state)
@@ -371,7 +453,7 @@ static void test_key_alone_in_old_captures(void **state)
 		                  .now_ms = w.t,
 		                  .repeat = &c.repeat,
 		                  .track = &c.track,
-		                  .key_alone = true};
+		                  .key_mode = KEYED_ALONE};
 		block_info block;
 		fx_analyze(w.e, "shop", json, NULL, 0, &rc, &block);
 		engine_note_reply(w.e, c.track, 1, NULL, ++w.t);
@@ -957,14 +1039,15 @@ static void test_aggregate_look_alikes(void **state)
 
 /* A filter whose only top-level key is an operator reads by no one
  * field's value, whatever the values inside it: {$and: [{_id: v}, ...]}
- * (ODMantic's every query of two conditions), {$nor: [{x: v}]} (every
+ * with two equalities or an operator among its fields (one key among them
+ * is test_and_fields_are_the_filters'), {$nor: [{x: v}]} (every
  * document but one), $comment, $expr, $where, $jsonSchema. Each read with
  * a value of its own, so that taking the operator for the field would
  * make a fan-out; as finds and as aggregates' $match. */
 static void test_top_level_operators(void **state)
 {
 	static const char *const filters[] = {
-	    "{'$and':[{'_id':%d},{'x':1}]}", "{'$and':[{'_id':%d}]}",
+	    "{'$and':[{'_id':%d},{'x':1}]}", "{'$and':[{'_id':%d},{'$or':[{'x':1},{'y':1}]}]}",
 	    "{'$or':[{'_id':%d},{'x':1}]}",  "{'$nor':[{'x':%d}]}",
 	    "{'$comment':'req-%d'}",         "{'$expr':{'$eq':['$x',%d]}}",
 	    "{'$where':'this.x == %d'}",     "{'$jsonSchema':{'required':['x%d']}}",
@@ -1349,6 +1432,7 @@ int main(void)
 	    cmocka_unit_test(test_key_beside_conditions),
 	    cmocka_unit_test(test_no_one_key_beside),
 	    cmocka_unit_test(test_key_alone_in_old_captures),
+	    cmocka_unit_test(test_and_fields_are_the_filters),
 	    cmocka_unit_test(test_few_in_batches),
 	    cmocka_unit_test(test_pagination),
 	    cmocka_unit_test(test_pagination_from_a_small_first_batch),
