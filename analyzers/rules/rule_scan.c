@@ -467,6 +467,22 @@ static bool sort_served(const index_set *set, const rule_query *rq)
 	return f.verdict != SORT_BLOCKING; /* no verdict: say nothing either */
 }
 
+/* The one index whose order provides the query's sort, or NULL (none, a
+ * sort of no keys, or one provided otherwise: merged $or scans, a unique
+ * key's few documents). */
+static const char *sort_index(const index_set *set, const rule_query *rq)
+{
+	sort_spec spec;
+	if (!rq->q.sort || query_sort_parse(rq->q.sort, &spec) != SORT_SPEC_KEYS)
+		return NULL;
+	sort_facts f;
+	sort_evaluate(set, &rq->q, &f);
+	static const char by[] = "provided by index ";
+	return f.verdict == SORT_PROVIDED && f.name && strncmp(f.what, by, sizeof by - 1) == 0
+	           ? f.name
+	           : NULL;
+}
+
 /* distinct's key leads a usable index and the filter names only that
  * index's fields: a DISTINCT_SCAN reads each value once, and can apply a
  * filter only on the keys it reads, so a filter on another field makes it
@@ -540,6 +556,8 @@ static bool read_cause(const index_set *set, const rule_query *rq, scan_preds *p
 			return false;
 		if (limited && sort_served(set, rq))
 			return false; /* stops after `limit` matches, in index order */
+		/* at or past minDocuments: reported, and worded as the plan reads */
+		f->order_index = rq->limit > 0 ? sort_index(set, rq) : NULL;
 		if (rq->kind == RULE_QUERY_DISTINCT &&
 		    distinct_served(set, rq->distinct_key, rq->q.filter, p->collation))
 			return false; /* a distinct scan can filter on its keys */

@@ -69,7 +69,10 @@ typedef struct scan_facts {
 	bool graph;          /* CAUSE_LOOKUP: a $graphLookup */
 	bool by_sort;        /* CAUSE_NATURAL: a sort {$natural}, not a hint */
 	bool in_order;       /* CAUSE_EMPTY: an index provides the sort: read in its order */
-	uint32_t min;        /* the rule's minDocuments where it was judged */
+	/* CAUSE_FILTER with a limit: the index whose order provides the sort,
+	 * read until the limit's matches, or NULL */
+	const char *order_index;
+	uint32_t min; /* the rule's minDocuments where it was judged */
 } scan_facts;
 
 /* Whether the query sorts (a sort of keys; not $natural or {$meta}): with

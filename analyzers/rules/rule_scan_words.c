@@ -245,13 +245,17 @@ static void query_detail(text_buf *t, const rule_site *s, const scan_facts *f)
 	case CAUSE_FILTER:
 		text_printf(t, "no index on %s bounds the filter (", s->ns);
 		reasons(t, f->p, f->set);
-		if (f->q->limit > 0 && f->q->limit < f->docs && !rule_scan_sorts(f->q))
-			/* a limit with no sort to gather first: the scan stops there */
+		if (f->q->limit > 0 && f->q->limit < f->docs &&
+		    (!rule_scan_sorts(f->q) || f->order_index))
+			/* a limit with no sort to gather first, or a sort an index's
+			 * order provides: the scan stops at the limit's matches */
 			text_printf(t,
-			            "), so mongod reads documents until %" PRId64
+			            "), so mongod reads documents%s%s until %" PRId64
 			            " match%s (every one, about %" PRId64
 			            ", when fewer do; indexes: ",
-			            f->q->limit, f->q->limit == 1 ? "es" : "", f->docs);
+			            f->order_index ? " in the order of index " : "",
+			            f->order_index ? f->order_index : "", f->q->limit,
+			            f->q->limit == 1 ? "es" : "", f->docs);
 		else
 			text_printf(
 			    t, "), so mongod reads every document (about %" PRId64 "; indexes: ",

@@ -264,6 +264,21 @@ static const scase cases[] = {
         NULL),
     HIT("a find with a limit and no sort", "{'find':'big','filter':{'qty':5},'limit':10}", "find",
         "so mongod reads documents until 10 match (every one, about 50000, when fewer", NULL),
+    /* a limit at or past minDocuments and a sort an index's order provides:
+     * an index scan in that order, filtered, stops at the limit's matches
+     * (a queue's findAndModify sorted by _id, with minDocuments 0) */
+    HIT("a limit and a sort an index provides",
+        "{'find':'big','filter':{'qty':5},'sort':{'_id':1},'limit':20000}", "find",
+        "so mongod reads documents in the order of index _id_ until 20000 match (every one, "
+        "about 50000, when fewer do",
+        NULL),
+    HIT("a limit and a sort no index provides",
+        "{'find':'big','filter':{'qty':5},'sort':{'qty':1},'limit':20000}", "find", EVERY_DOC,
+        NULL),
+    MISS("a small limit and a sort an index provides",
+         "{'find':'big','filter':{'qty':5},'sort':{'_id':1},'limit':5}"),
+    MISS("a limit and a sort an index provides, on an indexed field",
+         "{'find':'big','filter':{'name':'x'},'sort':{'_id':1},'limit':20000}"),
     MISS("updateOne by an indexed field",
          "{'update':'big','updates':[{'q':{'name':'x'},'u':{'$set':{'a':1}}}]}"),
     MISS("a find with a limit on an indexed field",
