@@ -399,6 +399,7 @@ static void tls_hold(struct bufferevent *bev, short what, void *arg)
 {
 	transport_side *t = arg;
 	t->held |= what;
+	t->held_errno = EVUTIL_SOCKET_ERROR();
 }
 
 /* Delivers the held event when the session still reads; true when it
@@ -409,6 +410,10 @@ static bool tls_deliver_held(struct bufferevent *bev, transport_side *t)
 		return false;
 	short what = t->held;
 	t->held = 0;
+	/* the event callback words an error by errno (a reset is passed on
+	 * as a reset): as it was when met, not as the session's sends since
+	 * left it */
+	EVUTIL_SET_SOCKET_ERROR(t->held_errno);
 	bufferevent_trigger_event(bev, what, 0);
 	return true;
 }

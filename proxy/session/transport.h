@@ -67,7 +67,8 @@ typedef struct transport_side {
 	/* TLS, after the handshake: libevent's own read callback, which
 	 * tls_read_cb runs (NULL: libevent's reads as they are). */
 	void (*lib_read)(int fd, short what, void *arg);
-	short held; /* an end or error met after bytes not yet handed on */
+	short held;     /* an end or error met after bytes not yet handed on */
+	int held_errno; /* errno when it was met */
 } transport_side;
 
 /* Makes the side's reads ours where they can be (a plain socket whose read
