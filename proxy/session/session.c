@@ -291,7 +291,7 @@ static void client_write_cb(struct bufferevent *bev, void *arg)
 	}
 	if (s->up.paused && s->up.bev) {
 		s->up.paused = false;
-		bufferevent_enable(s->up.bev, EV_READ);
+		transport_enable_reads(&s->up); /* an end held behind replies comes after them */
 		process_upstream(s);
 	}
 }
@@ -391,10 +391,15 @@ static void upstream_write_cb(struct bufferevent *bev, void *arg)
 	resume_client(s);
 }
 
+/* The connect finished; for a TLS upstream the handshake too (libevent
+ * reports BEV_EVENT_CONNECTED only then), and from here a wake-up reads
+ * every record the socket holds: replies back to back, or the 64 records
+ * of a 1 MiB reply, are not a wake-up each (transport_tls_open). */
 static void upstream_connected(session *s, struct bufferevent *bev)
 {
 	session_enter(s, SESSION_ACTIVE);
 	bufferevent_set_timeouts(bev, NULL, NULL);
+	transport_tls_open(&s->up);
 	int one = 1;
 	setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	log_reason(LOG_DEBUG, "NETWORK", LOGID_UPSTREAM_CONNECTED, s->ctx, "Connected to upstream");

@@ -376,9 +376,14 @@ static void own_reads(transport_side *t)
  * further than that record's end. A driver writes each message as a
  * record of its own, so sixteen pipelined requests were sixteen wake-ups,
  * sixteen passes of the request loop (none judged as a run) and sixteen
- * writes upstream. tls_read_cb runs libevent's read again while it gets
- * more, with the read callback off, then hands the session everything at
- * once.
+ * writes upstream. A server does the same with replies written back to
+ * back, and writes a large reply as records of at most 16 KiB, so a
+ * 1 MiB reply was 64 wake-ups. tls_read_cb runs libevent's read again
+ * while it gets more, with the read callback off, then hands the session
+ * everything at once. Both sides have it once their handshake is done:
+ * the client's (client_handshake_done) and a TLS upstream's
+ * (upstream_connected, on the BEV_EVENT_CONNECTED that libevent reports
+ * after the handshake, the read event assigned just before).
  *
  * Stopping anywhere is safe: each of libevent's reads ends at a record's
  * end (nothing decrypted is left in OpenSSL) or at a socket that had no
@@ -389,16 +394,20 @@ static void own_reads(transport_side *t)
  * read that finds the socket empty per wake-up.
  *
  * An end or error (close_notify, the peer's close, a bad record) met
- * after the first record would reach the session before the requests in
- * front of it, which it would then drop: it is held (tls_hold) and
- * delivered after them, unless the session stopped reading meanwhile;
- * then it waits for transport_enable_reads. libevent met it with its
- * reads stopped, and OpenSSL keeps its state, so nothing more is read. */
+ * after the first record would reach the session before the requests or
+ * replies in front of it, which it would then drop or cut short: it is
+ * held (tls_hold) and delivered after them, unless the session stopped
+ * reading meanwhile (a full in-flight queue, a slow client's output);
+ * then it waits for transport_enable_reads, as the socket may never
+ * report anything again (a close_notify on a socket left open). libevent
+ * met it with its reads stopped, and OpenSSL keeps its state, so nothing
+ * more is read. */
 
 static void tls_hold(struct bufferevent *bev, short what, void *arg)
 {
 	transport_side *t = arg;
 	t->held |= what;
+	t->held_errno = EVUTIL_SOCKET_ERROR();
 }
 
 /* Delivers the held event when the session still reads; true when it
@@ -409,6 +418,10 @@ static bool tls_deliver_held(struct bufferevent *bev, transport_side *t)
 		return false;
 	short what = t->held;
 	t->held = 0;
+	/* the event callback words an error by errno (a reset is passed on
+	 * as a reset): as it was when met, not as the session's sends since
+	 * left it */
+	EVUTIL_SET_SOCKET_ERROR(t->held_errno);
 	bufferevent_trigger_event(bev, what, 0);
 	return true;
 }

@@ -17,9 +17,10 @@
  * OpenSSL and libevent (its direct buffer is never used: what it reads
  * lands in its input buffer, from which the session takes it). libevent
  * reads one TLS record per wake-up, and a driver writes each message as a
- * record of its own; once the handshake is done (transport_tls_open) a
- * wake-up runs libevent's read again while it gets more, and the session
- * is handed all of it at once (see tls_read_cb in transport.c).
+ * record of its own, a server each reply (a large one as many); once
+ * either side's handshake is done (transport_tls_open) a wake-up runs
+ * libevent's read again while it gets more, and the session is handed
+ * all of it at once (see tls_read_cb in transport.c).
  *
  * The read high-watermark: reading a side stops while its input holds
  * this much (a message gathered whole raises it to that message's length).
@@ -67,7 +68,8 @@ typedef struct transport_side {
 	/* TLS, after the handshake: libevent's own read callback, which
 	 * tls_read_cb runs (NULL: libevent's reads as they are). */
 	void (*lib_read)(int fd, short what, void *arg);
-	short held; /* an end or error met after bytes not yet handed on */
+	short held;     /* an end or error met after bytes not yet handed on */
+	int held_errno; /* errno when it was met */
 } transport_side;
 
 /* Makes the side's reads ours where they can be (a plain socket whose read
@@ -76,15 +78,18 @@ typedef struct transport_side {
  * which assigns it again) and sets the first read mark. */
 void transport_init_reads(transport_side *t);
 
-/* The side's TLS handshake finished: each read wake-up gathers every
+/* The side's TLS handshake finished (the client's, or a TLS upstream's:
+ * both are OpenSSL socket bufferevents): each read wake-up gathers every
  * record the socket holds, up to a read chunk, before the session sees
  * them. Left as libevent made it if its read event does not look as
- * expected (another libevent). */
+ * expected (another libevent). Reads the session stops on such a side
+ * must resume through transport_enable_reads. */
 void transport_tls_open(transport_side *t);
 
-/* Reading resumes after the session stopped it (backpressure, a held
- * request): bufferevent_enable, and an end or error the last read met and
- * held for the bytes before it is delivered on the next loop turn. */
+/* Reading resumes after the session stopped it (backpressure on either
+ * side, a held request): bufferevent_enable, and an end or error the last
+ * read met and held for the bytes before it is delivered on the next loop
+ * turn, with the errno it was met with. */
 void transport_enable_reads(transport_side *t);
 
 /* Callbacks this thread has run for its sessions: every socket or timer

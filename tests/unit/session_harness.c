@@ -9,8 +9,10 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -89,11 +91,18 @@ struct hx_world {
 	workload *wl;
 	struct evbuffer *stage, *stage_replies;
 	SSL_CTX *server, *client;
+	net_tls up_tls; /* .upstream: the sessions' TLS to the upstream, or NULL */
 	char log_path[256];
 };
 
-/* A throwaway P-256 key and a self-signed certificate for "localhost". */
-static SSL_CTX *server_ctx(void)
+/* A throwaway P-256 key and a self-signed certificate for "localhost" and
+ * the upstream's name ("harness-upstream"), which are both sides' TLS
+ * servers'; made once, as a key per world would cost more than the
+ * session. */
+static SSL_CTX *tls_server;
+static X509 *tls_cert;
+
+static void make_server_ctx(void)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	EVP_PKEY *pk = EVP_EC_gen("P-256");
@@ -109,12 +118,22 @@ static SSL_CTX *server_ctx(void)
 	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1,
 	                           -1, 0);
 	X509_set_issuer_name(x, name);
-	if (!X509_sign(x, pk, EVP_sha256()) || SSL_CTX_use_certificate(ctx, x) != 1 ||
-	    SSL_CTX_use_PrivateKey(ctx, pk) != 1)
+	X509_EXTENSION *san = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name,
+	                                          "DNS:localhost,DNS:harness-upstream");
+	if (!san || !X509_add_ext(x, san, -1) || !X509_sign(x, pk, EVP_sha256()) ||
+	    SSL_CTX_use_certificate(ctx, x) != 1 || SSL_CTX_use_PrivateKey(ctx, pk) != 1)
 		abort();
-	X509_free(x);
+	X509_EXTENSION_free(san);
 	EVP_PKEY_free(pk);
-	return ctx;
+	tls_server = ctx;
+	tls_cert = x;
+}
+
+static SSL_CTX *server_ctx(void)
+{
+	if (!tls_server)
+		make_server_ctx();
+	return tls_server;
 }
 
 static int upstream_listener(upstream_target *up)
@@ -157,19 +176,38 @@ hx_world *hx_world_new(bool tls, const char *log_path)
 	atomic_init(&w->draining, false);
 	atomic_init(&w->nconns, 1);
 	if (tls) {
-		/* made once: a key per world would cost more than the session */
-		static SSL_CTX *server, *client;
-		if (!server) {
-			server = server_ctx();
+		static SSL_CTX *client; /* made once, as the server's */
+		if (!client) {
 			client = SSL_CTX_new(TLS_client_method());
 			if (!client)
 				abort();
 			SSL_CTX_set_verify(client, SSL_VERIFY_NONE, NULL);
 		}
-		w->server = server;
+		w->server = server_ctx();
 		w->client = client;
 	}
 	return w;
+}
+
+void hx_world_tls_upstream(hx_world *w)
+{
+	server_ctx();
+	tls_client_side_config cs = {.mode = TLS_MODE_DISABLED};
+	tls_upstream_config u = {.enabled = true};
+	snprintf(u.ca_file, sizeof(u.ca_file), "/tmp/mg-hx-ca.XXXXXX");
+	int fd = mkstemp(u.ca_file);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f || PEM_write_X509(f, tls_cert) != 1 || fclose(f) != 0)
+		abort();
+	char err[256];
+	tls_free(&w->up_tls);
+	bool built = tls_build(&w->up_tls, &cs, &u, err, sizeof(err));
+	unlink(u.ca_file);
+	if (!built || !w->up_tls.check_host) {
+		fprintf(stderr, "session harness: upstream TLS: %s\n",
+		        built ? "no host check" : err);
+		abort();
+	}
 }
 
 void hx_world_free(hx_world *w)
@@ -178,6 +216,7 @@ void hx_world_free(hx_world *w)
 		close(w->lfd);
 	evbuffer_free(w->stage);
 	evbuffer_free(w->stage_replies);
+	tls_free(&w->up_tls);
 	event_base_free(w->base);
 	engine_free(w->snap.engine);
 	workload_free(w->wl);
@@ -247,6 +286,7 @@ hx_conn *hx_conn_start(hx_world *w)
 	c->up_hash = 0xcbf29ce484222325ull; /* FNV-1a's offset basis */
 	c->out = xmalloc(HX_BUF);
 	c->got = xmalloc(HX_BUF);
+	c->got_cap = HX_BUF;
 	c->up_in = xmalloc(HX_BUF);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -274,6 +314,11 @@ hx_conn *hx_conn_start(hx_world *w)
 		env.tls.server = w->server;
 		env.tls.mode = TLS_MODE_ALLOW;
 	}
+	if (w->up_tls.upstream) {
+		env.tls.upstream = w->up_tls.upstream;
+		env.tls.check_host = w->up_tls.check_host;
+		c->up_tls = true;
+	}
 	struct sockaddr_un peer = {.sun_family = AF_UNIX};
 	c->s = session_start(&env, sv[0], (struct sockaddr *)&peer, sizeof(peer), c);
 	if (c->s)
@@ -293,6 +338,8 @@ void hx_conn_free(hx_conn *c)
 	if (c->ufd >= 0)
 		close(c->ufd);
 	SSL_free(c->ssl); /* frees its BIOs */
+	SSL_free(c->up_ssl);
+	free(c->up_out);
 	free(c->out);
 	free(c->got);
 	free(c->up_in);
@@ -371,28 +418,227 @@ static void send_all(int fd, const uint8_t *p, size_t n)
 	}
 }
 
+/* n bytes appended to a buffer of the harness's that grows. */
+static void grow_add(uint8_t **buf, size_t *len, size_t *cap, const uint8_t *p, size_t n)
+{
+	if (n > *cap - *len) {
+		size_t want = *cap ? *cap : 4096;
+		while (want - *len < n)
+			want *= 2;
+		uint8_t *b = realloc(*buf, want);
+		if (!b)
+			abort();
+		*buf = b;
+		*cap = want;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+}
+
+/* The TLS upstream's ciphertext, moved to up_out. */
+static void drain_up_wbio(hx_conn *c)
+{
+	uint8_t buf[16384];
+	int n;
+	while ((n = BIO_read(c->up_wbio, buf, sizeof(buf))) > 0)
+		grow_add(&c->up_out, &c->up_out_len, &c->up_out_cap, buf, (size_t)n);
+}
+
+/* What the upstream answers: as it is, or, for TLS, one record per call
+ * (SSL_write of up to 16 KiB), sent at the end of the turn. */
+static void up_write(hx_conn *c, const uint8_t *p, size_t n)
+{
+	if (!c->up_ssl) {
+		send_all(c->ufd, p, n);
+		return;
+	}
+	ERR_clear_error();
+	SSL_write(c->up_ssl, p, (int)n);
+	drain_up_wbio(c);
+}
+
+/* {ok: 1}, and a string of reply_pad bytes when asked, into doc (room
+ * enough); its length. */
+static size_t ok_reply_doc(const hx_conn *c, uint8_t *doc)
+{
+	if (!c->reply_pad) {
+		memcpy(doc, ok_doc, sizeof(ok_doc));
+		return sizeof(ok_doc);
+	}
+	size_t at = sizeof(ok_doc) - 1; /* over its terminating 0 */
+	memcpy(doc, ok_doc, at);
+	doc[at++] = 0x02;
+	memcpy(doc + at, "pad", 4);
+	at += 4;
+	wr32(doc + at, (int32_t)c->reply_pad + 1);
+	at += 4;
+	memset(doc + at, 'x', c->reply_pad);
+	at += c->reply_pad;
+	doc[at++] = 0; /* the string's */
+	doc[at++] = 0; /* the document's */
+	wr32(doc, (int32_t)at);
+	return at;
+}
+
+size_t hx_reply_len(const hx_conn *c)
+{
+	return 16 + 4 + 1 + (c->reply_pad ? sizeof(ok_doc) + 10 + c->reply_pad : sizeof(ok_doc));
+}
+
 /* {ok: 1} for one request: OP_MSG for OP_MSG, OP_REPLY for OP_QUERY. */
 static void answer(hx_conn *c, int32_t request_id, int32_t op)
 {
-	uint8_t r[64];
+	uint8_t small[128];
+	size_t room = 64 + sizeof(ok_doc) + 16 + c->reply_pad;
+	uint8_t *r = room <= sizeof(small) ? small : xmalloc(room);
 	size_t len;
 	if (op == OP_MSG) {
-		len = 16 + 4 + 1 + sizeof(ok_doc);
+		len = 16 + 4 + 1 + ok_reply_doc(c, r + 21);
 		wr32(r + 16, 0);
 		r[20] = 0;
-		memcpy(r + 21, ok_doc, sizeof(ok_doc));
 	} else {
-		len = 16 + 20 + sizeof(ok_doc);
+		len = 16 + 20 + ok_reply_doc(c, r + 36);
 		memset(r + 16, 0, 20);
 		wr32(r + 32, 1); /* numberReturned */
-		memcpy(r + 36, ok_doc, sizeof(ok_doc));
 	}
 	wr32(r, (int32_t)len);
 	wr32(r + 4, 1000000 + (int32_t)c->replies_sent);
 	wr32(r + 8, request_id);
 	wr32(r + 12, op == OP_MSG ? OP_MSG : OP_REPLY);
-	send_all(c->ufd, r, len);
+	up_write(c, r, len);
 	c->replies_sent++;
+	if (r != small)
+		free(r);
+}
+
+/* n bytes the upstream got (plaintext), at the end of up_in: counted. */
+static void up_took(hx_conn *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		c->up_hash = (c->up_hash ^ c->up_in[c->up_len + i]) * 0x100000001b3ull;
+	c->up_seen += n;
+	c->up_len += n;
+}
+
+/* The TLS upstream's handshake, then its plaintext into up_in. */
+static void up_tls_progress(hx_conn *c)
+{
+	ERR_clear_error();
+	if (!c->up_tls_done && SSL_do_handshake(c->up_ssl) == 1)
+		c->up_tls_done = true;
+	int n = 1;
+	while (c->up_tls_done && n > 0) {
+		if (c->up_len == HX_BUF)
+			c->up_len = 0; /* more than a harness request: dropped unanswered */
+		ERR_clear_error();
+		n = SSL_read(c->up_ssl, c->up_in + c->up_len, (int)(HX_BUF - c->up_len));
+		if (n > 0)
+			up_took(c, (size_t)n);
+	}
+	drain_up_wbio(c);
+}
+
+static void up_tls_begin(hx_conn *c)
+{
+	c->up_ssl = SSL_new(server_ctx());
+	BIO *r = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+	if (!c->up_ssl || !r || !wb)
+		abort();
+	BIO_set_mem_eof_return(r, -1); /* empty: "want read", not an end */
+	SSL_set_bio(c->up_ssl, r, wb);
+	SSL_set_accept_state(c->up_ssl);
+	c->up_rbio = r;
+	c->up_wbio = wb;
+}
+
+/* Everything the socket holds; true when anything came. */
+static bool read_upstream(hx_conn *c)
+{
+	bool acted = false;
+	for (;;) {
+		if (c->up_len == HX_BUF)
+			c->up_len = 0; /* more than a harness request: dropped unanswered */
+		uint8_t buf[16384];
+		uint8_t *to = c->up_ssl ? buf : c->up_in + c->up_len;
+		size_t room = c->up_ssl ? sizeof(buf) : HX_BUF - c->up_len;
+		ssize_t n = recv(c->ufd, to, room, 0);
+		if (n <= 0)
+			break;
+		acted = true;
+		if (c->up_ssl)
+			BIO_write(c->up_rbio, buf, (int)n);
+		else
+			up_took(c, (size_t)n);
+	}
+	if (c->up_ssl)
+		up_tls_progress(c);
+	return acted;
+}
+
+/* The end hx_upstream_end_after asked for, queued behind what was written. */
+static void queue_end(hx_conn *c)
+{
+	if (c->up_end_queued)
+		return;
+	c->up_end_queued = true;
+	if (c->up_end_notify && c->up_ssl && c->up_tls_done) {
+		ERR_clear_error();
+		SSL_shutdown(c->up_ssl);
+		drain_up_wbio(c);
+	}
+}
+
+/* Every whole request in up_in, answered unless mute or ended. */
+static void answer_requests(hx_conn *c)
+{
+	size_t off = 0;
+	while (c->up_len - off >= 16) {
+		int32_t len = rd32(c->up_in + off);
+		if (len < 16 || len > MAX_WIRE) {
+			off = c->up_len; /* not a stream the harness can follow */
+			break;
+		}
+		if ((size_t)len > c->up_len - off)
+			break;
+		const uint8_t *m = c->up_in + off;
+		int32_t op = rd32(m + 12);
+		bool wants = op == OP_QUERY ||
+		             (op == OP_MSG && len >= 20 && !(rd32(m + 16) & MSG_MORE_TO_COME));
+		c->requests_seen++;
+		if (wants && !c->mute && !c->up_end_queued)
+			answer(c, rd32(m + 4), op);
+		if (c->up_end_after && c->replies_sent >= c->up_end_after)
+			queue_end(c);
+		off += (size_t)len;
+	}
+	memmove(c->up_in, c->up_in + off, c->up_len - off);
+	c->up_len -= off;
+}
+
+/* up_out, as much as the socket takes, then the close when it is due;
+ * true when anything went. */
+static bool flush_upstream(hx_conn *c)
+{
+	bool acted = false;
+	size_t sent = 0;
+	while (sent < c->up_out_len) {
+		ssize_t w = send(c->ufd, c->up_out + sent, c->up_out_len - sent, MSG_NOSIGNAL);
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (w <= 0) { /* the session went: what it did not take is moot */
+			sent = c->up_out_len;
+			break;
+		}
+		sent += (size_t)w;
+		acted = true;
+	}
+	memmove(c->up_out, c->up_out + sent, c->up_out_len - sent);
+	c->up_out_len -= sent;
+	if (c->up_end_queued && c->up_end_close && c->up_out_len == 0) {
+		hx_upstream_close(c);
+		acted = true;
+	}
+	return acted;
 }
 
 /* Accepts, reads and answers; true when it did anything. */
@@ -411,42 +657,23 @@ static bool serve_upstream(hx_conn *c)
 		c->ufd = accept4(c->w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c->ufd < 0)
 			return false;
+		if (c->up_tls)
+			up_tls_begin(c);
 		acted = true;
 	}
-	for (;;) {
-		if (c->up_len == HX_BUF)
-			c->up_len = 0; /* more than a harness request: dropped unanswered */
-		ssize_t n = recv(c->ufd, c->up_in + c->up_len, HX_BUF - c->up_len, 0);
-		if (n <= 0)
-			break;
-		acted = true;
-		for (ssize_t i = 0; i < n; i++)
-			c->up_hash =
-			    (c->up_hash ^ c->up_in[c->up_len + (size_t)i]) * 0x100000001b3ull;
-		c->up_seen += (uint64_t)n;
-		c->up_len += (size_t)n;
-	}
-	size_t off = 0;
-	while (c->up_len - off >= 16) {
-		int32_t len = rd32(c->up_in + off);
-		if (len < 16 || len > MAX_WIRE) {
-			off = c->up_len; /* not a stream the harness can follow */
-			break;
-		}
-		if ((size_t)len > c->up_len - off)
-			break;
-		const uint8_t *m = c->up_in + off;
-		int32_t op = rd32(m + 12);
-		bool wants = op == OP_QUERY ||
-		             (op == OP_MSG && len >= 20 && !(rd32(m + 16) & MSG_MORE_TO_COME));
-		c->requests_seen++;
-		if (wants && !c->mute)
-			answer(c, rd32(m + 4), op);
-		off += (size_t)len;
-	}
-	memmove(c->up_in, c->up_in + off, c->up_len - off);
-	c->up_len -= off;
+	acted |= read_upstream(c);
+	answer_requests(c);
+	if (c->up_end_after && c->replies_sent >= c->up_end_after)
+		queue_end(c);
+	acted |= flush_upstream(c);
 	return acted;
+}
+
+void hx_upstream_end_after(hx_conn *c, uint64_t nth, bool notify, bool close)
+{
+	c->up_end_after = nth;
+	c->up_end_notify = notify;
+	c->up_end_close = close;
 }
 
 /* ---- the scripted client ---- */
@@ -486,10 +713,7 @@ static void tls_progress(hx_conn *c)
 		int n;
 		ERR_clear_error();
 		while ((n = SSL_read(c->ssl, buf, sizeof(buf))) > 0) {
-			size_t take =
-			    (size_t)n < HX_BUF - c->got_len ? (size_t)n : HX_BUF - c->got_len;
-			memcpy(c->got + c->got_len, buf, take);
-			c->got_len += take;
+			grow_add(&c->got, &c->got_len, &c->got_cap, buf, (size_t)n);
 		}
 	}
 	drain_wbio(c);
@@ -515,10 +739,7 @@ static bool serve_client(hx_conn *c)
 		if (c->ssl) {
 			BIO_write(c->rbio, buf, (int)n);
 		} else {
-			size_t take =
-			    (size_t)n < HX_BUF - c->got_len ? (size_t)n : HX_BUF - c->got_len;
-			memcpy(c->got + c->got_len, buf, take);
-			c->got_len += take;
+			grow_add(&c->got, &c->got_len, &c->got_cap, buf, (size_t)n);
 		}
 	}
 	if (acted)

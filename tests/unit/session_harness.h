@@ -8,7 +8,10 @@
  *     the session sends back.
  *   - The upstream is an abstract AF_UNIX listener the session dials; the
  *     harness accepts and answers every OP_MSG (and OP_QUERY) that wants a
- *     reply with {ok: 1}, unless told to stay mute.
+ *     reply with {ok: 1}, unless told to stay mute. It can speak TLS
+ *     (hx_world_tls_upstream): a server on memory BIOs, whose records
+ *     (one per reply) wait in a buffer and go to the socket together at
+ *     the end of the harness's turn, as much as the socket takes.
  *   - Time: this file defines clock_gettime, which the test executable's
  *     own calls and libevent's (a shared library) resolve to. While a
  *     world exists, the monotonic clocks stand still except when the
@@ -60,13 +63,23 @@ typedef struct hx_conn {
 	uint8_t *out;
 	size_t out_len;
 	uint64_t produced, delivered; /* bytes queued for / written to the socket */
-	/* What reached the client (plaintext for TLS), up to HX_BUF. */
+	/* What reached the client (plaintext for TLS), all of it. */
 	uint8_t *got;
-	size_t got_len;
+	size_t got_len, got_cap;
 	/* The upstream's input not yet answered, and the count answered. */
 	uint8_t *up_in;
 	size_t up_len;
 	uint64_t requests_seen, replies_sent;
+	size_t reply_pad; /* each {ok: 1} carries a string "pad" this long */
+	/* A TLS upstream (hx_world_tls_upstream): its server (memory BIOs)
+	 * and the ciphertext not yet written to the socket. */
+	void *up_ssl, *up_rbio, *up_wbio;
+	bool up_tls, up_tls_done;
+	uint8_t *up_out;
+	size_t up_out_len, up_out_cap;
+	/* The end the upstream writes behind a reply (hx_upstream_end_after). */
+	uint64_t up_end_after;
+	bool up_end_notify, up_end_close, up_end_queued;
 	/* Every byte the upstream read, in order: how many and their FNV-1a
 	 * hash (however the reads cut them). */
 	uint64_t up_seen, up_hash;
@@ -81,6 +94,11 @@ hx_world *hx_world_new(bool tls, const char *log_path);
 void hx_world_free(hx_world *w);
 /* The upstream's listener goes: connects from here on are refused. */
 void hx_world_refuse(hx_world *w);
+/* Sessions started from here on reach the upstream over TLS, configured
+ * as a URI's tls=true with tlsCAFile (tls_build): the harness's throwaway
+ * certificate is the CA, and the host name (harness-upstream) is checked
+ * against it. The scripted upstream answers as a TLS server. */
+void hx_world_tls_upstream(hx_world *w);
 /* The configuration in force for sessions started after a change. */
 struct mg_config *hx_config(hx_world *w);
 /* Analysis on: sessions judge requests with e (the world frees it). */
@@ -124,6 +142,12 @@ void hx_client_shutdown(hx_conn *c); /* SHUT_WR: the client says it is done */
 void hx_client_close(hx_conn *c);
 /* The upstream closes its connection, and any the session makes later. */
 void hx_upstream_close(hx_conn *c);
+/* The upstream ends right behind its nth reply (counted from the conn's
+ * start; at once if it has sent that many), in the same write, and
+ * answers nothing more: close_notify when notify (a TLS upstream), then,
+ * when close, the socket's close (hx_upstream_close) once everything
+ * before it is written. */
+void hx_upstream_end_after(hx_conn *c, uint64_t nth, bool notify, bool close);
 
 /* Work counted since the conn started: session callbacks, epoll readiness. */
 uint64_t hx_callbacks(const hx_conn *c);
@@ -131,6 +155,8 @@ uint64_t hx_epoll_events(const hx_conn *c);
 
 /* An OP_MSG {ping: 1, $db: "admin"} with this requestID; returns its length. */
 size_t hx_ping(uint8_t *buf, int32_t request_id);
+/* The length of the OP_MSG reply the upstream writes now (reply_pad counted). */
+size_t hx_reply_len(const hx_conn *c);
 /* The number of whole replies the client got whose responseTo is request_id. */
 int hx_replies_to(const hx_conn *c, int32_t request_id);
 

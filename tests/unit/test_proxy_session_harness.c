@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -29,7 +30,9 @@ enum {
 	 * upstream reply or two, the client's writes. A record per wake-up
 	 * was 16 reads and more. */
 	PIPELINED_CALLBACKS = 8,
-	PAUSING_REQUESTS = 70, /* past INFLIGHT_MAX (64) */
+	PAUSING_REQUESTS = 70,        /* past INFLIGHT_MAX (64) */
+	OUT_HIGH_BYTES = 1024 * 1024, /* the session's OUT_HIGH (session_int.h) */
+	SMALL_REPLIES = 40,
 };
 
 typedef struct fixture {
@@ -419,6 +422,134 @@ static void test_tls_close_notify_while_paused(void **state)
 	finish(f);
 }
 
+/* ---- a TLS upstream (the URI's tls=true; plain clients) ---- */
+
+/* A plain client whose session's upstream is TLS, after a first round
+ * trip (the upstream's handshake and its session tickets are behind). */
+static fixture *start_tls_upstream(void)
+{
+	fixture *f = world(false);
+	hx_world_tls_upstream(f->w);
+	connect_client(f);
+	uint8_t ping[64];
+	hx_queue_app(f->c, ping, hx_ping(ping, 1));
+	assert_true(hx_flush(f->c));
+	assert_int_equal(hx_replies_to(f->c, 1), 1);
+	return f;
+}
+
+/* n pings, requestIDs first.., in one plain write. */
+static void send_pings(hx_conn *c, int32_t first, int n)
+{
+	uint8_t ping[64];
+	for (int i = 0; i < n; i++)
+		hx_queue_raw(c, ping, hx_ping(ping, first + i));
+	assert_true(hx_flush(c));
+}
+
+static void assert_replies(const hx_conn *c, int32_t first, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (hx_replies_to(c, first + i) != 1)
+			fail_msg("reply to %d: %d of them", first + i, hx_replies_to(c, first + i));
+}
+
+/* Sixteen replies, sixteen records in one write of the upstream's: one
+ * wake-up reads them all (libevent alone reads a record per wake-up, and
+ * relays each reply to the client by itself). */
+static void test_tls_upstream_replies_read_together(void **state)
+{
+	fixture *f = start_tls_upstream();
+	uint64_t before = hx_callbacks(f->c);
+	send_pings(f->c, 100, 16);
+	assert_int_equal(f->c->requests_seen, 17);
+	assert_replies(f->c, 100, 16);
+	print_message("    16 replies from a TLS upstream: %llu session callbacks\n",
+	              (unsigned long long)(hx_callbacks(f->c) - before));
+	assert_in_range(hx_callbacks(f->c) - before, 1, PIPELINED_CALLBACKS);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+/* Sixteen replies with the upstream's end right behind them in the same
+ * write (close_notify, the socket's close, or both): the end is met by
+ * the wake-up that read the replies, and every reply reaches the client
+ * before its connection ends. */
+static void replies_then_end(bool notify, bool close)
+{
+	fixture *f = start_tls_upstream();
+	hx_upstream_end_after(f->c, 17, notify, close);
+	uint64_t before = hx_callbacks(f->c);
+	send_pings(f->c, 200, 16);
+	assert_replies(f->c, 200, 16);
+	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
+	/* the replies' wake-up, and the end's event and the client's flush */
+	assert_in_range(hx_callbacks(f->c) - before, 1, PIPELINED_CALLBACKS + 2);
+	assert_cheap(f->c);
+	finish(f);
+}
+
+static void test_tls_upstream_close_notify_behind_replies(void **state)
+{
+	replies_then_end(true, true);
+}
+
+static void test_tls_upstream_close_behind_replies(void **state)
+{
+	replies_then_end(false, true);
+}
+
+/* close_notify with the socket left open: nothing after it wakes the
+ * session, so the end must come from what the read that met it held. */
+static void test_tls_upstream_close_notify_socket_open(void **state)
+{
+	replies_then_end(true, false);
+}
+
+/* Bytes the session wrote to the client that it has not read. */
+static size_t client_unread(const hx_conn *c)
+{
+	int n = 0;
+	assert_int_equal(ioctl(c->cfd, FIONREAD, &n), 0);
+	return (size_t)n;
+}
+
+/* Backpressure with the end behind the replies. The client reads
+ * nothing while 32 KiB replies, one at a time, bring what the session
+ * queued for it (what it was sent minus what its socket holds) to within
+ * two of them of OUT_HIGH; then 40 replies of 2 KiB and close_notify,
+ * the socket left open, in one write, which one wake-up reads whole:
+ * relaying them crosses OUT_HIGH, upstream reads stop with replies still
+ * in the input and the end already met. When the client reads, every
+ * reply arrives and then the end, which nothing on the socket announces
+ * again: it is delivered when reads resume. */
+static void test_tls_upstream_close_notify_while_paused(void **state)
+{
+	fixture *f = start_tls_upstream();
+	hx_conn *c = f->c;
+	c->no_read = true;
+	c->reply_pad = 32 * 1024;
+	size_t sent = 0;
+	int32_t id = 1000;
+	while (sent + 2 * hx_reply_len(c) < OUT_HIGH_BYTES + client_unread(c)) {
+		sent += hx_reply_len(c);
+		send_pings(c, id++, 1);
+	}
+	assert_false(c->closed);
+	c->reply_pad = 2000;
+	assert_true(SMALL_REPLIES * hx_reply_len(c) > 2 * (32 * 1024 + 64));
+	hx_upstream_end_after(c, c->replies_sent + SMALL_REPLIES, true, false);
+	send_pings(c, 2000, SMALL_REPLIES);
+	assert_int_equal(c->replies_sent, 1 + (uint64_t)(id - 1000) + SMALL_REPLIES);
+	assert_false(c->closed);
+	c->no_read = false;
+	assert_true(hx_run(c));
+	assert_replies(c, 1000, id - 1000);
+	assert_replies(c, 2000, SMALL_REPLIES);
+	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
+	finish(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -440,6 +571,11 @@ int main(void)
 	    cmocka_unit_test(test_tls_pipelined_records_read_together),
 	    cmocka_unit_test(test_tls_requests_then_close_notify),
 	    cmocka_unit_test(test_tls_close_notify_while_paused),
+	    cmocka_unit_test(test_tls_upstream_replies_read_together),
+	    cmocka_unit_test(test_tls_upstream_close_notify_behind_replies),
+	    cmocka_unit_test(test_tls_upstream_close_behind_replies),
+	    cmocka_unit_test(test_tls_upstream_close_notify_socket_open),
+	    cmocka_unit_test(test_tls_upstream_close_notify_while_paused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
