@@ -632,8 +632,10 @@ static bool flush_upstream(hx_conn *c)
 		sent += (size_t)w;
 		acted = true;
 	}
-	memmove(c->up_out, c->up_out + sent, c->up_out_len - sent);
-	c->up_out_len -= sent;
+	if (sent > 0) { /* up_out stays NULL until a reply is queued */
+		memmove(c->up_out, c->up_out + sent, c->up_out_len - sent);
+		c->up_out_len -= sent;
+	}
 	if (c->up_end_queued && c->up_end_close && c->up_out_len == 0) {
 		hx_upstream_close(c);
 		acted = true;
