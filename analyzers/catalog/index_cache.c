@@ -50,9 +50,10 @@ typedef struct ic_entry {
 	bool queued;
 	bool fetching; /* a fetch started at generation fetch_gen is out */
 	uint64_t fetch_gen;
-	bool written_in_fetch; /* writes noted while that fetch was out */
-	bool made_in_fetch;    /* a write made the collection while that fetch was out */
-	bool recount_again;    /* this fetch is the one re-run for them */
+	bool written_in_fetch;  /* writes noted while that fetch was out */
+	int64_t moved_in_fetch; /* and the documents they moved, inserted plus deleted */
+	bool made_in_fetch;     /* a write made the collection while that fetch was out */
+	bool recount_again;     /* this fetch is the one re-run for them */
 	entry_state state;
 	index_set *set;     /* KNOWN: the list in use */
 	int64_t fetched_at; /* when the last fetch landed (FAILED: when it failed) */
@@ -563,8 +564,10 @@ void index_cache_note_docs(index_cache *ic, const char *db, const char *coll, in
 			made_locked(ic, ns, e, remade_locked(ic, ns));
 	} else if (e != NULL && e->state == ENTRY_KNOWN && e->set != NULL) {
 		int64_t moved = index_set_note_docs(e->set, delta);
-		if (e->fetching)
+		if (e->fetching) {
 			e->written_in_fetch = true;
+			e->moved_in_fetch += delta < 0 ? -delta : delta;
+		}
 		int64_t read = index_set_read_count(e->set);
 		int64_t far = (int64_t)((double)(read > 0 ? read : 0) * INDEX_CACHE_RECOUNT);
 		if (far < INDEX_CACHE_RECOUNT_MIN)
@@ -717,6 +720,7 @@ static bool take_locked(index_cache *ic, char *ns, size_t nslen, uint64_t *gen)
 	e->fetching = true;
 	e->fetch_gen = e->generation;
 	e->written_in_fetch = false;
+	e->moved_in_fetch = 0;
 	e->made_in_fetch = false;
 	memcpy(ns, e->ns, strlen(e->ns) + 1);
 	*gen = e->generation;
@@ -729,6 +733,17 @@ bool index_cache_fetch_begin(index_cache *ic, char *ns, size_t nslen, uint64_t *
 	bool ok = take_locked(ic, ns, nslen, gen);
 	pthread_mutex_unlock(&ic->mu);
 	return ok;
+}
+
+/* A re-run refresh lands whatever was relayed meanwhile (else a collection
+ * written without a pause never lands one), its count perhaps from before:
+ * within the documents those writes moved of the estimate, which has them,
+ * the estimate is kept; further off is drift the proxy did not see. */
+static void keep_estimate(index_set *fresh, const index_set *old, int64_t moved)
+{
+	int64_t est = index_set_doc_count(old), read = index_set_read_count(fresh);
+	if (moved > 0 && est >= 0 && read >= 0 && read - est <= moved && est - read <= moved)
+		index_set_set_doc_count(fresh, est);
 }
 
 bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_set *set)
@@ -775,6 +790,8 @@ bool index_cache_fetch_end(index_cache *ic, const char *ns, uint64_t gen, index_
 			enqueue_locked(ic, e);
 		} else if (set != NULL) {
 			e->recount_again = false;
+			if (e->state == ENTRY_KNOWN && e->set != NULL)
+				keep_estimate(set, e->set, e->moved_in_fetch);
 			drop = e->set;
 			index_set_carry_multikey(set, drop);
 			landed_locked(ic, ns, set, &gone);
