@@ -450,6 +450,39 @@ def test_capture_value_hashes_option(clients, upstream, start_proxy, dbname, tmp
         [f"{dbname}.auth_user", f"{dbname}.customers"]
 
 
+def joins_in_report_and_old_format(p, files, tmp_path, mongoguard_bin, dbname, old_v):
+    """The two joins of orders (customers by an `$in`, products one find each) in the
+    report over the capture as in the live log, with their relationships' pairs; and the
+    same capture relabelled as format `old_v`, whose proxy took no key in these reads,
+    replayed without either. Returns the report."""
+    import bson
+    from test_capture_report import live_findings, run_report
+
+    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
+    run_report(mongoguard_bin, files, "--json", tmp_path / "r.json")
+    rep = json.loads((tmp_path / "r.json").read_text())
+    got = {(f["rule"], f["shapeHash"]): f["count"]
+           for f in rep["findings"] if f["rule"] == "client-side-join"}
+    assert got == live and len(live) == 2, (got, live)
+    pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
+    assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
+            (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
+    old = []
+    for i, path in enumerate(files):
+        with open(path, "rb") as fh:
+            recs = list(bson.decode_file_iter(fh))
+        assert recs[0]["k"] == "header" and recs[0]["v"] == 7
+        recs[0]["v"] = old_v
+        o = tmp_path / f"capture-old-{i}.bson"
+        o.write_bytes(b"".join(bson.encode(r) for r in recs))
+        old.append(o)
+    run_report(mongoguard_bin, old, "--json", tmp_path / "r-old.json")
+    rep_old = json.loads((tmp_path / "r-old.json").read_text())
+    assert [f for f in rep_old["findings"] if f["rule"] == "client-side-join"] == []
+    assert rep_old["relationships"]["pairs"] == [], rep_old["relationships"]["pairs"]
+    return rep
+
+
 @pytest.mark.parametrize("redact", [True, False], ids=["redacted", "literals"])
 def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp_path,
                                      mongoguard_bin, redact):
@@ -460,8 +493,7 @@ def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp
     Reads by other values with a condition beside them stay no join (the values are the
     key's alone), the report over the capture agrees with the live log, and a capture of
     format 5, whose proxy read a key alone, is replayed so: without these two findings."""
-    import bson
-    from test_capture_report import captures, live_findings, run_report
+    from test_capture_report import captures
 
     seed_shop(clients, dbname)
     direct = clients.direct()[dbname]
@@ -494,35 +526,12 @@ def test_keys_beside_conditions_join(clients, upstream, start_proxy, dbname, tmp
     assert p.stop() == 0
     assert sorted(f["attr"]["ns"] for f in p.log.findings("client-side-join")) == \
         [f"{dbname}.customers", f"{dbname}.products"]
-    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
-    files = captures(cdir)
-    run_report(mongoguard_bin, files, "--json", tmp_path / "r.json")
-    rep = json.loads((tmp_path / "r.json").read_text())
-    got = {(f["rule"], f["shapeHash"]): f["count"]
-           for f in rep["findings"] if f["rule"] == "client-side-join"}
-    assert got == live and len(live) == 2, (got, live)
+    rep = joins_in_report_and_old_format(p, captures(cdir), tmp_path, mongoguard_bin, dbname, 5)
     # the child reads' shapes show the rule, as the live /workload does (a pair's finding
     # is keyed by the pair; until stop 51 the report's shapes table showed rules: [])
     for coll in ("customers", "products"):
         rows = [s for s in rep["shapes"] if s["ns"] == f"{dbname}.{coll}"]
         assert rows and all("client-side-join" in s["rules"] for s in rows), rows
-    pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
-    assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
-            (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
-
-    old = []  # the same capture as a version 5 proxy wrote it
-    for i, path in enumerate(files):
-        with open(path, "rb") as fh:
-            recs = list(bson.decode_file_iter(fh))
-        assert recs[0]["k"] == "header" and recs[0]["v"] == 7
-        recs[0]["v"] = 5
-        o = tmp_path / f"capture-old-{i}.bson"
-        o.write_bytes(b"".join(bson.encode(r) for r in recs))
-        old.append(o)
-    run_report(mongoguard_bin, old, "--json", tmp_path / "r5.json")
-    rep5 = json.loads((tmp_path / "r5.json").read_text())
-    assert [f for f in rep5["findings"] if f["rule"] == "client-side-join"] == []
-    assert rep5["relationships"]["pairs"] == [], rep5["relationships"]["pairs"]
 
 
 def test_and_fields_join(clients, upstream, start_proxy, dbname, tmp_path, mongoguard_bin):
@@ -532,8 +541,7 @@ def test_and_fields_join(clients, upstream, start_proxy, dbname, tmp_path, mongo
     and no key (stop 51's lead). Both are found live, the report over the capture agrees,
     and the same capture relabelled as format 6, whose proxy read the `$and` so, is
     replayed without them."""
-    import bson
-    from test_capture_report import captures, live_findings, run_report
+    from test_capture_report import captures
 
     seed_shop(clients, dbname)
     cdir = tmp_path / "cap"
@@ -556,27 +564,4 @@ def test_and_fields_join(clients, upstream, start_proxy, dbname, tmp_path, mongo
     assert "by \"_id\" " in f[0]["attr"]["detail"], f[0]["attr"]
     time.sleep(1.5)  # a summary interval
     assert p.stop() == 0
-    live = {k: n for k, n in live_findings(p).items() if k[0] == "client-side-join"}
-    files = captures(cdir)
-    run_report(mongoguard_bin, files, "--json", tmp_path / "r.json")
-    rep = json.loads((tmp_path / "r.json").read_text())
-    got = {(f["rule"], f["shapeHash"]): f["count"]
-           for f in rep["findings"] if f["rule"] == "client-side-join"}
-    assert got == live and len(live) == 2, (got, live)
-    pairs = {(r["parent"], r["child"], r["via"]) for r in rep["relationships"]["pairs"]}
-    assert {(f"{dbname}.orders", f"{dbname}.customers", "client-in"),
-            (f"{dbname}.orders", f"{dbname}.products", "client-each")} <= pairs, pairs
-
-    old = []  # the same capture as a version 6 proxy wrote it
-    for i, path in enumerate(files):
-        with open(path, "rb") as fh:
-            recs = list(bson.decode_file_iter(fh))
-        assert recs[0]["k"] == "header" and recs[0]["v"] == 7
-        recs[0]["v"] = 6
-        o = tmp_path / f"capture-old-{i}.bson"
-        o.write_bytes(b"".join(bson.encode(r) for r in recs))
-        old.append(o)
-    run_report(mongoguard_bin, old, "--json", tmp_path / "r6.json")
-    rep6 = json.loads((tmp_path / "r6.json").read_text())
-    assert [f for f in rep6["findings"] if f["rule"] == "client-side-join"] == []
-    assert rep6["relationships"]["pairs"] == [], rep6["relationships"]["pairs"]
+    joins_in_report_and_old_format(p, captures(cdir), tmp_path, mongoguard_bin, dbname, 6)

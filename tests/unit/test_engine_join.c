@@ -29,6 +29,7 @@ typedef struct world {
 	bool replay;       /* values never hashed here: only the next request's vh */
 	const uint64_t *vh;
 	uint32_t nvh;
+	keyed_mode key_mode; /* as a capture of which format is replayed */
 } world;
 
 static void world_open(world *w, rule_action action)
@@ -44,6 +45,7 @@ static void world_open(world *w, rule_action action)
 	w->placeholders = w->replay = false;
 	w->vh = NULL;
 	w->nvh = 0;
+	w->key_mode = KEYED_FLAT;
 }
 
 static void conn_close(conn *c)
@@ -73,7 +75,8 @@ static verdict send_vals(world *w, conn *c, const char *json, int64_t ndocs,
 	                  .placeholders = w->placeholders,
 	                  .value_hashes = w->vh,
 	                  .nvalue_hashes = w->nvh,
-	                  .hashes_only = w->replay};
+	                  .hashes_only = w->replay,
+	                  .key_mode = w->key_mode};
 	block_info block;
 	verdict v = fx_analyze(w->e, "shop", json, NULL, 0, &rc, &block);
 	if (ndocs >= -1) /* the reply, a round trip later */
@@ -291,6 +294,22 @@ static void test_populate_one_in_batch(void **state)
 	world_close(&w);
 }
 
+/* A world at log whose connection read six orders, then three reads of
+ * form (with one %024x: a new ObjectId each), taken as a capture of mode's
+ * format was. */
+static void three_after_orders(world *w, conn *c, const char *form, keyed_mode mode)
+{
+	world_open(w, RULE_LOG);
+	w->key_mode = mode;
+	find_orders(w, c, 6);
+	for (int k = 0; k < 3; k++) {
+		char json[256];
+		snprintf(json, sizeof json, form, w->oid++);
+		w->t += 2;
+		send(w, c, json, 1);
+	}
+}
+
 /* A key with conditions beside it (protocol/keyed_filter.h): a
  * soft-delete plugin's populate (mongoose-delete: {_id: {$in: [ids]},
  * deleted: {$ne: false}}), populate's `match` option, a flag beside a
@@ -306,6 +325,8 @@ static void test_key_beside_conditions(void **state)
 	    "{'find':'customers','filter':{'_id':{'$in':[%s]},'deletedAt':null,'n':{'$gt':0}}}",
 	    "{'aggregate':'customers','pipeline':[{'$match':{'_id':{'$in':[%s]},'deleted':false}}],"
 	    "'cursor':{}}",
+	    /* in a top-level $and (test_and_fields_are_the_filters) */
+	    "{'find':'customers','filter':{'$and':[{'status':'published'},{'_id':{'$in':[%s]}}]}}",
 	};
 	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
 		world w;
@@ -337,14 +358,7 @@ static void test_key_beside_conditions(void **state)
 	for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++) {
 		world w;
 		conn c = {0};
-		world_open(&w, RULE_LOG);
-		find_orders(&w, &c, 6);
-		for (int k = 0; k < 3; k++) {
-			char json[256];
-			snprintf(json, sizeof json, each[i], w.oid++);
-			w.t += 2;
-			send(&w, &c, json, 1);
-		}
+		three_after_orders(&w, &c, each[i], KEYED_FLAT);
 		const fx_finding *f = expect_one(&w, "shop.customers", "by \"_id\" 3 times");
 		(void)f;
 		conn_close(&c);
@@ -352,12 +366,30 @@ static void test_key_beside_conditions(void **state)
 	}
 }
 
+/* The value hashes a capture keeps for find (its key {_id: {$in: ['x',
+ * 'y']}} among conditions) are the key's alone: those of the key without
+ * them, in order. */
+static void hashes_of_the_key_alone(const char *find)
+{
+	uint64_t a[4], b[4];
+	fx_req q;
+	assert_true(fx_req_build(&q, "shop", find, NULL, 0));
+	assert_int_equal(engine_value_hashes(&q.v, a, 4), 2);
+	fx_req_free(&q);
+	assert_true(
+	    fx_req_build(&q, "shop", "{'find':'c','filter':{'_id':{'$in':['x','y']}}}", NULL, 0));
+	assert_int_equal(engine_value_hashes(&q.v, b, 4), 2);
+	fx_req_free(&q);
+	assert_memory_equal(a, b, sizeof(uint64_t) * 2);
+}
+
 /* A top-level $and's documents are the filter's fields, as mongod reads
  * them: ODMantic sends every query of two conditions so ({$and: [{f: {$eq:
- * v}}, {g: {$eq: w}}]}). An N+1 by _id with a flag beside it, a populate's
- * $in with a condition, and a $and of one document are keyed reads; the
- * hashes a capture keeps are the key's values, equal to those of the key
- * alone. A capture of format 6 took the $and for an operator: its replay
+ * v}}, {g: {$eq: w}}]}). An N+1 by _id with a flag beside it and a $and of
+ * one document are keyed reads (a populate's $in with a condition in a $and
+ * is test_key_beside_conditions'); the hashes a capture keeps are the key's
+ * values, equal to those of the key alone. A capture of format 6 took the
+ * $and for an operator: its replay
  * (KEYED_TOP) stays silent where that proxy did. */
 static void test_and_fields_are_the_filters(void **state)
 {
@@ -372,21 +404,7 @@ static void test_and_fields_are_the_filters(void **state)
 		for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++) {
 			world w;
 			conn c = {0};
-			world_open(&w, RULE_LOG);
-			find_orders(&w, &c, 6);
-			for (int k = 0; k < 3; k++) {
-				char json[256];
-				snprintf(json, sizeof json, each[i], w.oid++);
-				w.t += 2;
-				request_ctx rc = {.conn = 7,
-				                  .now_ms = w.t,
-				                  .repeat = &c.repeat,
-				                  .track = &c.track,
-				                  .key_mode = (keyed_mode)mode};
-				block_info block;
-				fx_analyze(w.e, "shop", json, NULL, 0, &rc, &block);
-				engine_note_reply(w.e, c.track, 1, NULL, ++w.t);
-			}
+			three_after_orders(&w, &c, each[i], (keyed_mode)mode);
 			if (mode != KEYED_FLAT) {
 				expect_silent(&w);
 			} else {
@@ -398,40 +416,8 @@ static void test_and_fields_are_the_filters(void **state)
 			world_close(&w);
 		}
 
-	world w;
-	conn c = {0};
-	char ids[2048], json[4096];
-	int at = 0;
-	world_open(&w, RULE_LOG);
-	find_orders(&w, &c, 8);
-	for (int k = 0; k < 8; k++)
-		at += snprintf(ids + at, sizeof ids - at, "%s{'$oid':'%024x'}", k ? "," : "",
-		               w.oid++);
-	snprintf(
-	    json, sizeof json,
-	    "{'find':'customers','filter':{'$and':[{'status':'published'},{'_id':{'$in':[%s]}}]}}",
-	    ids);
-	w.t += 4;
-	send(&w, &c, json, 8);
-	assert_int_equal(fx_sink_count(&w.sink, J), 1);
-	assert_non_null(
-	    strstr(last_join(&w.sink)->detail, "by \"_id\" in 1 $in batch holding 8 keys"));
-	conn_close(&c);
-	world_close(&w);
-
-	uint64_t a[4], b[4];
-	fx_req q;
-	assert_true(fx_req_build(
-	    &q, "shop",
-	    "{'find':'c','filter':{'$and':[{'deleted':false},{'_id':{'$in':['x','y']}}]}}", NULL,
-	    0));
-	assert_int_equal(engine_value_hashes(&q.v, a, 4), 2);
-	fx_req_free(&q);
-	assert_true(
-	    fx_req_build(&q, "shop", "{'find':'c','filter':{'_id':{'$in':['x','y']}}}", NULL, 0));
-	assert_int_equal(engine_value_hashes(&q.v, b, 4), 2);
-	fx_req_free(&q);
-	assert_memory_equal(a, b, sizeof(uint64_t) * 2);
+	hashes_of_the_key_alone(
+	    "{'find':'c','filter':{'$and':[{'deleted':false},{'_id':{'$in':['x','y']}}]}}");
 }
 
 /* A capture of format version 5 or older was read live by a key alone:
@@ -443,37 +429,21 @@ static void test_key_alone_in_old_captures(void **state)
 	world w;
 	conn c = {0};
 	world_open(&w, RULE_LOG);
+	w.key_mode = KEYED_ALONE;
 	find_orders(&w, &c, 6);
 	for (int k = 0; k < 6; k++) {
 		char json[256];
 		snprintf(json, sizeof json,
 		         "{'find':'customers','filter':{'_id':%d,'deleted':false}}", k);
 		w.t += 2;
-		request_ctx rc = {.conn = 7,
-		                  .now_ms = w.t,
-		                  .repeat = &c.repeat,
-		                  .track = &c.track,
-		                  .key_mode = KEYED_ALONE};
-		block_info block;
-		fx_analyze(w.e, "shop", json, NULL, 0, &rc, &block);
-		engine_note_reply(w.e, c.track, 1, NULL, ++w.t);
+		send(&w, &c, json, 1);
 	}
 	expect_silent(&w);
 	conn_close(&c);
 	world_close(&w);
 
-	uint64_t a[4], b[4];
-	fx_req q;
-	assert_true(fx_req_build(
-	    &q, "shop", "{'find':'c','filter':{'deleted':false,'_id':{'$in':['x','y']},'n':3}}",
-	    NULL, 0));
-	assert_int_equal(engine_value_hashes(&q.v, a, 4), 2);
-	fx_req_free(&q);
-	assert_true(
-	    fx_req_build(&q, "shop", "{'find':'c','filter':{'_id':{'$in':['x','y']}}}", NULL, 0));
-	assert_int_equal(engine_value_hashes(&q.v, b, 4), 2);
-	fx_req_free(&q);
-	assert_memory_equal(a, b, sizeof(uint64_t) * 2);
+	hashes_of_the_key_alone(
+	    "{'find':'c','filter':{'deleted':false,'_id':{'$in':['x','y']},'n':3}}");
 }
 
 static void test_few_in_batches(void **state)
