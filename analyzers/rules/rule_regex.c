@@ -889,12 +889,14 @@ static void words(const rule_ctx *c, const rule_site *s, const void *facts, rule
 		}
 		text_printf(&t,
 		            " is matched with a case-insensitive regex (%s), which no index can "
-		            "bound, so every key is scanned",
+		            "bound, so mongod reads every key of an index on it, or every document "
+		            "without one",
 		            hit->how);
 	} else {
 		text_printf(&t,
 		            "a case-insensitive regex (%s) matches documents; no index can bound "
-		            "it, so every key is scanned",
+		            "it, so mongod reads every key of an index on it, or every document "
+		            "without one",
 		            hit->how);
 	}
 	w->detail = rule_words_piece(&t, start);
