@@ -418,9 +418,11 @@ static bool tls_deliver_held(struct bufferevent *bev, transport_side *t)
 		return false;
 	short what = t->held;
 	t->held = 0;
-	/* the event callback words an error by errno (a reset is passed on
-	 * as a reset): as it was when met, not as the session's sends since
-	 * left it */
+	/* the event callback words an error by errno: as it was when met,
+	 * not as the session's sends since left it. (A socket error under
+	 * TLS, a reset included, reaches it as an end of stream: the session
+	 * allows a TLS side's dirty shutdown, so only an OpenSSL error is an
+	 * error there, and its errno only words it.) */
 	EVUTIL_SET_SOCKET_ERROR(t->held_errno);
 	bufferevent_trigger_event(bev, what, 0);
 	return true;

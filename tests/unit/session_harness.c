@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -555,7 +556,7 @@ static void up_tls_begin(hx_conn *c)
 static bool read_upstream(hx_conn *c)
 {
 	bool acted = false;
-	for (;;) {
+	while (!(c->up_end_queued && c->up_end_reset)) {
 		if (c->up_len == HX_BUF)
 			c->up_len = 0; /* more than a harness request: dropped unanswered */
 		uint8_t buf[16384];
@@ -621,6 +622,10 @@ static bool flush_upstream(hx_conn *c)
 {
 	bool acted = false;
 	size_t sent = 0;
+	int unread = 0;
+	if (c->up_end_queued && c->up_end_reset &&
+	    (ioctl(c->ufd, FIONREAD, &unread) != 0 || unread == 0))
+		return false; /* waits for a request it will not read */
 	while (sent < c->up_out_len) {
 		ssize_t w = send(c->ufd, c->up_out + sent, c->up_out_len - sent, MSG_NOSIGNAL);
 		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -676,6 +681,12 @@ void hx_upstream_end_after(hx_conn *c, uint64_t nth, bool notify, bool close)
 	c->up_end_after = nth;
 	c->up_end_notify = notify;
 	c->up_end_close = close;
+}
+
+void hx_upstream_reset_after(hx_conn *c, uint64_t nth)
+{
+	hx_upstream_end_after(c, nth, false, true);
+	c->up_end_reset = true;
 }
 
 /* ---- the scripted client ---- */

@@ -80,6 +80,7 @@ typedef struct hx_conn {
 	/* The end the upstream writes behind a reply (hx_upstream_end_after). */
 	uint64_t up_end_after;
 	bool up_end_notify, up_end_close, up_end_queued;
+	bool up_end_reset; /* the close resets (hx_upstream_reset_after) */
 	/* Every byte the upstream read, in order: how many and their FNV-1a
 	 * hash (however the reads cut them). */
 	uint64_t up_seen, up_hash;
@@ -148,6 +149,13 @@ void hx_upstream_close(hx_conn *c);
  * when close, the socket's close (hx_upstream_close) once everything
  * before it is written. */
 void hx_upstream_end_after(hx_conn *c, uint64_t nth, bool notify, bool close);
+
+/* The same end as a reset: once its nth reply is queued the upstream reads
+ * no more, and writes what it queued and closes in one turn when bytes it
+ * has not read wait on its socket (the session sent one more request), so
+ * the session's reads meet those replies and then ECONNRESET (a Unix
+ * socket closed with unread bytes resets its peer). */
+void hx_upstream_reset_after(hx_conn *c, uint64_t nth);
 
 /* Work counted since the conn started: session callbacks, epoll readiness. */
 uint64_t hx_callbacks(const hx_conn *c);

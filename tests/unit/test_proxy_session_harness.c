@@ -550,6 +550,39 @@ static void test_tls_upstream_close_notify_while_paused(void **state)
 	finish(f);
 }
 
+/* The same pause with a reset behind the replies: the read that met them
+ * met ECONNRESET too, which OpenSSL reports as a syscall error and libevent,
+ * as the session allows a TLS side's dirty shutdown, as an end of stream.
+ * Held while reads are paused, it comes after every reply when the client
+ * reads, as a close by the server (not passed on as a reset: that is the
+ * plain side's). */
+static void test_tls_upstream_reset_while_paused(void **state)
+{
+	fixture *f = start_tls_upstream();
+	hx_conn *c = f->c;
+	c->no_read = true;
+	c->reply_pad = 32 * 1024;
+	size_t sent = 0;
+	int32_t id = 1000;
+	while (sent + 2 * hx_reply_len(c) < OUT_HIGH_BYTES + client_unread(c)) {
+		sent += hx_reply_len(c);
+		send_pings(c, id++, 1);
+	}
+	c->reply_pad = 2000;
+	hx_upstream_reset_after(c, c->replies_sent + SMALL_REPLIES);
+	send_pings(c, 2000, SMALL_REPLIES);
+	assert_false(c->closed);
+	send_pings(c, 3000, 1); /* read by no one: the close resets */
+	assert_int_equal(c->ufd, -1);
+	assert_false(c->closed); /* held behind the replies, reads paused */
+	c->no_read = false;
+	assert_true(hx_run(c));
+	assert_replies(c, 1000, id - 1000);
+	assert_replies(c, 2000, SMALL_REPLIES);
+	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
+	finish(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -576,6 +609,7 @@ int main(void)
 	    cmocka_unit_test(test_tls_upstream_close_behind_replies),
 	    cmocka_unit_test(test_tls_upstream_close_notify_socket_open),
 	    cmocka_unit_test(test_tls_upstream_close_notify_while_paused),
+	    cmocka_unit_test(test_tls_upstream_reset_while_paused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
