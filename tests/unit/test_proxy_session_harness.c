@@ -514,16 +514,10 @@ static size_t client_unread(const hx_conn *c)
 	return (size_t)n;
 }
 
-/* Backpressure with the end behind the replies. The client reads
- * nothing while 32 KiB replies, one at a time, bring what the session
- * queued for it (what it was sent minus what its socket holds) to within
- * two of them of OUT_HIGH; then 40 replies of 2 KiB and close_notify,
- * the socket left open, in one write, which one wake-up reads whole:
- * relaying them crosses OUT_HIGH, upstream reads stop with replies still
- * in the input and the end already met. When the client reads, every
- * reply arrives and then the end, which nothing on the socket announces
- * again: it is delivered when reads resume. */
-static void test_tls_upstream_close_notify_while_paused(void **state)
+/* 40 replies behind a client that reads nothing, then an end, in one
+ * write (test_tls_upstream_close_notify_while_paused says how): close_notify
+ * with the socket left open, or with reset a reset. */
+static void paused_then_end(bool reset)
 {
 	fixture *f = start_tls_upstream();
 	hx_conn *c = f->c;
@@ -538,16 +532,38 @@ static void test_tls_upstream_close_notify_while_paused(void **state)
 	assert_false(c->closed);
 	c->reply_pad = 2000;
 	assert_true(SMALL_REPLIES * hx_reply_len(c) > 2 * (32 * 1024 + 64));
-	hx_upstream_end_after(c, c->replies_sent + SMALL_REPLIES, true, false);
+	if (reset)
+		hx_upstream_reset_after(c, c->replies_sent + SMALL_REPLIES);
+	else
+		hx_upstream_end_after(c, c->replies_sent + SMALL_REPLIES, true, false);
 	send_pings(c, 2000, SMALL_REPLIES);
 	assert_int_equal(c->replies_sent, 1 + (uint64_t)(id - 1000) + SMALL_REPLIES);
 	assert_false(c->closed);
+	if (reset) {
+		send_pings(c, 3000, 1); /* read by no one: the close resets */
+		assert_int_equal(c->ufd, -1);
+		assert_false(c->closed); /* held behind the replies, reads paused */
+	}
 	c->no_read = false;
 	assert_true(hx_run(c));
 	assert_replies(c, 1000, id - 1000);
 	assert_replies(c, 2000, SMALL_REPLIES);
 	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
 	finish(f);
+}
+
+/* Backpressure with the end behind the replies. The client reads
+ * nothing while 32 KiB replies, one at a time, bring what the session
+ * queued for it (what it was sent minus what its socket holds) to within
+ * two of them of OUT_HIGH; then 40 replies of 2 KiB and close_notify,
+ * the socket left open, in one write, which one wake-up reads whole:
+ * relaying them crosses OUT_HIGH, upstream reads stop with replies still
+ * in the input and the end already met. When the client reads, every
+ * reply arrives and then the end, which nothing on the socket announces
+ * again: it is delivered when reads resume. */
+static void test_tls_upstream_close_notify_while_paused(void **state)
+{
+	paused_then_end(false);
 }
 
 /* The same pause with a reset behind the replies: the read that met them
@@ -558,29 +574,7 @@ static void test_tls_upstream_close_notify_while_paused(void **state)
  * plain side's). */
 static void test_tls_upstream_reset_while_paused(void **state)
 {
-	fixture *f = start_tls_upstream();
-	hx_conn *c = f->c;
-	c->no_read = true;
-	c->reply_pad = 32 * 1024;
-	size_t sent = 0;
-	int32_t id = 1000;
-	while (sent + 2 * hx_reply_len(c) < OUT_HIGH_BYTES + client_unread(c)) {
-		sent += hx_reply_len(c);
-		send_pings(c, id++, 1);
-	}
-	c->reply_pad = 2000;
-	hx_upstream_reset_after(c, c->replies_sent + SMALL_REPLIES);
-	send_pings(c, 2000, SMALL_REPLIES);
-	assert_false(c->closed);
-	send_pings(c, 3000, 1); /* read by no one: the close resets */
-	assert_int_equal(c->ufd, -1);
-	assert_false(c->closed); /* held behind the replies, reads paused */
-	c->no_read = false;
-	assert_true(hx_run(c));
-	assert_replies(c, 1000, id - 1000);
-	assert_replies(c, 2000, SMALL_REPLIES);
-	assert_ended(f, "lost its connection to upstream harness-upstream:1: closed by the server");
-	finish(f);
+	paused_then_end(true);
 }
 
 int main(void)
