@@ -118,3 +118,45 @@ int keyed_filter_pick(const uint8_t *doc, uint32_t len, keyed_mode mode)
 		return at_in;
 	return nin == 0 && neq == 1 ? eq : -1;
 }
+
+/* A stage that only shapes, orders or cuts what the stages before it
+ * read: an aggregate of a $match and such stages reads as a find does. */
+static bool shaping_stage(const char *k, uint32_t n)
+{
+	switch (n) {
+	case 4:
+		return memcmp(k, "$set", 4) == 0;
+	case 5:
+		return memcmp(k, "$sort", 5) == 0 || memcmp(k, "$skip", 5) == 0;
+	case 6:
+		return memcmp(k, "$limit", 6) == 0 || memcmp(k, "$unset", 6) == 0;
+	case 8:
+		return memcmp(k, "$project", 8) == 0;
+	case 10:
+		return memcmp(k, "$addFields", 10) == 0;
+	default:
+		return false;
+	}
+}
+
+/* keyed_filter.h */
+const uint8_t *keyed_aggregate_match(const uint8_t *pipeline, uint32_t len)
+{
+	const uint8_t *match = NULL;
+	bson_iter_t it, st;
+	wire_iter_init_framed(&it, pipeline, len);
+	while (wire_iter_next(&it)) {
+		if (wire_iter_type(&it) != BSON_TYPE_DOCUMENT || !wire_iter_recurse(&it, &st) ||
+		    !wire_iter_next(&st))
+			return NULL;
+		const char *k = wire_iter_key(&st);
+		if (match ? !shaping_stage(k, wire_iter_key_len(&st))
+		          : strcmp(k, "$match") != 0 || wire_iter_type(&st) != BSON_TYPE_DOCUMENT)
+			return NULL;
+		if (!match)
+			match = st.raw + st.d1;
+		if (wire_iter_next(&st))
+			return NULL; /* a stage of two keys: mongod refuses it */
+	}
+	return match;
+}

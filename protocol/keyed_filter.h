@@ -53,4 +53,11 @@ bool keyed_walk_next(keyed_walk *w, const bson_iter_t **at);
  * with more than one). */
 int keyed_filter_pick(const uint8_t *doc, uint32_t len, keyed_mode mode);
 
+/* An aggregate's pipeline (an array, validated; len its bytes) that reads
+ * as a find: a leading {$match: {...}} and after it only stages that
+ * shape, order or cut what it read ($sort, $skip, $limit, $project,
+ * $addFields, $set, $unset). Django's ORM reads every model so ({$match},
+ * {$limit: 21}), ODMantic its find_one. The $match's document, or NULL. */
+const uint8_t *keyed_aggregate_match(const uint8_t *pipeline, uint32_t len);
+
 #endif

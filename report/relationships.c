@@ -144,15 +144,25 @@ typedef struct keyed {
 /* Whether a find reads by one field: {f: value}, {f: {$eq: v}} or
  * {f: {$in: [...]}}, alone or with conditions beside it (as mode says;
  * protocol/keyed_filter.h), where f is _id or the first key of one of the
- * collection's indexes (the capture's snapshot). */
-static bool read_by_key(const model_ns *n, const cmdview *v, keyed_mode mode, keyed *k)
+ * collection's indexes (the capture's snapshot). An aggregate that reads as
+ * a find (keyed_aggregate_match) by its $match, as the live rule reads it. */
+static bool read_by_key(const model_ns *n, const cmdview *v, bool find, keyed_mode mode, keyed *k)
 {
 	bson_iter_t it, f, op;
 	uint32_t len;
 	const uint8_t *doc;
-	if (!bson_iter_init_find(&it, &v->body, "filter") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+	if (!bson_iter_init_find(&it, &v->body, find ? "filter" : "pipeline") ||
+	    !(find ? BSON_ITER_HOLDS_DOCUMENT(&it) : BSON_ITER_HOLDS_ARRAY(&it)))
 		return false;
-	bson_iter_document(&it, &len, &doc);
+	if (find) {
+		bson_iter_document(&it, &len, &doc);
+	} else {
+		bson_iter_array(&it, &len, &doc);
+		if (!(doc = keyed_aggregate_match(doc, len)))
+			return false;
+		memcpy(&len, doc, 4);
+		len = BSON_UINT32_FROM_LE(len);
+	}
 	int at = keyed_filter_pick(doc, len, mode);
 	if (at < 0)
 		return false;
@@ -245,7 +255,8 @@ static bool child_read(model *m, rel_conn *c, const rel_req *q)
 {
 	keyed k;
 	if (!c->armed || q->t - c->last_t > REL_WINDOW_US || q->ns == c->parent ||
-	    strcmp(q->cmd, "find") || !read_by_key(&m->nss[q->ns - 1], q->v, q->key_mode, &k))
+	    (strcmp(q->cmd, "find") && strcmp(q->cmd, "aggregate")) ||
+	    !read_by_key(&m->nss[q->ns - 1], q->v, q->cmd[0] == 'f', q->key_mode, &k))
 		return false;
 	bool sure = !c->vals_known || !q->vh; /* nothing to tell */
 	for (uint32_t v = 0; !sure && v < q->nvh; v++)

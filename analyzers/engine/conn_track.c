@@ -217,51 +217,12 @@ static uint32_t le32(const uint8_t *p)
 	return BSON_UINT32_FROM_LE(n);
 }
 
-/* A stage that only shapes, orders or cuts what the stages before it
- * read: an aggregate of a $match and such stages reads as a find does. */
-static bool shaping_stage(const char *k, uint32_t n)
-{
-	switch (n) {
-	case 4:
-		return memcmp(k, "$set", 4) == 0;
-	case 5:
-		return memcmp(k, "$sort", 5) == 0 || memcmp(k, "$skip", 5) == 0;
-	case 6:
-		return memcmp(k, "$limit", 6) == 0 || memcmp(k, "$unset", 6) == 0;
-	case 8:
-		return memcmp(k, "$project", 8) == 0;
-	case 10:
-		return memcmp(k, "$addFields", 10) == 0;
-	default:
-		return false;
-	}
-}
-
-/* An aggregate's pipeline that reads as a find: a leading {$match: {...}}
- * and after it only shaping stages (Django's ORM reads every model this
- * way: {$match}, {$limit: 21}). The $match's document, or NULL. */
+/* The $match of an aggregate that reads as a find (keyed_filter.h), or
+ * NULL. */
 static const uint8_t *aggregate_match(const cmdview *v)
 {
 	const uint8_t *p = top_value(v, "pipeline", 8, BSON_TYPE_ARRAY);
-	const uint8_t *match = NULL;
-	bson_iter_t it, st;
-	if (!p)
-		return NULL;
-	wire_iter_init_framed(&it, p, le32(p)); /* validated with the body */
-	while (wire_iter_next(&it)) {
-		if (wire_iter_type(&it) != BSON_TYPE_DOCUMENT || !wire_iter_recurse(&it, &st) ||
-		    !wire_iter_next(&st))
-			return NULL;
-		const char *k = wire_iter_key(&st);
-		if (match ? !shaping_stage(k, wire_iter_key_len(&st))
-		          : strcmp(k, "$match") != 0 || wire_iter_type(&st) != BSON_TYPE_DOCUMENT)
-			return NULL;
-		if (!match)
-			match = st.raw + st.d1;
-		if (wire_iter_next(&st))
-			return NULL; /* a stage of two keys: mongod refuses it */
-	}
-	return match;
+	return p ? keyed_aggregate_match(p, le32(p)) : NULL; /* validated with the body */
 }
 
 /* Whether r's values can be looked up in a parent's: by the hashes a
